@@ -1,0 +1,14 @@
+# fc_add_test(NAME name SOURCES a.cpp ... LIBS lib ... LABELS cpu|gpu ...)
+# A Catch2 (v2) test executable; each TEST_CASE becomes a ctest test carrying LABELS, and the
+# LABELS mirror the Catch tags of its TEST_CASEs. GPU tests skip cleanly without a GPU (exit code 77 = skip).
+function(fc_add_test)
+  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES})
+  if("gpu" IN_LIST T_LABELS)
+    target_link_libraries(${T_NAME} PRIVATE fc_catch_main_gpu)
+  else()
+    target_link_libraries(${T_NAME} PRIVATE fc_catch_main)
+  endif()
+  target_link_libraries(${T_NAME} PRIVATE fc_warnings ${T_LIBS})
+  catch_discover_tests(${T_NAME} PROPERTIES LABELS "${T_LABELS}" SKIP_RETURN_CODE 77)
+endfunction()

@@ -1,0 +1,50 @@
+#include "attention.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace fc {
+
+double default_scale(int32_t d) { return 1.0 / std::sqrt(double(d)); }
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::F64: return "F64";
+  }
+  return "?";
+}
+
+const char* mask_name(Mask m) {
+  switch (m) {
+    case Mask::None: return "none";
+    case Mask::CausalTopLeft: return "causal_top_left";
+    case Mask::CausalBottomRight: return "causal_bottom_right";
+  }
+  return "?";
+}
+
+bool parse_dtype(const char* s, DType* out) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64})
+    if (std::strcmp(s, dtype_name(t)) == 0) return *out = t, true;
+  return false;
+}
+
+bool parse_mask(const char* s, Mask* out) {
+  for (Mask m : {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight})
+    if (std::strcmp(s, mask_name(m)) == 0) return *out = m, true;
+  return false;
+}
+
+int dtype_size(DType t) {
+  switch (t) {
+    case DType::F16: case DType::BF16: return 2;
+    case DType::F32: return 4;
+    case DType::F64: return 8;
+  }
+  return 0;
+}
+
+}  // namespace fc

@@ -1,0 +1,51 @@
+// Scalar rules of the online softmax <m, l, o>, shared by the CPU emulation and the CUDA kernels so
+// that both make the same decisions on the same edge cases. Host and device; no storage types.
+//
+// A row's state after seeing some keys: m = running max of the (scaled) scores, l = sum of
+// exp(s - m), o = sum of exp(s - m) * v (unnormalised). Before any visible key: m = -inf, l = 0, o = 0.
+#pragma once
+
+#include "attention.h"
+
+namespace fc::rules {
+
+template <class T>
+FC_HD constexpr T neg_inf() { return -std::numeric_limits<T>::infinity(); }
+
+// The running max. Written as a select rather than fmax so that the same expression can be used for
+// the max and for the shifted score, making s - m exactly 0 at the max.
+template <class T>
+FC_HD inline T running_max(T m, T s) { return s > m ? s : m; }
+
+// The value subtracted from the scores before exponentiation. While no finite score has been seen,
+// m = -inf and s - m would be -inf - -inf = NaN; shifting by 0 instead gives exp(-inf) = 0.
+template <class T>
+FC_HD inline T safe_shift(T m) { return m == neg_inf<T>() ? T(0) : m; }
+
+// Factor that re-denominates l and o from the old max to the new one: exp(m_old - m_new).
+// m_old = -inf means nothing was accumulated yet (l = o = 0): the factor is 0, never NaN, even when
+// m_new is still -inf. Exp is the exponential in use (exp, or exp2 on log2-scaled maxima).
+template <class T, class Exp>
+FC_HD inline T rescale(T m_old, T m_new, Exp exp_fn) {
+  return m_old == neg_inf<T>() ? T(0) : exp_fn(m_old - m_new);
+}
+
+// Final normalisation of one row. l == 0 means no key was visible (or every weight underflowed to
+// 0 against its own max, which cannot happen since the max itself contributes exp(0) = 1): the
+// contract says o = 0, lse = -inf. Otherwise o /= l and lse = m + log(l).
+template <class T>
+FC_HD inline T inv_l(T l) { return l == T(0) ? T(0) : T(1) / l; }
+
+template <class T, class Log>
+FC_HD inline T finalize_lse(T m, T l, Log log_fn) {
+  return l == T(0) ? neg_inf<T>() : m + log_fn(l);
+}
+
+// Probability recomputed in the backward pass from the saved lse: P = exp(s - lse). A row with
+// lse = -inf saw no key; its P is 0 (not exp(-inf - -inf) = NaN).
+template <class T, class Exp>
+FC_HD inline T recompute_p(T s, T lse, Exp exp_fn) {
+  return lse == neg_inf<T>() ? T(0) : exp_fn(s - lse);
+}
+
+}  // namespace fc::rules
