@@ -40,7 +40,7 @@ void HostTensor::set(int64_t i, double x) {
 }
 
 std::vector<double> HostTensor::to_f64() const {
-  std::vector<double> out(size_t(numel()));
+  std::vector<double> out(static_cast<size_t>(numel()));
   for (int64_t i = 0; i < numel(); ++i) out[size_t(i)] = get(i);
   return out;
 }
