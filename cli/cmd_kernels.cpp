@@ -1,0 +1,75 @@
+// `flashcheck kernels [--json]`: the registry as a table, or as JSON for other programs.
+#include <fmt/format.h>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/command.hpp"
+#include "kernels/registry.hpp"
+
+namespace fc::cli {
+
+namespace {
+
+template <class T, class F>
+std::vector<std::string> names(const std::vector<T>& xs, F name) {
+  std::vector<std::string> out;
+  for (const T& x : xs) out.emplace_back(name(x));
+  return out;
+}
+
+std::string tile(const Config& c) {
+  return fmt::format("{}x{}{}", c.block_m, c.block_n, c.order == LoopOrder::FA1 ? "/FA1" : "");
+}
+
+nlohmann::json kernel_json(const KernelInfo& i) {
+  nlohmann::json configs = nlohmann::json::array();
+  for (const Config& c : i.configs)
+    configs.push_back({{"block_m", c.block_m}, {"block_n", c.block_n}, {"order", c.order == LoopOrder::FA1 ? "FA1" : "FA2"},
+                       {"accum", dtype_name(c.accum)}, {"deterministic", c.deterministic}});
+  return {{"name", i.name},
+          {"device", i.device},
+          {"mutant", i.mutant},
+          {"dtypes", names(i.dtypes, dtype_name)},
+          {"masks", names(i.masks, mask_name)},
+          {"backward", i.backward},
+          {"gqa", i.gqa},
+          {"head_dims", i.head_dims},
+          {"any_tile", i.any_tile},
+          {"writes_lse", i.writes_lse},
+          {"configs", configs},
+          {"description", i.description}};
+}
+
+int run_kernels(bool as_json) {
+  if (as_json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const Kernel& k : registry()) list.push_back(kernel_json(k.info));
+    fmt::print("{}\n", nlohmann::json{{"kernels", list}}.dump(2));
+    return kExitPass;
+  }
+  fmt::print("{:<22} {:<6} {:<6} {:<16} {:<44} {:<8} {:<4} {}\n", "kernel", "device", "mutant", "dtypes", "masks", "backward",
+             "gqa", "tiles");
+  for (const Kernel& k : registry()) {
+    const KernelInfo& i = k.info;
+    std::string tiles = i.any_tile ? "any" : "";
+    for (const Config& c : i.configs) tiles += (tiles.empty() ? "" : ",") + tile(c);
+    fmt::print("{:<22} {:<6} {:<6} {:<16} {:<44} {:<8} {:<4} {}\n", i.name, i.device, i.mutant ? "yes" : "no",
+               fmt::join(names(i.dtypes, dtype_name), ","), fmt::join(names(i.masks, mask_name), ","),
+               i.backward ? "yes" : "no", i.gqa ? "yes" : "no", tiles);
+  }
+  fmt::print("{} kernels\n", registry().size());
+  return kExitPass;
+}
+
+}  // namespace
+
+Run setup_kernels(CLI::App& app) {
+  auto* sub = app.add_subcommand("kernels", "List every registered kernel and what it claims");
+  auto as_json = std::make_shared<bool>(false);
+  sub->add_flag("--json", *as_json, "Print {\"kernels\": [...]} as JSON");
+  return [as_json] { return run_kernels(*as_json); };
+}
+
+}  // namespace fc::cli

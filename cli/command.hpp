@@ -1,0 +1,40 @@
+// The flashcheck CLI's one interface. Each subcommand lives in its own cli/cmd_*.cpp and is one row
+// of the table in cli/main.cpp: `setup` adds the subcommand (and its options) to the app and returns
+// the action to run when the user picked it. Actions return an exit code (DESIGN §3); bad input is
+// reported by throwing fc::io::FileError or fc::cli::UsageError, which main.cpp turns into exit 2 and
+// exactly one line on stderr.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <stdexcept>
+
+namespace fc::cli {
+
+// Exit codes (DESIGN §3).
+constexpr int kExitPass = 0;   // everything passed
+constexpr int kExitFail = 1;   // a check failed
+constexpr int kExitUsage = 2;  // bad usage or bad input
+
+// A subcommand's action, run after parsing; returns one of the exit codes above.
+using Run = std::function<int()>;
+
+struct Command {
+  const char* name;             // the subcommand's name, as typed: `flashcheck NAME ...`
+  Run (*setup)(CLI::App& app);  // adds app.add_subcommand(name, ...) with its options
+};
+
+// Bad usage discovered after parsing (e.g. an unknown kernel name): exit 2, what() on stderr.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One setup per cli/cmd_*.cpp.
+Run setup_kernels(CLI::App& app);    // cmd_kernels.cpp:   flashcheck kernels [--json]
+Run setup_reference(CLI::App& app);  // cmd_reference.cpp: flashcheck reference --inputs F --out F
+Run setup_audit(CLI::App& app);      // cmd_audit.cpp:     flashcheck audit [--out DIR] [--json]
+// cmd_check.cpp (properties helper): flashcheck check --kernel NAME [--cases N] [--seed S].
+// Compiled in when cli/cmd_check.cpp exists (cli/CMakeLists.txt defines FC_HAVE_CHECK_COMMAND).
+Run register_check_command(CLI::App& app);
+
+}  // namespace fc::cli

@@ -1,0 +1,68 @@
+// flashcheck: the command-line entry point. Parses with CLI11, dispatches to the subcommand table
+// below, and owns the exit-code policy: CLI11 parse errors and bad input exit 2 (not CLI11's own
+// codes), with one line on stderr.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "cli/command.hpp"
+#include "io/errors.hpp"
+
+namespace {
+
+using fc::cli::Command;
+
+const Command kCommands[] = {
+    {"kernels", fc::cli::setup_kernels},
+    {"reference", fc::cli::setup_reference},
+    {"audit", fc::cli::setup_audit},
+#ifdef FC_HAVE_CHECK_COMMAND
+    {"check", fc::cli::register_check_command},  // cli/cmd_check.cpp (properties helper)
+#endif
+};
+
+// One line: newlines inside a message would break "exactly one line on stderr".
+void print_error(const std::string& what) {
+  std::string line = what;
+  for (char& c : line)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::fprintf(stderr, "flashcheck: %s\n", line.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"flashcheck: property-based correctness and numerics for attention kernels"};
+  app.require_subcommand(1);
+  std::vector<std::pair<const char*, fc::cli::Run>> runs;
+  for (const Command& c : kCommands) runs.emplace_back(c.name, c.setup(app));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);  // --help: usage on stdout, exit 0
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    print_error(std::string(e.what()) + " (run with --help for usage)");
+    return fc::cli::kExitUsage;
+  }
+
+  try {
+    for (auto& [name, run] : runs)
+      if (app.got_subcommand(name)) return run();
+    print_error("no subcommand given");
+    return fc::cli::kExitUsage;
+  } catch (const fc::io::FileError& e) {
+    print_error(e.what());
+    return fc::cli::kExitUsage;
+  } catch (const fc::cli::UsageError& e) {
+    print_error(e.what());
+    return fc::cli::kExitUsage;
+  } catch (const std::exception& e) {
+    // Anything else (a kernel or oracle refusing its input) is still reported as bad input.
+    print_error(std::string("error: ") + e.what());
+    return fc::cli::kExitUsage;
+  }
+}

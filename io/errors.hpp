@@ -1,0 +1,42 @@
+// The one error type of tensor-file I/O. Every malformed or unusable file raises a FileError whose
+// what() is exactly one line naming the file and the problem; `fault` says which problem it was, so
+// tests and callers can tell them apart without parsing the message.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace fc::io {
+
+enum class Fault {
+  Io,             // cannot open / read / write the file, or not a regular file
+  Truncated,      // shorter than the 8-byte header length
+  HeaderPastEnd,  // header length runs past the end of the file (or over the header size limit)
+  BadJson,        // header is not JSON
+  BadHeader,      // JSON, but not a safetensors header (wrong types, missing fields, overlaps)
+  BadOffsets,     // data_offsets reversed or past the end of the data buffer
+  UnknownDtype,   // dtype other than F16 BF16 F32 F64
+  AbsurdShape,    // shape product overflows or exceeds what the file can hold
+  SizeMismatch,   // byte size != shape x dtype size
+  MissingTensor,  // q, k or v absent
+  WrongRank,      // an attention tensor is not rank 4
+  BadShape,       // q/k/v/d_o disagree (batch, heads, d, n), GQA divisibility, empty or huge dims
+  MixedDtypes,    // q, k, v, d_o not all one dtype
+  UnknownMask,    // metadata "mask" not none|causal_top_left|causal_bottom_right
+  BadScale,       // metadata "scale" not a finite decimal number
+};
+
+const char* fault_name(Fault f);
+
+// A name or value as it appears in a message: JSON-quoted and escaped, so it stays on one line.
+std::string quoted(const std::string& s);
+
+class FileError : public std::runtime_error {
+ public:
+  FileError(Fault fault, const std::string& file, const std::string& problem);
+  Fault fault;
+  std::string file;     // as given by the caller
+  std::string problem;  // the message without the file name
+};
+
+}  // namespace fc::io

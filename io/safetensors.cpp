@@ -1,0 +1,192 @@
+#include "io/safetensors.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace fc::io {
+
+static_assert(std::endian::native == std::endian::little, "tensor bytes are copied as little-endian");
+
+namespace {
+
+using nlohmann::json;
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// A non-negative JSON integer (no floats, no negatives) that fits in uint64.
+bool as_u64(const json& j, uint64_t* out) {
+  if (j.is_number_unsigned()) return *out = j.get<uint64_t>(), true;
+  if (j.is_number_integer() && j.get<int64_t>() >= 0) return *out = uint64_t(j.get<int64_t>()), true;
+  return false;
+}
+
+bool parse_storage_dtype(const std::string& s, DType* out) {
+  for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64})
+    if (s == dtype_name(t)) return *out = t, true;
+  return false;
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin, end;
+};
+
+// Validate one tensor's header entry against a data buffer of `data_bytes` bytes.
+Entry parse_entry(const std::string& file, const std::string& name, const json& j, uint64_t data_bytes) {
+  auto fail = [&](Fault f, const std::string& what) { return FileError(f, file, fmt::format("tensor {}: {}", quoted(name), what)); };
+  if (!j.is_object()) throw fail(Fault::BadHeader, "header entry is not an object");
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it.key() != "dtype" && it.key() != "shape" && it.key() != "data_offsets")
+      throw fail(Fault::BadHeader, fmt::format("unexpected field {}", quoted(it.key())));
+  if (!j.contains("dtype") || !j.contains("shape") || !j.contains("data_offsets"))
+    throw fail(Fault::BadHeader, "needs \"dtype\", \"shape\" and \"data_offsets\"");
+  Entry e{name, DType::F32, {}, 0, 0};
+
+  const json& jd = j["dtype"];
+  if (!jd.is_string()) throw fail(Fault::BadHeader, "dtype is not a string");
+  if (!parse_storage_dtype(jd.get<std::string>(), &e.dtype))
+    throw fail(Fault::UnknownDtype, fmt::format("unknown dtype {} (expected F16, BF16, F32 or F64)", quoted(jd.get<std::string>())));
+
+  const json& jo = j["data_offsets"];
+  if (!jo.is_array() || jo.size() != 2 || !as_u64(jo[0], &e.begin) || !as_u64(jo[1], &e.end))
+    throw fail(Fault::BadHeader, "data_offsets is not [begin, end] of non-negative integers");
+  if (e.begin > e.end) throw fail(Fault::BadOffsets, fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
+  if (e.end > data_bytes)
+    throw fail(Fault::BadOffsets, fmt::format("data_offsets [{}, {}] run past the end of the data ({} bytes)", e.begin, e.end, data_bytes));
+
+  const json& js = j["shape"];
+  if (!js.is_array()) throw fail(Fault::BadHeader, "shape is not an array");
+  if (js.size() > 16) throw fail(Fault::AbsurdShape, fmt::format("rank {} is absurd", js.size()));
+  // Overflow-safe element count, capped by what the whole data buffer could hold: no multiplication
+  // below can overflow because `numel` never exceeds `cap` (<= file size) before each step.
+  const uint64_t elem = uint64_t(dtype_size(e.dtype));
+  const uint64_t cap = data_bytes / elem;
+  uint64_t numel = 1;
+  bool too_big = false;
+  for (const json& d : js) {
+    uint64_t n;
+    if (!as_u64(d, &n)) throw fail(Fault::BadHeader, "shape holds a non-integer or negative dimension");
+    if (n > uint64_t(INT64_MAX)) throw fail(Fault::AbsurdShape, fmt::format("dimension {} is absurd", n));
+    e.shape.push_back(int64_t(n));
+    if (n == 0) numel = 0;
+    else if (numel != 0 && !too_big) {
+      if (numel > cap / n) too_big = true;  // numel * n > cap, tested without overflowing
+      else numel *= n;
+    }
+  }
+  if (too_big && numel != 0)
+    throw fail(Fault::AbsurdShape, fmt::format("shape {} of {} needs more bytes than the whole file's data ({} bytes)",
+                                               shape_str(e.shape), dtype_name(e.dtype), data_bytes));
+  if (numel * elem != e.end - e.begin)
+    throw fail(Fault::SizeMismatch, fmt::format("shape {} of {} is {} bytes but data_offsets [{}, {}] span {}", shape_str(e.shape),
+                                                dtype_name(e.dtype), numel * elem, e.begin, e.end, e.end - e.begin));
+  return e;
+}
+
+}  // namespace
+
+TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
+  const uint64_t size = bytes.size();
+  if (size < 8)
+    throw FileError(Fault::Truncated, name, fmt::format("truncated: {} bytes, shorter than the 8-byte header length", size));
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);  // little-endian u64 (static_assert above)
+  if (n > kMaxHeaderBytes)
+    throw FileError(Fault::HeaderPastEnd, name, fmt::format("header length {} exceeds the {}-byte limit (file is {} bytes)", n, kMaxHeaderBytes, size));
+  if (n > size - 8)
+    throw FileError(Fault::HeaderPastEnd, name, fmt::format("header length {} runs past the end of the file ({} bytes)", n, size));
+
+  const char* h = bytes.data() + 8;
+  json header = json::parse(h, h + n, nullptr, /*allow_exceptions=*/false);
+  if (header.is_discarded()) throw FileError(Fault::BadJson, name, "header is not valid JSON");
+  if (!header.is_object()) throw FileError(Fault::BadHeader, name, "header is not a JSON object");
+
+  const uint64_t data_bytes = size - 8 - n;
+  const std::string_view data = bytes.substr(8 + n);
+  TensorFile out;
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) throw FileError(Fault::BadHeader, name, "__metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) throw FileError(Fault::BadHeader, name, fmt::format("metadata {} is not a string", quoted(m.key())));
+        out.metadata[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    entries.push_back(parse_entry(name, it.key(), *it, data_bytes));
+  }
+  // Tensors may not share bytes: sort by begin and compare neighbours.
+  std::vector<const Entry*> by_begin;
+  for (const Entry& e : entries)
+    if (e.end > e.begin) by_begin.push_back(&e);
+  std::sort(by_begin.begin(), by_begin.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < by_begin.size(); ++i)
+    if (by_begin[i]->begin < by_begin[i - 1]->end)
+      throw FileError(Fault::BadOffsets, name, fmt::format("tensors {} and {} overlap", quoted(by_begin[i - 1]->name), quoted(by_begin[i]->name)));
+
+  // Only now, with every size proven to fit inside the file, allocate and copy.
+  for (const Entry& e : entries) {
+    HostTensor t;
+    t.dtype = e.dtype;
+    t.shape = e.shape;
+    t.bytes.assign(data.begin() + e.begin, data.begin() + e.end);
+    out.tensors.emplace(e.name, std::move(t));
+  }
+  return out;
+}
+
+TensorFile read_safetensors(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) throw FileError(Fault::Io, path, "cannot open: no such file");
+  if (!fs::is_regular_file(st)) throw FileError(Fault::Io, path, "not a regular file");  // a FIFO would block
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw FileError(Fault::Io, path, "cannot open for reading");
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw FileError(Fault::Io, path, "read error");
+  return parse_safetensors(path, bytes);
+}
+
+std::string serialize_safetensors(const TensorFile& file) {
+  json header = json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, t] : file.tensors) {
+    if (t.bytes.size() != size_t(t.numel()) * size_t(dtype_size(t.dtype)))
+      throw std::invalid_argument(fmt::format("tensor {}: {} bytes do not match its shape", name, t.bytes.size()));
+    header[name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
+  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');  // keep the data buffer 8-byte aligned
+  std::string out(8, '\0');
+  const uint64_t n = h.size();
+  std::memcpy(out.data(), &n, 8);
+  out += h;
+  out.reserve(out.size() + offset);
+  for (const auto& [name, t] : file.tensors) out.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+  return out;
+}
+
+void write_safetensors(const std::string& path, const TensorFile& file) {
+  const std::string bytes = serialize_safetensors(file);
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw FileError(Fault::Io, path, "cannot open for writing");
+  f.write(bytes.data(), std::streamsize(bytes.size()));
+  f.close();
+  if (!f) throw FileError(Fault::Io, path, "write failed");
+}
+
+}  // namespace fc::io
