@@ -1,0 +1,75 @@
+// The CPU rows of the kernel table: cpu_naive (the same-precision baseline) and cpu_tiled (the
+// FlashAttention algorithm, any tile shape, both loop orders).
+#include "kernels/cpu/cpu_kernels.hpp"
+#include "kernels/registry.hpp"
+
+namespace fc {
+
+namespace {
+
+bool cpu_supports(const Problem& p) { return well_formed(p); }
+
+KernelInfo cpu_info(const char* name, const char* description) {
+  KernelInfo i;
+  i.name = name;
+  i.device = "cpu";
+  i.description = description;
+  i.dtypes = {DType::F16, DType::BF16, DType::F32, DType::F64};
+  i.masks = {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight};
+  i.gqa = true;
+  i.backward = true;
+  return i;
+}
+
+// Representative tile shapes for block-size invariance: degenerate 1x1, square, GPU-like, and an
+// odd shape that leaves ragged edge tiles; each in both loop orders.
+std::vector<Config> tiled_configs() {
+  std::vector<Config> out;
+  const int32_t shapes[][2] = {{1, 1}, {16, 16}, {64, 64}, {128, 64}, {17, 33}};
+  for (LoopOrder order : {LoopOrder::FA2, LoopOrder::FA1})
+    for (const auto& s : shapes) {
+      Config c;
+      c.block_m = s[0];
+      c.block_n = s[1];
+      c.order = order;
+      out.push_back(c);
+    }
+  return out;
+}
+
+}  // namespace
+
+void register_cpu_kernels(std::vector<Kernel>& out) {
+  Kernel naive;
+  naive.info = cpu_info("cpu_naive",
+                        "3-pass attention with S, P (and dP, dS) materialised in the storage type; "
+                        "products accumulate in Config.accum (F32 default, F16, F64; F64 storage: F64); "
+                        "fp16 S overflows past 65504 like any same-precision baseline");
+  naive.info.configs = {Config{}};
+  naive.supports = cpu_supports;
+  naive.forward = cpu::naive_forward;
+  naive.backward = cpu::naive_backward;
+  out.push_back(std::move(naive));
+
+  Kernel tiled;
+  tiled.info = cpu_info("cpu_tiled",
+                        "FlashAttention emulation: online softmax over any kBlockM x kBlockN (default 64x64), "
+                        "FA2 or FA1 loop order, P and dS rounded to storage before their GEMMs; "
+                        "accum F32 (default) or F16 (one rounding per multiply-add) or F64 (F64 storage: F64); "
+                        "backward by recomputation from lse");
+  tiled.info.any_tile = true;
+  tiled.info.configs = tiled_configs();
+  tiled.supports = cpu_supports;
+  tiled.forward = [](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k,
+                     const HostTensor& v, HostTensor& o, HostTensor& lse) {
+    cpu::tiled_forward(p, c, q, k, v, o, lse);
+  };
+  tiled.backward = [](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k,
+                      const HostTensor& v, const HostTensor& o, const HostTensor& lse,
+                      const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
+    cpu::tiled_backward(p, c, q, k, v, o, lse, d_o, d_q, d_k, d_v);
+  };
+  out.push_back(std::move(tiled));
+}
+
+}  // namespace fc

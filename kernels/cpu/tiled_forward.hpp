@@ -1,0 +1,132 @@
+// The FlashAttention forward as a CPU emulation: online softmax <m, l, o> over kBlockM x kBlockN
+// tiles, in the FA2 loop order (Q tile outer, one pass over the KV tiles per Q tile) or the FA1
+// loop order (KV tile outer, every row's O, m, l carried across the outer loop, O kept normalised
+// after each step as in Algorithm 1 of the FlashAttention paper). Only visible keys are ever read,
+// so a NaN or inf in a key or value a row cannot see never reaches that row.
+#pragma once
+
+#include <vector>
+
+#include "kernels/cpu/tile.hpp"
+
+namespace fc::cpu {
+
+// FA2 order for one head. o: (n_q, d) in storage; lse: (n_q) widened from the softmax type.
+template <class T, class A>
+void fa2_forward_head(const Head<T>& h, const Tiling& t, T* o, double* lse) {
+  using L = Soft<A>;
+  const Exp exp_fn;
+  const int64_t d = h.d;
+  for (int64_t i0 = 0; i0 < h.n_q; i0 += t.block_m) {
+    const int64_t i1 = std::min<int64_t>(i0 + t.block_m, h.n_q);
+    const int64_t rows = i1 - i0;
+    std::vector<L> m(size_t(rows), rules::neg_inf<L>());  // (kBlockM) running max
+    std::vector<L> l(size_t(rows), L(0));                 // (kBlockM) running sum of exp(s - m)
+    std::vector<A> acc(size_t(rows * d), A(0.0f));        // (kBlockM, d) unnormalised o
+    std::vector<L> s(size_t(t.block_n));                  // (kBlockN) one row of the score tile
+    for (int64_t j0 = 0; !tile_invisible(h, i1, j0); j0 += t.block_n) {
+      const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t jv = std::min(j1, visible_end(h, i0 + r));  // visible keys: [j0, jv)
+        L m_new = m[size_t(r)];
+        for (int64_t j = j0; j < jv; ++j) {
+          s[size_t(j - j0)] = score<A>(h, i0 + r, j);
+          m_new = rules::running_max(m_new, s[size_t(j - j0)]);
+        }
+        // exp(m_old - m_new) re-denominates l and o; 0 (not NaN) while nothing was accumulated.
+        const L alpha = rules::rescale(m[size_t(r)], m_new, exp_fn);
+        const L shift = rules::safe_shift(m_new);  // -inf - -inf guard for a row that saw nothing yet
+        A* acc_r = acc.data() + r * d;             // (d)
+        l[size_t(r)] *= alpha;
+        for (int64_t c = 0; c < d; ++c) acc_r[c] = cvt<A>(cvt<L>(acc_r[c]) * alpha);
+        for (int64_t j = j0; j < jv; ++j) {
+          const L p = exp_fn(s[size_t(j - j0)] - shift);
+          l[size_t(r)] += p;  // the row sum takes P before rounding, as FA2 sums its fp32 scores
+          // P is rounded to storage before P·V because GPU kernels convert the P fragment to the
+          // storage type to feed the tensor-core MMA; that rounding is part of what they compute.
+          const A p_op = gemm_operand<T, A>(p, t.round_p);
+          const T* v_j = h.v + j * d;  // (d)
+          for (int64_t c = 0; c < d; ++c) acc_r[c] = mac<A>(acc_r[c], p_op, cvt<A>(v_j[c]));
+        }
+        m[size_t(r)] = m_new;
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const L inv = rules::inv_l(l[size_t(r)]);  // l = 0 (no visible key): o = 0, not 0/0
+      for (int64_t c = 0; c < d; ++c) o[(i0 + r) * d + c] = cvt<T>(cvt<L>(acc[size_t(r * d + c)]) * inv);
+      lse[i0 + r] = double(rules::finalize_lse(m[size_t(r)], l[size_t(r)], Log{}));
+    }
+  }
+}
+
+// FA1 order for one head: every row's m, l and normalised O persist across the KV-tile outer loop.
+template <class T, class A>
+void fa1_forward_head(const Head<T>& h, const Tiling& t, T* o, double* lse) {
+  using L = Soft<A>;
+  const Exp exp_fn;
+  const int64_t d = h.d;
+  std::vector<L> m(size_t(h.n_q), rules::neg_inf<L>());  // (n_q)
+  std::vector<L> l(size_t(h.n_q), L(0));                 // (n_q)
+  std::vector<A> o_acc(size_t(h.n_q * d), A(0.0f));      // (n_q, d) normalised O between steps
+  std::vector<L> s(size_t(t.block_n));                   // (kBlockN)
+  std::vector<A> pv(static_cast<size_t>(d));             // (d) P̃·V of one row of one tile
+  for (int64_t j0 = 0; j0 < h.n_k; j0 += t.block_n) {
+    const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
+    for (int64_t i0 = 0; i0 < h.n_q; i0 += t.block_m) {
+      const int64_t i1 = std::min<int64_t>(i0 + t.block_m, h.n_q);
+      if (tile_invisible(h, i1, j0)) continue;
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t jv = std::min(j1, visible_end(h, i));  // visible keys: [j0, jv)
+        L m_tile = rules::neg_inf<L>();                      // m̃: the tile's own row max
+        for (int64_t j = j0; j < jv; ++j) {
+          s[size_t(j - j0)] = score<A>(h, i, j);
+          m_tile = rules::running_max(m_tile, s[size_t(j - j0)]);
+        }
+        const L shift = rules::safe_shift(m_tile);  // -inf - -inf guard: row sees nothing in this tile
+        L l_tile = L(0);
+        std::fill(pv.begin(), pv.end(), A(0.0f));
+        for (int64_t j = j0; j < jv; ++j) {
+          const L p = exp_fn(s[size_t(j - j0)] - shift);  // P̃ relative to the tile max
+          l_tile += p;
+          // P̃ rounded to storage before P̃·V, as the GPU kernel's MMA operand is (see FA2 above).
+          const A p_op = gemm_operand<T, A>(p, t.round_p);
+          const T* v_j = h.v + j * d;  // (d)
+          for (int64_t c = 0; c < d; ++c) pv[size_t(c)] = mac<A>(pv[size_t(c)], p_op, cvt<A>(v_j[c]));
+        }
+        const L m_new = rules::running_max(m[size_t(i)], m_tile);
+        // Both factors are 0, never NaN, when their max is still -inf (nothing accumulated there).
+        const L a_old = rules::rescale(m[size_t(i)], m_new, exp_fn);
+        const L a_new = rules::rescale(m_tile, m_new, exp_fn);
+        const L l_new = a_old * l[size_t(i)] + a_new * l_tile;
+        const L inv = rules::inv_l(l_new);  // l_new = 0: the row has seen no key, O stays 0
+        A* o_i = o_acc.data() + i * d;      // (d)
+        for (int64_t c = 0; c < d; ++c)
+          o_i[c] = cvt<A>((l[size_t(i)] * a_old * cvt<L>(o_i[c]) + a_new * cvt<L>(pv[size_t(c)])) * inv);
+        m[size_t(i)] = m_new;
+        l[size_t(i)] = l_new;
+      }
+    }
+  }
+  for (int64_t i = 0; i < h.n_q; ++i) {
+    for (int64_t c = 0; c < d; ++c) o[i * d + c] = cvt<T>(o_acc[size_t(i * d + c)]);
+    lse[i] = double(rules::finalize_lse(m[size_t(i)], l[size_t(i)], Log{}));
+  }
+}
+
+// Forward over every (batch, query head). q, o: (batch, heads_q, n_q, d); k, v: (batch, heads_kv,
+// n_k, d); lse: (batch, heads_q, n_q), natural log, -inf for rows with no visible key.
+template <class T, class A>
+void tiled_forward(const Problem& p, const Tiling& t, const T* q, const T* k, const T* v, T* o,
+                   double* lse) {
+  if (t.block_m < 1 || t.block_n < 1) throw std::invalid_argument("cpu_tiled: block sizes must be >= 1");
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      const Head<T> head = head_of(p, b, h, q, k, v);
+      T* o_h = o + offset_q(p, b, h, 0);           // (n_q, d)
+      double* lse_h = lse + offset_lse(p, b, h, 0);  // (n_q)
+      if (t.order == LoopOrder::FA1) fa1_forward_head<T, A>(head, t, o_h, lse_h);
+      else fa2_forward_head<T, A>(head, t, o_h, lse_h);
+    }
+}
+
+}  // namespace fc::cpu
