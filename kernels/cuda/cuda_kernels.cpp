@@ -1,0 +1,113 @@
+// Registry rows of the CUDA kernels (cuda_tiled, cuda_naive) and their host-tensor glue: upload the
+// inputs, run the launchers of launchers.hpp on the default stream, download the outputs.
+#include "kernels/cuda/cuda_kernels.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/device_buffer.hpp"
+
+namespace fc {
+namespace cuda {
+namespace {
+
+bool is_16bit(const Problem& p) { return p.dtype == DType::F16 || p.dtype == DType::BF16; }
+
+void tiled_forward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
+                        const HostTensor& v, HostTensor& o, HostTensor& lse) {
+  const Tile t = forward_tile(cfg, p.d);
+  if (!tiled_forward_supports(p, t)) throw std::invalid_argument("cuda_tiled: unsupported problem or tile");
+  DeviceBuffer dq(q), dk(k), dv(v), d_out(o.bytes.size()), d_lse(lse.bytes.size());
+  ForwardArgs a{dq.get(), dk.get(), dv.get(), d_out.get(), static_cast<float*>(d_lse.get())};
+  check(tiled_forward(p, t, a, nullptr), "cuda_tiled forward");
+  check(cudaDeviceSynchronize(), "cuda_tiled forward (sync)");
+  d_out.download(o);
+  d_lse.download(lse);
+}
+
+void tiled_backward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
+                         const HostTensor& v, const HostTensor& o, const HostTensor& lse,
+                         const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
+  const Tile t = backward_tile(cfg, p.d);
+  if (!tiled_backward_supports(p, t)) throw std::invalid_argument("cuda_tiled: unsupported problem or tile");
+  DeviceBuffer bq(q), bk(k), bv(v), bo(o), blse(lse), bdo(d_o);
+  DeviceBuffer bdq(d_q.bytes.size()), bdk(d_k.bytes.size()), bdv(d_v.bytes.size());
+  DeviceBuffer ws(tiled_backward_workspace_bytes(p));
+  BackwardArgs a{bq.get(), bk.get(), bv.get(), bo.get(), bdo.get(), static_cast<const float*>(blse.get()),
+                 bdq.get(), bdk.get(), bdv.get()};
+  check(tiled_backward(p, t, cfg.deterministic, a, ws.get(), nullptr), "cuda_tiled backward");
+  check(cudaDeviceSynchronize(), "cuda_tiled backward (sync)");
+  bdq.download(d_q);
+  bdk.download(d_k);
+  bdv.download(d_v);
+}
+
+void naive_forward_host(const Problem& p, const Config&, const HostTensor& q, const HostTensor& k,
+                        const HostTensor& v, HostTensor& o, HostTensor& lse) {
+  if (!naive_forward_supports(p)) throw std::invalid_argument("cuda_naive: unsupported problem");
+  DeviceBuffer dq(q), dk(k), dv(v), d_out(o.bytes.size()), d_lse(lse.bytes.size());
+  DeviceBuffer ws(naive_forward_workspace_bytes(p));
+  ForwardArgs a{dq.get(), dk.get(), dv.get(), d_out.get(), static_cast<float*>(d_lse.get())};
+  check(naive_forward(p, a, ws.get(), nullptr), "cuda_naive forward");
+  check(cudaDeviceSynchronize(), "cuda_naive forward (sync)");
+  d_out.download(o);
+  d_lse.download(lse);
+}
+
+}  // namespace
+
+std::vector<Config> tiled_configs() {
+  std::vector<Config> out;
+  for (auto [m, n] : {std::pair{128, 64}, {64, 64}, {128, 32}}) {
+    Config c;
+    c.block_m = m;
+    c.block_n = n;
+    out.push_back(c);
+  }
+  return out;
+}
+
+Tile forward_tile(const Config& cfg, int d) {
+  if (cfg.block_m == 0 && cfg.block_n == 0) return Tile{128, 64};
+  return Tile{cfg.block_m, cfg.block_n};
+}
+
+Tile backward_tile(const Config& cfg, int d) {
+  Tile tiles[3];
+  const int n = tiled_backward_tiles(d, tiles, 3);
+  for (int i = 0; i < n; ++i)
+    if (tiles[i].block_m == cfg.block_m && tiles[i].block_n == cfg.block_n) return tiles[i];
+  return n > 0 ? tiles[0] : Tile{};
+}
+
+}  // namespace cuda
+
+void register_cuda_kernels(std::vector<Kernel>& out) {
+  const std::vector<Mask> masks = {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight};
+  Kernel tiled;
+  tiled.info.name = "cuda_tiled";
+  tiled.info.device = "cuda";
+  tiled.info.description =
+      "FlashAttention-2 on mma.sync tensor cores: fp32 accumulate, P rounded to storage, recompute backward";
+  tiled.info.dtypes = {DType::F16, DType::BF16};
+  tiled.info.masks = masks;
+  tiled.info.head_dims = {64, 128};
+  tiled.info.backward = true;
+  tiled.info.configs = cuda::tiled_configs();
+  tiled.supports = [](const Problem& p) { return cuda::is_16bit(p) && (p.d == 64 || p.d == 128); };
+  tiled.forward = cuda::tiled_forward_host;
+  tiled.backward = cuda::tiled_backward_host;
+  out.push_back(std::move(tiled));
+
+  Kernel naive;
+  naive.info.name = "cuda_naive";
+  naive.info.device = "cuda";
+  naive.info.description = "three kernels, S and P materialised in HBM in the storage type (fp32 accumulate)";
+  naive.info.dtypes = {DType::F16, DType::BF16};
+  naive.info.masks = masks;
+  naive.supports = [](const Problem& p) { return cuda::naive_forward_supports(p); };
+  naive.forward = cuda::naive_forward_host;
+  out.push_back(std::move(naive));
+}
+
+}  // namespace fc

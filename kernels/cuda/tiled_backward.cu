@@ -1,0 +1,280 @@
+// cuda_tiled backward by recomputation (FlashAttention-2): P is rebuilt from the saved lse, never
+// stored. Kernels, in launch order:
+//   bwd_prep  D_i = rowsum(d_o_i * o_i) (fp32), and zero the fp32 d_q accumulator
+//   bwd_kv    a CTA owns kBlockN keys of one kv head; it walks every query tile of every query head
+//             sharing that kv head (GQA sums in registers), keeping d_k, d_v in registers. With
+//             kAtomicDq it also adds its dS K share of d_q into the accumulator with fp32 atomics.
+//   bwd_dq_convert  d_q = T(scale * accumulator)                          (atomic variant)
+//   bwd_dq    deterministic variant: a CTA owns a query tile, walks the key tiles and recomputes
+//             P and dS once more; d_q stays in registers, so its bits never depend on timing.
+// Each warp owns 16 rows (keys in bwd_kv, queries in bwd_dq); layouts as in mma.cuh.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/launchers.hpp"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/tiled_backward.cuh"
+#include "kernels/rules.h"
+
+namespace fc::cuda {
+namespace {
+
+__global__ void __launch_bounds__(256) bwd_prep_kernel(BwdParams p, bool zero_acc) {
+  const int64_t row = int64_t(blockIdx.x) * 8 + threadIdx.x / 32, rows = int64_t(p.batch) * p.heads_q * p.n_q;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  float dot = 0.f;
+  for (int c = lane; c < p.d; c += 32) {
+    const int64_t x = row * p.d + c;
+    dot += to_f(p.dtype, p.d_o, x) * to_f(p.dtype, p.o, x);  // o as stored (rounded), like autograd
+    if (zero_acc) p.dq_acc[x] = 0.f;
+  }
+  for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+  if (lane == 0) p.dd[row] = dot;
+}
+
+template <class T>
+__global__ void __launch_bounds__(256) bwd_dq_convert_kernel(const float* acc, T* d_q, int64_t n, float scale) {
+  for (int64_t x = blockIdx.x * int64_t(256) + threadIdx.x; x < n; x += int64_t(gridDim.x) * 256)
+    d_q[x] = Storage<T>::from_float(acc[x] * scale);
+}
+
+template <class T, int kD, int kBlockM, int kBlockN, bool kAtomicDq>
+__global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) {
+  constexpr int kThreads = kBlockN * 2, kWarps = kBlockN / 16;
+  constexpr int kMB = kBlockM / 8, kDB = kD / 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* s_k = reinterpret_cast<T*>(smem_raw);          // (kBlockN, kD)
+  T* s_v = s_k + kBlockN * kD;                       // (kBlockN, kD)
+  T* s_q = s_v + kBlockN * kD;                       // (2, kBlockM, kD)
+  T* s_do = s_q + 2 * kBlockM * kD;                  // (2, kBlockM, kD)
+  T* s_ds = s_do + 2 * kBlockM * kD;                 // (kBlockN, kBlockM), only with kAtomicDq
+  float* s_lse = reinterpret_cast<float*>(s_ds + (kAtomicDq ? kBlockN * kBlockM : 0));  // (2, kBlockM), base 2
+  float* s_dd = s_lse + 2 * kBlockM;                 // (2, kBlockM)
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int n0 = blockIdx.x * kBlockN, h_kv = blockIdx.y, b = blockIdx.z;
+  const int group = p.heads_q / p.heads_kv;
+  const T* k = static_cast<const T*>(p.k) + offset_kv(p.pr, b, h_kv, n0);  // (kBlockN, kD) tile
+  const T* v = static_cast<const T*>(p.v) + offset_kv(p.pr, b, h_kv, n0);  // (kBlockN, kD) tile
+
+  // Query tiles [mb_begin, mb_end) can see some key of this tile (causal: rows i >= n0 - off).
+  const int64_t off = p.mask == Mask::CausalBottomRight ? int64_t(p.n_k) - p.n_q : 0;
+  const int mb_end = (p.n_q + kBlockM - 1) / kBlockM;
+  int mb_begin = 0;
+  if (p.mask != Mask::None) {
+    const int64_t first = n0 - off > 0 ? (n0 - off) / kBlockM : 0;  // first query tile that sees key n0
+    mb_begin = first < mb_end ? int(first) : mb_end;
+  }
+  const int n_mb = mb_end - mb_begin, n_iters = group * n_mb;
+
+  auto prefetch = [&](int it, int buf) {
+    const int h = h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
+    const int64_t row0 = offset_lse(p.pr, b, h, m0);
+    load_tile<kBlockM, kD, kThreads>(s_q + buf * kBlockM * kD, static_cast<const T*>(p.q) + row0 * kD, p.n_q - m0);
+    load_tile<kBlockM, kD, kThreads>(s_do + buf * kBlockM * kD, static_cast<const T*>(p.d_o) + row0 * kD, p.n_q - m0);
+    for (int x = threadIdx.x; x < kBlockM; x += kThreads) {
+      const bool in = m0 + x < p.n_q;  // rows past n_q: lse = -inf makes their P exactly 0
+      s_lse[buf * kBlockM + x] = in ? p.lse[row0 + x] * 1.4426950408889634f : rules::neg_inf<float>();
+      s_dd[buf * kBlockM + x] = in ? p.dd[row0 + x] : 0.f;
+    }
+  };
+
+  float dk[kDB][4] = {}, dv[kDB][4] = {};  // (16, kD) per warp, fp32
+  load_tile<kBlockN, kD, kThreads>(s_k, k, p.n_k - n0);
+  load_tile<kBlockN, kD, kThreads>(s_v, v, p.n_k - n0);
+  if (n_iters > 0) prefetch(0, 0);
+  cp_async_commit();
+  for (int it = 0; it < n_iters; ++it) {
+    const int buf = it & 1, h = h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
+    if (it + 1 < n_iters) prefetch(it + 1, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const T* s_qb = s_q + buf * kBlockM * kD;    // (kBlockM, kD)
+    const T* s_dob = s_do + buf * kBlockM * kD;  // (kBlockM, kD)
+
+    // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys: (16, kBlockM) each.
+    float pt[kMB][4] = {}, dpt[kMB][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      uint32_t ka[4], va[4];
+      ldmatrix_x4(ka, smem_addr(s_k + swz<kD>(warp * 16 + lane % 16, ks * 16 + 8 * (lane / 16))));
+      ldmatrix_x4(va, smem_addr(s_v + swz<kD>(warp * 16 + lane % 16, ks * 16 + 8 * (lane / 16))));
+#pragma unroll
+      for (int mb = 0; mb < kMB; mb += 2) {
+        uint32_t qb[4], ob[4];
+        const int r = mb * 8 + lane % 8 + 8 * (lane / 16), c = ks * 16 + 8 * ((lane / 8) % 2);
+        ldmatrix_x4(qb, smem_addr(s_qb + swz<kD>(r, c)));
+        ldmatrix_x4(ob, smem_addr(s_dob + swz<kD>(r, c)));
+        mma<T>(pt[mb], ka, qb[0], qb[1]);
+        mma<T>(pt[mb + 1], ka, qb[2], qb[3]);
+        mma<T>(dpt[mb], va, ob[0], ob[1]);
+        mma<T>(dpt[mb + 1], va, ob[2], ob[3]);
+      }
+    }
+    const bool need_mask = n0 + kBlockN > p.n_k || (p.mask != Mask::None && n0 + kBlockN - 1 > m0 + off);
+#pragma unroll
+    for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int il = mb * 8 + 2 * t + e % 2;  // query column within the tile
+        const int64_t i = m0 + il, j = n0 + warp * 16 + g + 8 * (e / 2);
+        // P = exp2(x - lse2) with x = q.k * scale log2 e; an empty row (lse = -inf) gives P = 0.
+        float pe = rules::recompute_p(pt[mb][e] * p.scale_log2, s_lse[buf * kBlockM + il],
+                                      [](float x) { return exp2f(x); });
+        if (need_mask && (j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k))) pe = 0.f;
+        pt[mb][e] = pe;
+        dpt[mb][e] = pe * (dpt[mb][e] - s_dd[buf * kBlockM + il]);  // dS = P (dP - D)
+      }
+    // dV += P^T dO and dK += dS^T Q; P and dS rounded to T as tensor-core operands.
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      const uint32_t pa[4] = {Storage<T>::pack(pt[2 * kk][0], pt[2 * kk][1]), Storage<T>::pack(pt[2 * kk][2], pt[2 * kk][3]),
+                              Storage<T>::pack(pt[2 * kk + 1][0], pt[2 * kk + 1][1]),
+                              Storage<T>::pack(pt[2 * kk + 1][2], pt[2 * kk + 1][3])};
+      const uint32_t sa[4] = {Storage<T>::pack(dpt[2 * kk][0], dpt[2 * kk][1]), Storage<T>::pack(dpt[2 * kk][2], dpt[2 * kk][3]),
+                              Storage<T>::pack(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]),
+                              Storage<T>::pack(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
+#pragma unroll
+      for (int db = 0; db < kDB; db += 2) {
+        uint32_t ob[4], qb[4];
+        const int r = kk * 16 + lane % 16, c = db * 8 + 8 * (lane / 16);
+        ldmatrix_x4_trans(ob, smem_addr(s_dob + swz<kD>(r, c)));
+        ldmatrix_x4_trans(qb, smem_addr(s_qb + swz<kD>(r, c)));
+        mma<T>(dv[db], pa, ob[0], ob[1]);
+        mma<T>(dv[db + 1], pa, ob[2], ob[3]);
+        mma<T>(dk[db], sa, qb[0], qb[1]);
+        mma<T>(dk[db + 1], sa, qb[2], qb[3]);
+      }
+      if constexpr (kAtomicDq) {  // stage dS^T (keys x queries) for the d_q GEMM below
+        const int row = warp * 16 + g;
+        *reinterpret_cast<uint32_t*>(s_ds + swz<kBlockM>(row, kk * 16 + 2 * t)) = sa[0];
+        *reinterpret_cast<uint32_t*>(s_ds + swz<kBlockM>(row + 8, kk * 16 + 2 * t)) = sa[1];
+        *reinterpret_cast<uint32_t*>(s_ds + swz<kBlockM>(row, kk * 16 + 8 + 2 * t)) = sa[2];
+        *reinterpret_cast<uint32_t*>(s_ds + swz<kBlockM>(row + 8, kk * 16 + 8 + 2 * t)) = sa[3];
+      }
+    }
+    if constexpr (kAtomicDq) {
+      __syncthreads();
+      // d_q tile (kBlockM, kD) += dS K, in (16 rows, 32 columns) units spread over the warps.
+      constexpr int kUnits = (kBlockM / 16) * (kD / 32);
+      float* acc_bh = p.dq_acc + offset_q(p.pr, b, h, m0);  // (kBlockM, kD)
+      for (int u = warp; u < kUnits; u += kWarps) {
+        const int r0 = (u / (kD / 32)) * 16, c0 = (u % (kD / 32)) * 32;
+        float dq[4][4] = {};
+#pragma unroll
+        for (int ks = 0; ks < kBlockN / 16; ++ks) {
+          uint32_t a[4];
+          ldmatrix_x4_trans(a, smem_addr(s_ds + swz<kBlockM>(ks * 16 + lane % 8 + 8 * (lane / 16), r0 + 8 * ((lane / 8) % 2))));
+#pragma unroll
+          for (int cb = 0; cb < 4; cb += 2) {
+            uint32_t kb[4];
+            ldmatrix_x4_trans(kb, smem_addr(s_k + swz<kD>(ks * 16 + lane % 16, c0 + cb * 8 + 8 * (lane / 16))));
+            mma<T>(dq[cb], a, kb[0], kb[1]);
+            mma<T>(dq[cb + 1], a, kb[2], kb[3]);
+          }
+        }
+#pragma unroll
+        for (int cb = 0; cb < 4; ++cb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = r0 + g + 8 * (e / 2);
+            if (m0 + r < p.n_q) atomicAdd(acc_bh + int64_t(r) * kD + c0 + cb * 8 + 2 * t + e % 2, dq[cb][e]);
+          }
+      }
+    }
+    __syncthreads();  // buffers (and s_ds) are rewritten by the next iteration
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int j = n0 + warp * 16 + g + 8 * r;
+    if (j >= p.n_k) continue;
+    T* dk_row = static_cast<T*>(p.d_k) + offset_kv(p.pr, b, h_kv, j);  // (kD)
+    T* dv_row = static_cast<T*>(p.d_v) + offset_kv(p.pr, b, h_kv, j);  // (kD)
+#pragma unroll
+    for (int db = 0; db < kDB; ++db) {
+      *reinterpret_cast<uint32_t*>(dk_row + db * 8 + 2 * t) = Storage<T>::pack(dk[db][2 * r] * p.scale, dk[db][2 * r + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dv_row + db * 8 + 2 * t) = Storage<T>::pack(dv[db][2 * r], dv[db][2 * r + 1]);
+    }
+  }
+}
+
+template <class T, int kD, int kBlockM, int kBlockN>
+cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) {
+  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
+  bwd_prep_kernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(p, !deterministic);
+  const int smem_base = (2 * kBlockN + 4 * kBlockM) * kD * int(sizeof(T)) + 4 * kBlockM * int(sizeof(float));
+  const dim3 grid((p.n_k + kBlockN - 1) / kBlockN, p.heads_kv, p.batch);
+  cudaError_t e;
+  if (!deterministic) {
+    auto kernel = bwd_kv_kernel<T, kD, kBlockM, kBlockN, true>;
+    const int smem = smem_base + kBlockN * kBlockM * int(sizeof(T));
+    if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess) return e;
+    kernel<<<grid, kBlockN * 2, smem, stream>>>(p);
+    const int64_t n = rows * p.d;
+    bwd_dq_convert_kernel<T><<<unsigned((n + 255) / 256 < 65536 ? (n + 255) / 256 : 65536), 256, 0, stream>>>(
+        p.dq_acc, static_cast<T*>(p.d_q), n, p.scale);
+  } else {
+    auto kernel = bwd_kv_kernel<T, kD, kBlockM, kBlockN, false>;
+    if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_base)) != cudaSuccess) return e;
+    kernel<<<grid, kBlockN * 2, smem_base, stream>>>(p);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    if ((e = tiled_backward_dq(p, stream)) != cudaSuccess) return e;
+  }
+  return cudaGetLastError();
+}
+
+constexpr Tile kTiles64[] = {{64, 128}, {64, 64}, {128, 128}};
+constexpr Tile kTiles128[] = {{64, 128}, {64, 64}, {32, 64}};
+
+template <class T, int kD>
+cudaError_t dispatch_tile(const BwdParams& p, Tile t, bool det, cudaStream_t s) {
+  if (t.block_m == 64 && t.block_n == 128) return launch<T, kD, 64, 128>(p, det, s);
+  if (t.block_m == 64 && t.block_n == 64) return launch<T, kD, 64, 64>(p, det, s);
+  if constexpr (kD == 64)
+    if (t.block_m == 128 && t.block_n == 128) return launch<T, kD, 128, 128>(p, det, s);
+  if constexpr (kD == 128)
+    if (t.block_m == 32 && t.block_n == 64) return launch<T, kD, 32, 64>(p, det, s);
+  return cudaErrorInvalidValue;
+}
+
+template <class T>
+cudaError_t dispatch_dim(const BwdParams& p, Tile t, bool det, cudaStream_t s) {
+  return p.d == 64 ? dispatch_tile<T, 64>(p, t, det, s) : dispatch_tile<T, 128>(p, t, det, s);
+}
+
+}  // namespace
+
+int tiled_backward_tiles(int d, Tile* out, int max_out) {
+  const Tile* tiles = d == 64 ? kTiles64 : d == 128 ? kTiles128 : nullptr;
+  if (!tiles) return 0;
+  int n = 0;
+  for (; n < 3 && n < max_out; ++n) out[n] = tiles[n];
+  return n;
+}
+
+bool tiled_backward_supports(const Problem& p, Tile t) {
+  if (!well_formed(p) || (p.dtype != DType::F16 && p.dtype != DType::BF16)) return false;
+  Tile tiles[3];
+  const int n = tiled_backward_tiles(p.d, tiles, 3);
+  for (int i = 0; i < n; ++i)
+    if (tiles[i].block_m == t.block_m && tiles[i].block_n == t.block_n) return true;
+  return false;
+}
+
+size_t tiled_backward_workspace_bytes(const Problem& p) {
+  const size_t rows = size_t(p.batch) * p.heads_q * p.n_q;
+  return (rows * p.d + rows) * sizeof(float);  // d_q accumulator + D
+}
+
+cudaError_t tiled_backward(const Problem& pr, Tile t, bool deterministic, const BackwardArgs& a,
+                           void* workspace, cudaStream_t stream) {
+  if (!tiled_backward_supports(pr, t)) return cudaErrorInvalidValue;
+  BwdParams p = make_bwd_params(pr, a, workspace);
+  if (pr.dtype == DType::F16) return dispatch_dim<__half>(p, t, deterministic, stream);
+  return dispatch_dim<__nv_bfloat16>(p, t, deterministic, stream);
+}
+
+}  // namespace fc::cuda

@@ -1,0 +1,51 @@
+// Parameters shared by the cuda_tiled backward kernels (tiled_backward.cu: prep, kv, convert;
+// tiled_backward_dq.cu: the deterministic d_q kernel). Host and device.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/attention.h"
+#include "kernels/cuda/launchers.hpp"
+
+namespace fc::cuda {
+
+struct BwdParams {
+  Problem pr;
+  const void* q;    // (b, h_q, n_q, d)
+  const void* k;    // (b, h_kv, n_k, d)
+  const void* v;    // (b, h_kv, n_k, d)
+  const void* o;    // (b, h_q, n_q, d)
+  const void* d_o;  // (b, h_q, n_q, d)
+  const float* lse; // (b, h_q, n_q), natural log
+  void* d_q;        // (b, h_q, n_q, d)
+  void* d_k;        // (b, h_kv, n_k, d)
+  void* d_v;        // (b, h_kv, n_k, d)
+  float* dq_acc;    // (b, h_q, n_q, d) fp32 workspace
+  float* dd;        // (b, h_q, n_q) fp32 workspace: D = rowsum(d_o * o)
+  int batch, heads_q, heads_kv, n_q, n_k, d;
+  Mask mask;
+  DType dtype;
+  float scale;       // s = scale q.k
+  float scale_log2;  // scale * log2(e)
+};
+
+inline BwdParams make_bwd_params(const Problem& pr, const BackwardArgs& a, void* workspace) {
+  float* acc = static_cast<float*>(workspace);
+  const int64_t rows = int64_t(pr.batch) * pr.heads_q * pr.n_q;
+  return BwdParams{pr, a.q, a.k, a.v, a.o, a.d_o, a.lse, a.d_q, a.d_k, a.d_v, acc, acc + rows * pr.d,
+                   pr.batch, pr.heads_q, pr.heads_kv, pr.n_q, pr.n_k, pr.d, pr.mask, pr.dtype,
+                   float(pr.scale), float(pr.scale * 1.4426950408889634)};
+}
+
+// Element x of a 16-bit tensor whose dtype is known at run time only.
+__device__ __forceinline__ float to_f(DType t, const void* base, int64_t x) {
+  return t == DType::F16 ? __half2float(static_cast<const __half*>(base)[x])
+                         : __bfloat162float(static_cast<const __nv_bfloat16*>(base)[x]);
+}
+
+// The deterministic d_q kernel (tiled_backward_dq.cu), for d = 64 and 128.
+cudaError_t tiled_backward_dq(const BwdParams& p, cudaStream_t stream);
+
+}  // namespace fc::cuda

@@ -1,0 +1,142 @@
+// cuda_tiled deterministic d_q: a CTA owns kBlockM query rows (16 per warp) and walks the key tiles
+// its rows can see, recomputing P from lse and dS = P (dP - D); d_q = scale dS K accumulates in
+// registers in a fixed order, so the result is bitwise repeatable (no atomics). Costs one more
+// recomputation of S and dP than the atomic variant.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/tiled_backward.cuh"
+#include "kernels/rules.h"
+
+namespace fc::cuda {
+namespace {
+
+template <class T, int kD, int kBlockM, int kBlockN>
+__global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) {
+  constexpr int kThreads = kBlockM * 2, kNB = kBlockN / 8, kDB = kD / 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* s_q = reinterpret_cast<T*>(smem_raw);  // (kBlockM, kD)
+  T* s_do = s_q + kBlockM * kD;             // (kBlockM, kD)
+  T* s_k = s_do + kBlockM * kD;             // (2, kBlockN, kD)
+  T* s_v = s_k + 2 * kBlockN * kD;          // (2, kBlockN, kD)
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int m_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int h_kv = h / (p.heads_q / p.heads_kv), m0 = m_block * kBlockM;
+  const int64_t row0 = offset_lse(p.pr, b, h, m0);
+  const T* k = static_cast<const T*>(p.k) + offset_kv(p.pr, b, h_kv, 0);  // (n_k, kD)
+  const T* v = static_cast<const T*>(p.v) + offset_kv(p.pr, b, h_kv, 0);  // (n_k, kD)
+
+  const int64_t off = p.mask == Mask::CausalBottomRight ? int64_t(p.n_k) - p.n_q : 0;
+  int64_t n_end = p.n_k;
+  if (p.mask != Mask::None) n_end = min(n_end, int64_t(m0) + kBlockM + off);
+  const int n_tiles = n_end <= 0 ? 0 : int((n_end + kBlockN - 1) / kBlockN);
+
+  float lse2[2], dd[2];  // rows g and g + 8: lse in base 2 (-inf past n_q: P = 0), D
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = m0 + warp * 16 + g + 8 * r;
+    lse2[r] = i < p.n_q ? p.lse[row0 + i - m0] * 1.4426950408889634f : rules::neg_inf<float>();
+    dd[r] = i < p.n_q ? p.dd[row0 + i - m0] : 0.f;
+  }
+  float dq[kDB][4] = {};                   // (16, kD) per warp, fp32
+  uint32_t qf[kD / 16][4], of[kD / 16][4];  // (16, kD) q and d_o fragments of this warp
+  if (n_tiles > 0) {
+    load_tile<kBlockM, kD, kThreads>(s_q, static_cast<const T*>(p.q) + row0 * kD, p.n_q - m0);
+    load_tile<kBlockM, kD, kThreads>(s_do, static_cast<const T*>(p.d_o) + row0 * kD, p.n_q - m0);
+    load_tile<kBlockN, kD, kThreads>(s_k, k, p.n_k);
+    load_tile<kBlockN, kD, kThreads>(s_v, v, p.n_k);
+    cp_async_commit();
+  }
+  for (int n = 0; n < n_tiles; ++n) {
+    const int n0 = n * kBlockN;
+    if (n + 1 < n_tiles) {
+      const int buf = (n + 1) & 1;
+      load_tile<kBlockN, kD, kThreads>(s_k + buf * kBlockN * kD, k + int64_t(n0 + kBlockN) * kD, p.n_k - n0 - kBlockN);
+      load_tile<kBlockN, kD, kThreads>(s_v + buf * kBlockN * kD, v + int64_t(n0 + kBlockN) * kD, p.n_k - n0 - kBlockN);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if (n == 0) {
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        const int r = warp * 16 + lane % 16, c = ks * 16 + 8 * (lane / 16);
+        ldmatrix_x4(qf[ks], smem_addr(s_q + swz<kD>(r, c)));
+        ldmatrix_x4(of[ks], smem_addr(s_do + swz<kD>(r, c)));
+      }
+    }
+    const T* s_kn = s_k + (n & 1) * kBlockN * kD;  // (kBlockN, kD)
+    const T* s_vn = s_v + (n & 1) * kBlockN * kD;  // (kBlockN, kD)
+    float s[kNB][4] = {}, dp[kNB][4] = {};         // (16, kBlockN): q.k and d_o.v
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks)
+#pragma unroll
+      for (int nb = 0; nb < kNB; nb += 2) {
+        uint32_t kb[4], vb[4];
+        const int r = nb * 8 + lane % 8 + 8 * (lane / 16), c = ks * 16 + 8 * ((lane / 8) % 2);
+        ldmatrix_x4(kb, smem_addr(s_kn + swz<kD>(r, c)));
+        ldmatrix_x4(vb, smem_addr(s_vn + swz<kD>(r, c)));
+        mma<T>(s[nb], qf[ks], kb[0], kb[1]);
+        mma<T>(s[nb + 1], qf[ks], kb[2], kb[3]);
+        mma<T>(dp[nb], of[ks], vb[0], vb[1]);
+        mma<T>(dp[nb + 1], of[ks], vb[2], vb[3]);
+      }
+    const bool need_mask = n0 + kBlockN > p.n_k || (p.mask != Mask::None && n0 + kBlockN - 1 > m0 + off);
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t i = m0 + warp * 16 + g + 8 * (e / 2), j = n0 + nb * 8 + 2 * t + e % 2;
+        // P = exp2(x - lse2), the same expression as bwd_kv, so both kernels see the same P.
+        float pe = rules::recompute_p(s[nb][e] * p.scale_log2, lse2[e / 2], [](float x) { return exp2f(x); });
+        if (need_mask && (j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k))) pe = 0.f;
+        s[nb][e] = pe * (dp[nb][e] - dd[e / 2]);  // dS
+      }
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const uint32_t a[4] = {Storage<T>::pack(s[2 * kk][0], s[2 * kk][1]), Storage<T>::pack(s[2 * kk][2], s[2 * kk][3]),
+                             Storage<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             Storage<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int db = 0; db < kDB; db += 2) {
+        uint32_t kb[4];
+        ldmatrix_x4_trans(kb, smem_addr(s_kn + swz<kD>(kk * 16 + lane % 16, db * 8 + 8 * (lane / 16))));
+        mma<T>(dq[db], a, kb[0], kb[1]);
+        mma<T>(dq[db + 1], a, kb[2], kb[3]);
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = m0 + warp * 16 + g + 8 * r;
+    if (i >= p.n_q) continue;
+    T* dq_row = static_cast<T*>(p.d_q) + (row0 + i - m0) * kD;  // (kD)
+#pragma unroll
+    for (int db = 0; db < kDB; ++db)
+      *reinterpret_cast<uint32_t*>(dq_row + db * 8 + 2 * t) = Storage<T>::pack(dq[db][2 * r] * p.scale, dq[db][2 * r + 1] * p.scale);
+  }
+}
+
+template <class T, int kD>
+cudaError_t launch(const BwdParams& p, cudaStream_t stream) {
+  constexpr int kBlockM = 64, kBlockN = 32;
+  constexpr int smem = (2 * kBlockM + 4 * kBlockN) * kD * int(sizeof(T));
+  auto kernel = bwd_dq_kernel<T, kD, kBlockM, kBlockN>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e != cudaSuccess) return e;
+  kernel<<<dim3((p.n_q + kBlockM - 1) / kBlockM, p.heads_q, p.batch), kBlockM * 2, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t tiled_backward_dq(const BwdParams& p, cudaStream_t stream) {
+  const bool f16 = p.dtype == DType::F16;
+  if (p.d == 64) return f16 ? launch<__half, 64>(p, stream) : launch<__nv_bfloat16, 64>(p, stream);
+  if (p.d == 128) return f16 ? launch<__half, 128>(p, stream) : launch<__nv_bfloat16, 128>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace fc::cuda

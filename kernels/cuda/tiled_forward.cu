@@ -1,0 +1,236 @@
+// cuda_tiled forward: FlashAttention-2 structure on mma.sync tensor cores.
+// A CTA owns a (kBlockM, d) tile of q and walks the (kBlockN, d) tiles of k and v (double-buffered
+// through cp.async into swizzled shared memory). Each warp owns 16 query rows: its q fragments, its
+// scores, its running <m, l> and its o accumulator stay in registers for the whole walk.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/launchers.hpp"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/rules.h"
+
+namespace fc::cuda {
+namespace {
+
+template <class T>
+struct FwdParams {
+  const T* q;  // (b, h_q, n_q, d)
+  const T* k;  // (b, h_kv, n_k, d)
+  const T* v;  // (b, h_kv, n_k, d)
+  T* o;        // (b, h_q, n_q, d)
+  float* lse;  // (b, h_q, n_q)
+  int n_q, n_k, heads_q, heads_kv;
+  Mask mask;
+  float scale_log2;  // scale * log2(e): scores are kept in base-2 units so exp is one exp2
+};
+
+__device__ __forceinline__ float quad_running_max(float x) {
+  x = rules::running_max(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return rules::running_max(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+template <class T, int kD, int kBlockM, int kBlockN>
+__global__ void __launch_bounds__(kBlockM * 2) tiled_forward_kernel(const FwdParams<T> p) {
+  constexpr int kThreads = kBlockM * 2;  // kBlockM / 16 warps
+  constexpr int kNB = kBlockN / 8;       // score n-blocks per warp row
+  constexpr int kDB = kD / 8;            // o n-blocks
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* s_q = reinterpret_cast<T*>(smem_raw);  // (kBlockM, kD)
+  T* s_k = s_q + kBlockM * kD;              // (2, kBlockN, kD)
+  T* s_v = s_k + 2 * kBlockN * kD;          // (2, kBlockN, kD)
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first: better tail balance
+  const int h = blockIdx.y, b = blockIdx.z, h_kv = h / (p.heads_q / p.heads_kv);
+  const int m0 = m_block * kBlockM;
+  const T* q = p.q + ((int64_t(b) * p.heads_q + h) * p.n_q + m0) * kD;  // (kBlockM, kD) tile
+  const T* k = p.k + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
+  const T* v = p.v + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
+
+  // Keys [0, n_end) are visible to some row of this tile: later tiles are skipped entirely.
+  const int64_t off = p.mask == Mask::CausalBottomRight ? int64_t(p.n_k) - p.n_q : 0;
+  int64_t n_end = p.n_k;
+  if (p.mask != Mask::None) n_end = min(n_end, int64_t(m0) + kBlockM + off);
+  const int n_tiles = n_end <= 0 ? 0 : int((n_end + kBlockN - 1) / kBlockN);
+
+  float o[kDB][4] = {};  // (16, kD) per warp, fp32
+  float m[2] = {rules::neg_inf<float>(), rules::neg_inf<float>()};  // rows g and g + 8, base 2
+  float l[2] = {0.f, 0.f};  // per-thread partial row sums; the quad is summed once at the end
+  uint32_t qf[kD / 16][4];  // (16, kD) q fragments of this warp
+
+  if (n_tiles > 0) {
+    load_tile<kBlockM, kD, kThreads>(s_q, q, p.n_q - m0);
+    load_tile<kBlockN, kD, kThreads>(s_k, k, p.n_k);
+    load_tile<kBlockN, kD, kThreads>(s_v, v, p.n_k);
+    cp_async_commit();
+  }
+  for (int n = 0; n < n_tiles; ++n) {
+    const int n0 = n * kBlockN;
+    if (n + 1 < n_tiles) {  // prefetch the next k, v tiles while this one is consumed
+      const int buf = (n + 1) & 1;
+      load_tile<kBlockN, kD, kThreads>(s_k + buf * kBlockN * kD, k + int64_t(n0 + kBlockN) * kD,
+                                       p.n_k - n0 - kBlockN);
+      load_tile<kBlockN, kD, kThreads>(s_v + buf * kBlockN * kD, v + int64_t(n0 + kBlockN) * kD,
+                                       p.n_k - n0 - kBlockN);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if (n == 0) {
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks)
+        ldmatrix_x4(qf[ks], smem_addr(s_q + swz<kD>(warp * 16 + lane % 16, ks * 16 + 8 * (lane / 16))));
+    }
+    const T* s_kn = s_k + (n & 1) * kBlockN * kD;  // (kBlockN, kD)
+    const T* s_vn = s_v + (n & 1) * kBlockN * kD;  // (kBlockN, kD)
+
+    float s[kNB][4] = {};  // (16, kBlockN) raw scores q.k of this warp
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+#pragma unroll
+      for (int nb = 0; nb < kNB; nb += 2) {
+        uint32_t kb[4];
+        ldmatrix_x4(kb, smem_addr(s_kn + swz<kD>(nb * 8 + lane % 8 + 8 * (lane / 16),
+                                                 ks * 16 + 8 * ((lane / 8) % 2))));
+        mma<T>(s[nb], qf[ks], kb[0], kb[1]);
+        mma<T>(s[nb + 1], qf[ks], kb[2], kb[3]);
+      }
+    }
+    // x = (q.k) * (scale log2 e): one rounding. The running max and the exponent below both use
+    // this same x, so x - m is exactly 0 at the row's max (its weight is exactly 1).
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nb][e] *= p.scale_log2;
+    const bool need_mask = n0 + kBlockN > p.n_k || (p.mask != Mask::None && n0 + kBlockN - 1 > m0 + off);
+    if (need_mask) {
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t i = m0 + warp * 16 + g + 8 * (e / 2), j = n0 + nb * 8 + 2 * t + e % 2;
+          if (j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k)) s[nb][e] = rules::neg_inf<float>();
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = m[r];
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb)
+        mx = rules::running_max(rules::running_max(mx, s[nb][2 * r]), s[nb][2 * r + 1]);
+      mx = quad_running_max(mx);
+      const float corr = rules::rescale(m[r], mx, [](float x) { return exp2f(x); });
+      const float shift = rules::safe_shift(mx);  // all -inf so far: exp2(-inf - 0) = 0, not NaN
+      m[r] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+          s[nb][e] = exp2f(s[nb][e] - shift);
+          sum += s[nb][e];  // l sums the fp32 weights; P is rounded to T only as the mma operand
+        }
+      l[r] = l[r] * corr + sum;
+#pragma unroll
+      for (int db = 0; db < kDB; ++db) {
+        o[db][2 * r] *= corr;
+        o[db][2 * r + 1] *= corr;
+      }
+    }
+    // o += P v, P rounded to the storage type (the tensor cores take T operands).
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const uint32_t a[4] = {Storage<T>::pack(s[2 * kk][0], s[2 * kk][1]),
+                             Storage<T>::pack(s[2 * kk][2], s[2 * kk][3]),
+                             Storage<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             Storage<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int db = 0; db < kDB; db += 2) {
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, smem_addr(s_vn + swz<kD>(kk * 16 + lane % 16, db * 8 + 8 * (lane / 16))));
+        mma<T>(o[db], a, vb[0], vb[1]);
+        mma<T>(o[db + 1], a, vb[2], vb[3]);
+      }
+    }
+    __syncthreads();  // the buffer just read is the one the next iteration's prefetch overwrites
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = m0 + warp * 16 + g + 8 * r;
+    const float l_row = quad_sum(l[r]);
+    const float inv = rules::inv_l(l_row);  // l = 0: no visible key, o = 0 (contract)
+    if (i >= p.n_q) continue;
+    T* o_row = p.o + ((int64_t(b) * p.heads_q + h) * p.n_q + i) * kD;  // (kD)
+#pragma unroll
+    for (int db = 0; db < kDB; ++db)
+      *reinterpret_cast<uint32_t*>(o_row + db * 8 + 2 * t) =
+          Storage<T>::pack(o[db][2 * r] * inv, o[db][2 * r + 1] * inv);
+    if (t == 0) {
+      // lse = ln 2 * (m + log2 l): m is in base-2 units; l = 0 gives -inf (contract).
+      const float lse2 = rules::finalize_lse(m[r], l_row, [](float x) { return log2f(x); });
+      p.lse[(int64_t(b) * p.heads_q + h) * p.n_q + i] = lse2 * 0.6931471805599453f;
+    }
+  }
+}
+
+template <class T, int kD, int kBlockM, int kBlockN>
+cudaError_t launch(const Problem& pr, const ForwardArgs& a, cudaStream_t stream) {
+  FwdParams<T> p{static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
+                 static_cast<T*>(a.o), a.lse, pr.n_q, pr.n_k, pr.heads_q, pr.heads_kv, pr.mask,
+                 float(pr.scale * 1.4426950408889634)};
+  constexpr int smem = (kBlockM + 4 * kBlockN) * kD * int(sizeof(T));
+  auto kernel = tiled_forward_kernel<T, kD, kBlockM, kBlockN>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e != cudaSuccess) return e;
+  dim3 grid((pr.n_q + kBlockM - 1) / kBlockM, pr.heads_q, pr.batch);
+  kernel<<<grid, kBlockM * 2, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+constexpr Tile kTiles64[] = {{128, 128}, {128, 64}, {64, 64}};
+constexpr Tile kTiles128[] = {{128, 64}, {128, 32}, {64, 64}};
+
+template <class T, int kD>
+cudaError_t dispatch_tile(const Problem& pr, Tile t, const ForwardArgs& a, cudaStream_t s) {
+  if (t.block_m == 64 && t.block_n == 64) return launch<T, kD, 64, 64>(pr, a, s);
+  if (t.block_m == 128 && t.block_n == 64) return launch<T, kD, 128, 64>(pr, a, s);
+  if constexpr (kD == 64)
+    if (t.block_m == 128 && t.block_n == 128) return launch<T, kD, 128, 128>(pr, a, s);
+  if constexpr (kD == 128)
+    if (t.block_m == 128 && t.block_n == 32) return launch<T, kD, 128, 32>(pr, a, s);
+  return cudaErrorInvalidValue;
+}
+
+template <class T>
+cudaError_t dispatch_dim(const Problem& pr, Tile t, const ForwardArgs& a, cudaStream_t s) {
+  if (pr.d == 64) return dispatch_tile<T, 64>(pr, t, a, s);
+  if (pr.d == 128) return dispatch_tile<T, 128>(pr, t, a, s);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+int tiled_forward_tiles(int d, Tile* out, int max_out) {
+  const Tile* tiles = d == 64 ? kTiles64 : d == 128 ? kTiles128 : nullptr;
+  if (!tiles) return 0;
+  int n = 0;
+  for (; n < 3 && n < max_out; ++n) out[n] = tiles[n];
+  return n;
+}
+
+bool tiled_forward_supports(const Problem& p, Tile t) {
+  if (!well_formed(p) || (p.dtype != DType::F16 && p.dtype != DType::BF16)) return false;
+  Tile tiles[3];
+  const int n = tiled_forward_tiles(p.d, tiles, 3);
+  for (int i = 0; i < n; ++i)
+    if (tiles[i].block_m == t.block_m && tiles[i].block_n == t.block_n) return true;
+  return false;
+}
+
+cudaError_t tiled_forward(const Problem& p, Tile t, const ForwardArgs& a, cudaStream_t stream) {
+  if (!tiled_forward_supports(p, t)) return cudaErrorInvalidValue;
+  if (p.dtype == DType::F16) return dispatch_dim<__half>(p, t, a, stream);
+  return dispatch_dim<__nv_bfloat16>(p, t, a, stream);
+}
+
+}  // namespace fc::cuda
