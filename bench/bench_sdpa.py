@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""cuda_tiled / cuda_naive against PyTorch SDPA (flash and cuDNN backends) in one process, on the
+same tensors and stream. Three jobs, each writing JSON:
+  check   correctness vs float64 attention (relative Frobenius error, next to torch flash's own)
+  perf    TFLOP/s, fwd and fwd+bwd, with ratios to torch flash and cuDNN
+  memory  peak extra device memory vs N (d = 128) for cuda_tiled and cuda_naive
+FLOPs: 4 N^2 d b h forward (halved for causal), fwd+bwd = 3.5x forward (the FlashAttention papers').
+Timing: CUDA events around each call, warm-up first, median of repeats; inputs never zeros.
+"""
+import argparse, ctypes, json, math, os, statistics, subprocess, sys, time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+DT = {"f16": (torch.float16, 1), "bf16": (torch.bfloat16, 2)}
+MASK = {"none": 0, "causal_top_left": 1, "causal_bottom_right": 2}
+
+
+class Ours:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.lib.fcb_workspace_bytes.restype = ctypes.c_size_t
+
+    def _shape(self, q, k):
+        b, hq, nq, d = q.shape
+        return [b, hq, k.shape[1], nq, k.shape[2], d]
+
+    def forward(self, q, k, v, mask, kernel=0, tile=(128, 64), ws=None):
+        o = torch.empty_like(q)
+        lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+        dt = 1 if q.dtype == torch.float16 else 2
+        sh = self._shape(q, k)
+        if kernel == 1 and ws is None:
+            nb = self.lib.fcb_workspace_bytes(1, 0, *sh, dt)
+            ws = torch.empty(nb, dtype=torch.uint8, device=q.device)
+        P = ctypes.c_void_p
+        rc = self.lib.fcb_forward(kernel, *sh, dt, MASK[mask], ctypes.c_double(q.shape[-1] ** -0.5),
+                                  tile[0], tile[1], P(q.data_ptr()), P(k.data_ptr()), P(v.data_ptr()),
+                                  P(o.data_ptr()), P(lse.data_ptr()), P(ws.data_ptr() if ws is not None else 0),
+                                  P(torch.cuda.current_stream().cuda_stream))
+        if rc:
+            raise RuntimeError(f"fcb_forward: cuda error {rc}")
+        return o, lse
+
+    def backward(self, q, k, v, o, lse, d_o, mask, tile=(64, 128), deterministic=False, ws=None):
+        dt = 1 if q.dtype == torch.float16 else 2
+        sh = self._shape(q, k)
+        if ws is None:
+            ws = torch.empty(self.lib.fcb_workspace_bytes(0, 1, *sh, dt), dtype=torch.uint8, device=q.device)
+        d_q, d_k, d_v = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        P = ctypes.c_void_p
+        rc = self.lib.fcb_backward(*sh, dt, MASK[mask], ctypes.c_double(q.shape[-1] ** -0.5), tile[0], tile[1],
+                                   int(deterministic), *[P(t.data_ptr()) for t in (q, k, v, o, d_o, lse, d_q, d_k, d_v, ws)],
+                                   P(torch.cuda.current_stream().cuda_stream))
+        if rc:
+            raise RuntimeError(f"fcb_backward: cuda error {rc}")
+        return d_q, d_k, d_v
+
+
+def visible_mask(n_q, n_k, mask, device):
+    i = torch.arange(n_q, device=device)[:, None]
+    j = torch.arange(n_k, device=device)[None, :]
+    if mask == "none":
+        return torch.ones(n_q, n_k, dtype=torch.bool, device=device)
+    off = 0 if mask == "causal_top_left" else n_k - n_q
+    return j <= i + off
+
+
+def reference(q, k, v, d_o, mask):
+    """float64 attention with autograd; empty rows give o = 0, lse = -inf, zero gradients."""
+    q, k, v = (t.double().detach().requires_grad_() for t in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    kk, vv = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    s = (q @ kk.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    vis = visible_mask(q.shape[2], k.shape[2], mask, q.device)
+    s = s.masked_fill(~vis, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    p = torch.exp(s - torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)[..., None])
+    o = p @ vv
+    o.backward(d_o.double())
+    return o.detach(), lse.detach(), q.grad, k.grad, v.grad
+
+
+def rel(a, b):
+    return ((a.double() - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+def job_check(ours):
+    out = []
+    torch.manual_seed(0)
+    cases = [(2, 4, 2, 257, 300, 64), (1, 2, 1, 200, 77, 128), (1, 3, 3, 128, 128, 128), (2, 2, 2, 1000, 1000, 64),
+             (1, 4, 1, 64, 512, 128), (1, 2, 2, 33, 17, 64)]
+    for dt in ("bf16", "f16"):
+        for (b, hq, hkv, nq, nk, d) in cases:
+            for mask in MASK:
+                q = torch.randn(b, hq, nq, d, device="cuda").to(DT[dt][0])
+                k = torch.randn(b, hkv, nk, d, device="cuda").to(DT[dt][0])
+                v = torch.randn(b, hkv, nk, d, device="cuda").to(DT[dt][0])
+                d_o = torch.randn(b, hq, nq, d, device="cuda").to(DT[dt][0])
+                ro, rlse, rdq, rdk, rdv = reference(q, k, v, d_o, mask)
+                row = dict(dtype=dt, b=b, hq=hq, hkv=hkv, nq=nq, nk=nk, d=d, mask=mask)
+                for tile in [(128, 64), (64, 64), (128, 32) if d == 128 else (128, 128)]:
+                    o, lse = ours.forward(q, k, v, mask, 0, tile)
+                    fin = torch.isfinite(rlse)
+                    row[f"o_{tile[0]}x{tile[1]}"] = rel(o, ro)
+                    row[f"lse_maxabs_{tile[0]}x{tile[1]}"] = (lse.double()[fin] - rlse[fin]).abs().max().item() if fin.any() else 0.0
+                    row[f"lse_inf_ok_{tile[0]}x{tile[1]}"] = bool(torch.equal(torch.isinf(lse) & (lse < 0), ~fin))
+                    row[f"o_nan_{tile[0]}x{tile[1]}"] = bool(torch.isnan(o).any())
+                o, lse = ours.forward(q, k, v, mask, 1)
+                row["naive_o"] = rel(o, ro)
+                o, lse = ours.forward(q, k, v, mask, 0)
+                for det in (False, True):
+                    for bt in ([(64, 128), (64, 64)] + ([(32, 64)] if d == 128 else [(128, 128)])):
+                        dq, dk, dv = ours.backward(q, k, v, o, lse, d_o, mask, bt, det)
+                        tag = f"{'det' if det else 'atomic'}_{bt[0]}x{bt[1]}"
+                        row[f"dq_{tag}"], row[f"dk_{tag}"], row[f"dv_{tag}"] = rel(dq, rdq), rel(dk, rdk), rel(dv, rdv)
+                if True:  # the deterministic variant is bitwise repeatable
+                    a = ours.backward(q, k, v, o, lse, d_o, mask, (64, 128), True)
+                    bb = ours.backward(q, k, v, o, lse, d_o, mask, (64, 128), True)
+                    row["det_bitwise"] = all(torch.equal(x, y) for x, y in zip(a, bb))
+                if mask != "causal_bottom_right" and nq == nk and hq == hkv:
+                    qf, kf, vf = (t.detach().clone().requires_grad_() for t in (q, k, v))
+                    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                        of = F.scaled_dot_product_attention(qf, kf, vf, is_causal=mask != "none")
+                    of.backward(d_o)
+                    row["torch_flash_o"] = rel(of, ro)
+                    row["torch_flash_dq"], row["torch_flash_dk"], row["torch_flash_dv"] = rel(qf.grad, rdq), rel(kf.grad, rdk), rel(vf.grad, rdv)
+                out.append(row)
+                print(json.dumps(row), flush=True)
+    return out
+
+
+def time_ms(fn, reps):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def job_perf(ours, quick, fwd_tiles, bwd_tiles):
+    rows = []
+    ns = [1024, 4096, 16384] if not quick else [4096]
+    for dt in ("bf16", "f16"):
+        for d in (64, 128):
+            for n in ns:
+                for causal in (False, True):
+                    h = 2048 // d          # 16 or 32 heads: (b h) d = 2048 per token
+                    b = max(1, 16384 // n)  # 16k tokens per batch
+                    torch.manual_seed(1)
+                    mk = lambda: torch.randn(b, h, n, d, device="cuda", dtype=DT[dt][0])
+                    q, k, v, d_o = mk(), mk(), mk(), mk()
+                    mask = "causal_top_left" if causal else "none"
+                    flops = 4 * n * n * d * b * h / (2 if causal else 1)
+                    reps = 30 if n <= 4096 else 10
+                    row = dict(dtype=dt, d=d, n=n, b=b, h=h, causal=causal)
+                    for tile in fwd_tiles[d]:
+                        ms = time_ms(lambda: ours.forward(q, k, v, mask, 0, tile), reps)
+                        row[f"ours_fwd_{tile[0]}x{tile[1]}"] = flops / ms / 1e9
+                    row["ours_fwd"] = max(row[f"ours_fwd_{t[0]}x{t[1]}"] for t in fwd_tiles[d])
+                    o, lse = ours.forward(q, k, v, mask, 0, fwd_tiles[d][0])
+                    ws = torch.empty(ours.lib.fcb_workspace_bytes(0, 1, b, h, h, n, n, d, DT[dt][1]), dtype=torch.uint8, device="cuda")
+                    best = 0
+                    for bt in bwd_tiles[d]:
+                        ms = time_ms(lambda: (ours.forward(q, k, v, mask, 0, fwd_tiles[d][0]),
+                                              ours.backward(q, k, v, o, lse, d_o, mask, bt, False, ws)), reps)
+                        row[f"ours_fwdbwd_{bt[0]}x{bt[1]}"] = 3.5 * flops / ms / 1e9
+                        best = max(best, row[f"ours_fwdbwd_{bt[0]}x{bt[1]}"])
+                    row["ours_fwdbwd"] = best
+                    ms = time_ms(lambda: (ours.forward(q, k, v, mask, 0, fwd_tiles[d][0]),
+                                          ours.backward(q, k, v, o, lse, d_o, mask, bwd_tiles[d][0], True, ws)), reps)
+                    row["ours_fwdbwd_deterministic"] = 3.5 * flops / ms / 1e9
+                    for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                        try:
+                            with sdpa_kernel(be):
+                                ms = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), reps)
+                                row[f"torch_{name}_fwd"] = flops / ms / 1e9
+                                qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+                                def fb():
+                                    out = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
+                                    out.backward(d_o)
+                                ms = time_ms(fb, reps)
+                                row[f"torch_{name}_fwdbwd"] = 3.5 * flops / ms / 1e9
+                        except Exception as e:  # a backend that refuses the shape: say so
+                            row[f"torch_{name}_error"] = str(e)[:200]
+                    for name in ("flash", "cudnn"):
+                        if f"torch_{name}_fwd" in row:
+                            row[f"ratio_fwd_vs_{name}"] = row["ours_fwd"] / row[f"torch_{name}_fwd"]
+                            row[f"ratio_fwdbwd_vs_{name}"] = row["ours_fwdbwd"] / row[f"torch_{name}_fwdbwd"]
+                    rows.append(row)
+                    print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+                    del q, k, v, d_o, o, lse, ws
+    return rows
+
+
+def job_memory(ours, max_n):
+    rows = []
+    n = 1024
+    while n <= max_n:
+        torch.cuda.empty_cache()
+        row = dict(n=n, d=128, b=1, h=1, dtype="bf16")
+        mk = lambda: torch.randn(1, 1, n, 128, device="cuda", dtype=torch.bfloat16)
+        q, k, v, d_o = mk(), mk(), mk(), mk()
+        o, lse = torch.empty_like(q), torch.empty(1, 1, n, device="cuda")
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        row["io_bytes_fwd"] = 4 * q.numel() * 2 + lse.numel() * 4
+        P = ctypes.c_void_p
+        for kernel, bwd, name in ((0, 0, "tiled_fwd"), (0, 1, "tiled_fwdbwd"), (1, 0, "naive_fwd")):
+            extra = ctypes.c_size_t(0)
+            t0 = time.time()
+            rc = ours.lib.fcb_measure_extra(kernel, bwd, 1, 1, 1, n, n, 128, 2, 0, ctypes.c_double(128 ** -0.5),
+                                            *[P(t.data_ptr()) for t in (q, k, v, o, lse, d_o, dq, dk, dv)],
+                                            ctypes.byref(extra))
+            row[f"{name}_extra_bytes"] = extra.value
+            row[f"{name}_status"] = "ok" if rc == 0 else ("out_of_memory" if rc == 2 else f"cuda_error_{rc}")
+            row[f"{name}_seconds"] = time.time() - t0
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        del q, k, v, d_o, o, lse, dq, dk, dv
+        n *= 2
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--jobs", default="check,perf,memory")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--max-n", type=int, default=262144)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    ours = Ours(a.lib)
+    fwd_tiles = {64: [(128, 64), (128, 128), (64, 64)], 128: [(128, 64), (128, 32), (64, 64)]}
+    bwd_tiles = {64: [(64, 128), (64, 64), (128, 128)], 128: [(64, 128), (64, 64), (32, 64)]}
+    res = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), device=torch.cuda.get_device_name(),
+               torch=torch.__version__, cudnn=torch.backends.cudnn.version(), command=" ".join(sys.argv),
+               commit=os.environ.get("FC_COMMIT", "unknown"))
+    for job in a.jobs.split(","):
+        t0 = time.time()
+        if job == "check":
+            res["check"] = job_check(ours)
+        elif job == "perf":
+            res["perf"] = job_perf(ours, a.quick, fwd_tiles, bwd_tiles)
+        elif job == "memory":
+            res["memory"] = job_memory(ours, a.max_n)
+        print(f"# job {job}: {time.time() - t0:.1f} s", flush=True)
+        with open(a.out, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One device call: GPU tests, compute-sanitizer, and the benchmark, all under $OUT.
+# Binaries are built on the dev machine (no Boost/Eigen on the device) and carried in .carry/:
+#   .carry/libfcbench.so  .carry/tests/*_test  .carry/lib/*.so (mpfr, gmp, fmt for the tests)
+# Usage: bench/run_h200.sh [tests] [sanitize] [check] [perf|perf-quick] [memory]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/reports/out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$root/.carry/lib:${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1
+export FC_COMMIT=$(cat "$root/.carry/COMMIT" 2>/dev/null || echo unknown)
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv | tee "$out/device.txt"
+for step in "$@"; do
+  echo "=== $step $(date -u +%T)"
+  case "$step" in
+    tests)
+      for t in "$root"/.carry/tests/*_test; do
+        echo "--- $(basename "$t")"
+        "$t" -r compact 2>&1 | tail -40
+        echo "rc=$?"
+      done 2>&1 | tee "$out/tests.txt" ;;
+    sanitize)
+      t=$root/.carry/tests/cuda_tiled_test
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool $tool --error-exitcode 3 "$t" "[sanitize]" 2>&1 | tail -15
+        echo "$tool rc=${PIPESTATUS[0]}"
+      done 2>&1 | tee "$out/sanitize.txt" ;;
+    check) python3 "$root/bench/bench_sdpa.py" --lib "$root/.carry/libfcbench.so" --jobs check --out "$out/check.json" 2>&1 | tail -5 ;;
+    perf) python3 "$root/bench/bench_sdpa.py" --lib "$root/.carry/libfcbench.so" --jobs perf --out "$out/perf.json" 2>&1 ;;
+    perf-quick) python3 "$root/bench/bench_sdpa.py" --lib "$root/.carry/libfcbench.so" --jobs perf --quick --out "$out/perf.json" 2>&1 ;;
+    memory) python3 "$root/bench/bench_sdpa.py" --lib "$root/.carry/libfcbench.so" --jobs memory --out "$out/memory.json" 2>&1 ;;
+  esac
+done
