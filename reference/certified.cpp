@@ -1,0 +1,205 @@
+// Certified oracle, forward and orchestration (certified.hpp). The maths of exact.cpp in float64,
+// with a rigorous elementwise bound on the distance to the exact result:
+//   scores   s = scale·q·kᵀ exactly as a double-double (Ozaki splitting, certified_gemm.cpp);
+//   weights  p̃_j = exp(x_h)·(1 + x_l) with x = s_j - m split exactly by TwoSum, so the exponent
+//            argument carries no magnitude-dependent error: every kept weight is e^(x_j + δ_j),
+//            |δ_j| <= δ (score bound + libm + three roundings), whatever the score range;
+//   l        compensated sum (Sum2); P̂ = p̃ · (1/l): |P̂ - P| <= κ P with κ = e^(2δ + θ + ...) - 1;
+//   o        P̂·[V |V|] as a chunked GEMM: the same product gives o and o_mag = P̂|V|.
+// Scope: finite inputs below 2^960 in magnitude. A row reached by a non-finite input (its q or
+// d_o row, or a k/v row it sees) is returned as NaN with an infinite bound: uncertified.
+#include <cmath>
+#include <limits>
+
+#include "reference/certified.hpp"
+#include "reference/certified_internal.hpp"
+#include "reference/visibility.hpp"
+
+namespace fc::ref {
+namespace cert {
+
+GroupFwd forward(const GroupIn& g) {
+  const Index m = g.q.rows(), n = g.k.rows(), d = g.q.cols();
+  const double abs_scale = std::fabs(g.scale);
+  // Neglect slice pairs only below 2^-60 in score units: far under the 6u of the exponentials.
+  const double neglect = abs_scale == 0 ? std::numeric_limits<double>::infinity() : 0x1p-60 / abs_scale;
+  ExactProduct s = exact_abt(g.q, g.k, neglect);
+  std::vector<double> b_max(s.term_b.size(), 0.0);  // per bound term: max over keys
+  for (size_t t = 0; t < s.term_b.size(); ++t)
+    for (double x : s.term_b[t]) b_max[t] = std::max(b_max[t], x);
+
+  GroupFwd f;
+  f.p = std::move(s.hi);  // scores are turned into P̂ in place, row by row
+  f.kappa.assign(m, 0.0);
+  f.dropped.assign(m, 0.0);
+  f.lse.assign(m, -std::numeric_limits<double>::infinity());
+  f.lse_err.assign(m, 0.0);
+  std::vector<double> sl(n);  // (n_k): low parts of one row of scores
+  for (Index r = 0; r < m; ++r) {
+    const Index nv = g.bad[r] ? 0 : g.n_vis[r];
+    double mx = -std::numeric_limits<double>::infinity(), s_abs = 0;
+    for (Index j = 0; j < nv; ++j) {
+      const double hi = f.p(r, j), lo = s.any_lo ? s.lo_at(r, j) : 0.0;
+      double sh, e1;
+      two_prod(g.scale, hi, sh, e1);  // scale·hi = sh + e1 exactly
+      sl[j] = e1 + g.scale * lo;      // two roundings, each <= u·2u|s|: charged 2^-100 |s| below
+      f.p(r, j) = sh;
+      mx = std::max(mx, sh);
+      s_abs = std::max(s_abs, std::fabs(sh));
+    }
+    for (Index j = nv; j < n; ++j) f.p(r, j) = 0;
+    if (nv == 0) continue;  // empty row: o = 0, lse = -inf, no weight anywhere
+    // Score error of this row, uniform over its keys.
+    double eps = s.floor;
+    for (size_t t = 0; t < s.term_a.size(); ++t) eps += s.term_a[t][r] * b_max[t];
+    eps = (abs_scale * eps + 0x1p-100 * s_abs + 0x1p-1074) * kSlack;
+
+    double l_s = 0, l_c = 0, xl_max = 0, n_drop = 0;
+    for (Index j = 0; j < nv; ++j) {
+      double xh, xe;
+      two_sum(f.p(r, j), -mx, xh, xe);  // x = s - m = xh + xe exactly
+      if (xh < kDropBelow) {            // weight < e^-699: dropped, charged as an absolute term
+        f.p(r, j) = 0;
+        n_drop += 1;
+        continue;
+      }
+      const double xl = xe + sl[j];                      // |xl| ~ u|x|: rounding u|xl|
+      const double pj = std::exp(xh) * (1.0 + xl);       // e^xl = (1 + xl)(1 + O(xl^2))
+      xl_max = std::max(xl_max, std::fabs(xl));
+      double e;
+      two_sum(l_s, pj, l_s, e);  // Sum2: l = sum p̃ with error u|l| + gamma(n)^2 l
+      l_c += e;
+      f.p(r, j) = pj;
+    }
+    const double l = l_s + l_c;
+    const double inv_l = 1.0 / l;
+    for (Index j = 0; j < nv; ++j) f.p(r, j) *= inv_l;  // P̂ = p̃·(1/l): two roundings
+
+    const double delta = eps + kU * xl_max + xl_max * xl_max + kLibmRel + 2.01 * kU;
+    const double theta = kU + gamma(double(nv)) * gamma(double(nv));
+    const double tail = n_drop * 0x1p-1008;  // sum of dropped weights relative to l (l >= ~1)
+    const double lambda = 2 * delta + 1.01 * theta + 1.01 * tail + 2.01 * kU;  // |log(P̂/P)|
+    f.kappa[r] = lambda * (1 + lambda) * kSlack;  // e^λ - 1 <= λ + λ^2 for λ <= 1
+    f.dropped[r] = n_drop > 0 ? kDroppedWeight : 0.0;
+    const double y = std::log(l);
+    f.lse[r] = mx + y;
+    f.lse_err[r] = (delta + 1.01 * theta + 1.01 * tail + kLibmRel * std::fabs(y) +
+                    kU * 1.01 * std::fabs(f.lse[r]) + 0x1p-1074) * kSlack;
+  }
+
+  Mat vv(n, 2 * d);  // (n_k, 2d): [V |V|]
+  vv << g.v, g.v.cwiseAbs();
+  Mat c;  // (m, 2d): [P̂V  P̂|V|]
+  chunked_product(f.p, vv, c);
+  const double gam = chunked_gamma(n);
+  Eigen::RowVectorXd v_max = g.v.cwiseAbs().colwise().maxCoeff();  // (d)
+  f.o = c.leftCols(d);
+  f.o_mag = c.rightCols(d);
+  f.o_err.resize(m, d);
+  for (Index r = 0; r < m; ++r) {
+    const double kp = f.kappa[r] * (1 + f.kappa[r]);  // |P̂ - P| <= κ(1+κ) P̂ on kept entries
+    for (Index k = 0; k < d; ++k) {
+      const double mag = f.o_mag(r, k) / (1 - gam);  // >= P̂|V| exactly (non-negative sum)
+      const double dropped = f.dropped[r] * double(n) * v_max(k);
+      f.o_err(r, k) = ((kp + gam) * mag + dropped) * kSlack;
+    }
+  }
+  return f;
+}
+
+}  // namespace cert
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+bool certifiable(double x) { return std::isfinite(x) && std::fabs(x) < std::ldexp(1.0, cert::kMaxExp); }
+
+}  // namespace
+
+Certified certified(const Problem& p, const Tensors64& in) {
+  using cert::Index;
+  const bool grads = !in.d_o.empty();
+  const Index d = p.d, n = p.n_k, group = p.heads_q / p.heads_kv, m = group * p.n_q;
+  Certified c;
+  for (Result64* r : {&c.value, &c.err}) {
+    r->o.assign(numel_q(p), 0.0);
+    r->lse.assign(numel_lse(p), 0.0);
+    if (grads) {
+      r->d_q.assign(numel_q(p), 0.0);
+      r->d_k.assign(numel_kv(p), 0.0);
+      r->d_v.assign(numel_kv(p), 0.0);
+    }
+  }
+  c.o_mag.assign(numel_q(p), 0.0);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int32_t h_kv = 0; h_kv < p.heads_kv; ++h_kv) {
+      cert::GroupIn g;
+      g.scale = p.scale;
+      g.q.resize(m, d);
+      g.k.resize(n, d);
+      g.v.resize(n, d);
+      if (grads) g.d_o.resize(m, d);
+      g.n_vis.assign(m, 0);
+      g.bad.assign(m, 0);
+      std::vector<char> bad_key(n, 0);  // (n_k)
+      for (Index j = 0; j < n; ++j)
+        for (Index l = 0; l < d; ++l) {
+          const int64_t o = offset_kv(p, b, h_kv, j) + l;
+          const bool ok = certifiable(in.k[o]) && certifiable(in.v[o]);
+          bad_key[j] |= !ok;
+          g.k(j, l) = ok ? in.k[o] : 0.0;
+          g.v(j, l) = ok ? in.v[o] : 0.0;
+        }
+      for (Index r = 0; r < m; ++r) {
+        const int32_t h = int32_t(h_kv * group + r / p.n_q);
+        const int64_t i = r % p.n_q, oq = offset_q(p, b, h, i);
+        Index nv = 0;
+        while (nv < n && sees(p.mask, i, nv, p.n_q, p.n_k)) ++nv;
+        g.n_vis[r] = nv;
+        for (Index j = 0; j < nv; ++j) g.bad[r] |= bad_key[j];
+        for (Index l = 0; l < d; ++l) {
+          const bool ok = certifiable(in.q[oq + l]) && (!grads || certifiable(in.d_o[oq + l]));
+          g.bad[r] |= !ok;
+          g.q(r, l) = ok ? in.q[oq + l] : 0.0;
+          if (grads) g.d_o(r, l) = ok ? in.d_o[oq + l] : 0.0;
+        }
+      }
+      const cert::GroupFwd f = cert::forward(g);
+      cert::GroupBwd bw;
+      if (grads) bw = cert::backward(g, f);
+      for (Index r = 0; r < m; ++r) {
+        const int32_t h = int32_t(h_kv * group + r / p.n_q);
+        const int64_t i = r % p.n_q, oq = offset_q(p, b, h, i), ol = offset_lse(p, b, h, i);
+        const bool bad = g.bad[r];
+        c.value.lse[ol] = bad ? kNaN : f.lse[r];
+        c.err.lse[ol] = bad ? kInf : f.lse_err[r];
+        for (Index l = 0; l < d; ++l) {
+          c.value.o[oq + l] = bad ? kNaN : f.o(r, l);
+          c.err.o[oq + l] = bad ? kInf : f.o_err(r, l);
+          c.o_mag[oq + l] = bad ? kNaN : f.o_mag(r, l);
+          if (!grads) continue;
+          c.value.d_q[oq + l] = bad ? kNaN : bw.d_q(r, l);
+          c.err.d_q[oq + l] = bad ? kInf : bw.d_q_err(r, l);
+        }
+      }
+      if (!grads) continue;
+      std::vector<char> poisoned(n, 0);  // (n_k): keys seen by an uncertified row
+      for (Index r = 0; r < m; ++r)
+        if (g.bad[r])
+          for (Index j = 0; j < g.n_vis[r]; ++j) poisoned[j] = 1;
+      for (Index j = 0; j < n; ++j) {
+        const int64_t ok = offset_kv(p, b, h_kv, j);
+        for (Index l = 0; l < d; ++l) {
+          c.value.d_k[ok + l] = poisoned[j] ? kNaN : bw.d_k(j, l);
+          c.err.d_k[ok + l] = poisoned[j] ? kInf : bw.d_k_err(j, l);
+          c.value.d_v[ok + l] = poisoned[j] ? kNaN : bw.d_v(j, l);
+          c.err.d_v[ok + l] = poisoned[j] ? kInf : bw.d_v_err(j, l);
+        }
+      }
+    }
+  return c;
+}
+
+}  // namespace fc::ref

@@ -1,0 +1,103 @@
+// Certified oracle, backward (DESIGN §1): D_i = d_o_i·o_i (compensated Dot2), dP = d_o·vᵀ exactly
+// (Ozaki splitting), dS = P̂ ∘ (dP - D) with an elementwise bound e_ij, then the three long products
+// d_q = scale·dS·K, d_k = scale·dSᵀ·Q, d_v = P̂ᵀ·d_o as chunked GEMMs.
+// Bounds on the long products use Cauchy–Schwarz, sum_j w_ij |b_jk| <= |w_i|_2 |b_:k|_2, so no extra
+// GEMM is spent on them: elementwise they are rigorous, normwise they are the textbook
+// |ΔC|_F <= |W|_F |B|_F, i.e. the natural normwise scale of each gradient is |A|_F |B|_F of its
+// final product (|M|_F |K|_F for d_q with M = the absolute-value dS; see certified.hpp).
+#include <cmath>
+
+#include "reference/certified_internal.hpp"
+
+namespace fc::ref::cert {
+namespace {
+
+// Ogita–Rump–Oishi Dot2: x·y in twice the working precision; |res - x·y| <= u|res|(1+2u) + gamma(n)^2 |x|·|y|.
+double dot2(const Mat& x, const Mat& y, Index r, double& abs_dot) {
+  double s = 0, c = 0;
+  abs_dot = 0;
+  for (Index k = 0; k < x.cols(); ++k) {
+    double h, e1, e2;
+    two_prod(x(r, k), y(r, k), h, e1);
+    two_sum(s, h, s, e2);
+    c += e1 + e2;
+    abs_dot += std::fabs(x(r, k) * y(r, k));
+  }
+  return s + c;
+}
+
+}  // namespace
+
+GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
+  const Index m = g.q.rows(), n = g.k.rows(), d = g.q.cols();
+  const double abs_scale = std::fabs(g.scale);
+  std::vector<double> big_d(m), err_d(m);  // (m): D̂ and its bound
+  for (Index r = 0; r < m; ++r) {
+    double abs_dot;
+    big_d[r] = dot2(g.d_o, f.o, r, abs_dot);
+    double from_o = 0;  // |d_o|·err_o: D uses the exact o, we hold ô
+    for (Index k = 0; k < d; ++k) from_o += std::fabs(g.d_o(r, k)) * f.o_err(r, k);
+    const double gd = gamma(double(d));
+    err_d[r] = (kU * (1 + 3 * kU) * std::fabs(big_d[r]) + 2 * gd * gd * abs_dot * 1.01 + from_o) * kSlack;
+  }
+  double a_max = 0, b_max = 0;
+  for (Index r = 0; r < m; ++r) a_max = std::max(a_max, g.d_o.row(r).norm());
+  for (Index j = 0; j < n; ++j) b_max = std::max(b_max, g.v.row(j).norm());
+  // Neglect slice pairs below 2^-60 of the largest |d_o_i||v_j|.
+  ExactProduct dp = exact_abt(g.d_o, g.v, 0x1p-60 * a_max * b_max);
+  Mat& ds = dp.hi;  // (m, n_k): dP, then dS in place
+
+  const double gam_qk = std::max(chunked_gamma(n), chunked_gamma(m));  // dS·K and dSᵀ·Q
+  const double gam_v = chunked_gamma(m);                                 // P̂ᵀ·d_o
+  std::vector<double> w_row(m, 0.0), w_col(n, 0.0), wv_col(n, 0.0);  // sums of squared weights
+  for (Index r = 0; r < m; ++r) {
+    const Index nv = g.bad[r] ? 0 : g.n_vis[r];
+    const double kp = f.kappa[r] * (1 + f.kappa[r]);  // |P̂ - P| <= kp P̂ on kept entries
+    const double tail = f.dropped[r];                 // dropped entries: P̂ = 0, P <= tail
+    for (Index j = 0; j < nv; ++j) {
+      const double dpv = dp.any_lo ? ds(r, j) + dp.lo_at(r, j) : ds(r, j);
+      const double e_p = kU * std::fabs(dpv) * 1.01 + dp.bound(r, j);  // |dP - dpv|
+      const double t = dpv - big_d[r];  // cancels when dP ≈ D: its error is what e_p, err_d carry
+      const double pr = f.p(r, j);
+      const double dsv = pr * t;
+      // |dS - dsv| <= |P - P̂||dP - D| + P̂|(dP - D) - t| + rounding of P̂·t
+      double e = pr * ((kp + kU) * (1 + 3 * kU) * std::fabs(t) + (1 + kp) * (e_p + err_d[r])) +
+                 kU * std::fabs(dsv);
+      e += tail * (std::fabs(dpv) + e_p + std::fabs(big_d[r]) + err_d[r]);
+      const double w = e + gam_qk * std::fabs(dsv);
+      w_row[r] += w * w;
+      w_col[j] += w * w;
+      const double wv = (kp + gam_v * (1 + kp)) * pr + tail;
+      wv_col[j] += wv * wv;
+      ds(r, j) = dsv;
+    }
+    for (Index j = nv; j < n; ++j) ds(r, j) = 0;
+  }
+
+  GroupBwd bw;
+  chunked_product(ds, g.k, bw.d_q);              // (m, d)
+  chunked_product(ds.transpose(), g.q, bw.d_k);  // (n_k, d): GQA sum over the stacked heads
+  chunked_product(f.p.transpose(), g.d_o, bw.d_v);
+  bw.d_q *= g.scale;  // one rounding each: u|d_q|
+  bw.d_k *= g.scale;
+  const Eigen::RowVectorXd k_col = g.k.colwise().norm(), q_col = g.q.colwise().norm(),
+                          do_col = g.d_o.colwise().norm();  // (d) each
+  bw.d_q_err.resize(m, d);
+  bw.d_k_err.resize(n, d);
+  bw.d_v_err.resize(n, d);
+  for (Index r = 0; r < m; ++r) {
+    const double wr = std::sqrt(w_row[r]);
+    for (Index k = 0; k < d; ++k)
+      bw.d_q_err(r, k) = (abs_scale * wr * k_col(k) + kU * std::fabs(bw.d_q(r, k))) * kSlack;
+  }
+  for (Index j = 0; j < n; ++j) {
+    const double wc = std::sqrt(w_col[j]), wvc = std::sqrt(wv_col[j]);
+    for (Index k = 0; k < d; ++k) {
+      bw.d_k_err(j, k) = (abs_scale * wc * q_col(k) + kU * std::fabs(bw.d_k(j, k))) * kSlack;
+      bw.d_v_err(j, k) = wvc * do_col(k) * kSlack;
+    }
+  }
+  return bw;
+}
+
+}  // namespace fc::ref::cert

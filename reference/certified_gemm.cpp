@@ -1,0 +1,192 @@
+// Ozaki-style error-free splitting for the certified oracle's two short inner products, S = Q·Kᵀ
+// and dP = dO·Vᵀ (inner length d). Each row x of A is cut into slices x = x_1 + x_2 + ... + rest
+// where slice a holds multiples of 2^(E - a·beta) of magnitude <= 2^(E - (a-1)·beta), E being the
+// row's exponent (max |x| < 2^E). With 2·beta + ceil(log2 d) <= 53 every partial sum of a slice
+// pair's dot product is an integer multiple of one power of two below 2^53 in magnitude, so an
+// fp64 GEMM (any summation order) computes it exactly; the pairs are then summed in double-double.
+// Hand-written because no installed library offers error-free GEMM splitting.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "reference/certified_internal.hpp"
+
+namespace fc::ref::cert {
+namespace {
+
+constexpr int kMaxSlices = 3;
+
+struct Slices {
+  std::vector<Mat> s;                     // each (rows, d)
+  std::vector<std::vector<double>> norm;  // per slice, per row: 2-norm
+  std::vector<Index> nnz;                 // per slice: nonzero count
+  std::vector<double> rem_norm;           // (rows): 2-norm of what no slice took
+  std::vector<double> full_norm;          // (rows): 2-norm of the row
+  bool rem_nonzero = false;
+};
+
+double row_norm(const Mat& m, Index r) { return std::sqrt(m.row(r).squaredNorm()); }
+
+Slices split(const Mat& a, int beta) {
+  const Index rows = a.rows(), d = a.cols();
+  Slices out;
+  Mat rest = a;  // (rows, d): what the slices have not taken yet
+  std::vector<int> e(rows, std::numeric_limits<int>::min());
+  for (Index r = 0; r < rows; ++r) {
+    const double mu = rest.row(r).cwiseAbs().maxCoeff();
+    if (mu > 0) std::frexp(mu, &e[r]);  // mu < 2^e[r]
+  }
+  out.full_norm.resize(rows);
+  for (Index r = 0; r < rows; ++r) out.full_norm[r] = row_norm(a, r);
+  for (int k = 1; k <= kMaxSlices; ++k) {
+    Mat slice = Mat::Zero(rows, d);  // (rows, d)
+    Index nnz = 0;
+    bool left = false;
+    for (Index r = 0; r < rows; ++r) {
+      if (e[r] == std::numeric_limits<int>::min()) continue;
+      const int unit = e[r] - k * beta;
+      if (unit < -1000) continue;  // deeper slices would underflow: leave the rest to the bound
+      // sigma = 1.5·2^(unit+52) has ulp 2^unit, and |rest| < 2^(unit+51): x + sigma rounds x to a
+      // multiple of 2^unit, and subtracting sigma back is exact (same binade).
+      const double sigma = std::ldexp(1.5, unit + 52);
+      for (Index l = 0; l < d; ++l) {
+        const double x = rest(r, l);
+        const double t = (x + sigma) - sigma;
+        slice(r, l) = t;
+        rest(r, l) = x - t;  // exact: |x - t| <= 2^(unit-1), a multiple of x's ulp
+        nnz += (t != 0);
+        left = left || rest(r, l) != 0;
+      }
+    }
+    std::vector<double> n(rows);
+    for (Index r = 0; r < rows; ++r) n[r] = row_norm(slice, r);
+    out.s.push_back(std::move(slice));
+    out.norm.push_back(std::move(n));
+    out.nnz.push_back(nnz);
+    if (!left) break;
+  }
+  out.rem_norm.resize(rows);
+  for (Index r = 0; r < rows; ++r) {
+    out.rem_norm[r] = row_norm(rest, r);
+    out.rem_nonzero = out.rem_nonzero || out.rem_norm[r] > 0;
+  }
+  return out;
+}
+
+double max_of(const std::vector<double>& x) { return x.empty() ? 0.0 : *std::max_element(x.begin(), x.end()); }
+
+enum class Method { Dense, SparseA, SparseB };
+
+// Adds the exact term t to hi at (i, j); the rounding error goes to the low part *lo.
+inline void accumulate(double& hi, double& lo, double t) {
+  double s, e;
+  two_sum(hi, t, s, e);
+  hi = s;
+  lo += e;
+}
+
+// hi/lo += sa·sbᵀ for one slice pair (not the first), by the chosen method.
+void add_pair(ExactProduct& p, const Mat& sa, const Mat& sb, Method method) {
+  const Index m = sa.rows(), n = sb.rows(), d = sa.cols();
+  if (method == Method::SparseA) {
+    for (Index i = 0; i < m; ++i)
+      for (Index l = 0; l < d; ++l) {
+        if (sa(i, l) == 0) continue;
+        const Index slot = p.row_slot[i];
+        // One slice product at a time: each is exact, and (hi, lo) absorbs it error-free.
+        for (Index j = 0; j < n; ++j) accumulate(p.hi(i, j), p.lo_rows(slot, j), sa(i, l) * sb(j, l));
+      }
+  } else if (method == Method::SparseB) {
+    for (Index j = 0; j < n; ++j)
+      for (Index l = 0; l < d; ++l) {
+        if (sb(j, l) == 0) continue;
+        const Index slot = p.col_slot[j];
+        for (Index i = 0; i < m; ++i) accumulate(p.hi(i, j), p.lo_cols(i, slot), sa(i, l) * sb(j, l));
+      }
+  } else {
+    const Mat t = sa * sb.transpose();  // (m, n), exact
+    for (Index i = 0; i < m; ++i)
+      for (Index j = 0; j < n; ++j) accumulate(p.hi(i, j), p.lo(i, j), t(i, j));
+  }
+}
+
+}  // namespace
+
+ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect) {
+  const Index m = a.rows(), n = b.rows(), d = a.cols();
+  const int log2d = d <= 1 ? 0 : int(std::ceil(std::log2(double(d))));
+  const int beta = (53 - log2d) / 2;  // 2·beta + log2d <= 53: slice dot products are exact
+  const Slices sa = split(a, beta), sb = split(b, beta);
+  ExactProduct p;
+  p.row_slot.assign(m, -1);
+  p.col_slot.assign(n, -1);
+  struct Pair {
+    int x, y;
+    Method method;
+  };
+  std::vector<Pair> pairs;  // in order of decreasing magnitude
+  std::vector<double> sum_a(m, 0.0), sum_b(n, 0.0);  // sum of slice norms per row
+  for (int level = 2; level <= 2 * kMaxSlices; ++level)
+    for (int x = 0; x < int(sa.s.size()); ++x) {
+      const int y = level - 2 - x;
+      if (y < 0 || y >= int(sb.s.size()) || sa.nnz[x] == 0 || sb.nnz[y] == 0) continue;
+      if (max_of(sa.norm[x]) * max_of(sb.norm[y]) <= neglect) {  // Cauchy–Schwarz: |x_i·y_j| <= |x_i||y_j|
+        p.term_a.push_back(sa.norm[x]);
+        p.term_b.push_back(sb.norm[y]);
+        continue;
+      }
+      Method method = Method::Dense;
+      if (sa.nnz[x] * 16 <= m * d) method = Method::SparseA;
+      else if (sb.nnz[y] * 16 <= n * d) method = Method::SparseB;
+      pairs.push_back({x, y, method});
+      for (Index i = 0; i < m; ++i) sum_a[i] += sa.norm[x][i];
+      for (Index j = 0; j < n; ++j) sum_b[j] += sb.norm[y][j];
+    }
+  // The first pair (the largest) is a dense GEMM straight into hi; low parts are laid out for the rest.
+  if (!pairs.empty()) pairs[0].method = Method::Dense;
+  Index rows_touched = 0, cols_touched = 0;
+  for (size_t t = 1; t < pairs.size(); ++t) {
+    const Pair& q = pairs[t];
+    if (q.method == Method::Dense && p.lo.size() == 0) p.lo = Mat::Zero(m, n);
+    if (q.method == Method::SparseA)
+      for (Index i = 0; i < m; ++i)
+        if (p.row_slot[i] < 0 && sa.s[q.x].row(i).any()) p.row_slot[i] = rows_touched++;
+    if (q.method == Method::SparseB)
+      for (Index j = 0; j < n; ++j)
+        if (p.col_slot[j] < 0 && sb.s[q.y].row(j).any()) p.col_slot[j] = cols_touched++;
+  }
+  p.lo_rows = Mat::Zero(rows_touched, n);
+  p.lo_cols = Mat::Zero(m, cols_touched);
+  p.any_lo = pairs.size() > 1;
+  if (pairs.empty()) p.hi = Mat::Zero(m, n);
+  for (size_t t = 0; t < pairs.size(); ++t) {
+    const Pair& q = pairs[t];
+    if (t == 0 && q.method == Method::Dense) {
+      p.hi.noalias() = sa.s[q.x] * sb.s[q.y].transpose();  // exact: see the file comment
+    } else {
+      add_pair(p, sa.s[q.x], sb.s[q.y], q.method);
+    }
+  }
+  if (sa.rem_nonzero) {  // |rest_a · bᵀ| <= |rest_a_i| |b_j|
+    p.term_a.push_back(sa.rem_norm);
+    p.term_b.push_back(sb.full_norm);
+  }
+  if (sb.rem_nonzero) {  // |(a - rest_a) · rest_bᵀ| <= (|a_i| + |rest_a_i|) |rest_b_j|
+    std::vector<double> used(m);
+    for (Index i = 0; i < m; ++i) used[i] = sa.full_norm[i] + sa.rem_norm[i];
+    p.term_a.push_back(std::move(used));
+    p.term_b.push_back(sb.rem_norm);
+  }
+  if (p.any_lo) {
+    // Each lo += e rounds (at most 9 pairs): <= 81 u^2 sum|pair|; reading lo (lo_at) and using it
+    // (scale·lo, hi + lo) adds as much again: 2^-98 (sum_x |a_x,i|)(sum_y |b_y,j|) covers both.
+    for (auto& s : sum_a) s *= 0x1p-98;
+    p.term_a.push_back(std::move(sum_a));
+    p.term_b.push_back(std::move(sum_b));
+  }
+  // Slice products below 2^-1022 may round (gradual underflow): at most d·pairs·2^-1075 each.
+  p.floor = double(d) * double(pairs.size() + 1) * 0x1p-1074;
+  return p;
+}
+
+}  // namespace fc::ref::cert

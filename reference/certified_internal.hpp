@@ -1,0 +1,126 @@
+// Internals of the certified oracle (certified.cpp, certified_gemm.cpp, certified_backward.cpp).
+// Error model: u = 2^-53, every written operation rounds once (the library is compiled with
+// -ffp-contract=off); gamma(n) = n u / (1 - n u) bounds n successive roundings (Higham, ASNA §3.1).
+#pragma once
+
+#include <Eigen/Core>
+#include <cmath>
+#include <vector>
+
+namespace fc::ref::cert {
+
+using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Index = Eigen::Index;
+
+constexpr double kU = 0x1p-53;  // unit roundoff of float64
+// Multiplies every finished bound: covers the rounding of the bound's own evaluation (sums of at
+// most 2^20 non-negative terms, square roots, products: relative growth < 2^-32).
+constexpr double kSlack = 1.0 + 0x1p-30;
+// glibc's exp and log are documented below 1 ulp; we charge 2 ulp = 2^-51 relative.
+constexpr double kLibmRel = 0x1p-51;
+// Exponent arguments below this are dropped (weight set to 0): exp(-700) ~ 1e-304 is still normal,
+// so every kept weight has full relative accuracy; a dropped weight is below exp(-699) after the
+// argument's own error, which enters the bounds as an absolute term.
+constexpr double kDropBelow = -700.0;
+constexpr double kDroppedWeight = 0x1p-1008;  // > exp(-699) = 2^-1008.4
+// Inputs must stay below 2^kMaxExp in magnitude (slice extraction must not overflow).
+constexpr int kMaxExp = 960;
+// Inner products are split into k-chunks of this length, summed chunk by chunk (see chunked_product).
+constexpr Index kChunk = 256;
+
+inline double gamma(double n) { return n * kU / (1.0 - n * kU); }
+
+// Error-free transformations (Knuth's TwoSum; TwoProd through an explicit fma).
+inline void two_sum(double a, double b, double& s, double& e) {
+  s = a + b;
+  const double bb = s - a;
+  e = (a - (s - bb)) + (b - bb);
+}
+inline void two_prod(double a, double b, double& p, double& e) {
+  p = a * b;
+  e = std::fma(a, b, -p);
+}
+
+// c = a * b with the inner dimension cut into chunks of kChunk: each chunk product starts from zero
+// (error <= gamma(kChunk) |a||b| whatever order Eigen sums in) and the chunks are added one by one,
+// so |c - ab| <= chunked_gamma(inner) |a||b| elementwise instead of gamma(inner). Rows go in blocks
+// so the chunk buffer stays in cache.
+template <class A, class B>
+void chunked_product(const A& a, const B& b, Mat& c) {
+  c.setZero(a.rows(), b.cols());
+  Mat tmp;  // (row block, b.cols()): one chunk's product
+  const Index row_block = 512;
+  for (Index r0 = 0; r0 < a.rows(); r0 += row_block) {
+    const Index rn = std::min(row_block, a.rows() - r0);
+    for (Index k0 = 0; k0 < a.cols(); k0 += kChunk) {
+      const Index kn = std::min(kChunk, a.cols() - k0);
+      tmp.noalias() = a.block(r0, k0, rn, kn) * b.middleRows(k0, kn);
+      c.middleRows(r0, rn) += tmp;
+    }
+  }
+}
+inline double chunked_gamma(Index inner) {
+  const Index chunks = (inner + kChunk - 1) / kChunk;
+  return gamma(double(std::min(inner, kChunk) + chunks));
+}
+
+// A·Bᵀ as an unevaluated double-double hi + lo, with a bound |A·Bᵀ - (hi + lo)|_ij <=
+// sum_t a_t[i] b_t[j] (+ floor) as a short list of rank-one terms. lo is stored densely only when a
+// dense slice pair needed it; sparse slice pairs touch a few rows (lo_rows) or columns (lo_cols).
+struct ExactProduct {
+  Mat hi;                         // (m, n)
+  Mat lo;                         // (m, n) or empty
+  Mat lo_rows, lo_cols;           // (rows touched, n), (m, columns touched)
+  std::vector<Index> row_slot;    // (m): row of lo_rows, or -1
+  std::vector<Index> col_slot;    // (n): column of lo_cols, or -1
+  bool any_lo = false;
+  std::vector<std::vector<double>> term_a;  // each (m)
+  std::vector<std::vector<double>> term_b;  // each (n)
+  double floor = 0;  // absolute term (gradual underflow in slice products)
+  // The low part at (i, j): at most two roundings of parts <= 9u|terms|, inside the 2^-98 term.
+  double lo_at(Index i, Index j) const {
+    double s = lo.size() ? lo(i, j) : 0.0;
+    if (row_slot[i] >= 0) s += lo_rows(row_slot[i], j);
+    if (col_slot[j] >= 0) s += lo_cols(i, col_slot[j]);
+    return s;
+  }
+  double bound(Index i, Index j) const {
+    double e = floor;
+    for (size_t t = 0; t < term_a.size(); ++t) e += term_a[t][i] * term_b[t][j];
+    return e * kSlack;
+  }
+};
+
+// Ozaki-style splitting: A (m, d) and B (n, d) are cut row-wise into slices whose pairwise
+// products are exact in an fp64 GEMM; pairs whose Cauchy–Schwarz bound is <= neglect are skipped
+// (and enter the bound). Sparse slices use a sparse product. Rows must be finite, |x| < 2^kMaxExp.
+ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect);
+
+// One (batch, kv head) group: the g query heads that share the kv head, stacked row-wise
+// (row r = local head · n_q + i), so GQA sums over heads fall out of the GEMMs.
+struct GroupIn {
+  double scale = 1;
+  Mat q, d_o;               // (m, d), m = g·n_q; d_o empty: forward only
+  Mat k, v;                 // (n_k, d)
+  std::vector<Index> n_vis; // (m): row r sees keys [0, n_vis[r]) (every mask's visible set is a prefix)
+  std::vector<char> bad;    // (m): reached by a non-finite input: NaN, uncertified (bound +inf)
+};
+
+struct GroupFwd {
+  Mat p;                       // (m, n_k): P̂, 0 where masked or dropped
+  std::vector<double> kappa;   // (m): |P̂ - P| <= kappa P on kept entries
+  std::vector<double> dropped; // (m): bound on the weight of dropped entries (absolute, each)
+  Mat o, o_err, o_mag;         // (m, d)
+  std::vector<double> lse, lse_err;  // (m)
+};
+
+struct GroupBwd {
+  Mat d_q, d_q_err;  // (m, d)
+  Mat d_k, d_k_err;  // (n_k, d)
+  Mat d_v, d_v_err;  // (n_k, d)
+};
+
+GroupFwd forward(const GroupIn& g);
+GroupBwd backward(const GroupIn& g, const GroupFwd& f);
+
+}  // namespace fc::ref::cert

@@ -1,0 +1,181 @@
+// Exact oracle (exact.hpp, exact_mp.hpp): textbook attention, DESIGN §1, in MPFR multiprecision.
+// Nothing is clever here on purpose: scores, one softmax per row, P·V, and the backward formulas
+// written as sums, all at `bits` of precision, rounded to double once at the end.
+//
+// Non-finite scores (they arise only from non-finite inputs):
+//   NaN or +inf among a row's visible scores -> the whole row is NaN (o, lse, d_q, and the d_k/d_v
+//   rows of the keys it sees): softmax is undefined there.
+//   -inf scores carry weight exactly 0, like a masked key (their v still enters as 0·v_j, so a NaN
+//   v_j poisons the row, as it would in any kernel).
+//   A row whose visible scores are all -inf is an empty row: o = 0, lse = -inf, d_q = 0.
+#include <boost/multiprecision/mpfr.hpp>
+#include <cmath>
+#include <limits>
+
+#include "reference/exact.hpp"
+#include "reference/exact_mp.hpp"
+#include "reference/visibility.hpp"
+
+namespace fc::ref {
+namespace detail {
+
+PrecisionGuard::PrecisionGuard(unsigned bits) : old_digits10_(mp::default_precision()) {
+  // Boost counts precision in decimal digits; take enough that the binary precision is >= bits.
+  mp::default_precision(static_cast<unsigned>(std::ceil(bits * 0.30103)) + 2);
+}
+PrecisionGuard::~PrecisionGuard() { mp::default_precision(old_digits10_); }
+
+std::vector<mp> to_mp(const std::vector<double>& x) {
+  std::vector<mp> y;  // same shape as x; every double is exact in mp
+  y.reserve(x.size());
+  for (double e : x) y.emplace_back(e);
+  return y;
+}
+
+std::vector<double> to_double(const std::vector<mp>& x) {
+  std::vector<double> y(x.size());  // same shape as x
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i].convert_to<double>();
+  return y;
+}
+
+namespace {
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Softmax of one row of scores over the entries with live[j]; fills p (0 where not live) and lse.
+// Returns false for an empty row (nothing live, or every live score -inf).
+bool softmax_row(const std::vector<mp>& s, const std::vector<char>& live, std::vector<mp>& p, mp& lse) {
+  bool undefined = false, any = false;
+  mp m;
+  for (size_t j = 0; j < s.size(); ++j) {
+    if (!live[j]) continue;
+    if (boost::multiprecision::isnan(s[j]) || (boost::multiprecision::isinf(s[j]) && s[j] > 0)) {
+      undefined = true;
+    } else if (boost::multiprecision::isfinite(s[j]) && (!any || s[j] > m)) {
+      m = s[j];
+      any = true;
+    }
+  }
+  for (auto& e : p) e = 0;
+  if (undefined) {
+    for (size_t j = 0; j < s.size(); ++j) if (live[j]) p[j] = kNaN;
+    lse = kNaN;
+    return true;
+  }
+  if (!any) {
+    lse = -std::numeric_limits<double>::infinity();
+    return false;
+  }
+  mp l = 0;
+  for (size_t j = 0; j < s.size(); ++j) {
+    if (!live[j] || !boost::multiprecision::isfinite(s[j])) continue;  // -inf: weight exactly 0
+    p[j] = exp(s[j] - m);  // shifted by the max: the exact softmax is shift-invariant
+    l += p[j];
+  }
+  for (auto& e : p) e /= l;
+  lse = m + log(l);
+  return true;
+}
+
+}  // namespace
+
+ResultMP exact_mp(const Problem& p, const TensorsMP& in) {
+  const bool grads = !in.d_o.empty();
+  const int64_t d = p.d;
+  ResultMP r;
+  r.o.assign(numel_q(p), mp(0));
+  r.lse.assign(numel_lse(p), mp(0));
+  if (grads) {
+    r.d_q.assign(numel_q(p), mp(0));
+    r.d_k.assign(numel_kv(p), mp(0));
+    r.d_v.assign(numel_kv(p), mp(0));
+  }
+  const mp scale(p.scale);
+  std::vector<mp> s(p.n_k), pr(p.n_k);  // (n_k): one row of scores and of P
+  std::vector<char> live(p.n_k);        // (n_k): visible keys of the row
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int32_t h = 0; h < p.heads_q; ++h) {
+      const int32_t h_kv = kv_head(p, h);
+      for (int64_t i = 0; i < p.n_q; ++i) {
+        const int64_t oq = offset_q(p, b, h, i);
+        for (int64_t j = 0; j < p.n_k; ++j) {
+          live[j] = sees(p.mask, i, j, p.n_q, p.n_k);
+          if (!live[j]) continue;
+          const int64_t ok = offset_kv(p, b, h_kv, j);
+          mp dot = 0;
+          for (int64_t c = 0; c < d; ++c) dot += in.q[oq + c] * in.k[ok + c];
+          s[j] = scale * dot;
+        }
+        mp& lse = r.lse[offset_lse(p, b, h, i)];
+        if (!softmax_row(s, live, pr, lse)) continue;  // empty row: o = 0, d_q = 0, no d_k/d_v
+        for (int64_t j = 0; j < p.n_k; ++j) {
+          if (!live[j]) continue;
+          const int64_t ok = offset_kv(p, b, h_kv, j);
+          for (int64_t c = 0; c < d; ++c) r.o[oq + c] += pr[j] * in.v[ok + c];
+        }
+        if (!grads) continue;
+        mp big_d = 0;  // D_i = d_o_i . o_i
+        for (int64_t c = 0; c < d; ++c) big_d += in.d_o[oq + c] * r.o[oq + c];
+        for (int64_t j = 0; j < p.n_k; ++j) {
+          if (!live[j]) continue;
+          const int64_t ok = offset_kv(p, b, h_kv, j);
+          mp dp = 0;  // dP_ij = d_o_i . v_j
+          for (int64_t c = 0; c < d; ++c) dp += in.d_o[oq + c] * in.v[ok + c];
+          const mp ds = pr[j] * (dp - big_d);  // dS_ij = P_ij (dP_ij - D_i)
+          for (int64_t c = 0; c < d; ++c) {
+            r.d_q[oq + c] += scale * ds * in.k[ok + c];
+            r.d_k[ok + c] += scale * ds * in.q[oq + c];
+            r.d_v[ok + c] += pr[j] * in.d_o[oq + c];
+          }
+        }
+      }
+    }
+  return r;
+}
+
+}  // namespace detail
+
+Result64 exact(const Problem& p, const Tensors64& in, unsigned bits) {
+  detail::PrecisionGuard guard(bits < 113 ? 113 : bits);
+  detail::TensorsMP t{detail::to_mp(in.q), detail::to_mp(in.k), detail::to_mp(in.v), detail::to_mp(in.d_o)};
+  const detail::ResultMP r = detail::exact_mp(p, t);
+  return Result64{detail::to_double(r.o), detail::to_double(r.lse), detail::to_double(r.d_q),
+                  detail::to_double(r.d_k), detail::to_double(r.d_v)};
+}
+
+// The softmax unit: one row x as an attention problem with q = [1], k_j = x_j, scale 1 (so the
+// scores are exactly x), and V the identity, so o is the softmax row itself.
+std::vector<double> exact_softmax(const std::vector<double>& x, unsigned bits) {
+  const int32_t n = static_cast<int32_t>(x.size());
+  if (n == 0) return {};
+  Problem p;
+  p.n_q = 1;
+  p.n_k = n;
+  p.d = n;
+  p.dtype = DType::F64;
+  p.scale = 1.0;
+  Tensors64 in;
+  in.q.assign(n, 0.0);  // (1, n): q = e_0
+  in.q[0] = 1.0;
+  in.k.assign(int64_t(n) * n, 0.0);  // (n, n): k_j = x_j e_0
+  in.v.assign(int64_t(n) * n, 0.0);  // (n, n): identity
+  for (int32_t j = 0; j < n; ++j) {
+    in.k[int64_t(j) * n] = x[j];
+    in.v[int64_t(j) * n + j] = 1.0;
+  }
+  return exact(p, in, bits).o;
+}
+
+double exact_lse(const std::vector<double>& x, unsigned bits) {
+  if (x.empty()) return -std::numeric_limits<double>::infinity();
+  Problem p;
+  p.n_q = 1;
+  p.n_k = static_cast<int32_t>(x.size());
+  p.d = 1;
+  p.dtype = DType::F64;
+  p.scale = 1.0;
+  Tensors64 in{{1.0}, x, std::vector<double>(x.size(), 0.0), {}};  // q = [1], k_j = x_j, v = 0
+  return exact(p, in, bits).lse[0];
+}
+
+}  // namespace fc::ref
