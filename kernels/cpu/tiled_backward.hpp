@@ -41,8 +41,9 @@ void tiled_backward(const Problem& p, const Tiling& t, const T* q, const T* k, c
         std::vector<A> dv_acc(size_t((j1 - j0) * d), A(0.0f));  // (kBlockN, d)
         for (int64_t g = 0; g < group; ++g) {
           const int64_t h = hk * group + g;
-          const Head<T> head = head_of(p, b, h, q, k, v);
-          const T* d_o_h = d_o + offset_q(p, b, h, 0);  // (n_q, d)
+          const WideHead<A> wide = widen_head<A>(p, b, h, q, k, v);
+          const Head<A> head = wide.view();
+          const std::vector<A> d_o_h = widen_rows<A>(d_o + offset_q(p, b, h, 0), n_q * d);  // (n_q, d)
           A* dq_h = dq_acc.data() + g * n_q * d;        // (n_q, d)
           for (int64_t i0 = 0; i0 < n_q; i0 += t.block_m) {
             const int64_t i1 = std::min<int64_t>(i0 + t.block_m, n_q);
@@ -50,15 +51,15 @@ void tiled_backward(const Problem& p, const Tiling& t, const T* q, const T* k, c
             for (int64_t i = i0; i < i1; ++i) {
               const int64_t jv = std::min(j1, visible_end(head, i));  // visible keys: [j0, jv)
               const L lse_i = L(lse[offset_lse(p, b, h, i)]);
-              const T* q_i = head.q + i * d;      // (d)
-              const T* d_o_i = d_o_h + i * d;     // (d)
+              const A* q_i = head.q + i * d;           // (d)
+              const A* d_o_i = d_o_h.data() + i * d;   // (d)
               for (int64_t j = j0; j < jv; ++j) {
                 // P resurrected from lse; 0 (not exp(-inf - -inf)) for a row that saw no key.
                 const L p_ij = rules::recompute_p(score<A>(head, i, j), lse_i, exp_fn);
-                const T* v_j = head.v + j * d;  // (d)
-                const T* k_j = head.k + j * d;  // (d)
+                const A* v_j = head.v + j * d;  // (d)
+                const A* k_j = head.k + j * d;  // (d)
                 A dp = A(0.0f);
-                for (int64_t c = 0; c < d; ++c) dp = mac<A>(dp, cvt<A>(d_o_i[c]), cvt<A>(v_j[c]));
+                for (int64_t c = 0; c < d; ++c) dp = mac<A>(dp, d_o_i[c], v_j[c]);
                 // dP - D cancels when P is near one-hot; both are in L so the difference is one rounding.
                 const L ds = p_ij * (cvt<L>(dp) - D[size_t(g * n_q + i)]);
                 // P and dS are rounded to storage before the GEMMs they feed, as GPU kernels do.
@@ -68,9 +69,9 @@ void tiled_backward(const Problem& p, const Tiling& t, const T* q, const T* k, c
                 A* dk_j = dk_acc.data() + (j - j0) * d;  // (d)
                 A* dq_i = dq_h + i * d;                  // (d)
                 for (int64_t c = 0; c < d; ++c) {
-                  dv_j[c] = mac<A>(dv_j[c], p_op, cvt<A>(d_o_i[c]));
-                  dk_j[c] = mac<A>(dk_j[c], ds_op, cvt<A>(q_i[c]));
-                  dq_i[c] = mac<A>(dq_i[c], ds_op, cvt<A>(k_j[c]));
+                  dv_j[c] = mac<A>(dv_j[c], p_op, d_o_i[c]);
+                  dk_j[c] = mac<A>(dk_j[c], ds_op, q_i[c]);
+                  dq_i[c] = mac<A>(dq_i[c], ds_op, k_j[c]);
                 }
               }
             }

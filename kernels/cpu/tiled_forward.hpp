@@ -13,7 +13,7 @@ namespace fc::cpu {
 
 // FA2 order for one head. o: (n_q, d) in storage; lse: (n_q) widened from the softmax type.
 template <class T, class A>
-void fa2_forward_head(const Head<T>& h, const Tiling& t, T* o, double* lse) {
+void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
   using L = Soft<A>;
   const Exp exp_fn;
   const int64_t d = h.d;
@@ -45,8 +45,8 @@ void fa2_forward_head(const Head<T>& h, const Tiling& t, T* o, double* lse) {
           // P is rounded to storage before P·V because GPU kernels convert the P fragment to the
           // storage type to feed the tensor-core MMA; that rounding is part of what they compute.
           const A p_op = gemm_operand<T, A>(p, t.round_p);
-          const T* v_j = h.v + j * d;  // (d)
-          for (int64_t c = 0; c < d; ++c) acc_r[c] = mac<A>(acc_r[c], p_op, cvt<A>(v_j[c]));
+          const A* v_j = h.v + j * d;  // (d)
+          for (int64_t c = 0; c < d; ++c) acc_r[c] = mac<A>(acc_r[c], p_op, v_j[c]);
         }
         m[size_t(r)] = m_new;
       }
@@ -61,7 +61,7 @@ void fa2_forward_head(const Head<T>& h, const Tiling& t, T* o, double* lse) {
 
 // FA1 order for one head: every row's m, l and normalised O persist across the KV-tile outer loop.
 template <class T, class A>
-void fa1_forward_head(const Head<T>& h, const Tiling& t, T* o, double* lse) {
+void fa1_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
   using L = Soft<A>;
   const Exp exp_fn;
   const int64_t d = h.d;
@@ -90,8 +90,8 @@ void fa1_forward_head(const Head<T>& h, const Tiling& t, T* o, double* lse) {
           l_tile += p;
           // P̃ rounded to storage before P̃·V, as the GPU kernel's MMA operand is (see FA2 above).
           const A p_op = gemm_operand<T, A>(p, t.round_p);
-          const T* v_j = h.v + j * d;  // (d)
-          for (int64_t c = 0; c < d; ++c) pv[size_t(c)] = mac<A>(pv[size_t(c)], p_op, cvt<A>(v_j[c]));
+          const A* v_j = h.v + j * d;  // (d)
+          for (int64_t c = 0; c < d; ++c) pv[size_t(c)] = mac<A>(pv[size_t(c)], p_op, v_j[c]);
         }
         const L m_new = rules::running_max(m[size_t(i)], m_tile);
         // Both factors are 0, never NaN, when their max is still -inf (nothing accumulated there).
@@ -121,11 +121,11 @@ void tiled_forward(const Problem& p, const Tiling& t, const T* q, const T* k, co
   if (t.block_m < 1 || t.block_n < 1) throw std::invalid_argument("cpu_tiled: block sizes must be >= 1");
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h) {
-      const Head<T> head = head_of(p, b, h, q, k, v);
+      const WideHead<A> wide = widen_head<A>(p, b, h, q, k, v);
       T* o_h = o + offset_q(p, b, h, 0);           // (n_q, d)
       double* lse_h = lse + offset_lse(p, b, h, 0);  // (n_q)
-      if (t.order == LoopOrder::FA1) fa1_forward_head<T, A>(head, t, o_h, lse_h);
-      else fa2_forward_head<T, A>(head, t, o_h, lse_h);
+      if (t.order == LoopOrder::FA1) fa1_forward_head<T, A>(wide.view(), t, o_h, lse_h);
+      else fa2_forward_head<T, A>(wide.view(), t, o_h, lse_h);
     }
 }
 
