@@ -13,16 +13,31 @@ namespace {
 
 bool is_16bit(const Problem& p) { return p.dtype == DType::F16 || p.dtype == DType::BF16; }
 
+// The kernels write and read lse in F32 (the contract); a caller may hand an F64 tensor (as the CPU
+// kernels accept): convert through F32, each value exact in both directions.
+void download_lse(const DeviceBuffer& d_lse, HostTensor& lse) {
+  if (lse.dtype == DType::F32) return d_lse.download(lse);
+  HostTensor f32(DType::F32, lse.shape);  // (batch, heads_q, n_q)
+  d_lse.download(f32);
+  for (int64_t i = 0; i < f32.numel(); ++i) lse.set(i, f32.get(i));
+}
+DeviceBuffer upload_lse(const HostTensor& lse) {
+  if (lse.dtype == DType::F32) return DeviceBuffer(lse);
+  HostTensor f32(DType::F32, lse.shape);  // (batch, heads_q, n_q); rounding an F64 lse once
+  for (int64_t i = 0; i < lse.numel(); ++i) f32.set(i, lse.get(i));
+  return DeviceBuffer(f32);
+}
+
 void tiled_forward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
                         const HostTensor& v, HostTensor& o, HostTensor& lse) {
   const Tile t = forward_tile(cfg, p.d);
   if (!tiled_forward_supports(p, t)) throw std::invalid_argument("cuda_tiled: unsupported problem or tile");
-  DeviceBuffer dq(q), dk(k), dv(v), d_out(o.bytes.size()), d_lse(lse.bytes.size());
+  DeviceBuffer dq(q), dk(k), dv(v), d_out(o.bytes.size()), d_lse(size_t(lse.numel()) * sizeof(float));
   ForwardArgs a{dq.get(), dk.get(), dv.get(), d_out.get(), static_cast<float*>(d_lse.get())};
   check(tiled_forward(p, t, a, nullptr), "cuda_tiled forward");
   check(cudaDeviceSynchronize(), "cuda_tiled forward (sync)");
   d_out.download(o);
-  d_lse.download(lse);
+  download_lse(d_lse, lse);
 }
 
 void tiled_backward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
@@ -30,7 +45,7 @@ void tiled_backward_host(const Problem& p, const Config& cfg, const HostTensor& 
                          const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
   const Tile t = backward_tile(cfg, p.d);
   if (!tiled_backward_supports(p, t)) throw std::invalid_argument("cuda_tiled: unsupported problem or tile");
-  DeviceBuffer bq(q), bk(k), bv(v), bo(o), blse(lse), bdo(d_o);
+  DeviceBuffer bq(q), bk(k), bv(v), bo(o), blse = upload_lse(lse), bdo(d_o);
   DeviceBuffer bdq(d_q.bytes.size()), bdk(d_k.bytes.size()), bdv(d_v.bytes.size());
   DeviceBuffer ws(tiled_backward_workspace_bytes(p));
   BackwardArgs a{bq.get(), bk.get(), bv.get(), bo.get(), bdo.get(), static_cast<const float*>(blse.get()),
@@ -45,13 +60,13 @@ void tiled_backward_host(const Problem& p, const Config& cfg, const HostTensor& 
 void naive_forward_host(const Problem& p, const Config&, const HostTensor& q, const HostTensor& k,
                         const HostTensor& v, HostTensor& o, HostTensor& lse) {
   if (!naive_forward_supports(p)) throw std::invalid_argument("cuda_naive: unsupported problem");
-  DeviceBuffer dq(q), dk(k), dv(v), d_out(o.bytes.size()), d_lse(lse.bytes.size());
+  DeviceBuffer dq(q), dk(k), dv(v), d_out(o.bytes.size()), d_lse(size_t(lse.numel()) * sizeof(float));
   DeviceBuffer ws(naive_forward_workspace_bytes(p));
   ForwardArgs a{dq.get(), dk.get(), dv.get(), d_out.get(), static_cast<float*>(d_lse.get())};
   check(naive_forward(p, a, ws.get(), nullptr), "cuda_naive forward");
   check(cudaDeviceSynchronize(), "cuda_naive forward (sync)");
   d_out.download(o);
-  d_lse.download(lse);
+  download_lse(d_lse, lse);
 }
 
 }  // namespace

@@ -1,0 +1,101 @@
+// Helpers for the GPU tests: random problems, the CUDA kernels' registry rows, the certified
+// reference and the error model's bounds for what each kernel declares about its arithmetic.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/registry.hpp"
+#include "reference/bounds.hpp"
+#include "reference/certified.hpp"
+
+namespace fc::gpu_test {
+
+// The CUDA family's rows, registered here directly (the tests need no other family).
+inline const Kernel& cuda_kernel(const std::string& name) {
+  static const std::vector<Kernel> rows = [] {
+    std::vector<Kernel> out;
+    register_cuda_kernels(out);
+    return out;
+  }();
+  for (const Kernel& k : rows)
+    if (k.info.name == name) return k;
+  FAIL("no CUDA kernel named " << name);
+  return rows.front();
+}
+
+inline Problem problem(DType t, int32_t d, Mask mask, int32_t b, int32_t h_q, int32_t h_kv, int32_t n_q, int32_t n_k) {
+  Problem p;
+  p.batch = b;
+  p.heads_q = h_q;
+  p.heads_kv = h_kv;
+  p.n_q = n_q;
+  p.n_k = n_k;
+  p.d = d;
+  p.dtype = t;
+  p.mask = mask;
+  p.scale = default_scale(d);
+  return p;
+}
+
+// Uniform inputs in [-r, r] from a fixed seed, each rounded once to p.dtype.
+inline Inputs random_inputs(const Problem& p, uint64_t seed, double r = 2.0) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-r, r);
+  auto draw = [&](int64_t n) {
+    std::vector<double> x(static_cast<size_t>(n));
+    for (double& e : x) e = u(rng);
+    return x;
+  };
+  Inputs in;
+  in.p = p;
+  in.q = HostTensor::from_f64(p.dtype, shape_q(p), draw(numel_q(p)));     // (b, h_q, n_q, d)
+  in.k = HostTensor::from_f64(p.dtype, shape_kv(p), draw(numel_kv(p)));   // (b, h_kv, n_k, d)
+  in.v = HostTensor::from_f64(p.dtype, shape_kv(p), draw(numel_kv(p)));   // (b, h_kv, n_k, d)
+  in.d_o = HostTensor::from_f64(p.dtype, shape_q(p), draw(numel_q(p)));   // (b, h_q, n_q, d)
+  return in;
+}
+
+inline ref::Tensors64 tensors64(const Inputs& in, bool with_d_o) {
+  ref::Tensors64 t{in.q.to_f64(), in.k.to_f64(), in.v.to_f64(), {}};
+  if (with_d_o) t.d_o = in.d_o.to_f64();
+  return t;
+}
+
+// cuda_tiled: S in fp32 registers, P and dS rounded to storage before their GEMMs, mma.sync
+// accumulation that truncates (DESIGN §4: a whole fp32 ulp per step), kBlockN keys per tile.
+inline ref::Precision tiled_precision(DType t, int32_t block_n) {
+  ref::Precision pr;
+  pr.storage = t;
+  pr.s_dtype = DType::F32;
+  pr.p_dtype = t;
+  pr.u_acc = 0x1p-23;
+  pr.block_n = block_n;
+  return pr;
+}
+
+// cuda_naive: S and P materialised in storage, fp32 fused multiply-adds (round to nearest), untiled.
+inline ref::Precision naive_precision(DType t) {
+  ref::Precision pr;
+  pr.storage = t;
+  pr.s_dtype = t;
+  pr.p_dtype = t;
+  pr.u_acc = 0x1p-24;
+  pr.block_n = 0;
+  return pr;
+}
+
+// One output tensor against the certified value and its bound; reports the worst element.
+inline void require_within(const char* name, const HostTensor& got, const std::vector<double>& ref,
+                           const std::vector<double>& bound, DType out) {
+  const ref::Verdict v = ref::within_bound(got.to_f64(), ref, bound, out);
+  INFO(name << ": worst element " << v.worst << " measured " << v.measured << " bound " << v.bound
+            << " max ratio " << v.ratio << " " << v.why);
+  REQUIRE(v.ok);
+}
+
+}  // namespace fc::gpu_test
