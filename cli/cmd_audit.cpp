@@ -1,7 +1,171 @@
+// `flashcheck audit [--out DIR] [--json]`: every available non-mutant kernel on the embedded default
+// sweep against the certified reference; a table of kernel x dtype -> max scaled o error, max |Δlse|,
+// max normwise gradient error, with the same-precision baseline (cpu_naive) beside each for context.
+// This first audit only reports (exit 0); kernels or inputs that error give exit 2.
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/audit_sweep.hpp"
 #include "cli/command.hpp"
+#include "kernels/registry.hpp"
+
 namespace fc::cli {
-Run setup_audit(CLI::App& app) {
-  app.add_subcommand("audit", "TODO");
-  return [] { return kExitUsage; };
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kBaseline = "cpu_naive";
+const DType kDtypes[] = {DType::F16, DType::BF16, DType::F32};
+
+struct Cell {
+  int cases = 0;
+  Errors err;
+};
+
+struct Options {
+  std::string out;
+  bool as_json = false;
+};
+
+// A kernel that cannot run here (CUDA kernel, no device) says so when called: that is "skipped".
+bool means_unavailable(std::string what) {
+  std::transform(what.begin(), what.end(), what.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  for (const char* s : {"no gpu", "no cuda", "cuda device", "no device", "cudaerrornodevice", "unavailable"})
+    if (what.find(s) != std::string::npos) return true;
+  return false;
 }
+
+// Every config a kernel offers (its default when it lists none): the audit reports the worst.
+std::vector<Config> configs_of(const Kernel& k) {
+  return k.info.configs.empty() ? std::vector<Config>{Config{}} : k.info.configs;
+}
+
+json num(double x) {
+  if (std::isfinite(x)) return x;
+  return x != x ? "nan" : (x > 0 ? "inf" : "-inf");  // JSON has no NaN/inf literals
+}
+
+json errors_json(const Errors& e) {
+  json j = {{"o_scaled_err", num(e.o)}, {"lse_abs_err", num(e.lse)}};
+  j["grad_normwise_err"] = e.has_grad ? num(e.grad) : json(nullptr);
+  return j;
+}
+
+std::string fmt_err(double x) { return x != x ? "NaN" : fmt::format("{:.2e}", x); }
+
+}  // namespace
+
+int run_audit(const Options& opt) {
+  std::vector<const Kernel*> kernels;
+  for (const Kernel& k : registry())
+    if (!k.info.mutant) kernels.push_back(&k);
+
+  std::map<std::string, std::string> skipped;               // kernel -> reason
+  // (kernel, dtype) -> worst errors; keyed by positions so the table follows registry and kDtypes order.
+  std::map<std::pair<size_t, size_t>, Cell> cells;
+  auto kernel_index = [&](const std::string& name) {
+    for (size_t i = 0; i < kernels.size(); ++i)
+      if (kernels[i]->info.name == name) return i;
+    return kernels.size();  // absent
+  };
+  const size_t base_index = kernel_index(kBaseline);
+  std::vector<std::string> errors;
+  json sweep = json::array();
+  uint64_t index = 0;
+  for (size_t ti = 0; ti < std::size(kDtypes); ++ti) {
+    const DType t = kDtypes[ti];
+    for (const SweepCase& c : default_sweep(t)) {
+      const Inputs in = make_inputs(c, index++);
+      const ref::Certified want = reference_of(in);
+      sweep.push_back({{"label", c.label}, {"dtype", dtype_name(t)}, {"batch", c.p.batch}, {"heads_q", c.p.heads_q},
+                       {"heads_kv", c.p.heads_kv}, {"n_q", c.p.n_q}, {"n_k", c.p.n_k}, {"d", c.p.d},
+                       {"mask", mask_name(c.p.mask)}, {"scale", c.p.scale}, {"amp", c.amp}});
+      for (size_t ki = 0; ki < kernels.size(); ++ki) {
+        const Kernel* k = kernels[ki];
+        if (skipped.count(k->info.name) || !claims(*k, in.p)) continue;
+        const bool backward = k->info.backward && bool(k->backward);
+        try {
+          Cell& cell = cells[{ki, ti}];
+          for (const Config& cfg : configs_of(*k)) {
+            const Outputs got = backward ? run_forward_backward(*k, in, cfg) : run_forward(*k, in, cfg);
+            cell.err = worst(cell.err, measure(got, want));
+          }
+          cell.cases++;
+        } catch (const std::exception& e) {
+          if (means_unavailable(e.what())) {
+            skipped[k->info.name] = e.what();
+            for (size_t u = 0; u < std::size(kDtypes); ++u) cells.erase({ki, u});
+          } else {
+            errors.push_back(fmt::format("{} on {} {}: {}", k->info.name, c.label, dtype_name(t), e.what()));
+          }
+        }
+      }
+    }
+  }
+
+  json results = json::array();
+  for (const auto& [key, cell] : cells) {
+    json r = {{"kernel", kernels[key.first]->info.name}, {"dtype", dtype_name(kDtypes[key.second])}, {"cases", cell.cases}};
+    r.update(errors_json(cell.err));
+    if (auto b = cells.find({base_index, key.second}); b != cells.end()) r["baseline"] = errors_json(b->second.err);
+    results.push_back(r);
+  }
+  json skipped_json = json::array();
+  for (const auto& [name, why] : skipped) skipped_json.push_back({{"kernel", name}, {"reason", why}});
+  const json report = {{"baseline", kBaseline}, {"sweep", sweep}, {"results", results}, {"skipped", skipped_json},
+                       {"errors", errors}};
+
+  if (opt.as_json) {
+    fmt::print("{}\n", report.dump(2));
+  } else {
+    fmt::print("flashcheck audit: {} problems ({} per dtype), certified reference; errors are maxima over cases\n",
+               sweep.size(), sweep.size() / std::size(kDtypes));
+    fmt::print("o: |Δo|/Σ_j P_ij|v_jk|   lse: |Δlse|   grad: max normwise ‖Δg‖/‖g‖ over d_q d_k d_v   "
+               "[brackets]: {} on the same cases\n\n", kBaseline);
+    fmt::print("{:<22} {:<5} {:>5}  {:>9} {:>11}  {:>9} {:>11}  {:>9} {:>11}\n", "kernel", "dtype", "cases", "o", "[naive]",
+               "lse", "[naive]", "grad", "[naive]");
+    for (const auto& [key, cell] : cells) {
+      auto b = cells.find({base_index, key.second});
+      auto base = [&](double Errors::*f, bool grad) {
+        if (b == cells.end() || (grad && !b->second.err.has_grad)) return std::string("[—]");
+        return "[" + fmt_err(b->second.err.*f) + "]";
+      };
+      fmt::print("{:<22} {:<5} {:>5}  {:>9} {:>11}  {:>9} {:>11}  {:>9} {:>11}\n", kernels[key.first]->info.name,
+                 dtype_name(kDtypes[key.second]),
+                 cell.cases, fmt_err(cell.err.o), base(&Errors::o, false), fmt_err(cell.err.lse), base(&Errors::lse, false),
+                 cell.err.has_grad ? fmt_err(cell.err.grad) : "—", base(&Errors::grad, true));
+    }
+    for (const auto& [name, why] : skipped) fmt::print("skipped {}: {}\n", name, why);
+  }
+  if (!opt.out.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opt.out, ec);
+    const std::string path = (std::filesystem::path(opt.out) / "audit.json").string();
+    std::ofstream f(path);
+    if (!(f << report.dump(2) << '\n')) throw UsageError(fmt::format("{}: cannot write the audit report", path));
+    if (!opt.as_json) fmt::print("\nwrote {}\n", path);
+  }
+  if (!errors.empty()) {
+    // The table is already out; the failures go to stderr, one line each, and the exit code says 2.
+    for (const std::string& e : errors) fmt::print(stderr, "flashcheck: audit: {}\n", e);
+    return kExitUsage;
+  }
+  return kExitPass;
+}
+
+Run setup_audit(CLI::App& app) {
+  auto* sub = app.add_subcommand("audit", "Audit every available kernel on the default sweep against the certified reference");
+  auto o = std::make_shared<Options>();
+  sub->add_option("--out", o->out, "Also write DIR/audit.json");
+  sub->add_flag("--json", o->as_json, "Print the report as JSON instead of the table");
+  return [o] { return run_audit(*o); };
+}
+
 }  // namespace fc::cli

@@ -20,8 +20,11 @@ std::vector<std::string> names(const std::vector<T>& xs, F name) {
 }
 
 std::string tile(const Config& c) {
+  if (c.block_m == 0 && c.block_n == 0) return c.order == LoopOrder::FA1 ? "default/FA1" : "default";
   return fmt::format("{}x{}{}", c.block_m, c.block_n, c.order == LoopOrder::FA1 ? "/FA1" : "");
 }
+
+std::string joined(const std::vector<std::string>& xs) { return fmt::format("{}", fmt::join(xs, ",")); }
 
 nlohmann::json kernel_json(const KernelInfo& i) {
   nlohmann::json configs = nlohmann::json::array();
@@ -56,7 +59,7 @@ int run_kernels(bool as_json) {
     std::string tiles = i.any_tile ? "any" : "";
     for (const Config& c : i.configs) tiles += (tiles.empty() ? "" : ",") + tile(c);
     fmt::print("{:<22} {:<6} {:<6} {:<16} {:<44} {:<8} {:<4} {}\n", i.name, i.device, i.mutant ? "yes" : "no",
-               fmt::join(names(i.dtypes, dtype_name), ","), fmt::join(names(i.masks, mask_name), ","),
+               joined(names(i.dtypes, dtype_name)), joined(names(i.masks, mask_name)),
                i.backward ? "yes" : "no", i.gqa ? "yes" : "no", tiles);
   }
   fmt::print("{} kernels\n", registry().size());

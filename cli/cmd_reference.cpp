@@ -1,7 +1,67 @@
+// `flashcheck reference --inputs in.safetensors --out ref.safetensors`: the certified oracle's o and
+// lse (and d_q, d_k, d_v when the inputs hold d_o), all F64, with the problem's metadata.
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+#include <memory>
+#include <string>
+
 #include "cli/command.hpp"
+#include "io/attention_io.hpp"
+#include "reference/certified.hpp"
+
 namespace fc::cli {
-Run setup_reference(CLI::App& app) {
-  app.add_subcommand("reference", "TODO");
-  return [] { return kExitUsage; };
+
+namespace {
+
+struct Options {
+  std::string inputs, out;
+};
+
+double max_of(const std::vector<double>& x) {
+  double m = 0;
+  for (double e : x) m = std::max(m, e);  // bounds are non-negative; a NaN bound stays visible below
+  for (double e : x)
+    if (e != e) return e;
+  return m;
 }
+
+int run_reference(const Options& o) {
+  const Inputs in = io::read_inputs(o.inputs);
+  const Problem& p = in.p;
+  ref::Tensors64 t{in.q.to_f64(), in.k.to_f64(), in.v.to_f64(), in.has_d_o() ? in.d_o.to_f64() : std::vector<double>{}};
+  const ref::Certified c = ref::certified(p, t);
+
+  Outputs out;
+  out.o = HostTensor::from_f64(DType::F64, shape_q(p), c.value.o);        // (batch, heads_q, n_q, d)
+  out.lse = HostTensor::from_f64(DType::F64, shape_lse(p), c.value.lse);  // (batch, heads_q, n_q)
+  if (in.has_d_o()) {
+    out.d_q = HostTensor::from_f64(DType::F64, shape_q(p), c.value.d_q);   // (batch, heads_q, n_q, d)
+    out.d_k = HostTensor::from_f64(DType::F64, shape_kv(p), c.value.d_k);  // (batch, heads_kv, n_k, d)
+    out.d_v = HostTensor::from_f64(DType::F64, shape_kv(p), c.value.d_v);  // (batch, heads_kv, n_k, d)
+  }
+  std::map<std::string, std::string> meta = {
+      {"mask", mask_name(p.mask)},
+      {"scale", io::exact_decimal(p.scale)},
+      {"input_dtype", dtype_name(p.dtype)},
+      {"oracle", "certified"},
+      {"max_err_o", io::exact_decimal(max_of(c.err.o))},  // the oracle's own bound on |o - exact|
+      {"max_err_lse", io::exact_decimal(max_of(c.err.lse))},
+  };
+  io::write_outputs(o.out, out, meta);
+  fmt::print("reference: {} -> {} (b={} h_q={} h_kv={} n_q={} n_k={} d={} {} {}{})\n", o.inputs, o.out, p.batch, p.heads_q,
+             p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype), mask_name(p.mask), in.has_d_o() ? ", with gradients" : "");
+  return kExitPass;
+}
+
+}  // namespace
+
+Run setup_reference(CLI::App& app) {
+  auto* sub = app.add_subcommand("reference", "Certified reference o, lse (+ d_q, d_k, d_v) of a safetensors input file, as F64");
+  auto o = std::make_shared<Options>();
+  sub->add_option("--inputs", o->inputs, "Input safetensors: q, k, v (+ d_o); metadata mask, scale")->required();
+  sub->add_option("--out", o->out, "Output safetensors: o, lse (+ d_q, d_k, d_v) as F64")->required();
+  return [o] { return run_reference(*o); };
+}
+
 }  // namespace fc::cli

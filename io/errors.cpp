@@ -1,5 +1,6 @@
 #include "io/errors.hpp"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace fc::io {
@@ -40,6 +41,6 @@ const char* fault_name(Fault f) {
 }
 
 FileError::FileError(Fault f, const std::string& file_, const std::string& problem_)
-    : std::runtime_error(one_line(file_ + ": " + problem_)), fault(f), file(file_), problem(problem_) {}
+    : std::runtime_error(one_line(fmt::format("{}: {}", file_, problem_))), fault(f), file(file_), problem(problem_) {}
 
 }  // namespace fc::io

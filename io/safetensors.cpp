@@ -62,7 +62,7 @@ Entry parse_entry(const std::string& file, const std::string& name, const json& 
     throw fail(Fault::BadHeader, "data_offsets is not [begin, end] of non-negative integers");
   if (e.begin > e.end) throw fail(Fault::BadOffsets, fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
   if (e.end > data_bytes)
-    throw fail(Fault::BadOffsets, fmt::format("data_offsets [{}, {}] run past the end of the data ({} bytes)", e.begin, e.end, data_bytes));
+    throw fail(Fault::BadOffsets, fmt::format("data_offsets [{}, {}] run past the end of the data ({} bytes; truncated file?)", e.begin, e.end, data_bytes));
 
   const json& js = j["shape"];
   if (!js.is_array()) throw fail(Fault::BadHeader, "shape is not an array");

@@ -1,0 +1,66 @@
+#include "cli/tests/subprocess.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fc::cli::testing {
+
+namespace {
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+int RunResult::stderr_lines() const {
+  int n = 0;
+  for (char c : err) n += c == '\n';
+  if (!err.empty() && err.back() != '\n') ++n;
+  return n;
+}
+
+RunResult run_flashcheck(const std::vector<std::string>& args, int timeout_s) {
+  static int counter = 0;
+  const std::string dir = scratch_dir("run" + std::to_string(counter++));
+  std::string cmd = "ulimit -v 4194304; timeout " + std::to_string(timeout_s) + " " + shell_quote(FLASHCHECK_BIN);
+  for (const std::string& a : args) cmd += " " + shell_quote(a);
+  cmd += " >" + shell_quote(dir + "/out") + " 2>" + shell_quote(dir + "/err");
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = std::system(cmd.c_str());
+  RunResult r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(dir + "/out");
+  r.err = slurp(dir + "/err");
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
+std::string scratch_dir(const std::string& tag) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("fc_cli_test_" + std::to_string(::getpid()) + "_" + tag);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(bytes.data(), std::streamsize(bytes.size()));
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+}  // namespace fc::cli::testing
