@@ -66,7 +66,7 @@ struct WideHead {
 
 template <class A, class T>
 std::vector<A> widen_rows(const T* x, int64_t n) {
-  std::vector<A> out(static_cast<size_t>(n));
+  std::vector<A> out(static_cast<size_t>(n));  // (n) the same elements in A
   for (int64_t e = 0; e < n; ++e) out[size_t(e)] = cvt<A>(x[e]);
   return out;
 }

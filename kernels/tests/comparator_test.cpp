@@ -10,7 +10,7 @@ using fc::test::normwise_error;
 using fc::test::scaled_error;
 
 TEST_CASE("scaled_error measures |x - ref| / scale and never passes NaN", "[cpu]") {
-  const std::vector<double> ref{1.0, -2.0, 0.0, -kInf}, scale{1.0, 4.0, 0.0, 1.0};
+  const std::vector<double> ref{1.0, -2.0, 0.0, -kInf}, scale{1.0, 4.0, 0.0, 1.0};  // (4)
   CHECK(scaled_error(ref, ref, scale) == 0.0);
   CHECK(scaled_error({1.5, -2.0, 0.0, -kInf}, ref, scale) == 0.5);
   CHECK(scaled_error({1.0, -1.0, 0.0, -kInf}, ref, scale) == 0.25);

@@ -47,7 +47,8 @@ Inputs one_row(const std::vector<double>& s) {
   p.dtype = DType::F64;
   p.scale = 1.0;
   const size_t n = s.size();
-  std::vector<double> q(n, 0.0), k(n * n, 0.0), v(n * n, 0.0), d_o(n, 0.0);
+  std::vector<double> q(n, 0.0), d_o(n, 0.0);      // (n_q = 1, d = n)
+  std::vector<double> k(n * n, 0.0), v(n * n, 0.0);  // (n_k = n, d = n)
   q[0] = d_o[0] = 1.0;
   for (size_t j = 0; j < n; ++j) {
     k[j * n] = s[j];

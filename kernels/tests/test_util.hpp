@@ -32,15 +32,17 @@ inline Inputs make_inputs(const Problem& p, const std::vector<double>& q, const 
 // Uniform values in [-r, r] from a fixed seed (reproducible), rounded to p.dtype by make_inputs.
 inline std::vector<double> uniform(int64_t n, double r, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> dist(-r, r);
-  std::vector<double> x(static_cast<size_t>(n));
+  std::vector<double> x(static_cast<size_t>(n));  // (n) flat, any layout
   for (double& e : x) e = dist(rng);
   return x;
 }
 
 inline Inputs random_inputs(const Problem& p, uint64_t seed, double r = 2.0) {
   std::mt19937_64 rng(seed);
-  auto q = uniform(numel_q(p), r, rng), k = uniform(numel_kv(p), r, rng), v = uniform(numel_kv(p), r, rng);
-  auto d_o = uniform(numel_q(p), r, rng);
+  const auto q = uniform(numel_q(p), r, rng);    // (batch, heads_q, n_q, d)
+  const auto k = uniform(numel_kv(p), r, rng);   // (batch, heads_kv, n_k, d)
+  const auto v = uniform(numel_kv(p), r, rng);   // (batch, heads_kv, n_k, d)
+  const auto d_o = uniform(numel_q(p), r, rng);  // (batch, heads_q, n_q, d)
   return make_inputs(p, q, k, v, d_o);
 }
 
