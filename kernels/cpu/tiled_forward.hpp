@@ -23,7 +23,7 @@ void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
     std::vector<L> m(size_t(rows), rules::neg_inf<L>());  // (kBlockM) running max
     std::vector<L> l(size_t(rows), L(0));                 // (kBlockM) running sum of exp(s - m)
     std::vector<A> acc(size_t(rows * d), A(0.0f));        // (kBlockM, d) unnormalised o
-    std::vector<L> s(size_t(t.block_n));                  // (kBlockN) one row of the score tile
+    std::vector<L> s(size_t(std::min<int64_t>(t.block_n, h.n_k)));  // (kBlockN) one score row
     for (int64_t j0 = 0; !tile_invisible(h, i1, j0); j0 += t.block_n) {
       const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
       for (int64_t r = 0; r < rows; ++r) {
@@ -68,7 +68,7 @@ void fa1_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
   std::vector<L> m(size_t(h.n_q), rules::neg_inf<L>());  // (n_q)
   std::vector<L> l(size_t(h.n_q), L(0));                 // (n_q)
   std::vector<A> o_acc(size_t(h.n_q * d), A(0.0f));      // (n_q, d) normalised O between steps
-  std::vector<L> s(size_t(t.block_n));                   // (kBlockN)
+  std::vector<L> s(size_t(std::min<int64_t>(t.block_n, h.n_k)));  // (kBlockN) one score row
   std::vector<A> pv(static_cast<size_t>(d));             // (d) P̃·V of one row of one tile
   for (int64_t j0 = 0; j0 < h.n_k; j0 += t.block_n) {
     const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);

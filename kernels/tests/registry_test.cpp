@@ -2,6 +2,7 @@
 // refusing malformed calls.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <climits>
 #include <set>
 #include <stdexcept>
 
@@ -93,4 +94,27 @@ TEST_CASE("forward of the CPU kernels refuses mistyped tensors and bad tiles", "
   Config bf16_acc;
   bf16_acc.accum = DType::BF16;
   CHECK_THROWS_AS(run_forward(*find_kernel("cpu_tiled"), in, bf16_acc), std::invalid_argument);
+}
+
+// A tile larger than the problem is one tile: the same bits as the default 64 x 64 on a problem
+// smaller than 64, however large the request (no allocation sized by the request).
+TEST_CASE("forward of cpu_tiled takes tiles larger than the problem as one tile", "[cpu]") {
+  Problem p;
+  p.n_q = 5;
+  p.n_k = 7;
+  p.d = 3;
+  p.dtype = DType::F16;
+  p.mask = Mask::CausalBottomRight;
+  p.scale = default_scale(p.d);
+  const Inputs in = test::random_inputs(p, 5);
+  const Kernel& tiled = *find_kernel("cpu_tiled");
+  for (LoopOrder o : {LoopOrder::FA2, LoopOrder::FA1}) {
+    const Outputs a = test::run(tiled, in, test::tile_config(0, 0, o));
+    const Outputs b = test::run(tiled, in, test::tile_config(INT32_MAX, INT32_MAX, o));
+    CHECK(a.o.bytes == b.o.bytes);
+    CHECK(a.lse.bytes == b.lse.bytes);
+    CHECK(a.d_q.bytes == b.d_q.bytes);
+    CHECK(a.d_k.bytes == b.d_k.bytes);
+    CHECK(a.d_v.bytes == b.d_v.bytes);
+  }
 }
