@@ -36,7 +36,7 @@ bool claims(const Kernel& k, const Problem& p) {
 Outputs run_forward(const Kernel& k, const Inputs& in, const Config& cfg) {
   Outputs out;
   out.o = HostTensor(in.p.dtype, shape_q(in.p));
-  out.lse = HostTensor(DType::F32, shape_lse(in.p));
+  out.lse = HostTensor(lse_dtype(in.p.dtype), shape_lse(in.p));
   k.forward(in.p, cfg, in.q, in.k, in.v, out.o, out.lse);
   return out;
 }

@@ -35,6 +35,10 @@ std::vector<int64_t> shape_q(const Problem& p);    // (batch, heads_q, n_q, d)
 std::vector<int64_t> shape_kv(const Problem& p);   // (batch, heads_kv, n_k, d)
 std::vector<int64_t> shape_lse(const Problem& p);  // (batch, heads_q, n_q)
 
+// lse is F32 by the contract; F64-storage runs (a CPU-only oracle-grade mode) keep it in F64 so that
+// a backward recomputing P from lse stays at fp64 accuracy.
+inline DType lse_dtype(DType storage) { return storage == DType::F64 ? DType::F64 : DType::F32; }
+
 // A problem's inputs: q, k, v in p.dtype; d_o optional (empty shape = absent).
 struct Inputs {
   Problem p;
@@ -42,7 +46,7 @@ struct Inputs {
   bool has_d_o() const { return !d_o.shape.empty(); }
 };
 
-// What a kernel returns: o (and d_q, d_k, d_v) in p.dtype, lse in F32.
+// What a kernel returns: o (and d_q, d_k, d_v) in p.dtype, lse in lse_dtype(p.dtype).
 struct Outputs {
   HostTensor o, lse, d_q, d_k, d_v;
   bool has_grads() const { return !d_q.shape.empty(); }
