@@ -86,7 +86,7 @@ inline void accumulate(double& hi, double& lo, double t) {
 }
 
 // hi/lo += sa·sbᵀ for one slice pair (not the first), by the chosen method.
-void add_pair(ExactProduct& p, const Mat& sa, const Mat& sb, Method method) {
+void add_pair(ExactProduct& p, const Mat& sa, const Mat& sb, Method method, Mat& scratch) {
   const Index m = sa.rows(), n = sb.rows(), d = sa.cols();
   if (method == Method::SparseA) {
     for (Index i = 0; i < m; ++i)
@@ -104,9 +104,10 @@ void add_pair(ExactProduct& p, const Mat& sa, const Mat& sb, Method method) {
         for (Index i = 0; i < m; ++i) accumulate(p.hi(i, j), p.lo_cols(i, slot), sa(i, l) * sb(j, l));
       }
   } else {
-    const Mat t = sa * sb.transpose();  // (m, n), exact
+    scratch.resize(m, n);  // (m, n): reused across dense pairs (fresh pages are costly)
+    scratch.noalias() = sa * sb.transpose();  // exact
     for (Index i = 0; i < m; ++i)
-      for (Index j = 0; j < n; ++j) accumulate(p.hi(i, j), p.lo(i, j), t(i, j));
+      for (Index j = 0; j < n; ++j) accumulate(p.hi(i, j), p.lo(i, j), scratch(i, j));
   }
 }
 
@@ -159,12 +160,13 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect) {
   p.lo_cols = Mat::Zero(m, cols_touched);
   p.any_lo = pairs.size() > 1;
   if (pairs.empty()) p.hi = Mat::Zero(m, n);
+  Mat scratch;  // one dense slice pair's product
   for (size_t t = 0; t < pairs.size(); ++t) {
     const Pair& q = pairs[t];
     if (t == 0 && q.method == Method::Dense) {
       p.hi.noalias() = sa.s[q.x] * sb.s[q.y].transpose();  // exact: see the file comment
     } else {
-      add_pair(p, sa.s[q.x], sb.s[q.y], q.method);
+      add_pair(p, sa.s[q.x], sb.s[q.y], q.method, scratch);
     }
   }
   if (sa.rem_nonzero) {  // |rest_a · bᵀ| <= |rest_a_i| |b_j|
