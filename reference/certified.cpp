@@ -6,7 +6,7 @@
 //            |δ_j| <= δ (score bound + libm + three roundings), whatever the score range;
 //   l        compensated sum (Sum2); P̂ = p̃ · (1/l): |P̂ - P| <= κ P with κ = e^(2δ + θ + ...) - 1;
 //   o        P̂·[V |V|] as a chunked GEMM: the same product gives o and o_mag = P̂|V|.
-// Scope: finite inputs below 2^960 in magnitude. A row reached by a non-finite input (its q or
+// Scope: finite inputs below 2^500 in magnitude. A row reached by a non-finite input (its q or
 // d_o row, or a k/v row it sees) is returned as NaN with an infinite bound: uncertified.
 #include <cmath>
 #include <limits>
@@ -29,6 +29,7 @@ GroupFwd forward(const GroupIn& g) {
     for (double x : s.term_b[t]) b_max[t] = std::max(b_max[t], x);
 
   GroupFwd f;
+  f.bad = g.bad;
   f.p = std::move(s.hi);  // scores are turned into P̂ in place, row by row
   f.kappa.assign(m, 0.0);
   f.dropped.assign(m, 0.0);
@@ -38,6 +39,7 @@ GroupFwd forward(const GroupIn& g) {
   for (Index r = 0; r < m; ++r) {
     const Index nv = g.bad[r] ? 0 : g.n_vis[r];
     double mx = -std::numeric_limits<double>::infinity(), s_abs = 0;
+    bool finite = true;
     for (Index j = 0; j < nv; ++j) {
       const double hi = f.p(r, j), lo = s.any_lo ? s.lo_at(r, j) : 0.0;
       double sh, e1;
@@ -45,7 +47,13 @@ GroupFwd forward(const GroupIn& g) {
       sl[j] = e1 + g.scale * lo;      // two roundings, each <= u·2u|s|: charged 2^-100 |s| below
       f.p(r, j) = sh;
       mx = std::max(mx, sh);
+      finite = finite && std::isfinite(sh);
       s_abs = std::max(s_abs, std::fabs(sh));
+    }
+    if (!finite) {  // a score overflowed: no claim for this row
+      f.bad[r] = 1;
+      for (Index j = 0; j < nv; ++j) f.p(r, j) = 0;
+      continue;
     }
     for (Index j = nv; j < n; ++j) f.p(r, j) = 0;
     if (nv == 0) continue;  // empty row: o = 0, lse = -inf, no weight anywhere
@@ -172,7 +180,7 @@ Certified certified(const Problem& p, const Tensors64& in) {
       for (Index r = 0; r < m; ++r) {
         const int32_t h = int32_t(h_kv * group + r / p.n_q);
         const int64_t i = r % p.n_q, oq = offset_q(p, b, h, i), ol = offset_lse(p, b, h, i);
-        const bool bad = g.bad[r];
+        const bool bad = f.bad[r];
         c.value.lse[ol] = bad ? kNaN : f.lse[r];
         c.err.lse[ol] = bad ? kInf : f.lse_err[r];
         for (Index l = 0; l < d; ++l) {
@@ -187,7 +195,7 @@ Certified certified(const Problem& p, const Tensors64& in) {
       if (!grads) continue;
       std::vector<char> poisoned(n, 0);  // (n_k): keys seen by an uncertified row
       for (Index r = 0; r < m; ++r)
-        if (g.bad[r])
+        if (f.bad[r])
           for (Index j = 0; j < g.n_vis[r]; ++j) poisoned[j] = 1;
       for (Index j = 0; j < n; ++j) {
         const int64_t ok = offset_kv(p, b, h_kv, j);

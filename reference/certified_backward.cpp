@@ -51,7 +51,7 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
   const double gam_v = chunked_gamma(m);                                 // P̂ᵀ·d_o
   std::vector<double> w_row(m, 0.0), w_col(n, 0.0), wv_col(n, 0.0);  // sums of squared weights
   for (Index r = 0; r < m; ++r) {
-    const Index nv = g.bad[r] ? 0 : g.n_vis[r];
+    const Index nv = f.bad[r] ? 0 : g.n_vis[r];
     const double kp = f.kappa[r] * (1 + f.kappa[r]);  // |P̂ - P| <= kp P̂ on kept entries
     const double tail = f.dropped[r];                 // dropped entries: P̂ = 0, P <= tail
     for (Index j = 0; j < nv; ++j) {

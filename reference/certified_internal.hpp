@@ -23,8 +23,9 @@ constexpr double kLibmRel = 0x1p-51;
 // argument's own error, which enters the bounds as an absolute term.
 constexpr double kDropBelow = -700.0;
 constexpr double kDroppedWeight = 0x1p-1008;  // > exp(-699) = 2^-1008.4
-// Inputs must stay below 2^kMaxExp in magnitude (slice extraction must not overflow).
-constexpr int kMaxExp = 960;
+// Inputs must stay below 2^kMaxExp in magnitude: slice extraction, scores and dP then stay finite
+// (|q·k| < d·2^1000); a row whose scores still overflow (|scale| > 2^16) is marked uncertified.
+constexpr int kMaxExp = 500;
 // Inner products are split into k-chunks of this length, summed chunk by chunk (see chunked_product).
 constexpr Index kChunk = 256;
 
@@ -107,6 +108,7 @@ struct GroupIn {
 };
 
 struct GroupFwd {
+  std::vector<char> bad;       // (m): g.bad, or scores that overflowed: uncertified
   Mat p;                       // (m, n_k): P̂, 0 where masked or dropped
   std::vector<double> kappa;   // (m): |P̂ - P| <= kappa P on kept entries
   std::vector<double> dropped; // (m): bound on the weight of dropped entries (absolute, each)

@@ -131,5 +131,25 @@ TEST_CASE("certified: a non-finite input leaves other rows certified and its row
   CHECK(std::isfinite(ce.value.o[size_t(offset_q(p, 1, 1, 3))]));  // the other batch is untouched
 }
 
+TEST_CASE("certified: a row whose scores overflow fp64 is NaN with an infinite bound", "[cpu]") {
+  Problem p;
+  p.n_q = 2;
+  p.n_k = 2;
+  p.d = 2;
+  p.dtype = DType::F64;
+  p.scale = 0x1p30;  // row 0: scale · 2^499 · 2^499 = 2^1028 overflows; row 1 stays small
+  const double big = 0x1p499;
+  const Tensors64 in{{big, 0, 1, 1}, {big, 0, 0, 1}, {1, 2, 3, 4}, {1, 1, 1, 1}};
+  const Certified ce = certified(p, in);
+  CHECK(std::isnan(ce.value.o[0]));
+  CHECK(std::isinf(ce.err.o[0]));
+  CHECK(std::isnan(ce.value.lse[0]));
+  CHECK(std::isinf(ce.err.lse[0]));
+  CHECK(std::isinf(ce.err.d_k[0]));  // row 0 sees both keys: their gradients carry no claim
+  const Result64 ex = exact(p, in, 256);
+  CHECK(std::isfinite(ex.o[0]));  // the maths is fine; certified only declines to certify it
+  CHECK(std::fabs(ce.value.lse[1] - ex.lse[1]) <= ce.err.lse[1]);
+}
+
 }  // namespace
 }  // namespace fc::ref
