@@ -26,7 +26,9 @@ const DType kDtypes[] = {DType::F16, DType::BF16, DType::F32};
 
 struct Cell {
   int cases = 0;
-  Errors err;
+  Errors err;               // worst over cases (and configs)
+  std::string worst_case;   // label of the case with the largest o error
+  nlohmann::json per_case = nlohmann::json::array();
 };
 
 struct Options {
@@ -37,7 +39,8 @@ struct Options {
 // A kernel that cannot run here (CUDA kernel, no device) says so when called: that is "skipped".
 bool means_unavailable(std::string what) {
   std::transform(what.begin(), what.end(), what.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  for (const char* s : {"no gpu", "no cuda", "cuda device", "no device", "cudaerrornodevice", "unavailable"})
+  for (const char* s : {"no gpu", "no cuda", "cuda-capable", "cuda device", "no device", "cudaerrornodevice", "cuda driver",
+                        "driver version is insufficient", "unavailable"})
     if (what.find(s) != std::string::npos) return true;
   return false;
 }
@@ -93,10 +96,16 @@ int run_audit(const Options& opt) {
         const bool backward = k->info.backward && bool(k->backward);
         try {
           Cell& cell = cells[{ki, ti}];
+          Errors here;
           for (const Config& cfg : configs_of(*k)) {
             const Outputs got = backward ? run_forward_backward(*k, in, cfg) : run_forward(*k, in, cfg);
-            cell.err = worst(cell.err, measure(got, want));
+            here = worst(here, measure(got, want));
           }
+          if (cell.cases == 0 || !(here.o <= cell.err.o)) cell.worst_case = c.label;  // NaN counts as worse
+          cell.err = worst(cell.err, here);
+          json one = {{"label", c.label}};
+          one.update(errors_json(here));
+          cell.per_case.push_back(one);
           cell.cases++;
         } catch (const std::exception& e) {
           if (means_unavailable(e.what())) {
@@ -114,6 +123,8 @@ int run_audit(const Options& opt) {
   for (const auto& [key, cell] : cells) {
     json r = {{"kernel", kernels[key.first]->info.name}, {"dtype", dtype_name(kDtypes[key.second])}, {"cases", cell.cases}};
     r.update(errors_json(cell.err));
+    r["worst_case"] = cell.worst_case;
+    r["per_case"] = cell.per_case;
     if (auto b = cells.find({base_index, key.second}); b != cells.end()) r["baseline"] = errors_json(b->second.err);
     results.push_back(r);
   }
@@ -129,18 +140,18 @@ int run_audit(const Options& opt) {
                sweep.size(), sweep.size() / std::size(kDtypes));
     fmt::print("o: |Δo|/Σ_j P_ij|v_jk|   lse: |Δlse|   grad: max normwise ‖Δg‖/‖g‖ over d_q d_k d_v   "
                "[brackets]: {} on the same cases\n\n", kBaseline);
-    fmt::print("{:<22} {:<5} {:>5}  {:>9} {:>11}  {:>9} {:>11}  {:>9} {:>11}\n", "kernel", "dtype", "cases", "o", "[naive]",
-               "lse", "[naive]", "grad", "[naive]");
+    fmt::print("{:<22} {:<5} {:>5}  {:>9} {:>11}  {:>9} {:>11}  {:>9} {:>11}  {}\n", "kernel", "dtype", "cases", "o", "[naive]",
+               "lse", "[naive]", "grad", "[naive]", "worst o case");
     for (const auto& [key, cell] : cells) {
       auto b = cells.find({base_index, key.second});
       auto base = [&](double Errors::*f, bool grad) {
         if (b == cells.end() || (grad && !b->second.err.has_grad)) return std::string("[—]");
         return "[" + fmt_err(b->second.err.*f) + "]";
       };
-      fmt::print("{:<22} {:<5} {:>5}  {:>9} {:>11}  {:>9} {:>11}  {:>9} {:>11}\n", kernels[key.first]->info.name,
+      fmt::print("{:<22} {:<5} {:>5}  {:>9} {:>11}  {:>9} {:>11}  {:>9} {:>11}  {}\n", kernels[key.first]->info.name,
                  dtype_name(kDtypes[key.second]),
                  cell.cases, fmt_err(cell.err.o), base(&Errors::o, false), fmt_err(cell.err.lse), base(&Errors::lse, false),
-                 cell.err.has_grad ? fmt_err(cell.err.grad) : "—", base(&Errors::grad, true));
+                 cell.err.has_grad ? fmt_err(cell.err.grad) : "—", base(&Errors::grad, true), cell.worst_case);
     }
     for (const auto& [name, why] : skipped) fmt::print("skipped {}: {}\n", name, why);
   }
