@@ -37,6 +37,7 @@ struct BackwardArgs {
 struct Tile {
   int block_m = 128;
   int block_n = 64;
+  int warp_rows = 0;  // forward: query rows per warp, 16 or 32; 0 = the tile's default
 };
 
 // The forward tiles instantiated for head dim d (first = default), and whether p runs on them.

@@ -100,6 +100,27 @@ __device__ __forceinline__ int swz(int row, int col) {
   return row * kCols + (((col >> 3) ^ x) << 3) + (col & 7);  // x < kCols / 8: stays in the row
 }
 
+// A lane's ldmatrix addresses into a swizzled (rows, kCols) tile, kCols >= 64, cheap enough that the
+// compiler need not hoist one register per (row, chunk) pair (which made the kernels spill). The lane
+// reads rows R + lane_row with R a multiple of 8, so x = row % 8 = lane_row % 8 is fixed per lane, and
+// the logical chunk 8H + 2j + c (c = 0 or 1, the lane's half) lives at 8H + ((2j + c) ^ x): four
+// per-lane offsets cover every chunk, and R and H fold into the instruction's immediate.
+template <int kCols>
+struct SwzLane {
+  uint32_t row_base;  // shared address of the lane's row lane_row
+  uint32_t off[4];    // byte offset of chunk 2j + c within a row, j = 0..3
+  __device__ __forceinline__ SwzLane(const void* tile, int lane_row, int c) {
+    static_assert(kCols >= 64, "SwzLane needs rows of at least 8 chunks");
+    row_base = smem_addr(tile) + uint32_t(lane_row * kCols * 2);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) off[j] = uint32_t(((2 * j + c) ^ (lane_row & 7)) << 4);
+  }
+  // Address of (R + lane_row, chunk + c) for a multiple-of-8 R and an even chunk.
+  __device__ __forceinline__ uint32_t at(int r, int chunk) const {
+    return row_base + uint32_t(r * kCols * 2 + (chunk / 8) * 128) + off[(chunk % 8) / 2];
+  }
+};
+
 // Copy a (kRows, kCols) tile of a row-major tensor with row stride kCols into swizzled shared
 // memory; rows >= n_rows are zero-filled. All kThreads threads take part.
 template <int kRows, int kCols, int kThreads, class T>

@@ -177,9 +177,16 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
 #pragma unroll
         for (int cb = 0; cb < 4; ++cb)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = r0 + g + 8 * (e / 2);
-            if (m0 + r < p.n_q) atomicAdd(acc_bh + int64_t(r) * kD + c0 + cb * 8 + 2 * t + e % 2, dq[cb][e]);
+          for (int r = 0; r < 2; ++r) {
+            const int row = r0 + g + 8 * r;
+            if (m0 + row >= p.n_q) continue;
+            float* dst = acc_bh + int64_t(row) * kD + c0 + cb * 8 + 2 * t;  // 8-byte aligned pair
+#if __CUDA_ARCH__ >= 900
+            atomicAdd(reinterpret_cast<float2*>(dst), make_float2(dq[cb][2 * r], dq[cb][2 * r + 1]));
+#else
+            atomicAdd(dst, dq[cb][2 * r]);
+            atomicAdd(dst + 1, dq[cb][2 * r + 1]);
+#endif
           }
       }
     }

@@ -28,11 +28,14 @@ __device__ __forceinline__ float quad_running_max(float x) {
   return rules::running_max(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
 
-template <class T, int kD, int kBlockM, int kBlockN>
-__global__ void __launch_bounds__(kBlockM * 2) tiled_forward_kernel(const FwdParams<T> p) {
-  constexpr int kThreads = kBlockM * 2;  // kBlockM / 16 warps
-  constexpr int kNB = kBlockN / 8;       // score n-blocks per warp row
-  constexpr int kDB = kD / 8;            // o n-blocks
+// kMT: 16-row m-tiles per warp. kMT = 1 keeps the warp's q fragments in registers; kMT = 2 reads
+// them from shared memory at every k-step but reuses each k / v fragment for two m-tiles, halving
+// the shared-memory traffic per mma (the FlashAttention-2 layout).
+template <class T, int kD, int kBlockM, int kBlockN, int kMT>
+__global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const FwdParams<T> p) {
+  constexpr int kThreads = kBlockM * 2 / kMT;  // kBlockM / (16 kMT) warps
+  constexpr int kNB = kBlockN / 8;             // score n-blocks per m-tile
+  constexpr int kDB = kD / 8;                  // o n-blocks
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* s_q = reinterpret_cast<T*>(smem_raw);  // (kBlockM, kD)
   T* s_k = s_q + kBlockM * kD;              // (2, kBlockN, kD)
@@ -41,7 +44,7 @@ __global__ void __launch_bounds__(kBlockM * 2) tiled_forward_kernel(const FwdPar
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first: better tail balance
   const int h = blockIdx.y, b = blockIdx.z, h_kv = h / (p.heads_q / p.heads_kv);
-  const int m0 = m_block * kBlockM;
+  const int m0 = m_block * kBlockM, w0 = warp * 16 * kMT;  // first row of the tile, of the warp
   const T* q = p.q + ((int64_t(b) * p.heads_q + h) * p.n_q + m0) * kD;  // (kBlockM, kD) tile
   const T* k = p.k + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
   const T* v = p.v + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
@@ -52,10 +55,16 @@ __global__ void __launch_bounds__(kBlockM * 2) tiled_forward_kernel(const FwdPar
   if (p.mask != Mask::None) n_end = min(n_end, int64_t(m0) + kBlockM + off);
   const int n_tiles = n_end <= 0 ? 0 : int((n_end + kBlockN - 1) / kBlockN);
 
-  float o[kDB][4] = {};  // (16, kD) per warp, fp32
-  float m[2] = {rules::neg_inf<float>(), rules::neg_inf<float>()};  // rows g and g + 8, base 2
-  float l[2] = {0.f, 0.f};  // per-thread partial row sums; the quad is summed once at the end
-  uint32_t qf[kD / 16][4];  // (16, kD) q fragments of this warp
+  float o[kMT][kDB][4] = {};  // (16 kMT, kD) per warp, fp32
+  float m[kMT][2], l[kMT][2];  // rows g and g + 8 of each m-tile: running max (base 2), partial sum
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) m[mt][r] = rules::neg_inf<float>(), l[mt][r] = 0.f;  // l: per thread, quad-summed at the end
+  uint32_t qf[kMT == 1 ? kD / 16 : 1][4];  // (16, kD) q fragments when kept in registers
+  const SwzLane<kD> q_lane(s_q, lane % 16, lane / 16);                     // A: rows of q
+  const SwzLane<kD> k_lane(s_k, lane % 8 + 8 * (lane / 16), (lane / 8) % 2);  // B: rows of k
+  const SwzLane<kD> v_lane(s_v, lane % 16, lane / 16);                     // B (transposed): rows of v
 
   if (n_tiles > 0) {
     load_tile<kBlockM, kD, kThreads>(s_q, q, p.n_q - m0);
@@ -75,115 +84,132 @@ __global__ void __launch_bounds__(kBlockM * 2) tiled_forward_kernel(const FwdPar
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    if (n == 0) {
+    if constexpr (kMT == 1) {
+      if (n == 0) {
 #pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks)
-        ldmatrix_x4(qf[ks], smem_addr(s_q + swz<kD>(warp * 16 + lane % 16, ks * 16 + 8 * (lane / 16))));
+        for (int ks = 0; ks < kD / 16; ++ks)
+          ldmatrix_x4(qf[ks], q_lane.at(w0, 2 * ks));
+      }
     }
-    const T* s_kn = s_k + (n & 1) * kBlockN * kD;  // (kBlockN, kD)
-    const T* s_vn = s_v + (n & 1) * kBlockN * kD;  // (kBlockN, kD)
+    const uint32_t buf_off = (n & 1) * kBlockN * kD * int(sizeof(T));  // the k, v buffer in use
 
-    float s[kNB][4] = {};  // (16, kBlockN) raw scores q.k of this warp
+    float s[kMT][kNB][4] = {};  // (16 kMT, kBlockN) raw scores q.k of this warp
+    uint32_t pa[kMT][kBlockN / 16][4];  // P in T, as mma A fragments (packed early: halves its registers)
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
+      uint32_t qa[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        if constexpr (kMT == 1) {
+#pragma unroll
+          for (int x = 0; x < 4; ++x) qa[mt][x] = qf[ks][x];
+        } else {
+          ldmatrix_x4(qa[mt], q_lane.at(w0 + mt * 16, 2 * ks));
+        }
+      }
 #pragma unroll
       for (int nb = 0; nb < kNB; nb += 2) {
         uint32_t kb[4];
-        ldmatrix_x4(kb, smem_addr(s_kn + swz<kD>(nb * 8 + lane % 8 + 8 * (lane / 16),
-                                                 ks * 16 + 8 * ((lane / 8) % 2))));
-        mma<T>(s[nb], qf[ks], kb[0], kb[1]);
-        mma<T>(s[nb + 1], qf[ks], kb[2], kb[3]);
+        ldmatrix_x4(kb, k_lane.at(nb * 8, 2 * ks) + buf_off);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          mma<T>(s[mt][nb], qa[mt], kb[0], kb[1]);
+          mma<T>(s[mt][nb + 1], qa[mt], kb[2], kb[3]);
+        }
       }
     }
-    // x = (q.k) * (scale log2 e): one rounding. The running max and the exponent below both use
-    // this same x, so x - m is exactly 0 at the row's max (its weight is exactly 1).
-#pragma unroll
-    for (int nb = 0; nb < kNB; ++nb)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[nb][e] *= p.scale_log2;
     const bool need_mask = n0 + kBlockN > p.n_k || (p.mask != Mask::None && n0 + kBlockN - 1 > m0 + off);
-    if (need_mask) {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      // x = (q.k) * (scale log2 e): one rounding. The running max and the exponent below both use
+      // this same x, so x - m is exactly 0 at the row's max (its weight is exactly 1).
 #pragma unroll
       for (int nb = 0; nb < kNB; ++nb)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t i = m0 + warp * 16 + g + 8 * (e / 2), j = n0 + nb * 8 + 2 * t + e % 2;
-          if (j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k)) s[nb][e] = rules::neg_inf<float>();
+        for (int e = 0; e < 4; ++e) s[mt][nb][e] *= p.scale_log2;
+      if (need_mask) {
+#pragma unroll
+        for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int64_t i = m0 + w0 + mt * 16 + g + 8 * (e / 2), j = n0 + nb * 8 + 2 * t + e % 2;
+            if (j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k)) s[mt][nb][e] = rules::neg_inf<float>();
+          }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = m[mt][r];
+#pragma unroll
+        for (int nb = 0; nb < kNB; ++nb)
+          mx = rules::running_max(rules::running_max(mx, s[mt][nb][2 * r]), s[mt][nb][2 * r + 1]);
+        mx = quad_running_max(mx);
+        const float corr = rules::rescale(m[mt][r], mx, [](float x) { return exp2f(x); });
+        const float shift = rules::safe_shift(mx);  // all -inf so far: exp2(-inf - 0) = 0, not NaN
+        m[mt][r] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int nb = 0; nb < kNB; ++nb) {
+          const float p0 = exp2f(s[mt][nb][2 * r] - shift), p1 = exp2f(s[mt][nb][2 * r + 1] - shift);
+          sum += p0 + p1;  // l sums the fp32 weights; P is rounded to T only as the mma operand
+          pa[mt][nb / 2][(nb % 2) * 2 + r] = Storage<T>::pack(p0, p1);
         }
-    }
+        l[mt][r] = l[mt][r] * corr + sum;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = m[r];
-#pragma unroll
-      for (int nb = 0; nb < kNB; ++nb)
-        mx = rules::running_max(rules::running_max(mx, s[nb][2 * r]), s[nb][2 * r + 1]);
-      mx = quad_running_max(mx);
-      const float corr = rules::rescale(m[r], mx, [](float x) { return exp2f(x); });
-      const float shift = rules::safe_shift(mx);  // all -inf so far: exp2(-inf - 0) = 0, not NaN
-      m[r] = mx;
-      float sum = 0.f;
-#pragma unroll
-      for (int nb = 0; nb < kNB; ++nb)
-#pragma unroll
-        for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[nb][e] = exp2f(s[nb][e] - shift);
-          sum += s[nb][e];  // l sums the fp32 weights; P is rounded to T only as the mma operand
+        for (int db = 0; db < kDB; ++db) {
+          o[mt][db][2 * r] *= corr;
+          o[mt][db][2 * r + 1] *= corr;
         }
-      l[r] = l[r] * corr + sum;
-#pragma unroll
-      for (int db = 0; db < kDB; ++db) {
-        o[db][2 * r] *= corr;
-        o[db][2 * r + 1] *= corr;
       }
     }
     // o += P v, P rounded to the storage type (the tensor cores take T operands).
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const uint32_t a[4] = {Storage<T>::pack(s[2 * kk][0], s[2 * kk][1]),
-                             Storage<T>::pack(s[2 * kk][2], s[2 * kk][3]),
-                             Storage<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                             Storage<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
       for (int db = 0; db < kDB; db += 2) {
         uint32_t vb[4];
-        ldmatrix_x4_trans(vb, smem_addr(s_vn + swz<kD>(kk * 16 + lane % 16, db * 8 + 8 * (lane / 16))));
-        mma<T>(o[db], a, vb[0], vb[1]);
-        mma<T>(o[db + 1], a, vb[2], vb[3]);
+        ldmatrix_x4_trans(vb, v_lane.at(kk * 16, db) + buf_off);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          mma<T>(o[mt][db], pa[mt][kk], vb[0], vb[1]);
+          mma<T>(o[mt][db + 1], pa[mt][kk], vb[2], vb[3]);
+        }
       }
     }
     __syncthreads();  // the buffer just read is the one the next iteration's prefetch overwrites
   }
 
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int i = m0 + warp * 16 + g + 8 * r;
-    const float l_row = quad_sum(l[r]);
-    const float inv = rules::inv_l(l_row);  // l = 0: no visible key, o = 0 (contract)
-    if (i >= p.n_q) continue;
-    T* o_row = p.o + ((int64_t(b) * p.heads_q + h) * p.n_q + i) * kD;  // (kD)
+  for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int db = 0; db < kDB; ++db)
-      *reinterpret_cast<uint32_t*>(o_row + db * 8 + 2 * t) =
-          Storage<T>::pack(o[db][2 * r] * inv, o[db][2 * r + 1] * inv);
-    if (t == 0) {
-      // lse = ln 2 * (m + log2 l): m is in base-2 units; l = 0 gives -inf (contract).
-      const float lse2 = rules::finalize_lse(m[r], l_row, [](float x) { return log2f(x); });
-      p.lse[(int64_t(b) * p.heads_q + h) * p.n_q + i] = lse2 * 0.6931471805599453f;
+    for (int r = 0; r < 2; ++r) {
+      const int i = m0 + w0 + mt * 16 + g + 8 * r;
+      const float l_row = quad_sum(l[mt][r]);
+      const float inv = rules::inv_l(l_row);  // l = 0: no visible key, o = 0 (contract)
+      if (i >= p.n_q) continue;
+      T* o_row = p.o + ((int64_t(b) * p.heads_q + h) * p.n_q + i) * kD;  // (kD)
+#pragma unroll
+      for (int db = 0; db < kDB; ++db)
+        *reinterpret_cast<uint32_t*>(o_row + db * 8 + 2 * t) =
+            Storage<T>::pack(o[mt][db][2 * r] * inv, o[mt][db][2 * r + 1] * inv);
+      if (t == 0) {
+        // lse = ln 2 * (m + log2 l): m is in base-2 units; l = 0 gives -inf (contract).
+        const float lse2 = rules::finalize_lse(m[mt][r], l_row, [](float x) { return log2f(x); });
+        p.lse[(int64_t(b) * p.heads_q + h) * p.n_q + i] = lse2 * 0.6931471805599453f;
+      }
     }
-  }
 }
 
-template <class T, int kD, int kBlockM, int kBlockN>
+template <class T, int kD, int kBlockM, int kBlockN, int kMT>
 cudaError_t launch(const Problem& pr, const ForwardArgs& a, cudaStream_t stream) {
   FwdParams<T> p{static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
                  static_cast<T*>(a.o), a.lse, pr.n_q, pr.n_k, pr.heads_q, pr.heads_kv, pr.mask,
                  float(pr.scale * 1.4426950408889634)};
   constexpr int smem = (kBlockM + 4 * kBlockN) * kD * int(sizeof(T));
-  auto kernel = tiled_forward_kernel<T, kD, kBlockM, kBlockN>;
+  auto kernel = tiled_forward_kernel<T, kD, kBlockM, kBlockN, kMT>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
   dim3 grid((pr.n_q + kBlockM - 1) / kBlockM, pr.heads_q, pr.batch);
-  kernel<<<grid, kBlockM * 2, smem, stream>>>(p);
+  kernel<<<grid, kBlockM * 2 / kMT, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -192,12 +218,17 @@ constexpr Tile kTiles128[] = {{128, 64}, {128, 32}, {64, 64}};
 
 template <class T, int kD>
 cudaError_t dispatch_tile(const Problem& pr, Tile t, const ForwardArgs& a, cudaStream_t s) {
-  if (t.block_m == 64 && t.block_n == 64) return launch<T, kD, 64, 64>(pr, a, s);
-  if (t.block_m == 128 && t.block_n == 64) return launch<T, kD, 128, 64>(pr, a, s);
+  const bool wide = t.warp_rows == 32 || (t.warp_rows == 0 && t.block_m == 128);  // default: 32 rows at kBlockM 128
+  if (t.block_m == 64 && t.block_n == 64)
+    return wide ? launch<T, kD, 64, 64, 2>(pr, a, s) : launch<T, kD, 64, 64, 1>(pr, a, s);
+  if (t.block_m == 128 && t.block_n == 64)
+    return wide ? launch<T, kD, 128, 64, 2>(pr, a, s) : launch<T, kD, 128, 64, 1>(pr, a, s);
   if constexpr (kD == 64)
-    if (t.block_m == 128 && t.block_n == 128) return launch<T, kD, 128, 128>(pr, a, s);
+    if (t.block_m == 128 && t.block_n == 128)
+      return wide ? launch<T, kD, 128, 128, 2>(pr, a, s) : launch<T, kD, 128, 128, 1>(pr, a, s);
   if constexpr (kD == 128)
-    if (t.block_m == 128 && t.block_n == 32) return launch<T, kD, 128, 32>(pr, a, s);
+    if (t.block_m == 128 && t.block_n == 32)
+      return wide ? launch<T, kD, 128, 32, 2>(pr, a, s) : launch<T, kD, 128, 32, 1>(pr, a, s);
   return cudaErrorInvalidValue;
 }
 

@@ -19,7 +19,7 @@ TEST_CASE("cuda_naive forward stays within the error bound of the certified refe
         const ref::Tensors64 in64 = tensors64(in, false);
         const ref::Certified c = ref::certified(p, in64);
         const ref::Bounds bd = ref::error_bounds(p, in64, c, naive_precision(t));
-        const Outputs out = run_forward(kern, in);
+        const Outputs out = run_fwd(kern, in);
         require_within("o", out.o, c.value.o, bd.o, t);
         require_within("lse", out.lse, c.value.lse, bd.lse, DType::F32);
       }
@@ -36,7 +36,7 @@ TEST_CASE("cuda_tiled error is at most twice cuda_naive's plus output rounding (
         INFO(dtype_name(t) << " d=" << d << " " << mask_name(mask));
         const Inputs in = random_inputs(p, seed++);
         const ref::Certified c = ref::certified(p, tensors64(in, false));
-        const Outputs k = run_forward(tiled, in), b = run_forward(naive, in);
+        const Outputs k = run_fwd(tiled, in), b = run_fwd(naive, in);
         const ref::FaRule r = ref::fa_rule(k.o.to_f64(), b.o.to_f64(), c.value.o, c.err.o, t);
         INFO("kernel err " << r.kernel_err << " baseline err " << r.baseline_err << " noise " << r.noise);
         REQUIRE(r.holds);

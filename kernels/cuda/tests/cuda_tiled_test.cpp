@@ -45,7 +45,7 @@ TEST_CASE("cuda_tiled forward stays within the error bound of the certified refe
             INFO(dtype_name(t) << " d=" << d << " " << mask_name(mask) << " n_q=" << s.n_q << " n_k=" << s.n_k
                                << " h_q=" << s.h_q << " h_kv=" << s.h_kv << " tile " << cfg.block_m << "x" << cfg.block_n);
             const ref::Bounds bd = ref::error_bounds(p, in64, c, tiled_precision(t, cfg.block_n));
-            const Outputs out = run_forward(kern, in, cfg);
+            const Outputs out = run_fwd(kern, in, cfg);
             require_within("o", out.o, c.value.o, bd.o, t);
             require_within("lse", out.lse, c.value.lse, bd.lse, DType::F32);
           }
@@ -72,7 +72,7 @@ TEST_CASE("cuda_tiled backward stays within the error bound of the certified ref
                                  << " backward tile " << bt.block_m << "x" << bt.block_n << (det ? " deterministic" : " atomic"));
               // The backward's key tile is its CTA's kBlockN keys; P is recomputed per (query, key) pair.
               const ref::Bounds bd = ref::error_bounds(p, in64, c, tiled_precision(t, bt.block_n));
-              const Outputs out = run_forward_backward(kern, in, cfg);
+              const Outputs out = run_fwd_bwd(kern, in, cfg);
               require_within("d_q", out.d_q, c.value.d_q, bd.d_q, t);
               require_within("d_k", out.d_k, c.value.d_k, bd.d_k, t);
               require_within("d_v", out.d_v, c.value.d_v, bd.d_v, t);
@@ -89,11 +89,11 @@ TEST_CASE("cuda_tiled block size never changes the answer beyond the bound, and 
       const ref::Tensors64 in64 = tensors64(in, false);
       const ref::Certified c = ref::certified(p, in64);
       const Config first = kern.info.configs.front();
-      const Outputs o_first = run_forward(kern, in, first);
+      const Outputs o_first = run_fwd(kern, in, first);
       const ref::Bounds b_first = ref::error_bounds(p, in64, c, tiled_precision(t, first.block_n));
       for (const Config& cfg : kern.info.configs) {
         INFO(dtype_name(t) << " " << mask_name(mask) << " tile " << cfg.block_m << "x" << cfg.block_n);
-        const Outputs gpu = run_forward(kern, in, cfg);
+        const Outputs gpu = run_fwd(kern, in, cfg);
         const ref::Bounds b_gpu = ref::error_bounds(p, in64, c, tiled_precision(t, cfg.block_n));
         // Both runs lie within their bounds of the exact o, so they lie within the sum of each other.
         require_within("o vs first tile", gpu.o, o_first.o.to_f64(), plus(b_gpu.o, b_first.o), t);
@@ -117,7 +117,7 @@ TEST_CASE("cuda_tiled rows that see no key give o = 0, lse = -inf and d_q = 0 ex
       for (bool det : {false, true}) {
         Config cfg;
         cfg.deterministic = det;
-        const Outputs out = run_forward_backward(kern, in, cfg);
+        const Outputs out = run_fwd_bwd(kern, in, cfg);
         int64_t empty = 0;
         for (int64_t row = 0; row < numel_lse(p); ++row) {
           const int64_t i = row % p.n_q;
@@ -143,9 +143,9 @@ TEST_CASE("cuda_tiled deterministic backward returns the same bits on every run"
   const Inputs in = random_inputs(p, 5);
   Config cfg;
   cfg.deterministic = true;
-  const Outputs a = run_forward_backward(kern, in, cfg);
+  const Outputs a = run_fwd_bwd(kern, in, cfg);
   for (int rep = 0; rep < 3; ++rep) {
-    const Outputs b = run_forward_backward(kern, in, cfg);
+    const Outputs b = run_fwd_bwd(kern, in, cfg);
     REQUIRE(a.o.bytes == b.o.bytes);
     REQUIRE(a.d_q.bytes == b.d_q.bytes);
     REQUIRE(a.d_k.bytes == b.d_k.bytes);
@@ -164,7 +164,7 @@ TEST_CASE("cuda_tiled forward and backward on one causal GQA case (the sanitizer
       Config cfg = base;
       cfg.deterministic = det;
       const ref::Bounds bd = ref::error_bounds(p, in64, c, tiled_precision(p.dtype, cfg.block_n));
-      const Outputs out = run_forward_backward(kern, in, cfg);
+      const Outputs out = run_fwd_bwd(kern, in, cfg);
       require_within("o", out.o, c.value.o, bd.o, p.dtype);
       require_within("d_q", out.d_q, c.value.d_q, bd.d_q, p.dtype);
       require_within("d_k", out.d_k, c.value.d_k, bd.d_k, p.dtype);

@@ -60,6 +60,24 @@ inline Inputs random_inputs(const Problem& p, uint64_t seed, double r = 2.0) {
   return in;
 }
 
+// A kernel's forward (and backward) on in, outputs allocated as the contract shapes them. (The
+// registry's run_forward lives in fc_registry, which would pull every family into these tests.)
+inline Outputs run_fwd(const Kernel& kern, const Inputs& in, const Config& cfg = {}) {
+  Outputs out;
+  out.o = HostTensor(in.p.dtype, shape_q(in.p));       // (b, h_q, n_q, d)
+  out.lse = HostTensor(DType::F32, shape_lse(in.p));   // (b, h_q, n_q)
+  kern.forward(in.p, cfg, in.q, in.k, in.v, out.o, out.lse);
+  return out;
+}
+inline Outputs run_fwd_bwd(const Kernel& kern, const Inputs& in, const Config& cfg = {}) {
+  Outputs out = run_fwd(kern, in, cfg);
+  out.d_q = HostTensor(in.p.dtype, shape_q(in.p));   // (b, h_q, n_q, d)
+  out.d_k = HostTensor(in.p.dtype, shape_kv(in.p));  // (b, h_kv, n_k, d)
+  out.d_v = HostTensor(in.p.dtype, shape_kv(in.p));  // (b, h_kv, n_k, d)
+  kern.backward(in.p, cfg, in.q, in.k, in.v, out.o, out.lse, in.d_o, out.d_q, out.d_k, out.d_v);
+  return out;
+}
+
 inline ref::Tensors64 tensors64(const Inputs& in, bool with_d_o) {
   ref::Tensors64 t{in.q.to_f64(), in.k.to_f64(), in.v.to_f64(), {}};
   if (with_d_o) t.d_o = in.d_o.to_f64();
