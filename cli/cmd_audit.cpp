@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "cli/audit_sweep.hpp"
 #include "cli/command.hpp"
@@ -28,6 +29,7 @@ struct Cell {
   int cases = 0;
   Errors err;               // worst over cases (and configs)
   std::string worst_case;   // label of the case with the largest o error
+  int refused = 0;          // (case, config) runs the kernel declined as unsupported
   nlohmann::json per_case = nlohmann::json::array();
 };
 
@@ -97,10 +99,22 @@ int run_audit(const Options& opt) {
         try {
           Cell& cell = cells[{ki, ti}];
           Errors here;
+          int ran = 0;
           for (const Config& cfg : configs_of(*k)) {
-            const Outputs got = backward ? run_forward_backward(*k, in, cfg) : run_forward(*k, in, cfg);
+            Outputs got;
+            try {
+              got = backward ? run_forward_backward(*k, in, cfg) : run_forward(*k, in, cfg);
+            } catch (const std::invalid_argument& e) {
+              // A listed tile that this problem's shape does not admit (e.g. a GPU tile for another d):
+              // a declared refusal, not a wrong answer. Counted and reported, never silently dropped.
+              if (std::string(e.what()).find("unsupported") == std::string::npos) throw;
+              cell.refused++;
+              continue;
+            }
             here = worst(here, measure(got, want));
+            ran++;
           }
+          if (ran == 0) continue;
           if (cell.cases == 0 || !(here.o <= cell.err.o)) cell.worst_case = c.label;  // NaN counts as worse
           cell.err = worst(cell.err, here);
           json one = {{"label", c.label}};
@@ -121,16 +135,24 @@ int run_audit(const Options& opt) {
 
   json results = json::array();
   for (const auto& [key, cell] : cells) {
+    if (cell.cases == 0) continue;
     json r = {{"kernel", kernels[key.first]->info.name}, {"dtype", dtype_name(kDtypes[key.second])}, {"cases", cell.cases}};
     r.update(errors_json(cell.err));
     r["worst_case"] = cell.worst_case;
+    r["refused_runs"] = cell.refused;
     r["per_case"] = cell.per_case;
     if (auto b = cells.find({base_index, key.second}); b != cells.end()) r["baseline"] = errors_json(b->second.err);
     results.push_back(r);
   }
+  json refused_json = json::array();
+  for (const auto& [key, cell] : cells)
+    if (cell.refused > 0)
+      refused_json.push_back({{"kernel", kernels[key.first]->info.name}, {"dtype", dtype_name(kDtypes[key.second])},
+                              {"refused_runs", cell.refused}, {"cases", cell.cases}});
   json skipped_json = json::array();
   for (const auto& [name, why] : skipped) skipped_json.push_back({{"kernel", name}, {"reason", why}});
   const json report = {{"baseline", kBaseline}, {"sweep", sweep}, {"results", results}, {"skipped", skipped_json},
+                       {"refused", refused_json},
                        {"errors", errors}};
 
   if (opt.as_json) {
@@ -143,6 +165,7 @@ int run_audit(const Options& opt) {
     fmt::print("{:<22} {:<5} {:>5}  {:>9} {:>11}  {:>9} {:>11}  {:>9} {:>11}  {}\n", "kernel", "dtype", "cases", "o", "[naive]",
                "lse", "[naive]", "grad", "[naive]", "worst o case");
     for (const auto& [key, cell] : cells) {
+      if (cell.cases == 0) continue;
       auto b = cells.find({base_index, key.second});
       auto base = [&](double Errors::*f, bool grad) {
         if (b == cells.end() || (grad && !b->second.err.has_grad)) return std::string("[—]");
@@ -153,6 +176,10 @@ int run_audit(const Options& opt) {
                  cell.cases, fmt_err(cell.err.o), base(&Errors::o, false), fmt_err(cell.err.lse), base(&Errors::lse, false),
                  cell.err.has_grad ? fmt_err(cell.err.grad) : "—", base(&Errors::grad, true), cell.worst_case);
     }
+    for (const auto& [key, cell] : cells)
+      if (cell.refused > 0)
+        fmt::print("{} {}: {} (case, tile) runs refused as unsupported{}\n", kernels[key.first]->info.name,
+                   dtype_name(kDtypes[key.second]), cell.refused, cell.cases == 0 ? "; no case ran" : "");
     for (const auto& [name, why] : skipped) fmt::print("skipped {}: {}\n", name, why);
   }
   if (!opt.out.empty()) {
