@@ -1,6 +1,7 @@
-// Certified oracle, backward (DESIGN §1): D_i = d_o_i·o_i (compensated Dot2), dP = d_o·vᵀ exactly
-// (Ozaki splitting), dS = P̂ ∘ (dP - D) with an elementwise bound e_ij, then the three long products
-// d_q = scale·dS·K, d_k = scale·dSᵀ·Q, d_v = P̂ᵀ·d_o as chunked GEMMs.
+// Certified oracle, backward (DESIGN §1): D_i = d_o_i·o_i (compensated Dot2), dP = d_o·vᵀ (exact
+// by Ozaki splitting for fp16/bf16 inputs, else plain with a |d_o||v|ᵀ bound), dS = P̂ ∘ (dP - D)
+// with an elementwise bound e_ij, then the long products d_q = scale·dS·K, d_k = scale·dSᵀ·Q,
+// d_v = P̂ᵀ·d_o as chunked GEMMs.
 // Bounds on the long products use Cauchy–Schwarz, sum_j w_ij |b_jk| <= |w_i|_2 |b_:k|_2, so no extra
 // GEMM is spent on them: elementwise they are rigorous, normwise they are the textbook
 // |ΔC|_F <= |W|_F |B|_F, i.e. the natural normwise scale of each gradient is |A|_F |B|_F of its
@@ -44,7 +45,9 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
   for (Index r = 0; r < m; ++r) a_max = std::max(a_max, g.d_o.row(r).norm());
   for (Index j = 0; j < n; ++j) b_max = std::max(b_max, g.v.row(j).norm());
   // Neglect slice pairs below 2^-60 of the largest |d_o_i||v_j|.
-  ExactProduct dp = exact_abt(g.d_o, g.v, 0x1p-60 * a_max * b_max);
+  // Exact for fp16/bf16 inputs; for wider inputs plain fp64 with an elementwise gamma(d)|d_o||v|ᵀ
+  // bound, which is within gamma(d) of dS's natural scale P|d_o||v| (see exact_abt).
+  ExactProduct dp = exact_abt(g.d_o, g.v, 0x1p-60 * a_max * b_max, /*allow_plain=*/true);
   Mat& ds = dp.hi;  // (m, n_k): dP, then dS in place
 
   const double gam_qk = std::max(chunked_gamma(n), chunked_gamma(m));  // dS·K and dSᵀ·Q

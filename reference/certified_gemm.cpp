@@ -111,9 +111,53 @@ void add_pair(ExactProduct& p, const Mat& sa, const Mat& sb, Method method, Mat&
   }
 }
 
+// Rounds x >= 0 up to a float no smaller than 2^-60 (so float products of two stay normal).
+float up_float(double x) {
+  float f = float(std::max(x, 0x1p-60));
+  if (double(f) < x) f = std::nextafter(f, INFINITY);
+  return f;
+}
+
+// Per-row power-of-two scale: max |x_i| <= 2^e (1 for a zero row).
+std::vector<double> row_scales(const Mat& a) {
+  std::vector<double> s(size_t(a.rows()), 1.0);
+  for (Index i = 0; i < a.rows(); ++i) {
+    int e = 0;
+    const double mu = a.row(i).cwiseAbs().maxCoeff();
+    if (mu > 0) std::frexp(mu, &e);
+    s[size_t(i)] = std::ldexp(1.0, e);
+  }
+  return s;
+}
+
+// Plain product with bound: |fl(a·bᵀ) - a·bᵀ| <= gamma(d) |a||b|ᵀ in any summation order; |a||b|ᵀ
+// itself from a float GEMM on row-scaled inputs rounded up (every term >= 2^-120, no underflow), a
+// sum of non-negative terms that is at least (1 - gamma_f(d)) of its exact value.
+ExactProduct plain_abt(const Mat& a, const Mat& b) {
+  const Index m = a.rows(), n = b.rows(), d = a.cols();
+  ExactProduct p;
+  p.row_slot.assign(size_t(m), -1);
+  p.col_slot.assign(size_t(n), -1);
+  p.hi.resize(m, n);
+  p.hi.noalias() = a * b.transpose();
+  p.abs_row = row_scales(a);
+  p.abs_col = row_scales(b);
+  MatF af(m, d), bf(n, d);  // (m, d), (n, d): |a|, |b| scaled to [0, 1], rounded up
+  for (Index i = 0; i < m; ++i)
+    for (Index l = 0; l < d; ++l) af(i, l) = up_float(std::fabs(a(i, l)) / p.abs_row[size_t(i)]);
+  for (Index j = 0; j < n; ++j)
+    for (Index l = 0; l < d; ++l) bf(j, l) = up_float(std::fabs(b(j, l)) / p.abs_col[size_t(j)]);
+  p.abs_f.resize(m, n);
+  p.abs_f.noalias() = af * bf.transpose();
+  const double gamma_f = double(d) * 0x1p-24 / (1 - double(d) * 0x1p-24);
+  p.abs_coef = gamma(double(d)) / (1 - gamma_f);
+  p.floor = double(d) * 0x1p-1074;  // products below 2^-1022 round absolutely
+  return p;
+}
+
 }  // namespace
 
-ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect) {
+ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_plain) {
   const Index m = a.rows(), n = b.rows(), d = a.cols();
   const int log2d = d <= 1 ? 0 : int(std::ceil(std::log2(double(d))));
   const int beta = (53 - log2d) / 2;  // 2·beta + log2d <= 53: slice dot products are exact
@@ -145,6 +189,8 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect) {
     }
   // The first pair (the largest) is a dense GEMM straight into hi; low parts are laid out for the rest.
   if (!pairs.empty()) pairs[0].method = Method::Dense;
+  if (allow_plain && std::count_if(pairs.begin(), pairs.end(), [](const Pair& q) { return q.method == Method::Dense; }) > 1)
+    return plain_abt(a, b);
   Index rows_touched = 0, cols_touched = 0;
   for (size_t t = 1; t < pairs.size(); ++t) {
     const Pair& q = pairs[t];

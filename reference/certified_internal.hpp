@@ -10,6 +10,7 @@
 namespace fc::ref::cert {
 
 using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Index = Eigen::Index;
 
 constexpr double kU = 0x1p-53;  // unit roundoff of float64
@@ -78,6 +79,12 @@ struct ExactProduct {
   std::vector<std::vector<double>> term_a;  // each (m)
   std::vector<std::vector<double>> term_b;  // each (n)
   double floor = 0;  // absolute term (gradual underflow in slice products)
+  // Plain mode (see exact_abt): hi = fl(A·Bᵀ) and the error is bounded elementwise by
+  // abs_coef · abs_f(i, j) · abs_row[i] · abs_col[j] >= gamma(d) (|A||B|ᵀ)_ij.
+  MatF abs_f;                   // (m, n) or empty
+  std::vector<double> abs_row;  // (m)
+  std::vector<double> abs_col;  // (n)
+  double abs_coef = 0;
   // The low part at (i, j): at most two roundings of parts <= 9u|terms|, inside the 2^-98 term.
   double lo_at(Index i, Index j) const {
     double s = lo.size() ? lo(i, j) : 0.0;
@@ -88,6 +95,7 @@ struct ExactProduct {
   double bound(Index i, Index j) const {
     double e = floor;
     for (size_t t = 0; t < term_a.size(); ++t) e += term_a[t][i] * term_b[t][j];
+    if (abs_f.size()) e += abs_coef * double(abs_f(i, j)) * abs_row[i] * abs_col[j];
     return e * kSlack;
   }
 };
@@ -95,7 +103,10 @@ struct ExactProduct {
 // Ozaki-style splitting: A (m, d) and B (n, d) are cut row-wise into slices whose pairwise
 // products are exact in an fp64 GEMM; pairs whose Cauchy–Schwarz bound is <= neglect are skipped
 // (and enter the bound). Sparse slices use a sparse product. Rows must be finite, |x| < 2^kMaxExp.
-ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect);
+// allow_plain: when exactness would take more than one dense GEMM (fp32/fp64 inputs), return the
+// plain fp64 product with an elementwise bound gamma(d)|A||B|ᵀ instead (one fp64 + one fp32 GEMM):
+// for callers whose error scale is |A||B|ᵀ itself (dP, whose natural scale is |d_o||v|).
+ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_plain = false);
 
 // One (batch, kv head) group: the g query heads that share the kv head, stacked row-wise
 // (row r = local head · n_q + i), so GQA sums over heads fall out of the GEMMs.
