@@ -1,0 +1,179 @@
+// The fault-parameterised FA2 emulation (see faulty_tiled.hpp). Storage values are read exactly
+// into float (every fp16/bf16/fp32 value is a float), accumulated in float, rounded to storage once
+// on the way out. With Fault::None it computes what cpu_tiled computes in FA2 order.
+#include "kernels/mutants/faulty_tiled.hpp"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/rules.h"
+
+namespace fc::mutants {
+namespace {
+
+struct Expf {
+  float operator()(float x) const { return std::exp(x); }
+};
+struct Logf {
+  float operator()(float x) const { return std::log(x); }
+};
+
+std::vector<float> widen(const HostTensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) out[size_t(i)] = float(t.get(i));
+  return out;
+}
+
+// The planted faults that change which keys a row sees or which kv head it reads.
+Mask effective_mask(Fault f, Mask m) {
+  if (f != Fault::OtherCausal) return m;
+  if (m == Mask::CausalTopLeft) return Mask::CausalBottomRight;
+  if (m == Mask::CausalBottomRight) return Mask::CausalTopLeft;
+  return m;
+}
+int64_t kv_of(Fault f, const Problem& p, int64_t h) {
+  return f == Fault::GqaModulo ? h % p.heads_kv : kv_head(p, int32_t(h));
+}
+float score_scale(Fault f, const Problem& p) {
+  return f == Fault::ScaleTwice ? float(p.scale * p.scale) : float(p.scale);
+}
+// Keys row i processes: its visible prefix, cut at the last full tile when that fault is planted.
+int64_t keys_end(Fault f, const Problem& p, int64_t i, int64_t block_n) {
+  int64_t end = n_visible(effective_mask(f, p.mask), i, p.n_q, p.n_k);
+  if (f == Fault::DropLastPartialTile && p.n_k % block_n != 0)
+    end = std::min(end, p.n_k / block_n * block_n);
+  return end;
+}
+float dot(const float* a, const float* b, int64_t d) {
+  float acc = 0;
+  for (int64_t c = 0; c < d; ++c) acc += a[c] * b[c];
+  return acc;
+}
+int64_t block_n_of(const Config& cfg) { return cfg.block_n > 0 ? cfg.block_n : kDefaultBlock; }
+
+}  // namespace
+
+void faulty_forward(Fault f, const Problem& p, const Config& cfg, const HostTensor& q_t,
+                    const HostTensor& k_t, const HostTensor& v_t, HostTensor& o_t, HostTensor& lse_t) {
+  const std::vector<float> q = widen(q_t), k = widen(k_t), v = widen(v_t);  // storage layouts
+  const int64_t d = p.d, bn = block_n_of(cfg);
+  const DType p_type = f == Fault::PBf16 ? DType::BF16 : p.dtype;
+  const float scale = score_scale(f, p);
+  const Expf exp_fn;
+  std::vector<float> acc(static_cast<size_t>(d)), s(static_cast<size_t>(bn));  // (d) unnormalised o; (kBlockN) score tile row
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      for (int64_t i = 0; i < p.n_q; ++i) {
+        const int64_t g = kv_of(f, p, h), end = keys_end(f, p, i, bn);
+        const float* q_i = &q[size_t(offset_q(p, b, h, i))];  // (d)
+        float m = rules::neg_inf<float>(), m_first = m, l = 0;
+        Eigen::half l16(0.0f);  // the fp16 running sum of Fault::Fp16RunningSum
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t j0 = 0; j0 < end; j0 += bn) {
+          const int64_t j1 = std::min(j0 + bn, end);
+          float m_new = m;
+          for (int64_t j = j0; j < j1; ++j) {
+            s[size_t(j - j0)] = dot(q_i, &k[size_t(offset_kv(p, b, g, j))], d) * scale;
+            m_new = rules::running_max(m_new, s[size_t(j - j0)]);
+          }
+          if (j0 == 0) m_first = m_new;
+          // exp(m_old - m_new) re-denominates l and o (0, not NaN, before anything was seen);
+          // without max subtraction nothing is ever re-denominated.
+          const float alpha = f == Fault::NoMaxSub ? 1.0f : rules::rescale(m, m_new, exp_fn);
+          const float shift = f == Fault::NoMaxSub ? 0.0f : rules::safe_shift(m_new);
+          if (f != Fault::NoLRescale) l *= alpha, l16 = Eigen::half(float(l16) * alpha);
+          if (f != Fault::NoORescale)
+            for (float& a : acc) a *= alpha;
+          for (int64_t j = j0; j < j1; ++j) {
+            const float pr = exp_fn(s[size_t(j - j0)] - shift);
+            l += pr, l16 = Eigen::half(float(l16) + pr);
+            // P rounded to storage before P.V, as a GPU kernel feeds its MMA.
+            const float p_op = float(round_to(p_type, double(pr)));
+            const float* v_j = &v[size_t(offset_kv(p, b, g, j))];  // (d)
+            for (int64_t c = 0; c < d; ++c) acc[size_t(c)] += p_op * v_j[c];
+          }
+          m = m_new;
+        }
+        if (f == Fault::Fp16RunningSum) l = float(l16);
+        // l = 0 (no visible key): o = 0 and lse = -inf, unless the guard is the planted fault.
+        const float inv = f == Fault::MaskedRowNaN ? 1.0f / l : rules::inv_l(l);
+        for (int64_t c = 0; c < d; ++c) o_t.set(offset_q(p, b, h, i) + c, double(acc[size_t(c)] * inv));
+        const float m_lse = f == Fault::LseFirstTileMax ? m_first : m;
+        lse_t.set(offset_lse(p, b, h, i), double(rules::finalize_lse(m_lse, l, Logf{})));
+      }
+}
+
+void faulty_backward(Fault f, const Problem& p, const Config& cfg, const HostTensor& q_t,
+                     const HostTensor& k_t, const HostTensor& v_t, const HostTensor& o_t,
+                     const HostTensor& lse_t, const HostTensor& d_o_t, HostTensor& d_q_t,
+                     HostTensor& d_k_t, HostTensor& d_v_t) {
+  const std::vector<float> q = widen(q_t), k = widen(k_t), v = widen(v_t), o = widen(o_t), d_o = widen(d_o_t);
+  const int64_t d = p.d, bn = block_n_of(cfg);
+  const float scale = score_scale(f, p), out_scale = float(p.scale);
+  const Expf exp_fn;
+  std::vector<float> dq(static_cast<size_t>(numel_q(p)), 0.0f);   // (batch, heads_q, n_q, d)
+  std::vector<float> dk(static_cast<size_t>(numel_kv(p)), 0.0f);  // (batch, heads_kv, n_k, d)
+  std::vector<float> dv(static_cast<size_t>(numel_kv(p)), 0.0f);  // (batch, heads_kv, n_k, d)
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      for (int64_t i = 0; i < p.n_q; ++i) {
+        const int64_t g = kv_of(f, p, h), end = keys_end(f, p, i, bn), oq = offset_q(p, b, h, i);
+        const float lse = float(lse_t.get(offset_lse(p, b, h, i)));
+        // D_i = d_o_i . o_i; the planted fault reads row i of v (clamped) instead of o.
+        const float* D_src = f == Fault::DFromV
+                                 ? &v[size_t(offset_kv(p, b, g, std::min<int64_t>(i, p.n_k - 1)))]
+                                 : &o[size_t(oq)];
+        const float D = dot(&d_o[size_t(oq)], D_src, d);
+        for (int64_t j = 0; j < end; ++j) {
+          const int64_t okv = offset_kv(p, b, g, j);
+          const float s = dot(&q[size_t(oq)], &k[size_t(okv)], d) * scale;
+          // P resurrected from lse: 0, not exp(-inf - -inf), on a row that saw nothing...
+          const float pr = f == Fault::MaskedRowNaN ? exp_fn(s - lse) : rules::recompute_p(s, lse, exp_fn);
+          const float dp = dot(&d_o[size_t(oq)], &v[size_t(okv)], d);
+          const float ds = pr * (dp - D);  // dP - D: one rounding, both in fp32
+          // P and dS rounded to storage before the GEMMs they feed.
+          const float p_op = float(round_to(p.dtype, double(pr)));
+          const float ds_op = float(round_to(p.dtype, double(ds)));
+          for (int64_t c = 0; c < d; ++c) {
+            dv[size_t(okv + c)] += p_op * d_o[size_t(oq + c)];
+            dk[size_t(okv + c)] += ds_op * q[size_t(oq + c)];
+            dq[size_t(oq + c)] += ds_op * k[size_t(okv + c)];
+          }
+        }
+      }
+  const float dk_scale = f == Fault::DkNoScale ? 1.0f : out_scale;
+  for (int64_t x = 0; x < numel_q(p); ++x) d_q_t.set(x, double(dq[size_t(x)] * out_scale));
+  for (int64_t x = 0; x < numel_kv(p); ++x) {
+    d_k_t.set(x, double(dk[size_t(x)] * dk_scale));
+    d_v_t.set(x, double(dv[size_t(x)]));
+  }
+}
+
+Kernel make_faulty_kernel(Fault f, const std::string& name, const std::string& description) {
+  Kernel kern;
+  KernelInfo& info = kern.info;
+  info.name = name;
+  info.device = "cpu";
+  info.mutant = f != Fault::None;
+  info.description = description;
+  info.dtypes = {DType::F16, DType::BF16, DType::F32};
+  info.masks = {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight};
+  info.backward = true;
+  info.any_tile = true;
+  info.configs = {Config{kDefaultBlock, kDefaultBlock}, Config{4, 8}, Config{8, 3}};
+  kern.supports = [](const Problem&) { return true; };
+  kern.forward = [f](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k,
+                     const HostTensor& v, HostTensor& o, HostTensor& lse) {
+    faulty_forward(f, p, c, q, k, v, o, lse);
+  };
+  kern.backward = [f](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k,
+                      const HostTensor& v, const HostTensor& o, const HostTensor& lse,
+                      const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
+    faulty_backward(f, p, c, q, k, v, o, lse, d_o, d_q, d_k, d_v);
+  };
+  return kern;
+}
+
+}  // namespace fc::mutants

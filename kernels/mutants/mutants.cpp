@@ -1,0 +1,33 @@
+// The mutant table: realistic FlashAttention bugs, each the fault-parameterised tiled kernel with one
+// fault planted (faulty_tiled.hpp). Registered with mutant = true: `flashcheck check` must kill
+// every one of them within its default budget (properties/tests/mutants_kill_test.cpp).
+#include "kernels/mutants/faulty_tiled.hpp"
+
+namespace fc {
+
+void register_mutant_kernels(std::vector<Kernel>& out) {
+  using mutants::Fault;
+  struct Row {
+    Fault fault;
+    const char* name;
+    const char* description;
+  };
+  static const Row rows[] = {
+      {Fault::NoORescale, "mutant_no_o_rescale", "o not rescaled when the running max grows"},
+      {Fault::NoLRescale, "mutant_no_l_rescale", "l not rescaled when the running max grows"},
+      {Fault::OtherCausal, "mutant_other_causal", "top-left and bottom-right causal alignment swapped"},
+      {Fault::NoMaxSub, "mutant_no_max_sub", "exp(s) without subtracting the running max"},
+      {Fault::DropLastPartialTile, "mutant_drop_last_tile", "the last partial KV tile is dropped"},
+      {Fault::LseFirstTileMax, "mutant_lse_first_max", "lse from the first tile's max only"},
+      {Fault::Fp16RunningSum, "mutant_fp16_sum", "running sum l accumulated in fp16"},
+      {Fault::ScaleTwice, "mutant_scale_twice", "scale applied twice to the scores"},
+      {Fault::DFromV, "mutant_d_from_v", "backward D_i = d_o_i . v_i instead of d_o_i . o_i"},
+      {Fault::DkNoScale, "mutant_dk_no_scale", "d_k without the scale"},
+      {Fault::MaskedRowNaN, "mutant_masked_row_nan", "fully masked row gives 0/0 = NaN"},
+      {Fault::GqaModulo, "mutant_gqa_modulo", "GQA head mapping h % heads_kv"},
+      {Fault::PBf16, "mutant_p_bf16", "P rounded to bf16 instead of the storage type before P.V"},
+  };
+  for (const Row& r : rows) out.push_back(mutants::make_faulty_kernel(r.fault, r.name, r.description));
+}
+
+}  // namespace fc

@@ -1,0 +1,115 @@
+#include "properties/case.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <ostream>
+
+#include "io/attention_io.hpp"
+#include "io/safetensors.hpp"
+
+namespace fc::props {
+namespace {
+
+const char* const kRegimeNames[] = {"normal", "outliers", "huge", "far_below", "fp16_max", "ties",
+                                    "all_equal", "subnormal_p", "poison", "fully_masked", "grid"};
+static_assert(sizeof(kRegimeNames) / sizeof(kRegimeNames[0]) == size_t(Regime::kCount));
+
+std::string values(const char* name, const HostTensor& t) {
+  constexpr int64_t kShown = 48;  // beyond this the replay line, not the printout, carries the case
+  std::string s = fmt::format("  {} =", name);
+  for (int64_t i = 0; i < std::min(t.numel(), kShown); ++i) s += fmt::format(" {:.9g}", t.get(i));
+  if (t.numel() > kShown) s += fmt::format(" ... ({} values)", t.numel());
+  return s + "\n";
+}
+
+std::string config_str(const Config& c) {
+  return fmt::format("block_m={} block_n={} order={}", c.block_m, c.block_n,
+                     c.order == LoopOrder::FA1 ? "FA1" : "FA2");
+}
+
+double parse_double(const std::map<std::string, std::string>& m, const char* key, double dflt) {
+  auto it = m.find(key);
+  return it == m.end() ? dflt : std::strtod(it->second.c_str(), nullptr);  // strtod reads nan, inf
+}
+
+Config read_config(const std::map<std::string, std::string>& m, const std::string& suffix) {
+  Config c;
+  c.block_m = int32_t(parse_double(m, ("fc.block_m" + suffix).c_str(), 0));
+  c.block_n = int32_t(parse_double(m, ("fc.block_n" + suffix).c_str(), 0));
+  c.order = parse_double(m, ("fc.order" + suffix).c_str(), 0) == 1 ? LoopOrder::FA1 : LoopOrder::FA2;
+  return c;
+}
+
+}  // namespace
+
+const char* regime_name(Regime r) {
+  return int32_t(r) >= 0 && r < Regime::kCount ? kRegimeNames[int32_t(r)] : "?";
+}
+
+bool parse_regime(const std::string& s, Regime* out) {
+  for (int32_t r = 0; r < int32_t(Regime::kCount); ++r)
+    if (s == kRegimeNames[r]) return *out = Regime(r), true;
+  return false;
+}
+
+std::string describe(const Case& c) {
+  const Problem& p = c.in.p;
+  std::string s = fmt::format(
+      "  problem: batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} dtype={} mask={} scale={:.17g}\n",
+      p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype), mask_name(p.mask), p.scale);
+  s += fmt::format("  config: {} (second config: {})\n", config_str(c.cfg), config_str(c.cfg2));
+  s += fmt::format("  regime: {}", regime_name(c.regime));
+  if (c.regime == Regime::Poison)
+    s += fmt::format(" ({} at {}[{}])", c.poison_value, "qkv"[c.poison_tensor], c.poison_index);
+  s += fmt::format(", aux={}\n", c.aux);
+  s += values("q", c.in.q) + values("k", c.in.k) + values("v", c.in.v);
+  if (c.in.has_d_o()) s += values("d_o", c.in.d_o);
+  return s;
+}
+
+void showValue(const Case& c, std::ostream& os) { os << "\n" << describe(c); }
+
+std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel,
+                       const Case& c) {
+  io::TensorFile f = io::inputs_file(c.in);
+  auto& m = f.metadata;
+  m["fc.law"] = law;
+  m["fc.kernel"] = kernel;  // the kernel it failed on (informative: any claiming kernel replays it)
+  m["fc.regime"] = regime_name(c.regime);
+  for (auto [cfg, suffix] : {std::pair{&c.cfg, ""}, std::pair{&c.cfg2, "2"}}) {
+    m[fmt::format("fc.block_m{}", suffix)] = std::to_string(cfg->block_m);
+    m[fmt::format("fc.block_n{}", suffix)] = std::to_string(cfg->block_n);
+    m[fmt::format("fc.order{}", suffix)] = std::to_string(int(cfg->order));
+  }
+  m["fc.poison_tensor"] = std::to_string(c.poison_tensor);
+  m["fc.poison_index"] = std::to_string(c.poison_index);
+  m["fc.poison_value"] = fmt::format("{}", c.poison_value);  // "nan", "inf", "-inf" or a number
+  m["fc.aux"] = std::to_string(c.aux);
+  const std::string bytes = io::serialize_safetensors(f);
+  std::filesystem::create_directories(dir);
+  const std::string path =
+      fmt::format("{}/{}-{:016x}.safetensors", dir, law, std::hash<std::string>{}(bytes));
+  io::write_safetensors(path, f);
+  return path;
+}
+
+Case read_case(const std::string& path, std::string* law) {
+  io::TensorFile f = io::read_safetensors(path);
+  const auto m = f.metadata;
+  Case c;
+  c.in = io::inputs_from(path, std::move(f));
+  if (law) *law = m.count("fc.law") ? m.at("fc.law") : "";
+  if (m.count("fc.regime")) parse_regime(m.at("fc.regime"), &c.regime);
+  c.cfg = read_config(m, "");
+  c.cfg2 = read_config(m, "2");
+  c.poison_tensor = int32_t(parse_double(m, "fc.poison_tensor", 0));
+  c.poison_index = int64_t(parse_double(m, "fc.poison_index", 0));
+  c.poison_value = parse_double(m, "fc.poison_value", 0);
+  c.aux = m.count("fc.aux") ? std::strtoull(m.at("fc.aux").c_str(), nullptr, 10) : 0;
+  return c;
+}
+
+}  // namespace fc::props

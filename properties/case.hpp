@@ -1,0 +1,54 @@
+// One generated test case: a problem, its inputs (exactly representable in the storage dtype), the
+// tile config to run and the value regime it was drawn from, plus the few law-specific choices
+// (a poisoned position, a permutation seed). Cases print compactly (RapidCheck's counterexample)
+// and round-trip through regression files.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "kernels/registry.hpp"
+
+namespace fc::props {
+
+enum class Regime : int32_t {
+  Normal,       // N(0,1) on a grid that shrinks toward small integers
+  Outliers,     // FA3 paper: N(0,1) + N(0,100) * Bernoulli(0.001), at least one outlier
+  Huge,         // scores up to 1e9 (max_score_for: the certified oracle's limit)
+  FarBelow,     // every score far below -1e4
+  Fp16Max,      // v (and some q, k) near +-65504
+  Ties,         // keys drawn from two distinct rows: many exactly tied scores
+  AllEqual,     // every key identical: every score of a row equal
+  SubnormalP,   // score gaps that put exp(s - m) in the subnormal range of the storage type
+  Poison,       // one NaN or +-inf at a chosen position
+  FullyMasked,  // bottom-right causal mask with n_q > n_k: rows that see no key
+  Grid,         // coarse-grid values so that metamorphic transforms stay exact in storage
+  kCount
+};
+const char* regime_name(Regime r);
+bool parse_regime(const std::string& s, Regime* out);
+
+struct Case {
+  Inputs in;                 // q k v (+ d_o) in in.p.dtype
+  Config cfg;                // tile config the kernel runs with (block-size law: the first of two)
+  Config cfg2;               // the second config of the block-size law
+  Regime regime = Regime::Normal;
+  int32_t poison_tensor = 0;  // Poison: 0 q, 1 k, 2 v
+  int64_t poison_index = 0;   // flat index into that tensor
+  double poison_value = 0;    // NaN, +inf or -inf
+  uint64_t aux = 0;           // law-specific randomness (permutations, shifts), from the case seed
+};
+
+// Multi-line description: shape, dtype, mask, scale, configs, regime, and the values when small.
+std::string describe(const Case& c);
+void showValue(const Case& c, std::ostream& os);  // RapidCheck's counterexample printer (ADL)
+
+// Regression files: safetensors inputs (q k v d_o, metadata mask and scale) plus metadata for the
+// rest of the case and the law that once failed on it. write_case returns the path it wrote.
+std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel,
+                       const Case& c);
+Case read_case(const std::string& path, std::string* law);
+
+}  // namespace fc::props

@@ -1,0 +1,98 @@
+// Regime classification from the data, so that the coverage health check counts what the cases
+// are, not what the generator meant them to be.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "properties/generators.hpp"
+#include "reference/bounds.hpp"
+
+namespace fc::props {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double min_normal(DType t) {
+  switch (t) {
+    case DType::F16: return 0x1p-14;
+    case DType::BF16: case DType::F32: return 0x1p-126;
+    case DType::F64: return 0x1p-1022;
+  }
+  return 0;
+}
+
+double max_abs(const HostTensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::fabs(t.get(i)));
+  return m;
+}
+
+bool on_grid(const HostTensor& t) {  // k/8 with |k| <= 31
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double x = t.get(i) * 8;
+    if (x != std::nearbyint(x) || std::fabs(x) > 31) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ScoreStats score_stats(const Inputs& in) {
+  const Problem& p = in.p;
+  ScoreStats st;
+  st.max_score = -kInf;
+  // Half the smallest subnormal: weights below it round to 0, so they are not "subnormal P".
+  const double sub_lo = 2 * ref::underflow_floor(p.dtype), sub_hi = min_normal(p.dtype);
+  std::vector<double> s(static_cast<size_t>(p.n_k));  // (n_k,) one row of scores
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      for (int64_t i = 0; i < p.n_q; ++i) {
+        const int64_t n_v = n_visible(p.mask, i, p.n_q, p.n_k);
+        if (n_v == 0) { ++st.empty_rows; continue; }
+        for (int64_t j = 0; j < n_v; ++j) {
+          double dot = 0;
+          for (int64_t x = 0; x < p.d; ++x)
+            dot += in.q.get(offset_q(p, b, h, i) + x) * in.k.get(offset_kv(p, b, kv_head(p, int32_t(h)), j) + x);
+          s[size_t(j)] = p.scale * dot;
+        }
+        const double m = *std::max_element(s.begin(), s.begin() + n_v);
+        const auto tied = std::count(s.begin(), s.begin() + n_v, m);
+        st.tied_rows += tied > 1;
+        st.multi_rows += n_v > 1;
+        st.equal_rows += n_v > 1 && tied == n_v;
+        st.max_score = std::max(st.max_score, m);
+        for (int64_t j = 0; j < n_v; ++j) {
+          st.max_abs = std::max(st.max_abs, std::fabs(s[size_t(j)]));
+          const double w = std::exp(s[size_t(j)] - m);
+          st.subnormal_p += w >= sub_lo && w < sub_hi;
+        }
+      }
+  return st;
+}
+
+Regime classify(const Case& c) {
+  const Inputs& in = c.in;
+  const bool shows = [&] {
+    switch (c.regime) {
+      case Regime::Normal: case Regime::Poison: return true;
+      case Regime::Grid: return on_grid(in.q) && on_grid(in.k) && on_grid(in.v);
+      case Regime::Outliers:  // an N(0,100) draw: beyond 5 sigma of N(0,1)
+        return std::max({max_abs(in.q), max_abs(in.k), max_abs(in.v)}) > 5;
+      case Regime::Fp16Max: return in.p.dtype == DType::F16 && max_abs(in.v) >= 0.9 * 65504 * (1 - 0x1p-11);
+      default: break;
+    }
+    const ScoreStats st = score_stats(in);
+    switch (c.regime) {
+      case Regime::Huge: return st.max_abs >= 1e3;
+      case Regime::FarBelow: return st.max_score <= -1e4;
+      case Regime::Ties: return st.tied_rows > 0;
+      case Regime::AllEqual: return st.multi_rows > 0 && st.equal_rows == st.multi_rows;
+      case Regime::SubnormalP: return st.subnormal_p > 0;
+      case Regime::FullyMasked: return st.empty_rows > 0;
+      default: return false;
+    }
+  }();
+  return shows ? c.regime : Regime::Normal;
+}
+
+}  // namespace fc::props

@@ -1,0 +1,101 @@
+#include "properties/execute.hpp"
+
+#include <fmt/format.h>
+
+#include <exception>
+
+namespace fc::props {
+
+ref::Precision precision_of(const Kernel& k, const Config& cfg, const Problem& p) {
+  ref::Precision pr;
+  const DType acc = p.dtype == DType::F64 ? DType::F64 : cfg.accum;
+  const bool naive = k.info.name.find("naive") != std::string::npos;
+  pr.storage = p.dtype;
+  // Tensor cores truncate: a whole ulp per accumulation step (DESIGN §4), not half of one.
+  pr.u_acc = ref::unit_roundoff(acc) * (k.info.device == "cuda" ? 2 : 1);
+  pr.s_dtype = naive ? p.dtype : acc;
+  pr.p_dtype = p.dtype;
+  pr.block_n = naive ? 0 : (cfg.block_n > 0 ? cfg.block_n : 64);
+  pr.l_sums_rounded_p = naive;
+  return pr;
+}
+
+ref::Tensors64 tensors64(const Inputs& in) {
+  ref::Tensors64 t;
+  t.q = in.q.to_f64(), t.k = in.k.to_f64(), t.v = in.v.to_f64();
+  if (in.has_d_o()) t.d_o = in.d_o.to_f64();
+  return t;
+}
+
+ref::Certified certify(const Inputs& in) { return ref::certified(in.p, tensors64(in)); }
+
+Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward) {
+  Run r;
+  const Problem& p = in.p;
+  try {
+    r.out = run_forward(k, in, cfg);
+    if (!backward || !in.has_d_o() || !k.backward) return r;
+    if (!k.info.writes_lse) {
+      const ref::Certified c = certify(in);
+      for (int64_t i = 0; i < r.out.lse.numel(); ++i) r.out.lse.set(i, c.value.lse[size_t(i)]);
+    }
+    r.out.d_q = HostTensor(p.dtype, shape_q(p));
+    r.out.d_k = HostTensor(p.dtype, shape_kv(p));
+    r.out.d_v = HostTensor(p.dtype, shape_kv(p));
+    k.backward(p, cfg, in.q, in.k, in.v, r.out.o, r.out.lse, in.d_o, r.out.d_q, r.out.d_k, r.out.d_v);
+  } catch (const std::exception& e) {
+    r.error = fmt::format("{} threw: {}", k.info.name, e.what());
+  }
+  return r;
+}
+
+ref::Bounds bounds_for(const Kernel& k, const Inputs& in, const Config& cfg, const ref::Certified& c) {
+  return ref::error_bounds(in.p, tensors64(in), c, precision_of(k, cfg, in.p));
+}
+
+Oracle oracle(const Kernel& k, const Inputs& in, const Config& cfg) {
+  Oracle o;
+  o.ref = certify(in);
+  o.bounds = bounds_for(k, in, cfg, o.ref);
+  return o;
+}
+
+std::string element_name(const Problem& p, const char* tensor, int64_t flat) {
+  const std::string t = tensor;
+  if (t == "lse") {
+    const int64_t i = flat % p.n_q, h = flat / p.n_q % p.heads_q, b = flat / p.n_q / p.heads_q;
+    return fmt::format("lse[b={},h={},i={}]", b, h, i);
+  }
+  const bool kv = t == "d_k" || t == "d_v" || t == "k" || t == "v";
+  const int64_t n = kv ? p.n_k : p.n_q, heads = kv ? p.heads_kv : p.heads_q;
+  const int64_t c = flat % p.d, row = flat / p.d % n, h = flat / p.d / n % heads, b = flat / p.d / n / heads;
+  return fmt::format("{}[b={},h={},{}={},c={}]", t, b, h, kv ? "j" : "i", row, c);
+}
+
+std::string check_outputs(const Kernel& k, const Inputs& in, const Outputs& out, const Oracle& o) {
+  std::string msg;
+  auto one = [&](const char* name, const HostTensor& t, const std::vector<double>& ref,
+                 const std::vector<double>& bound, DType dt) {
+    if (ref.empty() || t.shape.empty()) return;
+    const std::vector<double> got = t.to_f64();
+    const ref::Verdict v = ref::within_bound(got, ref, bound, dt);
+    if (v.ok) return;
+    if (v.worst < 0) {
+      msg += fmt::format("{}: {}\n", name, v.why);
+      return;
+    }
+    msg += fmt::format("{}: {} = {:.9g}, reference {:.17g}, |error| {:.3g} > bound {:.3g} ({})\n", name,
+                       element_name(in.p, name, v.worst), got[size_t(v.worst)], ref[size_t(v.worst)],
+                       v.measured, v.bound, v.why);
+  };
+  one("o", out.o, o.ref.value.o, o.bounds.o, in.p.dtype);
+  if (k.info.writes_lse) one("lse", out.lse, o.ref.value.lse, o.bounds.lse, DType::F32);
+  if (out.has_grads()) {
+    one("d_q", out.d_q, o.ref.value.d_q, o.bounds.d_q, in.p.dtype);
+    one("d_k", out.d_k, o.ref.value.d_k, o.bounds.d_k, in.p.dtype);
+    one("d_v", out.d_v, o.ref.value.d_v, o.bounds.d_v, in.p.dtype);
+  }
+  return msg;
+}
+
+}  // namespace fc::props

@@ -1,0 +1,188 @@
+#include "properties/generators.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+
+namespace fc::props {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Work cap per case (b * h_q * n_q * n_k * d): keeps >= 100 cases per law per kernel in budget.
+constexpr double kMaxWork = 1.5e6;
+constexpr double kScoreCeiling = 1e9;  // see max_score_for
+
+double max_finite(DType t) {
+  switch (t) {
+    case DType::F16: return 65504.0;
+    case DType::BF16: return 0x1.fep127;
+    case DType::F32: return double(std::numeric_limits<float>::max());
+    case DType::F64: return std::numeric_limits<double>::max();
+  }
+  return kInf;
+}
+
+struct Draw {
+  std::mt19937_64 rng;
+  int plain;
+  double normal() { return std::normal_distribution<double>(0, 1)(rng); }
+  double uniform(double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); }
+  int64_t below(int64_t n) { return int64_t(rng() % uint64_t(n)); }
+  // The plainest values first: small integers, then a coarse grid, then N(0,1).
+  double base() {
+    if (plain == 0) return double(below(5) - 2);                // {-2..2}
+    if (plain == 1) return double(below(63) - 31) / 8;          // k/8, |k| <= 31: exact in bf16
+    return normal();
+  }
+};
+
+void fill(HostTensor& t, Draw& r, double (*f)(Draw&)) {
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, f(r));
+}
+
+}  // namespace
+
+double max_score_for(DType storage, bool s_in_storage) {
+  // fp64 storage still saves lse in fp32 (the contract): past ~2^24 x 88 the backward's
+  // exp(s - lse) overflows whatever the kernel does, so its huge scores stop at 1e8.
+  if (storage == DType::F64) return 1e8;
+  // The certified oracle's own error bound is vacuous past |s| ~ 1e10 (and its lse NaN near
+  // 1e30), so nothing past 1e9 could be judged: that, not fp32's 3e38, is the ceiling here.
+  return s_in_storage ? std::min(kScoreCeiling, max_finite(storage) / 4) : kScoreCeiling;
+}
+
+void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_score) {
+  Problem& p = c.in.p;
+  Draw r{std::mt19937_64(seed), plain};
+  c.in.q = HostTensor(p.dtype, shape_q(p));
+  c.in.k = HostTensor(p.dtype, shape_kv(p));
+  c.in.v = HostTensor(p.dtype, shape_kv(p));
+  c.in.d_o = backward ? HostTensor(p.dtype, shape_q(p)) : HostTensor();
+  auto base = [](Draw& d) { return d.base(); };
+  fill(c.in.q, r, base), fill(c.in.k, r, base), fill(c.in.v, r, base);
+  if (backward) fill(c.in.d_o, r, base);
+  const double lim = max_finite(p.dtype), scale = std::fabs(p.scale), d = p.d;
+  switch (c.regime) {
+    case Regime::Normal: case Regime::Poison: case Regime::FullyMasked: break;
+    case Regime::Grid: {  // k/8 with |k| <= 31 whatever `plain` says: transforms stay exact
+      auto grid = [](Draw& dr) { return double(dr.below(63) - 31) / 8; };
+      fill(c.in.q, r, grid), fill(c.in.k, r, grid), fill(c.in.v, r, grid);
+      if (backward) fill(c.in.d_o, r, grid);
+      break;
+    }
+    case Regime::Outliers: {  // FA3: N(0,1) + N(0,100) Bernoulli(0.001), one outlier forced
+      for (HostTensor* t : {&c.in.q, &c.in.k, &c.in.v})
+        for (int64_t i = 0; i < t->numel(); ++i)
+          if (r.below(1000) == 0) t->set(i, t->get(i) + 10 * r.normal());
+      HostTensor* t = r.below(2) ? &c.in.q : &c.in.k;
+      const int64_t at = r.below(t->numel());
+      t->set(at, t->get(at) + 10 * r.normal());
+      break;
+    }
+    case Regime::Huge: {  // |s| up to max_score, every partial sum of q.k finite in fp32
+      const double hi = std::log10(max_score / 4), lo = std::min(3.5, hi - 0.1);  // 4: sampling spread
+      const double target = std::pow(10.0, r.uniform(lo, hi));
+      double alpha = std::sqrt(target / (scale * d));  // q, k ~ N(0, alpha^2) -> |s| ~ target
+      alpha = std::min(alpha, lim / 8);                // keep 4-sigma values below the dtype's max
+      for (HostTensor* t : {&c.in.q, &c.in.k})
+        for (int64_t i = 0; i < t->numel(); ++i) t->set(i, std::clamp(alpha * r.normal(), -lim / 2, lim / 2));
+      break;
+    }
+    case Regime::FarBelow: {  // q ~ c + N, k ~ -c + N: s ~ -scale d c^2 in [-1e6, -1e4]
+      const double hi = std::min(6.0, std::log10(max_score));
+      const double c0 = std::sqrt(std::pow(10.0, r.uniform(std::min(4.05, hi), hi)) / (scale * d));
+      for (int64_t i = 0; i < c.in.q.numel(); ++i) c.in.q.set(i, c0 + r.base() / 4);
+      for (int64_t i = 0; i < c.in.k.numel(); ++i) c.in.k.set(i, -c0 + r.base() / 4);
+      break;
+    }
+    case Regime::Fp16Max:  // v at the edge of fp16's range, q and k plain, d_o . v within range
+      for (int64_t i = 0; i < c.in.v.numel(); ++i)
+        c.in.v.set(i, (r.below(2) ? 1 : -1) * std::min(lim, 65504.0) * r.uniform(0.9, 1.0));
+      if (backward)
+        for (int64_t i = 0; i < c.in.d_o.numel(); ++i) c.in.d_o.set(i, c.in.d_o.get(i) / (32.0 * p.d));
+      break;
+    case Regime::Ties: case Regime::AllEqual: {  // keys copied from a pool of 2 rows (or 1)
+      const int64_t pool = c.regime == Regime::Ties ? 2 : 1;
+      for (int64_t b = 0; b < p.batch; ++b)
+        for (int64_t h = 0; h < p.heads_kv; ++h)
+          for (int64_t j = 0; j < p.n_k; ++j) {
+            const int64_t src = offset_kv(p, b, h, (pool == 1 || j == 0) ? 0 : std::min<int64_t>(r.below(pool), j));
+            for (int64_t x = 0; x < p.d; ++x) c.in.k.set(offset_kv(p, b, h, j) + x, c.in.k.get(src + x));
+          }
+      break;
+    }
+    case Regime::SubnormalP: {  // s_ij = gap_j: exp(gap) lands in P's subnormal range
+      double lo = -103, hi = -87.4;                   // fp32 / bf16 subnormals: 2^-149 .. 2^-126
+      if (p.dtype == DType::F16) lo = -16.6, hi = -9.8;  // fp16: 2^-24 .. 2^-14
+      if (p.dtype == DType::F64) lo = -744, hi = -708.5;
+      for (int64_t i = 0; i < c.in.q.numel(); ++i) c.in.q.set(i, i % p.d == 0 ? 1.0 : r.base());
+      for (int64_t b = 0; b < p.batch; ++b)
+        for (int64_t h = 0; h < p.heads_kv; ++h)
+          for (int64_t j = 0; j < p.n_k; ++j)
+            for (int64_t x = 0; x < p.d; ++x)
+              c.in.k.set(offset_kv(p, b, h, j) + x, x ? 0.0 : (j == 0 ? 0.0 : r.uniform(lo, hi)) / p.scale);
+      break;
+    }
+    case Regime::kCount: break;
+  }
+}
+
+rc::Gen<Case> gen_case(const GenSpec& spec) {
+  return rc::gen::exec([spec] {
+    Case c;
+    c.regime = *rc::gen::elementOf(spec.regimes);
+    Problem& p = c.in.p;
+    const int size = *rc::gen::withSize([](int s) { return rc::gen::just(s); });
+    const int32_t n_max = 1 + (spec.max_n - 1) * std::min(size, 100) / 100;
+    p.dtype = c.regime == Regime::Fp16Max ? DType::F16 : *rc::gen::elementOf(spec.dtypes);
+    p.mask = c.regime == Regime::FullyMasked ? Mask::CausalBottomRight : *rc::gen::elementOf(spec.masks);
+    p.batch = *rc::gen::inRange(1, 3);
+    p.heads_kv = *rc::gen::inRange(1, 3);
+    p.heads_q = p.heads_kv * (spec.gqa ? *rc::gen::inRange(1, 4) : 1);
+    if (!spec.head_dims.empty()) p.d = *rc::gen::elementOf(spec.head_dims);
+    else p.d = *rc::gen::oneOf(rc::gen::inRange(1, 2 + std::min(size, 40)),
+                               rc::gen::element(8, 16, 31, 64, 96, 128, 256));
+    p.d = std::max(p.d, spec.min_d);
+    auto tile = [&] {
+      if (!spec.any_tile) return *rc::gen::elementOf(spec.configs);
+      Config t;
+      t.block_m = *rc::gen::inRange(1, 18);
+      t.block_n = *rc::gen::inRange(1, 18);
+      t.order = *rc::gen::element(LoopOrder::FA2, LoopOrder::FA1);
+      return t;
+    };
+    c.cfg = tile();
+    c.cfg2 = tile();
+    const int32_t bn = std::max(1, c.cfg.block_n > 0 ? c.cfg.block_n : 64);
+    // Tile edges (kBlockN - 1, kBlockN, kBlockN + 1) and multi-tile lengths, or any length.
+    p.n_k = *rc::gen::oneOf(rc::gen::inRange(1, n_max + 1),
+                            rc::gen::element(bn - 1, bn, bn + 1, 2 * bn + 1, 3 * bn - 1));
+    p.n_k = std::max(1, p.n_k);
+    p.n_q = *rc::gen::oneOf(rc::gen::just(p.n_k), rc::gen::inRange(1, n_max + 1));
+    if (c.regime == Regime::FullyMasked) p.n_q = p.n_k + *rc::gen::inRange(1, 1 + std::max(1, n_max / 2));
+    // Keep the case's work in budget: large d and many heads get shorter sequences.
+    const double per = double(p.batch) * p.heads_q * p.d;
+    const int32_t n_cap = std::max<int32_t>(2, int32_t(std::sqrt(kMaxWork / per)));
+    p.n_k = std::min(p.n_k, n_cap), p.n_q = std::min(p.n_q, n_cap + (c.regime == Regime::FullyMasked));
+    if (c.regime == Regime::FullyMasked) p.n_q = std::max(p.n_q, p.n_k + 1);
+    p.n_q = std::max(p.n_q, spec.min_n), p.n_k = std::max(p.n_k, spec.min_n);
+    const double dflt = default_scale(p.d);
+    p.scale = *rc::gen::oneOf(rc::gen::just(dflt), rc::gen::just(1.0),
+                              rc::gen::map(rc::gen::element(0.25, 0.5, 2.0, 4.0), [dflt](double f) { return f * dflt; }),
+                              rc::gen::map(rc::gen::inRange(3, 128), [](int x) { return x / 64.0; }));
+    const int plain = *rc::gen::inRange(0, 3);
+    const uint64_t seed = *rc::gen::noShrink(rc::gen::arbitrary<uint64_t>());
+    c.aux = *rc::gen::noShrink(rc::gen::arbitrary<uint64_t>());
+    fill_values(c, plain, seed, spec.backward, max_score_for(p.dtype, spec.s_in_storage));
+    if (c.regime == Regime::Poison) {
+      c.poison_tensor = *rc::gen::inRange(0, 3);
+      const int64_t n = c.poison_tensor == 0 ? numel_q(p) : numel_kv(p);
+      c.poison_index = *rc::gen::inRange<int64_t>(0, n);
+      c.poison_value = *rc::gen::element(std::numeric_limits<double>::quiet_NaN(), kInf, -kInf);
+    }
+    return c;
+  });
+}
+
+}  // namespace fc::props

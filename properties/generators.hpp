@@ -1,0 +1,59 @@
+// Our own generators (DESIGN §5: RapidCheck's floats never reach NaN, inf, subnormals or large
+// magnitudes). A case is drawn from a regime and a shape; everything is reproducible from
+// RapidCheck's (seed, size) and shrinks toward the smallest shape, the first regime of the spec
+// (put the plainest first) and the plainest values (small integers).
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "properties/case.hpp"
+
+namespace fc::props {
+
+// What may be generated: the kernel's capabilities intersected with what a law needs.
+struct GenSpec {
+  std::vector<DType> dtypes{DType::F32};
+  std::vector<Mask> masks{Mask::None};
+  std::vector<int32_t> head_dims;  // empty: any d (mostly small, sometimes up to 256, odd included)
+  bool gqa = true;
+  bool backward = false;            // generate d_o
+  bool any_tile = false;            // tiles drawn freely; otherwise from `configs`
+  std::vector<Config> configs{Config{}};
+  std::vector<Regime> regimes{Regime::Normal};
+  int32_t max_n = 80;               // n_q, n_k at the largest size (well past 2 x kBlockN)
+  bool s_in_storage = false;        // S materialised in storage: Huge stays within its range
+  int32_t min_n = 1, min_d = 1;     // statistical laws (the FA rule) need sizable tensors
+};
+
+rc::Gen<Case> gen_case(const GenSpec& spec);
+
+// The value construction used by gen_case, exposed for the generator tests: fills c.in's q k v
+// (and d_o when `backward`) for c.regime, from a seed; plain = 0 gives small integers.
+void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_score);
+// The largest |s| the Huge and FarBelow regimes may reach: 1e9 (past it the certified oracle's
+// own bound is vacuous), or 1/4 of the storage range when S is materialised in storage (a baseline's S overflows
+// past it); 1e8 for fp64 storage, whose lse is still fp32. Huge aims at a quarter of it.
+double max_score_for(DType storage, bool s_in_storage);
+
+// What a case's scores look like, in fp64 from its inputs (classify.cpp).
+struct ScoreStats {
+  double max_abs = 0;          // max |s_ij| over visible keys
+  double max_score = 0;        // max s_ij (-inf when no row sees a key)
+  int64_t empty_rows = 0;      // rows with no visible key
+  int64_t tied_rows = 0;       // rows whose maximum is attained at least twice
+  int64_t equal_rows = 0;      // rows of >= 2 visible keys whose scores are all equal
+  int64_t multi_rows = 0;      // rows with >= 2 visible keys
+  int64_t subnormal_p = 0;     // weights exp(s - m) in the subnormal range of the storage type
+};
+ScoreStats score_stats(const Inputs& in);
+
+// The regime a case demonstrably belongs to: its label when its data show the regime's defining
+// property (scores >= 1e3 for huge, every score <= -1e4 for far_below, an empty row for
+// fully_masked, ...), Normal otherwise. The coverage check counts these, not the labels.
+Regime classify(const Case& c);
+
+}  // namespace fc::props

@@ -1,0 +1,109 @@
+#include "properties/laws.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "properties/execute.hpp"
+
+namespace fc::props {
+namespace {
+
+template <class V, class X>
+bool has(const V& v, X x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+bool is_causal(Mask m) { return m != Mask::None; }
+
+}  // namespace
+
+const std::vector<Law>& laws() {
+  static const std::vector<Law> table = [] {
+    std::vector<Law> t;
+    add_reference_laws(t);
+    add_metamorphic_laws(t);
+    add_structural_laws(t);
+    return t;
+  }();
+  return table;
+}
+
+const Law* find_law(const std::string& id) {
+  for (const Law& l : laws())
+    if (l.id == id) return &l;
+  return nullptr;
+}
+
+bool law_applies(const Law& law, const Kernel& k) {
+  const KernelInfo& i = k.info;
+  if (law.needs_backward && !i.backward) return false;
+  if (law.mask_none_only && !has(i.masks, Mask::None)) return false;
+  if (law.needs_causal && std::none_of(i.masks.begin(), i.masks.end(), is_causal)) return false;
+  if (law.needs_tiles && !i.any_tile && i.configs.size() < 2) return false;
+  if (law.storage_16bit && !has(i.dtypes, DType::F16) && !has(i.dtypes, DType::BF16)) return false;
+  if (law.needs_baseline) {
+    const Kernel* base = find_kernel("cpu_naive");
+    if (!base || base->info.name == i.name) return false;
+  }
+  return !claimed_regimes(law, k).empty();
+}
+
+std::vector<Regime> claimed_regimes(const Law& law, const Kernel& k) {
+  std::vector<Regime> out;
+  for (Regime r : law.regimes) {
+    if (r == Regime::Fp16Max && !has(k.info.dtypes, DType::F16)) continue;
+    if (r == Regime::FullyMasked && (law.mask_none_only || !has(k.info.masks, Mask::CausalBottomRight)))
+      continue;
+    out.push_back(r);
+  }
+  return out;
+}
+
+GenSpec spec_for(const Law& law, const Kernel& k) {
+  const KernelInfo& i = k.info;
+  GenSpec s;
+  s.dtypes = i.dtypes;
+  // fp32 first where offered: shrinking moves toward the first element, the plainest dtype.
+  auto f32 = std::find(s.dtypes.begin(), s.dtypes.end(), DType::F32);
+  if (f32 != s.dtypes.end()) std::rotate(s.dtypes.begin(), f32, f32 + 1);
+  if (law.storage_16bit)
+    s.dtypes.erase(std::remove_if(s.dtypes.begin(), s.dtypes.end(),
+                                  [](DType t) { return t != DType::F16 && t != DType::BF16; }),
+                   s.dtypes.end());
+  s.masks.clear();
+  for (Mask m : {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight}) {
+    if (!has(i.masks, m)) continue;
+    if (law.mask_none_only && m != Mask::None) continue;
+    if (law.needs_causal && m == Mask::None) continue;
+    s.masks.push_back(m);
+  }
+  s.head_dims = i.head_dims;
+  s.gqa = i.gqa;
+  s.backward = law.backward && i.backward;
+  s.any_tile = i.any_tile;
+  s.configs = i.configs.empty() ? std::vector<Config>{Config{}} : i.configs;
+  s.regimes = claimed_regimes(law, k);
+  s.min_n = law.min_n, s.min_d = law.min_d;
+  s.s_in_storage = i.name.find("naive") != std::string::npos;  // as precision_of decides
+  return s;
+}
+
+bool has_backward(const Kernel& k, const Case& c) { return k.info.backward && c.in.has_d_o(); }
+
+std::string within(const Problem& p, const char* name, const std::vector<double>& got,
+                   const std::vector<double>& expected, const std::vector<double>& bound, DType dt) {
+  const ref::Verdict v = ref::within_bound(got, expected, bound, dt);
+  if (v.ok) return "";
+  if (v.worst < 0) return fmt::format("{}: {}\n", name, v.why);
+  return fmt::format("{}: {} = {:.9g}, expected {:.17g}, |difference| {:.3g} > bound {:.3g} ({})\n", name,
+                     element_name(p, name, v.worst), got[size_t(v.worst)], expected[size_t(v.worst)],
+                     v.measured, v.bound, v.why);
+}
+
+std::string agree(const Problem& p, const char* name, const HostTensor& a, const HostTensor& b,
+                  const std::vector<double>& bound_a, const std::vector<double>& bound_b) {
+  std::vector<double> sum(bound_a.size());
+  for (size_t x = 0; x < sum.size(); ++x) sum[x] = bound_a[x] + bound_b[x];
+  return within(p, name, a.to_f64(), b.to_f64(), sum, a.dtype);
+}
+
+}  // namespace fc::props
