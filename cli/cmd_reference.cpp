@@ -1,6 +1,7 @@
 // `flashcheck reference --inputs in.safetensors --out ref.safetensors`: the certified oracle's o and
 // lse (and d_q, d_k, d_v when the inputs hold d_o), all F64, with the problem's metadata.
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <map>
 #include <memory>
@@ -26,10 +27,23 @@ double max_of(const std::vector<double>& x) {
   return m;
 }
 
+// The certified oracle's scope is finite magnitudes below 2^500 (only F64 files can exceed it);
+// NaN and inf are in scope: they poison exactly the rows the contract says, reported uncertified.
+void check_range(const std::string& file, const char* name, const std::vector<double>& x) {
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::isfinite(x[i]) && std::fabs(x[i]) >= 0x1p500)
+      throw io::FileError(io::Fault::OutOfRange, file,
+                          fmt::format("tensor \"{}\" element {} = {:g} is beyond the certified oracle's range (|x| < 2^500)", name, i, x[i]));
+}
+
 int run_reference(const Options& o) {
   const Inputs in = io::read_inputs(o.inputs);
   const Problem& p = in.p;
   ref::Tensors64 t{in.q.to_f64(), in.k.to_f64(), in.v.to_f64(), in.has_d_o() ? in.d_o.to_f64() : std::vector<double>{}};
+  check_range(o.inputs, "q", t.q);
+  check_range(o.inputs, "k", t.k);
+  check_range(o.inputs, "v", t.v);
+  check_range(o.inputs, "d_o", t.d_o);
   const ref::Certified c = ref::certified(p, t);
 
   Outputs out;

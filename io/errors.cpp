@@ -36,6 +36,7 @@ const char* fault_name(Fault f) {
     case Fault::MixedDtypes: return "mixed_dtypes";
     case Fault::UnknownMask: return "unknown_mask";
     case Fault::BadScale: return "bad_scale";
+    case Fault::OutOfRange: return "out_of_range";
   }
   return "?";
 }

@@ -24,6 +24,7 @@ enum class Fault {
   MixedDtypes,    // q, k, v, d_o not all one dtype
   UnknownMask,    // metadata "mask" not none|causal_top_left|causal_bottom_right
   BadScale,       // metadata "scale" not a finite decimal number
+  OutOfRange,     // values a consumer cannot take (e.g. |x| >= 2^500 for the certified oracle)
 };
 
 const char* fault_name(Fault f);

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "cli/tests/subprocess.hpp"
+#include "io/attention_io.hpp"
 #include "io/tests/malformed.hpp"
 
 using namespace fc::cli::testing;
@@ -36,6 +37,22 @@ TEST_CASE("flashcheck reference exits 2 on a missing file and on a directory", "
     CHECK(r.stderr_lines() == 1);
     CHECK(r.err.find(in + ":") != std::string::npos);
   }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("flashcheck reference exits 2 on F64 values beyond the certified oracle's range", "[cpu]") {
+  const std::string dir = scratch_dir("range");
+  fc::Inputs in;
+  in.p = fc::Problem{1, 1, 1, 2, 2, 2, fc::DType::F64, fc::Mask::None, 1.0};
+  in.q = fc::HostTensor(fc::DType::F64, fc::shape_q(in.p));   // (1, 1, 2, 2)
+  in.k = fc::HostTensor(fc::DType::F64, fc::shape_kv(in.p));  // (1, 1, 2, 2)
+  in.v = fc::HostTensor(fc::DType::F64, fc::shape_kv(in.p));  // (1, 1, 2, 2)
+  in.k.set(3, 0x1p500);
+  fc::io::write_safetensors(dir + "/big.safetensors", fc::io::inputs_file(in));
+  const RunResult r = run_flashcheck({"reference", "--inputs", dir + "/big.safetensors", "--out", dir + "/o.safetensors"}, 20);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_lines() == 1);
+  CHECK(r.err.find("\"k\" element 3") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
