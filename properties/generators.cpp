@@ -41,6 +41,13 @@ void fill(HostTensor& t, Draw& r, double (*f)(Draw&)) {
   for (int64_t i = 0; i < t.numel(); ++i) t.set(i, f(r));
 }
 
+// An element of a list, shrinking toward the first (RapidCheck's elementOf and oneOf never shrink
+// their choice, so "smallest shape, plainest values" needs the index drawn with inRange).
+template <class T>
+T pick(const std::vector<T>& options) {
+  return options[*rc::gen::inRange<size_t>(0, options.size())];
+}
+
 }  // namespace
 
 double max_score_for(DType storage, bool s_in_storage) {
@@ -131,35 +138,34 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
 rc::Gen<Case> gen_case(const GenSpec& spec) {
   return rc::gen::exec([spec] {
     Case c;
-    c.regime = *rc::gen::elementOf(spec.regimes);
+    c.regime = pick(spec.regimes);
     Problem& p = c.in.p;
     const int size = *rc::gen::withSize([](int s) { return rc::gen::just(s); });
     const int32_t n_max = 1 + (spec.max_n - 1) * std::min(size, 100) / 100;
-    p.dtype = c.regime == Regime::Fp16Max ? DType::F16 : *rc::gen::elementOf(spec.dtypes);
-    p.mask = c.regime == Regime::FullyMasked ? Mask::CausalBottomRight : *rc::gen::elementOf(spec.masks);
+    p.dtype = c.regime == Regime::Fp16Max ? DType::F16 : pick(spec.dtypes);
+    p.mask = c.regime == Regime::FullyMasked ? Mask::CausalBottomRight : pick(spec.masks);
     p.batch = *rc::gen::inRange(1, 3);
     p.heads_kv = *rc::gen::inRange(1, 3);
     p.heads_q = p.heads_kv * (spec.gqa ? *rc::gen::inRange(1, 4) : 1);
-    if (!spec.head_dims.empty()) p.d = *rc::gen::elementOf(spec.head_dims);
-    else p.d = *rc::gen::oneOf(rc::gen::inRange(1, 2 + std::min(size, 40)),
-                               rc::gen::element(8, 16, 31, 64, 96, 128, 256));
+    if (!spec.head_dims.empty()) p.d = pick(spec.head_dims);
+    else if (*rc::gen::inRange(0, 4) < 3) p.d = *rc::gen::inRange(1, 2 + std::min(size, 40));
+    else p.d = pick(std::vector<int32_t>{8, 16, 31, 64, 96, 128, 256});
     p.d = std::max(p.d, spec.min_d);
     auto tile = [&] {
-      if (!spec.any_tile) return *rc::gen::elementOf(spec.configs);
+      if (!spec.any_tile) return pick(spec.configs);
       Config t;
       t.block_m = *rc::gen::inRange(1, 18);
       t.block_n = *rc::gen::inRange(1, 18);
-      t.order = *rc::gen::element(LoopOrder::FA2, LoopOrder::FA1);
+      t.order = pick(std::vector<LoopOrder>{LoopOrder::FA2, LoopOrder::FA1});
       return t;
     };
     c.cfg = tile();
     c.cfg2 = tile();
     const int32_t bn = std::max(1, c.cfg.block_n > 0 ? c.cfg.block_n : 64);
     // Tile edges (kBlockN - 1, kBlockN, kBlockN + 1) and multi-tile lengths, or any length.
-    p.n_k = *rc::gen::oneOf(rc::gen::inRange(1, n_max + 1),
-                            rc::gen::element(bn - 1, bn, bn + 1, 2 * bn + 1, 3 * bn - 1));
-    p.n_k = std::max(1, p.n_k);
-    p.n_q = *rc::gen::oneOf(rc::gen::just(p.n_k), rc::gen::inRange(1, n_max + 1));
+    if (*rc::gen::inRange(0, 3) < 2) p.n_k = *rc::gen::inRange(1, n_max + 1);
+    else p.n_k = std::max(1, pick(std::vector<int32_t>{bn - 1, bn, bn + 1, 2 * bn + 1, 3 * bn - 1}));
+    p.n_q = *rc::gen::inRange(0, 3) < 2 ? *rc::gen::inRange(1, n_max + 1) : p.n_k;
     if (c.regime == Regime::FullyMasked) p.n_q = p.n_k + *rc::gen::inRange(1, 1 + std::max(1, n_max / 2));
     // Keep the case's work in budget: large d and many heads get shorter sequences.
     const double per = double(p.batch) * p.heads_q * p.d;
@@ -168,9 +174,12 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
     if (c.regime == Regime::FullyMasked) p.n_q = std::max(p.n_q, p.n_k + 1);
     p.n_q = std::max(p.n_q, spec.min_n), p.n_k = std::max(p.n_k, spec.min_n);
     const double dflt = default_scale(p.d);
-    p.scale = *rc::gen::oneOf(rc::gen::just(dflt), rc::gen::just(1.0),
-                              rc::gen::map(rc::gen::element(0.25, 0.5, 2.0, 4.0), [dflt](double f) { return f * dflt; }),
-                              rc::gen::map(rc::gen::inRange(3, 128), [](int x) { return x / 64.0; }));
+    switch (*rc::gen::inRange(0, 4)) {  // the default first, then 1, power-of-two multiples, a grid
+      case 0: p.scale = dflt; break;
+      case 1: p.scale = 1.0; break;
+      case 2: p.scale = dflt * pick(std::vector<double>{0.5, 2.0, 0.25, 4.0}); break;
+      default: p.scale = *rc::gen::inRange(3, 128) / 64.0;
+    }
     const int plain = *rc::gen::inRange(0, 3);
     const uint64_t seed = *rc::gen::noShrink(rc::gen::arbitrary<uint64_t>());
     c.aux = *rc::gen::noShrink(rc::gen::arbitrary<uint64_t>());
@@ -179,7 +188,7 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
       c.poison_tensor = *rc::gen::inRange(0, 3);
       const int64_t n = c.poison_tensor == 0 ? numel_q(p) : numel_kv(p);
       c.poison_index = *rc::gen::inRange<int64_t>(0, n);
-      c.poison_value = *rc::gen::element(std::numeric_limits<double>::quiet_NaN(), kInf, -kInf);
+      c.poison_value = pick(std::vector<double>{std::numeric_limits<double>::quiet_NaN(), kInf, -kInf});
     }
     return c;
   });

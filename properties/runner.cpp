@@ -120,7 +120,9 @@ LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt) {
   res.ok = false;
   if (result.match(fail)) {
     res.cases += fail.numSuccess;
-    res.message = fail.description;
+    // RapidCheck prefixes our message with "file:line:\nRC_FAIL(msg)\n\n": keep the message.
+    const auto body = fail.description.find("RC_FAIL(msg)\n\n");
+    res.message = body == std::string::npos ? fail.description : fail.description.substr(body + 14);
     res.counterexample = describe(minimal);
     rc::detail::Configuration cfg;
     cfg.reproduce[meta.id] = fail.reproduce;

@@ -1,0 +1,107 @@
+// Generators: reproducible from (seed, size), each regime shows its defining property, the
+// classifier refuses a case that only carries a label, grid values keep transforms exact, and
+// shrinking reaches the smallest shape with the plainest values.
+#include <catch2/catch.hpp>
+#include <rapidcheck.h>
+
+#include <cmath>
+
+#include "properties/generators.hpp"
+
+namespace {
+
+using namespace fc::props;
+
+GenSpec wide_spec(std::vector<Regime> regimes) {
+  GenSpec s;
+  s.dtypes = {fc::DType::F32, fc::DType::F16, fc::DType::BF16};
+  s.masks = {fc::Mask::None, fc::Mask::CausalTopLeft, fc::Mask::CausalBottomRight};
+  s.any_tile = true;
+  s.backward = true;
+  s.regimes = std::move(regimes);
+  return s;
+}
+
+Case draw(const GenSpec& s, uint64_t seed, int size) { return gen_case(s)(rc::Random(seed), size).value(); }
+
+}  // namespace
+
+TEST_CASE("gen_case is reproducible from seed and size", "[cpu]") {
+  const GenSpec s = wide_spec({Regime::Normal, Regime::Huge, Regime::Ties, Regime::Poison});
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    const Case a = draw(s, seed, 60), b = draw(s, seed, 60);
+    CHECK(describe(a) == describe(b));
+    CHECK(a.in.q.bytes == b.in.q.bytes);
+    CHECK(a.in.k.bytes == b.in.k.bytes);
+    CHECK(a.in.v.bytes == b.in.v.bytes);
+    CHECK(a.in.d_o.bytes == b.in.d_o.bytes);
+  }
+  CHECK(describe(draw(s, 1, 60)) != describe(draw(s, 2, 60)));
+}
+
+TEST_CASE("gen_case gives each regime its defining property", "[cpu]") {
+  for (int r = 0; r < int(Regime::kCount); ++r) {
+    const Regime reg = Regime(r);
+    int shown = 0;
+    for (uint64_t seed = 1; seed <= 40; ++seed) shown += classify(draw(wide_spec({reg}), seed, 30 + int(seed))) == reg;
+    INFO(regime_name(reg) << ": " << shown << " of 40 cases show it");
+    CHECK(shown >= 20);  // small shapes (n_k = 1) legitimately cannot tie or spread
+  }
+}
+
+TEST_CASE("classify refuses a case that only carries its regime's label", "[cpu]") {
+  Case c;  // N(0,1) values, no mask: none of the special regimes' properties
+  c.in.p.n_q = c.in.p.n_k = c.in.p.d = 6;
+  c.in.p.scale = 0.5;
+  fill_values(c, 2, 7, false, 1e9);
+  for (Regime r : {Regime::Huge, Regime::FarBelow, Regime::AllEqual, Regime::SubnormalP, Regime::FullyMasked,
+                   Regime::Fp16Max, Regime::Outliers}) {
+    c.regime = r;
+    INFO(regime_name(r));
+    CHECK(classify(c) == Regime::Normal);
+  }
+}
+
+TEST_CASE("grid values keep shifts and affine maps exact in every storage type", "[cpu]") {
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    const Case c = draw(wide_spec({Regime::Grid}), seed, 50);
+    REQUIRE(classify(c) == Regime::Grid);
+    for (int64_t i = 0; i < c.in.k.numel(); ++i)
+      for (double w : {-31.0 / 8, 31.0 / 8, 1.0 / 8}) {
+        const double shifted = c.in.k.get(i) + w, affine = -2 * c.in.v.get(i) + w;
+        REQUIRE(fc::round_to(c.in.p.dtype, shifted) == shifted);
+        REQUIRE(fc::round_to(c.in.p.dtype, affine) == affine);
+      }
+  }
+}
+
+TEST_CASE("shrinking reaches the smallest shape and the plainest values", "[cpu]") {
+  const GenSpec s = wide_spec({Regime::Normal, Regime::Huge, Regime::Ties});
+  Case minimal;
+  // Fails whenever n_k >= 5: the minimal counterexample is n_k = 5 and otherwise the plainest case.
+  auto property = [&] {
+    const Case c = *gen_case(s);
+    if (c.in.p.n_k >= 5) {
+      minimal = c;
+      RC_FAIL("n_k >= 5");
+    }
+  };
+  rc::detail::TestParams params;
+  params.seed = 42;
+  const auto result = rc::detail::checkProperty(rc::detail::toProperty(property), rc::detail::TestMetadata{}, params);
+  REQUIRE(result.template is<rc::detail::FailureResult>());
+  const fc::Problem& p = minimal.in.p;
+  CHECK(p.n_k == 5);
+  CHECK(p.n_q == 1);
+  CHECK(p.batch == 1);
+  CHECK(p.heads_q == 1);
+  CHECK(p.heads_kv == 1);
+  CHECK(p.d == 1);
+  CHECK(p.dtype == fc::DType::F32);
+  CHECK(p.mask == fc::Mask::None);
+  CHECK(minimal.regime == Regime::Normal);
+  CHECK(p.scale == fc::default_scale(1));
+  for (const fc::HostTensor* t : {&minimal.in.q, &minimal.in.k, &minimal.in.v})
+    for (int64_t i = 0; i < t->numel(); ++i) CHECK(std::fabs(t->get(i)) <= 2);  // small integers
+  for (int64_t i = 0; i < minimal.in.q.numel(); ++i) CHECK(minimal.in.q.get(i) == std::nearbyint(minimal.in.q.get(i)));
+}
