@@ -36,12 +36,12 @@ extern "C" {
 
 // kernel: 0 = cuda_tiled, 1 = cuda_naive. dtype/mask: the contract's enum values.
 int fcb_forward(int kernel, int b, int h_q, int h_kv, int n_q, int n_k, int d, int dtype, int mask,
-                double scale, int block_m, int block_n, int warp_rows, const void* q, const void* k,
-                const void* v, void* o, float* lse, void* workspace, void* stream) {
+                double scale, int block_m, int block_n, const void* q, const void* k, const void* v,
+                void* o, float* lse, void* workspace, void* stream) {
   const fc::Problem p = problem(b, h_q, h_kv, n_q, n_k, d, dtype, mask, scale);
   const fc::cuda::ForwardArgs a{q, k, v, o, lse};
   auto s = static_cast<cudaStream_t>(stream);
-  if (kernel == 0) return fc::cuda::tiled_forward(p, fc::cuda::Tile{block_m, block_n, warp_rows}, a, s);
+  if (kernel == 0) return fc::cuda::tiled_forward(p, fc::cuda::Tile{block_m, block_n}, a, s);
   return fc::cuda::naive_forward(p, a, workspace, s);
 }
 
@@ -58,7 +58,7 @@ int fcb_backward(int b, int h_q, int h_kv, int n_q, int n_k, int d, int dtype, i
                  void* workspace, void* stream) {
   const fc::Problem p = problem(b, h_q, h_kv, n_q, n_k, d, dtype, mask, scale);
   const fc::cuda::BackwardArgs a{q, k, v, o, d_o, lse, d_q, d_k, d_v};
-  return fc::cuda::tiled_backward(p, fc::cuda::Tile{block_m, block_n, 0}, deterministic != 0, a, workspace,
+  return fc::cuda::tiled_backward(p, fc::cuda::Tile{block_m, block_n}, deterministic != 0, a, workspace,
                                   static_cast<cudaStream_t>(stream));
 }
 
@@ -83,9 +83,9 @@ int fcb_measure_extra(int kernel, int backward, int b, int h_q, int h_kv, int n_
     }
   }
   *extra = used_since(free_before);
-  int rc = fcb_forward(kernel, b, h_q, h_kv, n_q, n_k, d, dtype, mask, scale, 128, 64, 0, q, k, v, o, lse, ws, nullptr);
+  int rc = fcb_forward(kernel, b, h_q, h_kv, n_q, n_k, d, dtype, mask, scale, 0, 0, q, k, v, o, lse, ws, nullptr);
   if (rc == 0 && backward)
-    rc = fcb_backward(b, h_q, h_kv, n_q, n_k, d, dtype, mask, scale, 64, 128, 0, q, k, v, o, d_o, lse, d_q, d_k,
+    rc = fcb_backward(b, h_q, h_kv, n_q, n_k, d, dtype, mask, scale, 0, 0, 0, q, k, v, o, d_o, lse, d_q, d_k,
                       d_v, ws, nullptr);
   if (rc == 0) rc = cudaDeviceSynchronize();
   if (ws) cudaFree(ws);

@@ -31,7 +31,8 @@ DeviceBuffer upload_lse(const HostTensor& lse) {
 void tiled_forward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
                         const HostTensor& v, HostTensor& o, HostTensor& lse) {
   const Tile t = forward_tile(cfg, p.d);
-  if (!tiled_forward_supports(p, t)) throw std::invalid_argument("cuda_tiled: unsupported problem or tile");
+  if (!tiled_forward_supports(p, t.block_m == 0 ? Tile{64, 64} : t))
+    throw std::invalid_argument("cuda_tiled: unsupported problem or tile");
   DeviceBuffer dq(q), dk(k), dv(v), d_out(o.bytes.size()), d_lse(size_t(lse.numel()) * sizeof(float));
   ForwardArgs a{dq.get(), dk.get(), dv.get(), d_out.get(), static_cast<float*>(d_lse.get())};
   check(tiled_forward(p, t, a, nullptr), "cuda_tiled forward");
@@ -73,7 +74,7 @@ void naive_forward_host(const Problem& p, const Config&, const HostTensor& q, co
 
 std::vector<Config> tiled_configs() {
   std::vector<Config> out;
-  for (auto [m, n] : {std::pair{128, 64}, {64, 64}, {128, 32}}) {
+  for (auto [m, n] : {std::pair{64, 64}, {128, 64}, {128, 32}}) {
     Config c;
     c.block_m = m;
     c.block_n = n;
@@ -83,15 +84,18 @@ std::vector<Config> tiled_configs() {
 }
 
 Tile forward_tile(const Config& cfg, int d) {
-  if (cfg.block_m == 0 && cfg.block_n == 0) return Tile{128, 64};
+  if (cfg.block_m == 0 && cfg.block_n == 0) return Tile{};  // the launcher's default for d
   return Tile{cfg.block_m, cfg.block_n};
 }
 
+// Config i of tiled_configs() selects the backward's i-th tile, so block-size invariance ranges over
+// three backward tiles too; any other config gets the backward's default.
 Tile backward_tile(const Config& cfg, int d) {
   Tile tiles[3];
   const int n = tiled_backward_tiles(d, tiles, 3);
-  for (int i = 0; i < n; ++i)
-    if (tiles[i].block_m == cfg.block_m && tiles[i].block_n == cfg.block_n) return tiles[i];
+  const std::vector<Config> configs = tiled_configs();
+  for (int i = 0; i < int(configs.size()) && i < n; ++i)
+    if (configs[i].block_m == cfg.block_m && configs[i].block_n == cfg.block_n) return tiles[i];
   return n > 0 ? tiles[0] : Tile{};
 }
 

@@ -9,8 +9,8 @@ namespace fc::cuda {
 // The configs cuda_tiled offers (block-size invariance ranges over them); the first is the default.
 std::vector<Config> tiled_configs();
 
-// Forward tile for cfg (block_m = block_n = 0: the default). Backward uses the same (kBlockM,
-// kBlockN) when it is one of its own tiles for d, else its default for d.
+// Forward tile for cfg (block_m = block_n = 0: {0, 0}, the launcher's default for d). Config i of tiled_configs()
+// runs the backward on its i-th tile for d (tiled_backward_tiles); other configs on its default.
 Tile forward_tile(const Config& cfg, int d);
 Tile backward_tile(const Config& cfg, int d);
 

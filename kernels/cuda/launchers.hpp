@@ -33,11 +33,10 @@ struct BackwardArgs {
   void* d_v = nullptr;
 };
 
-// A (kBlockM, kBlockN) tile configuration of cuda_tiled.
+// A (kBlockM, kBlockN) tile configuration of cuda_tiled; {0, 0} asks for the default for d.
 struct Tile {
-  int block_m = 128;
-  int block_n = 64;
-  int warp_rows = 0;  // forward: query rows per warp, 16 or 32; 0 = the tile's default
+  int block_m = 0;
+  int block_n = 0;
 };
 
 // The forward tiles instantiated for head dim d (first = default), and whether p runs on them.

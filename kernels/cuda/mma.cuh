@@ -138,6 +138,14 @@ __device__ __forceinline__ void load_tile(T* smem, const T* gmem, int n_rows) {
   }
 }
 
+// 2^x on the special-function unit (about 2 ulp; results below 2^-126 flush to 0, far below what P's
+// rounding to fp16/bf16 keeps). exp2f would add range fix-ups around the same instruction.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));

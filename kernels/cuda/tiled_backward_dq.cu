@@ -50,14 +50,14 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
   }
   for (int n = 0; n < n_tiles; ++n) {
     const int n0 = n * kBlockN;
-    if (n + 1 < n_tiles) {
+    cp_async_wait<0>();  // this tile's k, v (issued one tile ago) have landed
+    __syncthreads();     // ... for every thread; and every warp is done with the previous tile
+    if (n + 1 < n_tiles) {  // into the buffers the previous tile read
       const int buf = (n + 1) & 1;
       load_tile<kBlockN, kD, kThreads>(s_k + buf * kBlockN * kD, k + int64_t(n0 + kBlockN) * kD, p.n_k - n0 - kBlockN);
       load_tile<kBlockN, kD, kThreads>(s_v + buf * kBlockN * kD, v + int64_t(n0 + kBlockN) * kD, p.n_k - n0 - kBlockN);
     }
     cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
     if (n == 0) {
 #pragma unroll
       for (int ks = 0; ks < kD / 16; ++ks) {
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
       for (int e = 0; e < 4; ++e) {
         const int64_t i = m0 + warp * 16 + g + 8 * (e / 2), j = n0 + nb * 8 + 2 * t + e % 2;
         // P = exp2(x - lse2), the same expression as bwd_kv, so both kernels see the same P.
-        float pe = rules::recompute_p(s[nb][e] * p.scale_log2, lse2[e / 2], [](float x) { return exp2f(x); });
+        float pe = rules::recompute_p(s[nb][e] * p.scale_log2, lse2[e / 2], [](float x) { return exp2_approx(x); });
         if (need_mask && (j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k))) pe = 0.f;
         s[nb][e] = pe * (dp[nb][e] - dd[e / 2]);  // dS
       }
@@ -106,8 +106,8 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
         mma<T>(dq[db + 1], a, kb[2], kb[3]);
       }
     }
-    __syncthreads();
   }
+  cp_async_wait<0>();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int i = m0 + warp * 16 + g + 8 * r;
