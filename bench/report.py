@@ -19,12 +19,16 @@ def main():
     ap.add_argument("--run", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--command", default="bash bench/run_h200.sh tests sanitize check perf memory")
+    ap.add_argument("--source", default="", help="the commit holding the sources the carried binaries were built from")
     a = ap.parse_args()
     check, perf, mem = (load(os.path.join(a.run, f)) for f in ("check.json", "perf.json", "memory.json"))
     head = perf or check or mem
     meta = {k: head[k] for k in ("date", "device", "torch", "cudnn", "commit")}
     meta["command"] = a.command
+    meta["source_commit"] = a.source or meta["commit"]
     tests = open(os.path.join(a.run, "tests.txt")).read() if os.path.exists(os.path.join(a.run, "tests.txt")) else ""
+    # early run_h200.sh printed tail's status as "rc="; Catch2's own summary lines are the verdict
+    tests = "\n".join(l for l in tests.splitlines() if not l.startswith("rc="))
     san = open(os.path.join(a.run, "sanitize.txt")).read() if os.path.exists(os.path.join(a.run, "sanitize.txt")) else ""
     os.makedirs(a.out, exist_ok=True)
     json.dump(dict(meta=meta, perf=perf and perf["perf"], memory=mem and mem["memory"], check=check and check["check"],
@@ -32,7 +36,8 @@ def main():
 
     L = ["# cuda_tiled on the H200: speed, memory, correctness", "",
          f"- date: {meta['date']}; device: {meta['device']}; torch {meta['torch']}, cuDNN {meta['cudnn']}",
-         f"- commit: {meta['commit']}; command: `{meta['command']}` (binaries built off-device, carried in `.carry/`)",
+         f"- sources: commit {meta['source_commit']} (HEAD when the binaries were built: {meta['commit']}); command: `{meta['command']}`",
+         "  on the device, with binaries built here (nvcc 13.0, sm_90a + sm_80) and carried in `.carry/`",
          "- TFLOP/s = 4·N²·d·b·h / time (halved for causal); fwd+bwd counts 3.5× the forward's FLOPs.",
          "- Ours and PyTorch SDPA run in one process on the same tensors and stream (bench_sdpa.py loads",
          "  libfcbench.so through ctypes); CUDA events, 3 warm-ups, median of 30 (N ≤ 4k) or 10 repeats.",

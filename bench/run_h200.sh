@@ -17,8 +17,9 @@ for step in "$@"; do
     tests)
       for t in "$root"/.carry/tests/*_test; do
         echo "--- $(basename "$t")"
-        "$t" -r compact 2>&1 | tail -40
-        echo "rc=$?"
+        "$t" -r compact > "$out/$(basename "$t").log" 2>&1
+        echo "exit=$?"
+        tail -40 "$out/$(basename "$t").log"
       done 2>&1 | tee "$out/tests.txt" ;;
     sanitize)
       t=$root/.carry/tests/cuda_tiled_test
