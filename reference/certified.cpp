@@ -71,8 +71,8 @@ GroupFwd forward(const GroupIn& g) {
         n_drop += 1;
         continue;
       }
-      const double xl = xe + sl[j];                      // |xl| ~ u|x|: rounding u|xl|
-      const double pj = std::exp(xh) * (1.0 + xl);       // e^xl = (1 + xl)(1 + O(xl^2))
+      const double xl = xe + sl[j];                 // |xl| ~ u|x|: rounding u|xl|
+      const double pj = std::exp(xh) * (1.0 + xl);  // e^xl = (1 + xl)(1 + O(xl^2))
       xl_max = std::max(xl_max, std::fabs(xl));
       double e;
       two_sum(l_s, pj, l_s, e);  // Sum2: l = sum p̃ with error u|l| + gamma(n)^2 l
@@ -92,7 +92,8 @@ GroupFwd forward(const GroupIn& g) {
     const double y = std::log(l);
     f.lse[r] = mx + y;
     f.lse_err[r] = (delta + 1.01 * theta + 1.01 * tail + kLibmRel * std::fabs(y) +
-                    kU * 1.01 * std::fabs(f.lse[r]) + 0x1p-1074) * kSlack;
+                    kU * 1.01 * std::fabs(f.lse[r]) + 0x1p-1074) *
+                   kSlack;
   }
 
   Mat vv(n, 2 * d);  // (n_k, 2d): [V |V|]

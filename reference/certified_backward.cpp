@@ -13,7 +13,8 @@
 namespace fc::ref::cert {
 namespace {
 
-// Ogita–Rump–Oishi Dot2: x·y in twice the working precision; |res - x·y| <= u|res|(1+2u) + gamma(n)^2 |x|·|y|.
+// Ogita–Rump–Oishi Dot2: x·y in twice the working precision; |res - x·y| <= u|res|(1+2u) + gamma(n)^2
+// |x|·|y|.
 double dot2(const Mat& x, const Mat& y, Index r, double& abs_dot) {
   double s = 0, c = 0;
   abs_dot = 0;
@@ -51,8 +52,8 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
   Mat& ds = dp.hi;  // (m, n_k): dP, then dS in place
 
   const double gam_qk = std::max(chunked_gamma(n), chunked_gamma(m));  // dS·K and dSᵀ·Q
-  const double gam_v = chunked_gamma(m);                                 // P̂ᵀ·d_o
-  std::vector<double> w_row(m, 0.0), w_col(n, 0.0), wv_col(n, 0.0);  // sums of squared weights
+  const double gam_v = chunked_gamma(m);                               // P̂ᵀ·d_o
+  std::vector<double> w_row(m, 0.0), w_col(n, 0.0), wv_col(n, 0.0);    // sums of squared weights
   for (Index r = 0; r < m; ++r) {
     const Index nv = f.bad[r] ? 0 : g.n_vis[r];
     const double kp = f.kappa[r] * (1 + f.kappa[r]);  // |P̂ - P| <= kp P̂ on kept entries
@@ -64,8 +65,8 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
       const double pr = f.p(r, j);
       const double dsv = pr * t;
       // |dS - dsv| <= |P - P̂||dP - D| + P̂|(dP - D) - t| + rounding of P̂·t
-      double e = pr * ((kp + kU) * (1 + 3 * kU) * std::fabs(t) + (1 + kp) * (e_p + err_d[r])) +
-                 kU * std::fabs(dsv);
+      double e =
+          pr * ((kp + kU) * (1 + 3 * kU) * std::fabs(t) + (1 + kp) * (e_p + err_d[r])) + kU * std::fabs(dsv);
       e += tail * (std::fabs(dpv) + e_p + std::fabs(big_d[r]) + err_d[r]);
       const double w = e + gam_qk * std::fabs(dsv);
       w_row[r] += w * w;
@@ -84,7 +85,7 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
   bw.d_q *= g.scale;  // one rounding each: u|d_q|
   bw.d_k *= g.scale;
   const Eigen::RowVectorXd k_col = g.k.colwise().norm(), q_col = g.q.colwise().norm(),
-                          do_col = g.d_o.colwise().norm();  // (d) each
+                           do_col = g.d_o.colwise().norm();  // (d) each
   bw.d_q_err.resize(m, d);
   bw.d_k_err.resize(n, d);
   bw.d_v_err.resize(n, d);

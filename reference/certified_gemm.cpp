@@ -73,7 +73,9 @@ Slices split(const Mat& a, int beta) {
   return out;
 }
 
-double max_of(const std::vector<double>& x) { return x.empty() ? 0.0 : *std::max_element(x.begin(), x.end()); }
+double max_of(const std::vector<double>& x) {
+  return x.empty() ? 0.0 : *std::max_element(x.begin(), x.end());
+}
 
 enum class Method { Dense, SparseA, SparseB };
 
@@ -104,7 +106,7 @@ void add_pair(ExactProduct& p, const Mat& sa, const Mat& sb, Method method, Mat&
         for (Index i = 0; i < m; ++i) accumulate(p.hi(i, j), p.lo_cols(i, slot), sa(i, l) * sb(j, l));
       }
   } else {
-    scratch.resize(m, n);  // (m, n): reused across dense pairs (fresh pages are costly)
+    scratch.resize(m, n);                     // (m, n): reused across dense pairs (fresh pages are costly)
     scratch.noalias() = sa * sb.transpose();  // exact
     for (Index i = 0; i < m; ++i)
       for (Index j = 0; j < n; ++j) accumulate(p.hi(i, j), p.lo(i, j), scratch(i, j));
@@ -169,7 +171,7 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_pl
     int x, y;
     Method method;
   };
-  std::vector<Pair> pairs;  // in order of decreasing magnitude
+  std::vector<Pair> pairs;                           // in order of decreasing magnitude
   std::vector<double> sum_a(m, 0.0), sum_b(n, 0.0);  // sum of slice norms per row
   for (int level = 2; level <= 2 * kMaxSlices; ++level)
     for (int x = 0; x < int(sa.s.size()); ++x) {
@@ -181,15 +183,18 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_pl
         continue;
       }
       Method method = Method::Dense;
-      if (sa.nnz[x] * 16 <= m * d) method = Method::SparseA;
-      else if (sb.nnz[y] * 16 <= n * d) method = Method::SparseB;
+      if (sa.nnz[x] * 16 <= m * d)
+        method = Method::SparseA;
+      else if (sb.nnz[y] * 16 <= n * d)
+        method = Method::SparseB;
       pairs.push_back({x, y, method});
       for (Index i = 0; i < m; ++i) sum_a[i] += sa.norm[x][i];
       for (Index j = 0; j < n; ++j) sum_b[j] += sb.norm[y][j];
     }
   // The first pair (the largest) is a dense GEMM straight into hi; low parts are laid out for the rest.
   if (!pairs.empty()) pairs[0].method = Method::Dense;
-  if (allow_plain && std::count_if(pairs.begin(), pairs.end(), [](const Pair& q) { return q.method == Method::Dense; }) > 1)
+  if (allow_plain &&
+      std::count_if(pairs.begin(), pairs.end(), [](const Pair& q) { return q.method == Method::Dense; }) > 1)
     return plain_abt(a, b);
   Index rows_touched = 0, cols_touched = 0;
   for (size_t t = 1; t < pairs.size(); ++t) {

@@ -70,15 +70,15 @@ inline double chunked_gamma(Index inner) {
 // sum_t a_t[i] b_t[j] (+ floor) as a short list of rank-one terms. lo is stored densely only when a
 // dense slice pair needed it; sparse slice pairs touch a few rows (lo_rows) or columns (lo_cols).
 struct ExactProduct {
-  Mat hi;                         // (m, n)
-  Mat lo;                         // (m, n) or empty
-  Mat lo_rows, lo_cols;           // (rows touched, n), (m, columns touched)
-  std::vector<Index> row_slot;    // (m): row of lo_rows, or -1
-  std::vector<Index> col_slot;    // (n): column of lo_cols, or -1
+  Mat hi;                       // (m, n)
+  Mat lo;                       // (m, n) or empty
+  Mat lo_rows, lo_cols;         // (rows touched, n), (m, columns touched)
+  std::vector<Index> row_slot;  // (m): row of lo_rows, or -1
+  std::vector<Index> col_slot;  // (n): column of lo_cols, or -1
   bool any_lo = false;
   std::vector<std::vector<double>> term_a;  // each (m)
   std::vector<std::vector<double>> term_b;  // each (n)
-  double floor = 0;  // absolute term (gradual underflow in slice products)
+  double floor = 0;                         // absolute term (gradual underflow in slice products)
   // Plain mode (see exact_abt): hi = fl(A·Bᵀ) and the error is bounded elementwise by
   // abs_coef · abs_f(i, j) · abs_row[i] · abs_col[j] >= gamma(d) (|A||B|ᵀ)_ij.
   MatF abs_f;                   // (m, n) or empty
@@ -112,18 +112,18 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_pl
 // (row r = local head · n_q + i), so GQA sums over heads fall out of the GEMMs.
 struct GroupIn {
   double scale = 1;
-  Mat q, d_o;               // (m, d), m = g·n_q; d_o empty: forward only
-  Mat k, v;                 // (n_k, d)
-  std::vector<Index> n_vis; // (m): row r sees keys [0, n_vis[r]) (every mask's visible set is a prefix)
-  std::vector<char> bad;    // (m): reached by a non-finite input: NaN, uncertified (bound +inf)
+  Mat q, d_o;                // (m, d), m = g·n_q; d_o empty: forward only
+  Mat k, v;                  // (n_k, d)
+  std::vector<Index> n_vis;  // (m): row r sees keys [0, n_vis[r]) (every mask's visible set is a prefix)
+  std::vector<char> bad;     // (m): reached by a non-finite input: NaN, uncertified (bound +inf)
 };
 
 struct GroupFwd {
-  std::vector<char> bad;       // (m): g.bad, or scores that overflowed: uncertified
-  Mat p;                       // (m, n_k): P̂, 0 where masked or dropped
-  std::vector<double> kappa;   // (m): |P̂ - P| <= kappa P on kept entries
-  std::vector<double> dropped; // (m): bound on the weight of dropped entries (absolute, each)
-  Mat o, o_err, o_mag;         // (m, d)
+  std::vector<char> bad;             // (m): g.bad, or scores that overflowed: uncertified
+  Mat p;                             // (m, n_k): P̂, 0 where masked or dropped
+  std::vector<double> kappa;         // (m): |P̂ - P| <= kappa P on kept entries
+  std::vector<double> dropped;       // (m): bound on the weight of dropped entries (absolute, each)
+  Mat o, o_err, o_mag;               // (m, d)
   std::vector<double> lse, lse_err;  // (m)
 };
 

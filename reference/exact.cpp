@@ -58,7 +58,8 @@ bool softmax_row(const std::vector<mp>& s, const std::vector<char>& live, std::v
   }
   for (auto& e : p) e = 0;
   if (undefined) {
-    for (size_t j = 0; j < s.size(); ++j) if (live[j]) p[j] = kNaN;
+    for (size_t j = 0; j < s.size(); ++j)
+      if (live[j]) p[j] = kNaN;
     lse = kNaN;
     return true;
   }

@@ -21,7 +21,7 @@ namespace {
 using fc::ref::bench::Mat;
 
 double round_to(const std::string& t, double x) {
-  if (t == "f16") return double(float(Eigen::half(float(x))));  // x is first rounded to fp32:
+  if (t == "f16") return double(float(Eigen::half(float(x))));       // x is first rounded to fp32:
   if (t == "bf16") return double(float(Eigen::bfloat16(float(x))));  // fine for random test data
   if (t == "f32") return double(float(x));
   return x;
@@ -93,8 +93,9 @@ void small_case_errors(const std::string& t) {
     diff = std::sqrt(diff);
     err = std::sqrt(err);
   };
-  std::printf("small case (batch 1, heads 2/1 GQA, n_q 48, n_k 64, d 16, causal_bottom_right, %s, q,k ~ N(0,9)):\n",
-              t.c_str());
+  std::printf(
+      "small case (batch 1, heads 2/1 GQA, n_q 48, n_k 64, d 16, causal_bottom_right, %s, q,k ~ N(0,9)):\n",
+      t.c_str());
   std::printf("  o:   max |cert-exact|/err = %.3g   max |cert-exact|/o_mag = %.3g   max err/o_mag = %.3g\n",
               worst_ratio, worst_rel, worst_err_rel);
   const fc::ref::testing::Scales sc = fc::ref::testing::natural_scales(p, in);  // one kv group
@@ -105,8 +106,10 @@ void small_case_errors(const std::string& t) {
     normwise(*a, *b, *e, diff, err);
     double within = 0;
     for (size_t i = 0; i < a->size(); ++i) within = std::max(within, std::fabs((*a)[i] - (*b)[i]) / (*e)[i]);
-    std::printf("  %s: |cert-exact|_F = %.3g   |err|_F = %.3g = %.3g of the natural scale   max elementwise "
-                "|cert-exact|/err = %.3g\n", name, diff, err, err / scale_f, within);
+    std::printf(
+        "  %s: |cert-exact|_F = %.3g   |err|_F = %.3g = %.3g of the natural scale   max elementwise "
+        "|cert-exact|/err = %.3g\n",
+        name, diff, err, err / scale_f, within);
   }
 }
 
@@ -124,12 +127,13 @@ int main(int argc, char** argv) {
   const Mat q = random_mat(rng, n, d, t), k = random_mat(rng, n, d, t), v = random_mat(rng, n, d, t),
             d_o = random_mat(rng, n, d, t);
   const double scale = 1.0 / std::sqrt(double(d));
-  std::printf("certified_bench: n_q = n_k = %ld, d = %ld, inputs %s-representable N(0,1), no mask, %d rep(s), "
-              "Eigen %d.%d.%d, single thread, best CPU time of the reps\n",
-              long(n), long(d), t.c_str(), reps, EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION);
+  std::printf(
+      "certified_bench: n_q = n_k = %ld, d = %ld, inputs %s-representable N(0,1), no mask, %d rep(s), "
+      "Eigen %d.%d.%d, single thread, best CPU time of the reps\n",
+      long(n), long(d), t.c_str(), reps, EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION);
 
-  double t_naive = 1e300, t_cert = 1e300, t_fwd = 1e300, t_bwd = 1e300, t_gemm = 1e300, t_s = 1e300, t_dp = 1e300,
-         t_pv = 1e300, t_long = 1e300, w_naive = 1e300, w_cert = 1e300;
+  double t_naive = 1e300, t_cert = 1e300, t_fwd = 1e300, t_bwd = 1e300, t_gemm = 1e300, t_s = 1e300,
+         t_dp = 1e300, t_pv = 1e300, t_long = 1e300, w_naive = 1e300, w_cert = 1e300;
   for (int rep = 0; rep < reps; ++rep) {
     double w0 = wall_now();
     t_naive = std::min(t_naive, seconds([&] { fc::ref::bench::naive_fp64(q, k, v, d_o, scale); }));
@@ -145,7 +149,8 @@ int main(int argc, char** argv) {
     w0 = wall_now();
     t_cert = std::min(t_cert, seconds([&] { fc::ref::certified(p, in); }));  // the public entry point
     w_cert = std::min(w_cert, wall_now() - w0);
-    fc::ref::cert::GroupIn g{scale, q, d_o, k, v, std::vector<Eigen::Index>(size_t(n), n), std::vector<char>(size_t(n), 0)};
+    fc::ref::cert::GroupIn g{
+        scale, q, d_o, k, v, std::vector<Eigen::Index>(size_t(n), n), std::vector<char>(size_t(n), 0)};
     fc::ref::cert::GroupFwd f;
     const double tf = seconds([&] { f = fc::ref::cert::forward(g); });
     const double tb = seconds([&] { fc::ref::cert::backward(g, f); });
@@ -161,16 +166,21 @@ int main(int argc, char** argv) {
     t_long = std::min(t_long, seconds([&] { fc::ref::cert::chunked_product(f.p.transpose(), d_o, c); }));
   }
   std::printf("plain fp64 Eigen attention (fwd+bwd): %.3f s\n", t_naive);
-  std::printf("certified (fwd+bwd, fc::ref::certified): %.3f s   (internals timed alone: forward %.3f s, backward "
-              "%.3f s)\n", t_cert, t_fwd, t_bwd);
+  std::printf(
+      "certified (fwd+bwd, fc::ref::certified): %.3f s   (internals timed alone: forward %.3f s, backward "
+      "%.3f s)\n",
+      t_cert, t_fwd, t_bwd);
   std::printf("ratio certified / plain:              %.3f   (wall clock: %.3f s / %.3f s = %.3f)\n",
               t_cert / t_naive, w_cert, w_naive, w_cert / w_naive);
-  std::printf("pieces (timed alone): one plain GEMM Q·Kᵀ %.3f s | exact S = Q·Kᵀ (Ozaki) %.3f s | dP = dO·Vᵀ (exact, or plain + |dO||V|ᵀ bound) "
-              "%.3f s | chunked P̂·[V |V|] %.3f s | one chunked long product (P̂ᵀ·dO) %.3f s\n",
-              t_gemm, t_s, t_dp, t_pv, t_long);
+  std::printf(
+      "pieces (timed alone): one plain GEMM Q·Kᵀ %.3f s | exact S = Q·Kᵀ (Ozaki) %.3f s | "
+      "dP = dO·Vᵀ (exact, or plain + |dO||V|ᵀ bound) %.3f s | chunked P̂·[V |V|] %.3f s | one chunked long product (P̂ᵀ·dO) %.3f s\n",
+      t_gemm, t_s, t_dp, t_pv, t_long);
   const double counted = t_s + t_pv + t_dp + 3 * t_long;
-  std::printf("  certified = exact S + P̂[V|V|] + dP + 3 long products (%.3f s) + O(N^2) scalar passes "
-              "(exp, Sum2, dS with bounds: ~%.3f s)\n", counted, t_cert - counted);
+  std::printf(
+      "  certified = exact S + P̂[V|V|] + dP + 3 long products (%.3f s) + O(N^2) scalar passes "
+      "(exp, Sum2, dS with bounds: ~%.3f s)\n",
+      counted, t_cert - counted);
   small_case_errors(t);
   return 0;
 }

@@ -10,9 +10,9 @@ namespace fc::ref::bench {
 using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 struct NaiveOut {
-  Mat o;                 // (n, d)
-  Eigen::VectorXd lse;   // (n)
-  Mat d_q, d_k, d_v;     // (n, d)
+  Mat o;                // (n, d)
+  Eigen::VectorXd lse;  // (n)
+  Mat d_q, d_k, d_v;    // (n, d)
 };
 
 NaiveOut naive_fp64(const Mat& q, const Mat& k, const Mat& v, const Mat& d_o, double scale);

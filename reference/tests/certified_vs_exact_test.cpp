@@ -114,7 +114,8 @@ TEST_CASE("certified comparator: flags values pushed beyond their bound and non-
   CHECK(first_violation(finite, lse, err) == 0);  // -inf must be matched exactly, not within a bound
 }
 
-TEST_CASE("certified: a non-finite input leaves other rows certified and its rows NaN, uncertified", "[cpu]") {
+TEST_CASE("certified: a non-finite input leaves other rows certified and its rows NaN, uncertified",
+          "[cpu]") {
   testing::Case c = testing::certified_cases().at(1);  // f16 GQA 4/2, causal_top_left
   const Problem& p = c.p;
   c.in.q[size_t(offset_q(p, 0, 1, 3))] = std::nan("");  // batch 0, head 1, row 3

@@ -82,7 +82,8 @@ TEST_CASE("exact backward equals central finite differences: causal_top_left, n_
   check_gradients(shape(1, 1, 4, 3, 2, Mask::CausalTopLeft, 1.0), 2);
 }
 
-TEST_CASE("exact backward equals central finite differences: causal_bottom_right with an empty row", "[cpu]") {
+TEST_CASE("exact backward equals central finite differences: causal_bottom_right with an empty row",
+          "[cpu]") {
   check_gradients(shape(2, 2, 4, 3, 3, Mask::CausalBottomRight, -0.5), 3);
 }
 

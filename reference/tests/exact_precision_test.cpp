@@ -13,7 +13,8 @@ namespace {
 
 using detail::mp;
 
-TEST_CASE("visibility: the references' masks agree with fc::visible, and visible keys form a prefix", "[cpu]") {
+TEST_CASE("visibility: the references' masks agree with fc::visible, and visible keys form a prefix",
+          "[cpu]") {
   for (Mask m : {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight})
     for (int64_t n_q = 1; n_q <= 9; ++n_q)
       for (int64_t n_k = 1; n_k <= 9; ++n_k)
