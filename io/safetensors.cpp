@@ -152,9 +152,13 @@ TensorFile read_safetensors(const std::string& path) {
   const fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) throw FileError(Fault::Io, path, "cannot open: no such file");
   if (!fs::is_regular_file(st)) throw FileError(Fault::Io, path, "not a regular file");  // a FIFO would block
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) throw FileError(Fault::Io, path, "cannot read its size");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw FileError(Fault::Io, path, "cannot open for reading");
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string bytes(size_t(size), '\0');  // a regular file's real size: reading it is bounded
+  f.read(bytes.data(), std::streamsize(size));
+  bytes.resize(size_t(f.gcount()));  // the file may have shrunk since: parse what was read
   if (f.bad()) throw FileError(Fault::Io, path, "read error");
   return parse_safetensors(path, bytes);
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <unistd.h>
 
 #include "io/attention_io.hpp"
 #include "io/safetensors.hpp"
@@ -42,7 +43,7 @@ TEST_CASE("safetensors write then read returns the same bytes for every dtype", 
     std::memcpy(&n, bytes.data(), 8);
     CHECK(n % 8 == 0);  // data buffer starts 8-byte aligned
 
-    const auto path = std::filesystem::temp_directory_path() / ("fc_io_roundtrip_" + std::string(dtype_name(t)) + ".safetensors");
+    const auto path = std::filesystem::temp_directory_path() / ("fc_io_roundtrip_" + std::to_string(::getpid()) + "_" + dtype_name(t) + ".safetensors");
     io::write_safetensors(path.string(), f);
     const io::TensorFile g = io::read_safetensors(path.string());
     std::filesystem::remove(path);
