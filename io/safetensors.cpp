@@ -137,7 +137,7 @@ TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
 
   // Only now, with every size proven to fit inside the file, allocate and copy.
   for (const Entry& e : entries) {
-    HostTensor t;
+    HostTensor t;  // shape from the header entry
     t.dtype = e.dtype;
     t.shape = e.shape;
     t.bytes.assign(data.begin() + e.begin, data.begin() + e.end);

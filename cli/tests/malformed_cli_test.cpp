@@ -40,6 +40,17 @@ TEST_CASE("flashcheck reference exits 2 on a missing file and on a directory", "
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("flashcheck reference keeps its error on one line when the file name holds a newline", "[cpu]") {
+  const std::string dir = scratch_dir("newline");
+  const std::string in = dir + "/two\nlines.safetensors";
+  write_bytes(in, "short");
+  const RunResult r = run_flashcheck({"reference", "--inputs", in, "--out", dir + "/o.safetensors"}, 20);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_lines() == 1);
+  CHECK(r.err.find("two?lines.safetensors: truncated") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("flashcheck reference exits 2 on F64 values beyond the certified oracle's range", "[cpu]") {
   const std::string dir = scratch_dir("range");
   fc::Inputs in;
