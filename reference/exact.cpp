@@ -123,9 +123,10 @@ ResultMP exact_mp(const Problem& p, const TensorsMP& in) {
           mp dp = 0;  // dP_ij = d_o_i . v_j
           for (int64_t c = 0; c < d; ++c) dp += in.d_o[oq + c] * in.v[ok + c];
           const mp ds = pr[j] * (dp - big_d);  // dS_ij = P_ij (dP_ij - D_i)
+          const mp scaled_ds = scale * ds;
           for (int64_t c = 0; c < d; ++c) {
-            r.d_q[oq + c] += scale * ds * in.k[ok + c];
-            r.d_k[ok + c] += scale * ds * in.q[oq + c];
+            r.d_q[oq + c] += scaled_ds * in.k[ok + c];
+            r.d_k[ok + c] += scaled_ds * in.q[oq + c];
             r.d_v[ok + c] += pr[j] * in.d_o[oq + c];
           }
         }
