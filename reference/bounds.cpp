@@ -74,6 +74,8 @@ Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
   // Absolute floor of a rounded weight: P's subnormal spacing, plus exp's own fp32 underflow.
   const double tiny_p = underflow_floor(prec.p_dtype) + underflow_floor(DType::F32);
   const double tiny_out = underflow_floor(prec.storage);
+  // Each product accumulated may underflow: an absolute error of the accumulator's subnormal floor.
+  const double acc_floor = underflow_floor(u >= 0x1p-12 ? DType::F16 : u >= 0x1p-25 ? DType::F32 : DType::F64);
   const double l_round = prec.l_sums_rounded_p ? u_p : 0.0;  // relative error of l from P's rounding
   const double u_pl = u_p + l_round;  // output rounding below the normal range
   const double scale = std::fabs(p.scale);
@@ -146,7 +148,7 @@ Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
           }
           // Sum_j |P^_j - P_j| <= 2 always, so the weight term never exceeds 2 max_j |v_j - o|.
           // P's rounding enters the numerator (u_p); where l sums the rounded P it enters l too.
-          const double e = std::min(c, 2 * R) + times(u_pl + g_pv, mag) + tiny_p * sum_v;
+          const double e = std::min(c, 2 * R) + times(u_pl + g_pv, mag) + tiny_p * sum_v + double(2 * n_v) * acc_floor;
           e_o[size_t(k)] = (1 + u_out) * e + u_out * std::fabs(o) + tiny_out;  // then rounded to storage
           B.o[size_t(oq + k)] = e_o[size_t(k)] + at(ref.err.o, oq + k);
         }
@@ -201,7 +203,7 @@ Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
   auto finish = [&](std::vector<double>& e, const std::vector<double>& mag, double n_terms,
                     const std::vector<double>& value, const std::vector<double>& err) {
     for (size_t x = 0; x < e.size(); ++x) {
-      const double acc = e[x] + times(gamma(n_terms, u), mag[x]);
+      const double acc = e[x] + times(gamma(n_terms, u), mag[x]) + (n_terms + 1) * acc_floor;
       e[x] = (1 + u_out) * acc + u_out * std::fabs(value[x]) + tiny_out + at(err, int64_t(x));
     }
   };
