@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.hpp"
@@ -170,4 +171,38 @@ TEST_CASE("cuda_tiled forward and backward on one causal GQA case (the sanitizer
       require_within("d_k", out.d_k, c.value.d_k, bd.d_k, p.dtype);
       require_within("d_v", out.d_v, c.value.d_v, bd.d_v, p.dtype);
     }
+}
+
+TEST_CASE("cuda_tiled: a non-finite k_j or v_j changes only the rows that see key j", "[gpu]") {
+  const Kernel& kern = cuda_kernel("cuda_tiled");
+  for (DType t : kDtypes)
+    for (int32_t d : {64, 128})
+      for (Mask mask : {Mask::CausalTopLeft, Mask::CausalBottomRight})
+        for (const Config& cfg : kern.info.configs) {
+          const Problem p = problem(t, d, mask, 1, 2, 1, 200, 230);
+          const Inputs in = random_inputs(p, 21);
+          const Outputs clean = run_fwd(kern, in, cfg);
+          for (int which : {1, 2})  // k, v
+            for (double bad : {NAN, INFINITY, -INFINITY}) {
+              const int64_t j = 101, c = 5;  // inside a tile that straddles the diagonal for every config
+              Inputs dirty = in;
+              (which == 1 ? dirty.k : dirty.v).set(offset_kv(p, 0, 0, j) + c, bad);
+              const Outputs out = run_fwd(kern, dirty, cfg);
+              INFO(dtype_name(t) << " d=" << d << " " << mask_name(mask) << " tile " << cfg.block_m << "x" << cfg.block_n
+                                 << " poisoned " << (which == 1 ? "k" : "v") << "[" << j << "][" << c << "] = " << bad);
+              for (int64_t h = 0; h < p.heads_q; ++h)
+                for (int64_t i = 0; i < p.n_q; ++i) {
+                  const int64_t row = offset_q(p, 0, h, i);
+                  const bool sees = j < n_visible(p.mask, i, p.n_q, p.n_k);
+                  INFO("row " << i << (sees ? " sees j" : " does not see j"));
+                  if (!sees) {  // bit-identical to the clean run
+                    for (int64_t x = 0; x < p.d; ++x)
+                      REQUIRE(std::memcmp(&out.o.bytes[size_t(row + x) * 2], &clean.o.bytes[size_t(row + x) * 2], 2) == 0);
+                    REQUIRE(out.lse.get(offset_lse(p, 0, h, i)) == clean.lse.get(offset_lse(p, 0, h, i)));
+                  } else if (which == 2) {  // a poisoned v_jk reaches column c of every row that sees j
+                    REQUIRE(!std::isfinite(out.o.get(row + c)));
+                  }
+                }
+            }
+        }
 }
