@@ -1,11 +1,15 @@
 // Ozaki-style error-free splitting for the certified oracle's two short inner products, S = Q·Kᵀ
 // and dP = dO·Vᵀ (inner length d). Each row x of A is cut into slices x = x_1 + x_2 + ... + rest
 // where slice a holds multiples of 2^(E - a·beta) of magnitude <= 2^(E - (a-1)·beta), E being the
-// row's exponent (max |x| < 2^E). With 2·beta + ceil(log2 d) <= 53 every partial sum of a slice
-// pair's dot product is an integer multiple of one power of two below 2^53 in magnitude, so an
-// fp64 GEMM (any summation order) computes it exactly; the pairs are then summed in double-double.
+// row's exponent (max |x| < 2^E). With beta_a + beta_b + ceil(log2 d) <= 53 every partial sum of a
+// slice pair's dot product is an integer multiple of one power of two below 2^53 in magnitude, so
+// an fp64 GEMM (any summation order) computes it exactly; the pairs are then summed in double-double.
+// The widths need not be equal: fp32 inputs (24 bits plus their spread) fit one 30-bit slice of A
+// against two 16-bit slices of B, two dense GEMMs instead of four (see choose_widths).
 // Hand-written because no installed library offers error-free GEMM splitting.
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 
@@ -14,12 +18,13 @@
 namespace fc::ref::cert {
 namespace {
 
-constexpr int kMaxSlices = 3;
+constexpr int kMaxSlices = 4;
 
 struct Slices {
   std::vector<Mat> s;                     // each (rows, d)
   std::vector<std::vector<double>> norm;  // per slice, per row: 2-norm
   std::vector<Index> nnz;                 // per slice: nonzero count
+  std::vector<Index> row_nnz_max;         // per slice: most nonzeros in one row
   std::vector<double> rem_norm;           // (rows): 2-norm of what no slice took
   std::vector<double> full_norm;          // (rows): 2-norm of the row
   bool rem_nonzero = false;
@@ -40,9 +45,10 @@ Slices split(const Mat& a, int beta) {
   for (Index r = 0; r < rows; ++r) out.full_norm[r] = row_norm(a, r);
   for (int k = 1; k <= kMaxSlices; ++k) {
     Mat slice = Mat::Zero(rows, d);  // (rows, d)
-    Index nnz = 0;
+    Index nnz = 0, row_max = 0;
     bool left = false;
     for (Index r = 0; r < rows; ++r) {
+      const Index before = nnz;
       if (e[r] == std::numeric_limits<int>::min()) continue;
       const int unit = e[r] - k * beta;
       if (unit < -1000) continue;  // deeper slices would underflow: leave the rest to the bound
@@ -57,12 +63,14 @@ Slices split(const Mat& a, int beta) {
         nnz += (t != 0);
         left = left || rest(r, l) != 0;
       }
+      row_max = std::max(row_max, nnz - before);
     }
     std::vector<double> n(rows);
     for (Index r = 0; r < rows; ++r) n[r] = row_norm(slice, r);
     out.s.push_back(std::move(slice));
     out.norm.push_back(std::move(n));
     out.nnz.push_back(nnz);
+    out.row_nnz_max.push_back(row_max);
     if (!left) break;
   }
   out.rem_norm.resize(rows);
@@ -104,6 +112,18 @@ void add_pair(ExactProduct& p, const Mat& sa, const Mat& sb, Method method, Mat&
         if (sb(j, l) == 0) continue;
         const Index slot = p.col_slot[j];
         for (Index i = 0; i < m; ++i) accumulate(p.hi(i, j), p.lo_cols(i, slot), sa(i, l) * sb(j, l));
+      }
+  } else if (p.lo.size() == 0) {
+    // First dense pair after hi: its exact product goes straight into lo, then (hi, lo) is
+    // renormalised by TwoSum, which is error-free: no scratch buffer needed.
+    p.lo.resize(m, n);
+    p.lo.noalias() = sa * sb.transpose();  // exact
+    for (Index i = 0; i < m; ++i)
+      for (Index j = 0; j < n; ++j) {
+        double s, e;
+        two_sum(p.hi(i, j), p.lo(i, j), s, e);
+        p.hi(i, j) = s;
+        p.lo(i, j) = e;
       }
   } else {
     scratch.resize(m, n);                     // (m, n): reused across dense pairs (fresh pages are costly)
@@ -157,13 +177,61 @@ ExactProduct plain_abt(const Mat& a, const Mat& b) {
   return p;
 }
 
+// Bits an entry needs below its row's exponent: E_row - (exponent of its lowest set bit). Returns
+// the (1 - 1/32)-quantile over nonzero entries (entries beyond it go to sparse slices) and the max.
+std::pair<int, int> bits_needed(const Mat& a) {
+  std::vector<int> need;
+  need.reserve(size_t(a.size()));
+  for (Index i = 0; i < a.rows(); ++i) {
+    int e_row = 0;
+    const double mu = a.row(i).cwiseAbs().maxCoeff();
+    if (mu == 0) continue;
+    std::frexp(mu, &e_row);
+    for (Index l = 0; l < a.cols(); ++l) {
+      if (a(i, l) == 0) continue;
+      int e = 0;
+      const auto mant = uint64_t(std::fabs(std::ldexp(std::frexp(a(i, l), &e), 53)));  // exact integer
+      need.push_back(e_row - (e - 53 + std::countr_zero(mant)));
+    }
+  }
+  if (need.empty()) return {0, 0};
+  const int top = *std::max_element(need.begin(), need.end());
+  const size_t at = need.size() - 1 - need.size() / 32;
+  std::nth_element(need.begin(), need.begin() + std::ptrdiff_t(at), need.end());
+  return {need[at], top};
+}
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// Slice widths (beta_a, beta_b) with beta_a + beta_b = budget: the symmetric split, or one side
+// taken whole in one slice when that means fewer dense slice pairs and no more remainder.
+std::pair<int, int> choose_widths(const Mat& a, const Mat& b, int budget) {
+  const int sym = budget / 2;
+  const auto [qa, ma] = bits_needed(a);
+  const auto [qb, mb] = bits_needed(b);
+  auto cost = [&](int wa, int wb) { return std::max(1, ceil_div(qa, wa)) * std::max(1, ceil_div(qb, wb)); };
+  auto covers = [&](int wa, int wb) {  // no remainder beyond the symmetric split's
+    return std::min(ma, kMaxSlices * sym) <= kMaxSlices * wa &&
+           std::min(mb, kMaxSlices * sym) <= kMaxSlices * wb;
+  };
+  std::pair<int, int> best{sym, budget - sym};
+  int best_cost = cost(sym, budget - sym);
+  for (auto [wa, wb] : {std::pair{qa, budget - qa}, std::pair{budget - qb, qb}}) {
+    if (wa < 8 || wb < 8 || !covers(wa, wb) || cost(wa, wb) >= best_cost) continue;
+    best = {wa, wb};
+    best_cost = cost(wa, wb);
+  }
+  return best;
+}
+
 }  // namespace
 
 ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_plain) {
   const Index m = a.rows(), n = b.rows(), d = a.cols();
   const int log2d = d <= 1 ? 0 : int(std::ceil(std::log2(double(d))));
-  const int beta = (53 - log2d) / 2;  // 2·beta + log2d <= 53: slice dot products are exact
-  const Slices sa = split(a, beta), sb = split(b, beta);
+  // beta_a + beta_b + log2d <= 53: slice dot products are exact
+  const auto [beta_a, beta_b] = choose_widths(a, b, 53 - log2d);
+  const Slices sa = split(a, beta_a), sb = split(b, beta_b);
   ExactProduct p;
   p.row_slot.assign(m, -1);
   p.col_slot.assign(n, -1);
@@ -171,26 +239,30 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_pl
     int x, y;
     Method method;
   };
+  std::vector<std::pair<int, int>> order;  // slice pairs by decreasing magnitude 2^-(x·beta_a + y·beta_b)
+  for (int x = 0; x < int(sa.s.size()); ++x)
+    for (int y = 0; y < int(sb.s.size()); ++y) order.push_back({x, y});
+  std::stable_sort(order.begin(), order.end(), [&](auto l, auto r) {
+    return l.first * beta_a + l.second * beta_b < r.first * beta_a + r.second * beta_b;
+  });
   std::vector<Pair> pairs;                           // in order of decreasing magnitude
   std::vector<double> sum_a(m, 0.0), sum_b(n, 0.0);  // sum of slice norms per row
-  for (int level = 2; level <= 2 * kMaxSlices; ++level)
-    for (int x = 0; x < int(sa.s.size()); ++x) {
-      const int y = level - 2 - x;
-      if (y < 0 || y >= int(sb.s.size()) || sa.nnz[x] == 0 || sb.nnz[y] == 0) continue;
-      if (max_of(sa.norm[x]) * max_of(sb.norm[y]) <= neglect) {  // Cauchy–Schwarz: |x_i·y_j| <= |x_i||y_j|
-        p.term_a.push_back(sa.norm[x]);
-        p.term_b.push_back(sb.norm[y]);
-        continue;
-      }
-      Method method = Method::Dense;
-      if (sa.nnz[x] * 16 <= m * d)
-        method = Method::SparseA;
-      else if (sb.nnz[y] * 16 <= n * d)
-        method = Method::SparseB;
-      pairs.push_back({x, y, method});
-      for (Index i = 0; i < m; ++i) sum_a[i] += sa.norm[x][i];
-      for (Index j = 0; j < n; ++j) sum_b[j] += sb.norm[y][j];
+  for (auto [x, y] : order) {
+    if (sa.nnz[x] == 0 || sb.nnz[y] == 0) continue;
+    if (max_of(sa.norm[x]) * max_of(sb.norm[y]) <= neglect) {  // Cauchy–Schwarz: |x_i·y_j| <= |x_i||y_j|
+      p.term_a.push_back(sa.norm[x]);
+      p.term_b.push_back(sb.norm[y]);
+      continue;
     }
+    Method method = Method::Dense;
+    if (sa.nnz[x] * 16 <= m * d)
+      method = Method::SparseA;
+    else if (sb.nnz[y] * 16 <= n * d)
+      method = Method::SparseB;
+    pairs.push_back({x, y, method});
+    for (Index i = 0; i < m; ++i) sum_a[i] += sa.norm[x][i];
+    for (Index j = 0; j < n; ++j) sum_b[j] += sb.norm[y][j];
+  }
   // The first pair (the largest) is a dense GEMM straight into hi; low parts are laid out for the rest.
   if (!pairs.empty()) pairs[0].method = Method::Dense;
   if (allow_plain &&
@@ -199,7 +271,6 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_pl
   Index rows_touched = 0, cols_touched = 0;
   for (size_t t = 1; t < pairs.size(); ++t) {
     const Pair& q = pairs[t];
-    if (q.method == Method::Dense && p.lo.size() == 0) p.lo = Mat::Zero(m, n);
     if (q.method == Method::SparseA)
       for (Index i = 0; i < m; ++i)
         if (p.row_slot[i] < 0 && sa.s[q.x].row(i).any()) p.row_slot[i] = rows_touched++;
@@ -230,10 +301,22 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_pl
     p.term_a.push_back(std::move(used));
     p.term_b.push_back(sb.rem_norm);
   }
+  // Exact terms absorbed by one element's (hi, lo): 1 per dense pair, one per nonzero of the sparse
+  // side's row for a sparse pair.
+  double absorbed = 0;
+  for (size_t t = 0; t < pairs.size(); ++t) {
+    const Pair& q = pairs[t];
+    absorbed += q.method == Method::Dense     ? 1.0
+                : q.method == Method::SparseA ? double(sa.row_nnz_max[size_t(q.x)])
+                                              : double(sb.row_nnz_max[size_t(q.y)]);
+  }
   if (p.any_lo) {
-    // Each lo += e rounds (at most 9 pairs): <= 81 u^2 sum|pair|; reading lo (lo_at) and using it
-    // (scale·lo, hi + lo) adds as much again: 2^-98 (sum_x |a_x,i|)(sum_y |b_y,j|) covers both.
-    for (auto& s : sum_a) s *= 0x1p-98;
+    // K terms absorbed: every TwoSum error is <= u·sum|terms|, so |lo| <= K u sum|terms| and the K
+    // roundings of lo += e cost <= K^2 u^2 sum|terms|; reading lo (lo_at: two more roundings) and
+    // using it (scale·lo, hi + lo) at most as much again: 2 (K + 2)^2 u^2 sum|terms|, with
+    // sum|terms| <= (sum_x |a_x,i|)(sum_y |b_y,j|) by Cauchy–Schwarz per pair.
+    const double coef = 2 * (absorbed + 2) * (absorbed + 2) * kU * kU;
+    for (auto& s : sum_a) s *= coef;
     p.term_a.push_back(std::move(sum_a));
     p.term_b.push_back(std::move(sum_b));
   }

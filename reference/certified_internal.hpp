@@ -85,7 +85,7 @@ struct ExactProduct {
   std::vector<double> abs_row;  // (m)
   std::vector<double> abs_col;  // (n)
   double abs_coef = 0;
-  // The low part at (i, j): at most two roundings of parts <= 9u|terms|, inside the 2^-98 term.
+  // The low part at (i, j): its two roundings are inside the low-part bound term (exact_abt).
   double lo_at(Index i, Index j) const {
     double s = lo.size() ? lo(i, j) : 0.0;
     if (row_slot[i] >= 0) s += lo_rows(row_slot[i], j);
