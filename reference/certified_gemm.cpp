@@ -99,20 +99,28 @@ inline void accumulate(double& hi, double& lo, double t) {
 void add_pair(ExactProduct& p, const Mat& sa, const Mat& sb, Method method, Mat& scratch) {
   const Index m = sa.rows(), n = sb.rows(), d = sa.cols();
   if (method == Method::SparseA) {
+    const Mat sbt = sb.transpose();  // (d, n): row l holds column l of sb contiguously
     for (Index i = 0; i < m; ++i)
       for (Index l = 0; l < d; ++l) {
-        if (sa(i, l) == 0) continue;
-        const Index slot = p.row_slot[i];
+        const double x = sa(i, l);
+        if (x == 0) continue;
+        double* hi = &p.hi(i, 0);
+        double* lo = &p.lo_rows(p.row_slot[i], 0);
+        const double* y = &sbt(l, 0);
         // One slice product at a time: each is exact, and (hi, lo) absorbs it error-free.
-        for (Index j = 0; j < n; ++j) accumulate(p.hi(i, j), p.lo_rows(slot, j), sa(i, l) * sb(j, l));
+        for (Index j = 0; j < n; ++j) accumulate(hi[j], lo[j], x * y[j]);
       }
   } else if (method == Method::SparseB) {
+    struct Nz {
+      Index j, l, slot;
+      double y;
+    };
+    std::vector<Nz> nz;  // the sparse slice's nonzeros, visited row by row of the result
     for (Index j = 0; j < n; ++j)
-      for (Index l = 0; l < d; ++l) {
-        if (sb(j, l) == 0) continue;
-        const Index slot = p.col_slot[j];
-        for (Index i = 0; i < m; ++i) accumulate(p.hi(i, j), p.lo_cols(i, slot), sa(i, l) * sb(j, l));
-      }
+      for (Index l = 0; l < d; ++l)
+        if (sb(j, l) != 0) nz.push_back({j, l, p.col_slot[j], sb(j, l)});
+    for (Index i = 0; i < m; ++i)
+      for (const Nz& e : nz) accumulate(p.hi(i, e.j), p.lo_cols(i, e.slot), sa(i, e.l) * e.y);
   } else if (p.lo.size() == 0) {
     // First dense pair after hi: its exact product goes straight into lo, then (hi, lo) is
     // renormalised by TwoSum, which is error-free: no scratch buffer needed.
