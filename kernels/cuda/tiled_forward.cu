@@ -1,13 +1,12 @@
 // cuda_tiled forward: FlashAttention-2 structure on mma.sync tensor cores.
 // A CTA owns a (kBlockM, d) tile of q and walks the (kBlockN, d) tiles of k and v (double-buffered
-// through cp.async into swizzled shared memory). Each warp owns 16 query rows: its q fragments, its
-// scores, its running <m, l> and its o accumulator stay in registers for the whole walk.
+// through cp.async into swizzled shared memory). Each warp owns 16 or 32 query rows: its scores, its
+// running <m, l> and its o accumulator stay in registers for the whole walk.
 #include <cuda_runtime.h>
-
-#include <type_traits>
 
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/nonfinite.cuh"
 #include "kernels/rules.h"
 
 namespace fc::cuda {
@@ -28,25 +27,6 @@ struct FwdParams {
 __device__ __forceinline__ float quad_running_max(float x) {
   x = rules::running_max(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return rules::running_max(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-
-// NaN blast radius (DESIGN §1): in a tile straddling the mask, a row that cannot see key j still
-// multiplies P_ij = 0 by v_j inside the mma, and 0 * NaN (or 0 * inf) = NaN would poison it. Where
-// such a tile's v holds a non-finite value (rare: one scan of the tile, only on masked tiles), zero
-// it in shared memory -- the blind rows then get exactly the bits of a finite run -- and true
-// contributions are re-added below from global memory for the rows that do see it.
-template <int kBlockN, int kD, int kThreads, class T>
-__device__ bool scrub_nonfinite(T* tile) {
-  constexpr uint16_t kExp = std::is_same_v<T, __half> ? 0x7C00 : 0x7F80;  // all-ones exponent: inf, NaN
-  bool found = false;
-#pragma unroll
-  for (int c = threadIdx.x; c < kBlockN * kD / 8; c += kThreads) {
-    uint16_t* x = reinterpret_cast<uint16_t*>(tile) + c * 8;  // one 16-byte chunk
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-      if ((x[e] & kExp) == kExp) x[e] = 0, found = true;
-  }
-  return __syncthreads_or(found);
 }
 
 // kMT: 16-row m-tiles per warp. kMT = 1 keeps the warp's q fragments in registers; kMT = 2 reads
@@ -200,42 +180,9 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
         }
       }
     }
-    if (v_poisoned) {  // block-uniform and rare: re-add P_ij v_jk for the non-finite v_jk row i sees
-      // P goes through k_n's buffer (free since the barrier above), kD rows of it per phase.
-      T* s_p = s_k + (n & 1) * kBlockN * kD;  // (kD, kBlockN) scratch
-      for (int ph = 0; ph * kD < kBlockM; ++ph) {
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int row = w0 + mt * 16 + g + 8 * r - ph * kD;
-            if (row < 0 || row >= kD) continue;
-#pragma unroll
-            for (int nb = 0; nb < kNB; ++nb)
-              *reinterpret_cast<uint32_t*>(s_p + row * kBlockN + nb * 8 + 2 * t) = pa[mt][nb / 2][(nb % 2) * 2 + r];
-          }
-        __syncthreads();
-        for (int jl = 0; jl < kBlockN && n0 + jl < p.n_k; ++jl) {
-          const int64_t j = n0 + jl;
-#pragma unroll
-          for (int db = 0; db < kDB; ++db)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const float vv = Storage<T>::to_float(v[j * kD + db * 8 + 2 * t + e]);
-              if (isfinite(vv)) continue;
-#pragma unroll
-              for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                  const int row = w0 + mt * 16 + g + 8 * r - ph * kD;
-                  if (row < 0 || row >= kD || !visible(p.mask, m0 + ph * kD + row, j, p.n_q, p.n_k)) continue;
-                  o[mt][db][2 * r + e] += Storage<T>::to_float(s_p[row * kBlockN + jl]) * vv;  // P as the mma used it
-                }
-            }
-        }
-        __syncthreads();
-      }
-    }
+    if (v_poisoned)  // block-uniform and rare
+      readd_nonfinite_v<kD, kBlockM, kBlockN, kMT>(o, pa, s_k + (n & 1) * kBlockN * kD, v, p.mask, p.n_q, p.n_k,
+                                                    m0, w0, n0);
   }
   cp_async_wait<0>();
 
