@@ -25,6 +25,7 @@ enum class Regime : int32_t {
   Poison,       // one NaN or +-inf at a chosen position
   FullyMasked,  // bottom-right causal mask with n_q > n_k: rows that see no key
   Grid,         // coarse-grid values so that metamorphic transforms stay exact in storage
+  Subnormal,    // inputs in the storage type's subnormal range (outputs there too)
   kCount
 };
 const char* regime_name(Regime r);

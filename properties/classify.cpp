@@ -79,6 +79,10 @@ Regime classify(const Case& c) {
       case Regime::Outliers:  // an N(0,100) draw: beyond 5 sigma of N(0,1)
         return std::max({max_abs(in.q), max_abs(in.k), max_abs(in.v)}) > 5;
       case Regime::Fp16Max: return in.p.dtype == DType::F16 && max_abs(in.v) >= 0.9 * 65504 * (1 - 0x1p-11);
+      case Regime::Subnormal: {  // some value, and none above, the smallest normal
+        const double m = std::max({max_abs(in.q), max_abs(in.k), max_abs(in.v)});
+        return m > 0 && m < min_normal(in.p.dtype);
+      }
       default: break;
     }
     const ScoreStats st = score_stats(in);

@@ -139,6 +139,12 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
               c.in.k.set(offset_kv(p, b, h, j) + x, x ? 0.0 : (j == 0 ? 0.0 : r.uniform(lo, hi)) / p.scale);
       break;
     }
+    case Regime::Subnormal: {  // q k v d_o below the smallest normal: scores ~ 0, o subnormal
+      const double tiny = p.dtype == DType::F16 ? 0x1p-14 : p.dtype == DType::F64 ? 0x1p-1022 : 0x1p-126;
+      for (HostTensor* t : {&c.in.q, &c.in.k, &c.in.v, &c.in.d_o})
+        for (int64_t i = 0; !t->shape.empty() && i < t->numel(); ++i) t->set(i, tiny * r.uniform(-1, 1));
+      break;
+    }
     case Regime::kCount: break;
   }
 }

@@ -158,7 +158,7 @@ void add_reference_laws(std::vector<Law>& out) {
   l = Law{};
   l.id = "extreme";
   l.sentence = "extreme inputs stay within the bound and finite where the reference is finite";
-  l.regimes = {R::Huge, R::FarBelow, R::Fp16Max, R::SubnormalP, R::Outliers};
+  l.regimes = {R::Huge, R::FarBelow, R::Fp16Max, R::SubnormalP, R::Subnormal, R::Outliers};
   l.backward = true;
   l.check = law_reference;
   out.push_back(l);
@@ -202,7 +202,7 @@ void add_reference_laws(std::vector<Law>& out) {
   l = Law{};
   l.id = "convex_hull";
   l.sentence = "every output lies within its column's range of V";
-  l.regimes = {R::Normal, R::Outliers, R::Huge, R::FarBelow, R::Fp16Max, R::Ties, R::SubnormalP};
+  l.regimes = {R::Normal, R::Outliers, R::Huge, R::FarBelow, R::Fp16Max, R::Ties, R::SubnormalP, R::Subnormal};
   l.check = law_convex_hull;
   out.push_back(l);
 }

@@ -55,7 +55,7 @@ TEST_CASE("classify refuses a case that only carries its regime's label", "[cpu]
   c.in.p.scale = 0.5;
   fill_values(c, 2, 7, false, 1e9);
   for (Regime r : {Regime::Huge, Regime::FarBelow, Regime::AllEqual, Regime::SubnormalP, Regime::FullyMasked,
-                   Regime::Fp16Max, Regime::Outliers}) {
+                   Regime::Fp16Max, Regime::Outliers, Regime::Subnormal}) {
     c.regime = r;
     INFO(regime_name(r));
     CHECK(classify(c) == Regime::Normal);
