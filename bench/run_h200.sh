@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: GPU tests, compute-sanitizer, and the benchmark, all under $OUT.
-# Binaries are built on the dev machine (no Boost/Eigen on the device) and carried in .carry/:
-#   .carry/libfcbench.so  .carry/tests/*_test  .carry/lib/*.so (mpfr, gmp, fmt for the tests)
+# Binaries are built on the dev machine by bench/carry.sh (no Boost/Eigen on the device), in .carry/:
+#   .carry/libfcbench.so  .carry/tests/*_test  (.carry/lib/: shared libraries a carried binary lacks there)
 # Usage: bench/run_h200.sh [tests] [sanitize] [check] [perf|perf-quick] [memory]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
