@@ -26,7 +26,7 @@ __global__ void __launch_bounds__(256) naive_scores_kernel(const T* q, const T* 
   const int i0 = blockIdx.y * kTile, j0 = blockIdx.x * kTile;
   const T* q_bh = q + offset_q(p, b, h, 0);     // (n_q, d)
   const T* k_bh = k + offset_kv(p, b, h_kv, 0);  // (n_k, d)
-  float acc[4][4] = {};
+  float acc[4][4] = {};  // (4, 4) outputs of this thread: rows ty + 16a, columns tx + 16e
   for (int c0 = 0; c0 < p.d; c0 += kStep) {
     for (int x = threadIdx.x; x < kTile * kStep; x += 256) {
       const int r = x / kStep, c = x % kStep;
@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(256) naive_scores_kernel(const T* q, const T* 
 // One block per row: three sweeps over the row in HBM (max, sum, write P).
 template <class T>
 __global__ void __launch_bounds__(256) naive_softmax_kernel(const T* s, T* p_out, float* lse, int64_t n_k) {
-  __shared__ float red[8];
+  __shared__ float red[8];  // (8) one partial per warp
   const int64_t row = blockIdx.x;
   const T* s_row = s + row * n_k;  // (n_k)
   T* p_row = p_out + row * n_k;    // (n_k)
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(256) naive_pv_kernel(const T* p_in, const T* v
   const int i0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
   const T* p_bh = p_in + bh * p.n_q * int64_t(p.n_k);  // (n_q, n_k)
   const T* v_bh = v + offset_kv(p, b, h_kv, 0);         // (n_k, d)
-  float acc[4][4] = {};
+  float acc[4][4] = {};  // (4, 4) outputs of this thread: rows ty + 16a, columns tx + 16e
   for (int j0 = 0; j0 < p.n_k; j0 += kStep) {
     for (int x = threadIdx.x; x < kTile * kStep; x += 256) {
       const int r = x / kStep, c = x % kStep;

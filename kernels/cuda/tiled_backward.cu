@@ -94,15 +94,15 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
     const T* s_dob = s_do + buf * kBlockM * kD;  // (kBlockM, kD)
 
     // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys: (16, kBlockM) each.
-    float pt[kMB][4] = {}, dpt[kMB][4] = {};
+    float pt[kMB][4] = {}, dpt[kMB][4] = {};  // (16, kBlockM) each: S^T then P^T; dP^T then dS^T
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
-      uint32_t ka[4], va[4];
+      uint32_t ka[4], va[4];  // (16, 16) A fragments of k and v
       ldmatrix_x4(ka, smem_addr(s_k + swz<kD>(warp * 16 + lane % 16, ks * 16 + 8 * (lane / 16))));
       ldmatrix_x4(va, smem_addr(s_v + swz<kD>(warp * 16 + lane % 16, ks * 16 + 8 * (lane / 16))));
 #pragma unroll
       for (int mb = 0; mb < kMB; mb += 2) {
-        uint32_t qb[4], ob[4];
+        uint32_t qb[4], ob[4];  // (16, 16) B fragments of q and d_o: two n-blocks each
         const int r = mb * 8 + lane % 8 + 8 * (lane / 16), c = ks * 16 + 8 * ((lane / 8) % 2);
         ldmatrix_x4(qb, smem_addr(s_qb + swz<kD>(r, c)));
         ldmatrix_x4(ob, smem_addr(s_dob + swz<kD>(r, c)));
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
                               Storage<T>::pack(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
 #pragma unroll
       for (int db = 0; db < kDB; db += 2) {
-        uint32_t ob[4], qb[4];
+        uint32_t ob[4], qb[4];  // (16, 16) B fragments of d_o and q (transposed): two n-blocks each
         const int r = kk * 16 + lane % 16, c = db * 8 + 8 * (lane / 16);
         ldmatrix_x4_trans(ob, smem_addr(s_dob + swz<kD>(r, c)));
         ldmatrix_x4_trans(qb, smem_addr(s_qb + swz<kD>(r, c)));
@@ -161,14 +161,14 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
       float* acc_bh = p.dq_acc + offset_q(p.pr, b, h, m0);  // (kBlockM, kD)
       for (int u = warp; u < kUnits; u += kWarps) {
         const int r0 = (u / (kD / 32)) * 16, c0 = (u % (kD / 32)) * 32;
-        float dq[4][4] = {};
+        float dq[4][4] = {};  // (16, 32) d_q unit of this warp
 #pragma unroll
         for (int ks = 0; ks < kBlockN / 16; ++ks) {
-          uint32_t a[4];
+          uint32_t a[4];  // (16, 16) A fragment of dS
           ldmatrix_x4_trans(a, smem_addr(s_ds + swz<kBlockM>(ks * 16 + lane % 8 + 8 * (lane / 16), r0 + 8 * ((lane / 8) % 2))));
 #pragma unroll
           for (int cb = 0; cb < 4; cb += 2) {
-            uint32_t kb[4];
+            uint32_t kb[4];  // (16, 16) B fragment of k: two n-blocks
             ldmatrix_x4_trans(kb, smem_addr(s_k + swz<kD>(ks * 16 + lane % 16, c0 + cb * 8 + 8 * (lane / 16))));
             mma<T>(dq[cb], a, kb[0], kb[1]);
             mma<T>(dq[cb + 1], a, kb[2], kb[3]);

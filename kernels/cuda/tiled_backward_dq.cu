@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
     for (int ks = 0; ks < kD / 16; ++ks)
 #pragma unroll
       for (int nb = 0; nb < kNB; nb += 2) {
-        uint32_t kb[4], vb[4];
+        uint32_t kb[4], vb[4];  // (16, 16) B fragments of k and v: two n-blocks each
         const int r = nb * 8 + lane % 8 + 8 * (lane / 16), c = ks * 16 + 8 * ((lane / 8) % 2);
         ldmatrix_x4(kb, smem_addr(s_kn + swz<kD>(r, c)));
         ldmatrix_x4(vb, smem_addr(s_vn + swz<kD>(r, c)));
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
                              Storage<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
       for (int db = 0; db < kDB; db += 2) {
-        uint32_t kb[4];
+        uint32_t kb[4];  // (16, 16) B fragment of k (transposed): two n-blocks
         ldmatrix_x4_trans(kb, smem_addr(s_kn + swz<kD>(kk * 16 + lane % 16, db * 8 + 8 * (lane / 16))));
         mma<T>(dq[db], a, kb[0], kb[1]);
         mma<T>(dq[db + 1], a, kb[2], kb[3]);

@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
     uint32_t pa[kMT][kBlockN / 16][4];  // P in T, as mma A fragments (packed early: halves its registers)
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
-      uint32_t qa[kMT][4];
+      uint32_t qa[kMT][4];  // (16, 16) A fragments of q, one per m-tile
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         if constexpr (kMT == 1) {
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
       }
 #pragma unroll
       for (int nb = 0; nb < kNB; nb += 2) {
-        uint32_t kb[4];
+        uint32_t kb[4];  // (16, 16) B fragment of k: two n-blocks
         ldmatrix_x4(kb, k_lane.at(nb * 8, 2 * ks) + buf_off);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
 #pragma unroll
       for (int db = 0; db < kDB; db += 2) {
-        uint32_t vb[4];
+        uint32_t vb[4];  // (16, 16) B fragment of v (transposed): two n-blocks
         ldmatrix_x4_trans(vb, v_lane.at(kk * 16, db) + buf_off);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
