@@ -22,6 +22,7 @@ const std::vector<Law>& laws() {
     add_reference_laws(t);
     add_metamorphic_laws(t);
     add_structural_laws(t);
+    add_softmax_laws(t);
     return t;
   }();
   return table;
@@ -39,7 +40,9 @@ bool law_applies(const Law& law, const Kernel& k) {
   if (law.mask_none_only && !has(i.masks, Mask::None)) return false;
   if (law.needs_causal && std::none_of(i.masks.begin(), i.masks.end(), is_causal)) return false;
   if (law.needs_tiles && !i.any_tile && i.configs.size() < 2) return false;
-  if (law.storage_16bit && !has(i.dtypes, DType::F16) && !has(i.dtypes, DType::BF16)) return false;
+  if (!law.only_dtypes.empty() &&
+      std::none_of(law.only_dtypes.begin(), law.only_dtypes.end(), [&](DType t) { return has(i.dtypes, t); }))
+    return false;
   if (law.needs_baseline) {
     const Kernel* base = find_kernel("cpu_naive");
     if (!base || base->info.name == i.name) return false;
@@ -65,9 +68,8 @@ GenSpec spec_for(const Law& law, const Kernel& k) {
   // fp32 first where offered: shrinking moves toward the first element, the plainest dtype.
   auto f32 = std::find(s.dtypes.begin(), s.dtypes.end(), DType::F32);
   if (f32 != s.dtypes.end()) std::rotate(s.dtypes.begin(), f32, f32 + 1);
-  if (law.storage_16bit)
-    s.dtypes.erase(std::remove_if(s.dtypes.begin(), s.dtypes.end(),
-                                  [](DType t) { return t != DType::F16 && t != DType::BF16; }),
+  if (!law.only_dtypes.empty())
+    s.dtypes.erase(std::remove_if(s.dtypes.begin(), s.dtypes.end(), [&](DType t) { return !has(law.only_dtypes, t); }),
                    s.dtypes.end());
   s.masks.clear();
   for (Mask m : {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight}) {

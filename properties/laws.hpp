@@ -20,7 +20,7 @@ struct Law {
   bool needs_causal = false;     // needs a causal mask (invisible keys)
   bool needs_tiles = false;      // needs two tile configs (any_tile or >= 2 configs)
   bool needs_baseline = false;   // needs the same-precision baseline cpu_naive (FA rule)
-  bool storage_16bit = false;    // only fp16/bf16 storage (where the FA rule is defined)
+  std::vector<DType> only_dtypes;  // non-empty: the storage types the law is defined for
   int32_t min_n = 1, min_d = 1;  // smallest n_q, n_k and d (a statistical law needs sizable tensors)
   std::function<std::string(const Kernel&, const Case&)> check;
 };
@@ -37,6 +37,7 @@ GenSpec spec_for(const Law& law, const Kernel& k);
 void add_reference_laws(std::vector<Law>& out);    // laws_reference.cpp
 void add_metamorphic_laws(std::vector<Law>& out);  // laws_metamorphic.cpp
 void add_structural_laws(std::vector<Law>& out);   // laws_structural.cpp
+void add_softmax_laws(std::vector<Law>& out);      // laws_softmax.cpp
 
 // Helpers shared by the law files.
 // a and b (two kernel outputs whose exact values coincide) within bound_a + bound_b.

@@ -169,7 +169,7 @@ void add_reference_laws(std::vector<Law>& out) {
   l.regimes = {R::Normal, R::Outliers};
   l.backward = true;
   l.needs_baseline = true;
-  l.storage_16bit = true;
+  l.only_dtypes = {DType::F16, DType::BF16};
   // A max over a handful of elements is noise: like FlashAttention's own tests, judge the rule on
   // tensors of thousands of elements (n >= 64, d >= 32).
   l.min_n = 64, l.min_d = 32;
