@@ -62,8 +62,8 @@ double max_score_for(DType storage, bool s_in_storage) {
   // fp64 storage still saves lse in fp32 (the contract): past ~2^24 x 88 the backward's
   // exp(s - lse) overflows whatever the kernel does, so its huge scores stop at 1e8.
   if (storage == DType::F64) return 1e8;
-  // The certified oracle's own error bound is vacuous past |s| ~ 1e10 (and its lse NaN near
-  // 1e30), so nothing past 1e9 could be judged: that, not fp32's 3e38, is the ceiling here.
+  // The certified oracle's own error bound turns vacuous between |s| = 1e18 and 1e24 (its lse is
+  // NaN at 1e26); at 1e9 fp32 kernels' bounds are already the convex hull: that is the ceiling.
   return s_in_storage ? std::min(kScoreCeiling, max_finite(storage) / 4) : kScoreCeiling;
 }
 
