@@ -12,15 +12,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-double min_normal(DType t) {
-  switch (t) {
-    case DType::F16: return 0x1p-14;
-    case DType::BF16: case DType::F32: return 0x1p-126;
-    case DType::F64: return 0x1p-1022;
-  }
-  return 0;
-}
-
 double max_abs(const HostTensor& t) {
   double m = 0;
   for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::fabs(t.get(i)));
@@ -42,7 +33,7 @@ ScoreStats score_stats(const Inputs& in) {
   ScoreStats st;
   st.max_score = -kInf;
   // Half the smallest subnormal: weights below it round to 0, so they are not "subnormal P".
-  const double sub_lo = 2 * ref::underflow_floor(p.dtype), sub_hi = min_normal(p.dtype);
+  const double sub_lo = 2 * ref::underflow_floor(p.dtype), sub_hi = ref::min_normal(p.dtype);
   std::vector<double> s(static_cast<size_t>(p.n_k));  // (n_k,) one row of scores
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h)
@@ -81,7 +72,7 @@ Regime classify(const Case& c) {
       case Regime::Fp16Max: return in.p.dtype == DType::F16 && max_abs(in.v) >= 0.9 * 65504 * (1 - 0x1p-11);
       case Regime::Subnormal: {  // some value, and none above, the smallest normal
         const double m = std::max({max_abs(in.q), max_abs(in.k), max_abs(in.v)});
-        return m > 0 && m < min_normal(in.p.dtype);
+        return m > 0 && m < ref::min_normal(in.p.dtype);
       }
       default: break;
     }

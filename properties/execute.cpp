@@ -17,6 +17,7 @@ ref::Precision precision_of(const Kernel& k, const Config& cfg, const Problem& p
   pr.p_dtype = p.dtype;
   pr.block_n = naive ? 0 : (cfg.block_n > 0 ? cfg.block_n : 64);
   pr.l_sums_rounded_p = naive;
+  pr.flush_subnormals = k.info.device == "cuda";  // GPU kernels build with flush-to-zero exp and MMA
   return pr;
 }
 

@@ -65,17 +65,29 @@ double underflow_floor(DType t) {
   return 1;
 }
 
+double min_normal(DType t) {
+  switch (t) {
+    case DType::F16: return 0x1p-14;
+    case DType::BF16: case DType::F32: return 0x1p-126;
+    case DType::F64: return 0x1p-1022;
+  }
+  return 1;
+}
+
 Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec) {
   const int64_t d = p.d, n_q = p.n_q, n_k = p.n_k, group = p.heads_q / p.heads_kv;
   const double u = prec.u_acc, u_out = unit_roundoff(prec.storage), u_p = unit_roundoff(prec.p_dtype);
   const double u32 = unit_roundoff(DType::F32);  // lse is stored as float32 whatever the storage
   // S rounded to a type coarser than the accumulator (a baseline materialising S in fp16/bf16).
   const double u_sx = unit_roundoff(prec.s_dtype) > u ? unit_roundoff(prec.s_dtype) : 0.0;
-  // Absolute floor of a rounded weight: P's subnormal spacing, plus exp's own fp32 underflow.
-  const double tiny_p = underflow_floor(prec.p_dtype) + underflow_floor(DType::F32);
-  const double tiny_out = underflow_floor(prec.storage);
+  // Absolute floor of a rounded weight: P's subnormal spacing, plus exp's own fp32 underflow; with
+  // flush-to-zero arithmetic anything below the smallest normal may become 0.
+  const bool ftz = prec.flush_subnormals;
+  auto floor_of = [ftz](DType t) { return ftz ? min_normal(t) : underflow_floor(t); };
+  const double tiny_p = floor_of(prec.p_dtype) + floor_of(DType::F32);
+  const double tiny_out = underflow_floor(prec.storage) + (ftz ? min_normal(DType::F32) : 0.0);
   // Each product accumulated may underflow: an absolute error of the accumulator's subnormal floor.
-  const double acc_floor = underflow_floor(u >= 0x1p-12 ? DType::F16 : u >= 0x1p-25 ? DType::F32 : DType::F64);
+  const double acc_floor = floor_of(u >= 0x1p-12 ? DType::F16 : u >= 0x1p-25 ? DType::F32 : DType::F64);
   const double l_round = prec.l_sums_rounded_p ? u_p : 0.0;  // relative error of l from P's rounding
   const double u_pl = u_p + l_round;  // output rounding below the normal range
   const double scale = std::fabs(p.scale);

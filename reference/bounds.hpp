@@ -26,12 +26,15 @@ struct Precision {
   int64_t block_n = 0;         // kBlockN: keys per tile; 0 = one tile of n_k (untiled)
   bool l_sums_rounded_p = false;  // l sums P after its rounding to p_dtype (a baseline storing P);
                                   // FlashAttention kernels sum the unrounded P
+  bool flush_subnormals = false;  // FTZ arithmetic (CUDA's .ftz, ex2.approx.ftz): a result below
+                                  // the smallest normal becomes 0, so the underflow floor is that
 };
 
 // Unit roundoff of a dtype (2^-p for p significand bits) and half its smallest subnormal (the
 // absolute rounding error floor of gradual underflow).
 double unit_roundoff(DType t);
 double underflow_floor(DType t);
+double min_normal(DType t);
 
 // Elementwise bounds on |kernel - exact|, shaped like Result64 (gradients when in.d_o is given).
 // The certified reference's own error is included, so a kernel passes iff
