@@ -34,6 +34,8 @@ struct KernelInfo {
   bool any_tile = false;         // accepts any block_m x block_n >= 1
   std::vector<Config> configs;   // tile configs offered (block-size invariance ranges over these)
   bool writes_lse = true;
+  bool stores_s_p = false;       // S and P rounded to storage before use (a 3-pass baseline); the
+                                 // error model charges those roundings (reference/bounds)
 };
 
 using ForwardFn = std::function<void(const Problem&, const Config&, const HostTensor& q,

@@ -9,7 +9,7 @@ namespace fc::props {
 ref::Precision precision_of(const Kernel& k, const Config& cfg, const Problem& p) {
   ref::Precision pr;
   const DType acc = p.dtype == DType::F64 ? DType::F64 : cfg.accum;
-  const bool naive = k.info.name.find("naive") != std::string::npos;
+  const bool naive = k.info.stores_s_p;
   pr.storage = p.dtype;
   // Tensor cores truncate: a whole ulp per accumulation step (DESIGN §4), not half of one.
   pr.u_acc = ref::unit_roundoff(acc) * (k.info.device == "cuda" ? 2 : 1);

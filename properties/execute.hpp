@@ -11,7 +11,7 @@ namespace fc::props {
 
 // The arithmetic the error model assumes for kernel k under cfg on p: storage = p.dtype,
 // accumulation = cfg.accum (fp64 for fp64 storage), u_acc doubled on CUDA (tensor cores truncate),
-// S and P materialised in storage for a 3-pass baseline (a kernel whose name contains "naive"),
+// S and P materialised in storage for a 3-pass baseline (KernelInfo::stores_s_p),
 // kBlockN from cfg (0 means 64, the FlashAttention and cpu_tiled default).
 ref::Precision precision_of(const Kernel& k, const Config& cfg, const Problem& p);
 

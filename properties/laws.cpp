@@ -85,7 +85,7 @@ GenSpec spec_for(const Law& law, const Kernel& k) {
   s.configs = i.configs.empty() ? std::vector<Config>{Config{}} : i.configs;
   s.regimes = claimed_regimes(law, k);
   s.min_n = law.min_n, s.min_d = law.min_d;
-  s.s_in_storage = i.name.find("naive") != std::string::npos;  // as precision_of decides
+  s.s_in_storage = i.stores_s_p;  // as precision_of decides
   return s;
 }
 

@@ -46,6 +46,7 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
                         "products accumulate in Config.accum (F32 default, F16, F64; F64 storage: F64); "
                         "fp16 S overflows past 65504 like any same-precision baseline");
   naive.info.configs = {Config{}};
+  naive.info.stores_s_p = true;
   naive.supports = cpu_supports;
   naive.forward = cpu::naive_forward;
   naive.backward = cpu::naive_backward;

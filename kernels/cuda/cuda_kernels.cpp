@@ -123,6 +123,7 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
   naive.info.device = "cuda";
   naive.info.description = "three kernels, S and P materialised in HBM in the storage type (fp32 accumulate)";
   naive.info.dtypes = {DType::F16, DType::BF16};
+  naive.info.stores_s_p = true;
   naive.info.masks = masks;
   naive.supports = [](const Problem& p) { return cuda::naive_forward_supports(p); };
   naive.forward = cuda::naive_forward_host;

@@ -97,6 +97,9 @@ __global__ void __launch_bounds__(256) naive_pv_kernel(const T* p_in, const T* v
   const T* p_bh = p_in + bh * p.n_q * int64_t(p.n_k);  // (n_q, n_k)
   const T* v_bh = v + offset_kv(p, b, h_kv, 0);         // (n_k, d)
   float acc[4][4] = {};  // (4, 4) outputs of this thread: rows ty + 16a, columns tx + 16e
+  int64_t nv[4];         // (4) visible keys of this thread's rows: the contraction stops there
+#pragma unroll
+  for (int a = 0; a < 4; ++a) nv[a] = n_visible(p.mask, i0 + ty + 16 * a, p.n_q, p.n_k);
   for (int j0 = 0; j0 < p.n_k; j0 += kStep) {
     for (int x = threadIdx.x; x < kTile * kStep; x += 256) {
       const int r = x / kStep, c = x % kStep;
@@ -109,7 +112,10 @@ __global__ void __launch_bounds__(256) naive_pv_kernel(const T* p_in, const T* v
 #pragma unroll
       for (int a = 0; a < 4; ++a)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[a][e] = fmaf(s_p[ty + 16 * a][c], s_v[c][tx + 16 * e], acc[a][e]);
+        for (int e = 0; e < 4; ++e)
+          // A key the row cannot see has P = 0, but 0 * NaN = NaN: skip it, so a non-finite v_j
+          // reaches only the rows that see j (the contract's NaN blast radius).
+          if (j0 + c < nv[a]) acc[a][e] = fmaf(s_p[ty + 16 * a][c], s_v[c][tx + 16 * e], acc[a][e]);
     __syncthreads();
   }
 #pragma unroll
