@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One device call that runs the GPU verdicts on binaries staged by bench/carry.sh (built here with
+# `bench/carry.sh laws_gpu_test flashcheck`): the gpu-labelled tests, the property suite on each CUDA
+# kernel through `flashcheck check`, and `flashcheck audit`. Logs under $OUT; a summary last.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/reports/out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$root/.carry/lib:${LD_LIBRARY_PATH:-}
+bin=$root/.carry/tests
+summary=()
+step() {  # step NAME SECONDS CMD...
+  local name=$1 secs=$2; shift 2
+  local t0=$SECONDS
+  timeout "$secs" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  summary+=("$name rc=$rc $((SECONDS - t0))s")
+  tail -6 "$out/$name.log"
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
+echo "commit $(cat "$root/.carry/COMMIT" 2>/dev/null)"
+step cuda_naive_test 60 "$bin/cuda_naive_test" -r compact
+step cuda_tiled_test 90 "$bin/cuda_tiled_test" -r compact
+step laws_gpu_test 90 env FC_SEED=1 "$bin/laws_gpu_test" -r compact
+step check_cuda_tiled 60 "$bin/flashcheck" check --kernel cuda_tiled --seed 7
+step check_cuda_naive 60 "$bin/flashcheck" check --kernel cuda_naive --seed 7
+step audit 60 "$bin/flashcheck" audit --out "$out"
+printf '%s\n' "${summary[@]}"
