@@ -19,10 +19,9 @@ step() {  # step NAME SECONDS CMD...
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 echo "commit $(cat "$root/.carry/COMMIT" 2>/dev/null)"
-step cuda_naive_test 60 "$bin/cuda_naive_test" -r compact
-step cuda_tiled_test 90 "$bin/cuda_tiled_test" -r compact
 step laws_gpu_test 90 env FC_SEED=1 "$bin/laws_gpu_test" -r compact
-step check_cuda_tiled 60 "$bin/flashcheck" check --kernel cuda_tiled --seed 7
-step check_cuda_naive 60 "$bin/flashcheck" check --kernel cuda_naive --seed 7
-step audit 60 "$bin/flashcheck" audit --out "$out"
+step cuda_naive_test 40 "$bin/cuda_naive_test" -r compact
+step cuda_tiled_test 60 "$bin/cuda_tiled_test" -r compact
+step audit 30 "$bin/flashcheck" audit --out "$out"
+step check_cuda_tiled 40 "$bin/flashcheck" check --kernel cuda_tiled --seed 7
 printf '%s\n' "${summary[@]}"
