@@ -37,6 +37,8 @@ Run register_check_command(CLI::App& app) {
   return [o, seed]() -> int {
     const Kernel* k = find_kernel(o->kernel);
     if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", o->kernel));
+    if (!device_present(k->info.device))
+      throw UsageError(fmt::format("kernel \"{}\" needs a {} device, and none is present", o->kernel, k->info.device));
     if (!o->law.empty() && !props::find_law(o->law)) throw UsageError(fmt::format("unknown law \"{}\"", o->law));
     if ((!o->reproduce.empty() || !o->case_file.empty()) && o->law.empty())
       throw UsageError("--reproduce and --case need --law");

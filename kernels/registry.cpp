@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <stdexcept>
 
+#ifdef FLASHCHECK_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 namespace fc {
 
 const std::vector<Kernel>& registry() {
@@ -22,6 +26,20 @@ const Kernel* find_kernel(const std::string& name) {
   for (const Kernel& k : registry())
     if (k.info.name == name) return &k;
   return nullptr;
+}
+
+bool device_present(const std::string& device) {
+  if (device == "cpu") return true;
+#ifdef FLASHCHECK_HAVE_CUDA
+  if (device == "cuda") {
+    static const bool present = [] {
+      int n = 0;
+      return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    }();
+    return present;
+  }
+#endif
+  return false;
 }
 
 bool claims(const Kernel& k, const Problem& p) {

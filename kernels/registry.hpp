@@ -65,6 +65,10 @@ Outputs run_forward(const Kernel& k, const Inputs& in, const Config& cfg = {});
 // Forward then backward (needs in.d_o); fills every field of Outputs.
 Outputs run_forward_backward(const Kernel& k, const Inputs& in, const Config& cfg = {});
 
+// Whether a kernel's device is present on this machine ("cpu" always; "cuda" when built with CUDA and
+// a device answers). Callers skip, and report as skipped, the kernels whose device is absent.
+bool device_present(const std::string& device);
+
 // Whether k claims (and its supports() accepts) the problem.
 bool claims(const Kernel& k, const Problem& p);
 
