@@ -1,8 +1,13 @@
 # fc_add_test(NAME name SOURCES a.cpp ... LIBS lib ... LABELS cpu|gpu ...)
-# A Catch2 (v2) test executable; each TEST_CASE becomes a ctest test carrying LABELS, and the
-# LABELS mirror the Catch tags of its TEST_CASEs. GPU tests skip cleanly without a GPU (exit code 77 = skip).
+# A Catch2 (v2) test executable; each TEST_CASE becomes a ctest test carrying LABELS (which mirror
+# the Catch tags of its TEST_CASEs). GPU tests skip cleanly without a GPU (exit code 77 = skipped).
 function(fc_add_test)
   cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
+  if(NOT Catch2_FOUND)
+    # Declared (so later target_* calls on it still configure) but never built nor registered.
+    add_executable(${T_NAME} EXCLUDE_FROM_ALL ${T_SOURCES})
+    return()
+  endif()
   add_executable(${T_NAME} ${T_SOURCES})
   if("gpu" IN_LIST T_LABELS)
     target_link_libraries(${T_NAME} PRIVATE fc_catch_main_gpu)
