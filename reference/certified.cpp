@@ -8,6 +8,8 @@
 //   o        P̂·[V |V|] as a chunked GEMM: the same product gives o and o_mag = P̂|V|.
 // Scope: finite inputs below 2^500 in magnitude. A row reached by a non-finite input (its q or
 // d_o row, or a k/v row it sees) is returned as NaN with an infinite bound: uncertified.
+#include <mpfr.h>
+
 #include <cmath>
 #include <limits>
 
@@ -17,6 +19,77 @@
 
 namespace fc::ref {
 namespace cert {
+
+namespace {
+
+// Rows whose double-double score bound is too coarse for the exponentials (huge scores: the
+// low-part terms grow like u^2 |s|, 1e-12 at |s| = 1e18) get their scores again in MPFR at
+// kMpBits bits, and x_j = s_j - s_max there, before rounding x_j to xh + xl. Every MPFR operation
+// rounds once with relative error <= 2^-kMpBits (no underflow or overflow in MPFR's exponent range).
+constexpr mpfr_prec_t kMpBits = 256;
+// Rows whose score bound eps exceeds this take the MPFR path (1.4e-17: the exponentials' own
+// error is 2^-51).
+constexpr double kMpAbove = 0x1p-56;
+
+class Mp {
+ public:
+  Mp() { mpfr_init2(x_, kMpBits); }
+  ~Mp() { mpfr_clear(x_); }
+  Mp(const Mp&) = delete;
+  Mp& operator=(const Mp&) = delete;
+  mpfr_ptr get() { return x_; }
+
+ private:
+  mpfr_t x_;
+};
+
+// Row r of the scores in MPFR: xh[j] + xl[j] = s_j - s_max to within err_x[j] (absolute), for
+// j < nv; returns round(s_max) (to nearest) and sets *mx_err >= |s_max - round(s_max)|.
+// Error of s_j = scale·sum_l q_l k_l: d products, d - 1 sums and the scale product each round
+// once, so |s_j - ŝ_j| <= gamma_mp(2d + 1) |scale| sum_l |q_l k_l| with gamma_mp(n) <= 2n·2^-kMpBits.
+double mp_row(const GroupIn& g, Index r, Index nv, double* xh, double* xl, double* err_x, double* mx_err) {
+  const Index d = g.q.cols();
+  std::vector<Mp> s(static_cast<size_t>(nv));
+  std::vector<double> err_s(static_cast<size_t>(nv));
+  Mp t, mx;
+  const double gam_mp = 2.0 * double(2 * d + 4) * std::ldexp(1.0, -int(kMpBits));
+  Index arg = 0;
+  for (Index j = 0; j < nv; ++j) {
+    mpfr_ptr sj = s[size_t(j)].get();
+    mpfr_set_zero(sj, 1);
+    double abs_sum = 0;  // sum_l |q_l k_l|, rounded: enlarged by (1 + 2 gamma(d + 1)) below
+    for (Index l = 0; l < d; ++l) {
+      mpfr_set_d(t.get(), g.q(r, l), MPFR_RNDN);  // exact
+      mpfr_mul_d(t.get(), t.get(), g.k(j, l), MPFR_RNDN);
+      mpfr_add(sj, sj, t.get(), MPFR_RNDN);
+      abs_sum += std::fabs(g.q(r, l)) * std::fabs(g.k(j, l));  // < 2^1001: finite
+    }
+    mpfr_mul_d(sj, sj, g.scale, MPFR_RNDN);
+    // abs_sum's own products may underflow: + d·2^-1074 before enlarging.
+    err_s[size_t(j)] = gam_mp * std::fabs(g.scale) * (abs_sum + double(d) * 0x1p-1074) *
+                       (1 + 2 * gamma(double(d + 1)));
+    if (j == 0 || mpfr_cmp(sj, s[size_t(arg)].get()) > 0) arg = j;
+  }
+  mpfr_set(mx.get(), s[size_t(arg)].get(), MPFR_RNDN);  // exact (same precision)
+  const double mx_d = mpfr_get_d(mx.get(), MPFR_RNDN);
+  // |s_max - round(s_max)| <= u |round(s_max)| (or 0 when it is exact); inf if it overflowed.
+  *mx_err = kU * std::fabs(mx_d);
+  for (Index j = 0; j < nv; ++j) {
+    mpfr_sub(t.get(), s[size_t(j)].get(), mx.get(), MPFR_RNDN);  // x_j: one rounding
+    const double h = mpfr_get_d(t.get(), MPFR_RNDN);
+    const double ax = std::fabs(h) * (1 + 2 * kU) + 0x1p-1074;  // >= |x_j| up to 2^-kMpBits
+    mpfr_sub_d(t.get(), t.get(), h, MPFR_RNDN);                // rest: one rounding
+    const double lo = mpfr_get_d(t.get(), MPFR_RNDN);           // |error| <= u|lo| + 2^-1074
+    xh[j] = h;
+    xl[j] = lo;
+    // Errors of s_j and s_max, the two MPFR roundings (relative to |x_j|), and lo's rounding
+    // (charged in forward's delta as kU·xl_max, plus the subnormal floor here).
+    err_x[j] = err_s[size_t(j)] + err_s[size_t(arg)] + 4 * std::ldexp(1.0, -int(kMpBits)) * ax + 0x1p-1073;
+  }
+  return mx_d;
+}
+
+}  // namespace
 
 GroupFwd forward(const GroupIn& g) {
   const Index m = g.q.rows(), n = g.k.rows(), d = g.q.cols();
@@ -61,11 +134,37 @@ GroupFwd forward(const GroupIn& g) {
     double eps = s.floor;
     for (size_t t = 0; t < s.term_a.size(); ++t) eps += s.term_a[t][r] * b_max[t];
     eps = (abs_scale * eps + 0x1p-100 * s_abs + 0x1p-1074) * kSlack;
+    // Huge scores: the double-double bound grows like u^2 |s|, and past |s| ~ 2^44 the low parts
+    // sl stop being small, so p̃ = exp(xh)(1 + xl) no longer approximates exp(xh + xl) (from
+    // |s| ~ 2^53 on, xl reaches O(1) and the charged xl^2 term is not even a bound: λ > 1).
+    // Such rows get their scores again in MPFR: then f.p holds xh and sl holds xl, with
+    // x_j = s_j - s_max = xh + xl + (<= eps) and |xl| <= u|xh|. Other rows keep |xl| <= 2^-30 +
+    // u·700, so xl^2 stays far below u.
+    double mx_err = 0, sl_max = 0;
+    for (Index j = 0; j < nv; ++j) sl_max = std::max(sl_max, std::fabs(sl[j]));
+    const bool mp = !(eps <= kMpAbove) || !(sl_max <= 0x1p-30);
+    if (mp) {
+      std::vector<double> err_x(size_t(nv), 0.0);
+      mx = mp_row(g, r, nv, &f.p(r, 0), sl.data(), err_x.data(), &mx_err);
+      if (!std::isfinite(mx)) {  // s_max overflows float64 after all: no claim
+        f.bad[r] = 1;
+        for (Index j = 0; j < nv; ++j) f.p(r, j) = 0;
+        continue;
+      }
+      eps = 0;
+      for (double e : err_x) eps = std::max(eps, e);
+      eps *= kSlack;
+    }
 
     double l_s = 0, l_c = 0, xl_max = 0, n_drop = 0;
     for (Index j = 0; j < nv; ++j) {
       double xh, xe;
-      two_sum(f.p(r, j), -mx, xh, xe);  // x = s - m = xh + xe exactly
+      if (mp) {
+        xh = f.p(r, j);  // x = xh + sl[j] to within eps
+        xe = 0;
+      } else {
+        two_sum(f.p(r, j), -mx, xh, xe);  // x = s - m = xh + xe exactly
+      }
       if (xh < kDropBelow) {            // weight < e^-699: dropped, charged as an absolute term
         f.p(r, j) = 0;
         n_drop += 1;
@@ -92,7 +191,7 @@ GroupFwd forward(const GroupIn& g) {
     const double y = std::log(l);
     f.lse[r] = mx + y;
     f.lse_err[r] = (delta + 1.01 * theta + 1.01 * tail + kLibmRel * std::fabs(y) +
-                    kU * 1.01 * std::fabs(f.lse[r]) + 0x1p-1074) *
+                    kU * 1.01 * std::fabs(f.lse[r]) + 1.01 * mx_err + 0x1p-1074) *
                    kSlack;
   }
 
