@@ -34,9 +34,10 @@ rc::Gen<Case> gen_case(const GenSpec& spec);
 // The value construction used by gen_case, exposed for the generator tests: fills c.in's q k v
 // (and d_o when `backward`) for c.regime, from a seed; plain = 0 gives small integers.
 void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_score);
-// The largest |s| the Huge and FarBelow regimes may reach: 1e9 (the certified oracle's own bound
-// turns vacuous not far beyond), or 1/4 of the storage range when S is materialised in storage (a baseline's S overflows
-// past it); 1e8 for fp64 storage, whose lse is still fp32. Huge aims at a quarter of it.
+// The largest |s| the Huge and FarBelow regimes may reach: FLT_MAX/4 ~ 8.5e37 (fp32's limit; the
+// certified oracle stays within its 1e-13 targets there), or 1/4 of the storage range when S is
+// materialised in storage (a baseline's S overflows past it); 1e8 for fp64 storage, whose lse is
+// still fp32. Huge aims at a quarter of it.
 double max_score_for(DType storage, bool s_in_storage);
 
 // What a case's scores look like, in fp64 from its inputs (classify.cpp).

@@ -138,7 +138,11 @@ Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
           eps = std::max(eps, delta);
         }
         const double lse = ref.value.lse[size_t(ol)];
-        for (int64_t j = 0; j < n_v; ++j) logP[size_t(j)] = s[size_t(j)] - lse, P[size_t(j)] = std::exp(logP[size_t(j)]);
+        // The exact log P is <= 0: clamping the fp64 estimate there only moves it toward the truth.
+        // At huge scores the plain fp64 s carries u|s| (1e8 at 1e24) and s - lse > 0 would give
+        // P = inf, then inf * 0 = NaN in the backward's P (dP - D) terms where dP = D.
+        for (int64_t j = 0; j < n_v; ++j)
+          logP[size_t(j)] = std::min(0.0, s[size_t(j)] - lse), P[size_t(j)] = std::exp(logP[size_t(j)]);
         // A weight perturbed by e^{+-eps} and renormalised lies in [P e^{-2 eps}, min(P e^{2 eps}, 1)]:
         // dev_j bounds |P^_j - P_j| and w_hat_j the computed weight, both in the log domain so
         // that an exact weight below fp64's range still counts when eps is large.
