@@ -16,7 +16,7 @@ namespace fc::props {
 enum class Regime : int32_t {
   Normal,       // N(0,1) on a grid that shrinks toward small integers
   Outliers,     // FA3 paper: N(0,1) + N(0,100) * Bernoulli(0.001), at least one outlier
-  Huge,         // scores up to 1e9 (max_score_for says why not fp32's 3e38)
+  Huge,         // scores to FLT_MAX/4 (fp64 storage: 1e8; max_score_for says why)
   FarBelow,     // every score far below -1e4
   Fp16Max,      // v (and some q, k) near +-65504
   Ties,         // keys drawn from two distinct rows: many exactly tied scores
