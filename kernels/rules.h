@@ -42,10 +42,15 @@ FC_HD inline T finalize_lse(T m, T l, Log log_fn) {
 }
 
 // Probability recomputed in the backward pass from the saved lse: P = exp(s - lse). A row with
-// lse = -inf saw no key; its P is 0 (not exp(-inf - -inf) = NaN).
+// lse = -inf saw no key; its P is 0 (not exp(-inf - -inf) = NaN). P <= 1 exactly, but the backward
+// recomputes s in another order than the forward that produced lse: at huge scores (|s| ~ 1e29 in
+// fp32) s - lse can come out as +1e22 and exp overflows to inf, then inf * 0 = NaN in the gradients.
+// The argument is clamped at 0 (P = 1), written so that a NaN argument stays NaN.
 template <class T, class Exp>
 FC_HD inline T recompute_p(T s, T lse, Exp exp_fn) {
-  return lse == neg_inf<T>() ? T(0) : exp_fn(s - lse);
+  if (lse == neg_inf<T>()) return T(0);
+  const T x = s - lse;
+  return exp_fn(x > T(0) ? T(0) : x);
 }
 
 }  // namespace fc::rules
