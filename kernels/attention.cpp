@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 
 namespace fc {
 
@@ -37,6 +38,16 @@ bool parse_mask(const char* s, Mask* out) {
   for (Mask m : {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight})
     if (std::strcmp(s, mask_name(m)) == 0) return *out = m, true;
   return false;
+}
+
+double max_finite(DType t) {
+  switch (t) {
+    case DType::F16: return 65504.0;
+    case DType::BF16: return 0x1.fep127;
+    case DType::F32: return double(std::numeric_limits<float>::max());
+    case DType::F64: return std::numeric_limits<double>::max();
+  }
+  return 0;
 }
 
 int dtype_size(DType t) {

@@ -86,5 +86,6 @@ const char* mask_name(Mask m);    // "none" "causal_top_left" "causal_bottom_rig
 bool parse_dtype(const char* s, DType* out);
 bool parse_mask(const char* s, Mask* out);
 int dtype_size(DType t);  // bytes per element
+double max_finite(DType t);  // largest finite value of the dtype
 
 }  // namespace fc

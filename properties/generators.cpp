@@ -15,16 +15,6 @@ constexpr double kMaxWork = 1.5e6;
 // clamps q, k so every partial sum of q.k and of scale.q.k stays finite in fp32); see max_score_for.
 constexpr double kScoreCeiling = double(std::numeric_limits<float>::max()) / 4;
 
-double max_finite(DType t) {
-  switch (t) {
-    case DType::F16: return 65504.0;
-    case DType::BF16: return 0x1.fep127;
-    case DType::F32: return double(std::numeric_limits<float>::max());
-    case DType::F64: return std::numeric_limits<double>::max();
-  }
-  return kInf;
-}
-
 struct Draw {
   std::mt19937_64 rng;
   int plain;

@@ -33,16 +33,6 @@ double at(const std::vector<double>& v, int64_t i) { return v.empty() ? 0.0 : v[
 // overflowed (a vacuous inf * 0 must not become a NaN bound).
 double times(double factor, double magnitude) { return magnitude == 0 ? 0.0 : factor * magnitude; }
 
-double max_finite(DType t) {
-  switch (t) {
-    case DType::F16: return 65504.0;
-    case DType::BF16: return 0x1.fep127;
-    case DType::F32: return double(std::numeric_limits<float>::max());
-    case DType::F64: return std::numeric_limits<double>::max();
-  }
-  return kInf;
-}
-
 }  // namespace
 
 double unit_roundoff(DType t) {
