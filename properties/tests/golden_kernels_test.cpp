@@ -31,12 +31,13 @@ Inputs softmax_row(DType t, const std::vector<double>& x, bool with_d_o) {
   return make(t, 1, n, n, q, k, v, with_d_o ? d_o : std::vector<double>{});
 }
 
-// Every correct kernel x storage type that claims `in` (re-typed to each dtype).
+// Every correct kernel x storage type that claims `in` (re-typed to each dtype), on every device
+// present here (CUDA kernels join on a GPU machine).
 template <class F>
 void each_kernel(const std::function<Inputs(DType)>& build, F&& check) {
   int runs = 0;
   for (const Kernel& k : registry()) {
-    if (k.info.mutant) continue;
+    if (k.info.mutant || !device_present(k.info.device)) continue;
     for (DType t : k.info.dtypes) {
       const Inputs in = build(t);
       if (!claims(k, in.p)) continue;
