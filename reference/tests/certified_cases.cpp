@@ -36,6 +36,9 @@ Case make(std::string name, Problem p, double qk_sigma, uint64_t seed) {
   return c;
 }
 
+
+}  // namespace
+
 Problem shape(int32_t batch, int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, int32_t d, DType t, Mask m,
               double scale) {
   Problem p;
@@ -50,8 +53,6 @@ Problem shape(int32_t batch, int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, 
   p.scale = scale;
   return p;
 }
-
-}  // namespace
 
 std::vector<Case> certified_cases() {
   using M = Mask;

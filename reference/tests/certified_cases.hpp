@@ -19,6 +19,10 @@ struct Case {
 
 std::vector<Case> certified_cases();
 
+// One problem's shape (batch, heads, lengths, d), dtype, mask and scale.
+Problem shape(int32_t batch, int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, int32_t d, DType t, Mask m,
+              double scale);
+
 // Natural scales, from a plain fp64 evaluation (a scale needs no precision):
 //   o_mag  (batch, heads_q, n_q, d): sum_j P_ij |v_jk|;
 //   per (batch, kv head) group g, normwise: dq[g] = |scale| |M|_F |K|_F, dk[g] = |scale| |M|_F |Q|_F,

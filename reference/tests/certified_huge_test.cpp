@@ -17,21 +17,9 @@ namespace {
 
 using testing::Case;
 using testing::first_violation;
+using testing::shape;
 
 constexpr double kTarget = 1e-13;
-
-Problem shape(int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, int32_t d, DType t, Mask m, double scale) {
-  Problem p;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.n_q = n_q;
-  p.n_k = n_k;
-  p.d = d;
-  p.dtype = t;
-  p.mask = m;
-  p.scale = scale;
-  return p;
-}
 
 // v, d_o ~ N(0, 1) rounded to fp16 (representable in every storage type).
 void fill_v_do(Case& c, uint64_t seed) {
@@ -48,7 +36,7 @@ void fill_v_do(Case& c, uint64_t seed) {
 
 // One query, keys ±x: q = (a, a), k = (a, a), (-a, -a); s = ±2a² (one-hot).
 Case plus_minus(double s, DType t) {
-  Case c{"±x, |s| = " + std::to_string(s), shape(1, 1, 1, 2, 2, t, Mask::None, 1.0), {}};
+  Case c{"±x, |s| = " + std::to_string(s), shape(1, 1, 1, 1, 2, 2, t, Mask::None, 1.0), {}};
   double a = double(float(std::sqrt(s / 2)));
   if (t == DType::BF16) a = double(float(Eigen::bfloat16(float(a))));
   if (t == DType::F16) a = double(float(Eigen::half(float(a))));
@@ -62,7 +50,7 @@ Case plus_minus(double s, DType t) {
 // q = (A, 1, ...), (A, -1, ...): scores A·B·scale + {1, 2, 0, 2, -3}·scale·unit. A, B, unit exact
 // in the storage type; every partial sum of q·k stays finite in it.
 Case gaps(std::string name, double a, double b, double unit, double scale, DType t, int32_t d = 4) {
-  Case c{std::move(name), shape(1, 1, 2, 5, d, t, Mask::None, scale), {}};
+  Case c{std::move(name), shape(1, 1, 1, 2, 5, d, t, Mask::None, scale), {}};
   const double g[5] = {1, 2, 0, 2, -3};
   c.in.q.assign(size_t(2 * d), 0.0);
   c.in.q[0] = a;
@@ -80,7 +68,7 @@ Case gaps(std::string name, double a, double b, double unit, double scale, DType
 
 // GQA 4/2, causal (both alignments), fp32: per kv head, keys (B, j mod 3 + h) and queries (A, 1 - i mod 2).
 Case gqa_causal(double s, Mask m) {
-  Case c{"gqa causal, |s| = " + std::to_string(s), shape(4, 2, 3, 5, 8, DType::F32, m, 1.0), {}};
+  Case c{"gqa causal, |s| = " + std::to_string(s), shape(1, 4, 2, 3, 5, 8, DType::F32, m, 1.0), {}};
   const double a = double(float(std::sqrt(s)));
   const Problem& p = c.p;
   c.in.q.assign(size_t(numel_q(p)), 0.0);
