@@ -10,17 +10,8 @@
 namespace {
 
 fc::Problem problem(int b, int h_q, int h_kv, int n_q, int n_k, int d, int dtype, int mask, double scale) {
-  fc::Problem p;
-  p.batch = b;
-  p.heads_q = h_q;
-  p.heads_kv = h_kv;
-  p.n_q = n_q;
-  p.n_k = n_k;
-  p.d = d;
-  p.dtype = static_cast<fc::DType>(dtype);
-  p.mask = static_cast<fc::Mask>(mask);
-  p.scale = scale;
-  return p;
+  return fc::Problem{.batch = b, .heads_q = h_q, .heads_kv = h_kv, .n_q = n_q, .n_k = n_k, .d = d,
+                     .dtype = static_cast<fc::DType>(dtype), .mask = static_cast<fc::Mask>(mask), .scale = scale};
 }
 
 // Device memory taken by cudaMalloc between two readings (the driver's view, 2 MiB granular).

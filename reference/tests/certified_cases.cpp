@@ -41,17 +41,8 @@ Case make(std::string name, Problem p, double qk_sigma, uint64_t seed) {
 
 Problem shape(int32_t batch, int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, int32_t d, DType t, Mask m,
               double scale) {
-  Problem p;
-  p.batch = batch;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.n_q = n_q;
-  p.n_k = n_k;
-  p.d = d;
-  p.dtype = t;
-  p.mask = m;
-  p.scale = scale;
-  return p;
+  return Problem{.batch = batch, .heads_q = hq, .heads_kv = hkv, .n_q = n_q, .n_k = n_k, .d = d, .dtype = t,
+                 .mask = m, .scale = scale};
 }
 
 std::vector<Case> certified_cases() {

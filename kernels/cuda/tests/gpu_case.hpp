@@ -29,17 +29,8 @@ inline const Kernel& cuda_kernel(const std::string& name) {
 }
 
 inline Problem problem(DType t, int32_t d, Mask mask, int32_t b, int32_t h_q, int32_t h_kv, int32_t n_q, int32_t n_k) {
-  Problem p;
-  p.batch = b;
-  p.heads_q = h_q;
-  p.heads_kv = h_kv;
-  p.n_q = n_q;
-  p.n_k = n_k;
-  p.d = d;
-  p.dtype = t;
-  p.mask = mask;
-  p.scale = default_scale(d);
-  return p;
+  return Problem{.batch = b, .heads_q = h_q, .heads_kv = h_kv, .n_q = n_q, .n_k = n_k, .d = d, .dtype = t,
+                 .mask = mask, .scale = default_scale(d)};
 }
 
 // Uniform inputs in [-r, r] from a fixed seed, each rounded once to p.dtype.
