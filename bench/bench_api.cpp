@@ -25,7 +25,7 @@ size_t used_since(size_t free_before) {
 
 extern "C" {
 
-// kernel: 0 = cuda_tiled, 1 = cuda_naive. dtype/mask: the contract's enum values.
+// kernel: 0 = cuda_tiled, 1 = cuda_naive, 2 = cuda_wgmma. dtype/mask: the contract's enum values.
 int fcb_forward(int kernel, int b, int h_q, int h_kv, int n_q, int n_k, int d, int dtype, int mask,
                 double scale, int block_m, int block_n, const void* q, const void* k, const void* v,
                 void* o, float* lse, void* workspace, void* stream) {
@@ -33,6 +33,7 @@ int fcb_forward(int kernel, int b, int h_q, int h_kv, int n_q, int n_k, int d, i
   const fc::cuda::ForwardArgs a{q, k, v, o, lse};
   auto s = static_cast<cudaStream_t>(stream);
   if (kernel == 0) return fc::cuda::tiled_forward(p, fc::cuda::Tile{block_m, block_n}, a, s);
+  if (kernel == 2) return fc::cuda::wgmma_forward(p, fc::cuda::Tile{block_m, block_n}, a, s);
   return fc::cuda::naive_forward(p, a, workspace, s);
 }
 

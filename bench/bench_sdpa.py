@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""cuda_tiled / cuda_naive against PyTorch SDPA (flash and cuDNN backends) in one process, on the
+"""cuda_wgmma / cuda_tiled / cuda_naive against PyTorch SDPA (flash and cuDNN backends) in one process, on the
 same tensors and stream. Three jobs, each writing JSON:
   check   correctness vs float64 attention (relative Frobenius error, next to torch flash's own)
   perf    TFLOP/s, fwd and fwd+bwd, with ratios to torch flash and cuDNN
@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 DT = {"f16": (torch.float16, 1), "bf16": (torch.bfloat16, 2)}
+WGMMA_TILES = [(128, 128), (128, 64), (64, 128), (192, 64)]  # cuda_wgmma's forward tiles, default first
 MASK = {"none": 0, "causal_top_left": 1, "causal_bottom_right": 2}
 
 
@@ -86,7 +87,7 @@ def rel(a, b):
     return ((a.double() - b).norm() / b.norm().clamp_min(1e-300)).item()
 
 
-def job_check(ours):
+def job_check(ours, wgmma):
     out = []
     torch.manual_seed(0)
     cases = [(2, 4, 2, 257, 300, 64), (1, 2, 1, 200, 77, 128), (1, 3, 3, 128, 128, 128), (2, 2, 2, 1000, 1000, 64),
@@ -107,6 +108,13 @@ def job_check(ours):
                     row[f"lse_maxabs_{tile[0]}x{tile[1]}"] = (lse.double()[fin] - rlse[fin]).abs().max().item() if fin.any() else 0.0
                     row[f"lse_inf_ok_{tile[0]}x{tile[1]}"] = bool(torch.equal(torch.isinf(lse) & (lse < 0), ~fin))
                     row[f"o_nan_{tile[0]}x{tile[1]}"] = bool(torch.isnan(o).any())
+                for tile in WGMMA_TILES if wgmma else []:
+                    o, lse = ours.forward(q, k, v, mask, 2, tile)
+                    fin = torch.isfinite(rlse)
+                    row[f"wgmma_o_{tile[0]}x{tile[1]}"] = rel(o, ro)
+                    row[f"wgmma_lse_maxabs_{tile[0]}x{tile[1]}"] = (lse.double()[fin] - rlse[fin]).abs().max().item() if fin.any() else 0.0
+                    row[f"wgmma_lse_inf_ok_{tile[0]}x{tile[1]}"] = bool(torch.equal(torch.isinf(lse) & (lse < 0), ~fin))
+                    row[f"wgmma_o_nan_{tile[0]}x{tile[1]}"] = bool(torch.isnan(o).any())
                 o, lse = ours.forward(q, k, v, mask, 1)
                 row["naive_o"] = rel(o, ro)
                 o, lse = ours.forward(q, k, v, mask, 0)
@@ -146,7 +154,7 @@ def time_ms(fn, reps):
     return statistics.median(ts)
 
 
-def job_perf(ours, quick, fwd_tiles, bwd_tiles):
+def job_perf(ours, quick, fwd_kernels, bwd_tiles):
     rows = []
     ns = [1024, 4096, 16384] if not quick else [4096]
     for dt in ("bf16", "f16"):
@@ -162,24 +170,27 @@ def job_perf(ours, quick, fwd_tiles, bwd_tiles):
                     flops = 4 * n * n * d * b * h / (2 if causal else 1)
                     reps = 30 if n <= 4096 else 10
                     row = dict(dtype=dt, d=d, n=n, b=b, h=h, causal=causal)
-                    for tile in fwd_tiles[d]:
-                        ms = time_ms(lambda: ours.forward(q, k, v, mask, 0, tile), reps)
-                        row[f"ours_fwd_{tile[0]}x{tile[1]}"] = flops / ms / 1e9
-                    # ratios use the default tile (the first); the best tile is reported beside it
-                    row["ours_fwd"] = row[f"ours_fwd_{fwd_tiles[d][0][0]}x{fwd_tiles[d][0][1]}"]
-                    row["ours_fwd_best"] = max(row[f"ours_fwd_{t[0]}x{t[1]}"] for t in fwd_tiles[d])
-                    o, lse = ours.forward(q, k, v, mask, 0, fwd_tiles[d][0])
+                    # Forward tiles of each kernel; the first tile of the first kernel is "ours" (the
+                    # default the ratios use); every other figure is reported beside it.
+                    for kname, kid, tiles in fwd_kernels(d):
+                        for tile in tiles:
+                            ms = time_ms(lambda: ours.forward(q, k, v, mask, kid, tile), reps)
+                            row[f"{kname}_fwd_{tile[0]}x{tile[1]}"] = flops / ms / 1e9
+                    kname, kid, tiles = fwd_kernels(d)[0]
+                    fwd = lambda: ours.forward(q, k, v, mask, kid, tiles[0])
+                    row["ours_fwd_kernel"] = f"{kname} {tiles[0][0]}x{tiles[0][1]}"
+                    row["ours_fwd"] = row[f"{kname}_fwd_{tiles[0][0]}x{tiles[0][1]}"]
+                    row["ours_fwd_best"] = max(v_ for k_, v_ in row.items() if "_fwd_" in k_ and k_[-1].isdigit())
+                    o, lse = fwd()
                     ws = torch.empty(ours.lib.fcb_workspace_bytes(0, 1, b, h, h, n, n, d, DT[dt][1]), dtype=torch.uint8, device="cuda")
                     best = 0
                     for bt in bwd_tiles[d]:
-                        ms = time_ms(lambda: (ours.forward(q, k, v, mask, 0, fwd_tiles[d][0]),
-                                              ours.backward(q, k, v, o, lse, d_o, mask, bt, False, ws)), reps)
+                        ms = time_ms(lambda: (fwd(), ours.backward(q, k, v, o, lse, d_o, mask, bt, False, ws)), reps)
                         row[f"ours_fwdbwd_{bt[0]}x{bt[1]}"] = 3.5 * flops / ms / 1e9
                         best = max(best, row[f"ours_fwdbwd_{bt[0]}x{bt[1]}"])
                     row["ours_fwdbwd"] = row[f"ours_fwdbwd_{bwd_tiles[d][0][0]}x{bwd_tiles[d][0][1]}"]
                     row["ours_fwdbwd_best"] = best
-                    ms = time_ms(lambda: (ours.forward(q, k, v, mask, 0, fwd_tiles[d][0]),
-                                          ours.backward(q, k, v, o, lse, d_o, mask, bwd_tiles[d][0], True, ws)), reps)
+                    ms = time_ms(lambda: (fwd(), ours.backward(q, k, v, o, lse, d_o, mask, bwd_tiles[d][0], True, ws)), reps)
                     row["ours_fwdbwd_deterministic"] = 3.5 * flops / ms / 1e9
                     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                         try:
@@ -204,7 +215,7 @@ def job_perf(ours, quick, fwd_tiles, bwd_tiles):
     return rows
 
 
-def job_memory(ours, max_n):
+def job_memory(ours, max_n, no_wgmma):
     rows = []
     n = 1024
     while n <= max_n:
@@ -216,7 +227,8 @@ def job_memory(ours, max_n):
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         row["io_bytes_fwd"] = 4 * q.numel() * 2 + lse.numel() * 4
         P = ctypes.c_void_p
-        for kernel, bwd, name in ((0, 0, "tiled_fwd"), (0, 1, "tiled_fwdbwd"), (1, 0, "naive_fwd")):
+        kernels = ((0, 0, "tiled_fwd"), (0, 1, "tiled_fwdbwd"), (1, 0, "naive_fwd")) + (() if no_wgmma else ((2, 0, "wgmma_fwd"),))
+        for kernel, bwd, name in kernels:
             extra = ctypes.c_size_t(0)
             t0 = time.time()
             rc = ours.lib.fcb_measure_extra(kernel, bwd, 1, 1, 1, n, n, 128, 2, 0, ctypes.c_double(128 ** -0.5),
@@ -237,11 +249,14 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--jobs", default="check,perf,memory")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-wgmma", action="store_true", help="cuda_tiled only (a GPU that is not sm_90)")
     ap.add_argument("--max-n", type=int, default=262144)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     ours = Ours(a.lib)
-    fwd_tiles = {64: [(128, 64), (64, 64), (128, 32), (128, 128)], 128: [(128, 32), (64, 64), (128, 64)]}
+    tiled_tiles = {64: [(128, 64), (64, 64), (128, 32), (128, 128)], 128: [(128, 32), (64, 64), (128, 64)]}
+    # (name, fcb kernel id, forward tiles); the first kernel's first tile is "ours" in the ratios.
+    fwd_kernels = lambda d: ([("wgmma", 2, WGMMA_TILES)] if not a.no_wgmma else []) + [("tiled", 0, tiled_tiles[d])]
     bwd_tiles = {64: [(128, 128), (64, 64), (64, 128)], 128: [(64, 64), (64, 128), (32, 64)]}
     res = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), device=torch.cuda.get_device_name(),
                torch=torch.__version__, cudnn=torch.backends.cudnn.version(), command=" ".join(sys.argv),
@@ -249,11 +264,11 @@ def main():
     for job in a.jobs.split(","):
         t0 = time.time()
         if job == "check":
-            res["check"] = job_check(ours)
+            res["check"] = job_check(ours, not a.no_wgmma)
         elif job == "perf":
-            res["perf"] = job_perf(ours, a.quick, fwd_tiles, bwd_tiles)
+            res["perf"] = job_perf(ours, a.quick, fwd_kernels, bwd_tiles)
         elif job == "memory":
-            res["memory"] = job_memory(ours, a.max_n)
+            res["memory"] = job_memory(ours, a.max_n, a.no_wgmma)
         print(f"# job {job}: {time.time() - t0:.1f} s", flush=True)
         with open(a.out, "w") as f:
             json.dump(res, f, indent=1)

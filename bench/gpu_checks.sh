@@ -24,4 +24,5 @@ step cuda_naive_test 40 "$bin/cuda_naive_test" -r compact
 step cuda_tiled_test 60 "$bin/cuda_tiled_test" -r compact
 step audit 30 "$bin/flashcheck" audit --out "$out"
 step check_cuda_tiled 40 "$bin/flashcheck" check --kernel cuda_tiled --seed 7
+step check_cuda_wgmma 40 "$bin/flashcheck" check --kernel cuda_wgmma --seed 7
 printf '%s\n' "${summary[@]}"

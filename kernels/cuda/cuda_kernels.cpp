@@ -28,17 +28,32 @@ DeviceBuffer upload_lse(const HostTensor& lse) {
   return DeviceBuffer(f32);
 }
 
+// Upload, run one of the forward launchers (tiled_forward, wgmma_forward), download.
+using ForwardLauncher = cudaError_t (*)(const Problem&, Tile, const ForwardArgs&, cudaStream_t);
+void forward_host(const char* name, ForwardLauncher launch, bool (*supports)(const Problem&, Tile), Tile t,
+                  const Problem& p, const HostTensor& q, const HostTensor& k, const HostTensor& v, HostTensor& o,
+                  HostTensor& lse) {
+  if (!supports(p, t)) throw std::invalid_argument(std::string(name) + ": unsupported problem, tile or device");
+  DeviceBuffer dq(q), dk(k), dv(v), d_out(o.bytes.size()), d_lse(size_t(lse.numel()) * sizeof(float));
+  ForwardArgs a{dq.get(), dk.get(), dv.get(), d_out.get(), static_cast<float*>(d_lse.get())};
+  check(launch(p, t, a, nullptr), (std::string(name) + " forward").c_str());
+  check(cudaDeviceSynchronize(), (std::string(name) + " forward (sync)").c_str());
+  d_out.download(o);
+  download_lse(d_lse, lse);
+}
+
 void tiled_forward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
                         const HostTensor& v, HostTensor& o, HostTensor& lse) {
   const Tile t = forward_tile(cfg, p.d);
-  if (!tiled_forward_supports(p, t.block_m == 0 ? Tile{64, 64} : t))
-    throw std::invalid_argument("cuda_tiled: unsupported problem or tile");
-  DeviceBuffer dq(q), dk(k), dv(v), d_out(o.bytes.size()), d_lse(size_t(lse.numel()) * sizeof(float));
-  ForwardArgs a{dq.get(), dk.get(), dv.get(), d_out.get(), static_cast<float*>(d_lse.get())};
-  check(tiled_forward(p, t, a, nullptr), "cuda_tiled forward");
-  check(cudaDeviceSynchronize(), "cuda_tiled forward (sync)");
-  d_out.download(o);
-  download_lse(d_lse, lse);
+  forward_host("cuda_tiled", tiled_forward, tiled_forward_supports, t.block_m == 0 ? Tile{64, 64} : t, p, q, k, v,
+               o, lse);
+}
+
+void wgmma_forward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
+                        const HostTensor& v, HostTensor& o, HostTensor& lse) {
+  const Tile t = forward_tile(cfg, p.d);
+  forward_host("cuda_wgmma", wgmma_forward, wgmma_forward_supports, t.block_m == 0 ? Tile{128, 128} : t, p, q, k,
+               v, o, lse);
 }
 
 void tiled_backward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
@@ -72,9 +87,10 @@ void naive_forward_host(const Problem& p, const Config&, const HostTensor& q, co
 
 }  // namespace
 
-std::vector<Config> tiled_configs() {
+namespace {
+std::vector<Config> configs_of(std::initializer_list<std::pair<int, int>> tiles) {
   std::vector<Config> out;
-  for (auto [m, n] : {std::pair{64, 64}, {128, 64}, {128, 32}}) {
+  for (auto [m, n] : tiles) {
     Config c;
     c.block_m = m;
     c.block_n = n;
@@ -82,6 +98,18 @@ std::vector<Config> tiled_configs() {
   }
   return out;
 }
+
+bool device_is_sm90() {
+  Problem p;
+  p.batch = p.heads_q = p.heads_kv = p.n_q = p.n_k = 1;
+  p.d = 64;
+  p.dtype = DType::BF16;
+  return wgmma_forward_supports(p, Tile{128, 128});
+}
+}  // namespace
+
+std::vector<Config> tiled_configs() { return configs_of({{64, 64}, {128, 64}, {128, 32}}); }
+std::vector<Config> wgmma_configs() { return configs_of({{128, 128}, {128, 64}, {64, 128}}); }
 
 Tile forward_tile(const Config& cfg, int d) {
   if (cfg.block_m == 0 && cfg.block_n == 0) return Tile{};  // the launcher's default for d
@@ -117,6 +145,22 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
   tiled.forward = cuda::tiled_forward_host;
   tiled.backward = cuda::tiled_backward_host;
   out.push_back(std::move(tiled));
+
+  Kernel wgmma;
+  wgmma.info.name = "cuda_wgmma";
+  wgmma.info.device = "cuda";
+  wgmma.info.description =
+      "Hopper forward (sm_90a only): wgmma from shared memory, P in registers, fp32 accumulate; "
+      "backward is cuda_tiled's";
+  wgmma.info.dtypes = {DType::F16, DType::BF16};
+  wgmma.info.masks = masks;
+  wgmma.info.head_dims = {64, 128};
+  wgmma.info.backward = true;
+  wgmma.info.configs = cuda::wgmma_configs();
+  wgmma.supports = [](const Problem& p) { return cuda::is_16bit(p) && (p.d == 64 || p.d == 128) && cuda::device_is_sm90(); };
+  wgmma.forward = cuda::wgmma_forward_host;
+  wgmma.backward = cuda::tiled_backward_host;
+  out.push_back(std::move(wgmma));
 
   Kernel naive;
   naive.info.name = "cuda_naive";

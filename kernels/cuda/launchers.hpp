@@ -44,6 +44,12 @@ int tiled_forward_tiles(int d, Tile* out, int max_out);
 bool tiled_forward_supports(const Problem& p, Tile t);
 cudaError_t tiled_forward(const Problem& p, Tile t, const ForwardArgs& a, cudaStream_t stream);
 
+// The Hopper forward (wgmma, sm_90a; wgmma_forward.cu): same contract and arguments as tiled_forward.
+// Supported only where the current device has compute capability 9.x. Tiles: (64 * warpgroups, kBlockN).
+int wgmma_forward_tiles(int d, Tile* out, int max_out);
+bool wgmma_forward_supports(const Problem& p, Tile t);
+cudaError_t wgmma_forward(const Problem& p, Tile t, const ForwardArgs& a, cudaStream_t stream);
+
 // Backward by recomputation. The tile is (queries per step, keys per CTA). Workspace: fp32 d_q
 // accumulator (b, h_q, n_q, d) and D (b, h_q, n_q); query backward_workspace_bytes.
 int tiled_backward_tiles(int d, Tile* out, int max_out);

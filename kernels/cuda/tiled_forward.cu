@@ -4,6 +4,7 @@
 // running <m, l> and its o accumulator stay in registers for the whole walk.
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/forward_common.cuh"
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/nonfinite.cuh"
@@ -11,23 +12,6 @@
 
 namespace fc::cuda {
 namespace {
-
-template <class T>
-struct FwdParams {
-  const T* q;  // (b, h_q, n_q, d)
-  const T* k;  // (b, h_kv, n_k, d)
-  const T* v;  // (b, h_kv, n_k, d)
-  T* o;        // (b, h_q, n_q, d)
-  float* lse;  // (b, h_q, n_q)
-  int n_q, n_k, heads_q, heads_kv;
-  Mask mask;
-  float scale_log2;  // scale * log2(e): scores are kept in base-2 units so exp is one exp2
-};
-
-__device__ __forceinline__ float quad_running_max(float x) {
-  x = rules::running_max(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return rules::running_max(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
 
 // kMT: 16-row m-tiles per warp. kMT = 1 keeps the warp's q fragments in registers; kMT = 2 reads
 // them from shared memory at every k-step but reuses each k / v fragment for two m-tiles, halving
@@ -42,7 +26,7 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
   T* s_k = s_q + kBlockM * kD;              // (2, kBlockN, kD)
   T* s_v = s_k + 2 * kBlockN * kD;          // (2, kBlockN, kD)
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first: better tail balance
   const int h = blockIdx.y, b = blockIdx.z, h_kv = h / (p.heads_q / p.heads_kv);
   const int m0 = m_block * kBlockM, w0 = warp * 16 * kMT;  // first row of the tile, of the warp
@@ -50,11 +34,7 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
   const T* k = p.k + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
   const T* v = p.v + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
 
-  // Keys [0, n_end) are visible to some row of this tile: later tiles are skipped entirely.
-  const int64_t off = p.mask == Mask::CausalBottomRight ? int64_t(p.n_k) - p.n_q : 0;
-  int64_t n_end = p.n_k;
-  if (p.mask != Mask::None) n_end = min(n_end, int64_t(m0) + kBlockM + off);
-  const int n_tiles = n_end <= 0 ? 0 : int((n_end + kBlockN - 1) / kBlockN);
+  const int n_tiles = key_tiles(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
 
   float o[kMT][kDB][4] = {};  // (16 kMT, kD) per warp, fp32
   float m[kMT][2], l[kMT][2];  // rows g and g + 8 of each m-tile: running max (base 2), partial sum
@@ -117,49 +97,10 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
         }
       }
     }
-    const bool need_mask = n0 + kBlockN > p.n_k || (p.mask != Mask::None && n0 + kBlockN - 1 > m0 + off);
+    const bool need_mask = tile_needs_mask(p.mask, p.n_q, p.n_k, m0, n0, kBlockN);
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-      // x = (q.k) * (scale log2 e): one rounding. The running max and the exponent below both use
-      // this same x, so x - m is exactly 0 at the row's max (its weight is exactly 1).
-#pragma unroll
-      for (int nb = 0; nb < kNB; ++nb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][nb][e] *= p.scale_log2;
-      if (need_mask) {
-#pragma unroll
-        for (int nb = 0; nb < kNB; ++nb)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int64_t i = m0 + w0 + mt * 16 + g + 8 * (e / 2), j = n0 + nb * 8 + 2 * t + e % 2;
-            if (j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k)) s[mt][nb][e] = rules::neg_inf<float>();
-          }
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = m[mt][r];
-#pragma unroll
-        for (int nb = 0; nb < kNB; ++nb)
-          mx = rules::running_max(rules::running_max(mx, s[mt][nb][2 * r]), s[mt][nb][2 * r + 1]);
-        mx = quad_running_max(mx);
-        const float corr = rules::rescale(m[mt][r], mx, [](float x) { return exp2_approx(x); });
-        const float shift = rules::safe_shift(mx);  // all -inf so far: exp2(-inf - 0) = 0, not NaN
-        m[mt][r] = mx;
-        float sum = 0.f;
-#pragma unroll
-        for (int nb = 0; nb < kNB; ++nb) {
-          const float p0 = exp2_approx(s[mt][nb][2 * r] - shift), p1 = exp2_approx(s[mt][nb][2 * r + 1] - shift);
-          sum += p0 + p1;  // l sums the fp32 weights; P is rounded to T only as the mma operand
-          pa[mt][nb / 2][(nb % 2) * 2 + r] = Storage<T>::pack(p0, p1);
-        }
-        l[mt][r] = l[mt][r] * corr + sum;
-#pragma unroll
-        for (int db = 0; db < kDB; ++db) {
-          o[mt][db][2 * r] *= corr;
-          o[mt][db][2 * r + 1] *= corr;
-        }
-      }
-    }
+    for (int mt = 0; mt < kMT; ++mt)
+      online_softmax_step<T, kNB, kDB>(s[mt], m[mt], l[mt], o[mt], pa[mt], p, need_mask, m0 + w0 + mt * 16, n0);
     cp_async_wait<1>();  // all but k_{n+1}: v_n has landed
     __syncthreads();     // ... for every thread; and every warp is done with v_{n-1}'s buffer
     if (n + 1 < n_tiles)
@@ -187,31 +128,12 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
   cp_async_wait<0>();
 
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int i = m0 + w0 + mt * 16 + g + 8 * r;
-      const float l_row = quad_sum(l[mt][r]);
-      const float inv = rules::inv_l(l_row);  // l = 0: no visible key, o = 0 (contract)
-      if (i >= p.n_q) continue;
-      T* o_row = p.o + ((int64_t(b) * p.heads_q + h) * p.n_q + i) * kD;  // (kD)
-#pragma unroll
-      for (int db = 0; db < kDB; ++db)
-        *reinterpret_cast<uint32_t*>(o_row + db * 8 + 2 * t) =
-            Storage<T>::pack(o[mt][db][2 * r] * inv, o[mt][db][2 * r + 1] * inv);
-      if (t == 0) {
-        // lse = ln 2 * (m + log2 l): m is in base-2 units; l = 0 gives -inf (contract).
-        const float lse2 = rules::finalize_lse(m[mt][r], l_row, [](float x) { return log2f(x); });
-        p.lse[(int64_t(b) * p.heads_q + h) * p.n_q + i] = lse2 * 0.6931471805599453f;
-      }
-    }
+  for (int mt = 0; mt < kMT; ++mt) store_o_lse<T, kDB>(p, o[mt], m[mt], l[mt], b, h, m0 + w0 + mt * 16);
 }
 
 template <class T, int kD, int kBlockM, int kBlockN, int kMT>
 cudaError_t launch(const Problem& pr, const ForwardArgs& a, cudaStream_t stream) {
-  FwdParams<T> p{static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
-                 static_cast<T*>(a.o), a.lse, pr.n_q, pr.n_k, pr.heads_q, pr.heads_kv, pr.mask,
-                 float(pr.scale * 1.4426950408889634)};
+  const FwdParams<T> p = make_fwd_params<T>(pr, a);
   constexpr int smem = (kBlockM + 4 * kBlockN) * kD * int(sizeof(T));
   auto kernel = tiled_forward_kernel<T, kD, kBlockM, kBlockN, kMT>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

@@ -1,0 +1,133 @@
+// The per-row numerics both CUDA forwards share (tiled_forward.cu on mma.sync, wgmma_forward.cu on
+// wgmma): parameters, the online-softmax step over one 16-row block of scores, and the epilogue.
+// Both keep scores, P and o in the same per-warp register layout (mma.cuh's C and A fragments), so
+// the delicate lines -- one rounding of the scaled score, the max and the exponent on the same
+// value, the empty-row guards -- are written once.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/attention.h"
+#include "kernels/cuda/launchers.hpp"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/rules.h"
+
+namespace fc::cuda {
+
+template <class T>
+struct FwdParams {
+  const T* q;  // (b, h_q, n_q, d)
+  const T* k;  // (b, h_kv, n_k, d)
+  const T* v;  // (b, h_kv, n_k, d)
+  T* o;        // (b, h_q, n_q, d)
+  float* lse;  // (b, h_q, n_q)
+  int n_q, n_k, heads_q, heads_kv;
+  Mask mask;
+  float scale_log2;  // scale * log2(e): scores are kept in base-2 units so exp is one exp2
+};
+
+template <class T>
+FwdParams<T> make_fwd_params(const Problem& pr, const ForwardArgs& a) {
+  return FwdParams<T>{static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
+                      static_cast<T*>(a.o), a.lse, pr.n_q, pr.n_k, pr.heads_q, pr.heads_kv, pr.mask,
+                      float(pr.scale * 1.4426950408889634)};
+}
+
+__device__ __forceinline__ float quad_running_max(float x) {
+  x = rules::running_max(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return rules::running_max(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+// One online-softmax step for a 16-row block of this warp against kNB * 8 keys [n0, n0 + 8 kNB):
+// s (raw q.k, C layout) becomes P, packed to T as A fragments pa; the running max m and partial sum
+// l (rows g and g + 8; l per thread, quad-summed at the end) and the o accumulator are rescaled.
+// row0: the block's first query row. need_mask: some key of the block is masked or past n_k.
+template <class T, int kNB, int kDB>
+__device__ __forceinline__ void online_softmax_step(float (&s)[kNB][4], float (&m)[2], float (&l)[2],
+                                                    float (&o)[kDB][4], uint32_t (&pa)[kNB / 2][4],
+                                                    const FwdParams<T>& p, bool need_mask, int64_t row0,
+                                                    int64_t n0) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  // x = (q.k) * (scale log2 e): one rounding. The running max and the exponent below both use this
+  // same x, so x - m is exactly 0 at the row's max (its weight is exactly 1).
+#pragma unroll
+  for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[nb][e] *= p.scale_log2;
+  if (need_mask) {
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t i = row0 + g + 8 * (e / 2), j = n0 + nb * 8 + 2 * t + e % 2;
+        if (j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k)) s[nb][e] = rules::neg_inf<float>();
+      }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = m[r];
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb) mx = rules::running_max(rules::running_max(mx, s[nb][2 * r]), s[nb][2 * r + 1]);
+    mx = quad_running_max(mx);
+    const float corr = rules::rescale(m[r], mx, [](float x) { return exp2_approx(x); });
+    const float shift = rules::safe_shift(mx);  // all -inf so far: exp2(-inf - 0) = 0, not NaN
+    m[r] = mx;
+    float sum = 0.f;
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb) {
+      const float p0 = exp2_approx(s[nb][2 * r] - shift), p1 = exp2_approx(s[nb][2 * r + 1] - shift);
+      sum += p0 + p1;  // l sums the fp32 weights; P is rounded to T only as the mma operand
+      pa[nb / 2][(nb % 2) * 2 + r] = Storage<T>::pack(p0, p1);
+    }
+    l[r] = l[r] * corr + sum;
+#pragma unroll
+    for (int db = 0; db < kDB; ++db) {
+      o[db][2 * r] *= corr;
+      o[db][2 * r + 1] *= corr;
+    }
+  }
+}
+
+// o / l and lse for the 16-row block starting at query row0 of head (b, h): rows past n_q are not
+// written; l = 0 (no visible key) gives o = 0 and lse = -inf (contract).
+template <class T, int kDB>
+__device__ __forceinline__ void store_o_lse(const FwdParams<T>& p, const float (&o)[kDB][4], const float (&m)[2],
+                                            const float (&l)[2], int b, int h, int64_t row0) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t i = row0 + g + 8 * r;
+    const float l_row = quad_sum(l[r]);
+    const float inv = rules::inv_l(l_row);
+    if (i >= p.n_q) continue;
+    T* o_row = p.o + ((int64_t(b) * p.heads_q + h) * p.n_q + i) * (kDB * 8);  // (d)
+#pragma unroll
+    for (int db = 0; db < kDB; ++db)
+      *reinterpret_cast<uint32_t*>(o_row + db * 8 + 2 * t) = Storage<T>::pack(o[db][2 * r] * inv, o[db][2 * r + 1] * inv);
+    if (t == 0) {
+      // lse = ln 2 * (m + log2 l): m is in base-2 units.
+      const float lse2 = rules::finalize_lse(m[r], l_row, [](float x) { return log2f(x); });
+      p.lse[(int64_t(b) * p.heads_q + h) * p.n_q + i] = lse2 * 0.6931471805599453f;
+    }
+  }
+}
+
+// Keys [0, n_end) are visible to some row of the query tile [m0, m0 + block_m): later key tiles are
+// skipped entirely. Returns the number of block_n key tiles to walk.
+__device__ __forceinline__ int key_tiles(Mask mask, int n_q, int n_k, int m0, int block_m, int block_n) {
+  const int64_t off = mask == Mask::CausalBottomRight ? int64_t(n_k) - n_q : 0;
+  int64_t n_end = n_k;
+  if (mask != Mask::None) n_end = min(n_end, int64_t(m0) + block_m + off);
+  return n_end <= 0 ? 0 : int((n_end + block_n - 1) / block_n);
+}
+
+// Whether the key tile [n0, n0 + block_n) has a key past n_k or one masked for some row of a query
+// tile starting at row m0 (its first row sees the fewest keys).
+__device__ __forceinline__ bool tile_needs_mask(Mask mask, int n_q, int n_k, int m0, int n0, int block_n) {
+  const int64_t off = mask == Mask::CausalBottomRight ? int64_t(n_k) - n_q : 0;
+  return n0 + block_n > n_k || (mask != Mask::None && int64_t(n0) + block_n - 1 > m0 + off);
+}
+
+}  // namespace fc::cuda

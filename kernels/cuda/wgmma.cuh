@@ -1,0 +1,81 @@
+// Hopper (sm_90a) building blocks of the wgmma forward: shared-memory matrix descriptors, the
+// 128-byte-swizzled tile layout they describe, and the warpgroup fences. Hand-written PTX wrappers:
+// these instructions have no C++ API in the CUDA runtime headers (the wgmma calls themselves are
+// generated into wgmma_ops.cuh).
+//
+// Tile layout (SW128, what a descriptor with swizzle mode 1 reads): a (kRows, kCols) b16 tile is
+// kCols / 64 column panels, one after the other; a panel is kRows rows of 128 bytes (64 elements);
+// 16-byte chunk c of row r sits at chunk c ^ (r % 8). Panels start on 1024-byte boundaries (8 rows),
+// so the hardware's swizzle, which XORs address bits [4, 7) with bits [7, 10), agrees with ours.
+//
+// Accumulator layout of m64nNk16 (fp32, N / 2 registers per thread; warp w of the warpgroup owns
+// rows 16 w .. 16 w + 15, g = lane / 4, t = lane % 4):
+//   d[4 j + e]: row 16 w + g + 8 (e / 2), column 8 j + 2 t + e % 2
+// -- per warp, the mma.sync C layout of mma.cuh repeated over N / 8 column blocks, so two adjacent
+// blocks of S are exactly one register A fragment of P for the next GEMM.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/mma.cuh"
+
+namespace fc::cuda {
+
+// Byte offset of element (row, col) in an SW128 tile of kRows rows.
+template <int kRows>
+__device__ __forceinline__ uint32_t sw128_offset(int row, int col) {
+  static_assert(kRows % 8 == 0, "panels must hold whole 8-row swizzle atoms");
+  const int panel = col / 64, chunk = (col % 64) / 8;
+  return uint32_t(panel * kRows * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) + (col % 8) * 2);
+}
+
+// Copy a (kRows, kCols) tile of a row-major tensor (row stride kCols) into an SW128 tile at shared
+// address smem; rows >= n_rows are zero-filled. All kThreads threads take part; consecutive threads
+// copy consecutive 16-byte chunks of a row (coalesced reads).
+template <int kRows, int kCols, int kThreads, class T>
+__device__ __forceinline__ void load_tile_sw128(uint32_t smem, const T* gmem, int n_rows) {
+  constexpr int kChunksPerRow = kCols / 8, kChunks = kRows * kChunksPerRow;
+  static_assert(kCols % 64 == 0, "SW128 panels are 64 columns wide");
+#pragma unroll
+  for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; ++i) {
+    const int c = threadIdx.x + i * kThreads;
+    if (kChunks % kThreads != 0 && c >= kChunks) break;  // 3 warpgroups do not divide a power of 2
+    const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+    const bool valid = row < n_rows;
+    const T* src = gmem + (valid ? int64_t(row) * kCols + col : 0);
+    cp_async_16(smem + sw128_offset<kRows>(row, col), src, valid);
+  }
+}
+
+// Matrix descriptor (PTX ISA, wgmma "matrix descriptor"): start address, leading- and stride-
+// dimension byte offsets (all in 16-byte units), swizzle mode 1 = 128 bytes. For a K-major operand
+// the stride offset is the step between 8-row groups (1024 bytes) and the leading offset is unused;
+// for an N-major one (imm-trans-b) the leading offset steps between 64-column panels and the stride
+// offset between 8-row groups along K.
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lead_bytes, uint32_t stride_bytes) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((lead_bytes >> 4) & 0x3FFF) << 16) |
+         (uint64_t((stride_bytes >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
+}
+
+// Orders this warpgroup's register writes before the wgmma that reads them (accumulators, A).
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Makes this thread's generic-proxy shared-memory writes (cp.async, plain stores) visible to the
+// async proxy that wgmma reads through; a barrier must follow before another thread's wgmma.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Pins a register value at this point of the program: the compiler may neither move its uses above
+// a preceding wgmma wait nor reuse its register while an in-flight wgmma still reads it.
+__device__ __forceinline__ void fence_operand(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void fence_operand(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
+template <class X, int N>
+__device__ __forceinline__ void fence_operands(X (&x)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) fence_operand(x[i]);
+}
+
+}  // namespace fc::cuda
