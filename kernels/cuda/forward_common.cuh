@@ -40,15 +40,17 @@ __device__ __forceinline__ float quad_running_max(float x) {
   return rules::running_max(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
 
-// One online-softmax step for a 16-row block of this warp against kNB * 8 keys [n0, n0 + 8 kNB):
-// s (raw q.k, C layout) becomes P, packed to T as A fragments pa; the running max m and partial sum
-// l (rows g and g + 8; l per thread, quad-summed at the end) and the o accumulator are rescaled.
-// row0: the block's first query row. need_mask: some key of the block is masked or past n_k.
-template <class T, int kNB, int kDB>
-__device__ __forceinline__ void online_softmax_step(float (&s)[kNB][4], float (&m)[2], float (&l)[2],
-                                                    float (&o)[kDB][4], uint32_t (&pa)[kNB / 2][4],
-                                                    const FwdParams<T>& p, bool need_mask, int64_t row0,
-                                                    int64_t n0) {
+// The online-softmax step for a 16-row block of this warp against kNB * 8 keys [n0, n0 + 8 kNB), in
+// two halves so a kernel may run the first while the previous block's P v is still on the tensor
+// cores (wgmma_forward.cu) -- or both back to back (tiled_forward.cu); the numbers are the same.
+//
+// softmax_update: s (raw q.k, C layout) becomes the fp32 weights P = exp2(x - m_new); the running max
+// m and partial sum l (rows g and g + 8; l per thread, quad-summed at the end) move to the new max;
+// corr = exp2(m_old - m_new) is what o must still be scaled by. row0: the block's first query row.
+// need_mask: some key of the block is masked or past n_k.
+template <class T, int kNB>
+__device__ __forceinline__ void softmax_update(float (&s)[kNB][4], float (&m)[2], float (&l)[2], float (&corr)[2],
+                                               const FwdParams<T>& p, bool need_mask, int64_t row0, int64_t n0) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   // x = (q.k) * (scale log2 e): one rounding. The running max and the exponent below both use this
   // same x, so x - m is exactly 0 at the row's max (its weight is exactly 1).
@@ -71,23 +73,45 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[kNB][4], float (&
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb) mx = rules::running_max(rules::running_max(mx, s[nb][2 * r]), s[nb][2 * r + 1]);
     mx = quad_running_max(mx);
-    const float corr = rules::rescale(m[r], mx, [](float x) { return exp2_approx(x); });
+    corr[r] = rules::rescale(m[r], mx, [](float x) { return exp2_approx(x); });
     const float shift = rules::safe_shift(mx);  // all -inf so far: exp2(-inf - 0) = 0, not NaN
     m[r] = mx;
     float sum = 0.f;
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb) {
-      const float p0 = exp2_approx(s[nb][2 * r] - shift), p1 = exp2_approx(s[nb][2 * r + 1] - shift);
-      sum += p0 + p1;  // l sums the fp32 weights; P is rounded to T only as the mma operand
-      pa[nb / 2][(nb % 2) * 2 + r] = Storage<T>::pack(p0, p1);
+      s[nb][2 * r] = exp2_approx(s[nb][2 * r] - shift);
+      s[nb][2 * r + 1] = exp2_approx(s[nb][2 * r + 1] - shift);
+      sum += s[nb][2 * r] + s[nb][2 * r + 1];  // l sums the fp32 weights; P is rounded to T only as the mma operand
     }
-    l[r] = l[r] * corr + sum;
+    l[r] = l[r] * corr[r] + sum;
+  }
+}
+
+// rescale_and_pack: o *= corr (o must hold no in-flight GEMM), and P packed to T as A fragments pa
+// (two adjacent C blocks of P are one k-step of o += P v).
+template <class T, int kNB, int kDB>
+__device__ __forceinline__ void rescale_and_pack(const float (&s)[kNB][4], const float (&corr)[2], float (&o)[kDB][4],
+                                                 uint32_t (&pa)[kNB / 2][4]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb) pa[nb / 2][(nb % 2) * 2 + r] = Storage<T>::pack(s[nb][2 * r], s[nb][2 * r + 1]);
 #pragma unroll
     for (int db = 0; db < kDB; ++db) {
-      o[db][2 * r] *= corr;
-      o[db][2 * r + 1] *= corr;
+      o[db][2 * r] *= corr[r];
+      o[db][2 * r + 1] *= corr[r];
     }
   }
+}
+
+template <class T, int kNB, int kDB>
+__device__ __forceinline__ void online_softmax_step(float (&s)[kNB][4], float (&m)[2], float (&l)[2],
+                                                    float (&o)[kDB][4], uint32_t (&pa)[kNB / 2][4],
+                                                    const FwdParams<T>& p, bool need_mask, int64_t row0,
+                                                    int64_t n0) {
+  float corr[2];
+  softmax_update<T, kNB>(s, m, l, corr, p, need_mask, row0, n0);
+  rescale_and_pack<T, kNB, kDB>(s, corr, o, pa);
 }
 
 // o / l and lse for the 16-row block starting at query row0 of head (b, h): rows past n_q are not

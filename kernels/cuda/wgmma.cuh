@@ -31,19 +31,23 @@ __device__ __forceinline__ uint32_t sw128_offset(int row, int col) {
 
 // Copy a (kRows, kCols) tile of a row-major tensor (row stride kCols) into an SW128 tile at shared
 // address smem; rows >= n_rows are zero-filled. All kThreads threads take part; consecutive threads
-// copy consecutive 16-byte chunks of a row (coalesced reads).
+// copy consecutive 16-byte chunks of a row (coalesced reads). A thread keeps one chunk column and
+// steps down whole 8-row swizzle atoms, so its shared and global addresses are one base plus
+// compile-time strides (no per-chunk address registers).
 template <int kRows, int kCols, int kThreads, class T>
 __device__ __forceinline__ void load_tile_sw128(uint32_t smem, const T* gmem, int n_rows) {
-  constexpr int kChunksPerRow = kCols / 8, kChunks = kRows * kChunksPerRow;
+  constexpr int kChunksPerRow = kCols / 8, kRowsPerPass = kThreads / kChunksPerRow;
   static_assert(kCols % 64 == 0, "SW128 panels are 64 columns wide");
+  static_assert(kThreads % kChunksPerRow == 0 && kRowsPerPass % 8 == 0, "a pass must cover whole swizzle atoms");
+  const int col = (threadIdx.x % kChunksPerRow) * 8, row0 = threadIdx.x / kChunksPerRow;
+  const uint32_t dst0 = smem + sw128_offset<kRows>(row0, col);
+  const T* src0 = gmem + int64_t(row0) * kCols + col;
 #pragma unroll
-  for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; ++i) {
-    const int c = threadIdx.x + i * kThreads;
-    if (kChunks % kThreads != 0 && c >= kChunks) break;  // 3 warpgroups do not divide a power of 2
-    const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+  for (int i = 0; i < (kRows + kRowsPerPass - 1) / kRowsPerPass; ++i) {
+    const int row = row0 + i * kRowsPerPass;
+    if (kRows % kRowsPerPass != 0 && row >= kRows) break;  // 3 warpgroups do not divide a power of 2
     const bool valid = row < n_rows;
-    const T* src = gmem + (valid ? int64_t(row) * kCols + col : 0);
-    cp_async_16(smem + sw128_offset<kRows>(row, col), src, valid);
+    cp_async_16(dst0 + uint32_t(i * kRowsPerPass * 128), valid ? src0 + int64_t(i) * kRowsPerPass * kCols : gmem, valid);
   }
 }
 

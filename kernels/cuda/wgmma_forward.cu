@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <iterator>
+#include <type_traits>
 
 #include "kernels/cuda/forward_common.cuh"
 #include "kernels/cuda/launchers.hpp"
@@ -44,82 +45,107 @@ __global__ void __launch_bounds__(kWG * 128, 1) wgmma_forward_kernel(const FwdPa
 
   float o[kDB][4] = {};  // (16, kD) per warp, fp32: the m64nkD accumulator of the warpgroup
   float m[2] = {rules::neg_inf<float>(), rules::neg_inf<float>()}, l[2] = {0.f, 0.f};  // rows g, g + 8
-  uint32_t pa[kBlockN / 16][4];  // P in T, register A fragments of o += P v; live until that wgmma is done
+  float s[kNB][4];               // scores of key tile n + 1 (C layout), then its fp32 weights P
+  float corr[2];                 // exp2(m_old - m_new) still owed to o
+  uint32_t pa[kBlockN / 16][4];  // P of key tile n in T: register A fragments of o += P v
 
-  // cp.async groups as in tiled_forward.cu: {q, k_0}, {v_0}, then k_{n+1} and v_{n+1} alternately.
-  if (n_tiles > 0) {
-    load_tile_sw128<kBlockM, kD, kThreads>(s_q, q, p.n_q - m0);
-    load_tile_sw128<kBlockN, kD, kThreads>(s_k, k, p.n_k);
-    cp_async_commit();
-    load_tile_sw128<kBlockN, kD, kThreads>(s_v, v, p.n_k);
-    cp_async_commit();
-  }
-  for (int n = 0; n < n_tiles; ++n) {
-    const int n0 = n * kBlockN, cur = n & 1, next = cur ^ 1;
-    cp_async_wait<1>();   // all but v_n: k_n has landed
-    fence_proxy_async();  // ... and is visible to wgmma's (async-proxy) reads
-    __syncthreads();      // for every thread; every warpgroup is done with k_{n-1}'s buffer
-    if (n + 1 < n_tiles)
-      load_tile_sw128<kBlockN, kD, kThreads>(s_k + next * kKVBytes, k + int64_t(n0 + kBlockN) * kD, p.n_k - n0 - kBlockN);
-    cp_async_commit();
-
-    // S = q k^T: kD / 16 k-steps of m64n{kBlockN}k16. A k-step moves 32 bytes along a 128-byte
-    // swizzled row and jumps panels every 4 steps; this warpgroup's 64 q rows start 64 rows in.
-    float s[kNB][4];  // raw scores q.k of this warp's 16 rows (C layout)
-    wgmma_fence();
+  // S = q k_n^T: kD / 16 k-steps of m64n{kBlockN}k16, both operands K-major in shared memory. A k-step
+  // moves 32 bytes along a 128-byte swizzled row and jumps panels every 4 steps; this warpgroup's 64
+  // q rows start 64 wg rows into each panel.
+  // Descriptors move by adding (byte offset >> 4) to their address field: one base each, the rest
+  // compile-time immediates.
+  const uint64_t desc_q = sw128_desc(s_q + wg * 64 * 128, 16, 1024);
+  const uint64_t desc_k = sw128_desc(s_k, 16, 1024);
+  const uint64_t desc_v = sw128_desc(s_v, kBlockN * 128, 1024);
+  auto issue_scores = [&](int buf) {
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
-      const uint64_t da = sw128_desc(s_q + (ks / 4) * kBlockM * 128 + wg * 64 * 128 + (ks % 4) * 32, 16, 1024);
-      const uint64_t db = sw128_desc(s_k + cur * kKVBytes + (ks / 4) * kBlockN * 128 + (ks % 4) * 32, 16, 1024);
+      const uint64_t da = desc_q + (((ks / 4) * kBlockM * 128 + (ks % 4) * 32) >> 4);
+      const uint64_t db = desc_k + ((buf * kKVBytes + (ks / 4) * kBlockN * 128 + (ks % 4) * 32) >> 4);
       wgmma_ss<T, kBlockN>(reinterpret_cast<float(&)[kBlockN / 2]>(s), da, db, ks > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();  // S_n, and o += P_{n-1} v_{n-1} issued last step: o and pa are free again
+  };
+  auto fence_all = [&] {
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb) fence_operands(s[nb]);
 #pragma unroll
     for (int db = 0; db < kDB; ++db) fence_operands(o[db]);
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) fence_operands(pa[kk]);
+  };
 
-    const bool need_mask = tile_needs_mask(p.mask, p.n_q, p.n_k, m0, n0, kBlockN);
-    online_softmax_step<T, kNB, kDB>(s, m, l, o, pa, p, need_mask, m0 + w0, n0);
-
-    cp_async_wait<1>();  // all but k_{n+1}: v_n has landed
+  // Pipeline (FlashAttention-3's intra-warpgroup overlap, with cp.async in place of TMA): step n issues
+  // S_{n+1} = q k_{n+1}^T and then o += P_n v_n, and runs the softmax of S_{n+1} while P_n v_n is
+  // still on the tensor cores; only the rescale of o waits for it. cp.async groups: {q, k_0},
+  // {v_0, k_1}, then {k_{n+2}, v_{n+1}} per step; one barrier per step, loads a whole step ahead.
+  if (n_tiles > 0) {
+    load_tile_sw128<kBlockM, kD, kThreads>(s_q, q, p.n_q - m0);
+    load_tile_sw128<kBlockN, kD, kThreads>(s_k, k, p.n_k);
+    cp_async_commit();
+    load_tile_sw128<kBlockN, kD, kThreads>(s_v, v, p.n_k);
+    if (n_tiles > 1) load_tile_sw128<kBlockN, kD, kThreads>(s_k + kKVBytes, k + int64_t(kBlockN) * kD, p.n_k - kBlockN);
+    cp_async_commit();
+    cp_async_wait<1>();  // q, k_0
     fence_proxy_async();
-    __syncthreads();     // for every thread; every warpgroup is done with v_{n-1}'s buffer
-    if (n + 1 < n_tiles)
+    __syncthreads();
+    wgmma_fence();
+    issue_scores(0);
+    wgmma_wait<0>();
+    fence_all();
+    softmax_update<T, kNB>(s, m, l, corr, p, tile_needs_mask(p.mask, p.n_q, p.n_k, m0, 0, kBlockN), m0 + w0, 0);
+    rescale_and_pack<T, kNB, kDB>(s, corr, o, pa);
+  }
+  // One step; kMore: a key tile n + 1 follows. (Two instantiations, not a run-time branch around
+  // the wgmma issue, which would make ptxas serialize every wgmma of the kernel.)
+  auto step = [&](int n, auto more_tag) {
+    constexpr bool kMore = decltype(more_tag)::value;
+    const int n0 = n * kBlockN, cur = n & 1, next = cur ^ 1;
+    cp_async_wait<0>();   // v_n and k_{n+1} have landed
+    fence_proxy_async();  // ... and are visible to wgmma's (async-proxy) reads
+    __syncthreads();      // for every thread; S_n (k_n's buffer) and P_{n-1} v_{n-1} are done everywhere
+
+    // NaN blast radius: a non-finite v in a tile straddling the mask is scrubbed to 0 here and its
+    // true contributions re-added (o is at max m_n and holds no GEMM now; k_n's buffer is scratch).
+    if (tile_needs_mask(p.mask, p.n_q, p.n_k, m0, n0, kBlockN)) {
+      T* const v_tile = reinterpret_cast<T*>(base_ptr + kQBytes + (2 + cur) * kKVBytes);
+      if (scrub_nonfinite<kBlockN, kD, kThreads>(v_tile)) {  // block-uniform and rare
+        float(&o1)[1][kDB][4] = reinterpret_cast<float(&)[1][kDB][4]>(o);
+        const uint32_t(&pa1)[1][kBlockN / 16][4] = reinterpret_cast<const uint32_t(&)[1][kBlockN / 16][4]>(pa);
+        readd_nonfinite_v<kD, kBlockM, kBlockN, 1>(o1, pa1, reinterpret_cast<T*>(base_ptr + kQBytes + cur * kKVBytes),
+                                                   v, p.mask, p.n_q, p.n_k, m0, w0, n0);
+        fence_proxy_async();  // the scrub's stores must reach wgmma's reads of v_n
+        __syncthreads();
+      }
+    }
+    if (n + 2 < n_tiles)
+      load_tile_sw128<kBlockN, kD, kThreads>(s_k + cur * kKVBytes, k + int64_t(n0 + 2 * kBlockN) * kD, p.n_k - n0 - 2 * kBlockN);
+    if constexpr (kMore)
       load_tile_sw128<kBlockN, kD, kThreads>(s_v + next * kKVBytes, v + int64_t(n0 + kBlockN) * kD, p.n_k - n0 - kBlockN);
     cp_async_commit();
-    T* const v_tile = reinterpret_cast<T*>(base_ptr + kQBytes + (2 + cur) * kKVBytes);
-    const bool v_poisoned = need_mask && scrub_nonfinite<kBlockN, kD, kThreads>(v_tile);
-    if (v_poisoned) {  // block-uniform and rare: the scrub's stores must reach wgmma's reads
-      fence_proxy_async();
-      __syncthreads();
-    }
 
-    // o += P v: kBlockN / 16 k-steps of m64n{kD}k16, P from registers (rounded to T), v N-major:
-    // a k-step is 16 rows (2048 bytes) down the tile, panels kBlockN * 128 bytes apart.
     wgmma_fence();
+    if constexpr (kMore) issue_scores(next);
+    // o += P_n v_n: kBlockN / 16 k-steps of m64n{kD}k16, P from registers (rounded to T), v N-major:
+    // a k-step is 16 rows (2048 bytes) down the tile, panels kBlockN * 128 bytes apart.
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
-      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(o), pa[kk],
-                         sw128_desc(s_v + cur * kKVBytes + kk * 16 * 128, kBlockN * 128, 1024));
+      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(o), pa[kk], desc_v + ((cur * kKVBytes + kk * 16 * 128) >> 4));
     wgmma_commit();
-    if (v_poisoned) {
-      wgmma_wait<0>();
+    if constexpr (kMore) {
+      wgmma_wait<1>();  // S_{n+1} is done; P_n v_n may still run
 #pragma unroll
-      for (int db = 0; db < kDB; ++db) fence_operands(o[db]);
-      // k_n's buffer is free (S_n is done): scratch for P, in plain row-major layout.
-      float(&o1)[1][kDB][4] = reinterpret_cast<float(&)[1][kDB][4]>(o);
-      const uint32_t(&pa1)[1][kBlockN / 16][4] = reinterpret_cast<const uint32_t(&)[1][kBlockN / 16][4]>(pa);
-      readd_nonfinite_v<kD, kBlockM, kBlockN, 1>(o1, pa1, reinterpret_cast<T*>(base_ptr + kQBytes + cur * kKVBytes),
-                                                 v, p.mask, p.n_q, p.n_k, m0, w0, n0);
+      for (int nb = 0; nb < kNB; ++nb) fence_operands(s[nb]);
+      softmax_update<T, kNB>(s, m, l, corr, p, tile_needs_mask(p.mask, p.n_q, p.n_k, m0, n0 + kBlockN, kBlockN),
+                             m0 + w0, n0 + kBlockN);
     }
-  }
-  wgmma_wait<0>();
-#pragma unroll
-  for (int db = 0; db < kDB; ++db) fence_operands(o[db]);
+    wgmma_wait<0>();  // P_n v_n is done: o and pa are free
+    fence_all();
+    if constexpr (kMore) rescale_and_pack<T, kNB, kDB>(s, corr, o, pa);
+  };
+  int n = 0;
+  for (; n + 1 < n_tiles; ++n) step(n, std::true_type{});
+  if (n_tiles > 0) step(n, std::false_type{});
   cp_async_wait<0>();
   store_o_lse<T, kDB>(p, o, m, l, b, h, m0 + w0);
 #else
