@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
         }
       }
     }
-    if (v_poisoned)  // block-uniform and rare
+    if (v_poisoned)  // block-uniform and rare; k_n's buffer, free by now, is the scratch for P
       readd_nonfinite_v<kD, kBlockM, kBlockN, kMT>(o, pa, s_k + (n & 1) * kBlockN * kD, v, p.mask, p.n_q, p.n_k,
                                                     m0, w0, n0);
   }

@@ -1,11 +1,16 @@
-// cuda_wgmma forward: the FlashAttention-2 walk on Hopper's warpgroup tensor cores (sm_90a).
-// A CTA of kWG warpgroups owns a (64 kWG, d) tile of q; each warpgroup owns 64 rows and walks the
-// (kBlockN, d) tiles of k and v, double-buffered through cp.async into 128-byte-swizzled shared
-// memory (wgmma.cuh). S = q k^T is one wgmma chain with both operands in shared memory; P stays in
-// registers and o += P v takes it as the register A operand, v read N-major (transposed) from shared
-// memory. The numerics per row are tiled_forward.cu's (forward_common.cuh), so the two forwards differ
-// only in how the GEMMs are issued -- which is what the block-size and cross-kernel laws then check.
+// cuda_wgmma forward: the FlashAttention walk on Hopper's warpgroup tensor cores and TMA (sm_90a).
+// A CTA is one producer warpgroup and kWG consumer warpgroups, and owns a (64 kWG, d) tile of q; each
+// consumer owns 64 rows and walks the (kBlockN, d) tiles of k and v. One producer thread streams q,
+// k and v with TMA into 128-byte-swizzled shared memory (two stages each, mbarrier full / empty
+// pairs), so consumers never wait on each other. S = q k^T is a wgmma chain with both operands in
+// shared memory; P stays in registers and o += P v takes it as the register A operand, v read
+// N-major (transposed). The softmax of S_{n+1} runs while P_n v_n is on the tensor cores
+// (FlashAttention-3's intra-warpgroup overlap). The numerics per row are tiled_forward.cu's
+// (forward_common.cuh), so the two forwards differ only in how the GEMMs are fed -- which is what
+// the block-size and cross-kernel laws then check.
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 
 #include <iterator>
 #include <type_traits>
@@ -19,49 +24,103 @@
 namespace fc::cuda {
 namespace {
 
+// Shared memory of one CTA, in bytes from a 1024-byte-aligned base: SW128 tiles, the scratch of the
+// rare non-finite-v path, then the mbarriers.
+template <int kD, int kBlockN, int kWG>
+struct Smem {
+  static constexpr int kBlockM = 64 * kWG;
+  static constexpr uint32_t kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
+  static constexpr uint32_t q = 0, k = kQBytes, v = k + 2 * kKVBytes, scratch = v + 2 * kKVBytes;
+  static constexpr uint32_t bars = scratch + kD * kBlockN * 2;  // q_full, k_full[2], v_full[2], k_empty[2], v_empty[2]
+  static constexpr uint32_t bytes = bars + 9 * 8 + 1024;         // + alignment slack
+};
+
 template <class T, int kD, int kBlockN, int kWG>
-__global__ void __launch_bounds__(kWG * 128, 1) wgmma_forward_kernel(const FwdParams<T> p) {
+__global__ void __launch_bounds__((kWG + 1) * 128, 1)
+    wgmma_forward_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                         const __grid_constant__ CUtensorMap tm_v, const FwdParams<T> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kBlockM = 64 * kWG, kThreads = 128 * kWG;
-  constexpr int kNB = kBlockN / 8, kDB = kD / 8;
-  constexpr uint32_t kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;  // SW128 tiles
+  using L = Smem<kD, kBlockN, kWG>;
+  constexpr int kBlockM = L::kBlockM, kConsumers = 128 * kWG;
+  constexpr int kNB = kBlockN / 8, kDB = kD / 8, kPanels = kD / 64;
+  constexpr uint32_t kQBytes = L::kQBytes, kKVBytes = L::kKVBytes;
   static_assert(kD % 64 == 0 && kBlockN % 64 == 0, "SW128 panels are 64 columns wide");
+  using ConsumerSync = NamedSync<kConsumers, 128>;
   extern __shared__ unsigned char smem_raw[];
   // Swizzle atoms need 1024-byte alignment; the launcher adds the slack.
   const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
   unsigned char* const base_ptr = smem_raw + (base - raw);
-  const uint32_t s_q = base;                  // (kBlockM, kD)
-  const uint32_t s_k = s_q + kQBytes;         // (2, kBlockN, kD)
-  const uint32_t s_v = s_k + 2 * kKVBytes;    // (2, kBlockN, kD)
+  const uint32_t s_q = base + L::q, s_k = base + L::k, s_v = base + L::v;  // (kBlockM, kD), (2, kBlockN, kD) x 2
+  const uint32_t q_full = base + L::bars, k_full = q_full + 8, v_full = q_full + 24, k_empty = q_full + 40,
+                 v_empty = q_full + 56;  // [2] each, 8 bytes apart
 
-  const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4;
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first: better tail balance
   const int h = blockIdx.y, b = blockIdx.z, h_kv = h / (p.heads_q / p.heads_kv);
-  const int m0 = m_block * kBlockM, w0 = wg * 64 + warp * 16;  // first row of the tile, of the warp
-  const T* q = p.q + ((int64_t(b) * p.heads_q + h) * p.n_q + m0) * kD;  // (kBlockM, kD) tile
-  const T* k = p.k + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
-  const T* v = p.v + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
+  const int m0 = m_block * kBlockM;
   const int n_tiles = key_tiles(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
 
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(k_full + 8 * i, 1);
+      mbar_init(v_full + 8 * i, 1);
+      mbar_init(k_empty + 8 * i, 4 * kWG);  // lane 0 of every consumer warp
+      mbar_init(v_empty + 8 * i, 4 * kWG);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();  // the last CTA-wide barrier: from here producer and consumers meet only on mbarriers
+
+  // Register budgets once the roles split (65536 per SM, one CTA): the producer keeps 24, the
+  // consumers share the rest. One consumer warpgroup already has 255 (256 threads in all).
+  constexpr int kConsumerRegs = kWG == 2 ? 240 : kWG == 3 ? 160 : 0;
+  static_assert(kConsumerRegs == 0 || 128 * 24 + kConsumers * kConsumerRegs <= 65536, "register file");
+  if (wg == 0) {  // producer
+    if constexpr (kConsumerRegs > 0) setmaxnreg_dec<24>();
+    if (threadIdx.x == 0 && n_tiles > 0) {
+      const int bh_q = b * p.heads_q + h, bh_kv = b * p.heads_kv + h_kv;
+      mbar_arrive_expect_tx(q_full, kQBytes);
+      for (int c = 0; c < kPanels; ++c) tma_load_3d(s_q + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, q_full);
+      for (int n = 0; n < n_tiles; ++n) {
+        const int st = n & 1;
+        const uint32_t parity = ((n / 2) & 1) ^ 1;  // the consumers' release of this stage's previous use
+        if (n >= 2) mbar_wait(k_empty + 8 * st, parity);
+        mbar_arrive_expect_tx(k_full + 8 * st, kKVBytes);
+        for (int c = 0; c < kPanels; ++c)
+          tma_load_3d(s_k + st * kKVBytes + c * kBlockN * 128, &tm_k, 64 * c, n * kBlockN, bh_kv, k_full + 8 * st);
+        if (n >= 2) mbar_wait(v_empty + 8 * st, parity);
+        mbar_arrive_expect_tx(v_full + 8 * st, kKVBytes);
+        for (int c = 0; c < kPanels; ++c)
+          tma_load_3d(s_v + st * kKVBytes + c * kBlockN * 128, &tm_v, 64 * c, n * kBlockN, bh_kv, v_full + 8 * st);
+      }
+    }
+    return;
+  }
+  if constexpr (kConsumerRegs > 0) setmaxnreg_inc<kConsumerRegs>();
+
+  const int cw = wg - 1;                // consumer warpgroup
+  const int w0 = cw * 64 + warp * 16;   // first row of the warp in the tile
+  const T* v = p.v + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;  // (n_k, kD): the rare re-add reads it
   float o[kDB][4] = {};  // (16, kD) per warp, fp32: the m64nkD accumulator of the warpgroup
   float m[2] = {rules::neg_inf<float>(), rules::neg_inf<float>()}, l[2] = {0.f, 0.f};  // rows g, g + 8
   float s[kNB][4];               // scores of key tile n + 1 (C layout), then its fp32 weights P
   float corr[2];                 // exp2(m_old - m_new) still owed to o
   uint32_t pa[kBlockN / 16][4];  // P of key tile n in T: register A fragments of o += P v
 
-  // S = q k_n^T: kD / 16 k-steps of m64n{kBlockN}k16, both operands K-major in shared memory. A k-step
-  // moves 32 bytes along a 128-byte swizzled row and jumps panels every 4 steps; this warpgroup's 64
-  // q rows start 64 wg rows into each panel.
   // Descriptors move by adding (byte offset >> 4) to their address field: one base each, the rest
-  // compile-time immediates.
-  const uint64_t desc_q = sw128_desc(s_q + wg * 64 * 128, 16, 1024);
+  // compile-time immediates. S = q k_n^T: kD / 16 k-steps of m64n{kBlockN}k16, both operands K-major;
+  // a k-step moves 32 bytes along a 128-byte swizzled row and jumps panels every 4 steps; this
+  // warpgroup's q rows start 64 cw rows into each panel. o += P v: v N-major, a k-step is 16 rows
+  // (2048 bytes) down the tile, panels kBlockN * 128 bytes apart (the leading offset).
+  const uint64_t desc_q = sw128_desc(s_q + cw * 64 * 128, 16, 1024);
   const uint64_t desc_k = sw128_desc(s_k, 16, 1024);
   const uint64_t desc_v = sw128_desc(s_v, kBlockN * 128, 1024);
-  auto issue_scores = [&](int buf) {
+  auto issue_scores = [&](int st) {
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint64_t da = desc_q + (((ks / 4) * kBlockM * 128 + (ks % 4) * 32) >> 4);
-      const uint64_t db = desc_k + ((buf * kKVBytes + (ks / 4) * kBlockN * 128 + (ks % 4) * 32) >> 4);
+      const uint64_t db = desc_k + ((st * kKVBytes + (ks / 4) * kBlockN * 128 + (ks % 4) * 32) >> 4);
       wgmma_ss<T, kBlockN>(reinterpret_cast<float(&)[kBlockN / 2]>(s), da, db, ks > 0);
     }
     wgmma_commit();
@@ -74,60 +133,47 @@ __global__ void __launch_bounds__(kWG * 128, 1) wgmma_forward_kernel(const FwdPa
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) fence_operands(pa[kk]);
   };
+  auto release = [&](uint32_t bar) {  // this warp's wgmma no longer reads the stage
+    if (lane == 0) mbar_arrive(bar);
+  };
 
-  // Pipeline (FlashAttention-3's intra-warpgroup overlap, with cp.async in place of TMA): step n issues
-  // S_{n+1} = q k_{n+1}^T and then o += P_n v_n, and runs the softmax of S_{n+1} while P_n v_n is
-  // still on the tensor cores; only the rescale of o waits for it. cp.async groups: {q, k_0},
-  // {v_0, k_1}, then {k_{n+2}, v_{n+1}} per step; one barrier per step, loads a whole step ahead.
   if (n_tiles > 0) {
-    load_tile_sw128<kBlockM, kD, kThreads>(s_q, q, p.n_q - m0);
-    load_tile_sw128<kBlockN, kD, kThreads>(s_k, k, p.n_k);
-    cp_async_commit();
-    load_tile_sw128<kBlockN, kD, kThreads>(s_v, v, p.n_k);
-    if (n_tiles > 1) load_tile_sw128<kBlockN, kD, kThreads>(s_k + kKVBytes, k + int64_t(kBlockN) * kD, p.n_k - kBlockN);
-    cp_async_commit();
-    cp_async_wait<1>();  // q, k_0
-    fence_proxy_async();
-    __syncthreads();
+    mbar_wait(q_full, 0);
+    mbar_wait(k_full, 0);
     wgmma_fence();
     issue_scores(0);
     wgmma_wait<0>();
     fence_all();
+    release(k_empty);
     softmax_update<T, kNB>(s, m, l, corr, p, tile_needs_mask(p.mask, p.n_q, p.n_k, m0, 0, kBlockN), m0 + w0, 0);
     rescale_and_pack<T, kNB, kDB>(s, corr, o, pa);
   }
-  // One step; kMore: a key tile n + 1 follows. (Two instantiations, not a run-time branch around
-  // the wgmma issue, which would make ptxas serialize every wgmma of the kernel.)
+  // Step n issues S_{n+1} = q k_{n+1}^T, then o += P_n v_n, and runs the softmax of S_{n+1} while
+  // P_n v_n is still on the tensor cores; only the rescale of o waits for it. kMore: a key tile n + 1
+  // follows (two instantiations, not a run-time branch around the wgmma issue, which would make ptxas
+  // serialize every wgmma of the kernel).
   auto step = [&](int n, auto more_tag) {
     constexpr bool kMore = decltype(more_tag)::value;
     const int n0 = n * kBlockN, cur = n & 1, next = cur ^ 1;
-    cp_async_wait<0>();   // v_n and k_{n+1} have landed
-    fence_proxy_async();  // ... and are visible to wgmma's (async-proxy) reads
-    __syncthreads();      // for every thread; S_n (k_n's buffer) and P_{n-1} v_{n-1} are done everywhere
+    if constexpr (kMore) mbar_wait(k_full + 8 * next, ((n + 1) / 2) & 1);
+    mbar_wait(v_full + 8 * cur, (n / 2) & 1);
 
     // NaN blast radius: a non-finite v in a tile straddling the mask is scrubbed to 0 here and its
-    // true contributions re-added (o is at max m_n and holds no GEMM now; k_n's buffer is scratch).
+    // true contributions re-added (o is at max m_n and holds no GEMM now).
     if (tile_needs_mask(p.mask, p.n_q, p.n_k, m0, n0, kBlockN)) {
-      T* const v_tile = reinterpret_cast<T*>(base_ptr + kQBytes + (2 + cur) * kKVBytes);
-      if (scrub_nonfinite<kBlockN, kD, kThreads>(v_tile)) {  // block-uniform and rare
+      T* const v_tile = reinterpret_cast<T*>(base_ptr + L::v + cur * kKVBytes);
+      if (scrub_nonfinite<kBlockN, kD, kConsumers, ConsumerSync>(v_tile)) {  // uniform over the consumers, rare
         float(&o1)[1][kDB][4] = reinterpret_cast<float(&)[1][kDB][4]>(o);
         const uint32_t(&pa1)[1][kBlockN / 16][4] = reinterpret_cast<const uint32_t(&)[1][kBlockN / 16][4]>(pa);
-        readd_nonfinite_v<kD, kBlockM, kBlockN, 1>(o1, pa1, reinterpret_cast<T*>(base_ptr + kQBytes + cur * kKVBytes),
-                                                   v, p.mask, p.n_q, p.n_k, m0, w0, n0);
+        readd_nonfinite_v<kD, kBlockM, kBlockN, 1, ConsumerSync>(o1, pa1, reinterpret_cast<T*>(base_ptr + L::scratch), v,
+                                                                 p.mask, p.n_q, p.n_k, m0, w0, n0);
         fence_proxy_async();  // the scrub's stores must reach wgmma's reads of v_n
-        __syncthreads();
+        ConsumerSync::sync();
       }
     }
-    if (n + 2 < n_tiles)
-      load_tile_sw128<kBlockN, kD, kThreads>(s_k + cur * kKVBytes, k + int64_t(n0 + 2 * kBlockN) * kD, p.n_k - n0 - 2 * kBlockN);
-    if constexpr (kMore)
-      load_tile_sw128<kBlockN, kD, kThreads>(s_v + next * kKVBytes, v + int64_t(n0 + kBlockN) * kD, p.n_k - n0 - kBlockN);
-    cp_async_commit();
 
     wgmma_fence();
     if constexpr (kMore) issue_scores(next);
-    // o += P_n v_n: kBlockN / 16 k-steps of m64n{kD}k16, P from registers (rounded to T), v N-major:
-    // a k-step is 16 rows (2048 bytes) down the tile, panels kBlockN * 128 bytes apart.
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
       wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(o), pa[kk], desc_v + ((cur * kKVBytes + kk * 16 * 128) >> 4));
@@ -136,32 +182,65 @@ __global__ void __launch_bounds__(kWG * 128, 1) wgmma_forward_kernel(const FwdPa
       wgmma_wait<1>();  // S_{n+1} is done; P_n v_n may still run
 #pragma unroll
       for (int nb = 0; nb < kNB; ++nb) fence_operands(s[nb]);
+      release(k_empty + 8 * next);
       softmax_update<T, kNB>(s, m, l, corr, p, tile_needs_mask(p.mask, p.n_q, p.n_k, m0, n0 + kBlockN, kBlockN),
                              m0 + w0, n0 + kBlockN);
     }
-    wgmma_wait<0>();  // P_n v_n is done: o and pa are free
+    wgmma_wait<0>();  // P_n v_n is done: o and pa are free, and so is v_n's stage
     fence_all();
+    release(v_empty + 8 * cur);
     if constexpr (kMore) rescale_and_pack<T, kNB, kDB>(s, corr, o, pa);
   };
   int n = 0;
   for (; n + 1 < n_tiles; ++n) step(n, std::true_type{});
   if (n_tiles > 0) step(n, std::false_type{});
-  cp_async_wait<0>();
   store_o_lse<T, kDB>(p, o, m, l, b, h, m0 + w0);
 #else
   __trap();  // built without sm_90a: wgmma_forward_supports() keeps launches away from here
 #endif
 }
 
+// cuTensorMapEncodeTiled, from the driver through the runtime (no link against libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return PFN_cuTensorMapEncodeTiled_v12000(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A (heads, rows, d) view of a contract tensor (b, h, n, d), boxes of (1, box_rows, 64) with the
+// 128-byte swizzle: one box is one SW128 panel of a tile; rows past n arrive as zeros.
+bool tensor_map(CUtensorMap* map, const void* base, DType dtype, int d, int rows, int heads, int box_rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[3] = {cuuint64_t(d), cuuint64_t(rows), cuuint64_t(heads)};
+  const cuuint64_t strides[2] = {cuuint64_t(d) * 2, cuuint64_t(rows) * d * 2};  // bytes, dims 1 and 2
+  const cuuint32_t box[3] = {64, cuuint32_t(box_rows), 1}, elem_strides[3] = {1, 1, 1};
+  const CUtensorMapDataType type = dtype == DType::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode(map, type, 3, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <class T, int kD, int kBlockN, int kWG>
 cudaError_t launch(const Problem& pr, const ForwardArgs& a, cudaStream_t stream) {
-  constexpr int kBlockM = 64 * kWG;
-  constexpr int smem = (kBlockM + 4 * kBlockN) * kD * 2 + 1024;  // + alignment slack
+  using L = Smem<kD, kBlockN, kWG>;
+  CUtensorMap tm_q, tm_k, tm_v;
+  if (!tensor_map(&tm_q, a.q, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, L::kBlockM) ||
+      !tensor_map(&tm_k, a.k, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, kBlockN) ||
+      !tensor_map(&tm_v, a.v, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, kBlockN))
+    return cudaErrorInvalidValue;  // no driver entry point, or a pointer TMA cannot address (16-byte alignment)
   auto kernel = wgmma_forward_kernel<T, kD, kBlockN, kWG>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::bytes));
   if (e != cudaSuccess) return e;
-  dim3 grid((pr.n_q + kBlockM - 1) / kBlockM, pr.heads_q, pr.batch);
-  kernel<<<grid, kWG * 128, smem, stream>>>(make_fwd_params<T>(pr, a));
+  dim3 grid((pr.n_q + L::kBlockM - 1) / L::kBlockM, pr.heads_q, pr.batch);
+  kernel<<<grid, (kWG + 1) * 128, L::bytes, stream>>>(tm_q, tm_k, tm_v, make_fwd_params<T>(pr, a));
   return cudaGetLastError();
 }
 
