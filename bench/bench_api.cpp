@@ -54,6 +54,16 @@ int fcb_backward(int b, int h_q, int h_kv, int n_q, int n_k, int d, int dtype, i
                                   static_cast<cudaStream_t>(stream));
 }
 
+// The wgmma backward (sm_90a), same arguments as fcb_backward without a tile.
+int fcb_backward_wgmma(int b, int h_q, int h_kv, int n_q, int n_k, int d, int dtype, int mask, double scale,
+                       int deterministic, const void* q, const void* k, const void* v, const void* o,
+                       const void* d_o, const float* lse, void* d_q, void* d_k, void* d_v, void* workspace,
+                       void* stream) {
+  const fc::Problem p = problem(b, h_q, h_kv, n_q, n_k, d, dtype, mask, scale);
+  const fc::cuda::BackwardArgs a{q, k, v, o, d_o, lse, d_q, d_k, d_v};
+  return fc::cuda::wgmma_backward(p, deterministic != 0, a, workspace, static_cast<cudaStream_t>(stream));
+}
+
 // Memory receipt: allocate the workspace a run needs with cudaMalloc, run it, and report in *extra
 // the device memory the driver saw taken (beyond the caller's q k v o lse / gradient tensors).
 // Returns cudaErrorMemoryAllocation when the workspace does not fit.

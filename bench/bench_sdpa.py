@@ -44,16 +44,20 @@ class Ours:
             raise RuntimeError(f"fcb_forward: cuda error {rc}")
         return o, lse
 
-    def backward(self, q, k, v, o, lse, d_o, mask, tile=(64, 128), deterministic=False, ws=None):
+    def backward(self, q, k, v, o, lse, d_o, mask, tile=(64, 128), deterministic=False, ws=None, wgmma=False):
         dt = 1 if q.dtype == torch.float16 else 2
         sh = self._shape(q, k)
         if ws is None:
             ws = torch.empty(self.lib.fcb_workspace_bytes(0, 1, *sh, dt), dtype=torch.uint8, device=q.device)
         d_q, d_k, d_v = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         P = ctypes.c_void_p
-        rc = self.lib.fcb_backward(*sh, dt, MASK[mask], ctypes.c_double(q.shape[-1] ** -0.5), tile[0], tile[1],
-                                   int(deterministic), *[P(t.data_ptr()) for t in (q, k, v, o, d_o, lse, d_q, d_k, d_v, ws)],
-                                   P(torch.cuda.current_stream().cuda_stream))
+        tensors = [P(t.data_ptr()) for t in (q, k, v, o, d_o, lse, d_q, d_k, d_v, ws)]
+        stream = P(torch.cuda.current_stream().cuda_stream)
+        scale = ctypes.c_double(q.shape[-1] ** -0.5)
+        if wgmma:
+            rc = self.lib.fcb_backward_wgmma(*sh, dt, MASK[mask], scale, int(deterministic), *tensors, stream)
+        else:
+            rc = self.lib.fcb_backward(*sh, dt, MASK[mask], scale, tile[0], tile[1], int(deterministic), *tensors, stream)
         if rc:
             raise RuntimeError(f"fcb_backward: cuda error {rc}")
         return d_q, d_k, d_v
@@ -123,6 +127,12 @@ def job_check(ours, wgmma):
                         dq, dk, dv = ours.backward(q, k, v, o, lse, d_o, mask, bt, det)
                         tag = f"{'det' if det else 'atomic'}_{bt[0]}x{bt[1]}"
                         row[f"dq_{tag}"], row[f"dk_{tag}"], row[f"dv_{tag}"] = rel(dq, rdq), rel(dk, rdk), rel(dv, rdv)
+                if wgmma:  # the wgmma backward on the wgmma forward's o, lse
+                    o2, lse2 = ours.forward(q, k, v, mask, 2)
+                    for det in (False, True):
+                        dq, dk, dv = ours.backward(q, k, v, o2, lse2, d_o, mask, None, det, wgmma=True)
+                        tag = "det" if det else "atomic"
+                        row[f"wgmma_dq_{tag}"], row[f"wgmma_dk_{tag}"], row[f"wgmma_dv_{tag}"] = rel(dq, rdq), rel(dk, rdk), rel(dv, rdv)
                 if True:  # the deterministic variant is bitwise repeatable
                     a = ours.backward(q, k, v, o, lse, d_o, mask, (64, 128), True)
                     bb = ours.backward(q, k, v, o, lse, d_o, mask, (64, 128), True)
@@ -183,15 +193,24 @@ def job_perf(ours, quick, fwd_kernels, bwd_tiles):
                     row["ours_fwd_best"] = max(v_ for k_, v_ in row.items() if "_fwd_" in k_ and k_[-1].isdigit())
                     o, lse = fwd()
                     ws = torch.empty(ours.lib.fcb_workspace_bytes(0, 1, b, h, h, n, n, d, DT[dt][1]), dtype=torch.uint8, device="cuda")
-                    best = 0
-                    for bt in bwd_tiles[d]:
-                        ms = time_ms(lambda: (fwd(), ours.backward(q, k, v, o, lse, d_o, mask, bt, False, ws)), reps)
-                        row[f"ours_fwdbwd_{bt[0]}x{bt[1]}"] = 3.5 * flops / ms / 1e9
-                        best = max(best, row[f"ours_fwdbwd_{bt[0]}x{bt[1]}"])
-                    row["ours_fwdbwd"] = row[f"ours_fwdbwd_{bwd_tiles[d][0][0]}x{bwd_tiles[d][0][1]}"]
-                    row["ours_fwdbwd_best"] = best
-                    ms = time_ms(lambda: (fwd(), ours.backward(q, k, v, o, lse, d_o, mask, bwd_tiles[d][0], True, ws)), reps)
-                    row["ours_fwdbwd_deterministic"] = 3.5 * flops / ms / 1e9
+                    # fwd+bwd of each kernel with its own forward (default tile); "ours" is the first kernel's.
+                    for kname, kid, tiles in fwd_kernels(d):
+                        kf = lambda: ours.forward(q, k, v, mask, kid, tiles[0])
+                        if kid == 2:
+                            for det in (False, True):
+                                ms = time_ms(lambda: (kf(), ours.backward(q, k, v, o, lse, d_o, mask, None, det, ws, wgmma=True)), reps)
+                                row["wgmma_fwdbwd" + ("_deterministic" if det else "")] = 3.5 * flops / ms / 1e9
+                        else:
+                            for bt in bwd_tiles[d]:
+                                ms = time_ms(lambda: (kf(), ours.backward(q, k, v, o, lse, d_o, mask, bt, False, ws)), reps)
+                                row[f"tiled_fwdbwd_{bt[0]}x{bt[1]}"] = 3.5 * flops / ms / 1e9
+                            ms = time_ms(lambda: (kf(), ours.backward(q, k, v, o, lse, d_o, mask, bwd_tiles[d][0], True, ws)), reps)
+                            row["tiled_fwdbwd_deterministic"] = 3.5 * flops / ms / 1e9
+                            row["tiled_fwdbwd"] = row[f"tiled_fwdbwd_{bwd_tiles[d][0][0]}x{bwd_tiles[d][0][1]}"]
+                    first = fwd_kernels(d)[0][0]
+                    row["ours_fwdbwd"] = row[f"{first}_fwdbwd"]
+                    row["ours_fwdbwd_deterministic"] = row[f"{first}_fwdbwd_deterministic"]
+                    row["ours_fwdbwd_best"] = max(v_ for k_, v_ in row.items() if "_fwdbwd" in k_ and "deterministic" not in k_ and k_.split("_")[0] in ("wgmma", "tiled"))
                     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                         try:
                             with sdpa_kernel(be):

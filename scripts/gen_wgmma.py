@@ -19,14 +19,14 @@ def constraints(n_regs):
     return ", ".join(f'"+f"(d[{i}])' for i in range(n_regs))
 
 
-def ss(ctype, ptype, n):
+def ss(ctype, ptype, n, name="wgmma_ss", trans="0, 0"):
     r = n // 2
     return f"""template <>
-__device__ __forceinline__ void wgmma_ss<{ctype}, {n}>(float (&d)[{r}], uint64_t desc_a, uint64_t desc_b, int accumulate) {{
+__device__ __forceinline__ void {name}<{ctype}, {n}>(float (&d)[{r}], uint64_t desc_a, uint64_t desc_b, int accumulate) {{
   asm volatile(
       "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{r + 2}, 0;\\n"
       "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptype}.{ptype} "
-      "{{{acc_list(r)}}}, %{r}, %{r + 1}, p, 1, 1, 0, 0;\\n}}\\n"
+      "{{{acc_list(r)}}}, %{r}, %{r + 1}, p, 1, 1, {trans};\\n}}\\n"
       : {constraints(r)}
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }}
@@ -53,6 +53,7 @@ def main():
         "// wgmma.mma_async m64nNk16, fp32 accumulators d (N/2 per thread, the layout of wgmma.cuh).",
         "//   wgmma_ss<T, N>:    d (+)= A B, A (64 x 16) and B (16 x N, K-major) read from shared memory",
         "//                      through descriptors; accumulate = 0 overwrites d.",
+        "//   wgmma_ss_tt<T, N>: the same with A M-major and B N-major (imm-trans-a = imm-trans-b = 1).",
         "//   wgmma_rs_tb<T, N>: d += A B, A (64 x 16) from registers (mma.sync A-fragment layout per warp),",
         "//                      B (16 x N) N-major in shared memory (imm-trans-b = 1).",
         "#pragma once",
@@ -67,6 +68,8 @@ def main():
         "template <class T, int N>",
         "__device__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate);",
         "template <class T, int N>",
+        "__device__ void wgmma_ss_tt(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate);",
+        "template <class T, int N>",
         "__device__ void wgmma_rs_tb(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b);",
         "",
         "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // wgmma exists on sm_90a only",
@@ -75,6 +78,7 @@ def main():
         for n in SHAPES:
             out.append(ss(ctype, ptype, n))
             out.append(rs(ctype, ptype, n))
+        out.append(ss(ctype, ptype, 64, "wgmma_ss_tt", "1, 1"))
     out += ["#endif", "", "}  // namespace fc::cuda", ""]
     path = pathlib.Path(__file__).resolve().parent.parent / "kernels" / "cuda" / "wgmma_ops.cuh"
     path.write_text("\n".join(out))

@@ -2,6 +2,7 @@
 // inputs, run the launchers of launchers.hpp on the default stream, download the outputs.
 #include "kernels/cuda/cuda_kernels.hpp"
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -56,21 +57,37 @@ void wgmma_forward_host(const Problem& p, const Config& cfg, const HostTensor& q
                v, o, lse);
 }
 
-void tiled_backward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
-                         const HostTensor& v, const HostTensor& o, const HostTensor& lse,
-                         const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
-  const Tile t = backward_tile(cfg, p.d);
-  if (!tiled_backward_supports(p, t)) throw std::invalid_argument("cuda_tiled: unsupported problem or tile");
+// Upload, run a backward launcher (mma.sync with its tile, or wgmma), download the gradients.
+void backward_host(const char* name, const std::function<cudaError_t(const BackwardArgs&, void*)>& launch,
+                   const Problem& p, const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor& o,
+                   const HostTensor& lse, const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
   DeviceBuffer bq(q), bk(k), bv(v), bo(o), blse = upload_lse(lse), bdo(d_o);
   DeviceBuffer bdq(d_q.bytes.size()), bdk(d_k.bytes.size()), bdv(d_v.bytes.size());
   DeviceBuffer ws(tiled_backward_workspace_bytes(p));
   BackwardArgs a{bq.get(), bk.get(), bv.get(), bo.get(), bdo.get(), static_cast<const float*>(blse.get()),
                  bdq.get(), bdk.get(), bdv.get()};
-  check(tiled_backward(p, t, cfg.deterministic, a, ws.get(), nullptr), "cuda_tiled backward");
-  check(cudaDeviceSynchronize(), "cuda_tiled backward (sync)");
+  check(launch(a, ws.get()), (std::string(name) + " backward").c_str());
+  check(cudaDeviceSynchronize(), (std::string(name) + " backward (sync)").c_str());
   bdq.download(d_q);
   bdk.download(d_k);
   bdv.download(d_v);
+}
+
+void tiled_backward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
+                         const HostTensor& v, const HostTensor& o, const HostTensor& lse,
+                         const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
+  const Tile t = backward_tile(cfg, p.d);
+  if (!tiled_backward_supports(p, t)) throw std::invalid_argument("cuda_tiled: unsupported problem or tile");
+  backward_host("cuda_tiled", [&](const BackwardArgs& a, void* ws) { return tiled_backward(p, t, cfg.deterministic, a, ws, nullptr); },
+                p, q, k, v, o, lse, d_o, d_q, d_k, d_v);
+}
+
+void wgmma_backward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
+                         const HostTensor& v, const HostTensor& o, const HostTensor& lse,
+                         const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
+  if (!wgmma_backward_supports(p)) throw std::invalid_argument("cuda_wgmma: unsupported problem or device");
+  backward_host("cuda_wgmma", [&](const BackwardArgs& a, void* ws) { return wgmma_backward(p, cfg.deterministic, a, ws, nullptr); },
+                p, q, k, v, o, lse, d_o, d_q, d_k, d_v);
 }
 
 void naive_forward_host(const Problem& p, const Config&, const HostTensor& q, const HostTensor& k,
@@ -99,13 +116,6 @@ std::vector<Config> configs_of(std::initializer_list<std::pair<int, int>> tiles)
   return out;
 }
 
-bool device_is_sm90() {
-  Problem p;
-  p.batch = p.heads_q = p.heads_kv = p.n_q = p.n_k = 1;
-  p.d = 64;
-  p.dtype = DType::BF16;
-  return wgmma_forward_supports(p, Tile{128, 128});
-}
 }  // namespace
 
 std::vector<Config> tiled_configs() { return configs_of({{64, 64}, {128, 64}, {128, 32}}); }
@@ -150,8 +160,8 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
   wgmma.info.name = "cuda_wgmma";
   wgmma.info.device = "cuda";
   wgmma.info.description =
-      "Hopper forward (sm_90a only): wgmma from shared memory, P in registers, fp32 accumulate; "
-      "backward is cuda_tiled's";
+      "Hopper (sm_90a only): TMA producer warpgroup, wgmma consumers, fp32 accumulate, P / dS rounded to storage; "
+      "recompute backward with d_q by fp32 atomics (deterministic: cuda_tiled's d_q kernel)";
   wgmma.info.dtypes = {DType::F16, DType::BF16};
   wgmma.info.masks = masks;
   wgmma.info.head_dims = {64, 128};
@@ -159,7 +169,7 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
   wgmma.info.configs = cuda::wgmma_configs();
   wgmma.supports = [](const Problem& p) { return cuda::is_16bit(p) && (p.d == 64 || p.d == 128) && cuda::device_is_sm90(); };
   wgmma.forward = cuda::wgmma_forward_host;
-  wgmma.backward = cuda::tiled_backward_host;
+  wgmma.backward = cuda::wgmma_backward_host;
   out.push_back(std::move(wgmma));
 
   Kernel naive;

@@ -8,7 +8,7 @@ namespace fc::cuda {
 
 // The configs cuda_tiled offers (block-size invariance ranges over them); the first is the default.
 std::vector<Config> tiled_configs();
-// The configs cuda_wgmma offers (its forward tiles); its backward is cuda_tiled's default tile.
+// The configs cuda_wgmma offers (its forward tiles); its backward has one tile.
 std::vector<Config> wgmma_configs();
 
 // Forward tile for cfg (block_m = block_n = 0: {0, 0}, the launcher's default for d). Config i of tiled_configs()

@@ -46,9 +46,17 @@ cudaError_t tiled_forward(const Problem& p, Tile t, const ForwardArgs& a, cudaSt
 
 // The Hopper forward (wgmma, sm_90a; wgmma_forward.cu): same contract and arguments as tiled_forward.
 // Supported only where the current device has compute capability 9.x. Tiles: (64 * warpgroups, kBlockN).
+bool device_is_sm90();
 int wgmma_forward_tiles(int d, Tile* out, int max_out);
 bool wgmma_forward_supports(const Problem& p, Tile t);
 cudaError_t wgmma_forward(const Problem& p, Tile t, const ForwardArgs& a, cudaStream_t stream);
+
+// The Hopper backward (wgmma + TMA, sm_90a; wgmma_backward.cu): same contract, arguments and
+// workspace as tiled_backward, one tile (64 queries per step, 128 keys per CTA). The deterministic
+// variant computes d_q with tiled_backward's deterministic kernel.
+bool wgmma_backward_supports(const Problem& p);
+cudaError_t wgmma_backward(const Problem& p, bool deterministic, const BackwardArgs& a, void* workspace,
+                           cudaStream_t stream);
 
 // Backward by recomputation. The tile is (queries per step, keys per CTA). Workspace: fp32 d_q
 // accumulator (b, h_q, n_q, d) and D (b, h_q, n_q); query backward_workspace_bytes.

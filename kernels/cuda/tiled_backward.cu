@@ -209,8 +209,7 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
 
 template <class T, int kD, int kBlockM, int kBlockN>
 cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) {
-  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
-  bwd_prep_kernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(p, !deterministic);
+  backward_prep(p, !deterministic, stream);
   const int smem_base = (2 * kBlockN + 4 * kBlockM) * kD * int(sizeof(T)) + 4 * kBlockM * int(sizeof(float));
   const dim3 grid((p.n_k + kBlockN - 1) / kBlockN, p.heads_kv, p.batch);
   cudaError_t e;
@@ -219,9 +218,7 @@ cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) 
     const int smem = smem_base + kBlockN * kBlockM * int(sizeof(T));
     if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess) return e;
     kernel<<<grid, kBlockN * 2, smem, stream>>>(p);
-    const int64_t n = rows * p.d;
-    bwd_dq_convert_kernel<T><<<unsigned((n + 255) / 256 < 65536 ? (n + 255) / 256 : 65536), 256, 0, stream>>>(
-        p.dq_acc, static_cast<T*>(p.d_q), n, p.scale);
+    backward_dq_convert(p, stream);
   } else {
     auto kernel = bwd_kv_kernel<T, kD, kBlockM, kBlockN, false>;
     if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_base)) != cudaSuccess) return e;
@@ -253,6 +250,20 @@ cudaError_t dispatch_dim(const BwdParams& p, Tile t, bool det, cudaStream_t s) {
 }
 
 }  // namespace
+
+void backward_prep(const BwdParams& p, bool zero_acc, cudaStream_t stream) {
+  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
+  bwd_prep_kernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(p, zero_acc);
+}
+
+void backward_dq_convert(const BwdParams& p, cudaStream_t stream) {
+  const int64_t n = int64_t(p.batch) * p.heads_q * p.n_q * p.d;
+  const unsigned blocks = unsigned((n + 255) / 256 < 65536 ? (n + 255) / 256 : 65536);
+  if (p.dtype == DType::F16)
+    bwd_dq_convert_kernel<__half><<<blocks, 256, 0, stream>>>(p.dq_acc, static_cast<__half*>(p.d_q), n, p.scale);
+  else
+    bwd_dq_convert_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(p.dq_acc, static_cast<__nv_bfloat16*>(p.d_q), n, p.scale);
+}
 
 int tiled_backward_tiles(int d, Tile* out, int max_out) {
   const Tile* tiles = d == 64 ? kTiles64 : d == 128 ? kTiles128 : nullptr;

@@ -45,6 +45,12 @@ __device__ __forceinline__ float to_f(DType t, const void* base, int64_t x) {
                          : __bfloat162float(static_cast<const __nv_bfloat16*>(base)[x]);
 }
 
+// The passes around a key-tile kernel (tiled_backward.cu), shared by the mma.sync and wgmma backwards:
+// D = rowsum(d_o * o) (and zero the fp32 d_q accumulator when it will take atomics), and
+// d_q = T(scale * accumulator).
+void backward_prep(const BwdParams& p, bool zero_acc, cudaStream_t stream);
+void backward_dq_convert(const BwdParams& p, cudaStream_t stream);
+
 // The deterministic d_q kernel (tiled_backward_dq.cu), for d = 64 and 128.
 cudaError_t tiled_backward_dq(const BwdParams& p, cudaStream_t stream);
 

@@ -15,11 +15,19 @@
 // blocks of S are exactly one register A fragment of P for the next GEMM.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 
+#include "kernels/attention.h"
 #include "kernels/cuda/mma.cuh"
 
 namespace fc::cuda {
+
+// Host (wgmma_forward.cu). A (heads, rows, d) TMA view of a contract tensor (b, h, n, d) of dtype F16 / BF16, boxes of
+// (1, box_rows, 64) elements with the 128-byte swizzle: one box is one SW128 panel of a tile; rows
+// past n arrive as zeros. False without the driver entry point or for a pointer TMA cannot address.
+bool tensor_map(CUtensorMap* map, const void* base, DType dtype, int d, int rows, int heads, int box_rows);
 
 // Byte offset of element (row, col) in an SW128 tile of kRows rows.
 template <int kRows>

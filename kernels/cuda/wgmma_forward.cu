@@ -200,34 +200,6 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 #endif
 }
 
-// cuTensorMapEncodeTiled, from the driver through the runtime (no link against libcuda).
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return PFN_cuTensorMapEncodeTiled_v12000(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// A (heads, rows, d) view of a contract tensor (b, h, n, d), boxes of (1, box_rows, 64) with the
-// 128-byte swizzle: one box is one SW128 panel of a tile; rows past n arrive as zeros.
-bool tensor_map(CUtensorMap* map, const void* base, DType dtype, int d, int rows, int heads, int box_rows) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
-  if (encode == nullptr) return false;
-  const cuuint64_t dims[3] = {cuuint64_t(d), cuuint64_t(rows), cuuint64_t(heads)};
-  const cuuint64_t strides[2] = {cuuint64_t(d) * 2, cuuint64_t(rows) * d * 2};  // bytes, dims 1 and 2
-  const cuuint32_t box[3] = {64, cuuint32_t(box_rows), 1}, elem_strides[3] = {1, 1, 1};
-  const CUtensorMapDataType type = dtype == DType::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return encode(map, type, 3, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 template <class T, int kD, int kBlockN, int kWG>
 cudaError_t launch(const Problem& pr, const ForwardArgs& a, cudaStream_t stream) {
   using L = Smem<kD, kBlockN, kWG>;
@@ -256,6 +228,8 @@ cudaError_t dispatch_tile(const Problem& pr, Tile t, const ForwardArgs& a, cudaS
   return cudaErrorInvalidValue;
 }
 
+}  // namespace
+
 bool device_is_sm90() {
   static const bool yes = [] {
     int dev = 0, major = 0;
@@ -268,7 +242,31 @@ bool device_is_sm90() {
   return yes;
 }
 
-}  // namespace
+// cuTensorMapEncodeTiled, from the driver through the runtime (no link against libcuda).
+static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return PFN_cuTensorMapEncodeTiled_v12000(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+bool tensor_map(CUtensorMap* map, const void* base, DType dtype, int d, int rows, int heads, int box_rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[3] = {cuuint64_t(d), cuuint64_t(rows), cuuint64_t(heads)};
+  const cuuint64_t strides[2] = {cuuint64_t(d) * 2, cuuint64_t(rows) * d * 2};  // bytes, dims 1 and 2
+  const cuuint32_t box[3] = {64, cuuint32_t(box_rows), 1}, elem_strides[3] = {1, 1, 1};
+  const CUtensorMapDataType type = dtype == DType::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode(map, type, 3, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
 
 int wgmma_forward_tiles(int d, Tile* out, int max_out) {
   if (d != 64 && d != 128) return 0;

@@ -1,10 +1,11 @@
-// cuda_tiled and cuda_wgmma (forward; its backward is cuda_tiled's) against the certified reference
+// cuda_tiled and cuda_wgmma (forward and backward) against the certified reference
 // and the error model's bound, on every tile config, both dtypes, d = 64 and 128, every mask, GQA and
 // ragged n_q != n_k; plus block-size invariance (GPU vs GPU, GPU vs cpu_tiled emulating the same
 // tile), the contract's empty rows, NaN blast radius, and the deterministic backward's bitwise
 // repeatability.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -24,9 +25,9 @@ struct Shape { int32_t b, h_q, h_kv, n_q, n_k; };
 // GQA with n_k > n_q; n_q > n_k (bottom-right leaves rows with no key); one head, ragged 257.
 const Shape kShapes[] = {{1, 4, 2, 100, 173}, {2, 2, 1, 150, 64}, {1, 1, 1, 257, 257}};
 
-// The forwards under test: cuda_wgmma claims problems on compute capability 9.x only; elsewhere it
+// The kernels under test: cuda_wgmma claims problems on compute capability 9.x only; elsewhere it
 // is reported skipped (WARN), never silently passed.
-std::vector<const Kernel*> forward_kernels() {
+std::vector<const Kernel*> cuda_kernels_under_test() {
   std::vector<const Kernel*> out{&cuda_kernel("cuda_tiled")};
   const Kernel& wg = cuda_kernel("cuda_wgmma");
   if (wg.supports(problem(DType::BF16, 128, Mask::None, 1, 1, 1, 64, 64)))
@@ -45,7 +46,7 @@ std::vector<double> plus(const std::vector<double>& a, const std::vector<double>
 }  // namespace
 
 TEST_CASE("CUDA forwards stay within the error bound of the certified reference", "[gpu]") {
-  for (const Kernel* kp : forward_kernels()) {
+  for (const Kernel* kp : cuda_kernels_under_test()) {
     const Kernel& kern = *kp;
     INFO(kern.info.name);
     uint64_t seed = 1;
@@ -69,36 +70,41 @@ TEST_CASE("CUDA forwards stay within the error bound of the certified reference"
   }
 }
 
-TEST_CASE("cuda_tiled backward stays within the error bound of the certified reference", "[gpu]") {
-  const Kernel& kern = cuda_kernel("cuda_tiled");
-  uint64_t seed = 100;
-  for (DType t : kDtypes)
-    for (int32_t d : {64, 128})
-      for (Mask mask : kMasks)
-        for (const Shape& s : {kShapes[0], kShapes[1]}) {
-          const Problem p = problem(t, d, mask, s.b, s.h_q, s.h_kv, s.n_q, s.n_k);
-          const Inputs in = random_inputs(p, seed++);
-          const ref::Tensors64 in64 = tensors64(in, true);
-          const ref::Certified c = ref::certified(p, in64);
-          for (const Config& base : kern.info.configs)
-            for (bool det : {false, true}) {
-              Config cfg = base;
-              cfg.deterministic = det;
-              const cuda::Tile bt = cuda::backward_tile(cfg, d);
-              INFO(dtype_name(t) << " d=" << d << " " << mask_name(mask) << " n_q=" << s.n_q << " n_k=" << s.n_k
-                                 << " backward tile " << bt.block_m << "x" << bt.block_n << (det ? " deterministic" : " atomic"));
-              // The backward's key tile is its CTA's kBlockN keys; P is recomputed per (query, key) pair.
-              const ref::Bounds bd = ref::error_bounds(p, in64, c, tiled_precision(t, bt.block_n));
-              const Outputs out = run_fwd_bwd(kern, in, cfg);
-              require_within("d_q", out.d_q, c.value.d_q, bd.d_q, t);
-              require_within("d_k", out.d_k, c.value.d_k, bd.d_k, t);
-              require_within("d_v", out.d_v, c.value.d_v, bd.d_v, t);
-            }
-        }
+TEST_CASE("CUDA backwards stay within the error bound of the certified reference", "[gpu]") {
+  for (const Kernel* kp : cuda_kernels_under_test()) {
+    const Kernel& kern = *kp;
+    const bool wgmma = kern.info.name == "cuda_wgmma";
+    uint64_t seed = 100;
+    for (DType t : kDtypes)
+      for (int32_t d : {64, 128})
+        for (Mask mask : kMasks)
+          for (const Shape& s : {kShapes[0], kShapes[1]}) {
+            const Problem p = problem(t, d, mask, s.b, s.h_q, s.h_kv, s.n_q, s.n_k);
+            const Inputs in = random_inputs(p, seed++);
+            const ref::Tensors64 in64 = tensors64(in, true);
+            const ref::Certified c = ref::certified(p, in64);
+            for (const Config& base : kern.info.configs)
+              for (bool det : {false, true}) {
+                Config cfg = base;
+                cfg.deterministic = det;
+                const cuda::Tile bt = wgmma ? cuda::Tile{64, 128} : cuda::backward_tile(cfg, d);
+                INFO(kern.info.name << " " << dtype_name(t) << " d=" << d << " " << mask_name(mask) << " n_q=" << s.n_q
+                                    << " n_k=" << s.n_k << " forward tile " << cfg.block_m << "x" << cfg.block_n
+                                    << " backward tile " << bt.block_m << "x" << bt.block_n << (det ? " deterministic" : " atomic"));
+                // o and lse come from the forward on cfg's tile (its rescales count), P is recomputed
+                // per (query, key) pair: the smaller key tile of the two sets the bound.
+                const ref::Bounds bd = ref::error_bounds(p, in64, c, tiled_precision(t, std::min(cfg.block_n, bt.block_n)));
+                const Outputs out = run_fwd_bwd(kern, in, cfg);
+                require_within("d_q", out.d_q, c.value.d_q, bd.d_q, t);
+                require_within("d_k", out.d_k, c.value.d_k, bd.d_k, t);
+                require_within("d_v", out.d_v, c.value.d_v, bd.d_v, t);
+              }
+          }
+  }
 }
 
 TEST_CASE("CUDA forwards: block size never changes the answer beyond the bound, and matches cpu_tiled on the same tile", "[gpu]") {
-  for (const Kernel* kp : forward_kernels()) {
+  for (const Kernel* kp : cuda_kernels_under_test()) {
     const Kernel& kern = *kp;
     INFO(kern.info.name);
     for (DType t : kDtypes)
@@ -128,7 +134,7 @@ TEST_CASE("CUDA forwards: block size never changes the answer beyond the bound, 
 }
 
 TEST_CASE("CUDA rows that see no key give o = 0, lse = -inf and d_q = 0 exactly", "[gpu]") {
-  for (const Kernel* kp : forward_kernels()) {
+  for (const Kernel* kp : cuda_kernels_under_test()) {
     const Kernel& kern = *kp;
     INFO(kern.info.name);
     for (DType t : kDtypes)
@@ -160,24 +166,27 @@ TEST_CASE("CUDA rows that see no key give o = 0, lse = -inf and d_q = 0 exactly"
   }
 }
 
-TEST_CASE("cuda_tiled deterministic backward returns the same bits on every run", "[gpu]") {
-  const Kernel& kern = cuda_kernel("cuda_tiled");
-  const Problem p = problem(DType::BF16, 128, Mask::CausalTopLeft, 2, 4, 2, 333, 333);
-  const Inputs in = random_inputs(p, 5);
-  Config cfg;
-  cfg.deterministic = true;
-  const Outputs a = run_fwd_bwd(kern, in, cfg);
-  for (int rep = 0; rep < 3; ++rep) {
-    const Outputs b = run_fwd_bwd(kern, in, cfg);
-    REQUIRE(a.o.bytes == b.o.bytes);
-    REQUIRE(a.d_q.bytes == b.d_q.bytes);
-    REQUIRE(a.d_k.bytes == b.d_k.bytes);
-    REQUIRE(a.d_v.bytes == b.d_v.bytes);
+TEST_CASE("CUDA deterministic backwards return the same bits on every run", "[gpu]") {
+  for (const Kernel* kp : cuda_kernels_under_test()) {
+    const Kernel& kern = *kp;
+    INFO(kern.info.name);
+    const Problem p = problem(DType::BF16, 128, Mask::CausalTopLeft, 2, 4, 2, 333, 333);
+    const Inputs in = random_inputs(p, 5);
+    Config cfg;
+    cfg.deterministic = true;
+    const Outputs a = run_fwd_bwd(kern, in, cfg);
+    for (int rep = 0; rep < 3; ++rep) {
+      const Outputs b = run_fwd_bwd(kern, in, cfg);
+      REQUIRE(a.o.bytes == b.o.bytes);
+      REQUIRE(a.d_q.bytes == b.d_q.bytes);
+      REQUIRE(a.d_k.bytes == b.d_k.bytes);
+      REQUIRE(a.d_v.bytes == b.d_v.bytes);
+    }
   }
 }
 
 TEST_CASE("CUDA forward and backward on one causal GQA case (the sanitizer's run)", "[gpu][sanitize]") {
-  for (const Kernel* kp : forward_kernels()) {
+  for (const Kernel* kp : cuda_kernels_under_test()) {
     const Kernel& kern = *kp;
     INFO(kern.info.name);
     const Problem p = problem(DType::F16, 128, Mask::CausalBottomRight, 1, 4, 2, 130, 200);
@@ -199,7 +208,7 @@ TEST_CASE("CUDA forward and backward on one causal GQA case (the sanitizer's run
 }
 
 TEST_CASE("CUDA forwards: a non-finite k_j or v_j changes only the rows that see key j", "[gpu]") {
-  for (const Kernel* kp : forward_kernels()) {
+  for (const Kernel* kp : cuda_kernels_under_test()) {
     const Kernel& kern = *kp;
     INFO(kern.info.name);
     for (DType t : kDtypes)

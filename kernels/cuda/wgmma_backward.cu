@@ -1,0 +1,293 @@
+// cuda_wgmma backward by recomputation on Hopper's warpgroup tensor cores and TMA (sm_90a): the
+// key-tile pass of tiled_backward.cu's pipeline (bwd_prep and the d_q conversion are shared).
+// A CTA is one producer warpgroup and kWG consumer warpgroups and owns kBlockN = 64 kWG keys of one
+// kv head; consumer c owns 64 of them, with d_k, d_v in registers for the whole walk. The producer
+// streams q and d_o tiles (kBlockM queries, two stages) of every query head sharing the kv head. Per
+// step, all in the transposed (keys x queries) orientation so P^T and dS^T come out of the
+// accumulators in the register A layout of the next GEMM:
+//   S^T  = K Q^T, dP^T = V dO^T             wgmma, both operands K-major in shared memory
+//   P^T  = exp2(S^T scale log2 e - lse2),  dS^T = P^T (dP^T - D)   (fp32, as tiled_backward.cu)
+//   dV  += P^T dO,  dK += dS^T Q            wgmma, A from registers (T), B N-major
+//   dQ  += dS K                              dS^T staged in shared memory (A M-major), fp32 atomics
+// d = 128: consumer c computes d_q columns [64 c, 64 c + 64) from all keys (a consumer barrier per
+// step); d = 64: consumer c computes all columns from its own 64 keys (no barrier, twice the atomics).
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "kernels/cuda/launchers.hpp"
+#include "kernels/cuda/nonfinite.cuh"
+#include "kernels/cuda/tiled_backward.cuh"
+#include "kernels/cuda/wgmma.cuh"
+#include "kernels/cuda/wgmma_ops.cuh"
+#include "kernels/rules.h"
+
+namespace fc::cuda {
+namespace {
+
+constexpr int kBwdBlockM = 64;  // queries per step: the N of S^T and dP^T, the M of dQ
+
+// Shared memory of one CTA, in bytes from a 1024-byte-aligned base.
+template <int kD, int kWG, bool kAtomicDq>
+struct BwdSmem {
+  static constexpr int kBlockN = 64 * kWG;
+  static constexpr uint32_t kKVBytes = kBlockN * kD * 2, kQBytes = kBwdBlockM * kD * 2;
+  static constexpr uint32_t kDsBytes = kBlockN * kBwdBlockM * 2;  // dS^T (keys, queries): one SW128 panel wide
+  static constexpr uint32_t k = 0, v = kKVBytes, q = 2 * kKVBytes, d_o = q + 2 * kQBytes, ds = d_o + 2 * kQBytes;
+  static constexpr uint32_t bars = ds + (kAtomicDq ? 2 * kDsBytes : 0);  // kv_full, qdo_full[2], qdo_empty[2]
+  static constexpr uint32_t bytes = bars + 5 * 8 + 1024;                  // + alignment slack
+};
+
+template <class T, int kD, int kWG, bool kAtomicDq>
+__global__ void __launch_bounds__((kWG + 1) * 128, 1)
+    wgmma_bwd_kv_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
+                        const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_do,
+                        const BwdParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = BwdSmem<kD, kWG, kAtomicDq>;
+  constexpr int kBlockM = kBwdBlockM, kBlockN = L::kBlockN, kConsumers = 128 * kWG;
+  constexpr int kMB = kBlockM / 8, kDB = kD / 8, kPanels = kD / 64;
+  constexpr uint32_t kKVBytes = L::kKVBytes, kQBytes = L::kQBytes;
+  // d_q split: by columns when every consumer has a 64-column panel of its own, else by keys.
+  constexpr bool kDqByKeys = kPanels != kWG;
+  static_assert(kD == 64 || kPanels == kWG, "d = 64, or one 64-column d_q panel per consumer");
+  using ConsumerSync = NamedSync<kConsumers, 128>;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
+  const uint32_t s_k = base + L::k, s_v = base + L::v, s_q = base + L::q, s_do = base + L::d_o, s_ds = base + L::ds;
+  const uint32_t kv_full = base + L::bars, qdo_full = kv_full + 8, qdo_empty = kv_full + 24;  // [2] each
+
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int n0 = blockIdx.x * kBlockN, h_kv = blockIdx.y, b = blockIdx.z;
+  const int group = p.heads_q / p.heads_kv;
+  // Query tiles [mb_begin, mb_end) can see some key of this tile (causal: rows i >= n0 - off).
+  const int64_t off = p.mask == Mask::CausalBottomRight ? int64_t(p.n_k) - p.n_q : 0;
+  const int mb_end = (p.n_q + kBlockM - 1) / kBlockM;
+  int mb_begin = 0;
+  if (p.mask != Mask::None) {
+    const int64_t first = n0 - off > 0 ? (n0 - off) / kBlockM : 0;
+    mb_begin = first < mb_end ? int(first) : mb_end;
+  }
+  const int n_mb = mb_end - mb_begin, n_iters = group * n_mb;
+
+  if (threadIdx.x == 0) {
+    mbar_init(kv_full, 1);
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(qdo_full + 8 * i, 1);
+      mbar_init(qdo_empty + 8 * i, 4 * kWG);  // lane 0 of every consumer warp
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();  // the last CTA-wide barrier
+
+  constexpr int kConsumerRegs = kWG == 2 ? 240 : 0;  // as wgmma_forward.cu
+  if (wg == 0) {  // producer
+    if constexpr (kConsumerRegs > 0) setmaxnreg_dec<24>();
+    if (threadIdx.x == 0 && n_iters > 0) {
+      const int bh_kv = b * p.heads_kv + h_kv;
+      mbar_arrive_expect_tx(kv_full, 2 * kKVBytes);
+      for (int c = 0; c < kPanels; ++c) {
+        tma_load_3d(s_k + c * kBlockN * 128, &tm_k, 64 * c, n0, bh_kv, kv_full);
+        tma_load_3d(s_v + c * kBlockN * 128, &tm_v, 64 * c, n0, bh_kv, kv_full);
+      }
+      for (int it = 0; it < n_iters; ++it) {
+        const int st = it & 1, bh_q = b * p.heads_q + h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
+        if (it >= 2) mbar_wait(qdo_empty + 8 * st, ((it / 2) & 1) ^ 1);
+        mbar_arrive_expect_tx(qdo_full + 8 * st, 2 * kQBytes);
+        for (int c = 0; c < kPanels; ++c) {
+          tma_load_3d(s_q + st * kQBytes + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, qdo_full + 8 * st);
+          tma_load_3d(s_do + st * kQBytes + c * kBlockM * 128, &tm_do, 64 * c, m0, bh_q, qdo_full + 8 * st);
+        }
+      }
+    }
+    return;
+  }
+  if constexpr (kConsumerRegs > 0) setmaxnreg_inc<kConsumerRegs>();
+
+  const int cw = wg - 1;                         // consumer warpgroup: keys [64 cw, 64 cw + 64) of the tile
+  const int key0 = n0 + cw * 64 + warp * 16;     // this warp's first key
+  float dk[kDB][4] = {}, dv[kDB][4] = {};        // (16 keys, kD) per warp, fp32
+  float st_[kMB][4], dpt[kMB][4];                // (16 keys, kBlockM queries): S^T then P^T; dP^T then dS^T
+  uint32_t pa[kBlockM / 16][4], sa[kBlockM / 16][4];  // P^T, dS^T in T: register A fragments
+
+  // Descriptors (address field += byte offset >> 4). S^T, dP^T: A = this consumer's 64 rows of k / v
+  // (K-major), B = the q / d_o stage (K-major): a k-step is 32 bytes along a row, panels every 4.
+  // dV, dK: B = d_o / q N-major, a k-step is 16 query rows (2048 bytes), d panels kBlockM * 128 apart.
+  // dQ: A = dS^T stage M-major (one 64-query panel), B = k N-major; a k-step is 16 key rows.
+  const uint64_t desc_k = sw128_desc(s_k + cw * 64 * 128, 16, 1024);
+  const uint64_t desc_v = sw128_desc(s_v + cw * 64 * 128, 16, 1024);
+  const uint64_t desc_q = sw128_desc(s_q, 16, 1024), desc_do = sw128_desc(s_do, 16, 1024);
+  const uint64_t desc_q_t = sw128_desc(s_q, kBlockM * 128, 1024), desc_do_t = sw128_desc(s_do, kBlockM * 128, 1024);
+  const uint64_t desc_ds = sw128_desc(s_ds + (kDqByKeys ? cw * 64 * 128 : 0), kBlockN * 128, 1024);
+  const uint64_t desc_kq = sw128_desc(s_k + (kDqByKeys ? cw * 64 * 128 : cw * kBlockN * 128), kBlockN * 128, 1024);
+  constexpr int kDqSteps = kDqByKeys ? 4 : kBlockN / 16;  // keys of the d_q GEMM / 16
+
+  if (n_iters > 0) mbar_wait(kv_full, 0);
+  for (int it = 0; it < n_iters; ++it) {
+    const int st = it & 1, h = h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
+    mbar_wait(qdo_full + 8 * st, (it / 2) & 1);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      const uint32_t a_off = ((ks / 4) * kBlockN * 128 + (ks % 4) * 32) >> 4;
+      const uint32_t b_off = (st * kQBytes + (ks / 4) * kBlockM * 128 + (ks % 4) * 32) >> 4;
+      wgmma_ss<T, kBlockM>(reinterpret_cast<float(&)[kBlockM / 2]>(st_), desc_k + a_off, desc_q + b_off, ks > 0);
+    }
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      const uint32_t a_off = ((ks / 4) * kBlockN * 128 + (ks % 4) * 32) >> 4;
+      const uint32_t b_off = (st * kQBytes + (ks / 4) * kBlockM * 128 + (ks % 4) * 32) >> 4;
+      wgmma_ss<T, kBlockM>(reinterpret_cast<float(&)[kBlockM / 2]>(dpt), desc_v + a_off, desc_do + b_off, ks > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int mb = 0; mb < kMB; ++mb) fence_operands(st_[mb]), fence_operands(dpt[mb]);
+
+    const bool need_mask = n0 + kBlockN > p.n_k || m0 + kBlockM > p.n_q ||
+                           (p.mask != Mask::None && int64_t(n0) + kBlockN - 1 > m0 + off);
+    const int64_t row0 = offset_lse(p.pr, b, h, m0);  // lse / D of query m0
+#pragma unroll
+    for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int il = mb * 8 + 2 * t + e % 2;  // query column within the tile
+        const int64_t i = m0 + il, j = key0 + g + 8 * (e / 2);
+        const bool in = i < p.n_q;
+        const float lse2 = in ? __ldg(p.lse + row0 + il) * 1.4426950408889634f : rules::neg_inf<float>();
+        const float dd = in ? __ldg(p.dd + row0 + il) : 0.f;
+        // P = exp2(x - lse2) with x = q.k * scale log2 e; an empty row (lse = -inf) gives P = 0.
+        float pe = rules::recompute_p(st_[mb][e] * p.scale_log2, lse2, [](float x) { return exp2_approx(x); });
+        if (need_mask && (!in || j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k))) pe = 0.f;
+        st_[mb][e] = pe;
+        dpt[mb][e] = pe * (dpt[mb][e] - dd);  // dS = P (dP - D)
+      }
+    // P^T and dS^T rounded to T as tensor-core operands; two adjacent C blocks are one k-step.
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk)
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const int mb = 2 * kk + x / 2, e = 2 * (x % 2);
+        pa[kk][x] = Storage<T>::pack(st_[mb][e], st_[mb][e + 1]);
+        sa[kk][x] = Storage<T>::pack(dpt[mb][e], dpt[mb][e + 1]);
+      }
+    if constexpr (kAtomicDq) {  // dS^T (keys, queries) into the SW128 stage for the d_q GEMM
+      const uint32_t ds = s_ds + st * L::kDsBytes;
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          const int row = cw * 64 + warp * 16 + g + 8 * (x % 2), col = kk * 16 + 8 * (x / 2) + 2 * t;
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds + sw128_offset<kBlockN>(row, col)), "r"(sa[kk][x]) : "memory");
+        }
+      fence_proxy_async();  // generic stores -> wgmma's async-proxy reads
+    }
+
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      const uint32_t off = (st * kQBytes + kk * 16 * 128) >> 4;
+      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dv), pa[kk], desc_do_t + off);
+      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dk), sa[kk], desc_q_t + off);
+    }
+    wgmma_commit();
+    if constexpr (kAtomicDq) {
+      if constexpr (!kDqByKeys) ConsumerSync::sync();  // every consumer's dS^T rows are in the stage
+      float dq[8][4];  // (16 queries, 64 columns) per warp
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kDqSteps; ++ks)
+        wgmma_ss_tt<T, 64>(reinterpret_cast<float(&)[32]>(dq), desc_ds + ((st * L::kDsBytes + ks * 16 * 128) >> 4),
+                           desc_kq + ((ks * 16 * 128) >> 4), ks > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+#pragma unroll
+      for (int nb = 0; nb < 8; ++nb) fence_operands(dq[nb]);
+      float* acc = p.dq_acc + offset_q(p.pr, b, h, m0) + (kDqByKeys ? 0 : cw * 64);  // (kBlockM, kD) tile
+#pragma unroll
+      for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = warp * 16 + g + 8 * r;
+          if (m0 + row >= p.n_q) continue;
+          atomicAdd(reinterpret_cast<float2*>(acc + int64_t(row) * kD + nb * 8 + 2 * t), make_float2(dq[nb][2 * r], dq[nb][2 * r + 1]));
+        }
+    } else {
+      wgmma_wait<0>();
+    }
+#pragma unroll
+    for (int db = 0; db < kDB; ++db) fence_operands(dk[db]), fence_operands(dv[db]);
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) fence_operands(pa[kk]), fence_operands(sa[kk]);
+    if (lane == 0) mbar_arrive(qdo_empty + 8 * st);  // this warp no longer reads the q / d_o stage
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int j = key0 + g + 8 * r;
+    if (j >= p.n_k) continue;
+    T* dk_row = static_cast<T*>(p.d_k) + offset_kv(p.pr, b, h_kv, j);  // (kD)
+    T* dv_row = static_cast<T*>(p.d_v) + offset_kv(p.pr, b, h_kv, j);  // (kD)
+#pragma unroll
+    for (int db = 0; db < kDB; ++db) {
+      *reinterpret_cast<uint32_t*>(dk_row + db * 8 + 2 * t) = Storage<T>::pack(dk[db][2 * r] * p.scale, dk[db][2 * r + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dv_row + db * 8 + 2 * t) = Storage<T>::pack(dv[db][2 * r], dv[db][2 * r + 1]);
+    }
+  }
+#else
+  __trap();  // built without sm_90a: wgmma_backward_supports() keeps launches away from here
+#endif
+}
+
+template <class T, int kD, int kWG, bool kAtomicDq>
+cudaError_t launch_kv(const BwdParams& p, const CUtensorMap (&maps)[4], cudaStream_t stream) {
+  using L = BwdSmem<kD, kWG, kAtomicDq>;
+  auto kernel = wgmma_bwd_kv_kernel<T, kD, kWG, kAtomicDq>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::bytes));
+  if (e != cudaSuccess) return e;
+  const dim3 grid((p.n_k + L::kBlockN - 1) / L::kBlockN, p.heads_kv, p.batch);
+  kernel<<<grid, (kWG + 1) * 128, L::bytes, stream>>>(maps[0], maps[1], maps[2], maps[3], p);
+  return cudaGetLastError();
+}
+
+template <class T, int kD>
+cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) {
+  constexpr int kWG = 2;
+  CUtensorMap maps[4];  // k, v, q, d_o
+  const Problem& pr = p.pr;
+  if (!tensor_map(&maps[0], p.k, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, 64 * kWG) ||
+      !tensor_map(&maps[1], p.v, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, 64 * kWG) ||
+      !tensor_map(&maps[2], p.q, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, kBwdBlockM) ||
+      !tensor_map(&maps[3], p.d_o, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, kBwdBlockM))
+    return cudaErrorInvalidValue;
+  backward_prep(p, !deterministic, stream);
+  cudaError_t e;
+  if (!deterministic) {
+    if ((e = launch_kv<T, kD, kWG, true>(p, maps, stream)) != cudaSuccess) return e;
+    backward_dq_convert(p, stream);
+  } else {
+    if ((e = launch_kv<T, kD, kWG, false>(p, maps, stream)) != cudaSuccess) return e;
+    if ((e = tiled_backward_dq(p, stream)) != cudaSuccess) return e;  // d_q without atomics (mma.sync)
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool wgmma_backward_supports(const Problem& p) {
+  return well_formed(p) && (p.dtype == DType::F16 || p.dtype == DType::BF16) && (p.d == 64 || p.d == 128) &&
+         device_is_sm90();
+}
+
+cudaError_t wgmma_backward(const Problem& pr, bool deterministic, const BackwardArgs& a, void* workspace,
+                           cudaStream_t stream) {
+  if (!wgmma_backward_supports(pr)) return cudaErrorInvalidValue;
+  const BwdParams p = make_bwd_params(pr, a, workspace);
+  if (pr.dtype == DType::F16)
+    return pr.d == 64 ? launch<__half, 64>(p, deterministic, stream) : launch<__half, 128>(p, deterministic, stream);
+  return pr.d == 64 ? launch<__nv_bfloat16, 64>(p, deterministic, stream)
+                    : launch<__nv_bfloat16, 128>(p, deterministic, stream);
+}
+
+}  // namespace fc::cuda
