@@ -35,7 +35,8 @@ struct BwdSmem {
   static constexpr uint32_t kKVBytes = kBlockN * kD * 2, kQBytes = kBwdBlockM * kD * 2;
   static constexpr uint32_t kDsBytes = kBlockN * kBwdBlockM * 2;  // dS^T (keys, queries): one SW128 panel wide
   static constexpr uint32_t k = 0, v = kKVBytes, q = 2 * kKVBytes, d_o = q + 2 * kQBytes, ds = d_o + 2 * kQBytes;
-  static constexpr uint32_t bars = ds + (kAtomicDq ? 2 * kDsBytes : 0);  // kv_full, qdo_full[2], qdo_empty[2]
+  static constexpr uint32_t rows = ds + (kAtomicDq ? 2 * kDsBytes : 0);  // lse2[2][kBlockM], D[2][kBlockM] (fp32)
+  static constexpr uint32_t bars = rows + 4 * kBwdBlockM * 4;             // kv_full, qdo_full[2], qdo_empty[2]
   static constexpr uint32_t bytes = bars + 5 * 8 + 1024;                  // + alignment slack
 };
 
@@ -56,6 +57,9 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
   const uint32_t s_k = base + L::k, s_v = base + L::v, s_q = base + L::q, s_do = base + L::d_o, s_ds = base + L::ds;
+  // Per query of the stage: lse in base 2 (-inf past n_q) and D (0 past n_q).
+  float* const s_lse2 = reinterpret_cast<float*>(smem_raw + (base - raw) + L::rows);  // (2, kBlockM)
+  float* const s_dd = s_lse2 + 2 * kBlockM;                                         // (2, kBlockM)
   const uint32_t kv_full = base + L::bars, qdo_full = kv_full + 8, qdo_empty = kv_full + 24;  // [2] each
 
   const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -74,7 +78,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   if (threadIdx.x == 0) {
     mbar_init(kv_full, 1);
     for (int i = 0; i < 2; ++i) {
-      mbar_init(qdo_full + 8 * i, 1);
+      mbar_init(qdo_full + 8 * i, 1 + 32);  // the TMA thread, and the 32 lanes that stage lse / D
       mbar_init(qdo_empty + 8 * i, 4 * kWG);  // lane 0 of every consumer warp
     }
     mbar_init_fence();
@@ -99,6 +103,19 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
           tma_load_3d(s_q + st * kQBytes + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, qdo_full + 8 * st);
           tma_load_3d(s_do + st * kQBytes + c * kBlockM * 128, &tm_do, 64 * c, m0, bh_q, qdo_full + 8 * st);
         }
+      }
+    }
+    if (warp == 1) {  // lse2 and D of each step's queries into shared memory, beside the TMA tiles
+      for (int it = 0; it < n_iters; ++it) {
+        const int st = it & 1, h = h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
+        if (it >= 2) mbar_wait(qdo_empty + 8 * st, ((it / 2) & 1) ^ 1);
+        const int64_t row0 = offset_lse(p.pr, b, h, m0);
+        for (int x = lane; x < kBlockM; x += 32) {
+          const bool in = m0 + x < p.n_q;
+          s_lse2[st * kBlockM + x] = in ? p.lse[row0 + x] * 1.4426950408889634f : rules::neg_inf<float>();
+          s_dd[st * kBlockM + x] = in ? p.dd[row0 + x] : 0.f;
+        }
+        mbar_arrive(qdo_full + 8 * st);  // release: the stores above are visible to the waiting consumers
       }
     }
     return;
@@ -147,19 +164,18 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 
     const bool need_mask = n0 + kBlockN > p.n_k || m0 + kBlockM > p.n_q ||
                            (p.mask != Mask::None && int64_t(n0) + kBlockN - 1 > m0 + off);
-    const int64_t row0 = offset_lse(p.pr, b, h, m0);  // lse / D of query m0
+    const float* const lse2_st = s_lse2 + st * kBlockM;  // (kBlockM) base-2 lse of this step's queries
+    const float* const dd_st = s_dd + st * kBlockM;      // (kBlockM) D
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int il = mb * 8 + 2 * t + e % 2;  // query column within the tile
         const int64_t i = m0 + il, j = key0 + g + 8 * (e / 2);
-        const bool in = i < p.n_q;
-        const float lse2 = in ? __ldg(p.lse + row0 + il) * 1.4426950408889634f : rules::neg_inf<float>();
-        const float dd = in ? __ldg(p.dd + row0 + il) : 0.f;
         // P = exp2(x - lse2) with x = q.k * scale log2 e; an empty row (lse = -inf) gives P = 0.
-        float pe = rules::recompute_p(st_[mb][e] * p.scale_log2, lse2, [](float x) { return exp2_approx(x); });
-        if (need_mask && (!in || j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k))) pe = 0.f;
+        float pe = rules::recompute_p(st_[mb][e] * p.scale_log2, lse2_st[il], [](float x) { return exp2_approx(x); });
+        if (need_mask && (i >= p.n_q || j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k))) pe = 0.f;
+        const float dd = dd_st[il];
         st_[mb][e] = pe;
         dpt[mb][e] = pe * (dpt[mb][e] - dd);  // dS = P (dP - D)
       }
