@@ -14,7 +14,9 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 DT = {"f16": (torch.float16, 1), "bf16": (torch.bfloat16, 2)}
-WGMMA_TILES = [(128, 128), (128, 64), (64, 128), (192, 64)]  # cuda_wgmma's forward tiles, default first
+# cuda_wgmma's forward tiles, its default first (kDefault64 / kDefault128 in wgmma_forward.cu).
+WGMMA_TILES = [(128, 128), (128, 64), (64, 128), (192, 64)]
+WGMMA_TILES_64 = [(192, 64), (128, 128), (128, 64), (64, 128), (192, 128)]
 MASK = {"none": 0, "causal_top_left": 1, "causal_bottom_right": 2}
 
 
@@ -112,7 +114,7 @@ def job_check(ours, wgmma):
                     row[f"lse_maxabs_{tile[0]}x{tile[1]}"] = (lse.double()[fin] - rlse[fin]).abs().max().item() if fin.any() else 0.0
                     row[f"lse_inf_ok_{tile[0]}x{tile[1]}"] = bool(torch.equal(torch.isinf(lse) & (lse < 0), ~fin))
                     row[f"o_nan_{tile[0]}x{tile[1]}"] = bool(torch.isnan(o).any())
-                for tile in WGMMA_TILES if wgmma else []:
+                for tile in (WGMMA_TILES_64 if d == 64 else WGMMA_TILES) if wgmma else []:
                     o, lse = ours.forward(q, k, v, mask, 2, tile)
                     fin = torch.isfinite(rlse)
                     row[f"wgmma_o_{tile[0]}x{tile[1]}"] = rel(o, ro)
@@ -128,7 +130,7 @@ def job_check(ours, wgmma):
                         tag = f"{'det' if det else 'atomic'}_{bt[0]}x{bt[1]}"
                         row[f"dq_{tag}"], row[f"dk_{tag}"], row[f"dv_{tag}"] = rel(dq, rdq), rel(dk, rdk), rel(dv, rdv)
                 if wgmma:  # the wgmma backward on the wgmma forward's o, lse
-                    o2, lse2 = ours.forward(q, k, v, mask, 2)
+                    o2, lse2 = ours.forward(q, k, v, mask, 2)  # the default tile
                     for det in (False, True):
                         dq, dk, dv = ours.backward(q, k, v, o2, lse2, d_o, mask, None, det, wgmma=True)
                         tag = "det" if det else "atomic"
@@ -275,7 +277,7 @@ def main():
     ours = Ours(a.lib)
     tiled_tiles = {64: [(128, 64), (64, 64), (128, 32), (128, 128)], 128: [(128, 32), (64, 64), (128, 64)]}
     # (name, fcb kernel id, forward tiles); the first kernel's first tile is "ours" in the ratios.
-    fwd_kernels = lambda d: ([("wgmma", 2, WGMMA_TILES)] if not a.no_wgmma else []) + [("tiled", 0, tiled_tiles[d])]
+    fwd_kernels = lambda d: ([("wgmma", 2, WGMMA_TILES_64 if d == 64 else WGMMA_TILES)] if not a.no_wgmma else []) + [("tiled", 0, tiled_tiles[d])]
     bwd_tiles = {64: [(128, 128), (64, 64), (64, 128)], 128: [(64, 64), (64, 128), (32, 64)]}
     res = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), device=torch.cuda.get_device_name(),
                torch=torch.__version__, cudnn=torch.backends.cudnn.version(), command=" ".join(sys.argv),

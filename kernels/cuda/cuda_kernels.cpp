@@ -53,8 +53,8 @@ void tiled_forward_host(const Problem& p, const Config& cfg, const HostTensor& q
 void wgmma_forward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
                         const HostTensor& v, HostTensor& o, HostTensor& lse) {
   const Tile t = forward_tile(cfg, p.d);
-  forward_host("cuda_wgmma", wgmma_forward, wgmma_forward_supports, t.block_m == 0 ? Tile{128, 128} : t, p, q, k,
-               v, o, lse);
+  forward_host("cuda_wgmma", wgmma_forward, wgmma_forward_supports, t.block_m == 0 ? wgmma_forward_default(p.d) : t,
+               p, q, k, v, o, lse);
 }
 
 // Upload, run a backward launcher (mma.sync with its tile, or wgmma), download the gradients.

@@ -35,11 +35,6 @@ FwdParams<T> make_fwd_params(const Problem& pr, const ForwardArgs& a) {
                       float(pr.scale * 1.4426950408889634)};
 }
 
-__device__ __forceinline__ float quad_running_max(float x) {
-  x = rules::running_max(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return rules::running_max(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-
 // The online-softmax step for a 16-row block of this warp against kNB * 8 keys [n0, n0 + 8 kNB), in
 // two halves so a kernel may run the first while the previous block's P v is still on the tensor
 // cores (wgmma_forward.cu) -- or both back to back (tiled_forward.cu); the numbers are the same.
@@ -57,7 +52,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[kNB][4], float (&m)[2]
 #pragma unroll
   for (int nb = 0; nb < kNB; ++nb)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[nb][e] *= p.scale_log2;
+    for (int e = 0; e < 4; ++e) s[nb][e] = __fmul_rn(s[nb][e], p.scale_log2);  // never contracted into the FADD below
   if (need_mask) {
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb)
@@ -69,10 +64,13 @@ __device__ __forceinline__ void softmax_update(float (&s)[kNB][4], float (&m)[2]
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
+    // The running max as one fmaxf per score (rules::running_max is a compare and a select). Same
+    // value: m starts at -inf and a max never produces NaN, and both forms skip a NaN score (whose
+    // own weight exp2(NaN - m) = NaN then poisons the row, as the contract wants).
     float mx = m[r];
 #pragma unroll
-    for (int nb = 0; nb < kNB; ++nb) mx = rules::running_max(rules::running_max(mx, s[nb][2 * r]), s[nb][2 * r + 1]);
-    mx = quad_running_max(mx);
+    for (int nb = 0; nb < kNB; ++nb) mx = fmaxf(fmaxf(mx, s[nb][2 * r]), s[nb][2 * r + 1]);
+    mx = quad_max(mx);
     corr[r] = rules::rescale(m[r], mx, [](float x) { return exp2_approx(x); });
     const float shift = rules::safe_shift(mx);  // all -inf so far: exp2(-inf - 0) = 0, not NaN
     m[r] = mx;

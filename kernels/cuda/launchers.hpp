@@ -48,6 +48,7 @@ cudaError_t tiled_forward(const Problem& p, Tile t, const ForwardArgs& a, cudaSt
 // Supported only where the current device has compute capability 9.x. Tiles: (64 * warpgroups, kBlockN).
 bool device_is_sm90();
 int wgmma_forward_tiles(int d, Tile* out, int max_out);
+Tile wgmma_forward_default(int d);
 bool wgmma_forward_supports(const Problem& p, Tile t);
 cudaError_t wgmma_forward(const Problem& p, Tile t, const ForwardArgs& a, cudaStream_t stream);
 

@@ -9,8 +9,10 @@
 //   P^T  = exp2(S^T scale log2 e - lse2),  dS^T = P^T (dP^T - D)   (fp32, as tiled_backward.cu)
 //   dV  += P^T dO,  dK += dS^T Q            wgmma, A from registers (T), B N-major
 //   dQ  += dS K                              dS^T staged in shared memory (A M-major), fp32 atomics
-// d = 128: consumer c computes d_q columns [64 c, 64 c + 64) from all keys (a consumer barrier per
-// step); d = 64: consumer c computes all columns from its own 64 keys (no barrier, twice the atomics).
+// Queries per step: 64 at d = 128, 128 at d = 64 (the GEMMs of a small head dim are short; a longer
+// step amortises the element-wise work and halves the steps). Consumer c computes a (64, 64) block of
+// the step's d_q from all keys of the tile -- columns [64 c, 64 c + 64) at d = 128, query rows
+// [64 c, 64 c + 64) at d = 64 -- after a consumer barrier that makes every dS^T row visible.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -26,17 +28,19 @@
 namespace fc::cuda {
 namespace {
 
-constexpr int kBwdBlockM = 64;  // queries per step: the N of S^T and dP^T, the M of dQ
+// Queries per step: the N of S^T and dP^T, the K of dV and dK.
+template <int kD>
+constexpr int bwd_block_m() { return kD == 64 ? 128 : 64; }
 
 // Shared memory of one CTA, in bytes from a 1024-byte-aligned base.
 template <int kD, int kWG, bool kAtomicDq>
 struct BwdSmem {
-  static constexpr int kBlockN = 64 * kWG;
-  static constexpr uint32_t kKVBytes = kBlockN * kD * 2, kQBytes = kBwdBlockM * kD * 2;
-  static constexpr uint32_t kDsBytes = kBlockN * kBwdBlockM * 2;  // dS^T (keys, queries): one SW128 panel wide
+  static constexpr int kBlockN = 64 * kWG, kBlockM = bwd_block_m<kD>();
+  static constexpr uint32_t kKVBytes = kBlockN * kD * 2, kQBytes = kBlockM * kD * 2;
+  static constexpr uint32_t kDsBytes = kBlockN * kBlockM * 2;  // dS^T (keys, queries), SW128 panels of queries
   static constexpr uint32_t k = 0, v = kKVBytes, q = 2 * kKVBytes, d_o = q + 2 * kQBytes, ds = d_o + 2 * kQBytes;
   static constexpr uint32_t rows = ds + (kAtomicDq ? 2 * kDsBytes : 0);  // lse2[2][kBlockM], D[2][kBlockM] (fp32)
-  static constexpr uint32_t bars = rows + 4 * kBwdBlockM * 4;             // kv_full, qdo_full[2], qdo_empty[2]
+  static constexpr uint32_t bars = rows + 4 * kBlockM * 4;               // kv_full, qdo_full[2], qdo_empty[2]
   static constexpr uint32_t bytes = bars + 5 * 8 + 1024;                  // + alignment slack
 };
 
@@ -47,12 +51,12 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
                         const BwdParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = BwdSmem<kD, kWG, kAtomicDq>;
-  constexpr int kBlockM = kBwdBlockM, kBlockN = L::kBlockN, kConsumers = 128 * kWG;
+  constexpr int kBlockM = L::kBlockM, kBlockN = L::kBlockN, kConsumers = 128 * kWG;
   constexpr int kMB = kBlockM / 8, kDB = kD / 8, kPanels = kD / 64;
   constexpr uint32_t kKVBytes = L::kKVBytes, kQBytes = L::kQBytes;
-  // d_q split: by columns when every consumer has a 64-column panel of its own, else by keys.
-  constexpr bool kDqByKeys = kPanels != kWG;
-  static_assert(kD == 64 || kPanels == kWG, "d = 64, or one 64-column d_q panel per consumer");
+  // The consumers' (64, 64) d_q blocks: by d columns (d = 128) or by query rows (d = 64).
+  static_assert(kWG == 2 && (kD == 128 ? kBlockM == 64 : kBlockM == 128), "two (64, 64) d_q blocks per step");
+  constexpr int kDqRow0 = kBlockM == 128 ? 64 : 0, kDqCol0 = kD == 128 ? 64 : 0;  // times the consumer index
   using ConsumerSync = NamedSync<kConsumers, 128>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
@@ -131,14 +135,14 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   // Descriptors (address field += byte offset >> 4). S^T, dP^T: A = this consumer's 64 rows of k / v
   // (K-major), B = the q / d_o stage (K-major): a k-step is 32 bytes along a row, panels every 4.
   // dV, dK: B = d_o / q N-major, a k-step is 16 query rows (2048 bytes), d panels kBlockM * 128 apart.
-  // dQ: A = dS^T stage M-major (one 64-query panel), B = k N-major; a k-step is 16 key rows.
+  // dQ: A = dS^T stage M-major (the consumer's 64-query panel), B = k N-major (its 64-column panel);
+  // a k-step is 16 key rows.
   const uint64_t desc_k = sw128_desc(s_k + cw * 64 * 128, 16, 1024);
   const uint64_t desc_v = sw128_desc(s_v + cw * 64 * 128, 16, 1024);
   const uint64_t desc_q = sw128_desc(s_q, 16, 1024), desc_do = sw128_desc(s_do, 16, 1024);
   const uint64_t desc_q_t = sw128_desc(s_q, kBlockM * 128, 1024), desc_do_t = sw128_desc(s_do, kBlockM * 128, 1024);
-  const uint64_t desc_ds = sw128_desc(s_ds + (kDqByKeys ? cw * 64 * 128 : 0), kBlockN * 128, 1024);
-  const uint64_t desc_kq = sw128_desc(s_k + (kDqByKeys ? cw * 64 * 128 : cw * kBlockN * 128), kBlockN * 128, 1024);
-  constexpr int kDqSteps = kDqByKeys ? 4 : kBlockN / 16;  // keys of the d_q GEMM / 16
+  const uint64_t desc_ds = sw128_desc(s_ds + (cw * kDqRow0 / 64) * kBlockN * 128, kBlockN * 128, 1024);
+  const uint64_t desc_kq = sw128_desc(s_k + (cw * kDqCol0 / 64) * kBlockN * 128, kBlockN * 128, 1024);
 
   if (n_iters > 0) mbar_wait(kv_full, 0);
   for (int it = 0; it < n_iters; ++it) {
@@ -209,24 +213,25 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     }
     wgmma_commit();
     if constexpr (kAtomicDq) {
-      if constexpr (!kDqByKeys) ConsumerSync::sync();  // every consumer's dS^T rows are in the stage
+      ConsumerSync::sync();  // every consumer's dS^T rows are in the stage
       float dq[8][4];  // (16 queries, 64 columns) per warp
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < kDqSteps; ++ks)
+      for (int ks = 0; ks < kBlockN / 16; ++ks)
         wgmma_ss_tt<T, 64>(reinterpret_cast<float(&)[32]>(dq), desc_ds + ((st * L::kDsBytes + ks * 16 * 128) >> 4),
                            desc_kq + ((ks * 16 * 128) >> 4), ks > 0);
       wgmma_commit();
       wgmma_wait<0>();
 #pragma unroll
       for (int nb = 0; nb < 8; ++nb) fence_operands(dq[nb]);
-      float* acc = p.dq_acc + offset_q(p.pr, b, h, m0) + (kDqByKeys ? 0 : cw * 64);  // (kBlockM, kD) tile
+      const int q0 = cw * kDqRow0;  // this consumer's first d_q row in the step
+      float* acc = p.dq_acc + offset_q(p.pr, b, h, m0 + q0) + cw * kDqCol0;  // (64, 64) block
 #pragma unroll
       for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int row = warp * 16 + g + 8 * r;
-          if (m0 + row >= p.n_q) continue;
+          if (m0 + q0 + row >= p.n_q) continue;
           atomicAdd(reinterpret_cast<float2*>(acc + int64_t(row) * kD + nb * 8 + 2 * t), make_float2(dq[nb][2 * r], dq[nb][2 * r + 1]));
         }
     } else {
@@ -274,8 +279,8 @@ cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) 
   const Problem& pr = p.pr;
   if (!tensor_map(&maps[0], p.k, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, 64 * kWG) ||
       !tensor_map(&maps[1], p.v, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, 64 * kWG) ||
-      !tensor_map(&maps[2], p.q, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, kBwdBlockM) ||
-      !tensor_map(&maps[3], p.d_o, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, kBwdBlockM))
+      !tensor_map(&maps[2], p.q, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, bwd_block_m<kD>()) ||
+      !tensor_map(&maps[3], p.d_o, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, bwd_block_m<kD>()))
     return cudaErrorInvalidValue;
   backward_prep(p, !deterministic, stream);
   cudaError_t e;
