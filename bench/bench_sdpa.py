@@ -16,7 +16,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 DT = {"f16": (torch.float16, 1), "bf16": (torch.bfloat16, 2)}
 # cuda_wgmma's forward tiles, its default first (kDefault64 / kDefault128 in wgmma_forward.cu).
 WGMMA_TILES = [(128, 128), (128, 64), (64, 128), (192, 64)]
-WGMMA_TILES_64 = [(192, 64), (128, 128), (128, 64), (64, 128), (192, 128)]
+WGMMA_TILES_64 = [(192, 128), (128, 128), (128, 64), (64, 128), (192, 64)]
 MASK = {"none": 0, "causal_top_left": 1, "causal_bottom_right": 2}
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call that runs the GPU verdicts on binaries staged by bench/carry.sh (built here with
 # `bench/carry.sh laws_gpu_test flashcheck`): the gpu-labelled tests, the property suite on each CUDA
-# kernel through `flashcheck check`, and `flashcheck audit`. Logs under $OUT; a summary last.
+# kernel through `flashcheck check`, `flashcheck audit`, and compute-sanitizer memcheck / racecheck.
+# A binary not carried (the 64 MiB limit) is reported, not run. Logs under $OUT; a summary last.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/reports/out}
@@ -11,6 +12,7 @@ bin=$root/.carry/tests
 summary=()
 step() {  # step NAME SECONDS CMD...
   local name=$1 secs=$2; shift 2
+  if [ ! -x "$1" ] && [ "$1" != env ]; then summary+=("$name not carried"); return; fi
   local t0=$SECONDS
   timeout "$secs" "$@" > "$out/$name.log" 2>&1
   local rc=$?
@@ -25,4 +27,7 @@ step cuda_tiled_test 60 "$bin/cuda_tiled_test" -r compact
 step audit 30 "$bin/flashcheck" audit --out "$out"
 step check_cuda_tiled 40 "$bin/flashcheck" check --kernel cuda_tiled --seed 7
 step check_cuda_wgmma 40 "$bin/flashcheck" check --kernel cuda_wgmma --seed 7
+for tool in memcheck racecheck; do  # the [sanitize] case: one causal GQA problem, every config, both kernels
+  step "sanitize_$tool" 170 compute-sanitizer --tool "$tool" --error-exitcode 3 "$bin/cuda_tiled_test" "[sanitize]"
+done
 printf '%s\n' "${summary[@]}"

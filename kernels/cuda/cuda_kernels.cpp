@@ -119,7 +119,7 @@ std::vector<Config> configs_of(std::initializer_list<std::pair<int, int>> tiles)
 }  // namespace
 
 std::vector<Config> tiled_configs() { return configs_of({{64, 64}, {128, 64}, {128, 32}}); }
-std::vector<Config> wgmma_configs() { return configs_of({{128, 128}, {128, 64}, {64, 128}}); }
+std::vector<Config> wgmma_configs() { return configs_of({{128, 128}, {128, 64}, {192, 64}}); }
 
 Tile forward_tile(const Config& cfg, int d) {
   if (cfg.block_m == 0 && cfg.block_n == 0) return Tile{};  // the launcher's default for d

@@ -54,13 +54,19 @@ __device__ __forceinline__ void softmax_update(float (&s)[kNB][4], float (&m)[2]
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[nb][e] = __fmul_rn(s[nb][e], p.scale_log2);  // never contracted into the FADD below
   if (need_mask) {
+    // Visible keys form a prefix [0, n_visible(i)) (attention.h), which also stops at n_k: one
+    // compare per score against the row's limit, relative to this block's first key.
+    int lim[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t nv = n_visible(p.mask, row0 + g + 8 * r, p.n_q, p.n_k) - n0;
+      lim[r] = nv < 0 ? 0 : nv > 8 * kNB ? 8 * kNB : int(nv);
+    }
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t i = row0 + g + 8 * (e / 2), j = n0 + nb * 8 + 2 * t + e % 2;
-        if (j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k)) s[nb][e] = rules::neg_inf<float>();
-      }
+      for (int e = 0; e < 4; ++e)
+        if (nb * 8 + 2 * t + e % 2 >= lim[e / 2]) s[nb][e] = rules::neg_inf<float>();
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {

@@ -170,15 +170,26 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
                            (p.mask != Mask::None && int64_t(n0) + kBlockN - 1 > m0 + off);
     const float* const lse2_st = s_lse2 + st * kBlockM;  // (kBlockM) base-2 lse of this step's queries
     const float* const dd_st = s_dd + st * kBlockM;      // (kBlockM) D
+    // Key j is visible to the queries i in [first(j), n_q), relative to m0 (visible keys form a
+    // prefix per query: attention.h); a key past n_k to none.
+    int first[2], end_q = 0;
+    if (need_mask) {
+      end_q = p.n_q - m0 < kBlockM ? p.n_q - m0 : kBlockM;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int64_t j = key0 + g + 8 * r;
+        const int64_t f = j >= p.n_k ? int64_t(kBlockM) : p.mask == Mask::None ? 0 : j - off - m0;
+        first[r] = f < 0 ? 0 : f > kBlockM ? kBlockM : int(f);
+      }
+    }
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int il = mb * 8 + 2 * t + e % 2;  // query column within the tile
-        const int64_t i = m0 + il, j = key0 + g + 8 * (e / 2);
         // P = exp2(x - lse2) with x = q.k * scale log2 e; an empty row (lse = -inf) gives P = 0.
         float pe = rules::recompute_p(st_[mb][e] * p.scale_log2, lse2_st[il], [](float x) { return exp2_approx(x); });
-        if (need_mask && (i >= p.n_q || j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k))) pe = 0.f;
+        if (need_mask && (il < first[e / 2] || il >= end_q)) pe = 0.f;
         const float dd = dd_st[il];
         st_[mb][e] = pe;
         dpt[mb][e] = pe * (dpt[mb][e] - dd);  // dS = P (dP - D)
