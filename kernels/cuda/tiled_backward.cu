@@ -18,10 +18,16 @@
 namespace fc::cuda {
 namespace {
 
+// One warp per padded query row (bh, i), i < n_q_pad; rows past n_q only write the padding.
 __global__ void __launch_bounds__(256) bwd_prep_kernel(BwdParams p, bool zero_acc) {
-  const int64_t row = int64_t(blockIdx.x) * 8 + threadIdx.x / 32, rows = int64_t(p.batch) * p.heads_q * p.n_q;
+  const int64_t prow = int64_t(blockIdx.x) * 8 + threadIdx.x / 32, prows = int64_t(p.batch) * p.heads_q * p.n_q_pad;
   const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
+  if (prow >= prows) return;
+  const int64_t bh = prow / p.n_q_pad, i = prow % p.n_q_pad, row = bh * p.n_q + i;
+  if (i >= p.n_q) {
+    if (lane == 0) p.lse2_pad[prow] = rules::neg_inf<float>(), p.dd_pad[prow] = 0.f;
+    return;
+  }
   float dot = 0.f;
   for (int c = lane; c < p.d; c += 32) {
     const int64_t x = row * p.d + c;
@@ -29,7 +35,11 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(BwdParams p, bool zero_ac
     if (zero_acc) p.dq_acc[x] = 0.f;
   }
   for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-  if (lane == 0) p.dd[row] = dot;
+  if (lane == 0) {
+    p.dd[row] = dot;
+    p.dd_pad[prow] = dot;
+    p.lse2_pad[prow] = p.lse[row] * 1.4426950408889634f;
+  }
 }
 
 template <class T>
@@ -252,8 +262,8 @@ cudaError_t dispatch_dim(const BwdParams& p, Tile t, bool det, cudaStream_t s) {
 }  // namespace
 
 void backward_prep(const BwdParams& p, bool zero_acc, cudaStream_t stream) {
-  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
-  bwd_prep_kernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(p, zero_acc);
+  const int64_t prows = int64_t(p.batch) * p.heads_q * p.n_q_pad;
+  bwd_prep_kernel<<<unsigned((prows + 7) / 8), 256, 0, stream>>>(p, zero_acc);
 }
 
 void backward_dq_convert(const BwdParams& p, cudaStream_t stream) {
@@ -283,8 +293,8 @@ bool tiled_backward_supports(const Problem& p, Tile t) {
 }
 
 size_t tiled_backward_workspace_bytes(const Problem& p) {
-  const size_t rows = size_t(p.batch) * p.heads_q * p.n_q;
-  return (rows * p.d + rows) * sizeof(float);  // d_q accumulator + D
+  const size_t rows_pad = size_t(p.batch) * p.heads_q * padded_rows(p.n_q);
+  return backward_workspace_pad_offset(p) + 2 * rows_pad * sizeof(float);  // d_q accumulator, D, padded lse2 and D
 }
 
 cudaError_t tiled_backward(const Problem& pr, Tile t, bool deterministic, const BackwardArgs& a,

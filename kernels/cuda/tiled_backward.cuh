@@ -29,14 +29,29 @@ struct BwdParams {
   DType dtype;
   float scale;       // s = scale q.k
   float scale_log2;  // scale * log2(e)
+  // Per query row, padded to n_q_pad (a multiple of 128) so that any 128-row block is one aligned,
+  // in-bounds bulk copy (the wgmma backward): lse in base 2 (-inf past n_q) and D (0 past n_q).
+  int n_q_pad;
+  float* lse2_pad;  // (b, h_q, n_q_pad)
+  float* dd_pad;    // (b, h_q, n_q_pad)
 };
+
+inline int padded_rows(int n_q) { return (n_q + 127) / 128 * 128; }
+
+// Workspace layout: d_q accumulator, D, then (from a 256-byte boundary) the padded lse2 and D.
+inline size_t backward_workspace_pad_offset(const Problem& pr) {
+  const size_t rows = size_t(pr.batch) * pr.heads_q * pr.n_q;
+  return ((rows * pr.d + rows) * sizeof(float) + 255) / 256 * 256;
+}
 
 inline BwdParams make_bwd_params(const Problem& pr, const BackwardArgs& a, void* workspace) {
   float* acc = static_cast<float*>(workspace);
   const int64_t rows = int64_t(pr.batch) * pr.heads_q * pr.n_q;
+  float* pad = reinterpret_cast<float*>(static_cast<char*>(workspace) + backward_workspace_pad_offset(pr));
+  const int64_t rows_pad = int64_t(pr.batch) * pr.heads_q * padded_rows(pr.n_q);
   return BwdParams{pr, a.q, a.k, a.v, a.o, a.d_o, a.lse, a.d_q, a.d_k, a.d_v, acc, acc + rows * pr.d,
                    pr.batch, pr.heads_q, pr.heads_kv, pr.n_q, pr.n_k, pr.d, pr.mask, pr.dtype,
-                   float(pr.scale), float(pr.scale * 1.4426950408889634)};
+                   float(pr.scale), float(pr.scale * 1.4426950408889634), padded_rows(pr.n_q), pad, pad + rows_pad};
 }
 
 // Element x of a 16-bit tensor whose dtype is known at run time only.

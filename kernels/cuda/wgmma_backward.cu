@@ -61,9 +61,10 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
   const uint32_t s_k = base + L::k, s_v = base + L::v, s_q = base + L::q, s_do = base + L::d_o, s_ds = base + L::ds;
-  // Per query of the stage: lse in base 2 (-inf past n_q) and D (0 past n_q).
-  float* const s_lse2 = reinterpret_cast<float*>(smem_raw + (base - raw) + L::rows);  // (2, kBlockM)
-  float* const s_dd = s_lse2 + 2 * kBlockM;                                         // (2, kBlockM)
+  // Per query of the stage: lse in base 2 (-inf past n_q) and D (0 past n_q), both by bulk copy.
+  const uint32_t s_rows = base + L::rows;
+  const float* const s_lse2 = reinterpret_cast<const float*>(smem_raw + (base - raw) + L::rows);  // (2, kBlockM)
+  const float* const s_dd = s_lse2 + 2 * kBlockM;                                               // (2, kBlockM)
   const uint32_t kv_full = base + L::bars, qdo_full = kv_full + 8, qdo_empty = kv_full + 24;  // [2] each
 
   const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -82,7 +83,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   if (threadIdx.x == 0) {
     mbar_init(kv_full, 1);
     for (int i = 0; i < 2; ++i) {
-      mbar_init(qdo_full + 8 * i, 1 + 32);  // the TMA thread, and the 32 lanes that stage lse / D
+      mbar_init(qdo_full + 8 * i, 1);
       mbar_init(qdo_empty + 8 * i, 4 * kWG);  // lane 0 of every consumer warp
     }
     mbar_init_fence();
@@ -102,24 +103,15 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
       for (int it = 0; it < n_iters; ++it) {
         const int st = it & 1, bh_q = b * p.heads_q + h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
         if (it >= 2) mbar_wait(qdo_empty + 8 * st, ((it / 2) & 1) ^ 1);
-        mbar_arrive_expect_tx(qdo_full + 8 * st, 2 * kQBytes);
+        mbar_arrive_expect_tx(qdo_full + 8 * st, 2 * kQBytes + 2 * kBlockM * 4);
         for (int c = 0; c < kPanels; ++c) {
           tma_load_3d(s_q + st * kQBytes + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, qdo_full + 8 * st);
           tma_load_3d(s_do + st * kQBytes + c * kBlockM * 128, &tm_do, 64 * c, m0, bh_q, qdo_full + 8 * st);
         }
-      }
-    }
-    if (warp == 1) {  // lse2 and D of each step's queries into shared memory, beside the TMA tiles
-      for (int it = 0; it < n_iters; ++it) {
-        const int st = it & 1, h = h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
-        if (it >= 2) mbar_wait(qdo_empty + 8 * st, ((it / 2) & 1) ^ 1);
-        const int64_t row0 = offset_lse(p.pr, b, h, m0);
-        for (int x = lane; x < kBlockM; x += 32) {
-          const bool in = m0 + x < p.n_q;
-          s_lse2[st * kBlockM + x] = in ? p.lse[row0 + x] * 1.4426950408889634f : rules::neg_inf<float>();
-          s_dd[st * kBlockM + x] = in ? p.dd[row0 + x] : 0.f;
-        }
-        mbar_arrive(qdo_full + 8 * st);  // release: the stores above are visible to the waiting consumers
+        // lse2 and D of the step's queries, from the prep pass's padded copies (aligned, in bounds).
+        const int64_t prow = int64_t(bh_q) * p.n_q_pad + m0;
+        bulk_load(s_rows + st * kBlockM * 4, p.lse2_pad + prow, kBlockM * 4, qdo_full + 8 * st);
+        bulk_load(s_rows + (2 + st) * kBlockM * 4, p.dd_pad + prow, kBlockM * 4, qdo_full + 8 * st);
       }
     }
     return;
