@@ -244,6 +244,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     for (int db = 0; db < kDB; ++db) fence_operands(dk[db]), fence_operands(dv[db]);
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) fence_operands(pa[kk]), fence_operands(sa[kk]);
+    __syncwarp();  // every lane's reads of the stage (lse2, D) are ordered before lane 0's (release) arrive
     if (lane == 0) mbar_arrive(qdo_empty + 8 * st);  // this warp no longer reads the q / d_o stage
   }
 

@@ -133,7 +133,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) fence_operands(pa[kk]);
   };
-  auto release = [&](uint32_t bar) {  // this warp's wgmma no longer reads the stage
+  auto release = [&](uint32_t bar) {  // this warp no longer reads the stage
+    __syncwarp();  // every lane's accesses are ordered before lane 0's (release) arrive
     if (lane == 0) mbar_arrive(bar);
   };
 
