@@ -28,6 +28,8 @@ namespace fc::cuda {
 // (1, box_rows, 64) elements with the 128-byte swizzle: one box is one SW128 panel of a tile; rows
 // past n arrive as zeros. False without the driver entry point or for a pointer TMA cannot address.
 bool tensor_map(CUtensorMap* map, const void* base, DType dtype, int d, int rows, int heads, int box_rows);
+// A (rows, cols) fp32 TMA view (cols * 4 a multiple of 16), boxes of (1, box_cols), no swizzle.
+bool tensor_map_f32(CUtensorMap* map, const float* base, int cols, int rows, int box_cols);
 
 // Byte offset of element (row, col) in an SW128 tile of kRows rows.
 template <int kRows>
@@ -119,12 +121,12 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* tmap, int 
       "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
 }
-// A contiguous global -> shared copy of bytes (a multiple of 16; both addresses 16-byte aligned)
-// that completes_tx on bar.
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
+// One box of a 2-D tensor map (coordinates innermost first), as tma_load_3d.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* tmap, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
 }
 // Per-warpgroup register budgets (all four warps execute it): producers give registers back,
 // consumers take them.

@@ -48,6 +48,7 @@ template <class T, int kD, int kWG, bool kAtomicDq>
 __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     wgmma_bwd_kv_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                         const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_do,
+                        const __grid_constant__ CUtensorMap tm_lse2, const __grid_constant__ CUtensorMap tm_dd,
                         const BwdParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = BwdSmem<kD, kWG, kAtomicDq>;
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
   const uint32_t s_k = base + L::k, s_v = base + L::v, s_q = base + L::q, s_do = base + L::d_o, s_ds = base + L::ds;
-  // Per query of the stage: lse in base 2 (-inf past n_q) and D (0 past n_q), both by bulk copy.
+  // Per query of the stage: lse in base 2 (-inf past n_q) and D (0 past n_q), both by TMA.
   const uint32_t s_rows = base + L::rows;
   const float* const s_lse2 = reinterpret_cast<const float*>(smem_raw + (base - raw) + L::rows);  // (2, kBlockM)
   const float* const s_dd = s_lse2 + 2 * kBlockM;                                               // (2, kBlockM)
@@ -108,10 +109,9 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
           tma_load_3d(s_q + st * kQBytes + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, qdo_full + 8 * st);
           tma_load_3d(s_do + st * kQBytes + c * kBlockM * 128, &tm_do, 64 * c, m0, bh_q, qdo_full + 8 * st);
         }
-        // lse2 and D of the step's queries, from the prep pass's padded copies (aligned, in bounds).
-        const int64_t prow = int64_t(bh_q) * p.n_q_pad + m0;
-        bulk_load(s_rows + st * kBlockM * 4, p.lse2_pad + prow, kBlockM * 4, qdo_full + 8 * st);
-        bulk_load(s_rows + (2 + st) * kBlockM * 4, p.dd_pad + prow, kBlockM * 4, qdo_full + 8 * st);
+        // lse2 and D of the step's queries, from the prep pass's padded copies (in bounds).
+        tma_load_2d(s_rows + st * kBlockM * 4, &tm_lse2, m0, bh_q, qdo_full + 8 * st);
+        tma_load_2d(s_rows + (2 + st) * kBlockM * 4, &tm_dd, m0, bh_q, qdo_full + 8 * st);
       }
     }
     return;
@@ -266,25 +266,27 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 }
 
 template <class T, int kD, int kWG, bool kAtomicDq>
-cudaError_t launch_kv(const BwdParams& p, const CUtensorMap (&maps)[4], cudaStream_t stream) {
+cudaError_t launch_kv(const BwdParams& p, const CUtensorMap (&maps)[6], cudaStream_t stream) {
   using L = BwdSmem<kD, kWG, kAtomicDq>;
   auto kernel = wgmma_bwd_kv_kernel<T, kD, kWG, kAtomicDq>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::bytes));
   if (e != cudaSuccess) return e;
   const dim3 grid((p.n_k + L::kBlockN - 1) / L::kBlockN, p.heads_kv, p.batch);
-  kernel<<<grid, (kWG + 1) * 128, L::bytes, stream>>>(maps[0], maps[1], maps[2], maps[3], p);
+  kernel<<<grid, (kWG + 1) * 128, L::bytes, stream>>>(maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], p);
   return cudaGetLastError();
 }
 
 template <class T, int kD>
 cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) {
   constexpr int kWG = 2;
-  CUtensorMap maps[4];  // k, v, q, d_o
+  CUtensorMap maps[6];  // k, v, q, d_o, padded lse2, padded D
   const Problem& pr = p.pr;
   if (!tensor_map(&maps[0], p.k, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, 64 * kWG) ||
       !tensor_map(&maps[1], p.v, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, 64 * kWG) ||
       !tensor_map(&maps[2], p.q, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, bwd_block_m<kD>()) ||
-      !tensor_map(&maps[3], p.d_o, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, bwd_block_m<kD>()))
+      !tensor_map(&maps[3], p.d_o, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, bwd_block_m<kD>()) ||
+      !tensor_map_f32(&maps[4], p.lse2_pad, p.n_q_pad, pr.batch * pr.heads_q, bwd_block_m<kD>()) ||
+      !tensor_map_f32(&maps[5], p.dd_pad, p.n_q_pad, pr.batch * pr.heads_q, bwd_block_m<kD>()))
     return cudaErrorInvalidValue;
   backward_prep(p, !deterministic, stream);
   cudaError_t e;

@@ -277,6 +277,16 @@ bool tensor_map(CUtensorMap* map, const void* base, DType dtype, int d, int rows
                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+bool tensor_map_f32(CUtensorMap* map, const float* base, int cols, int rows, int box_cols) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)}, strides[1] = {cuuint64_t(cols) * 4};
+  const cuuint32_t box[2] = {cuuint32_t(box_cols), 1}, elem_strides[2] = {1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(base), dims, strides, box, elem_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 int wgmma_forward_tiles(int d, Tile* out, int max_out) {
   const Tile* tiles = d == 64 ? kTiles64 : d == 128 ? kTiles128 : nullptr;
   const int count = d == 64 ? int(std::size(kTiles64)) : d == 128 ? int(std::size(kTiles128)) : 0;
