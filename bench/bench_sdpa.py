@@ -107,20 +107,16 @@ def job_check(ours, wgmma):
                 d_o = torch.randn(b, hq, nq, d, device="cuda").to(DT[dt][0])
                 ro, rlse, rdq, rdk, rdv = reference(q, k, v, d_o, mask)
                 row = dict(dtype=dt, b=b, hq=hq, hkv=hkv, nq=nq, nk=nk, d=d, mask=mask)
-                for tile in [(128, 64), (64, 64), (128, 32) if d == 128 else (128, 128)]:
-                    o, lse = ours.forward(q, k, v, mask, 0, tile)
-                    fin = torch.isfinite(rlse)
-                    row[f"o_{tile[0]}x{tile[1]}"] = rel(o, ro)
-                    row[f"lse_maxabs_{tile[0]}x{tile[1]}"] = (lse.double()[fin] - rlse[fin]).abs().max().item() if fin.any() else 0.0
-                    row[f"lse_inf_ok_{tile[0]}x{tile[1]}"] = bool(torch.equal(torch.isinf(lse) & (lse < 0), ~fin))
-                    row[f"o_nan_{tile[0]}x{tile[1]}"] = bool(torch.isnan(o).any())
-                for tile in (WGMMA_TILES_64 if d == 64 else WGMMA_TILES) if wgmma else []:
-                    o, lse = ours.forward(q, k, v, mask, 2, tile)
-                    fin = torch.isfinite(rlse)
-                    row[f"wgmma_o_{tile[0]}x{tile[1]}"] = rel(o, ro)
-                    row[f"wgmma_lse_maxabs_{tile[0]}x{tile[1]}"] = (lse.double()[fin] - rlse[fin]).abs().max().item() if fin.any() else 0.0
-                    row[f"wgmma_lse_inf_ok_{tile[0]}x{tile[1]}"] = bool(torch.equal(torch.isinf(lse) & (lse < 0), ~fin))
-                    row[f"wgmma_o_nan_{tile[0]}x{tile[1]}"] = bool(torch.isnan(o).any())
+                tiled_tiles = [(128, 64), (64, 64), (128, 32) if d == 128 else (128, 128)]
+                wgmma_tiles = (WGMMA_TILES_64 if d == 64 else WGMMA_TILES) if wgmma else []
+                for prefix, kid, tiles in (("", 0, tiled_tiles), ("wgmma_", 2, wgmma_tiles)):
+                    for tile in tiles:
+                        o, lse = ours.forward(q, k, v, mask, kid, tile)
+                        fin, tag = torch.isfinite(rlse), f"{tile[0]}x{tile[1]}"
+                        row[f"{prefix}o_{tag}"] = rel(o, ro)
+                        row[f"{prefix}lse_maxabs_{tag}"] = (lse.double()[fin] - rlse[fin]).abs().max().item() if fin.any() else 0.0
+                        row[f"{prefix}lse_inf_ok_{tag}"] = bool(torch.equal(torch.isinf(lse) & (lse < 0), ~fin))
+                        row[f"{prefix}o_nan_{tag}"] = bool(torch.isnan(o).any())
                 o, lse = ours.forward(q, k, v, mask, 1)
                 row["naive_o"] = rel(o, ro)
                 o, lse = ours.forward(q, k, v, mask, 0)

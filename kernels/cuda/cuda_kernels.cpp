@@ -141,32 +141,32 @@ Tile backward_tile(const Config& cfg, int d) {
 
 void register_cuda_kernels(std::vector<Kernel>& out) {
   const std::vector<Mask> masks = {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight};
-  Kernel tiled;
-  tiled.info.name = "cuda_tiled";
-  tiled.info.device = "cuda";
-  tiled.info.description =
-      "FlashAttention-2 on mma.sync tensor cores: fp32 accumulate, P rounded to storage, recompute backward";
-  tiled.info.dtypes = {DType::F16, DType::BF16};
-  tiled.info.masks = masks;
-  tiled.info.head_dims = {64, 128};
-  tiled.info.backward = true;
-  tiled.info.configs = cuda::tiled_configs();
+  // The two tiled kernels share their contract: fp16/bf16, d = 64 and 128, every mask, GQA, backward.
+  auto tiled_row = [&](const char* name, const char* description, std::vector<Config> configs) {
+    Kernel k;
+    k.info.name = name;
+    k.info.device = "cuda";
+    k.info.description = description;
+    k.info.dtypes = {DType::F16, DType::BF16};
+    k.info.masks = masks;
+    k.info.head_dims = {64, 128};
+    k.info.backward = true;
+    k.info.configs = std::move(configs);
+    return k;
+  };
+  Kernel tiled = tiled_row(
+      "cuda_tiled", "FlashAttention-2 on mma.sync tensor cores: fp32 accumulate, P rounded to storage, recompute backward",
+      cuda::tiled_configs());
   tiled.supports = [](const Problem& p) { return cuda::is_16bit(p) && (p.d == 64 || p.d == 128); };
   tiled.forward = cuda::tiled_forward_host;
   tiled.backward = cuda::tiled_backward_host;
   out.push_back(std::move(tiled));
 
-  Kernel wgmma;
-  wgmma.info.name = "cuda_wgmma";
-  wgmma.info.device = "cuda";
-  wgmma.info.description =
-      "Hopper (sm_90a only): TMA producer warpgroup, wgmma consumers, fp32 accumulate, P / dS rounded to storage; "
-      "recompute backward with d_q by fp32 atomics (deterministic: cuda_tiled's d_q kernel)";
-  wgmma.info.dtypes = {DType::F16, DType::BF16};
-  wgmma.info.masks = masks;
-  wgmma.info.head_dims = {64, 128};
-  wgmma.info.backward = true;
-  wgmma.info.configs = cuda::wgmma_configs();
+  Kernel wgmma = tiled_row("cuda_wgmma",
+                           "Hopper (sm_90a only): TMA producer warpgroup, wgmma consumers, fp32 accumulate, P / dS "
+                           "rounded to storage; recompute backward with d_q by fp32 atomics (deterministic: "
+                           "cuda_tiled's d_q kernel)",
+                           cuda::wgmma_configs());
   wgmma.supports = [](const Problem& p) { return cuda::is_16bit(p) && (p.d == 64 || p.d == 128) && cuda::device_is_sm90(); };
   wgmma.forward = cuda::wgmma_forward_host;
   wgmma.backward = cuda::wgmma_backward_host;

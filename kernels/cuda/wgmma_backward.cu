@@ -26,13 +26,13 @@
 #include "kernels/rules.h"
 
 namespace fc::cuda {
-namespace {
 
 // Queries per step: the N of S^T and dP^T, the K of dV and dK.
 template <int kD>
 constexpr int bwd_block_m() { return kD == 64 ? 128 : 64; }
 
-// Shared memory of one CTA, in bytes from a 1024-byte-aligned base.
+// Shared memory of one CTA, in bytes from a 1024-byte-aligned base. (Outside an anonymous namespace:
+// the sm_80 pass, which compiles no kernel body, would warn that its members go unused.)
 template <int kD, int kWG, bool kAtomicDq>
 struct BwdSmem {
   static constexpr int kBlockN = 64 * kWG, kBlockM = bwd_block_m<kD>();
@@ -43,6 +43,8 @@ struct BwdSmem {
   static constexpr uint32_t bars = rows + 4 * kBlockM * 4;               // kv_full, qdo_full[2], qdo_empty[2]
   static constexpr uint32_t bytes = bars + 5 * 8 + 1024;                  // + alignment slack
 };
+
+namespace {
 
 template <class T, int kD, int kWG, bool kAtomicDq>
 __global__ void __launch_bounds__((kWG + 1) * 128, 1)

@@ -22,10 +22,10 @@
 #include "kernels/cuda/wgmma_ops.cuh"
 
 namespace fc::cuda {
-namespace {
 
 // Shared memory of one CTA, in bytes from a 1024-byte-aligned base: SW128 tiles, the scratch of the
-// rare non-finite-v path, then the mbarriers.
+// rare non-finite-v path, then the mbarriers. (Outside the anonymous namespace: the sm_80 pass, which
+// compiles no kernel body, would warn that its members go unused.)
 template <int kD, int kBlockN, int kWG>
 struct Smem {
   static constexpr int kBlockM = 64 * kWG;
@@ -34,6 +34,8 @@ struct Smem {
   static constexpr uint32_t bars = scratch + kD * kBlockN * 2;  // q_full, k_full[2], v_full[2], k_empty[2], v_empty[2]
   static constexpr uint32_t bytes = bars + 9 * 8 + 1024;         // + alignment slack
 };
+
+namespace {
 
 template <class T, int kD, int kBlockN, int kWG>
 __global__ void __launch_bounds__((kWG + 1) * 128, 1)

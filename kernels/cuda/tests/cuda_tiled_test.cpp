@@ -94,10 +94,7 @@ TEST_CASE("CUDA backwards stay within the error bound of the certified reference
                 // o and lse come from the forward on cfg's tile (its rescales count), P is recomputed
                 // per (query, key) pair: the smaller key tile of the two sets the bound.
                 const ref::Bounds bd = ref::error_bounds(p, in64, c, tiled_precision(t, std::min(cfg.block_n, bt.block_n)));
-                const Outputs out = run_fwd_bwd(kern, in, cfg);
-                require_within("d_q", out.d_q, c.value.d_q, bd.d_q, t);
-                require_within("d_k", out.d_k, c.value.d_k, bd.d_k, t);
-                require_within("d_v", out.d_v, c.value.d_v, bd.d_v, t);
+                require_gradients_within(run_fwd_bwd(kern, in, cfg), c, bd, t);
               }
           }
   }
@@ -200,9 +197,7 @@ TEST_CASE("CUDA forward and backward on one causal GQA case (the sanitizer's run
         const ref::Bounds bd = ref::error_bounds(p, in64, c, tiled_precision(p.dtype, cfg.block_n));
         const Outputs out = run_fwd_bwd(kern, in, cfg);
         require_within("o", out.o, c.value.o, bd.o, p.dtype);
-        require_within("d_q", out.d_q, c.value.d_q, bd.d_q, p.dtype);
-        require_within("d_k", out.d_k, c.value.d_k, bd.d_k, p.dtype);
-        require_within("d_v", out.d_v, c.value.d_v, bd.d_v, p.dtype);
+        require_gradients_within(out, c, bd, p.dtype);
       }
   }
 }

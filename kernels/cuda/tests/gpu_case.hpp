@@ -107,4 +107,11 @@ inline void require_within(const char* name, const HostTensor& got, const std::v
   REQUIRE(v.ok);
 }
 
+// The three gradients against the certified value and their bounds.
+inline void require_gradients_within(const Outputs& out, const ref::Certified& c, const ref::Bounds& bd, DType t) {
+  require_within("d_q", out.d_q, c.value.d_q, bd.d_q, t);
+  require_within("d_k", out.d_k, c.value.d_k, bd.d_k, t);
+  require_within("d_v", out.d_v, c.value.d_v, bd.d_v, t);
+}
+
 }  // namespace fc::gpu_test
