@@ -12,7 +12,9 @@ bin=$root/.carry/tests
 summary=()
 step() {  # step NAME SECONDS CMD...
   local name=$1 secs=$2; shift 2
-  if [ ! -x "$1" ] && [ "$1" != env ]; then summary+=("$name not carried"); return; fi
+  local exe="" a
+  for a in "$@"; do case $a in */*) exe=$a; break ;; esac; done  # the carried binary: the first path
+  if [ -n "$exe" ] && [ ! -x "$exe" ]; then summary+=("$name not carried ($(basename "$exe"))"); return; fi
   local t0=$SECONDS
   timeout "$secs" "$@" > "$out/$name.log" 2>&1
   local rc=$?

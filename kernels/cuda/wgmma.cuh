@@ -1,7 +1,8 @@
-// Hopper (sm_90a) building blocks of the wgmma forward: shared-memory matrix descriptors, the
-// 128-byte-swizzled tile layout they describe, and the warpgroup fences. Hand-written PTX wrappers:
-// these instructions have no C++ API in the CUDA runtime headers (the wgmma calls themselves are
-// generated into wgmma_ops.cuh).
+// Hopper (sm_90a) building blocks of the wgmma kernels (wgmma_forward.cu, wgmma_backward.cu):
+// shared-memory matrix descriptors, the 128-byte-swizzled tile layout they describe (and TMA writes),
+// warpgroup fences, mbarriers, TMA loads, register budgets. Hand-written PTX wrappers: these
+// instructions have no C++ API in the CUDA runtime headers (the wgmma calls themselves are generated
+// into wgmma_ops.cuh).
 //
 // Tile layout (SW128, what a descriptor with swizzle mode 1 reads): a (kRows, kCols) b16 tile is
 // kCols / 64 column panels, one after the other; a panel is kRows rows of 128 bytes (64 elements);
@@ -24,9 +25,10 @@
 
 namespace fc::cuda {
 
-// Host (wgmma_forward.cu). A (heads, rows, d) TMA view of a contract tensor (b, h, n, d) of dtype F16 / BF16, boxes of
-// (1, box_rows, 64) elements with the 128-byte swizzle: one box is one SW128 panel of a tile; rows
-// past n arrive as zeros. False without the driver entry point or for a pointer TMA cannot address.
+// Host (wgmma_forward.cu). A (heads, rows, d) TMA view of a contract tensor (b, h, n, d) of dtype
+// F16 / BF16, boxes of (1, box_rows, 64) elements with the 128-byte swizzle: one box is one SW128
+// panel of a tile; rows past n arrive as zeros. False without the driver entry point or for a
+// pointer TMA cannot address.
 bool tensor_map(CUtensorMap* map, const void* base, DType dtype, int d, int rows, int heads, int box_rows);
 // A (rows, cols) fp32 TMA view (cols * 4 a multiple of 16), boxes of (1, box_cols), no swizzle.
 bool tensor_map_f32(CUtensorMap* map, const float* base, int cols, int rows, int box_cols);
@@ -37,28 +39,6 @@ __device__ __forceinline__ uint32_t sw128_offset(int row, int col) {
   static_assert(kRows % 8 == 0, "panels must hold whole 8-row swizzle atoms");
   const int panel = col / 64, chunk = (col % 64) / 8;
   return uint32_t(panel * kRows * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) + (col % 8) * 2);
-}
-
-// Copy a (kRows, kCols) tile of a row-major tensor (row stride kCols) into an SW128 tile at shared
-// address smem; rows >= n_rows are zero-filled. All kThreads threads take part; consecutive threads
-// copy consecutive 16-byte chunks of a row (coalesced reads). A thread keeps one chunk column and
-// steps down whole 8-row swizzle atoms, so its shared and global addresses are one base plus
-// compile-time strides (no per-chunk address registers).
-template <int kRows, int kCols, int kThreads, class T>
-__device__ __forceinline__ void load_tile_sw128(uint32_t smem, const T* gmem, int n_rows) {
-  constexpr int kChunksPerRow = kCols / 8, kRowsPerPass = kThreads / kChunksPerRow;
-  static_assert(kCols % 64 == 0, "SW128 panels are 64 columns wide");
-  static_assert(kThreads % kChunksPerRow == 0 && kRowsPerPass % 8 == 0, "a pass must cover whole swizzle atoms");
-  const int col = (threadIdx.x % kChunksPerRow) * 8, row0 = threadIdx.x / kChunksPerRow;
-  const uint32_t dst0 = smem + sw128_offset<kRows>(row0, col);
-  const T* src0 = gmem + int64_t(row0) * kCols + col;
-#pragma unroll
-  for (int i = 0; i < (kRows + kRowsPerPass - 1) / kRowsPerPass; ++i) {
-    const int row = row0 + i * kRowsPerPass;
-    if (kRows % kRowsPerPass != 0 && row >= kRows) break;  // 3 warpgroups do not divide a power of 2
-    const bool valid = row < n_rows;
-    cp_async_16(dst0 + uint32_t(i * kRowsPerPass * 128), valid ? src0 + int64_t(i) * kRowsPerPass * kCols : gmem, valid);
-  }
 }
 
 // Matrix descriptor (PTX ISA, wgmma "matrix descriptor"): start address, leading- and stride-
@@ -78,7 +58,7 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// Makes this thread's generic-proxy shared-memory writes (cp.async, plain stores) visible to the
+// Makes this thread's generic-proxy shared-memory writes (plain stores) visible to the
 // async proxy that wgmma reads through; a barrier must follow before another thread's wgmma.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
