@@ -2,7 +2,8 @@
 // key-tile pass of tiled_backward.cu's pipeline (bwd_prep and the d_q conversion are shared).
 // A CTA is one producer warpgroup and kWG consumer warpgroups and owns kBlockN = 64 kWG keys of one
 // kv head; consumer c owns 64 of them, with d_k, d_v in registers for the whole walk. The producer
-// streams q and d_o tiles (kBlockM queries, two stages) of every query head sharing the kv head. Per
+// streams q and d_o tiles (kBlockM queries, two stages) of every query head sharing the kv head, with
+// their lse2 and D (from padded copies bwd_prep writes, so every block is one in-bounds TMA box). Per
 // step, all in the transposed (keys x queries) orientation so P^T and dS^T come out of the
 // accumulators in the register A layout of the next GEMM:
 //   S^T  = K Q^T, dP^T = V dO^T             wgmma, both operands K-major in shared memory
