@@ -20,7 +20,7 @@ struct Law {
   bool needs_causal = false;     // needs a causal mask (invisible keys)
   bool needs_tiles = false;      // needs two tile configs (any_tile or >= 2 configs)
   bool needs_baseline = false;   // needs the same-precision baseline cpu_naive (FA rule)
-  std::vector<DType> only_dtypes;  // non-empty: the storage types the law is defined for
+  std::vector<DType> only_dtypes{};  // non-empty: the storage types the law is defined for
   int32_t min_n = 1, min_d = 1;  // smallest n_q, n_k and d (a statistical law needs sizable tensors)
   std::function<std::string(const Kernel&, const Case&)> check;
 };

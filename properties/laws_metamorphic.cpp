@@ -172,35 +172,28 @@ std::string law_affine_v(const Kernel& k, const Case& c) {
 
 void add_metamorphic_laws(std::vector<Law>& out) {
   using R = Regime;
-  Law l;
-  l.id = "shift";
-  l.sentence = "adding a constant vector to every key changes nothing";
-  l.regimes = {R::Grid};
-  l.backward = true;
-  l.check = law_shift;
-  out.push_back(l);
-
-  l = Law{};
-  l.id = "kv_permutation";
-  l.sentence = "permuting keys and values together changes nothing";
-  l.regimes = {R::Normal, R::Outliers, R::Ties};
-  l.backward = true;
-  l.mask_none_only = true;
-  l.check = [](const Kernel& k, const Case& c) { return law_permutation(k, c, true); };
-  out.push_back(l);
-
-  l.id = "q_permutation";
-  l.sentence = "permuting queries permutes the outputs";
-  l.check = [](const Kernel& k, const Case& c) { return law_permutation(k, c, false); };
-  out.push_back(l);
-
-  l = Law{};
-  l.id = "affine_v";
-  l.sentence = "O(aV + b) = aO + b";
-  l.regimes = {R::Grid};
-  l.backward = true;
-  l.check = law_affine_v;
-  out.push_back(l);
+  out.push_back({.id = "shift",
+                 .sentence = "adding a constant vector to every key changes nothing",
+                 .regimes = {R::Grid},
+                 .backward = true,
+                 .check = law_shift});
+  out.push_back({.id = "kv_permutation",
+                 .sentence = "permuting keys and values together changes nothing",
+                 .regimes = {R::Normal, R::Outliers, R::Ties},
+                 .backward = true,
+                 .mask_none_only = true,
+                 .check = [](const Kernel& k, const Case& c) { return law_permutation(k, c, true); }});
+  out.push_back({.id = "q_permutation",
+                 .sentence = "permuting queries permutes the outputs",
+                 .regimes = {R::Normal, R::Outliers, R::Ties},
+                 .backward = true,
+                 .mask_none_only = true,
+                 .check = [](const Kernel& k, const Case& c) { return law_permutation(k, c, false); }});
+  out.push_back({.id = "affine_v",
+                 .sentence = "O(aV + b) = aO + b",
+                 .regimes = {R::Grid},
+                 .backward = true,
+                 .check = law_affine_v});
 }
 
 }  // namespace fc::props

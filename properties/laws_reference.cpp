@@ -146,65 +146,47 @@ std::string law_convex_hull(const Kernel& k, const Case& c) {
 
 void add_reference_laws(std::vector<Law>& out) {
   using R = Regime;
-  Law l;
-  l = Law{};
-  l.id = "reference";
-  l.sentence = "every output agrees with the certified reference within its error bound";
-  l.regimes = {R::Normal, R::Outliers, R::Ties, R::AllEqual, R::Grid, R::FullyMasked};
-  l.backward = true;
-  l.check = law_reference;
-  out.push_back(l);
-
-  l = Law{};
-  l.id = "extreme";
-  l.sentence = "extreme inputs stay within the bound and finite where the reference is finite";
-  l.regimes = {R::Huge, R::FarBelow, R::Fp16Max, R::SubnormalP, R::Subnormal, R::Outliers};
-  l.backward = true;
-  l.check = law_reference;
-  out.push_back(l);
-
-  l = Law{};
-  l.id = "fa_rule";
-  l.sentence = "the error is at most twice the same-precision baseline's plus output rounding noise";
-  l.regimes = {R::Normal, R::Outliers};
-  l.backward = true;
-  l.needs_baseline = true;
-  l.only_dtypes = {DType::F16, DType::BF16};
-  // A max over a handful of elements is noise: like FlashAttention's own tests, judge the rule on
+  out.push_back({.id = "reference",
+                 .sentence = "every output agrees with the certified reference within its error bound",
+                 .regimes = {R::Normal, R::Outliers, R::Ties, R::AllEqual, R::Grid, R::FullyMasked},
+                 .backward = true,
+                 .check = law_reference});
+  out.push_back({.id = "extreme",
+                 .sentence = "extreme inputs stay within the bound and finite where the reference is finite",
+                 .regimes = {R::Huge, R::FarBelow, R::Fp16Max, R::SubnormalP, R::Subnormal, R::Outliers},
+                 .backward = true,
+                 .check = law_reference});
+  // A max over a handful of elements is noise: like FlashAttention's own tests, judge the FA rule on
   // tensors of thousands of elements (n >= 64, d >= 32).
-  l.min_n = 64, l.min_d = 32;
-  l.check = law_fa_rule;
-  out.push_back(l);
-
-  l = Law{};
-  l.id = "block_size";
-  l.sentence = "block size never changes the answer beyond the bound";
-  l.regimes = {R::Normal, R::Outliers, R::Ties, R::FullyMasked};
-  l.backward = true;
-  l.needs_tiles = true;
-  l.check = law_block_size;
-  out.push_back(l);
-
-  l = Law{};
-  l.id = "rows_sum";
-  l.sentence = "with V = 1 every output is 1";
-  l.regimes = {R::Normal, R::Outliers, R::Huge, R::FarBelow, R::Ties, R::SubnormalP, R::FullyMasked};
-  l.check = law_rows_sum;
-  out.push_back(l);
-
-  l = Law{};
-  l.id = "lse_bracket";
-  l.sentence = "max_j s_ij <= lse_i <= max_j s_ij + log n_k";
-  l.regimes = {R::Normal, R::Outliers, R::Huge, R::FarBelow, R::Ties, R::AllEqual, R::SubnormalP, R::FullyMasked};
-  l.check = law_lse_bracket;
-  out.push_back(l);
-
-  l = Law{};
-  l.id = "convex_hull";
-  l.sentence = "every output lies within its column's range of V";
-  l.regimes = {R::Normal, R::Outliers, R::Huge, R::FarBelow, R::Fp16Max, R::Ties, R::SubnormalP, R::Subnormal};
-  l.check = law_convex_hull;
-  out.push_back(l);
+  out.push_back({.id = "fa_rule",
+                 .sentence = "the error is at most twice the same-precision baseline's plus output rounding noise",
+                 .regimes = {R::Normal, R::Outliers},
+                 .backward = true,
+                 .needs_baseline = true,
+                 .only_dtypes = {DType::F16, DType::BF16},
+                 .min_n = 64,
+                 .min_d = 32,
+                 .check = law_fa_rule});
+  out.push_back({.id = "block_size",
+                 .sentence = "block size never changes the answer beyond the bound",
+                 .regimes = {R::Normal, R::Outliers, R::Ties, R::FullyMasked},
+                 .backward = true,
+                 .needs_tiles = true,
+                 .check = law_block_size});
+  out.push_back({.id = "rows_sum",
+                 .sentence = "with V = 1 every output is 1",
+                 .regimes = {R::Normal, R::Outliers, R::Huge, R::FarBelow, R::Ties, R::SubnormalP, R::FullyMasked},
+                 .check = law_rows_sum});
+  out.push_back({.id = "lse_bracket",
+                 .sentence = "max_j s_ij <= lse_i <= max_j s_ij + log n_k",
+                 .regimes = {R::Normal, R::Outliers, R::Huge, R::FarBelow, R::Ties, R::AllEqual, R::SubnormalP,
+                             R::FullyMasked},
+                 .check = law_lse_bracket});
+  out.push_back({.id = "convex_hull",
+                 .sentence = "every output lies within its column's range of V",
+                 .regimes = {R::Normal, R::Outliers, R::Huge, R::FarBelow, R::Fp16Max, R::Ties, R::SubnormalP,
+                             R::Subnormal},
+                 .check = law_convex_hull});
 }
 
 }  // namespace fc::props

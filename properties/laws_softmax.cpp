@@ -79,13 +79,11 @@ std::string law_softmax_row(const Kernel& k, const Case& c) {
 
 void add_softmax_laws(std::vector<Law>& out) {
   using R = Regime;
-  Law l;
-  l.id = "softmax_row";
-  l.sentence = "the online softmax of a row equals the exact softmax within the shifted-softmax bound";
-  l.regimes = {R::Normal, R::Outliers, R::Ties, R::AllEqual, R::SubnormalP};
-  l.only_dtypes = {DType::F32};
-  l.check = law_softmax_row;
-  out.push_back(l);
+  out.push_back({.id = "softmax_row",
+                 .sentence = "the online softmax of a row equals the exact softmax within the shifted-softmax bound",
+                 .regimes = {R::Normal, R::Outliers, R::Ties, R::AllEqual, R::SubnormalP},
+                 .only_dtypes = {DType::F32},
+                 .check = law_softmax_row});
 }
 
 }  // namespace fc::props

@@ -158,46 +158,32 @@ std::string law_nan_blast(const Kernel& k, const Case& c) {
 
 void add_structural_laws(std::vector<Law>& out) {
   using R = Regime;
-  Law l;
-  l.id = "invisible_keys";
-  l.sentence = "keys a row cannot see never influence it (bitwise)";
-  l.regimes = {R::Normal, R::Outliers, R::FullyMasked};
-  l.backward = true;
-  l.needs_causal = true;
-  l.check = law_invisible_keys;
-  out.push_back(l);
-
-  l = Law{};
-  l.id = "fully_masked";
-  l.sentence = "fully masked rows give o = 0, lse = -inf and d_q = 0";
-  l.regimes = {R::FullyMasked};
-  l.backward = true;
-  l.check = law_fully_masked;
-  out.push_back(l);
-
-  l = Law{};
-  l.id = "grad_sums";
-  l.sentence = "sum_j d_k_j = 0 and sum_j d_v_j = sum_i d_o_i";
-  l.regimes = {R::Normal, R::Outliers, R::Ties, R::Grid, R::FullyMasked};
-  l.backward = true;
-  l.needs_backward = true;
-  l.check = law_grad_sums;
-  out.push_back(l);
-
-  l = Law{};
-  l.id = "determinism";
-  l.sentence = "the same inputs give the same bits";
-  l.regimes = {R::Normal, R::Outliers};
-  l.backward = true;
-  l.check = law_determinism;
-  out.push_back(l);
-
-  l = Law{};
-  l.id = "nan_blast";
-  l.sentence = "a NaN or inf poisons only the rows that read it";
-  l.regimes = {R::Poison};
-  l.check = law_nan_blast;
-  out.push_back(l);
+  out.push_back({.id = "invisible_keys",
+                 .sentence = "keys a row cannot see never influence it (bitwise)",
+                 .regimes = {R::Normal, R::Outliers, R::FullyMasked},
+                 .backward = true,
+                 .needs_causal = true,
+                 .check = law_invisible_keys});
+  out.push_back({.id = "fully_masked",
+                 .sentence = "fully masked rows give o = 0, lse = -inf and d_q = 0",
+                 .regimes = {R::FullyMasked},
+                 .backward = true,
+                 .check = law_fully_masked});
+  out.push_back({.id = "grad_sums",
+                 .sentence = "sum_j d_k_j = 0 and sum_j d_v_j = sum_i d_o_i",
+                 .regimes = {R::Normal, R::Outliers, R::Ties, R::Grid, R::FullyMasked},
+                 .backward = true,
+                 .needs_backward = true,
+                 .check = law_grad_sums});
+  out.push_back({.id = "determinism",
+                 .sentence = "the same inputs give the same bits",
+                 .regimes = {R::Normal, R::Outliers},
+                 .backward = true,
+                 .check = law_determinism});
+  out.push_back({.id = "nan_blast",
+                 .sentence = "a NaN or inf poisons only the rows that read it",
+                 .regimes = {R::Poison},
+                 .check = law_nan_blast});
 }
 
 }  // namespace fc::props

@@ -150,12 +150,7 @@ Result64 exact(const Problem& p, const Tensors64& in, unsigned bits) {
 std::vector<double> exact_softmax(const std::vector<double>& x, unsigned bits) {
   const int32_t n = static_cast<int32_t>(x.size());
   if (n == 0) return {};
-  Problem p;
-  p.n_q = 1;
-  p.n_k = n;
-  p.d = n;
-  p.dtype = DType::F64;
-  p.scale = 1.0;
+  const Problem p{.n_q = 1, .n_k = n, .d = n, .dtype = DType::F64, .scale = 1.0};
   Tensors64 in;
   in.q.assign(n, 0.0);  // (1, n): q = e_0
   in.q[0] = 1.0;
@@ -170,12 +165,7 @@ std::vector<double> exact_softmax(const std::vector<double>& x, unsigned bits) {
 
 double exact_lse(const std::vector<double>& x, unsigned bits) {
   if (x.empty()) return -std::numeric_limits<double>::infinity();
-  Problem p;
-  p.n_q = 1;
-  p.n_k = static_cast<int32_t>(x.size());
-  p.d = 1;
-  p.dtype = DType::F64;
-  p.scale = 1.0;
+  const Problem p{.n_q = 1, .n_k = static_cast<int32_t>(x.size()), .d = 1, .dtype = DType::F64, .scale = 1.0};
   Tensors64 in{{1.0}, x, std::vector<double>(x.size(), 0.0), {}};  // q = [1], k_j = x_j, v = 0
   return exact(p, in, bits).lse[0];
 }

@@ -41,11 +41,13 @@ std::vector<std::pair<const Kernel*, Case>> every_run(int32_t n) {
 // One query row of scores s (scale 1, d = n_k): q = e_0, k_j = s_j e_0, v = identity, so that
 // o is the softmax row itself; d_o = e_0 makes d_v[j][0] = P_j (the backward's resurrected P).
 Inputs one_row(const std::vector<double>& s) {
-  Problem p;
-  p.n_q = 1;
-  p.n_k = p.d = int32_t(s.size());
-  p.dtype = DType::F64;
-  p.scale = 1.0;
+  const Problem p{
+      .n_q = 1,
+      .n_k = int32_t(s.size()),
+      .d = int32_t(s.size()),
+      .dtype = DType::F64,
+      .scale = 1.0
+  };
   const size_t n = s.size();
   std::vector<double> q(n, 0.0), d_o(n, 0.0);      // (n_q = 1, d = n)
   std::vector<double> k(n * n, 0.0), v(n * n, 0.0);  // (n_k = n, d = n)
@@ -60,11 +62,7 @@ Inputs one_row(const std::vector<double>& s) {
 }  // namespace
 
 TEST_CASE("forward of the 3x2 worked example gives the printed O", "[cpu]") {
-  Problem p;
-  p.n_q = p.n_k = 3;
-  p.d = 2;
-  p.dtype = DType::F64;
-  p.scale = 1.0;
+  const Problem p{.n_q = 3, .n_k = 3, .d = 2, .dtype = DType::F64, .scale = 1.0};
   const Inputs in = make_inputs(p, {1, 0, 0, 2, 1, 1}, {1, 1, 0, 1, 2, 0}, {1, 0, 0, 1, 1, 1});
   const double o_printed[] = {0.910, 0.755, 0.532, 0.532, 0.845, 0.578};  // (n_q, d)
   for (const auto& [kern, c] : every_run(3)) {

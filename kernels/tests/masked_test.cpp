@@ -29,14 +29,15 @@ std::string label(const Kernel& k, const Config& c, DType t) {
 // Bottom-right alignment with n_q = 7 > n_k = 3: rows 0..3 see no key; rows 4..6 see 1..3 keys.
 TEST_CASE("forward and backward of fully masked rows give o = 0, lse = -inf, d_q = 0", "[cpu]") {
   for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64}) {
-    Problem p;
-    p.heads_q = 2;
-    p.n_q = 7;
-    p.n_k = 3;
-    p.d = 4;
-    p.dtype = t;
-    p.mask = Mask::CausalBottomRight;
-    p.scale = default_scale(p.d);
+    const Problem p{
+        .heads_q = 2,
+        .n_q = 7,
+        .n_k = 3,
+        .d = 4,
+        .dtype = t,
+        .mask = Mask::CausalBottomRight,
+        .scale = default_scale(4)
+    };
     const Inputs in = test::random_inputs(p, 11);
     for (const auto& [kern, cfg] : runs()) {
       INFO(label(*kern, cfg, t));
@@ -75,12 +76,14 @@ TEST_CASE("forward and backward of fully masked rows give o = 0, lse = -inf, d_q
 // may poison that row only; every other row's o, lse and d_q keep their bits.
 TEST_CASE("forward and backward never read keys a row cannot see", "[cpu]") {
   for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64}) {
-    Problem p;
-    p.n_q = p.n_k = 5;
-    p.d = 3;
-    p.dtype = t;
-    p.mask = Mask::CausalTopLeft;
-    p.scale = default_scale(p.d);
+    const Problem p{
+        .n_q = 5,
+        .n_k = 5,
+        .d = 3,
+        .dtype = t,
+        .mask = Mask::CausalTopLeft,
+        .scale = default_scale(3)
+    };
     const Inputs clean = test::random_inputs(p, 23);
     Inputs dirty = clean;
     for (int64_t c = 0; c < p.d; ++c) {

@@ -88,12 +88,13 @@ TEST_CASE("forward rounds P to storage before P·V", "[cpu]") {
   for (DType t : {DType::F16, DType::BF16}) {
     const double u = t == DType::F16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
     const double delta = 0.75 * u;
-    Problem p;
-    p.n_q = 1;
-    p.n_k = 2;
-    p.d = 1;
-    p.dtype = t;
-    p.scale = -std::log1p(-delta);  // s_1 = scale * q·k_1 = -scale
+    const Problem p{
+        .n_q = 1,
+        .n_k = 2,
+        .d = 1,
+        .dtype = t,
+        .scale = -std::log1p(-delta)  // s_1 = scale * q·k_1 = -scale
+    };
     const Inputs in = test::make_inputs(p, {1.0}, {0.0, -1.0}, {1.0, -1.0});
     const double rounded = round_to(t, u / (2 - delta));
     const double unrounded = round_to(t, delta / (2 - delta));
@@ -118,11 +119,7 @@ TEST_CASE("forward rounds P to storage before P·V", "[cpu]") {
 // order (cpu_tiled's documented order), each 1 + 2^-11 is a tie that rounds back to 1, so q·k = 1.
 // With one key, lse = s exactly.
 TEST_CASE("forward with fp16 accumulation differs from fp32 accumulation", "[cpu]") {
-  Problem p;
-  p.n_q = p.n_k = 1;
-  p.d = 3;
-  p.dtype = DType::F16;
-  p.scale = 1.0;
+  const Problem p{.n_q = 1, .n_k = 1, .d = 3, .dtype = DType::F16, .scale = 1.0};
   const double t = std::ldexp(1.0, -11);
   const Inputs in = test::make_inputs(p, {1, 1, 1}, {1, t, t}, {1, 1, 1});
   Config f32, f16;

@@ -47,12 +47,7 @@ TEST_CASE("claims of the CPU kernels accept every dtype and mask and refuse malf
   for (const char* name : {"cpu_naive", "cpu_tiled"}) {
     INFO(name);
     const Kernel& k = *find_kernel(name);
-    Problem p;
-    p.heads_q = 4;
-    p.heads_kv = 2;
-    p.n_q = 3;
-    p.n_k = 5;
-    p.d = 7;
+    Problem p{.heads_q = 4, .heads_kv = 2, .n_q = 3, .n_k = 5, .d = 7};
     for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64})
       for (Mask m : {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight}) {
         p.dtype = t;
@@ -72,10 +67,7 @@ TEST_CASE("claims of the CPU kernels accept every dtype and mask and refuse malf
 }
 
 TEST_CASE("forward of the CPU kernels refuses mistyped tensors and bad tiles", "[cpu]") {
-  Problem p;
-  p.n_q = p.n_k = 2;
-  p.d = 2;
-  p.dtype = DType::F16;
+  const Problem p{.n_q = 2, .n_k = 2, .d = 2, .dtype = DType::F16};
   Inputs in = test::random_inputs(p, 1);
   for (const char* name : {"cpu_naive", "cpu_tiled"}) {
     INFO(name);
@@ -99,13 +91,14 @@ TEST_CASE("forward of the CPU kernels refuses mistyped tensors and bad tiles", "
 // A tile larger than the problem is one tile: the same bits as the default 64 x 64 on a problem
 // smaller than 64, however large the request (no allocation sized by the request).
 TEST_CASE("forward of cpu_tiled takes tiles larger than the problem as one tile", "[cpu]") {
-  Problem p;
-  p.n_q = 5;
-  p.n_k = 7;
-  p.d = 3;
-  p.dtype = DType::F16;
-  p.mask = Mask::CausalBottomRight;
-  p.scale = default_scale(p.d);
+  const Problem p{
+      .n_q = 5,
+      .n_k = 7,
+      .d = 3,
+      .dtype = DType::F16,
+      .mask = Mask::CausalBottomRight,
+      .scale = default_scale(3)
+  };
   const Inputs in = test::random_inputs(p, 5);
   const Kernel& tiled = *find_kernel("cpu_tiled");
   for (LoopOrder o : {LoopOrder::FA2, LoopOrder::FA1}) {

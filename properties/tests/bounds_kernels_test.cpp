@@ -68,8 +68,7 @@ TEST_CASE("error bounds accept the legitimate gradient error of fp32 accumulatio
   // Scores s_ij = +-1e4 + O(1): a softmax that is not one-hot, at a magnitude where fp32's score
   // and exponent-argument roundings (u |s| ~ 6e-4) dominate the gradients' error.
   const Kernel& tiled = *find_kernel("cpu_tiled");
-  Problem p;
-  p.n_q = 24, p.n_k = 40, p.d = 16, p.dtype = DType::F32, p.scale = 0.25;
+  const Problem p{.n_q = 24, .n_k = 40, .d = 16, .dtype = DType::F32, .scale = 0.25};
   Inputs in{p, HostTensor(p.dtype, shape_q(p)), HostTensor(p.dtype, shape_kv(p)), HostTensor(p.dtype, shape_kv(p)),
             HostTensor(p.dtype, shape_q(p))};
   std::mt19937_64 rng(5);

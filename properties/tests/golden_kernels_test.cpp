@@ -14,8 +14,7 @@ using namespace fc;
 
 Inputs make(DType t, int32_t n_q, int32_t n_k, int32_t d, const std::vector<double>& q, const std::vector<double>& k,
             const std::vector<double>& v, const std::vector<double>& d_o = {}) {
-  Problem p;
-  p.n_q = n_q, p.n_k = n_k, p.d = d, p.dtype = t, p.scale = 1;
+  const Problem p{.n_q = n_q, .n_k = n_k, .d = d, .dtype = t, .scale = 1};
   Inputs in{p, HostTensor::from_f64(t, shape_q(p), q), HostTensor::from_f64(t, shape_kv(p), k),
             HostTensor::from_f64(t, shape_kv(p), v), {}};
   if (!d_o.empty()) in.d_o = HostTensor::from_f64(t, shape_q(p), d_o);

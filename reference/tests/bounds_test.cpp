@@ -46,8 +46,7 @@ TEST_CASE("fa_rule holds within twice the baseline's error and fails beyond", "[
 
 TEST_CASE("error bounds of a hand-checked problem", "[cpu]") {
   // One query, two keys, fp16 storage: every term of the model is visible here.
-  Problem p;
-  p.n_q = 2, p.n_k = 2, p.d = 1, p.dtype = DType::F16, p.scale = 1, p.mask = Mask::CausalTopLeft;
+  const Problem p{.n_q = 2, .n_k = 2, .d = 1, .dtype = DType::F16, .mask = Mask::CausalTopLeft, .scale = 1};
   ref::Tensors64 in{{1.0, 0.5}, {1.0, 0.0}, {2.0, -1.0}, {1.0, 1.0}};
   const ref::Certified c = ref::certified(p, in);
   ref::Precision fp16;

@@ -133,12 +133,13 @@ TEST_CASE("certified: a non-finite input leaves other rows certified and its row
 }
 
 TEST_CASE("certified: a row whose scores overflow fp64 is NaN with an infinite bound", "[cpu]") {
-  Problem p;
-  p.n_q = 2;
-  p.n_k = 2;
-  p.d = 2;
-  p.dtype = DType::F64;
-  p.scale = 0x1p30;  // row 0: scale · 2^499 · 2^499 = 2^1028 overflows; row 1 stays small
+  const Problem p{
+      .n_q = 2,
+      .n_k = 2,
+      .d = 2,
+      .dtype = DType::F64,
+      .scale = 0x1p30  // row 0: scale · 2^499 · 2^499 = 2^1028 overflows; row 1 stays small
+  };
   const double big = 0x1p499;
   const Tensors64 in{{big, 0, 1, 1}, {big, 0, 0, 1}, {1, 2, 3, 4}, {1, 1, 1, 1}};
   const Certified ce = certified(p, in);

@@ -41,13 +41,14 @@ TEST_CASE("exact_softmax and exact_lse: the seeds' rows and the non-finite rules
 }
 
 TEST_CASE("exact forward: a fully masked row gives o = 0, lse = -inf, d_q = 0", "[cpu]") {
-  Problem p;
-  p.n_q = 3;
-  p.n_k = 2;
-  p.d = 2;
-  p.dtype = DType::F64;
-  p.scale = 0.5;
-  p.mask = Mask::CausalBottomRight;  // query i sees keys j <= i - 1: row 0 sees none
+  const Problem p{
+      .n_q = 3,
+      .n_k = 2,
+      .d = 2,
+      .dtype = DType::F64,
+      .mask = Mask::CausalBottomRight,  // query i sees keys j <= i - 1: row 0 sees none
+      .scale = 0.5
+  };
   Tensors64 in{{1, 2, 3, 4, 5, 6}, {1, -1, 2, 0.5}, {3, 1, -2, 4}, {1, 1, 1, 1, 1, 1}};
   const Result64 r = exact(p, in);
   CHECK(r.o[0] == 0);
@@ -61,12 +62,7 @@ TEST_CASE("exact forward: a fully masked row gives o = 0, lse = -inf, d_q = 0", 
 }
 
 TEST_CASE("exact forward: NaN in q_i poisons row i only; NaN in k_j only rows that see j", "[cpu]") {
-  Problem p;
-  p.n_q = 3;
-  p.n_k = 3;
-  p.d = 1;
-  p.dtype = DType::F64;
-  p.mask = Mask::CausalTopLeft;
+  const Problem p{.n_q = 3, .n_k = 3, .d = 1, .dtype = DType::F64, .mask = Mask::CausalTopLeft};
   Tensors64 in{{1, 2, 3}, {0.5, 1, -1}, {1, 2, 3}, {}};
   in.q[1] = std::nan("");
   Result64 r = exact(p, in);

@@ -62,15 +62,16 @@ void check_gradients(const Problem& p, uint64_t seed) {
 }
 
 Problem shape(int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, int32_t d, Mask m, double scale) {
-  Problem p;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.n_q = n_q;
-  p.n_k = n_k;
-  p.d = d;
-  p.dtype = DType::F64;
-  p.mask = m;
-  p.scale = scale;
+  const Problem p{
+      .heads_q = hq,
+      .heads_kv = hkv,
+      .n_q = n_q,
+      .n_k = n_k,
+      .d = d,
+      .dtype = DType::F64,
+      .mask = m,
+      .scale = scale
+  };
   return p;
 }
 

@@ -33,16 +33,17 @@ TEST_CASE("visibility: the references' masks agree with fc::visible, and visible
 // 256-bit one relative to the magnitudes involved (1 + |x|). We check 2^-100 (the issue's "~2^-100")
 // and that the two precisions do differ somewhere, so the knob is live.
 TEST_CASE("exact: 113 and 256 bits agree to 2^-100 relative, and the precision knob is live", "[cpu]") {
-  Problem p;
-  p.batch = 1;
-  p.heads_q = 2;
-  p.heads_kv = 1;
-  p.n_q = 5;
-  p.n_k = 6;
-  p.d = 4;
-  p.dtype = DType::F64;
-  p.mask = Mask::CausalBottomRight;
-  p.scale = 0.5;
+  const Problem p{
+      .batch = 1,
+      .heads_q = 2,
+      .heads_kv = 1,
+      .n_q = 5,
+      .n_k = 6,
+      .d = 4,
+      .dtype = DType::F64,
+      .mask = Mask::CausalBottomRight,
+      .scale = 0.5
+  };
   std::mt19937_64 rng(5);
   std::normal_distribution<double> dist;
   auto fill = [&](int64_t n) {
@@ -79,13 +80,7 @@ TEST_CASE("exact: 113 and 256 bits agree to 2^-100 relative, and the precision k
 
 TEST_CASE("exact: the result is the 256-bit value rounded once to double", "[cpu]") {
   // o of a single visible key is v exactly; lse of a single key is its score exactly.
-  Problem p;
-  p.n_q = 2;
-  p.n_k = 2;
-  p.d = 1;
-  p.dtype = DType::F64;
-  p.mask = Mask::CausalTopLeft;
-  p.scale = 1.0;
+  const Problem p{.n_q = 2, .n_k = 2, .d = 1, .dtype = DType::F64, .mask = Mask::CausalTopLeft, .scale = 1.0};
   const Result64 r = exact(p, {{3.0, 1.0}, {0.1, 0.2}, {0.7, -0.3}, {}}, 256);
   CHECK(r.o[0] == 0.7);
   CHECK(r.lse[0] == 3.0 * 0.1);  // 0.30000000000000004 = fl(3 · fl(0.1)) is also the exact product rounded

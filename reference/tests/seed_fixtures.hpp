@@ -15,23 +15,13 @@ struct Case {
 };
 
 inline Problem row_problem(int32_t n_k, int32_t d) {
-  Problem p;
-  p.n_q = 1;
-  p.n_k = n_k;
-  p.d = d;
-  p.dtype = DType::F64;
-  p.scale = 1.0;
+  const Problem p{.n_q = 1, .n_k = n_k, .d = d, .dtype = DType::F64, .scale = 1.0};
   return p;
 }
 
 // The 3×2 example with scale 1: O = [[0.910,0.755],[0.532,0.532],[0.845,0.578]].
 inline Case three_by_two() {
-  Problem p;
-  p.n_q = 3;
-  p.n_k = 3;
-  p.d = 2;
-  p.dtype = DType::F64;
-  p.scale = 1.0;
+  const Problem p{.n_q = 3, .n_k = 3, .d = 2, .dtype = DType::F64, .scale = 1.0};
   return {p, {{1, 0, 0, 2, 1, 1}, {1, 1, 0, 1, 2, 0}, {1, 0, 0, 1, 1, 1}, {}}};
 }
 inline const std::vector<double> kThreeByTwoO = {0.910, 0.755, 0.532, 0.532, 0.845, 0.578};
