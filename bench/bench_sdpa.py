@@ -162,11 +162,10 @@ def time_ms(fn, reps):
     return statistics.median(ts)
 
 
-def job_perf(ours, quick, fwd_kernels, bwd_tiles):
+def job_perf(ours, ns, ds, dtypes, fwd_kernels, bwd_tiles):
     rows = []
-    ns = [1024, 4096, 16384] if not quick else [4096]
-    for dt in ("bf16", "f16"):
-        for d in (64, 128):
+    for dt in dtypes:
+        for d in ds:
             for n in ns:
                 for causal in (False, True):
                     h = 2048 // d          # 16 or 32 heads: (b h) d = 2048 per token
@@ -265,7 +264,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--jobs", default="check,perf,memory")
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="perf at N = 4096 only")
+    ap.add_argument("--ns", help="perf sequence lengths, comma-separated (default 1024,4096,16384)")
+    ap.add_argument("--ds", default="64,128", help="perf head dims")
+    ap.add_argument("--dtypes", default="bf16,f16", help="perf dtypes")
+    ap.add_argument("--wgmma-only", action="store_true", help="perf: cuda_wgmma's default tile and fwd+bwd only (an A/B run)")
     ap.add_argument("--no-wgmma", action="store_true", help="cuda_tiled only (a GPU that is not sm_90)")
     ap.add_argument("--max-n", type=int, default=262144)
     ap.add_argument("--out", required=True)
@@ -274,6 +277,8 @@ def main():
     tiled_tiles = {64: [(128, 64), (64, 64), (128, 32), (128, 128)], 128: [(128, 32), (64, 64), (128, 64)]}
     # (name, fcb kernel id, forward tiles); the first kernel's first tile is "ours" in the ratios.
     fwd_kernels = lambda d: ([("wgmma", 2, WGMMA_TILES_64 if d == 64 else WGMMA_TILES)] if not a.no_wgmma else []) + [("tiled", 0, tiled_tiles[d])]
+    if a.wgmma_only:
+        fwd_kernels = lambda d: [("wgmma", 2, (WGMMA_TILES_64 if d == 64 else WGMMA_TILES)[:1])]
     bwd_tiles = {64: [(128, 128), (64, 64), (64, 128)], 128: [(64, 64), (64, 128), (32, 64)]}
     res = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), device=torch.cuda.get_device_name(),
                torch=torch.__version__, cudnn=torch.backends.cudnn.version(), command=" ".join(sys.argv),
@@ -283,7 +288,8 @@ def main():
         if job == "check":
             res["check"] = job_check(ours, not a.no_wgmma)
         elif job == "perf":
-            res["perf"] = job_perf(ours, a.quick, fwd_kernels, bwd_tiles)
+            ns = [int(x) for x in a.ns.split(",")] if a.ns else [4096] if a.quick else [1024, 4096, 16384]
+            res["perf"] = job_perf(ours, ns, [int(x) for x in a.ds.split(",")], a.dtypes.split(","), fwd_kernels, bwd_tiles)
         elif job == "memory":
             res["memory"] = job_memory(ours, a.max_n, a.no_wgmma)
         print(f"# job {job}: {time.time() - t0:.1f} s", flush=True)

@@ -32,6 +32,9 @@ namespace fc::cuda {
 bool tensor_map(CUtensorMap* map, const void* base, DType dtype, int d, int rows, int heads, int box_rows);
 // A (rows, cols) fp32 TMA view (cols * 4 a multiple of 16), boxes of (1, box_cols), no swizzle.
 bool tensor_map_f32(CUtensorMap* map, const float* base, int cols, int rows, int box_cols);
+// A (heads, rows, d) TMA view of an fp32 tensor (b, h, n, d), boxes of (1, box_rows, 32) elements with
+// the 128-byte swizzle (sw128_offset_f32's layout): the d_q accumulator, for tma_reduce_add_3d.
+bool tensor_map_f32_sw128(CUtensorMap* map, float* base, int d, int rows, int heads, int box_rows);
 
 // Byte offset of element (row, col) in an SW128 tile of kRows rows.
 template <int kRows>
@@ -39,6 +42,15 @@ __device__ __forceinline__ uint32_t sw128_offset(int row, int col) {
   static_assert(kRows % 8 == 0, "panels must hold whole 8-row swizzle atoms");
   const int panel = col / 64, chunk = (col % 64) / 8;
   return uint32_t(panel * kRows * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) + (col % 8) * 2);
+}
+
+// Byte offset of fp32 element (row, col) in an SW128 tile of kRows rows: the same swizzle over panels
+// of 32 columns (128 bytes), as a TMA box of (kRows, 32) fp32 elements lands in shared memory.
+template <int kRows>
+__device__ __forceinline__ uint32_t sw128_offset_f32(int row, int col) {
+  static_assert(kRows % 8 == 0, "panels must hold whole 8-row swizzle atoms");
+  const int panel = col / 32, chunk = (col % 32) / 4;
+  return uint32_t(panel * kRows * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) + (col % 4) * 4);
 }
 
 // Matrix descriptor (PTX ISA, wgmma "matrix descriptor"): start address, leading- and stride-
@@ -108,6 +120,33 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* tmap, int 
       "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
 }
+// Adds one box of shared memory (laid out as the map's box) into the map's global tensor, element by
+// element in L2 (fp32 add, as atomicAdd rounds); elements out of the tensor's range are dropped. The
+// read of shared memory completes as a bulk group of the issuing thread (bulk_commit, bulk_wait_read);
+// the shared-memory writes it reads must be made visible to the async proxy first (fence_proxy_async).
+__device__ __forceinline__ void tma_reduce_add_3d(const void* tmap, uint32_t src, int c0, int c1, int c2) {
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(tmap)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// This thread's bulk groups but the newest N have finished reading shared memory (the buffer may be
+// written again) / have completed (their global writes are performed).
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// Named barrier `id` over kThreads threads (ids 0 and 1 are __syncthreads and nonfinite.cuh's NamedSync).
+template <int kThreads>
+__device__ __forceinline__ void named_barrier_sync(int id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kThreads) : "memory");
+}
+
 // Per-warpgroup register budgets (all four warps execute it): producers give registers back,
 // consumers take them.
 template <int kRegs>

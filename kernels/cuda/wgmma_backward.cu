@@ -9,7 +9,10 @@
 //   S^T  = K Q^T, dP^T = V dO^T             wgmma, both operands K-major in shared memory
 //   P^T  = exp2(S^T scale log2 e - lse2),  dS^T = P^T (dP^T - D)   (fp32, as tiled_backward.cu)
 //   dV  += P^T dO,  dK += dS^T Q            wgmma, A from registers (T), B N-major
-//   dQ  += dS K                              dS^T staged in shared memory (A M-major), fp32 atomics
+//   dQ  += dS K                              dS^T staged in shared memory (A M-major); the fp32 block
+//                                            goes through shared memory into a TMA reduce-add
+// The work of a step is ordered so the tensor cores have a GEMM in flight through most of the
+// element-wise work: P^T is computed while dP^T's GEMM runs, dS^T is staged while dV's runs.
 // Queries per step: 64 at d = 128, 128 at d = 64 (the GEMMs of a small head dim are short; a longer
 // step amortises the element-wise work and halves the steps). Consumer c computes a (64, 64) block of
 // the step's d_q from all keys of the tile -- columns [64 c, 64 c + 64) at d = 128, query rows
@@ -41,8 +44,12 @@ struct BwdSmem {
   static constexpr uint32_t kDsBytes = kBlockN * kBlockM * 2;  // dS^T (keys, queries), SW128 panels of queries
   static constexpr uint32_t k = 0, v = kKVBytes, q = 2 * kKVBytes, d_o = q + 2 * kQBytes, ds = d_o + 2 * kQBytes;
   static constexpr uint32_t rows = ds + (kAtomicDq ? 2 * kDsBytes : 0);  // lse2[2][kBlockM], D[2][kBlockM] (fp32)
-  static constexpr uint32_t bars = rows + 4 * kBlockM * 4;               // kv_full, qdo_full[2], qdo_empty[2]
+  static constexpr uint32_t kDqBytes = 64 * 64 * 4;                      // a consumer's (64, 64) fp32 d_q block
+  static constexpr uint32_t dq = rows + 4 * kBlockM * 4;                 // [kWG] blocks, SW128 fp32 panels
+  static constexpr uint32_t bars = dq + (kAtomicDq ? kWG * kDqBytes : 0);  // kv_full, qdo_full[2], qdo_empty[2]
   static constexpr uint32_t bytes = bars + 5 * 8 + 1024;                  // + alignment slack
+  static_assert(dq % 1024 == 0, "SW128 panels start on 1024-byte boundaries");
+  static_assert(bytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
 };
 
 namespace {
@@ -52,7 +59,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     wgmma_bwd_kv_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                         const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_do,
                         const __grid_constant__ CUtensorMap tm_lse2, const __grid_constant__ CUtensorMap tm_dd,
-                        const BwdParams p) {
+                        const __grid_constant__ CUtensorMap tm_dq, const BwdParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = BwdSmem<kD, kWG, kAtomicDq>;
   constexpr int kBlockM = L::kBlockM, kBlockN = L::kBlockN, kConsumers = 128 * kWG;
@@ -65,6 +72,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
   const uint32_t s_k = base + L::k, s_v = base + L::v, s_q = base + L::q, s_do = base + L::d_o, s_ds = base + L::ds;
+  const uint32_t s_dq = base + L::dq;
   // Per query of the stage: lse in base 2 (-inf past n_q) and D (0 past n_q), both by TMA.
   const uint32_t s_rows = base + L::rows;
   const float* const s_lse2 = reinterpret_cast<const float*>(smem_raw + (base - raw) + L::rows);  // (2, kBlockM)
@@ -143,6 +151,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   for (int it = 0; it < n_iters; ++it) {
     const int st = it & 1, h = h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
     mbar_wait(qdo_full + 8 * st, (it / 2) & 1);
+    // S^T and dP^T as two commit groups: P^T is computed from S^T while the dP^T GEMM still runs.
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
@@ -150,6 +159,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
       const uint32_t b_off = (st * kQBytes + (ks / 4) * kBlockM * 128 + (ks % 4) * 32) >> 4;
       wgmma_ss<T, kBlockM>(reinterpret_cast<float(&)[kBlockM / 2]>(st_), desc_k + a_off, desc_q + b_off, ks > 0);
     }
+    wgmma_commit();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint32_t a_off = ((ks / 4) * kBlockN * 128 + (ks % 4) * 32) >> 4;
@@ -157,9 +167,11 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
       wgmma_ss<T, kBlockM>(reinterpret_cast<float(&)[kBlockM / 2]>(dpt), desc_v + a_off, desc_do + b_off, ks > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
 #pragma unroll
-    for (int mb = 0; mb < kMB; ++mb) fence_operands(st_[mb]), fence_operands(dpt[mb]);
+    for (int mb = 0; mb < kMB; ++mb) fence_operands(dpt[mb]);  // in flight: untouched until the wait below
+    wgmma_wait<1>();
+#pragma unroll
+    for (int mb = 0; mb < kMB; ++mb) fence_operands(st_[mb]);
 
     const bool need_mask = n0 + kBlockN > p.n_k || m0 + kBlockM > p.n_q ||
                            (p.mask != Mask::None && int64_t(n0) + kBlockN - 1 > m0 + off);
@@ -178,17 +190,25 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
       }
     }
 #pragma unroll
-    for (int mb = 0; mb < kMB; ++mb)
+    for (int mb = 0; mb < kMB; ++mb) {
+      const float2 lse2 = *reinterpret_cast<const float2*>(lse2_st + mb * 8 + 2 * t);  // query columns il, il + 1
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int il = mb * 8 + 2 * t + e % 2;  // query column within the tile
         // P = exp2(x - lse2) with x = q.k * scale log2 e; an empty row (lse = -inf) gives P = 0.
-        float pe = rules::recompute_p(st_[mb][e] * p.scale_log2, lse2_st[il], [](float x) { return exp2_approx(x); });
+        float pe = rules::recompute_p(st_[mb][e] * p.scale_log2, e % 2 ? lse2.y : lse2.x, [](float x) { return exp2_approx(x); });
         if (need_mask && (il < first[e / 2] || il >= end_q)) pe = 0.f;
-        const float dd = dd_st[il];
         st_[mb][e] = pe;
-        dpt[mb][e] = pe * (dpt[mb][e] - dd);  // dS = P (dP - D)
       }
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int mb = 0; mb < kMB; ++mb) {
+      fence_operands(dpt[mb]);
+      const float2 dd = *reinterpret_cast<const float2*>(dd_st + mb * 8 + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dpt[mb][e] = st_[mb][e] * (dpt[mb][e] - (e % 2 ? dd.y : dd.x));  // dS = P (dP - D)
+    }
     // P^T and dS^T rounded to T as tensor-core operands; two adjacent C blocks are one k-step.
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk)
@@ -198,6 +218,14 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
         pa[kk][x] = Storage<T>::pack(st_[mb][e], st_[mb][e + 1]);
         sa[kk][x] = Storage<T>::pack(dpt[mb][e], dpt[mb][e + 1]);
       }
+
+    // dV += P^T dO first; dS^T goes to shared memory (for d_q) while it runs, then dK += dS^T Q. (The
+    // stores read sa, which the PTX ISA forbids while a wgmma reading them is in flight.)
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk)
+      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dv), pa[kk], desc_do_t + ((st * kQBytes + kk * 16 * 128) >> 4));
+    wgmma_commit();
     if constexpr (kAtomicDq) {  // dS^T (keys, queries) into the SW128 stage for the d_q GEMM
       const uint32_t ds = s_ds + st * L::kDsBytes;
 #pragma unroll
@@ -209,16 +237,14 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
         }
       fence_proxy_async();  // generic stores -> wgmma's async-proxy reads
     }
-
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      const uint32_t off = (st * kQBytes + kk * 16 * 128) >> 4;
-      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dv), pa[kk], desc_do_t + off);
-      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dk), sa[kk], desc_q_t + off);
-    }
+    for (int kk = 0; kk < kBlockM / 16; ++kk)
+      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dk), sa[kk], desc_q_t + ((st * kQBytes + kk * 16 * 128) >> 4));
     wgmma_commit();
     if constexpr (kAtomicDq) {
+      // This consumer's d_q block buffer: the previous step's reduce has read it before anyone writes.
+      if (threadIdx.x % 128 == 0) bulk_wait_read<0>();
       ConsumerSync::sync();  // every consumer's dS^T rows are in the stage
       float dq[8][4];  // (16 queries, 64 columns) per warp
       wgmma_fence();
@@ -230,16 +256,24 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
       wgmma_wait<0>();
 #pragma unroll
       for (int nb = 0; nb < 8; ++nb) fence_operands(dq[nb]);
-      const int q0 = cw * kDqRow0;  // this consumer's first d_q row in the step
-      float* acc = p.dq_acc + offset_q(p.pr, b, h, m0 + q0) + cw * kDqCol0;  // (64, 64) block
+      // d_q += the block, by one TMA reduce-add from shared memory (rows past n_q are dropped by the
+      // map's bounds) instead of 32 fp32 atomics per thread.
+      const uint32_t dq_buf = s_dq + cw * L::kDqBytes;  // (64, 64) fp32, two SW128 panels of 32 columns
 #pragma unroll
       for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = warp * 16 + g + 8 * r;
-          if (m0 + q0 + row >= p.n_q) continue;
-          atomicAdd(reinterpret_cast<float2*>(acc + int64_t(row) * kD + nb * 8 + 2 * t), make_float2(dq[nb][2 * r], dq[nb][2 * r + 1]));
-        }
+        for (int r = 0; r < 2; ++r)
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(dq_buf + sw128_offset_f32<64>(warp * 16 + g + 8 * r, nb * 8 + 2 * t)),
+                       "f"(dq[nb][2 * r]), "f"(dq[nb][2 * r + 1])
+                       : "memory");
+      fence_proxy_async();
+      named_barrier_sync<128>(2 + cw);  // the warpgroup's block is written
+      if (threadIdx.x % 128 == 0) {
+        const int row0 = m0 + cw * kDqRow0, col0 = cw * kDqCol0, bh = b * p.heads_q + h;
+        tma_reduce_add_3d(&tm_dq, dq_buf, col0, row0, bh);
+        tma_reduce_add_3d(&tm_dq, dq_buf + 64 * 128, col0 + 32, row0, bh);
+        bulk_commit();
+      }
     } else {
       wgmma_wait<0>();
     }
@@ -251,6 +285,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     if (lane == 0) mbar_arrive(qdo_empty + 8 * st);  // this warp no longer reads the q / d_o stage
   }
 
+  if (kAtomicDq && threadIdx.x % 128 == 0) bulk_wait<0>();  // the last reduce has read its buffer (and landed)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int j = key0 + g + 8 * r;
@@ -269,27 +304,28 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 }
 
 template <class T, int kD, int kWG, bool kAtomicDq>
-cudaError_t launch_kv(const BwdParams& p, const CUtensorMap (&maps)[6], cudaStream_t stream) {
+cudaError_t launch_kv(const BwdParams& p, const CUtensorMap (&maps)[7], cudaStream_t stream) {
   using L = BwdSmem<kD, kWG, kAtomicDq>;
   auto kernel = wgmma_bwd_kv_kernel<T, kD, kWG, kAtomicDq>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::bytes));
   if (e != cudaSuccess) return e;
   const dim3 grid((p.n_k + L::kBlockN - 1) / L::kBlockN, p.heads_kv, p.batch);
-  kernel<<<grid, (kWG + 1) * 128, L::bytes, stream>>>(maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], p);
+  kernel<<<grid, (kWG + 1) * 128, L::bytes, stream>>>(maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], p);
   return cudaGetLastError();
 }
 
 template <class T, int kD>
 cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) {
   constexpr int kWG = 2;
-  CUtensorMap maps[6];  // k, v, q, d_o, padded lse2, padded D
+  CUtensorMap maps[7];  // k, v, q, d_o, padded lse2, padded D, the fp32 d_q accumulator
   const Problem& pr = p.pr;
   if (!tensor_map(&maps[0], p.k, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, 64 * kWG) ||
       !tensor_map(&maps[1], p.v, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, 64 * kWG) ||
       !tensor_map(&maps[2], p.q, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, bwd_block_m<kD>()) ||
       !tensor_map(&maps[3], p.d_o, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, bwd_block_m<kD>()) ||
       !tensor_map_f32(&maps[4], p.lse2_pad, p.n_q_pad, pr.batch * pr.heads_q, bwd_block_m<kD>()) ||
-      !tensor_map_f32(&maps[5], p.dd_pad, p.n_q_pad, pr.batch * pr.heads_q, bwd_block_m<kD>()))
+      !tensor_map_f32(&maps[5], p.dd_pad, p.n_q_pad, pr.batch * pr.heads_q, bwd_block_m<kD>()) ||
+      !tensor_map_f32_sw128(&maps[6], p.dq_acc, kD, pr.n_q, pr.batch * pr.heads_q, 64))
     return cudaErrorInvalidValue;
   backward_prep(p, !deterministic, stream);
   cudaError_t e;

@@ -289,6 +289,16 @@ bool tensor_map_f32(CUtensorMap* map, const float* base, int cols, int rows, int
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+bool tensor_map_f32_sw128(CUtensorMap* map, float* base, int d, int rows, int heads, int box_rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[3] = {cuuint64_t(d), cuuint64_t(rows), cuuint64_t(heads)};
+  const cuuint64_t strides[2] = {cuuint64_t(d) * 4, cuuint64_t(rows) * d * 4};  // bytes, dims 1 and 2
+  const cuuint32_t box[3] = {32, cuuint32_t(box_rows), 1}, elem_strides[3] = {1, 1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, base, dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 int wgmma_forward_tiles(int d, Tile* out, int max_out) {
   const Tile* tiles = d == 64 ? kTiles64 : d == 128 ? kTiles128 : nullptr;
   const int count = d == 64 ? int(std::size(kTiles64)) : d == 128 ? int(std::size(kTiles128)) : 0;
