@@ -2,13 +2,15 @@
 # A/B of two builds of libfcbench in one device call, each timed beside torch flash and cuDNN in its
 # own pass (ratios are within a pass; the two passes share the machine and the inputs):
 #   here:   .carry/base/: libfcbench.so (stripped) and COMMIT of the old build; bash bench/carry.sh (the new)
-#   device: run(command="bash bench/ab.sh [bench_sdpa.py perf options]", carry=[".carry"])
+#   device: run(command="bash bench/ab.sh [bench_sdpa.py perf options]", carry=[".carry-z"])
 #   then:   python3 bench/ab_compare.py OUT/perf_new.json OUT/perf_base.json
 # Options default to: --wgmma-only --ns 4096,16384.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/reports/out}
 mkdir -p "$out"
+# carried packed (bench/carry.sh): unpack into .carry/
+[ -f "$root/.carry-z/bundle.tar.gz" ] && tar xzf "$root/.carry-z/bundle.tar.gz" -C "$root"
 export LD_LIBRARY_PATH=$root/.carry/lib:${LD_LIBRARY_PATH:-}
 opts=("$@")
 [ ${#opts[@]} -eq 0 ] && opts=(--wgmma-only --ns 4096,16384)

@@ -7,6 +7,8 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/reports/out}
 mkdir -p "$out"
+# carried packed (bench/carry.sh): unpack into .carry/
+[ -f "$root/.carry-z/bundle.tar.gz" ] && tar xzf "$root/.carry-z/bundle.tar.gz" -C "$root"
 export LD_LIBRARY_PATH=$root/.carry/lib:${LD_LIBRARY_PATH:-}
 bin=$root/.carry/tests
 summary=()
