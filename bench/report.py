@@ -41,7 +41,7 @@ def main():
     L = ["# cuda_wgmma and cuda_tiled on the H200: speed, memory, correctness", "",
          f"- date: {meta['date']}; device: {meta['device']}; torch {meta['torch']}, cuDNN {meta['cudnn']}",
          f"- sources: commit {meta['source_commit']} (HEAD when the binaries were built: {meta['commit']}); command: `{meta['command']}`",
-         "  on the device, with binaries built here (nvcc 13.0, sm_90a + sm_80) and carried in `.carry/`",
+         "  on the device, with binaries built here (nvcc 13.0, sm_90a) and carried by `bench/carry.sh`",
          "- TFLOP/s = 4·N²·d·b·h / time (halved for causal); fwd+bwd counts 3.5× the forward's FLOPs.",
          "- Ours and PyTorch SDPA run in one process on the same tensors and stream (bench_sdpa.py loads",
          "  libfcbench.so through ctypes); CUDA events, 3 warm-ups, median of 30 (N ≤ 4k) or 10 repeats.",

@@ -257,7 +257,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 #pragma unroll
       for (int nb = 0; nb < 8; ++nb) fence_operands(dq[nb]);
       // d_q += the block, by one TMA reduce-add from shared memory (rows past n_q are dropped by the
-      // map's bounds) instead of 32 fp32 atomics per thread.
+      // map's bounds) instead of 16 float2 atomics per thread.
       const uint32_t dq_buf = s_dq + cw * L::kDqBytes;  // (64, 64) fp32, two SW128 panels of 32 columns
 #pragma unroll
       for (int nb = 0; nb < 8; ++nb)
