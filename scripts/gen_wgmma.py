@@ -38,13 +38,13 @@ __device__ __forceinline__ void {name}<{ctype}, {n}>(float (&d)[{r}], uint64_t d
 def rs(ctype, ptype, n):
     r = n // 2
     return f"""template <>
-__device__ __forceinline__ void wgmma_rs_tb<{ctype}, {n}>(float (&d)[{r}], const uint32_t (&a)[4], uint64_t desc_b) {{
+__device__ __forceinline__ void wgmma_rs_tb<{ctype}, {n}>(float (&d)[{r}], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {{
   asm volatile(
       "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{r + 5}, 0;\\n"
       "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptype}.{ptype} "
       "{{{acc_list(r)}}}, {{%{r}, %{r + 1}, %{r + 2}, %{r + 3}}}, %{r + 4}, p, 1, 1, 1;\\n}}\\n"
       : {constraints(r)}
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }}
 """
 
@@ -57,8 +57,10 @@ def main():
         "//   wgmma_ss<T, N>:    d (+)= A B, A (64 x 16) and B (16 x N, K-major) read from shared memory",
         "//                      through descriptors; accumulate = 0 overwrites d.",
         "//   wgmma_ss_tt<T, N>: the same with A M-major and B N-major (imm-trans-a = imm-trans-b = 1).",
-        "//   wgmma_rs_tb<T, N>: d += A B, A (64 x 16) from registers (mma.sync A-fragment layout per warp),",
-        "//                      B (16 x N) N-major in shared memory (imm-trans-b = 1).",
+        "//   wgmma_rs_tb<T, N>: d (+)= A B, A (64 x 16) from registers (mma.sync A-fragment layout per warp),",
+        "//                      B (16 x N) N-major in shared memory (imm-trans-b = 1); accumulate = 0",
+        "//                      overwrites d (a first GEMM needs no zeroed accumulator: a non-wgmma",
+        "//                      definition of one that is in flight across a loop makes ptxas serialize).",
         "#pragma once",
         "",
         "#include <cuda_bf16.h>",
@@ -73,7 +75,7 @@ def main():
         "template <class T, int N>",
         "__device__ void wgmma_ss_tt(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate);",
         "template <class T, int N>",
-        "__device__ void wgmma_rs_tb(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b);",
+        "__device__ void wgmma_rs_tb(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int accumulate);",
         "",
         "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // wgmma exists on sm_90a only",
     ]

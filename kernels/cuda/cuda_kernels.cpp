@@ -164,8 +164,8 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
 
   Kernel wgmma = tiled_row("cuda_wgmma",
                            "Hopper (sm_90a only): TMA producer warpgroup, wgmma consumers, fp32 accumulate, P / dS "
-                           "rounded to storage; recompute backward with d_q by fp32 atomics (deterministic: "
-                           "cuda_tiled's d_q kernel)",
+                           "rounded to storage; recompute backward with d_q by TMA reduce-add (deterministic: an "
+                           "atomic-free d_q kernel)",
                            cuda::wgmma_configs());
   wgmma.supports = [](const Problem& p) { return cuda::is_16bit(p) && (p.d == 64 || p.d == 128) && cuda::device_is_sm90(); };
   wgmma.forward = cuda::wgmma_forward_host;

@@ -53,8 +53,9 @@ bool wgmma_forward_supports(const Problem& p, Tile t);
 cudaError_t wgmma_forward(const Problem& p, Tile t, const ForwardArgs& a, cudaStream_t stream);
 
 // The Hopper backward (wgmma + TMA, sm_90a; wgmma_backward.cu): same contract, arguments and
-// workspace as tiled_backward, one tile (64 queries per step, 128 keys per CTA). The deterministic
-// variant computes d_q with tiled_backward's deterministic kernel.
+// workspace as tiled_backward, one tile (128 keys per CTA; 64 queries per step at d = 128, 128 at
+// d = 64). d_q by TMA reduce-add into the fp32 accumulator; the deterministic variant computes it
+// instead with an atomic-free kernel (wgmma_backward_dq.cu) that owns query rows.
 bool wgmma_backward_supports(const Problem& p);
 cudaError_t wgmma_backward(const Problem& p, bool deterministic, const BackwardArgs& a, void* workspace,
                            cudaStream_t stream);

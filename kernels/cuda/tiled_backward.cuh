@@ -66,7 +66,9 @@ __device__ __forceinline__ float to_f(DType t, const void* base, int64_t x) {
 void backward_prep(const BwdParams& p, bool zero_acc, cudaStream_t stream);
 void backward_dq_convert(const BwdParams& p, cudaStream_t stream);
 
-// The deterministic d_q kernel (tiled_backward_dq.cu), for d = 64 and 128.
+// The deterministic d_q kernels, for d = 64 and 128: mma.sync (tiled_backward_dq.cu) and, on sm_90a,
+// wgmma (wgmma_backward_dq.cu; it reads the padded lse2 / D that backward_prep writes).
 cudaError_t tiled_backward_dq(const BwdParams& p, cudaStream_t stream);
+cudaError_t wgmma_backward_dq(const BwdParams& p, cudaStream_t stream);
 
 }  // namespace fc::cuda

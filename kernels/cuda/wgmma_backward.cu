@@ -17,6 +17,8 @@
 // step amortises the element-wise work and halves the steps). Consumer c computes a (64, 64) block of
 // the step's d_q from all keys of the tile -- columns [64 c, 64 c + 64) at d = 128, query rows
 // [64 c, 64 c + 64) at d = 64 -- after a consumer barrier that makes every dS^T row visible.
+// The deterministic variant runs this kernel without the d_q GEMM (kAtomicDq = false) and takes d_q
+// from wgmma_backward_dq.cu, which owns query rows and needs no atomics.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -224,7 +226,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk)
-      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dv), pa[kk], desc_do_t + ((st * kQBytes + kk * 16 * 128) >> 4));
+      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dv), pa[kk], desc_do_t + ((st * kQBytes + kk * 16 * 128) >> 4), 1);
     wgmma_commit();
     if constexpr (kAtomicDq) {  // dS^T (keys, queries) into the SW128 stage for the d_q GEMM
       const uint32_t ds = s_ds + st * L::kDsBytes;
@@ -240,7 +242,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk)
-      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dk), sa[kk], desc_q_t + ((st * kQBytes + kk * 16 * 128) >> 4));
+      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dk), sa[kk], desc_q_t + ((st * kQBytes + kk * 16 * 128) >> 4), 1);
     wgmma_commit();
     if constexpr (kAtomicDq) {
       // This consumer's d_q block buffer: the previous step's reduce has read it before anyone writes.
@@ -334,7 +336,7 @@ cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) 
     backward_dq_convert(p, stream);
   } else {
     if ((e = launch_kv<T, kD, kWG, false>(p, maps, stream)) != cudaSuccess) return e;
-    if ((e = tiled_backward_dq(p, stream)) != cudaSuccess) return e;  // d_q without atomics (mma.sync)
+    if ((e = wgmma_backward_dq(p, stream)) != cudaSuccess) return e;  // d_q without atomics
   }
   return cudaGetLastError();
 }

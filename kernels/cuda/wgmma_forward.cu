@@ -179,7 +179,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     if constexpr (kMore) issue_scores(next);
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
-      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(o), pa[kk], desc_v + ((cur * kKVBytes + kk * 16 * 128) >> 4));
+      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(o), pa[kk], desc_v + ((cur * kKVBytes + kk * 16 * 128) >> 4), 1);
     wgmma_commit();
     if constexpr (kMore) {
       wgmma_wait<1>();  // S_{n+1} is done; P_n v_n may still run

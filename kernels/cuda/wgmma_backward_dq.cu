@@ -1,0 +1,249 @@
+// cuda_wgmma deterministic d_q (sm_90a): the atomic-free half of the wgmma backward's deterministic
+// variant (wgmma_backward.cu computes d_k, d_v). A CTA is one producer warpgroup and two consumer
+// warpgroups and owns 128 query rows of one head, 64 per consumer, with d_q in registers for the
+// whole walk over the key tiles those rows can see; d_q is written once, so the result is bitwise
+// repeatable. The producer streams q and d_o once, then k and v tiles (two stages each, mbarrier
+// full / empty pairs, as wgmma_forward.cu). Per key tile, in the forward's (queries x keys)
+// orientation:
+//   S  = q k^T, dP = d_o v^T               wgmma, both operands K-major in shared memory
+//   P  = exp2(S scale log2 e - lse2),  dS = P (dP - D)   (fp32; the same expressions as the key-tile
+//                                           kernel, from the same padded lse2 / D)
+//   dQ += dS k                              wgmma, A from registers (T), B = k N-major
+// dQ of tile n is still on the tensor cores while S and dP of tile n + 1 are issued, and P of a tile
+// is computed while its dP GEMM runs.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/forward_common.cuh"
+#include "kernels/cuda/tiled_backward.cuh"
+#include "kernels/cuda/wgmma.cuh"
+#include "kernels/cuda/wgmma_ops.cuh"
+#include "kernels/rules.h"
+
+namespace fc::cuda {
+
+// Keys per tile: 128 at d = 64 (short GEMMs, as the key-tile kernel's longer step), 64 at d = 128
+// (S, dP and d_q of a consumer then fit its 240 registers).
+template <int kD>
+constexpr int dq_block_n() { return kD == 64 ? 128 : 64; }
+
+// Shared memory of one CTA, in bytes from a 1024-byte-aligned base. (Outside an anonymous namespace:
+// the sm_80 pass, which compiles no kernel body, would warn that its members go unused.)
+template <int kD>
+struct DqSmem {
+  static constexpr int kBlockM = 128, kBlockN = dq_block_n<kD>();
+  static constexpr uint32_t kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
+  static constexpr uint32_t q = 0, d_o = kQBytes, k = 2 * kQBytes, v = k + 2 * kKVBytes;
+  static constexpr uint32_t bars = v + 2 * kKVBytes;  // qdo_full, k_full[2], v_full[2], k_empty[2], v_empty[2]
+  static constexpr uint32_t bytes = bars + 9 * 8 + 1024;  // + alignment slack
+  static_assert(bytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
+};
+
+namespace {
+
+template <class T, int kD>
+__global__ void __launch_bounds__(384, 1)
+    wgmma_bwd_dq_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_do,
+                        const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
+                        const BwdParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = DqSmem<kD>;
+  constexpr int kBlockM = L::kBlockM, kBlockN = L::kBlockN, kNB = kBlockN / 8, kDB = kD / 8, kPanels = kD / 64;
+  constexpr uint32_t kQBytes = L::kQBytes, kKVBytes = L::kKVBytes;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
+  const uint32_t s_q = base + L::q, s_do = base + L::d_o, s_k = base + L::k, s_v = base + L::v;
+  const uint32_t qdo_full = base + L::bars, k_full = qdo_full + 8, v_full = qdo_full + 24, k_empty = qdo_full + 40,
+                 v_empty = qdo_full + 56;  // [2] each, 8 bytes apart
+
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first: better tail balance
+  const int h = blockIdx.y, b = blockIdx.z, h_kv = h / (p.heads_q / p.heads_kv);
+  const int m0 = m_block * kBlockM;
+  const int n_tiles = key_tiles(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
+
+  if (threadIdx.x == 0) {
+    mbar_init(qdo_full, 1);
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(k_full + 8 * i, 1);
+      mbar_init(v_full + 8 * i, 1);
+      mbar_init(k_empty + 8 * i, 8);  // lane 0 of every consumer warp
+      mbar_init(v_empty + 8 * i, 8);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();  // the last CTA-wide barrier
+
+  if (wg == 0) {  // producer
+    setmaxnreg_dec<24>();
+    if (threadIdx.x == 0 && n_tiles > 0) {
+      const int bh_q = b * p.heads_q + h, bh_kv = b * p.heads_kv + h_kv;
+      mbar_arrive_expect_tx(qdo_full, 2 * kQBytes);
+      for (int c = 0; c < kPanels; ++c) {
+        tma_load_3d(s_q + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, qdo_full);
+        tma_load_3d(s_do + c * kBlockM * 128, &tm_do, 64 * c, m0, bh_q, qdo_full);
+      }
+      for (int n = 0; n < n_tiles; ++n) {
+        const int st = n & 1;
+        const uint32_t parity = ((n / 2) & 1) ^ 1;  // the consumers' release of this stage's previous use
+        if (n >= 2) mbar_wait(k_empty + 8 * st, parity);
+        mbar_arrive_expect_tx(k_full + 8 * st, kKVBytes);
+        for (int c = 0; c < kPanels; ++c)
+          tma_load_3d(s_k + st * kKVBytes + c * kBlockN * 128, &tm_k, 64 * c, n * kBlockN, bh_kv, k_full + 8 * st);
+        if (n >= 2) mbar_wait(v_empty + 8 * st, parity);
+        mbar_arrive_expect_tx(v_full + 8 * st, kKVBytes);
+        for (int c = 0; c < kPanels; ++c)
+          tma_load_3d(s_v + st * kKVBytes + c * kBlockN * 128, &tm_v, 64 * c, n * kBlockN, bh_kv, v_full + 8 * st);
+      }
+    }
+    return;
+  }
+  setmaxnreg_inc<240>();
+
+  const int cw = wg - 1;                          // consumer warpgroup: rows [64 cw, 64 cw + 64) of the tile
+  const int64_t row0 = m0 + cw * 64 + warp * 16;  // this warp's first query row
+  // Per row g, g + 8: lse in base 2 and D, from the prep pass's padded copies (-inf and 0 past n_q,
+  // and m0 + 128 <= n_q_pad), as the key-tile kernel reads them.
+  float lse2[2], dd[2];
+  int64_t nv[2];  // visible keys of the row: a prefix [0, nv) (attention.h)
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t i = row0 + g + 8 * r, x = (int64_t(b) * p.heads_q + h) * p.n_q_pad + i;
+    lse2[r] = p.lse2_pad[x];
+    dd[r] = p.dd_pad[x];
+    nv[r] = i < p.n_q ? n_visible(p.mask, i, p.n_q, p.n_k) : 0;
+  }
+  float dq[kDB][4];                  // (16 rows, kD) per warp, fp32: the first dQ GEMM overwrites it
+  float s[kNB][4], dp[kNB][4];       // (16 rows, kBlockN keys): S then P; dP
+  uint32_t sa[kBlockN / 16][4];      // dS in T: register A fragments of dQ += dS k
+
+  // Descriptors (address field += byte offset >> 4). S, dP: A = this consumer's 64 rows of q / d_o
+  // (K-major), B = the k / v stage (K-major): a k-step is 32 bytes along a row, panels every 4.
+  // dQ: B = the k stage N-major, a k-step is 16 key rows (2048 bytes), d panels kBlockN * 128 apart.
+  const uint64_t desc_q = sw128_desc(s_q + cw * 64 * 128, 16, 1024), desc_do = sw128_desc(s_do + cw * 64 * 128, 16, 1024);
+  const uint64_t desc_k = sw128_desc(s_k, 16, 1024), desc_v = sw128_desc(s_v, 16, 1024);
+  const uint64_t desc_kt = sw128_desc(s_k, kBlockN * 128, 1024);
+  auto release = [&](uint32_t bar) {  // this warp no longer reads the stage
+    __syncwarp();  // every lane's accesses are ordered before lane 0's (release) arrive
+    if (lane == 0) mbar_arrive(bar);
+  };
+
+  if (n_tiles > 0) mbar_wait(qdo_full, 0);
+  for (int n = 0; n < n_tiles; ++n) {
+    const int cur = n & 1, n0 = n * kBlockN;
+    mbar_wait(k_full + 8 * cur, (n / 2) & 1);
+    mbar_wait(v_full + 8 * cur, (n / 2) & 1);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      const uint32_t a_off = ((ks / 4) * kBlockM * 128 + (ks % 4) * 32) >> 4;
+      const uint32_t b_off = (cur * kKVBytes + (ks / 4) * kBlockN * 128 + (ks % 4) * 32) >> 4;
+      wgmma_ss<T, kBlockN>(reinterpret_cast<float(&)[kBlockN / 2]>(s), desc_q + a_off, desc_k + b_off, ks > 0);
+    }
+    wgmma_commit();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      const uint32_t a_off = ((ks / 4) * kBlockM * 128 + (ks % 4) * 32) >> 4;
+      const uint32_t b_off = (cur * kKVBytes + (ks / 4) * kBlockN * 128 + (ks % 4) * 32) >> 4;
+      wgmma_ss<T, kBlockN>(reinterpret_cast<float(&)[kBlockN / 2]>(dp), desc_do + a_off, desc_v + b_off, ks > 0);
+    }
+    wgmma_commit();
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb) fence_operands(dp[nb]);  // in flight: untouched until the wait below
+    wgmma_wait<1>();  // dQ of tile n - 1 and S of tile n are done
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb) fence_operands(s[nb]);
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) fence_operands(sa[kk]);
+    if (n > 0) release(k_empty + 8 * (cur ^ 1));  // tile n - 1's k stage: its dQ GEMM is done
+
+    // Key j = n0 + col is visible to row i iff j < nv(i) (which also stops at n_k).
+    int lim[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t x = nv[r] - n0;
+      lim[r] = x < 0 ? 0 : x > kBlockN ? kBlockN : int(x);
+    }
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        // P = exp2(x - lse2) with x = q.k * scale log2 e; an empty row (lse = -inf) gives P = 0.
+        float pe = rules::recompute_p(s[nb][e] * p.scale_log2, lse2[e / 2], [](float x) { return exp2_approx(x); });
+        if (nb * 8 + 2 * t + e % 2 >= lim[e / 2]) pe = 0.f;
+        s[nb][e] = pe;
+      }
+    wgmma_wait<0>();  // dP of tile n is done: v's stage is free
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb) fence_operands(dp[nb]);
+    release(v_empty + 8 * cur);
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[nb][e] = s[nb][e] * (dp[nb][e] - dd[e / 2]);  // dS = P (dP - D)
+    // dS rounded to T as the tensor-core operand; two adjacent C blocks are one k-step.
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk)
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const int nb = 2 * kk + x / 2, e = 2 * (x % 2);
+        sa[kk][x] = Storage<T>::pack(dp[nb][e], dp[nb][e + 1]);
+      }
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk)
+      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dq), sa[kk], desc_kt + ((cur * kKVBytes + kk * 16 * 128) >> 4),
+                         n > 0 || kk > 0);
+    wgmma_commit();
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int db = 0; db < kDB; ++db) {
+    fence_operands(dq[db]);
+    if (n_tiles == 0) dq[db][0] = dq[db][1] = dq[db][2] = dq[db][3] = 0.f;  // no visible key: d_q = 0
+  }
+#pragma unroll
+  for (int kk = 0; kk < kBlockN / 16; ++kk) fence_operands(sa[kk]);
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t i = row0 + g + 8 * r;
+    if (i >= p.n_q) continue;
+    T* dq_row = static_cast<T*>(p.d_q) + offset_q(p.pr, b, h, i);  // (kD)
+#pragma unroll
+    for (int db = 0; db < kDB; ++db)
+      *reinterpret_cast<uint32_t*>(dq_row + db * 8 + 2 * t) = Storage<T>::pack(dq[db][2 * r] * p.scale, dq[db][2 * r + 1] * p.scale);
+  }
+#else
+  __trap();  // built without sm_90a: wgmma_backward_supports() keeps launches away from here
+#endif
+}
+
+template <class T, int kD>
+cudaError_t launch(const BwdParams& p, cudaStream_t stream) {
+  using L = DqSmem<kD>;
+  const Problem& pr = p.pr;
+  CUtensorMap maps[4];  // q, d_o, k, v
+  if (!tensor_map(&maps[0], p.q, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, L::kBlockM) ||
+      !tensor_map(&maps[1], p.d_o, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, L::kBlockM) ||
+      !tensor_map(&maps[2], p.k, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, L::kBlockN) ||
+      !tensor_map(&maps[3], p.v, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, L::kBlockN))
+    return cudaErrorInvalidValue;
+  auto kernel = wgmma_bwd_dq_kernel<T, kD>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::bytes));
+  if (e != cudaSuccess) return e;
+  const dim3 grid((pr.n_q + L::kBlockM - 1) / L::kBlockM, pr.heads_q, pr.batch);
+  kernel<<<grid, 384, L::bytes, stream>>>(maps[0], maps[1], maps[2], maps[3], p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t wgmma_backward_dq(const BwdParams& p, cudaStream_t stream) {
+  const bool f16 = p.dtype == DType::F16;
+  if (p.d == 64) return f16 ? launch<__half, 64>(p, stream) : launch<__nv_bfloat16, 64>(p, stream);
+  if (p.d == 128) return f16 ? launch<__half, 128>(p, stream) : launch<__nv_bfloat16, 128>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace fc::cuda
