@@ -3,6 +3,8 @@
 # Binaries are built on the dev machine by bench/carry.sh (no Boost/Eigen on the device), in .carry/:
 #   .carry/libfcbench.so  .carry/tests/*_test  (.carry/lib/: shared libraries a carried binary lacks there)
 # Usage: bench/run_h200.sh [tests] [sanitize] [check] [perf|perf-quick] [memory]
+# The device returns at most 8 files: with more steps, write elsewhere and pack, e.g.
+#   o=$OUT; OUT=/tmp/o bash bench/run_h200.sh tests sanitize check perf memory; tar czf $o/out.tgz -C /tmp/o .
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/reports/out}
