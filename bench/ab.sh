@@ -6,12 +6,7 @@
 #   then:   python3 bench/ab_compare.py OUT/perf_new.json OUT/perf_base.json
 # Options default to: --wgmma-only --ns 4096,16384.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-out=${OUT:-$root/reports/out}
-mkdir -p "$out"
-# carried packed (bench/carry.sh): unpack into .carry/
-[ -f "$root/.carry-z/bundle.tar.gz" ] && tar xzf "$root/.carry-z/bundle.tar.gz" -C "$root"
-export LD_LIBRARY_PATH=$root/.carry/lib:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/device_env.sh"  # root, out, .carry/ unpacked, LD_LIBRARY_PATH
 opts=("$@")
 [ ${#opts[@]} -eq 0 ] && opts=(--wgmma-only --ns 4096,16384)
 for v in new base; do

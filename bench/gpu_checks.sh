@@ -4,12 +4,7 @@
 # kernel through `flashcheck check`, `flashcheck audit`, and compute-sanitizer memcheck / racecheck.
 # A binary not carried (the 64 MiB limit) is reported, not run. Logs under $OUT; a summary last.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-out=${OUT:-$root/reports/out}
-mkdir -p "$out"
-# carried packed (bench/carry.sh): unpack into .carry/
-[ -f "$root/.carry-z/bundle.tar.gz" ] && tar xzf "$root/.carry-z/bundle.tar.gz" -C "$root"
-export LD_LIBRARY_PATH=$root/.carry/lib:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/device_env.sh"  # root, out, .carry/ unpacked, LD_LIBRARY_PATH
 bin=$root/.carry/tests
 summary=()
 step() {  # step NAME SECONDS CMD...

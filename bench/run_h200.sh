@@ -6,12 +6,7 @@
 # The device returns at most 8 files: with more steps, write elsewhere and pack, e.g.
 #   o=$OUT; OUT=/tmp/o bash bench/run_h200.sh tests sanitize check perf memory; tar czf $o/out.tgz -C /tmp/o .
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-out=${OUT:-$root/reports/out}
-mkdir -p "$out"
-# carried packed (bench/carry.sh): unpack into .carry/
-[ -f "$root/.carry-z/bundle.tar.gz" ] && tar xzf "$root/.carry-z/bundle.tar.gz" -C "$root"
-export LD_LIBRARY_PATH=$root/.carry/lib:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/device_env.sh"  # root, out, .carry/ unpacked, LD_LIBRARY_PATH
 export PYTHONUNBUFFERED=1
 export FC_COMMIT=$(cat "$root/.carry/COMMIT" 2>/dev/null || echo unknown)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv | tee "$out/device.txt"

@@ -8,6 +8,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda/launchers.hpp"
+#include "kernels/cuda/mma.cuh"
 
 namespace fc::cuda {
 
@@ -58,6 +59,23 @@ inline BwdParams make_bwd_params(const Problem& pr, const BackwardArgs& a, void*
 __device__ __forceinline__ float to_f(DType t, const void* base, int64_t x) {
   return t == DType::F16 ? __half2float(static_cast<const __half*>(base)[x])
                          : __bfloat162float(static_cast<const __nv_bfloat16*>(base)[x]);
+}
+
+// d_q = T(scale * acc) for one warp's query rows i0 + g and i0 + g + 8 of head (b, h), acc in the mma
+// C layout (kDB blocks of 8 columns); rows past n_q are not written. Where both deterministic d_q
+// kernels end.
+template <class T, int kDB>
+__device__ __forceinline__ void store_dq_rows(const BwdParams& p, const float (&acc)[kDB][4], int b, int h, int64_t i0) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t i = i0 + g + 8 * r;
+    if (i >= p.n_q) continue;
+    T* dq_row = static_cast<T*>(p.d_q) + offset_q(p.pr, b, h, i);  // (kDB * 8)
+#pragma unroll
+    for (int db = 0; db < kDB; ++db)
+      *reinterpret_cast<uint32_t*>(dq_row + db * 8 + 2 * t) = Storage<T>::pack(acc[db][2 * r] * p.scale, acc[db][2 * r + 1] * p.scale);
+  }
 }
 
 // The passes around a key-tile kernel (tiled_backward.cu), shared by the mma.sync and wgmma backwards:

@@ -108,15 +108,7 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
     }
   }
   cp_async_wait<0>();
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int i = m0 + warp * 16 + g + 8 * r;
-    if (i >= p.n_q) continue;
-    T* dq_row = static_cast<T*>(p.d_q) + (row0 + i - m0) * kD;  // (kD)
-#pragma unroll
-    for (int db = 0; db < kDB; ++db)
-      *reinterpret_cast<uint32_t*>(dq_row + db * 8 + 2 * t) = Storage<T>::pack(dq[db][2 * r] * p.scale, dq[db][2 * r + 1] * p.scale);
-  }
+  store_dq_rows<T, kDB>(p, dq, b, h, m0 + warp * 16);
 }
 
 template <class T, int kD>

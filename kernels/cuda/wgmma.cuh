@@ -22,6 +22,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/wgmma_ops.cuh"
 
 namespace fc::cuda {
 
@@ -145,6 +146,42 @@ __device__ __forceinline__ void bulk_wait() {
 template <int kThreads>
 __device__ __forceinline__ void named_barrier_sync(int id) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kThreads) : "memory");
+}
+
+// A producer thread's walk over n_tiles key tiles (the forward's and the deterministic d_q kernel's):
+// k and v of tile n, kPanels SW128 panels of kBlockN rows each, into stage n % 2 of s_k / s_v
+// (kv_bytes apart), each once the consumers have released that stage's previous use. Barriers:
+// k_full[2], v_full[2], k_empty[2], v_empty[2], 8 bytes apart.
+template <int kPanels, int kBlockN>
+__device__ __forceinline__ void tma_stream_kv(const void* tm_k, const void* tm_v, uint32_t s_k, uint32_t s_v,
+                                              uint32_t kv_bytes, int n_tiles, int bh_kv, uint32_t k_full,
+                                              uint32_t v_full, uint32_t k_empty, uint32_t v_empty) {
+  for (int n = 0; n < n_tiles; ++n) {
+    const int st = n & 1;
+    const uint32_t parity = ((n / 2) & 1) ^ 1;  // the consumers' release of this stage's previous use
+    if (n >= 2) mbar_wait(k_empty + 8 * st, parity);
+    mbar_arrive_expect_tx(k_full + 8 * st, kv_bytes);
+    for (int c = 0; c < kPanels; ++c)
+      tma_load_3d(s_k + st * kv_bytes + c * kBlockN * 128, tm_k, 64 * c, n * kBlockN, bh_kv, k_full + 8 * st);
+    if (n >= 2) mbar_wait(v_empty + 8 * st, parity);
+    mbar_arrive_expect_tx(v_full + 8 * st, kv_bytes);
+    for (int c = 0; c < kPanels; ++c)
+      tma_load_3d(s_v + st * kv_bytes + c * kBlockN * 128, tm_v, 64 * c, n * kBlockN, bh_kv, v_full + 8 * st);
+  }
+}
+
+// acc = A B^T for A (64 rows) and B (kN rows), both K-major SW128 tiles of kK columns: kK / 16 k-steps
+// of m64n{kN}k16, each 32 bytes along a 128-byte row, a new 64-column panel every 4 steps (panels
+// a_panel / b_panel bytes apart); b_off: the byte offset of B's stage. Issues, does not commit.
+template <class T, int kN, int kK>
+__device__ __forceinline__ void wgmma_kmajor(float (&acc)[kN / 2], uint64_t desc_a, uint32_t a_panel, uint64_t desc_b,
+                                             uint32_t b_panel, uint32_t b_off) {
+#pragma unroll
+  for (int ks = 0; ks < kK / 16; ++ks) {
+    const uint32_t a_off = ((ks / 4) * a_panel + (ks % 4) * 32) >> 4;
+    const uint32_t b_step = (b_off + (ks / 4) * b_panel + (ks % 4) * 32) >> 4;
+    wgmma_ss<T, kN>(acc, desc_a + a_off, desc_b + b_step, ks > 0);
+  }
 }
 
 // Per-warpgroup register budgets (all four warps execute it): producers give registers back,

@@ -155,19 +155,11 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     mbar_wait(qdo_full + 8 * st, (it / 2) & 1);
     // S^T and dP^T as two commit groups: P^T is computed from S^T while the dP^T GEMM still runs.
     wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      const uint32_t a_off = ((ks / 4) * kBlockN * 128 + (ks % 4) * 32) >> 4;
-      const uint32_t b_off = (st * kQBytes + (ks / 4) * kBlockM * 128 + (ks % 4) * 32) >> 4;
-      wgmma_ss<T, kBlockM>(reinterpret_cast<float(&)[kBlockM / 2]>(st_), desc_k + a_off, desc_q + b_off, ks > 0);
-    }
+    wgmma_kmajor<T, kBlockM, kD>(reinterpret_cast<float(&)[kBlockM / 2]>(st_), desc_k, kBlockN * 128, desc_q, kBlockM * 128,
+                                 st * kQBytes);
     wgmma_commit();
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      const uint32_t a_off = ((ks / 4) * kBlockN * 128 + (ks % 4) * 32) >> 4;
-      const uint32_t b_off = (st * kQBytes + (ks / 4) * kBlockM * 128 + (ks % 4) * 32) >> 4;
-      wgmma_ss<T, kBlockM>(reinterpret_cast<float(&)[kBlockM / 2]>(dpt), desc_v + a_off, desc_do + b_off, ks > 0);
-    }
+    wgmma_kmajor<T, kBlockM, kD>(reinterpret_cast<float(&)[kBlockM / 2]>(dpt), desc_v, kBlockN * 128, desc_do, kBlockM * 128,
+                                 st * kQBytes);
     wgmma_commit();
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb) fence_operands(dpt[mb]);  // in flight: untouched until the wait below

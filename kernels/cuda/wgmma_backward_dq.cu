@@ -83,18 +83,7 @@ __global__ void __launch_bounds__(384, 1)
         tma_load_3d(s_q + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, qdo_full);
         tma_load_3d(s_do + c * kBlockM * 128, &tm_do, 64 * c, m0, bh_q, qdo_full);
       }
-      for (int n = 0; n < n_tiles; ++n) {
-        const int st = n & 1;
-        const uint32_t parity = ((n / 2) & 1) ^ 1;  // the consumers' release of this stage's previous use
-        if (n >= 2) mbar_wait(k_empty + 8 * st, parity);
-        mbar_arrive_expect_tx(k_full + 8 * st, kKVBytes);
-        for (int c = 0; c < kPanels; ++c)
-          tma_load_3d(s_k + st * kKVBytes + c * kBlockN * 128, &tm_k, 64 * c, n * kBlockN, bh_kv, k_full + 8 * st);
-        if (n >= 2) mbar_wait(v_empty + 8 * st, parity);
-        mbar_arrive_expect_tx(v_full + 8 * st, kKVBytes);
-        for (int c = 0; c < kPanels; ++c)
-          tma_load_3d(s_v + st * kKVBytes + c * kBlockN * 128, &tm_v, 64 * c, n * kBlockN, bh_kv, v_full + 8 * st);
-      }
+      tma_stream_kv<kPanels, kBlockN>(&tm_k, &tm_v, s_k, s_v, kKVBytes, n_tiles, bh_kv, k_full, v_full, k_empty, v_empty);
     }
     return;
   }
@@ -134,19 +123,11 @@ __global__ void __launch_bounds__(384, 1)
     mbar_wait(k_full + 8 * cur, (n / 2) & 1);
     mbar_wait(v_full + 8 * cur, (n / 2) & 1);
     wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      const uint32_t a_off = ((ks / 4) * kBlockM * 128 + (ks % 4) * 32) >> 4;
-      const uint32_t b_off = (cur * kKVBytes + (ks / 4) * kBlockN * 128 + (ks % 4) * 32) >> 4;
-      wgmma_ss<T, kBlockN>(reinterpret_cast<float(&)[kBlockN / 2]>(s), desc_q + a_off, desc_k + b_off, ks > 0);
-    }
+    wgmma_kmajor<T, kBlockN, kD>(reinterpret_cast<float(&)[kBlockN / 2]>(s), desc_q, kBlockM * 128, desc_k, kBlockN * 128,
+                                 cur * kKVBytes);
     wgmma_commit();
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      const uint32_t a_off = ((ks / 4) * kBlockM * 128 + (ks % 4) * 32) >> 4;
-      const uint32_t b_off = (cur * kKVBytes + (ks / 4) * kBlockN * 128 + (ks % 4) * 32) >> 4;
-      wgmma_ss<T, kBlockN>(reinterpret_cast<float(&)[kBlockN / 2]>(dp), desc_do + a_off, desc_v + b_off, ks > 0);
-    }
+    wgmma_kmajor<T, kBlockN, kD>(reinterpret_cast<float(&)[kBlockN / 2]>(dp), desc_do, kBlockM * 128, desc_v, kBlockN * 128,
+                                 cur * kKVBytes);
     wgmma_commit();
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb) fence_operands(dp[nb]);  // in flight: untouched until the wait below
@@ -205,15 +186,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
   for (int kk = 0; kk < kBlockN / 16; ++kk) fence_operands(sa[kk]);
 
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t i = row0 + g + 8 * r;
-    if (i >= p.n_q) continue;
-    T* dq_row = static_cast<T*>(p.d_q) + offset_q(p.pr, b, h, i);  // (kD)
-#pragma unroll
-    for (int db = 0; db < kDB; ++db)
-      *reinterpret_cast<uint32_t*>(dq_row + db * 8 + 2 * t) = Storage<T>::pack(dq[db][2 * r] * p.scale, dq[db][2 * r + 1] * p.scale);
-  }
+  store_dq_rows<T, kDB>(p, dq, b, h, row0);
 #else
   __trap();  // built without sm_90a: wgmma_backward_supports() keeps launches away from here
 #endif

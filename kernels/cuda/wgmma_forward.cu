@@ -84,18 +84,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
       const int bh_q = b * p.heads_q + h, bh_kv = b * p.heads_kv + h_kv;
       mbar_arrive_expect_tx(q_full, kQBytes);
       for (int c = 0; c < kPanels; ++c) tma_load_3d(s_q + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, q_full);
-      for (int n = 0; n < n_tiles; ++n) {
-        const int st = n & 1;
-        const uint32_t parity = ((n / 2) & 1) ^ 1;  // the consumers' release of this stage's previous use
-        if (n >= 2) mbar_wait(k_empty + 8 * st, parity);
-        mbar_arrive_expect_tx(k_full + 8 * st, kKVBytes);
-        for (int c = 0; c < kPanels; ++c)
-          tma_load_3d(s_k + st * kKVBytes + c * kBlockN * 128, &tm_k, 64 * c, n * kBlockN, bh_kv, k_full + 8 * st);
-        if (n >= 2) mbar_wait(v_empty + 8 * st, parity);
-        mbar_arrive_expect_tx(v_full + 8 * st, kKVBytes);
-        for (int c = 0; c < kPanels; ++c)
-          tma_load_3d(s_v + st * kKVBytes + c * kBlockN * 128, &tm_v, 64 * c, n * kBlockN, bh_kv, v_full + 8 * st);
-      }
+      tma_stream_kv<kPanels, kBlockN>(&tm_k, &tm_v, s_k, s_v, kKVBytes, n_tiles, bh_kv, k_full, v_full, k_empty, v_empty);
     }
     return;
   }
@@ -119,12 +108,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   const uint64_t desc_k = sw128_desc(s_k, 16, 1024);
   const uint64_t desc_v = sw128_desc(s_v, kBlockN * 128, 1024);
   auto issue_scores = [&](int st) {
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      const uint64_t da = desc_q + (((ks / 4) * kBlockM * 128 + (ks % 4) * 32) >> 4);
-      const uint64_t db = desc_k + ((st * kKVBytes + (ks / 4) * kBlockN * 128 + (ks % 4) * 32) >> 4);
-      wgmma_ss<T, kBlockN>(reinterpret_cast<float(&)[kBlockN / 2]>(s), da, db, ks > 0);
-    }
+    wgmma_kmajor<T, kBlockN, kD>(reinterpret_cast<float(&)[kBlockN / 2]>(s), desc_q, kBlockM * 128, desc_k, kBlockN * 128,
+                                 st * kKVBytes);
     wgmma_commit();
   };
   auto fence_all = [&] {
