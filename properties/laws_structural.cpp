@@ -2,10 +2,12 @@
 // them bitwise.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
@@ -138,20 +140,44 @@ std::string law_nan_blast(const Kernel& k, const Case& c) {
   Inputs in2 = c.in;
   HostTensor* t = c.poison_tensor == 0 ? &in2.q : c.poison_tensor == 1 ? &in2.k : &in2.v;
   t->set(c.poison_index, c.poison_value);
-  const Run a = execute(k, c.in, c.cfg, false), b = execute(k, in2, c.cfg, false);
+  const bool bwd = has_backward(k, c);
+  const Run a = execute(k, c.in, c.cfg, bwd), b = execute(k, in2, c.cfg, bwd);
   if (!a.error.empty() || !b.error.empty()) return a.error + b.error;
-  // Radius: row i for a poisoned q_i; for a poisoned k_j or v_j, the rows of its kv head that see j.
+  // Radius R: row i for a poisoned q_i; for a poisoned k_j or v_j, the rows of its kv head that see j.
   const int64_t row = c.poison_index / p.d;
   const int64_t n = c.poison_tensor == 0 ? p.n_q : p.n_k, heads = c.poison_tensor == 0 ? p.heads_q : p.heads_kv;
   const int64_t r_i = row % n, r_h = row / n % heads, r_b = row / n / heads;
-  const std::string msg = rows_identical(p, a.out, b.out, k.info.writes_lse, false, [&](int64_t bb, int64_t h, int64_t i) {
-    if (bb != r_b) return true;
-    if (c.poison_tensor == 0) return !(h == r_h && i == r_i);
-    return !(kv_head(p, int32_t(h)) == r_h && r_i < n_visible(p.mask, i, p.n_q, p.n_k));
-  });
-  return msg.empty() ? "" : fmt::format("{} at {}: a row outside its blast radius changed: {}", c.poison_value,
-                                        element_name(p, c.poison_tensor == 0 ? "q" : c.poison_tensor == 1 ? "k" : "v",
-                                                     c.poison_index), msg);
+  auto in_radius = [&](int64_t bb, int64_t h, int64_t i) {
+    if (bb != r_b) return false;
+    if (c.poison_tensor == 0) return h == r_h && i == r_i;
+    return kv_head(p, int32_t(h)) == r_h && r_i < n_visible(p.mask, i, p.n_q, p.n_k);
+  };
+  const char* what = c.poison_tensor == 0 ? "q" : c.poison_tensor == 1 ? "k" : "v";
+  // o, lse and d_q: rows outside R.
+  std::string msg = rows_identical(p, a.out, b.out, k.info.writes_lse, bwd,
+                                   [&](int64_t bb, int64_t h, int64_t i) { return !in_radius(bb, h, i); });
+  if (!msg.empty())
+    return fmt::format("{} at {}: a row outside its blast radius changed: {}", c.poison_value,
+                       element_name(p, what, c.poison_index), msg);
+  if (!bwd) return "";
+  // d_k and d_v: rows of the keys no row of R sees (a row sees a prefix of keys, so R sees [0, seen) of
+  // the poisoned row's kv head).
+  const int64_t kv = c.poison_tensor == 0 ? kv_head(p, int32_t(r_h)) : r_h;
+  int64_t seen = 0;
+  for (int64_t h = 0; h < p.heads_q; ++h)
+    for (int64_t i = 0; i < p.n_q; ++i)
+      if (in_radius(r_b, h, i)) seen = std::max(seen, n_visible(p.mask, i, p.n_q, p.n_k));
+  for (int64_t bb = 0; bb < p.batch; ++bb)
+    for (int64_t hk = 0; hk < p.heads_kv; ++hk)
+      for (int64_t j = 0; j < p.n_k; ++j) {
+        if (bb == r_b && hk == kv && j < seen) continue;
+        for (int64_t x = offset_kv(p, bb, hk, j); x < offset_kv(p, bb, hk, j) + p.d; ++x)
+          for (const auto& [name, ta, tb] : {std::tuple{"d_k", &a.out.d_k, &b.out.d_k}, std::tuple{"d_v", &a.out.d_v, &b.out.d_v}})
+            if (!same_bits(*ta, *tb, x))
+              return fmt::format("{} at {}: a key no poisoned row sees changed: {}: {} became {}\n", c.poison_value,
+                                 element_name(p, what, c.poison_index), element_name(p, name, x), ta->get(x), tb->get(x));
+      }
+  return "";
 }
 
 }  // namespace
@@ -183,6 +209,7 @@ void add_structural_laws(std::vector<Law>& out) {
   out.push_back({.id = "nan_blast",
                  .sentence = "a NaN or inf poisons only the rows that read it",
                  .regimes = {R::Poison},
+                 .backward = true,
                  .check = law_nan_blast});
 }
 

@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/nonfinite.cuh"
 #include "kernels/cuda/tiled_backward.cuh"
 #include "kernels/rules.h"
 
@@ -100,6 +101,11 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
     __syncthreads();     // ... for every thread; and every warp is done with the previous step
     if (it + 1 < n_iters) prefetch(it + 1, buf ^ 1);  // into the buffers the previous step read
     cp_async_commit();
+    // NaN blast radius: a masked dS = 0 times a non-finite k_j in the d_q GEMM would reach rows that
+    // cannot see j; such elements of the resident k tile are zeroed once (rows that see j are inside
+    // the radius: S^T then reads the zero too).
+    if constexpr (kAtomicDq)
+      if (it == 0) scrub_nonfinite<kBlockN, kD, kThreads>(s_k);  // ends in a barrier
     const T* s_qb = s_q + buf * kBlockM * kD;    // (kBlockM, kD)
     const T* s_dob = s_do + buf * kBlockM * kD;  // (kBlockM, kD)
 
@@ -132,10 +138,17 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
         // P = exp2(x - lse2) with x = q.k * scale log2 e; an empty row (lse = -inf) gives P = 0.
         float pe = rules::recompute_p(pt[mb][e] * p.scale_log2, s_lse[buf * kBlockM + il],
                                       [](float x) { return exp2_approx(x); });
-        if (need_mask && (j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k))) pe = 0.f;
-        pt[mb][e] = pe;
-        dpt[mb][e] = pe * (dpt[mb][e] - s_dd[buf * kBlockM + il]);  // dS = P (dP - D)
+        const bool masked = need_mask && (j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k));
+        pt[mb][e] = masked ? 0.f : pe;
+        // dS = P (dP - D); 0 where masked, whatever dP (a non-finite v_j)
+        dpt[mb][e] = masked ? 0.f : pe * (dpt[mb][e] - s_dd[buf * kBlockM + il]);
       }
+    // NaN blast radius: in a step straddling the mask, a masked dS = 0 times a non-finite q_i would reach
+    // keys row i cannot see through dK; such elements of the q buffer are zeroed (S^T has read it).
+    if (need_mask) {
+      __syncthreads();  // every warp's S^T has read this step's q
+      scrub_nonfinite<kBlockM, kD, kThreads>(s_q + buf * kBlockM * kD);  // ends in a barrier
+    }
     // dV += P^T dO and dK += dS^T Q; P and dS rounded to T as tensor-core operands.
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/nonfinite.cuh"
 #include "kernels/cuda/tiled_backward.cuh"
 #include "kernels/rules.h"
 
@@ -90,9 +91,15 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
         const int64_t i = m0 + warp * 16 + g + 8 * (e / 2), j = n0 + nb * 8 + 2 * t + e % 2;
         // P = exp2(x - lse2), the same expression as bwd_kv, so both kernels see the same P.
         float pe = rules::recompute_p(s[nb][e] * p.scale_log2, lse2[e / 2], [](float x) { return exp2_approx(x); });
-        if (need_mask && (j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k))) pe = 0.f;
-        s[nb][e] = pe * (dp[nb][e] - dd[e / 2]);  // dS
+        const bool masked = need_mask && (j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k));
+        s[nb][e] = masked ? 0.f : pe * (dp[nb][e] - dd[e / 2]);  // dS; 0 where masked, whatever dP
       }
+    // NaN blast radius: a masked dS = 0 times a non-finite k_j would reach rows that cannot see j; in a
+    // tile straddling the mask such elements are zeroed for the dQ GEMM (S has read k already).
+    if (need_mask) {
+      __syncthreads();  // every warp's S has read this tile's k
+      scrub_nonfinite<kBlockN, kD, kThreads>(s_k + (n & 1) * kBlockN * kD);  // ends in a barrier
+    }
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       const uint32_t a[4] = {Storage<T>::pack(s[2 * kk][0], s[2 * kk][1]), Storage<T>::pack(s[2 * kk][2], s[2 * kk][3]),

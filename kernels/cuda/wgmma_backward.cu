@@ -150,6 +150,14 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   const uint64_t desc_kq = sw128_desc(s_k + (cw * kDqCol0 / 64) * kBlockN * 128, kBlockN * 128, 1024);
 
   if (n_iters > 0) mbar_wait(kv_full, 0);
+  // NaN blast radius: a masked dS = 0 times a non-finite k_j in the d_q GEMM would reach rows that
+  // cannot see j; such elements of the resident k tile are zeroed once (rows that see j are inside the
+  // radius: S^T then reads the zero too).
+  if constexpr (kAtomicDq)
+    if (n_iters > 0 && scrub_nonfinite<kBlockN, kD, kConsumers, ConsumerSync>(reinterpret_cast<T*>(smem_raw + (base - raw) + L::k))) {
+      fence_proxy_async();  // the scrub's stores must reach the GEMMs' reads
+      ConsumerSync::sync();
+    }
   for (int it = 0; it < n_iters; ++it) {
     const int st = it & 1, h = h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
     mbar_wait(qdo_full + 8 * st, (it / 2) & 1);
@@ -197,11 +205,26 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     }
     wgmma_wait<0>();
 #pragma unroll
-    for (int mb = 0; mb < kMB; ++mb) {
-      fence_operands(dpt[mb]);
-      const float2 dd = *reinterpret_cast<const float2*>(dd_st + mb * 8 + 2 * t);
+    for (int mb = 0; mb < kMB; ++mb) fence_operands(dpt[mb]);
+    // dS = P (dP - D); where masked, 0 whatever dP (a non-finite v_j: 0 * inf). Two loops on a uniform
+    // branch, so a step without masked pairs runs no compare.
+    if (need_mask) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) dpt[mb][e] = st_[mb][e] * (dpt[mb][e] - (e % 2 ? dd.y : dd.x));  // dS = P (dP - D)
+      for (int mb = 0; mb < kMB; ++mb) {
+        const float2 dd = *reinterpret_cast<const float2*>(dd_st + mb * 8 + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int il = mb * 8 + 2 * t + e % 2;
+          dpt[mb][e] = il < first[e / 2] || il >= end_q ? 0.f : st_[mb][e] * (dpt[mb][e] - (e % 2 ? dd.y : dd.x));
+        }
+      }
+    } else {
+#pragma unroll
+      for (int mb = 0; mb < kMB; ++mb) {
+        const float2 dd = *reinterpret_cast<const float2*>(dd_st + mb * 8 + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dpt[mb][e] = st_[mb][e] * (dpt[mb][e] - (e % 2 ? dd.y : dd.x));
+      }
     }
     // P^T and dS^T rounded to T as tensor-core operands; two adjacent C blocks are one k-step.
 #pragma unroll
@@ -213,6 +236,15 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
         sa[kk][x] = Storage<T>::pack(dpt[mb][e], dpt[mb][e + 1]);
       }
 
+    // NaN blast radius: in a step straddling the mask, a masked dS = 0 times a non-finite q_i would reach
+    // keys row i cannot see through dK; such elements of the q stage are zeroed (S^T has read it).
+    if (need_mask) {
+      ConsumerSync::sync();  // both consumers' S^T GEMMs have read the q stage
+      if (scrub_nonfinite<kBlockM, kD, kConsumers, ConsumerSync>(reinterpret_cast<T*>(smem_raw + (base - raw) + L::q + st * kQBytes))) {
+        fence_proxy_async();  // the scrub's stores must reach the dK GEMM's reads
+        ConsumerSync::sync();
+      }
+    }
     // dV += P^T dO first; dS^T goes to shared memory (for d_q) while it runs, then dK += dS^T Q. (The
     // stores read sa, which the PTX ISA forbids while a wgmma reading them is in flight.)
     wgmma_fence();

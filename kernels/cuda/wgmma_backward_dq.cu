@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/forward_common.cuh"
+#include "kernels/cuda/nonfinite.cuh"
 #include "kernels/cuda/tiled_backward.cuh"
 #include "kernels/cuda/wgmma.cuh"
 #include "kernels/cuda/wgmma_ops.cuh"
@@ -50,6 +51,7 @@ __global__ void __launch_bounds__(384, 1)
   using L = DqSmem<kD>;
   constexpr int kBlockM = L::kBlockM, kBlockN = L::kBlockN, kNB = kBlockN / 8, kDB = kD / 8, kPanels = kD / 64;
   constexpr uint32_t kQBytes = L::kQBytes, kKVBytes = L::kKVBytes;
+  using ConsumerSync = NamedSync<256, 128>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
   const uint32_t s_q = base + L::q, s_do = base + L::d_o, s_k = base + L::k, s_v = base + L::v;
@@ -158,10 +160,21 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb) fence_operands(dp[nb]);
     release(v_empty + 8 * cur);
+    // dS = P (dP - D); where masked, 0 whatever dP (a non-finite v_j: 0 * inf). Two loops on a uniform
+    // branch, so a tile without masked pairs runs no compare.
+    const bool need_mask = tile_needs_mask(p.mask, p.n_q, p.n_k, m0, n0, kBlockN);
+    if (need_mask) {
 #pragma unroll
-    for (int nb = 0; nb < kNB; ++nb)
+      for (int nb = 0; nb < kNB; ++nb)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) dp[nb][e] = s[nb][e] * (dp[nb][e] - dd[e / 2]);  // dS = P (dP - D)
+        for (int e = 0; e < 4; ++e)
+          dp[nb][e] = nb * 8 + 2 * t + e % 2 >= lim[e / 2] ? 0.f : s[nb][e] * (dp[nb][e] - dd[e / 2]);
+    } else {
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dp[nb][e] = s[nb][e] * (dp[nb][e] - dd[e / 2]);
+    }
     // dS rounded to T as the tensor-core operand; two adjacent C blocks are one k-step.
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
@@ -170,6 +183,16 @@ __global__ void __launch_bounds__(384, 1)
         const int nb = 2 * kk + x / 2, e = 2 * (x % 2);
         sa[kk][x] = Storage<T>::pack(dp[nb][e], dp[nb][e + 1]);
       }
+    // NaN blast radius: in a tile straddling the mask, a masked dS = 0 times a non-finite k_j would reach
+    // rows that cannot see j; such elements are zeroed for the dQ GEMM (S has read k already). Rows
+    // that see j are inside the radius (their dS_ij is NaN but for a score of exactly -inf).
+    if (need_mask) {
+      ConsumerSync::sync();  // both consumers' S GEMMs have read this k stage
+      if (scrub_nonfinite<kBlockN, kD, 256, ConsumerSync>(reinterpret_cast<T*>(smem_raw + (base - raw) + L::k + cur * kKVBytes))) {
+        fence_proxy_async();  // the scrub's stores must reach the dQ GEMM's reads
+        ConsumerSync::sync();
+      }
+    }
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)

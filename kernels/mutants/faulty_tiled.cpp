@@ -126,11 +126,16 @@ void faulty_backward(Fault f, const Problem& p, const Config& cfg, const HostTen
                                  ? &v[size_t(offset_kv(p, b, g, std::min<int64_t>(i, p.n_k - 1)))]
                                  : &o[size_t(oq)];
         const float D = dot(&d_o[size_t(oq)], D_src, d);
-        for (int64_t j = 0; j < end; ++j) {
+        // The planted fault walks the whole key tiles the row touches, as a tensor-core kernel does,
+        // and relies on P = 0 for the masked keys among them: dS = 0 * (dP - D) and dS * k_j are NaN
+        // when v_j or k_j is not finite, though row i cannot see key j.
+        const int64_t walk = f == Fault::MaskedProducts ? std::min<int64_t>(p.n_k, (end + bn - 1) / bn * bn) : end;
+        for (int64_t j = 0; j < walk; ++j) {
           const int64_t okv = offset_kv(p, b, g, j);
           const float s = dot(&q[size_t(oq)], &k[size_t(okv)], d) * scale;
           // P resurrected from lse: 0, not exp(-inf - -inf), on a row that saw nothing...
-          const float pr = f == Fault::MaskedRowNaN ? exp_fn(s - lse) : rules::recompute_p(s, lse, exp_fn);
+          const float pr = j >= end ? 0.0f  // a masked key of the walked tile (Fault::MaskedProducts)
+                           : f == Fault::MaskedRowNaN ? exp_fn(s - lse) : rules::recompute_p(s, lse, exp_fn);
           const float dp = dot(&d_o[size_t(oq)], &v[size_t(okv)], d);
           const float ds = pr * (dp - D);  // dP - D: one rounding, both in fp32
           // P and dS rounded to storage before the GEMMs they feed.

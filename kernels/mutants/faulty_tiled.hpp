@@ -30,6 +30,7 @@ enum class Fault {
   MaskedRowNaN,         // no l = 0 guard: a fully masked row gives 0/0
   GqaModulo,            // query head h reads kv head h % heads_kv
   PBf16,                // P rounded to bf16 (not the fp16 storage) before P.V
+  MaskedProducts,       // backward: a tile's masked pairs multiplied through with P = 0 (0 * inf = NaN)
 };
 
 inline constexpr int32_t kDefaultBlock = 16;  // kBlockM = kBlockN when a Config leaves them 0

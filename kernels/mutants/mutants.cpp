@@ -26,6 +26,8 @@ void register_mutant_kernels(std::vector<Kernel>& out) {
       {Fault::MaskedRowNaN, "mutant_masked_row_nan", "fully masked row gives 0/0 = NaN"},
       {Fault::GqaModulo, "mutant_gqa_modulo", "GQA head mapping h % heads_kv"},
       {Fault::PBf16, "mutant_p_bf16", "P rounded to bf16 instead of the storage type before P.V"},
+      {Fault::MaskedProducts, "mutant_masked_products",
+       "backward multiplies a tile's masked pairs through with P = 0: 0 * inf reaches rows that cannot see the key"},
   };
   for (const Row& r : rows) out.push_back(mutants::make_faulty_kernel(r.fault, r.name, r.description));
 }
