@@ -2,8 +2,8 @@
 """Turn one device run's JSON (bench_sdpa.py: check, perf, memory) into reports/h200/: a combined
 JSON with provenance and a Markdown page. Numbers are copied, never recomputed or rounded upward.
 Usage: bench/report.py --run DIR --out reports/h200 [--source COMMIT] [--final DIR --final-source COMMIT]
-  --final: a later run's sanitizer logs (sanitize_memcheck.log, sanitize_racecheck.log) and perf_quick.json,
-           reported beside the full run when kernels changed after it.
+  --final: a later run's sanitizer logs (sanitize_memcheck.log, sanitize_racecheck.log) and perf JSON
+           (--final-perf, default perf_quick.json), reported beside the full run when kernels changed after it.
 """
 import argparse, json, os
 
@@ -24,6 +24,8 @@ def main():
     ap.add_argument("--source", default="", help="the commit holding the sources the carried binaries were built from")
     ap.add_argument("--final", default="", help="a later run's directory (sanitizer logs, perf_quick.json)")
     ap.add_argument("--final-source", default="")
+    ap.add_argument("--final-perf", default="perf_quick.json", help="the later run's perf JSON, in --final's directory")
+    ap.add_argument("--final-note", default="", help="a sentence on what changed before the later run")
     a = ap.parse_args()
     check, perf, mem = (load(os.path.join(a.run, f)) for f in ("check.json", "perf.json", "memory.json"))
     head = perf or check or mem
@@ -120,20 +122,33 @@ def main():
         L += ["## GPU tests and sanitizer (same call)", "", "```", tests.strip()[-1500:], "", san.strip()[-1200:], "```", ""]
     if a.final:
         L += [f"## Later run at commit {a.final_source} (the kernels changed after the run above)", ""]
+        if a.final_note:
+            L += [a.final_note, ""]
         for tool in ("memcheck", "racecheck"):
             path = os.path.join(a.final, f"sanitize_{tool}.log")
             if os.path.exists(path):
                 tail = [l for l in open(path).read().splitlines() if "SUMMARY" in l or "passed" in l]
                 L += [f"- compute-sanitizer {tool} on `cuda_tiled_test \"[sanitize]\"`: " + " / ".join(t.strip("= ") for t in tail)]
-        pq = load(os.path.join(a.final, "perf_quick.json"))
+        pq = load(os.path.join(a.final, a.final_perf))
         if pq:
-            L += ["", "Perf (quick: N = 4096 only), same columns as above:", "",
-                  "| dtype | d | causal | ours fwd | flash fwd | fwd/flash | ours fwd+bwd | flash fwd+bwd | fb/flash | fb/cuDNN |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+            ns = sorted({r["n"] for r in pq["perf"]})
+            L += ["", f"Perf of the later sources (`{a.final_perf}`: N = {', '.join(map(str, ns))}; cuda_wgmma's default tile "
+                  "and its own backward, torch flash and cuDNN in the same pass):", "",
+                  "| dtype | d | N | causal | ours fwd | flash fwd | fwd/flash | ours fwd+bwd | deterministic | flash fwd+bwd | fb/flash | fb/cuDNN |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
             for r in pq["perf"]:
-                L.append(f"| {r['dtype']} | {r['d']} | {'yes' if r['causal'] else 'no'} | {r['ours_fwd']:.0f} | {r['torch_flash_fwd']:.0f} | "
-                         f"{r['ratio_fwd_vs_flash']:.2f}× | {r['ours_fwdbwd']:.0f} | {r['torch_flash_fwdbwd']:.0f} | "
+                L.append(f"| {r['dtype']} | {r['d']} | {r['n']} | {'yes' if r['causal'] else 'no'} | {r['ours_fwd']:.0f} | "
+                         f"{r['torch_flash_fwd']:.0f} | {r['ratio_fwd_vs_flash']:.2f}× | {r['ours_fwdbwd']:.0f} | "
+                         f"{r['ours_fwdbwd_deterministic']:.0f} | {r['torch_flash_fwdbwd']:.0f} | "
                          f"{r['ratio_fwdbwd_vs_flash']:.2f}× | {r['ratio_fwdbwd_vs_cudnn']:.2f}× |")
+            big = [r for r in pq["perf"] if r["n"] >= 4096]
+            if big:
+                lo = lambda k: min(r[k] for r in big)
+                hi = lambda k: max(r[k] for r in big)
+                L += ["", f"Against the targets (N ≥ 4k) in this pass: forward {lo('ratio_fwd_vs_flash'):.2f}× to "
+                      f"{hi('ratio_fwd_vs_flash'):.2f}× torch flash, forward+backward {lo('ratio_fwdbwd_vs_flash'):.2f}× to "
+                      f"{hi('ratio_fwdbwd_vs_flash'):.2f}×; against cuDNN forward+backward {lo('ratio_fwdbwd_vs_cudnn'):.2f}× "
+                      f"to {hi('ratio_fwdbwd_vs_cudnn'):.2f}×."]
         L.append("")
     open(os.path.join(a.out, "BENCH.md"), "w").write("\n".join(L))
 
