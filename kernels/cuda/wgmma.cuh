@@ -148,6 +148,20 @@ __device__ __forceinline__ void named_barrier_sync(int id) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kThreads) : "memory");
 }
 
+// The mbarriers of a resident-tile + streamed-k/v pipeline (the forward's and the deterministic d_q
+// kernel's), 8 bytes apart from `first`: the resident tile's full, k_full[2], v_full[2] (one arrival:
+// the producer's expect_tx) and k_empty[2], v_empty[2] (one arrival per consumer warp). Thread 0 only.
+__device__ __forceinline__ void init_kv_pipeline_barriers(uint32_t first, int consumer_warps) {
+  mbar_init(first, 1);
+  for (int i = 0; i < 2; ++i) {
+    mbar_init(first + 8 + 8 * i, 1);                // k_full
+    mbar_init(first + 24 + 8 * i, 1);               // v_full
+    mbar_init(first + 40 + 8 * i, consumer_warps);  // k_empty: lane 0 of every consumer warp
+    mbar_init(first + 56 + 8 * i, consumer_warps);  // v_empty
+  }
+  mbar_init_fence();
+}
+
 // A producer thread's walk over n_tiles key tiles (the forward's and the deterministic d_q kernel's):
 // k and v of tile n, kPanels SW128 panels of kBlockN rows each, into stage n % 2 of s_k / s_v
 // (kv_bytes apart), each once the consumers have released that stage's previous use. Barriers:

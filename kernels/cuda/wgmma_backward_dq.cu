@@ -64,16 +64,7 @@ __global__ void __launch_bounds__(384, 1)
   const int m0 = m_block * kBlockM;
   const int n_tiles = key_tiles(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
 
-  if (threadIdx.x == 0) {
-    mbar_init(qdo_full, 1);
-    for (int i = 0; i < 2; ++i) {
-      mbar_init(k_full + 8 * i, 1);
-      mbar_init(v_full + 8 * i, 1);
-      mbar_init(k_empty + 8 * i, 8);  // lane 0 of every consumer warp
-      mbar_init(v_empty + 8 * i, 8);
-    }
-    mbar_init_fence();
-  }
+  if (threadIdx.x == 0) init_kv_pipeline_barriers(qdo_full, 8);
   __syncthreads();  // the last CTA-wide barrier
 
   if (wg == 0) {  // producer

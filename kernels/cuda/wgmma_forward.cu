@@ -62,16 +62,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   const int m0 = m_block * kBlockM;
   const int n_tiles = key_tiles(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
 
-  if (threadIdx.x == 0) {
-    mbar_init(q_full, 1);
-    for (int i = 0; i < 2; ++i) {
-      mbar_init(k_full + 8 * i, 1);
-      mbar_init(v_full + 8 * i, 1);
-      mbar_init(k_empty + 8 * i, 4 * kWG);  // lane 0 of every consumer warp
-      mbar_init(v_empty + 8 * i, 4 * kWG);
-    }
-    mbar_init_fence();
-  }
+  if (threadIdx.x == 0) init_kv_pipeline_barriers(q_full, 4 * kWG);
   __syncthreads();  // the last CTA-wide barrier: from here producer and consumers meet only on mbarriers
 
   // Register budgets once the roles split (65536 per SM, one CTA): the producer keeps 24, the
