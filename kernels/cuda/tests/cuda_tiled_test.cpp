@@ -54,6 +54,17 @@ ref::Precision backward_precision(const Kernel& kern, const Config& cfg, DType t
   return tiled_precision(t, std::min(cfg.block_n, backward_tile_of(kern, cfg, d).block_n));
 }
 
+// Every registered config of kern, with the atomic and the deterministic backward.
+std::vector<Config> backward_configs(const Kernel& kern) {
+  std::vector<Config> out;
+  for (const Config& base : kern.info.configs)
+    for (bool det : {false, true}) {
+      out.push_back(base);
+      out.back().deterministic = det;
+    }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("CUDA forwards stay within the error bound of the certified reference", "[gpu]") {
@@ -93,17 +104,15 @@ TEST_CASE("CUDA backwards stay within the error bound of the certified reference
             const Inputs in = random_inputs(p, seed++);
             const ref::Tensors64 in64 = tensors64(in, true);
             const ref::Certified c = ref::certified(p, in64);
-            for (const Config& base : kern.info.configs)
-              for (bool det : {false, true}) {
-                Config cfg = base;
-                cfg.deterministic = det;
-                const cuda::Tile bt = backward_tile_of(kern, cfg, d);
-                INFO(kern.info.name << " " << dtype_name(t) << " d=" << d << " " << mask_name(mask) << " n_q=" << s.n_q
-                                    << " n_k=" << s.n_k << " forward tile " << cfg.block_m << "x" << cfg.block_n
-                                    << " backward tile " << bt.block_m << "x" << bt.block_n << (det ? " deterministic" : " atomic"));
-                const ref::Bounds bd = ref::error_bounds(p, in64, c, backward_precision(kern, cfg, t, d));
-                require_gradients_within(run_fwd_bwd(kern, in, cfg), c, bd, t);
-              }
+            for (const Config& cfg : backward_configs(kern)) {
+              const cuda::Tile bt = backward_tile_of(kern, cfg, d);
+              INFO(kern.info.name << " " << dtype_name(t) << " d=" << d << " " << mask_name(mask) << " n_q=" << s.n_q
+                                  << " n_k=" << s.n_k << " forward tile " << cfg.block_m << "x" << cfg.block_n
+                                  << " backward tile " << bt.block_m << "x" << bt.block_n
+                                  << (cfg.deterministic ? " deterministic" : " atomic"));
+              const ref::Bounds bd = ref::error_bounds(p, in64, c, backward_precision(kern, cfg, t, d));
+              require_gradients_within(run_fwd_bwd(kern, in, cfg), c, bd, t);
+            }
           }
   }
 }
@@ -201,15 +210,12 @@ TEST_CASE("CUDA forward and backward on one causal GQA case (the sanitizer's run
       const Inputs in = random_inputs(p, 3);
       const ref::Tensors64 in64 = tensors64(in, true);
       const ref::Certified c = ref::certified(p, in64);
-      for (const Config& base : kern.info.configs)
-        for (bool det : {false, true}) {
-          Config cfg = base;
-          cfg.deterministic = det;
-          const ref::Bounds bd = ref::error_bounds(p, in64, c, backward_precision(kern, cfg, p.dtype, d));
-          const Outputs out = run_fwd_bwd(kern, in, cfg);
-          require_within("o", out.o, c.value.o, bd.o, p.dtype);
-          require_gradients_within(out, c, bd, p.dtype);
-        }
+      for (const Config& cfg : backward_configs(kern)) {
+        const ref::Bounds bd = ref::error_bounds(p, in64, c, backward_precision(kern, cfg, p.dtype, d));
+        const Outputs out = run_fwd_bwd(kern, in, cfg);
+        require_within("o", out.o, c.value.o, bd.o, p.dtype);
+        require_gradients_within(out, c, bd, p.dtype);
+      }
     }
   }
 }
