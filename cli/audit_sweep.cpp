@@ -58,10 +58,10 @@ Inputs make_inputs(const SweepCase& c, uint64_t index) {
   std::mt19937_64 rng(0x5eed0000ull + index);
   Inputs in;
   in.p = c.p;
-  in.q = uniform(c.p.dtype, shape_q(c.p), c.amp, rng);     // (batch, heads_q, n_q, d)
-  in.k = uniform(c.p.dtype, shape_kv(c.p), c.amp, rng);    // (batch, heads_kv, n_k, d)
-  in.v = uniform(c.p.dtype, shape_kv(c.p), 1.0, rng);      // (batch, heads_kv, n_k, d)
-  in.d_o = uniform(c.p.dtype, shape_q(c.p), 1.0, rng);     // (batch, heads_q, n_q, d)
+  in.q = uniform(c.p.dtype, shape_q(c.p), c.amp, rng);   // (batch, heads_q, n_q, d)
+  in.k = uniform(c.p.dtype, shape_kv(c.p), c.amp, rng);  // (batch, heads_kv, n_k, d)
+  in.v = uniform(c.p.dtype, shape_kv(c.p), 1.0, rng);    // (batch, heads_kv, n_k, d)
+  in.d_o = uniform(c.p.dtype, shape_q(c.p), 1.0, rng);   // (batch, heads_q, n_q, d)
   return in;
 }
 

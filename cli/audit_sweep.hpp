@@ -13,7 +13,7 @@ namespace fc::cli {
 struct SweepCase {
   std::string label;  // e.g. "gqa_bottom_right"
   Problem p;
-  double amp;         // q and k entries uniform in [-amp, amp] (v, d_o in [-1, 1])
+  double amp;  // q and k entries uniform in [-amp, amp] (v, d_o in [-1, 1])
 };
 
 // A handful of problems for `dtype`: square, GQA with n_q != n_k, both causal alignments, rows with

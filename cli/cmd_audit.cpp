@@ -25,9 +25,9 @@ const DType kDtypes[] = {DType::F16, DType::BF16, DType::F32};
 
 struct Cell {
   int cases = 0;
-  Errors err;               // worst over cases (and configs)
-  std::string worst_case;   // label of the case with the largest o error
-  int refused = 0;          // (case, config) runs the kernel declined as unsupported
+  Errors err;              // worst over cases (and configs)
+  std::string worst_case;  // label of the case with the largest o error
+  int refused = 0;         // (case, config) runs the kernel declined as unsupported
   nlohmann::json per_case = nlohmann::json::array();
 };
 
@@ -61,8 +61,10 @@ int run_audit(const Options& opt) {
   std::map<std::string, std::string> skipped;  // kernel -> reason
   for (const Kernel& k : registry()) {
     if (k.info.mutant) continue;
-    if (device_present(k.info.device)) kernels.push_back(&k);
-    else skipped[k.info.name] = "no " + k.info.device + " device on this machine";
+    if (device_present(k.info.device))
+      kernels.push_back(&k);
+    else
+      skipped[k.info.name] = "no " + k.info.device + " device on this machine";
   }
 
   // (kernel, dtype) -> worst errors; keyed by positions so the table follows registry and kDtypes order.
@@ -81,9 +83,17 @@ int run_audit(const Options& opt) {
     for (const SweepCase& c : default_sweep(t)) {
       const Inputs in = make_inputs(c, index++);
       const ref::Certified want = reference_of(in);
-      sweep.push_back({{"label", c.label}, {"dtype", dtype_name(t)}, {"batch", c.p.batch}, {"heads_q", c.p.heads_q},
-                       {"heads_kv", c.p.heads_kv}, {"n_q", c.p.n_q}, {"n_k", c.p.n_k}, {"d", c.p.d},
-                       {"mask", mask_name(c.p.mask)}, {"scale", c.p.scale}, {"amp", c.amp}});
+      sweep.push_back({{"label", c.label},
+                       {"dtype", dtype_name(t)},
+                       {"batch", c.p.batch},
+                       {"heads_q", c.p.heads_q},
+                       {"heads_kv", c.p.heads_kv},
+                       {"n_q", c.p.n_q},
+                       {"n_k", c.p.n_k},
+                       {"d", c.p.d},
+                       {"mask", mask_name(c.p.mask)},
+                       {"scale", c.p.scale},
+                       {"amp", c.amp}});
       for (size_t ki = 0; ki < kernels.size(); ++ki) {
         const Kernel* k = kernels[ki];
         if (!claims(*k, in.p)) continue;
@@ -123,7 +133,8 @@ int run_audit(const Options& opt) {
   json results = json::array();
   for (const auto& [key, cell] : cells) {
     if (cell.cases == 0) continue;
-    json r = {{"kernel", kernels[key.first]->info.name}, {"dtype", dtype_name(kDtypes[key.second])}, {"cases", cell.cases}};
+    json r = {
+        {"kernel", kernels[key.first]->info.name}, {"dtype", dtype_name(kDtypes[key.second])}, {"cases", cell.cases}};
     r.update(errors_json(cell.err));
     r["worst_case"] = cell.worst_case;
     r["refused_runs"] = cell.refused;
@@ -134,23 +145,26 @@ int run_audit(const Options& opt) {
   json refused_json = json::array();
   for (const auto& [key, cell] : cells)
     if (cell.refused > 0)
-      refused_json.push_back({{"kernel", kernels[key.first]->info.name}, {"dtype", dtype_name(kDtypes[key.second])},
-                              {"refused_runs", cell.refused}, {"cases", cell.cases}});
+      refused_json.push_back({{"kernel", kernels[key.first]->info.name},
+                              {"dtype", dtype_name(kDtypes[key.second])},
+                              {"refused_runs", cell.refused},
+                              {"cases", cell.cases}});
   json skipped_json = json::array();
   for (const auto& [name, why] : skipped) skipped_json.push_back({{"kernel", name}, {"reason", why}});
-  const json report = {{"baseline", kBaseline}, {"sweep", sweep}, {"results", results}, {"skipped", skipped_json},
-                       {"refused", refused_json},
-                       {"errors", errors}};
+  const json report = {{"baseline", kBaseline},   {"sweep", sweep},          {"results", results},
+                       {"skipped", skipped_json}, {"refused", refused_json}, {"errors", errors}};
 
   if (opt.as_json) {
     fmt::print("{}\n", report.dump(2));
   } else {
     fmt::print("flashcheck audit: {} problems ({} per dtype), certified reference; errors are maxima over cases\n",
                sweep.size(), sweep.size() / std::size(kDtypes));
-    fmt::print("o: |Δo|/Σ_j P_ij|v_jk|   lse: |Δlse|   grad: max normwise ‖Δg‖/‖g‖ over d_q d_k d_v   "
-               "[brackets]: {} on the same cases\n\n", kBaseline);
-    fmt::print("{:<22} {:<5} {:>5}  {:>9} {:>11}  {:>9} {:>11}  {:>9} {:>11}  {}\n", "kernel", "dtype", "cases", "o", "[naive]",
-               "lse", "[naive]", "grad", "[naive]", "worst o case");
+    fmt::print(
+        "o: |Δo|/Σ_j P_ij|v_jk|   lse: |Δlse|   grad: max normwise ‖Δg‖/‖g‖ over d_q d_k d_v   "
+        "[brackets]: {} on the same cases\n\n",
+        kBaseline);
+    fmt::print("{:<22} {:<5} {:>5}  {:>9} {:>11}  {:>9} {:>11}  {:>9} {:>11}  {}\n", "kernel", "dtype", "cases", "o",
+               "[naive]", "lse", "[naive]", "grad", "[naive]", "worst o case");
     for (const auto& [key, cell] : cells) {
       if (cell.cases == 0) continue;
       auto b = cells.find({base_index, key.second});
@@ -159,9 +173,9 @@ int run_audit(const Options& opt) {
         return "[" + fmt_err(b->second.err.*f) + "]";
       };
       fmt::print("{:<22} {:<5} {:>5}  {:>9} {:>11}  {:>9} {:>11}  {:>9} {:>11}  {}\n", kernels[key.first]->info.name,
-                 dtype_name(kDtypes[key.second]),
-                 cell.cases, fmt_err(cell.err.o), base(&Errors::o, false), fmt_err(cell.err.lse), base(&Errors::lse, false),
-                 cell.err.has_grad ? fmt_err(cell.err.grad) : "—", base(&Errors::grad, true), cell.worst_case);
+                 dtype_name(kDtypes[key.second]), cell.cases, fmt_err(cell.err.o), base(&Errors::o, false),
+                 fmt_err(cell.err.lse), base(&Errors::lse, false), cell.err.has_grad ? fmt_err(cell.err.grad) : "—",
+                 base(&Errors::grad, true), cell.worst_case);
     }
     for (const auto& [key, cell] : cells)
       if (cell.refused > 0)
@@ -186,7 +200,8 @@ int run_audit(const Options& opt) {
 }
 
 Run setup_audit(CLI::App& app) {
-  auto* sub = app.add_subcommand("audit", "Audit every available kernel on the default sweep against the certified reference");
+  auto* sub =
+      app.add_subcommand("audit", "Audit every available kernel on the default sweep against the certified reference");
   auto o = std::make_shared<Options>();
   sub->add_option("--out", o->out, "Also write DIR/audit.json");
   sub->add_flag("--json", o->as_json, "Print the report as JSON instead of the table");

@@ -29,8 +29,11 @@ std::string joined(const std::vector<std::string>& xs) { return fmt::format("{}"
 nlohmann::json kernel_json(const KernelInfo& i) {
   nlohmann::json configs = nlohmann::json::array();
   for (const Config& c : i.configs)
-    configs.push_back({{"block_m", c.block_m}, {"block_n", c.block_n}, {"order", c.order == LoopOrder::FA1 ? "FA1" : "FA2"},
-                       {"accum", dtype_name(c.accum)}, {"deterministic", c.deterministic}});
+    configs.push_back({{"block_m", c.block_m},
+                       {"block_n", c.block_n},
+                       {"order", c.order == LoopOrder::FA1 ? "FA1" : "FA2"},
+                       {"accum", dtype_name(c.accum)},
+                       {"deterministic", c.deterministic}});
   return {{"name", i.name},
           {"device", i.device},
           {"mutant", i.mutant},
@@ -52,15 +55,15 @@ int run_kernels(bool as_json) {
     fmt::print("{}\n", nlohmann::json{{"kernels", list}}.dump(2));
     return kExitPass;
   }
-  fmt::print("{:<22} {:<6} {:<6} {:<16} {:<44} {:<8} {:<4} {}\n", "kernel", "device", "mutant", "dtypes", "masks", "backward",
-             "gqa", "tiles");
+  fmt::print("{:<22} {:<6} {:<6} {:<16} {:<44} {:<8} {:<4} {}\n", "kernel", "device", "mutant", "dtypes", "masks",
+             "backward", "gqa", "tiles");
   for (const Kernel& k : registry()) {
     const KernelInfo& i = k.info;
     std::string tiles = i.any_tile ? "any" : "";
     for (const Config& c : i.configs) tiles += (tiles.empty() ? "" : ",") + tile(c);
     fmt::print("{:<22} {:<6} {:<6} {:<16} {:<44} {:<8} {:<4} {}\n", i.name, i.device, i.mutant ? "yes" : "no",
-               joined(names(i.dtypes, dtype_name)), joined(names(i.masks, mask_name)),
-               i.backward ? "yes" : "no", i.gqa ? "yes" : "no", tiles);
+               joined(names(i.dtypes, dtype_name)), joined(names(i.masks, mask_name)), i.backward ? "yes" : "no",
+               i.gqa ? "yes" : "no", tiles);
   }
   fmt::print("{} kernels\n", registry().size());
   return kExitPass;

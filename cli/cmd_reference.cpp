@@ -32,8 +32,10 @@ double max_of(const std::vector<double>& x) {
 void check_range(const std::string& file, const char* name, const std::vector<double>& x) {
   for (size_t i = 0; i < x.size(); ++i)
     if (std::isfinite(x[i]) && std::fabs(x[i]) >= 0x1p500)
-      throw io::FileError(io::Fault::OutOfRange, file,
-                          fmt::format("tensor \"{}\" element {} = {:g} is beyond the certified oracle's range (|x| < 2^500)", name, i, x[i]));
+      throw io::FileError(
+          io::Fault::OutOfRange, file,
+          fmt::format("tensor \"{}\" element {} = {:g} is beyond the certified oracle's range (|x| < 2^500)", name, i,
+                      x[i]));
 }
 
 int run_reference(const Options& o) {
@@ -63,15 +65,17 @@ int run_reference(const Options& o) {
       {"max_err_lse", io::exact_decimal(max_of(c.err.lse))},
   };
   io::write_outputs(o.out, out, meta);
-  fmt::print("reference: {} -> {} (b={} h_q={} h_kv={} n_q={} n_k={} d={} {} {}{})\n", o.inputs, o.out, p.batch, p.heads_q,
-             p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype), mask_name(p.mask), in.has_d_o() ? ", with gradients" : "");
+  fmt::print("reference: {} -> {} (b={} h_q={} h_kv={} n_q={} n_k={} d={} {} {}{})\n", o.inputs, o.out, p.batch,
+             p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype), mask_name(p.mask),
+             in.has_d_o() ? ", with gradients" : "");
   return kExitPass;
 }
 
 }  // namespace
 
 Run setup_reference(CLI::App& app) {
-  auto* sub = app.add_subcommand("reference", "Certified reference o, lse (+ d_q, d_k, d_v) of a safetensors input file, as F64");
+  auto* sub = app.add_subcommand("reference",
+                                 "Certified reference o, lse (+ d_q, d_k, d_v) of a safetensors input file, as F64");
   auto o = std::make_shared<Options>();
   sub->add_option("--inputs", o->inputs, "Input safetensors: q, k, v (+ d_o); metadata mask, scale")->required();
   sub->add_option("--out", o->out, "Output safetensors: o, lse (+ d_q, d_k, d_v) as F64")->required();

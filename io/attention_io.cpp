@@ -34,27 +34,31 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
   for (const std::string& t : names) {
     const HostTensor& x = file.tensors.at(t);
     if (x.shape.size() != 4)
-      throw fail(Fault::WrongRank, fmt::format("tensor \"{}\" has rank {} (shape {}), expected 4: (batch, heads, n, d)", t,
-                                               x.shape.size(), shape_str(x.shape)));
+      throw fail(Fault::WrongRank, fmt::format("tensor \"{}\" has rank {} (shape {}), expected 4: (batch, heads, n, d)",
+                                               t, x.shape.size(), shape_str(x.shape)));
     if (x.dtype != q.dtype)
-      throw fail(Fault::MixedDtypes, fmt::format("tensor \"{}\" is {} but q is {}: q, k, v, d_o must share one dtype", t,
-                                                 dtype_name(x.dtype), dtype_name(q.dtype)));
+      throw fail(Fault::MixedDtypes, fmt::format("tensor \"{}\" is {} but q is {}: q, k, v, d_o must share one dtype",
+                                                 t, dtype_name(x.dtype), dtype_name(q.dtype)));
     for (int64_t s : x.shape)
       if (s <= 0 || s > std::numeric_limits<int32_t>::max())
-        throw fail(Fault::BadShape, fmt::format("tensor \"{}\" has shape {}: every dimension must be in [1, 2^31)", t, shape_str(x.shape)));
+        throw fail(Fault::BadShape, fmt::format("tensor \"{}\" has shape {}: every dimension must be in [1, 2^31)", t,
+                                                shape_str(x.shape)));
   }
   const HostTensor& k = file.tensors.at("k");
   const HostTensor& v = file.tensors.at("v");
   if (k.shape[0] != q.shape[0])
     throw fail(Fault::BadShape, fmt::format("batch differs: q {} vs k {}", shape_str(q.shape), shape_str(k.shape)));
   if (k.shape[3] != q.shape[3])
-    throw fail(Fault::BadShape, fmt::format("head dim d differs: q {} vs k {}", shape_str(q.shape), shape_str(k.shape)));
+    throw fail(Fault::BadShape,
+               fmt::format("head dim d differs: q {} vs k {}", shape_str(q.shape), shape_str(k.shape)));
   if (v.shape != k.shape)
-    throw fail(Fault::BadShape, fmt::format("v {} must have the shape of k {}", shape_str(v.shape), shape_str(k.shape)));
+    throw fail(Fault::BadShape,
+               fmt::format("v {} must have the shape of k {}", shape_str(v.shape), shape_str(k.shape)));
   if (q.shape[1] % k.shape[1] != 0)
     throw fail(Fault::BadShape, fmt::format("heads_q = {} is not a multiple of heads_kv = {}", q.shape[1], k.shape[1]));
   if (with_d_o && file.tensors.at("d_o").shape != q.shape)
-    throw fail(Fault::BadShape, fmt::format("d_o {} must have the shape of q {}", shape_str(file.tensors.at("d_o").shape), shape_str(q.shape)));
+    throw fail(Fault::BadShape, fmt::format("d_o {} must have the shape of q {}",
+                                            shape_str(file.tensors.at("d_o").shape), shape_str(q.shape)));
 
   Inputs in;
   Problem& p = in.p;
@@ -72,8 +76,9 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
     for (Mask m : {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight})
       if (it->second == mask_name(m)) p.mask = m, ok = true;
     if (!ok)
-      throw fail(Fault::UnknownMask, fmt::format("unknown mask {} (expected none, causal_top_left or causal_bottom_right)",
-                                                 quoted(it->second)));
+      throw fail(
+          Fault::UnknownMask,
+          fmt::format("unknown mask {} (expected none, causal_top_left or causal_bottom_right)", quoted(it->second)));
   }
   if (auto it = file.metadata.find("scale"); it != file.metadata.end())
     if (!parse_finite(it->second, &p.scale))

@@ -17,9 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
-}
+std::string shape_str(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 // A non-negative JSON integer (no floats, no negatives) that fits in uint64.
 bool as_u64(const json& j, uint64_t* out) {
@@ -43,7 +41,9 @@ struct Entry {
 
 // Validate one tensor's header entry against a data buffer of `data_bytes` bytes.
 Entry parse_entry(const std::string& file, const std::string& name, const json& j, uint64_t data_bytes) {
-  auto fail = [&](Fault f, const std::string& what) { return FileError(f, file, fmt::format("tensor {}: {}", quoted(name), what)); };
+  auto fail = [&](Fault f, const std::string& what) {
+    return FileError(f, file, fmt::format("tensor {}: {}", quoted(name), what));
+  };
   if (!j.is_object()) throw fail(Fault::BadHeader, "header entry is not an object");
   for (auto it = j.begin(); it != j.end(); ++it)
     if (it.key() != "dtype" && it.key() != "shape" && it.key() != "data_offsets")
@@ -55,14 +55,17 @@ Entry parse_entry(const std::string& file, const std::string& name, const json& 
   const json& jd = j["dtype"];
   if (!jd.is_string()) throw fail(Fault::BadHeader, "dtype is not a string");
   if (!parse_storage_dtype(jd.get<std::string>(), &e.dtype))
-    throw fail(Fault::UnknownDtype, fmt::format("unknown dtype {} (expected F16, BF16, F32 or F64)", quoted(jd.get<std::string>())));
+    throw fail(Fault::UnknownDtype,
+               fmt::format("unknown dtype {} (expected F16, BF16, F32 or F64)", quoted(jd.get<std::string>())));
 
   const json& jo = j["data_offsets"];
   if (!jo.is_array() || jo.size() != 2 || !as_u64(jo[0], &e.begin) || !as_u64(jo[1], &e.end))
     throw fail(Fault::BadHeader, "data_offsets is not [begin, end] of non-negative integers");
   if (e.begin > e.end) throw fail(Fault::BadOffsets, fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
   if (e.end > data_bytes)
-    throw fail(Fault::BadOffsets, fmt::format("data_offsets [{}, {}] run past the end of the data ({} bytes; truncated file?)", e.begin, e.end, data_bytes));
+    throw fail(Fault::BadOffsets,
+               fmt::format("data_offsets [{}, {}] run past the end of the data ({} bytes; truncated file?)", e.begin,
+                           e.end, data_bytes));
 
   const json& js = j["shape"];
   if (!js.is_array()) throw fail(Fault::BadHeader, "shape is not an array");
@@ -78,18 +81,22 @@ Entry parse_entry(const std::string& file, const std::string& name, const json& 
     if (!as_u64(d, &n)) throw fail(Fault::BadHeader, "shape holds a non-integer or negative dimension");
     if (n > uint64_t(INT64_MAX)) throw fail(Fault::AbsurdShape, fmt::format("dimension {} is absurd", n));
     e.shape.push_back(int64_t(n));
-    if (n == 0) numel = 0;
+    if (n == 0)
+      numel = 0;
     else if (numel != 0 && !too_big) {
-      if (numel > cap / n) too_big = true;  // numel * n > cap, tested without overflowing
-      else numel *= n;
+      if (numel > cap / n)
+        too_big = true;  // numel * n > cap, tested without overflowing
+      else
+        numel *= n;
     }
   }
   if (too_big && numel != 0)
     throw fail(Fault::AbsurdShape, fmt::format("shape {} of {} needs more bytes than the whole file's data ({} bytes)",
                                                shape_str(e.shape), dtype_name(e.dtype), data_bytes));
   if (numel * elem != e.end - e.begin)
-    throw fail(Fault::SizeMismatch, fmt::format("shape {} of {} is {} bytes but data_offsets [{}, {}] span {}", shape_str(e.shape),
-                                                dtype_name(e.dtype), numel * elem, e.begin, e.end, e.end - e.begin));
+    throw fail(Fault::SizeMismatch,
+               fmt::format("shape {} of {} is {} bytes but data_offsets [{}, {}] span {}", shape_str(e.shape),
+                           dtype_name(e.dtype), numel * elem, e.begin, e.end, e.end - e.begin));
   return e;
 }
 
@@ -98,13 +105,17 @@ Entry parse_entry(const std::string& file, const std::string& name, const json& 
 TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
   const uint64_t size = bytes.size();
   if (size < 8)
-    throw FileError(Fault::Truncated, name, fmt::format("truncated: {} bytes, shorter than the 8-byte header length", size));
+    throw FileError(Fault::Truncated, name,
+                    fmt::format("truncated: {} bytes, shorter than the 8-byte header length", size));
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);  // little-endian u64 (static_assert above)
   if (n > kMaxHeaderBytes)
-    throw FileError(Fault::HeaderPastEnd, name, fmt::format("header length {} exceeds the {}-byte limit (file is {} bytes)", n, kMaxHeaderBytes, size));
+    throw FileError(
+        Fault::HeaderPastEnd, name,
+        fmt::format("header length {} exceeds the {}-byte limit (file is {} bytes)", n, kMaxHeaderBytes, size));
   if (n > size - 8)
-    throw FileError(Fault::HeaderPastEnd, name, fmt::format("header length {} runs past the end of the file ({} bytes)", n, size));
+    throw FileError(Fault::HeaderPastEnd, name,
+                    fmt::format("header length {} runs past the end of the file ({} bytes)", n, size));
 
   const char* h = bytes.data() + 8;
   json header = json::parse(h, h + n, nullptr, /*allow_exceptions=*/false);
@@ -119,7 +130,8 @@ TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) throw FileError(Fault::BadHeader, name, "__metadata__ is not an object");
       for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string()) throw FileError(Fault::BadHeader, name, fmt::format("metadata {} is not a string", quoted(m.key())));
+        if (!m->is_string())
+          throw FileError(Fault::BadHeader, name, fmt::format("metadata {} is not a string", quoted(m.key())));
         out.metadata[m.key()] = m->get<std::string>();
       }
       continue;
@@ -133,7 +145,9 @@ TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
   std::sort(by_begin.begin(), by_begin.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
   for (size_t i = 1; i < by_begin.size(); ++i)
     if (by_begin[i]->begin < by_begin[i - 1]->end)
-      throw FileError(Fault::BadOffsets, name, fmt::format("tensors {} and {} overlap", quoted(by_begin[i - 1]->name), quoted(by_begin[i]->name)));
+      throw FileError(
+          Fault::BadOffsets, name,
+          fmt::format("tensors {} and {} overlap", quoted(by_begin[i - 1]->name), quoted(by_begin[i]->name)));
 
   // Only now, with every size proven to fit inside the file, allocate and copy.
   for (const Entry& e : entries) {
@@ -169,7 +183,8 @@ std::string serialize_safetensors(const TensorFile& file) {
   for (const auto& [name, t] : file.tensors) {
     if (t.bytes.size() != size_t(t.numel()) * size_t(dtype_size(t.dtype)))
       throw std::invalid_argument(fmt::format("tensor {}: {} bytes do not match its shape", name, t.bytes.size()));
-    header[name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    header[name] = {
+        {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
   if (!file.metadata.empty()) header["__metadata__"] = file.metadata;

@@ -52,7 +52,8 @@ double max_finite(DType t) {
 
 int dtype_size(DType t) {
   switch (t) {
-    case DType::F16: case DType::BF16: return 2;
+    case DType::F16:
+    case DType::BF16: return 2;
     case DType::F32: return 4;
     case DType::F64: return 8;
   }

@@ -85,7 +85,7 @@ const char* dtype_name(DType t);  // "F16" "BF16" "F32" "F64" (safetensors spell
 const char* mask_name(Mask m);    // "none" "causal_top_left" "causal_bottom_right"
 bool parse_dtype(const char* s, DType* out);
 bool parse_mask(const char* s, Mask* out);
-int dtype_size(DType t);  // bytes per element
+int dtype_size(DType t);     // bytes per element
 double max_finite(DType t);  // largest finite value of the dtype
 
 }  // namespace fc

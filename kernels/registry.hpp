@@ -17,36 +17,34 @@ struct Config {
   int32_t block_m = 0;  // kBlockM: query rows per tile
   int32_t block_n = 0;  // kBlockN: keys per tile
   LoopOrder order = LoopOrder::FA2;
-  DType accum = DType::F32;     // accumulation type (F32, or F16 where a kernel offers it)
-  bool deterministic = false;   // backward: bitwise-repeatable variant where offered
+  DType accum = DType::F32;    // accumulation type (F32, or F16 where a kernel offers it)
+  bool deterministic = false;  // backward: bitwise-repeatable variant where offered
 };
 
 struct KernelInfo {
   std::string name;
-  std::string device;            // "cpu" or "cuda"
-  bool mutant = false;           // planted bug: the suite must catch it
-  std::string description;       // one line
-  std::vector<DType> dtypes;     // storage dtypes supported
+  std::string device;         // "cpu" or "cuda"
+  bool mutant = false;        // planted bug: the suite must catch it
+  std::string description;    // one line
+  std::vector<DType> dtypes;  // storage dtypes supported
   std::vector<Mask> masks;
   std::vector<int32_t> head_dims;  // empty: any d >= 1
   bool gqa = true;
   bool backward = false;
-  bool any_tile = false;         // accepts any block_m x block_n >= 1
-  std::vector<Config> configs;   // tile configs offered (block-size invariance ranges over these)
+  bool any_tile = false;        // accepts any block_m x block_n >= 1
+  std::vector<Config> configs;  // tile configs offered (block-size invariance ranges over these)
   bool writes_lse = true;
-  bool stores_s_p = false;       // S and P rounded to storage before use (a 3-pass baseline); the
-                                 // error model charges those roundings (reference/bounds)
+  bool stores_s_p = false;  // S and P rounded to storage before use (a 3-pass baseline); the
+                            // error model charges those roundings (reference/bounds)
 };
 
-using ForwardFn = std::function<void(const Problem&, const Config&, const HostTensor& q,
-                                     const HostTensor& k, const HostTensor& v, HostTensor& o,
-                                     HostTensor& lse)>;
+using ForwardFn = std::function<void(const Problem&, const Config&, const HostTensor& q, const HostTensor& k,
+                                     const HostTensor& v, HostTensor& o, HostTensor& lse)>;
 // Backward: o and lse are the forward's outputs (the kernel's own, or the suite's when the kernel
 // writes no lse); d_q, d_k, d_v come out shaped and typed like q, k, v.
-using BackwardFn = std::function<void(const Problem&, const Config&, const HostTensor& q,
-                                      const HostTensor& k, const HostTensor& v, const HostTensor& o,
-                                      const HostTensor& lse, const HostTensor& d_o, HostTensor& d_q,
-                                      HostTensor& d_k, HostTensor& d_v)>;
+using BackwardFn = std::function<void(const Problem&, const Config&, const HostTensor& q, const HostTensor& k,
+                                      const HostTensor& v, const HostTensor& o, const HostTensor& lse,
+                                      const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v)>;
 
 struct Kernel {
   KernelInfo info;

@@ -10,17 +10,23 @@
 namespace fc::rules {
 
 template <class T>
-FC_HD constexpr T neg_inf() { return -std::numeric_limits<T>::infinity(); }
+FC_HD constexpr T neg_inf() {
+  return -std::numeric_limits<T>::infinity();
+}
 
 // The running max. Written as a select rather than fmax so that the same expression can be used for
 // the max and for the shifted score, making s - m exactly 0 at the max.
 template <class T>
-FC_HD inline T running_max(T m, T s) { return s > m ? s : m; }
+FC_HD inline T running_max(T m, T s) {
+  return s > m ? s : m;
+}
 
 // The value subtracted from the scores before exponentiation. While no finite score has been seen,
 // m = -inf and s - m would be -inf - -inf = NaN; shifting by 0 instead gives exp(-inf) = 0.
 template <class T>
-FC_HD inline T safe_shift(T m) { return m == neg_inf<T>() ? T(0) : m; }
+FC_HD inline T safe_shift(T m) {
+  return m == neg_inf<T>() ? T(0) : m;
+}
 
 // Factor that re-denominates l and o from the old max to the new one: exp(m_old - m_new).
 // m_old = -inf means nothing was accumulated yet (l = o = 0): the factor is 0, never NaN, even when
@@ -34,7 +40,9 @@ FC_HD inline T rescale(T m_old, T m_new, Exp exp_fn) {
 // 0 against its own max, which cannot happen since the max itself contributes exp(0) = 1): the
 // contract says o = 0, lse = -inf. Otherwise o /= l and lse = m + log(l).
 template <class T>
-FC_HD inline T inv_l(T l) { return l == T(0) ? T(0) : T(1) / l; }
+FC_HD inline T inv_l(T l) {
+  return l == T(0) ? T(0) : T(1) / l;
+}
 
 template <class T, class Log>
 FC_HD inline T finalize_lse(T m, T l, Log log_fn) {

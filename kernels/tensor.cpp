@@ -58,7 +58,7 @@ namespace {
 double round_binary(double x, int p, int e_min, int e_max) {
   if (!(x == x) || x == 0.0 || std::isinf(x)) return x;
   int e;
-  std::frexp(x, &e);  // x = f * 2^e, 0.5 <= |f| < 1, so the leading bit has weight 2^(e-1)
+  std::frexp(x, &e);                         // x = f * 2^e, 0.5 <= |f| < 1, so the leading bit has weight 2^(e-1)
   int lsb = std::max(e - p, e_min - p + 1);  // weight exponent of the last kept bit
   double q = std::ldexp(std::nearbyint(std::ldexp(x, -lsb)), lsb);  // nearbyint: ties to even
   double max_finite = std::ldexp(2.0 - std::ldexp(1.0, 1 - p), e_max);

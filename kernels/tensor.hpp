@@ -19,12 +19,18 @@ struct HostTensor {
   HostTensor(DType t, std::vector<int64_t> s);  // zero-filled
 
   int64_t numel() const;
-  double get(int64_t i) const;        // exact widening to double
-  void set(int64_t i, double x);      // round-to-nearest-even into dtype
+  double get(int64_t i) const;    // exact widening to double
+  void set(int64_t i, double x);  // round-to-nearest-even into dtype
   std::vector<double> to_f64() const;
   static HostTensor from_f64(DType t, std::vector<int64_t> s, const std::vector<double>& x);
-  template <class T> T* data() { return reinterpret_cast<T*>(bytes.data()); }
-  template <class T> const T* data() const { return reinterpret_cast<const T*>(bytes.data()); }
+  template <class T>
+  T* data() {
+    return reinterpret_cast<T*>(bytes.data());
+  }
+  template <class T>
+  const T* data() const {
+    return reinterpret_cast<const T*>(bytes.data());
+  }
 };
 
 // Round x to the nearest value of dtype t (ties to even), returned as double.

@@ -13,8 +13,8 @@
 namespace fc::props {
 namespace {
 
-const char* const kRegimeNames[] = {"normal", "outliers", "huge", "far_below", "fp16_max", "ties",
-                                    "all_equal", "subnormal_p", "poison", "fully_masked", "grid", "subnormal"};
+const char* const kRegimeNames[] = {"normal",    "outliers",    "huge",   "far_below",    "fp16_max", "ties",
+                                    "all_equal", "subnormal_p", "poison", "fully_masked", "grid",     "subnormal"};
 static_assert(sizeof(kRegimeNames) / sizeof(kRegimeNames[0]) == size_t(Regime::kCount));
 
 std::string values(const char* name, const HostTensor& t) {
@@ -26,8 +26,7 @@ std::string values(const char* name, const HostTensor& t) {
 }
 
 std::string config_str(const Config& c) {
-  return fmt::format("block_m={} block_n={} order={}", c.block_m, c.block_n,
-                     c.order == LoopOrder::FA1 ? "FA1" : "FA2");
+  return fmt::format("block_m={} block_n={} order={}", c.block_m, c.block_n, c.order == LoopOrder::FA1 ? "FA1" : "FA2");
 }
 
 double parse_double(const std::map<std::string, std::string>& m, const char* key, double dflt) {
@@ -45,9 +44,7 @@ Config read_config(const std::map<std::string, std::string>& m, const std::strin
 
 }  // namespace
 
-const char* regime_name(Regime r) {
-  return int32_t(r) >= 0 && r < Regime::kCount ? kRegimeNames[int32_t(r)] : "?";
-}
+const char* regime_name(Regime r) { return int32_t(r) >= 0 && r < Regime::kCount ? kRegimeNames[int32_t(r)] : "?"; }
 
 bool parse_regime(const std::string& s, Regime* out) {
   for (int32_t r = 0; r < int32_t(Regime::kCount); ++r)
@@ -57,9 +54,9 @@ bool parse_regime(const std::string& s, Regime* out) {
 
 std::string describe(const Case& c) {
   const Problem& p = c.in.p;
-  std::string s = fmt::format(
-      "  problem: batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} dtype={} mask={} scale={:.17g}\n",
-      p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype), mask_name(p.mask), p.scale);
+  std::string s =
+      fmt::format("  problem: batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} dtype={} mask={} scale={:.17g}\n",
+                  p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype), mask_name(p.mask), p.scale);
   s += fmt::format("  config: {} (second config: {})\n", config_str(c.cfg), config_str(c.cfg2));
   s += fmt::format("  regime: {}", regime_name(c.regime));
   if (c.regime == Regime::Poison)
@@ -72,8 +69,7 @@ std::string describe(const Case& c) {
 
 void showValue(const Case& c, std::ostream& os) { os << "\n" << describe(c); }
 
-std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel,
-                       const Case& c) {
+std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel, const Case& c) {
   io::TensorFile f = io::inputs_file(c.in);
   auto& m = f.metadata;
   m["fc.law"] = law;
@@ -90,8 +86,7 @@ std::string write_case(const std::string& dir, const std::string& law, const std
   m["fc.aux"] = std::to_string(c.aux);
   const std::string bytes = io::serialize_safetensors(f);
   std::filesystem::create_directories(dir);
-  const std::string path =
-      fmt::format("{}/{}-{:016x}.safetensors", dir, law, std::hash<std::string>{}(bytes));
+  const std::string path = fmt::format("{}/{}-{:016x}.safetensors", dir, law, std::hash<std::string>{}(bytes));
   io::write_safetensors(path, f);
   return path;
 }

@@ -32,9 +32,9 @@ const char* regime_name(Regime r);
 bool parse_regime(const std::string& s, Regime* out);
 
 struct Case {
-  Inputs in;                 // q k v (+ d_o) in in.p.dtype
-  Config cfg;                // tile config the kernel runs with (block-size law: the first of two)
-  Config cfg2;               // the second config of the block-size law
+  Inputs in;    // q k v (+ d_o) in in.p.dtype
+  Config cfg;   // tile config the kernel runs with (block-size law: the first of two)
+  Config cfg2;  // the second config of the block-size law
   Regime regime = Regime::Normal;
   int32_t poison_tensor = 0;  // Poison: 0 q, 1 k, 2 v
   int64_t poison_index = 0;   // flat index into that tensor
@@ -48,8 +48,7 @@ void showValue(const Case& c, std::ostream& os);  // RapidCheck's counterexample
 
 // Regression files: safetensors inputs (q k v d_o, metadata mask and scale) plus metadata for the
 // rest of the case and the law that once failed on it. write_case returns the path it wrote.
-std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel,
-                       const Case& c);
+std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel, const Case& c);
 Case read_case(const std::string& path, std::string* law);
 
 }  // namespace fc::props

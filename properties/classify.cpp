@@ -39,7 +39,10 @@ ScoreStats score_stats(const Inputs& in) {
     for (int64_t h = 0; h < p.heads_q; ++h)
       for (int64_t i = 0; i < p.n_q; ++i) {
         const int64_t n_v = n_visible(p.mask, i, p.n_q, p.n_k);
-        if (n_v == 0) { ++st.empty_rows; continue; }
+        if (n_v == 0) {
+          ++st.empty_rows;
+          continue;
+        }
         for (int64_t j = 0; j < n_v; ++j) {
           double dot = 0;
           for (int64_t x = 0; x < p.d; ++x)
@@ -65,7 +68,8 @@ Regime classify(const Case& c) {
   const Inputs& in = c.in;
   const bool shows = [&] {
     switch (c.regime) {
-      case Regime::Normal: case Regime::Poison: return true;
+      case Regime::Normal:
+      case Regime::Poison: return true;
       case Regime::Grid: return on_grid(in.q) && on_grid(in.k) && on_grid(in.v);
       case Regime::Outliers:  // an N(0,100) draw: beyond 5 sigma of N(0,1)
         return std::max({max_abs(in.q), max_abs(in.k), max_abs(in.v)}) > 5;

@@ -86,8 +86,8 @@ std::string check_outputs(const Kernel& k, const Inputs& in, const Outputs& out,
       return;
     }
     msg += fmt::format("{}: {} = {:.9g}, reference {:.17g}, |error| {:.3g} > bound {:.3g} ({})\n", name,
-                       element_name(in.p, name, v.worst), got[size_t(v.worst)], ref[size_t(v.worst)],
-                       v.measured, v.bound, v.why);
+                       element_name(in.p, name, v.worst), got[size_t(v.worst)], ref[size_t(v.worst)], v.measured,
+                       v.bound, v.why);
   };
   one("o", out.o, o.ref.value.o, o.bounds.o, in.p.dtype);
   if (k.info.writes_lse) one("lse", out.lse, o.ref.value.lse, o.bounds.lse, DType::F32);

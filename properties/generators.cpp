@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 
-
 namespace fc::props {
 namespace {
 
@@ -23,8 +22,8 @@ struct Draw {
   int64_t below(int64_t n) { return int64_t(rng() % uint64_t(n)); }
   // The plainest values first: small integers, then a coarse grid, then N(0,1).
   double base() {
-    if (plain == 0) return double(below(5) - 2);                // {-2..2}
-    if (plain == 1) return double(below(63) - 31) / 8;          // k/8, |k| <= 31: exact in bf16
+    if (plain == 0) return double(below(5) - 2);        // {-2..2}
+    if (plain == 1) return double(below(63) - 31) / 8;  // k/8, |k| <= 31: exact in bf16
     return normal();
   }
 };
@@ -72,7 +71,9 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
   if (backward) fill(c.in.d_o, r, base);
   const double lim = max_finite(p.dtype), scale = std::fabs(p.scale), d = p.d;
   switch (c.regime) {
-    case Regime::Normal: case Regime::Poison: case Regime::FullyMasked: break;
+    case Regime::Normal:
+    case Regime::Poison:
+    case Regime::FullyMasked: break;
     case Regime::Grid: {  // k/8 with |k| <= 31 whatever `plain` says: transforms stay exact
       auto grid = [](Draw& dr) { return double(dr.below(63) - 31) / 8; };
       fill(c.in.q, r, grid), fill(c.in.k, r, grid), fill(c.in.v, r, grid);
@@ -95,8 +96,8 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
       alpha = std::min(alpha, lim / 8);                // keep 4-sigma values below the dtype's max
       // |q_l|, |k_l| <= cap: sum_l |q_l k_l| max(1, scale) <= FLT_MAX / 2, so every partial sum of
       // q.k (and of scale.q.k), in any order, is finite in fp32.
-      const double cap = std::min(lim / 2, std::sqrt(double(std::numeric_limits<float>::max()) /
-                                                    (2 * d * std::max(1.0, scale))));
+      const double cap =
+          std::min(lim / 2, std::sqrt(double(std::numeric_limits<float>::max()) / (2 * d * std::max(1.0, scale))));
       for (HostTensor* t : {&c.in.q, &c.in.k})
         for (int64_t i = 0; i < t->numel(); ++i) t->set(i, std::clamp(alpha * r.normal(), -cap, cap));
       break;
@@ -114,7 +115,8 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
       if (backward)
         for (int64_t i = 0; i < c.in.d_o.numel(); ++i) c.in.d_o.set(i, c.in.d_o.get(i) / (32.0 * p.d));
       break;
-    case Regime::Ties: case Regime::AllEqual: {  // keys copied from a pool of 2 rows (or 1)
+    case Regime::Ties:
+    case Regime::AllEqual: {  // keys copied from a pool of 2 rows (or 1)
       const int64_t pool = c.regime == Regime::Ties ? 2 : 1;
       for (int64_t b = 0; b < p.batch; ++b)
         for (int64_t h = 0; h < p.heads_kv; ++h)
@@ -124,8 +126,8 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
           }
       break;
     }
-    case Regime::SubnormalP: {  // s_ij = gap_j: exp(gap) lands in P's subnormal range
-      double lo = -103, hi = -87.4;                   // fp32 / bf16 subnormals: 2^-149 .. 2^-126
+    case Regime::SubnormalP: {                           // s_ij = gap_j: exp(gap) lands in P's subnormal range
+      double lo = -103, hi = -87.4;                      // fp32 / bf16 subnormals: 2^-149 .. 2^-126
       if (p.dtype == DType::F16) lo = -16.6, hi = -9.8;  // fp16: 2^-24 .. 2^-14
       if (p.dtype == DType::F64) lo = -744, hi = -708.5;
       for (int64_t i = 0; i < c.in.q.numel(); ++i) c.in.q.set(i, i % p.d == 0 ? 1.0 : r.base());
@@ -158,9 +160,12 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
     p.batch = *rc::gen::inRange(1, 3);
     p.heads_kv = *rc::gen::inRange(1, 3);
     p.heads_q = p.heads_kv * (spec.gqa ? *rc::gen::inRange(1, 4) : 1);
-    if (!spec.head_dims.empty()) p.d = pick(spec.head_dims);
-    else if (*rc::gen::inRange(0, 4) < 3) p.d = *rc::gen::inRange(1, 2 + std::min(size, 40));
-    else p.d = pick(std::vector<int32_t>{8, 16, 31, 64, 96, 128, 256});
+    if (!spec.head_dims.empty())
+      p.d = pick(spec.head_dims);
+    else if (*rc::gen::inRange(0, 4) < 3)
+      p.d = *rc::gen::inRange(1, 2 + std::min(size, 40));
+    else
+      p.d = pick(std::vector<int32_t>{8, 16, 31, 64, 96, 128, 256});
     p.d = std::max(p.d, spec.min_d);
     auto tile = [&] {
       if (!spec.any_tile) return pick(spec.configs);
@@ -174,8 +179,10 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
     c.cfg2 = tile();
     const int32_t bn = std::max(1, c.cfg.block_n > 0 ? c.cfg.block_n : 64);
     // Tile edges (kBlockN - 1, kBlockN, kBlockN + 1) and multi-tile lengths, or any length.
-    if (*rc::gen::inRange(0, 3) < 2) p.n_k = *rc::gen::inRange(1, n_max + 1);
-    else p.n_k = std::max(1, pick(std::vector<int32_t>{bn - 1, bn, bn + 1, 2 * bn + 1, 3 * bn - 1}));
+    if (*rc::gen::inRange(0, 3) < 2)
+      p.n_k = *rc::gen::inRange(1, n_max + 1);
+    else
+      p.n_k = std::max(1, pick(std::vector<int32_t>{bn - 1, bn, bn + 1, 2 * bn + 1, 3 * bn - 1}));
     p.n_q = *rc::gen::inRange(0, 3) < 2 ? *rc::gen::inRange(1, n_max + 1) : p.n_k;
     if (c.regime == Regime::FullyMasked) p.n_q = p.n_k + *rc::gen::inRange(1, 1 + std::max(1, n_max / 2));
     // Keep the case's work in budget: large d and many heads get shorter sequences.

@@ -20,13 +20,13 @@ struct GenSpec {
   std::vector<Mask> masks{Mask::None};
   std::vector<int32_t> head_dims;  // empty: any d (mostly small, sometimes up to 256, odd included)
   bool gqa = true;
-  bool backward = false;            // generate d_o
-  bool any_tile = false;            // tiles drawn freely; otherwise from `configs`
+  bool backward = false;  // generate d_o
+  bool any_tile = false;  // tiles drawn freely; otherwise from `configs`
   std::vector<Config> configs{Config{}};
   std::vector<Regime> regimes{Regime::Normal};
-  int32_t max_n = 80;               // n_q, n_k at the largest size (well past 2 x kBlockN)
-  bool s_in_storage = false;        // S materialised in storage: Huge stays within its range
-  int32_t min_n = 1, min_d = 1;     // statistical laws (the FA rule) need sizable tensors
+  int32_t max_n = 80;            // n_q, n_k at the largest size (well past 2 x kBlockN)
+  bool s_in_storage = false;     // S materialised in storage: Huge stays within its range
+  int32_t min_n = 1, min_d = 1;  // statistical laws (the FA rule) need sizable tensors
 };
 
 rc::Gen<Case> gen_case(const GenSpec& spec);
@@ -42,13 +42,13 @@ double max_score_for(DType storage, bool s_in_storage);
 
 // What a case's scores look like, in fp64 from its inputs (classify.cpp).
 struct ScoreStats {
-  double max_abs = 0;          // max |s_ij| over visible keys
-  double max_score = 0;        // max s_ij (-inf when no row sees a key)
-  int64_t empty_rows = 0;      // rows with no visible key
-  int64_t tied_rows = 0;       // rows whose maximum is attained at least twice
-  int64_t equal_rows = 0;      // rows of >= 2 visible keys whose scores are all equal
-  int64_t multi_rows = 0;      // rows with >= 2 visible keys
-  int64_t subnormal_p = 0;     // weights exp(s - m) in the subnormal range of the storage type
+  double max_abs = 0;       // max |s_ij| over visible keys
+  double max_score = 0;     // max s_ij (-inf when no row sees a key)
+  int64_t empty_rows = 0;   // rows with no visible key
+  int64_t tied_rows = 0;    // rows whose maximum is attained at least twice
+  int64_t equal_rows = 0;   // rows of >= 2 visible keys whose scores are all equal
+  int64_t multi_rows = 0;   // rows with >= 2 visible keys
+  int64_t subnormal_p = 0;  // weights exp(s - m) in the subnormal range of the storage type
 };
 ScoreStats score_stats(const Inputs& in);
 

@@ -10,7 +10,9 @@ namespace fc::props {
 namespace {
 
 template <class V, class X>
-bool has(const V& v, X x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool has(const V& v, X x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 bool is_causal(Mask m) { return m != Mask::None; }
 
@@ -54,8 +56,7 @@ std::vector<Regime> claimed_regimes(const Law& law, const Kernel& k) {
   std::vector<Regime> out;
   for (Regime r : law.regimes) {
     if (r == Regime::Fp16Max && !has(k.info.dtypes, DType::F16)) continue;
-    if (r == Regime::FullyMasked && (law.mask_none_only || !has(k.info.masks, Mask::CausalBottomRight)))
-      continue;
+    if (r == Regime::FullyMasked && (law.mask_none_only || !has(k.info.masks, Mask::CausalBottomRight))) continue;
     out.push_back(r);
   }
   return out;
@@ -97,8 +98,8 @@ std::string within(const Problem& p, const char* name, const std::vector<double>
   if (v.ok) return "";
   if (v.worst < 0) return fmt::format("{}: {}\n", name, v.why);
   return fmt::format("{}: {} = {:.9g}, expected {:.17g}, |difference| {:.3g} > bound {:.3g} ({})\n", name,
-                     element_name(p, name, v.worst), got[size_t(v.worst)], expected[size_t(v.worst)],
-                     v.measured, v.bound, v.why);
+                     element_name(p, name, v.worst), got[size_t(v.worst)], expected[size_t(v.worst)], v.measured,
+                     v.bound, v.why);
 }
 
 std::string agree(const Problem& p, const char* name, const HostTensor& a, const HostTensor& b,

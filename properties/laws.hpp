@@ -11,17 +11,17 @@
 namespace fc::props {
 
 struct Law {
-  std::string id;                // short name for command lines: --law ID
-  std::string sentence;          // the law as a sentence: the property's name
-  std::vector<Regime> regimes;   // regimes it claims to reach (first = plainest, shrink target)
-  bool backward = false;         // also checks gradients when the kernel has a backward
-  bool needs_backward = false;   // meaningless without a backward
-  bool mask_none_only = false;   // holds only without a mask (permutations)
-  bool needs_causal = false;     // needs a causal mask (invisible keys)
-  bool needs_tiles = false;      // needs two tile configs (any_tile or >= 2 configs)
-  bool needs_baseline = false;   // needs the same-precision baseline cpu_naive (FA rule)
+  std::string id;                    // short name for command lines: --law ID
+  std::string sentence;              // the law as a sentence: the property's name
+  std::vector<Regime> regimes;       // regimes it claims to reach (first = plainest, shrink target)
+  bool backward = false;             // also checks gradients when the kernel has a backward
+  bool needs_backward = false;       // meaningless without a backward
+  bool mask_none_only = false;       // holds only without a mask (permutations)
+  bool needs_causal = false;         // needs a causal mask (invisible keys)
+  bool needs_tiles = false;          // needs two tile configs (any_tile or >= 2 configs)
+  bool needs_baseline = false;       // needs the same-precision baseline cpu_naive (FA rule)
   std::vector<DType> only_dtypes{};  // non-empty: the storage types the law is defined for
-  int32_t min_n = 1, min_d = 1;  // smallest n_q, n_k and d (a statistical law needs sizable tensors)
+  int32_t min_n = 1, min_d = 1;      // smallest n_q, n_k and d (a statistical law needs sizable tensors)
   std::function<std::string(const Kernel&, const Case&)> check;
 };
 

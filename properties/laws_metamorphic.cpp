@@ -30,8 +30,10 @@ V permute_rows(const V& in, int64_t bh, int64_t n, int64_t width, const std::vec
     for (int64_t r = 0; r < n; ++r)
       for (int64_t x = 0; x < width; ++x) {
         const int64_t from = (g * n + r) * width + x, to = (g * n + perms[size_t(g)][size_t(r)]) * width + x;
-        if constexpr (std::is_same_v<V, HostTensor>) out.set(to, in.get(from));
-        else out[size_t(to)] = in[size_t(from)];
+        if constexpr (std::is_same_v<V, HostTensor>)
+          out.set(to, in.get(from));
+        else
+          out[size_t(to)] = in[size_t(from)];
       }
   return out;
 }
@@ -117,7 +119,8 @@ std::string law_shift(const Kernel& k, const Case& c) {
         for (int64_t i = 0; i < p.n_q; ++i) {
           double qw = 0;
           for (int64_t x = 0; x < p.d; ++x)
-            qw += c.in.q.get(offset_q(p, b_, h, i) + x) * w[size_t((b_ * p.heads_kv + kv_head(p, int32_t(h))) * p.d + x)];
+            qw +=
+                c.in.q.get(offset_q(p, b_, h, i) + x) * w[size_t((b_ * p.heads_kv + kv_head(p, int32_t(h))) * p.d + x)];
           const size_t row = size_t(offset_lse(p, b_, h, i));
           tol[row] += 0x1p-52 * (std::fabs(p.scale * qw) + std::fabs(lse2[row]));
           lse2[row] -= p.scale * qw;
@@ -135,7 +138,7 @@ std::string law_affine_v(const Kernel& k, const Case& c) {
   const Problem& p = c.in.p;
   std::mt19937_64 rng(c.aux);
   const double a = (rng() % 2 ? -1.0 : 1.0) * std::ldexp(1.0, int(rng() % 3) - 1);  // +-1/2, +-1, +-2
-  std::vector<double> shift(static_cast<size_t>(p.d));  // (d,) b: one offset per column
+  std::vector<double> shift(static_cast<size_t>(p.d));                              // (d,) b: one offset per column
   for (double& x : shift) x = grid_value(rng);
   Inputs in2 = c.in;
   for (int64_t x = 0; x < in2.v.numel(); ++x) {

@@ -32,8 +32,8 @@ std::string law_fa_rule(const Kernel& k, const Case& c) {
                  const std::vector<double>& e) {
     const ref::FaRule f = ref::fa_rule(a.to_f64(), b.to_f64(), v, e, c.in.p.dtype);
     if (!f.holds)
-      msg += fmt::format("{}: max error {:.3g} > 2 x baseline's {:.3g} + rounding noise {:.3g}\n", name,
-                         f.kernel_err, f.baseline_err, f.noise);
+      msg += fmt::format("{}: max error {:.3g} > 2 x baseline's {:.3g} + rounding noise {:.3g}\n", name, f.kernel_err,
+                         f.baseline_err, f.noise);
   };
   one("o", r.out.o, rb.out.o, ref.value.o, ref.err.o);
   if (bwd) {
@@ -54,7 +54,8 @@ std::string law_block_size(const Kernel& k, const Case& c) {
   std::string msg = agree(p, "o", a.out.o, b.out.o, ba.o, bb.o);
   if (k.info.writes_lse) msg += agree(p, "lse", a.out.lse, b.out.lse, ba.lse, bb.lse);
   if (bwd)
-    msg += agree(p, "d_q", a.out.d_q, b.out.d_q, ba.d_q, bb.d_q) + agree(p, "d_k", a.out.d_k, b.out.d_k, ba.d_k, bb.d_k) +
+    msg += agree(p, "d_q", a.out.d_q, b.out.d_q, ba.d_q, bb.d_q) +
+           agree(p, "d_k", a.out.d_k, b.out.d_k, ba.d_k, bb.d_k) +
            agree(p, "d_v", a.out.d_v, b.out.d_v, ba.d_v, bb.d_v);
   return msg;
 }
@@ -84,7 +85,8 @@ void row_maxima(const Inputs& in, std::vector<double>& m, std::vector<double>& e
         for (int64_t j = 0; j < n_visible(p.mask, i, p.n_q, p.n_k); ++j) {
           double dot = 0, abs_dot = 0;
           for (int64_t x = 0; x < p.d; ++x) {
-            const double t = in.q.get(offset_q(p, b, h, i) + x) * in.k.get(offset_kv(p, b, kv_head(p, int32_t(h)), j) + x);
+            const double t =
+                in.q.get(offset_q(p, b, h, i) + x) * in.k.get(offset_kv(p, b, kv_head(p, int32_t(h)), j) + x);
             dot += t, abs_dot += std::fabs(t);
           }
           m[row] = std::max(m[row], p.scale * dot);
@@ -104,7 +106,8 @@ std::string law_lse_bracket(const Kernel& k, const Case& c) {
     const double lse = r.out.lse.get(row);
     const int64_t n_v = n_visible(p.mask, row % p.n_q, p.n_q, p.n_k);
     if (n_v == 0) {
-      if (lse != -kInf) return fmt::format("{} = {} on a row with no visible key (expected -inf)\n", element_name(p, "lse", row), lse);
+      if (lse != -kInf)
+        return fmt::format("{} = {} on a row with no visible key (expected -inf)\n", element_name(p, "lse", row), lse);
       continue;
     }
     const double m_r = m[size_t(row)], hi_gap = std::log(double(n_v));
@@ -177,16 +180,16 @@ void add_reference_laws(std::vector<Law>& out) {
                  .sentence = "with V = 1 every output is 1",
                  .regimes = {R::Normal, R::Outliers, R::Huge, R::FarBelow, R::Ties, R::SubnormalP, R::FullyMasked},
                  .check = law_rows_sum});
-  out.push_back({.id = "lse_bracket",
-                 .sentence = "max_j s_ij <= lse_i <= max_j s_ij + log n_k",
-                 .regimes = {R::Normal, R::Outliers, R::Huge, R::FarBelow, R::Ties, R::AllEqual, R::SubnormalP,
-                             R::FullyMasked},
-                 .check = law_lse_bracket});
-  out.push_back({.id = "convex_hull",
-                 .sentence = "every output lies within its column's range of V",
-                 .regimes = {R::Normal, R::Outliers, R::Huge, R::FarBelow, R::Fp16Max, R::Ties, R::SubnormalP,
-                             R::Subnormal},
-                 .check = law_convex_hull});
+  out.push_back(
+      {.id = "lse_bracket",
+       .sentence = "max_j s_ij <= lse_i <= max_j s_ij + log n_k",
+       .regimes = {R::Normal, R::Outliers, R::Huge, R::FarBelow, R::Ties, R::AllEqual, R::SubnormalP, R::FullyMasked},
+       .check = law_lse_bracket});
+  out.push_back(
+      {.id = "convex_hull",
+       .sentence = "every output lies within its column's range of V",
+       .regimes = {R::Normal, R::Outliers, R::Huge, R::FarBelow, R::Fp16Max, R::Ties, R::SubnormalP, R::Subnormal},
+       .check = law_convex_hull});
 }
 
 }  // namespace fc::props

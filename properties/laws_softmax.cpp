@@ -56,8 +56,9 @@ std::string law_softmax_row(const Kernel& k, const Case& c) {
       const double got = r.out.o.get(i * p.d + j);
       sum += got;
       if (!(std::fabs(got - P[size_t(j)]) <= rel * P[size_t(j)] + floor_abs))
-        return fmt::format("row {}: P[{}] = {:.9g}, exact {:.17g}: relative error {:.3g} > (n + 2 + 2(x_max - x_min)) u = {:.3g}\n",
-                           i, j, got, P[size_t(j)], std::fabs(got / P[size_t(j)] - 1), rel);
+        return fmt::format(
+            "row {}: P[{}] = {:.9g}, exact {:.17g}: relative error {:.3g} > (n + 2 + 2(x_max - x_min)) u = {:.3g}\n", i,
+            j, got, P[size_t(j)], std::fabs(got / P[size_t(j)] - 1), rel);
     }
     // BHH's n u, plus the reciprocal, the normalising product and the store (3 u, one each per P)
     // and the rescales; and the fp64 sum's own rounding.

@@ -70,12 +70,15 @@ std::string law_fully_masked(const Kernel& k, const Case& c) {
   for (int64_t row = 0; row < numel_lse(p); ++row) {
     if (n_visible(p.mask, row % p.n_q, p.n_q, p.n_k) > 0) continue;
     if (k.info.writes_lse && r.out.lse.get(row) != -kInf)
-      return fmt::format("{} = {} on a row with no visible key (expected -inf)\n", element_name(p, "lse", row), r.out.lse.get(row));
+      return fmt::format("{} = {} on a row with no visible key (expected -inf)\n", element_name(p, "lse", row),
+                         r.out.lse.get(row));
     for (int64_t x = row * p.d; x < (row + 1) * p.d; ++x) {
       if (r.out.o.get(x) != 0.0)
-        return fmt::format("{} = {} on a row with no visible key (expected 0)\n", element_name(p, "o", x), r.out.o.get(x));
+        return fmt::format("{} = {} on a row with no visible key (expected 0)\n", element_name(p, "o", x),
+                           r.out.o.get(x));
       if (bwd && r.out.d_q.get(x) != 0.0)
-        return fmt::format("{} = {} on a row with no visible key (expected 0)\n", element_name(p, "d_q", x), r.out.d_q.get(x));
+        return fmt::format("{} = {} on a row with no visible key (expected 0)\n", element_name(p, "d_q", x),
+                           r.out.d_q.get(x));
     }
   }
   return "";
@@ -107,7 +110,8 @@ std::string law_grad_sums(const Kernel& k, const Case& c) {
             }
         const double fp64 = double(p.n_k + group * p.n_q) * 0x1p-53 * abs_sum;
         if (!(std::fabs(sum_dk) <= tol_dk + fp64))
-          return fmt::format("sum_j d_k[b={},h={},j,c={}] = {:.9g}, not 0 within {:.3g}\n", b, g, x, sum_dk, tol_dk + fp64);
+          return fmt::format("sum_j d_k[b={},h={},j,c={}] = {:.9g}, not 0 within {:.3g}\n", b, g, x, sum_dk,
+                             tol_dk + fp64);
         if (!(std::fabs(sum_dv - sum_do) <= tol_dv + fp64))
           return fmt::format("sum_j d_v[b={},h={},j,c={}] = {:.9g} but sum_i d_o = {:.9g} (bound {:.3g})\n", b, g, x,
                              sum_dv, sum_do, tol_dv + fp64);
@@ -121,10 +125,11 @@ std::string law_determinism(const Kernel& k, const Case& c) {
   const bool bwd = has_backward(k, c);
   const Run a = execute(k, c.in, cfg, bwd), b = execute(k, c.in, cfg, bwd);
   if (!a.error.empty() || !b.error.empty()) return a.error + b.error;
-  const std::pair<const char*, const HostTensor*> pairs[][2] = {
-      {{"o", &a.out.o}, {"o", &b.out.o}},       {{"lse", &a.out.lse}, {"lse", &b.out.lse}},
-      {{"d_q", &a.out.d_q}, {"d_q", &b.out.d_q}}, {{"d_k", &a.out.d_k}, {"d_k", &b.out.d_k}},
-      {{"d_v", &a.out.d_v}, {"d_v", &b.out.d_v}}};
+  const std::pair<const char*, const HostTensor*> pairs[][2] = {{{"o", &a.out.o}, {"o", &b.out.o}},
+                                                                {{"lse", &a.out.lse}, {"lse", &b.out.lse}},
+                                                                {{"d_q", &a.out.d_q}, {"d_q", &b.out.d_q}},
+                                                                {{"d_k", &a.out.d_k}, {"d_k", &b.out.d_k}},
+                                                                {{"d_v", &a.out.d_v}, {"d_v", &b.out.d_v}}};
   for (const auto& pr : pairs)
     if (pr[0].second->bytes != pr[1].second->bytes) {
       for (int64_t x = 0; x < pr[0].second->numel(); ++x)
@@ -172,10 +177,12 @@ std::string law_nan_blast(const Kernel& k, const Case& c) {
       for (int64_t j = 0; j < p.n_k; ++j) {
         if (bb == r_b && hk == kv && j < seen) continue;
         for (int64_t x = offset_kv(p, bb, hk, j); x < offset_kv(p, bb, hk, j) + p.d; ++x)
-          for (const auto& [name, ta, tb] : {std::tuple{"d_k", &a.out.d_k, &b.out.d_k}, std::tuple{"d_v", &a.out.d_v, &b.out.d_v}})
+          for (const auto& [name, ta, tb] :
+               {std::tuple{"d_k", &a.out.d_k, &b.out.d_k}, std::tuple{"d_v", &a.out.d_v, &b.out.d_v}})
             if (!same_bits(*ta, *tb, x))
               return fmt::format("{} at {}: a key no poisoned row sees changed: {}: {} became {}\n", c.poison_value,
-                                 element_name(p, what, c.poison_index), element_name(p, name, x), ta->get(x), tb->get(x));
+                                 element_name(p, what, c.poison_index), element_name(p, name, x), ta->get(x),
+                                 tb->get(x));
       }
   return "";
 }

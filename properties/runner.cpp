@@ -33,7 +33,8 @@ std::string check_case(const Law& law, const Kernel& k, const Case& c) {
 // Replay the regression folder (or one file). Returns a failed result, or nothing.
 bool replay_files(const Law& law, const Kernel& k, const RunOptions& opt, LawResult& res) {
   std::vector<std::string> files;
-  if (!opt.case_file.empty()) files.push_back(opt.case_file);
+  if (!opt.case_file.empty())
+    files.push_back(opt.case_file);
   else if (!opt.regressions_dir.empty() && std::filesystem::is_directory(opt.regressions_dir))
     for (const auto& e : std::filesystem::directory_iterator(opt.regressions_dir))
       if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
@@ -112,8 +113,8 @@ LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt) {
     for (Regime r : claimed_regimes(law, k))
       if (!res.coverage.count(r)) {
         res.ok = false;
-        res.message = fmt::format("coverage: {} cases never reached the {} regime this law claims\n",
-                                  res.cases, regime_name(r));
+        res.message =
+            fmt::format("coverage: {} cases never reached the {} regime this law claims\n", res.cases, regime_name(r));
       }
     return res;
   }

@@ -15,16 +15,16 @@
 namespace fc::props {
 
 struct RunOptions {
-  int cases = 100;             // random cases per law (RapidCheck maxSuccess)
-  uint64_t seed = 1;           // RapidCheck seed
-  std::string reproduce;       // replay exactly one (minimal) case: the token of a replay line
-  std::string case_file;       // replay one regression file
-  std::string regressions_dir; // replayed before random cases; "" = none
-  bool save_failures = false;  // write each minimal counterexample into regressions_dir
+  int cases = 100;              // random cases per law (RapidCheck maxSuccess)
+  uint64_t seed = 1;            // RapidCheck seed
+  std::string reproduce;        // replay exactly one (minimal) case: the token of a replay line
+  std::string case_file;        // replay one regression file
+  std::string regressions_dir;  // replayed before random cases; "" = none
+  bool save_failures = false;   // write each minimal counterexample into regressions_dir
 };
 
 struct LawResult {
-  bool applies = true;         // false: the kernel does not claim what the law needs
+  bool applies = true;  // false: the kernel does not claim what the law needs
   bool ok = true;
   int cases = 0;               // cases that passed
   std::string message;         // why the law failed

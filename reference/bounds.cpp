@@ -58,7 +58,8 @@ double underflow_floor(DType t) {
 double min_normal(DType t) {
   switch (t) {
     case DType::F16: return 0x1p-14;
-    case DType::BF16: case DType::F32: return 0x1p-126;
+    case DType::BF16:
+    case DType::F32: return 0x1p-126;
     case DType::F64: return 0x1p-1022;
   }
   return 1;
@@ -79,7 +80,7 @@ Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
   // Each product accumulated may underflow: an absolute error of the accumulator's subnormal floor.
   const double acc_floor = floor_of(u >= 0x1p-12 ? DType::F16 : u >= 0x1p-25 ? DType::F32 : DType::F64);
   const double l_round = prec.l_sums_rounded_p ? u_p : 0.0;  // relative error of l from P's rounding
-  const double u_pl = u_p + l_round;  // output rounding below the normal range
+  const double u_pl = u_p + l_round;                         // output rounding below the normal range
   const double scale = std::fabs(p.scale);
   const int64_t bc = prec.block_n > 0 ? std::min<int64_t>(prec.block_n, n_k) : n_k;
   const bool bwd = !in.d_o.empty();
@@ -92,8 +93,10 @@ Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
     B.d_q.assign(size_t(numel_q(p)), 0.0), mag_dq = B.d_q;
     B.d_k.assign(size_t(numel_kv(p)), 0.0), mag_dk = B.d_k, B.d_v = B.d_k, mag_dv = B.d_k;
   }
-  std::vector<double> s(static_cast<size_t>(n_k)), a(static_cast<size_t>(n_k)), e_s(static_cast<size_t>(n_k));  // (n_k,)
-  std::vector<double> P(static_cast<size_t>(n_k)), logP(static_cast<size_t>(n_k)), dev(static_cast<size_t>(n_k)), w_hat(static_cast<size_t>(n_k));  // (n_k,)
+  std::vector<double> s(static_cast<size_t>(n_k)), a(static_cast<size_t>(n_k)),
+      e_s(static_cast<size_t>(n_k));  // (n_k,)
+  std::vector<double> P(static_cast<size_t>(n_k)), logP(static_cast<size_t>(n_k)), dev(static_cast<size_t>(n_k)),
+      w_hat(static_cast<size_t>(n_k));              // (n_k,)
   std::vector<double> e_o(static_cast<size_t>(d));  // (d,) the kernel's own o error, feeding D in the backward
 
   for (int64_t b = 0; b < p.batch; ++b)
@@ -103,7 +106,7 @@ Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
         const int64_t n_v = n_visible(p.mask, i, n_q, n_k), oq = offset_q(p, b, h, i);
         const int64_t ol = offset_lse(p, b, h, i);
         const double* q = &in.q[size_t(oq)];  // (d,)
-        if (n_v == 0) {  // the contract fixes o = 0, lse = -inf, d_q = 0 exactly
+        if (n_v == 0) {                       // the contract fixes o = 0, lse = -inf, d_q = 0 exactly
           for (int64_t k = 0; k < d; ++k) B.o[size_t(oq + k)] = at(ref.err.o, oq + k);
           continue;
         }
@@ -175,10 +178,13 @@ Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
         for (int64_t j = 0; j < n_v; ++j) {
           const int64_t okv = offset_kv(p, b, g, j);
           double dP = 0, b_abs = 0;
-          for (int64_t k = 0; k < d; ++k) dP += d_o[k] * in.v[size_t(okv + k)], b_abs += std::fabs(d_o[k] * in.v[size_t(okv + k)]);
-          const double e_dP = gamma(double(d + 1), u) * b_abs + u_sx * (std::fabs(dP) + gamma(double(d + 1), u) * b_abs);
+          for (int64_t k = 0; k < d; ++k)
+            dP += d_o[k] * in.v[size_t(okv + k)], b_abs += std::fabs(d_o[k] * in.v[size_t(okv + k)]);
+          const double e_dP =
+              gamma(double(d + 1), u) * b_abs + u_sx * (std::fabs(dP) + gamma(double(d + 1), u) * b_abs);
           // P recomputed as exp(s - lse) from the kernel's saved lse: its error does not cancel here.
-          double xi = e_s[size_t(j)] + e_lse + kArgRoundings * u * (std::fabs(s[size_t(j)]) + std::fabs(lse)) + kExpUnits * u;
+          double xi =
+              e_s[size_t(j)] + e_lse + kArgRoundings * u * (std::fabs(s[size_t(j)]) + std::fabs(lse)) + kExpUnits * u;
           xi = std::max(xi, 2 * eps + g_pv);  // a baseline keeping the forward's normalised P
           // |P^ - P| <= P (e^xi - 1), from the log domain (P may underflow where P e^xi does not).
           const double Pj = P[size_t(j)];
@@ -250,14 +256,15 @@ Verdict within_bound(const std::vector<double>& kernel, const std::vector<double
     }
     const double e = std::fabs(y - r);
     const double ratio = e == 0 ? 0.0 : (bd > 0 ? e / bd : kInf);
-    if (ratio > v.ratio || v.worst < 0) v.ratio = std::max(v.ratio, ratio), v.worst = int64_t(x), v.measured = e, v.bound = bd;
+    if (ratio > v.ratio || v.worst < 0)
+      v.ratio = std::max(v.ratio, ratio), v.worst = int64_t(x), v.measured = e, v.bound = bd;
     if (e > bd) return fail(x, "error exceeds the bound");
   }
   return v;
 }
 
-FaRule fa_rule(const std::vector<double>& kernel, const std::vector<double>& baseline,
-               const std::vector<double>& ref, const std::vector<double>& ref_err, DType out) {
+FaRule fa_rule(const std::vector<double>& kernel, const std::vector<double>& baseline, const std::vector<double>& ref,
+               const std::vector<double>& ref_err, DType out) {
   FaRule f;
   double ref_max = 0, err_max = 0;
   for (size_t x = 0; x < ref.size(); ++x) {

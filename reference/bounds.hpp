@@ -17,13 +17,13 @@ namespace fc::ref {
 
 // What the error model needs to know about how a kernel computes.
 struct Precision {
-  DType storage = DType::F32;  // q k v o d_o d_q d_k d_v (outputs are rounded to it)
-  DType s_dtype = DType::F32;  // S (and dP) rounded to this: the accumulation type for fused kernels,
-                               // the storage type for a 3-pass baseline that materialises S and P
-  DType p_dtype = DType::F32;  // P (and dS) rounded to this before the P.V / dS GEMMs
-  double u_acc = 0x1p-24;      // error per accumulation step: 2^-24 fp32 round-to-nearest (CPU),
-                               // 2^-23 on tensor cores (truncation, DESIGN §4); 2^-11 / 2^-10 for fp16
-  int64_t block_n = 0;         // kBlockN: keys per tile; 0 = one tile of n_k (untiled)
+  DType storage = DType::F32;     // q k v o d_o d_q d_k d_v (outputs are rounded to it)
+  DType s_dtype = DType::F32;     // S (and dP) rounded to this: the accumulation type for fused kernels,
+                                  // the storage type for a 3-pass baseline that materialises S and P
+  DType p_dtype = DType::F32;     // P (and dS) rounded to this before the P.V / dS GEMMs
+  double u_acc = 0x1p-24;         // error per accumulation step: 2^-24 fp32 round-to-nearest (CPU),
+                                  // 2^-23 on tensor cores (truncation, DESIGN §4); 2^-11 / 2^-10 for fp16
+  int64_t block_n = 0;            // kBlockN: keys per tile; 0 = one tile of n_k (untiled)
   bool l_sums_rounded_p = false;  // l sums P after its rounding to p_dtype (a baseline storing P);
                                   // FlashAttention kernels sum the unrounded P
   bool flush_subnormals = false;  // FTZ arithmetic (CUDA's .ftz, ex2.approx.ftz): a result below
@@ -49,11 +49,11 @@ Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
 // where reference + bound overflows the output dtype; a NaN bound is a failure, never a skip.
 struct Verdict {
   bool ok = true;
-  int64_t worst = -1;      // flat index of the largest measured/bound (or of the first failure)
-  double measured = 0;     // |kernel - ref| there
-  double bound = 0;        // the bound there
-  double ratio = 0;        // max measured/bound over the tensor (0/0 counts as 0)
-  std::string why;         // empty when ok
+  int64_t worst = -1;   // flat index of the largest measured/bound (or of the first failure)
+  double measured = 0;  // |kernel - ref| there
+  double bound = 0;     // the bound there
+  double ratio = 0;     // max measured/bound over the tensor (0/0 counts as 0)
+  std::string why;      // empty when ok
 };
 Verdict within_bound(const std::vector<double>& kernel, const std::vector<double>& ref,
                      const std::vector<double>& bound, DType out);
@@ -65,7 +65,7 @@ struct FaRule {
   double kernel_err = 0, baseline_err = 0, noise = 0;
   bool holds = false;
 };
-FaRule fa_rule(const std::vector<double>& kernel, const std::vector<double>& baseline,
-               const std::vector<double>& ref, const std::vector<double>& ref_err, DType out);
+FaRule fa_rule(const std::vector<double>& kernel, const std::vector<double>& baseline, const std::vector<double>& ref,
+               const std::vector<double>& ref_err, DType out);
 
 }  // namespace fc::ref

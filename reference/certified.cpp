@@ -66,8 +66,7 @@ double mp_row(const GroupIn& g, Index r, Index nv, double* xh, double* xl, doubl
     }
     mpfr_mul_d(sj, sj, g.scale, MPFR_RNDN);
     // abs_sum's own products may underflow: + d·2^-1074 before enlarging.
-    err_s[size_t(j)] = gam_mp * std::fabs(g.scale) * (abs_sum + double(d) * 0x1p-1074) *
-                       (1 + 2 * gamma(double(d + 1)));
+    err_s[size_t(j)] = gam_mp * std::fabs(g.scale) * (abs_sum + double(d) * 0x1p-1074) * (1 + 2 * gamma(double(d + 1)));
     if (j == 0 || mpfr_cmp(sj, s[size_t(arg)].get()) > 0) arg = j;
   }
   mpfr_set(mx.get(), s[size_t(arg)].get(), MPFR_RNDN);  // exact (same precision)
@@ -78,7 +77,7 @@ double mp_row(const GroupIn& g, Index r, Index nv, double* xh, double* xl, doubl
     mpfr_sub(t.get(), s[size_t(j)].get(), mx.get(), MPFR_RNDN);  // x_j: one rounding
     const double h = mpfr_get_d(t.get(), MPFR_RNDN);
     const double ax = std::fabs(h) * (1 + 2 * kU) + 0x1p-1074;  // >= |x_j| up to 2^-kMpBits
-    mpfr_sub_d(t.get(), t.get(), h, MPFR_RNDN);                // rest: one rounding
+    mpfr_sub_d(t.get(), t.get(), h, MPFR_RNDN);                 // rest: one rounding
     const double lo = mpfr_get_d(t.get(), MPFR_RNDN);           // |error| <= u|lo| + 2^-1074
     xh[j] = h;
     xl[j] = lo;
@@ -165,7 +164,7 @@ GroupFwd forward(const GroupIn& g) {
       } else {
         two_sum(f.p(r, j), -mx, xh, xe);  // x = s - m = xh + xe exactly
       }
-      if (xh < kDropBelow) {            // weight < e^-699: dropped, charged as an absolute term
+      if (xh < kDropBelow) {  // weight < e^-699: dropped, charged as an absolute term
         f.p(r, j) = 0;
         n_drop += 1;
         continue;
@@ -186,12 +185,12 @@ GroupFwd forward(const GroupIn& g) {
     const double theta = kU + gamma(double(nv)) * gamma(double(nv));
     const double tail = n_drop * 0x1p-1008;  // sum of dropped weights relative to l (l >= ~1)
     const double lambda = 2 * delta + 1.01 * theta + 1.01 * tail + 2.01 * kU;  // |log(P̂/P)|
-    f.kappa[r] = lambda * (1 + lambda) * kSlack;  // e^λ - 1 <= λ + λ^2 for λ <= 1
+    f.kappa[r] = lambda * (1 + lambda) * kSlack;                               // e^λ - 1 <= λ + λ^2 for λ <= 1
     f.dropped[r] = n_drop > 0 ? kDroppedWeight : 0.0;
     const double y = std::log(l);
     f.lse[r] = mx + y;
-    f.lse_err[r] = (delta + 1.01 * theta + 1.01 * tail + kLibmRel * std::fabs(y) +
-                    kU * 1.01 * std::fabs(f.lse[r]) + 1.01 * mx_err + 0x1p-1074) *
+    f.lse_err[r] = (delta + 1.01 * theta + 1.01 * tail + kLibmRel * std::fabs(y) + kU * 1.01 * std::fabs(f.lse[r]) +
+                    1.01 * mx_err + 0x1p-1074) *
                    kSlack;
   }
 

@@ -8,8 +8,8 @@
 namespace fc::ref {
 
 struct Certified {
-  Result64 value;  // o, lse (+ d_q, d_k, d_v)
-  Result64 err;    // elementwise bound on |value - exact| (same shapes as value)
+  Result64 value;             // o, lse (+ d_q, d_k, d_v)
+  Result64 err;               // elementwise bound on |value - exact| (same shapes as value)
   std::vector<double> o_mag;  // (batch, heads_q, n_q, d): sum_j P_ij |v_jk|, the scale of o errors
 };
 

@@ -65,8 +65,7 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
       const double pr = f.p(r, j);
       const double dsv = pr * t;
       // |dS - dsv| <= |P - P̂||dP - D| + P̂|(dP - D) - t| + rounding of P̂·t
-      double e =
-          pr * ((kp + kU) * (1 + 3 * kU) * std::fabs(t) + (1 + kp) * (e_p + err_d[r])) + kU * std::fabs(dsv);
+      double e = pr * ((kp + kU) * (1 + 3 * kU) * std::fabs(t) + (1 + kp) * (e_p + err_d[r])) + kU * std::fabs(dsv);
       e += tail * (std::fabs(dpv) + e_p + std::fabs(big_d[r]) + err_d[r]);
       const double w = e + gam_qk * std::fabs(dsv);
       w_row[r] += w * w;

@@ -81,9 +81,7 @@ Slices split(const Mat& a, int beta) {
   return out;
 }
 
-double max_of(const std::vector<double>& x) {
-  return x.empty() ? 0.0 : *std::max_element(x.begin(), x.end());
-}
+double max_of(const std::vector<double>& x) { return x.empty() ? 0.0 : *std::max_element(x.begin(), x.end()); }
 
 enum class Method { Dense, SparseA, SparseB };
 
@@ -219,8 +217,7 @@ std::pair<int, int> choose_widths(const Mat& a, const Mat& b, int budget) {
   const auto [qb, mb] = bits_needed(b);
   auto cost = [&](int wa, int wb) { return std::max(1, ceil_div(qa, wa)) * std::max(1, ceil_div(qb, wb)); };
   auto covers = [&](int wa, int wb) {  // no remainder beyond the symmetric split's
-    return std::min(ma, kMaxSlices * sym) <= kMaxSlices * wa &&
-           std::min(mb, kMaxSlices * sym) <= kMaxSlices * wb;
+    return std::min(ma, kMaxSlices * sym) <= kMaxSlices * wa && std::min(mb, kMaxSlices * sym) <= kMaxSlices * wb;
   };
   std::pair<int, int> best{sym, budget - sym};
   int best_cost = cost(sym, budget - sym);

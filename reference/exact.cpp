@@ -141,8 +141,8 @@ Result64 exact(const Problem& p, const Tensors64& in, unsigned bits) {
   detail::PrecisionGuard guard(bits < 113 ? 113 : bits);
   detail::TensorsMP t{detail::to_mp(in.q), detail::to_mp(in.k), detail::to_mp(in.v), detail::to_mp(in.d_o)};
   const detail::ResultMP r = detail::exact_mp(p, t);
-  return Result64{detail::to_double(r.o), detail::to_double(r.lse), detail::to_double(r.d_q),
-                  detail::to_double(r.d_k), detail::to_double(r.d_v)};
+  return Result64{detail::to_double(r.o), detail::to_double(r.lse), detail::to_double(r.d_q), detail::to_double(r.d_k),
+                  detail::to_double(r.d_v)};
 }
 
 // The softmax unit: one row x as an attention problem with q = [1], k_j = x_j, scale 1 (so the

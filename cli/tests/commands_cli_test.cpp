@@ -41,7 +41,8 @@ ref::Tensors64 as64(const Inputs& in) {
 
 // |got - want| <= bound + the rounding of `want` (exact oracle rounded once to double: 2^-53 relative,
 // taken as 2^-52 of the rounded value to cover the true one).
-void check_within(const std::string& what, const HostTensor& got, const std::vector<double>& want, const std::vector<double>& bound) {
+void check_within(const std::string& what, const HostTensor& got, const std::vector<double>& want,
+                  const std::vector<double>& bound) {
   CAPTURE(what);
   REQUIRE(got.dtype == DType::F64);
   REQUIRE(size_t(got.numel()) == want.size());
@@ -65,7 +66,8 @@ TEST_CASE("flashcheck kernels --json lists the registry with cpu_naive and cpu_t
   std::set<std::string> names;
   for (const json& k : j.at("kernels")) {
     names.insert(k.at("name").get<std::string>());
-    for (const char* field : {"device", "mutant", "dtypes", "masks", "backward", "gqa", "head_dims", "configs", "description"})
+    for (const char* field :
+         {"device", "mutant", "dtypes", "masks", "backward", "gqa", "head_dims", "configs", "description"})
       CHECK(k.contains(field));
   }
   CHECK(names.count("cpu_naive") == 1);
@@ -120,11 +122,12 @@ TEST_CASE("flashcheck reference gives the closed form when every key is the same
   const std::string dir = scratch_dir("closed_form");
   Inputs in;
   in.p = Problem{1, 1, 1, 2, 4, 2, DType::F32, Mask::None, 0.5};
-  in.q = HostTensor::from_f64(DType::F32, shape_q(in.p), {1, 2, -3, 0.25});              // (1, 1, 2, 2)
+  in.q = HostTensor::from_f64(DType::F32, shape_q(in.p), {1, 2, -3, 0.25});                   // (1, 1, 2, 2)
   in.k = HostTensor::from_f64(DType::F32, shape_kv(in.p), {1, 0.5, 1, 0.5, 1, 0.5, 1, 0.5});  // (1, 1, 4, 2)
-  in.v = HostTensor::from_f64(DType::F32, shape_kv(in.p), {1, 2, 3, 4, 5, 6, 7, 8});      // (1, 1, 4, 2)
+  in.v = HostTensor::from_f64(DType::F32, shape_kv(in.p), {1, 2, 3, 4, 5, 6, 7, 8});          // (1, 1, 4, 2)
   io::write_safetensors(dir + "/in.safetensors", io::inputs_file(in));
-  const RunResult r = run_flashcheck({"reference", "--inputs", dir + "/in.safetensors", "--out", dir + "/ref.safetensors"});
+  const RunResult r =
+      run_flashcheck({"reference", "--inputs", dir + "/in.safetensors", "--out", dir + "/ref.safetensors"});
   REQUIRE(r.code == 0);
   const io::TensorFile f = io::read_safetensors(dir + "/ref.safetensors");
   const ref::Certified cert = ref::certified(in.p, as64(in));
@@ -159,7 +162,8 @@ TEST_CASE("flashcheck audit prints the table and writes audit.json with the same
       CHECK(x.at("baseline").at("o_scaled_err") == cell.at({"cpu_naive", t}).at("o_scaled_err"));
     }
   // The metric measures something: fp16 storage is less accurate than fp32, and fp32 is not exact.
-  const double o16 = cell.at({"cpu_naive", "F16"}).at("o_scaled_err"), o32 = cell.at({"cpu_naive", "F32"}).at("o_scaled_err");
+  const double o16 = cell.at({"cpu_naive", "F16"}).at("o_scaled_err"),
+               o32 = cell.at({"cpu_naive", "F32"}).at("o_scaled_err");
   CHECK(o16 > o32);
   CHECK(o32 > 0);
   std::filesystem::remove_all(dir);

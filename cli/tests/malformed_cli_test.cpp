@@ -20,7 +20,7 @@ TEST_CASE("flashcheck reference exits 2 with one line on each malformed input fi
     CAPTURE(r.err);
     CHECK(r.code == 2);
     CHECK(r.stderr_lines() == 1);
-    CHECK(r.err.find(in) != std::string::npos);        // names the file
+    CHECK(r.err.find(in) != std::string::npos);         // names the file
     CHECK(r.err.find(c.mention) != std::string::npos);  // names the problem
     CHECK(r.seconds < 5.0);                             // promptly (the timeout kills at 20 s: code 124)
     CHECK_FALSE(std::filesystem::exists(out));
@@ -60,7 +60,8 @@ TEST_CASE("flashcheck reference exits 2 on F64 values beyond the certified oracl
   in.v = fc::HostTensor(fc::DType::F64, fc::shape_kv(in.p));  // (1, 1, 2, 2)
   in.k.set(3, 0x1p500);
   fc::io::write_safetensors(dir + "/big.safetensors", fc::io::inputs_file(in));
-  const RunResult r = run_flashcheck({"reference", "--inputs", dir + "/big.safetensors", "--out", dir + "/o.safetensors"}, 20);
+  const RunResult r =
+      run_flashcheck({"reference", "--inputs", dir + "/big.safetensors", "--out", dir + "/o.safetensors"}, 20);
   CHECK(r.code == 2);
   CHECK(r.stderr_lines() == 1);
   CHECK(r.err.find("\"k\" element 3") != std::string::npos);
@@ -69,12 +70,12 @@ TEST_CASE("flashcheck reference exits 2 on F64 values beyond the certified oracl
 
 TEST_CASE("flashcheck usage errors exit 2 with one line", "[cpu]") {
   const std::vector<std::vector<std::string>> bad = {
-      {},                                         // no subcommand
-      {"frobnicate"},                             // unknown subcommand
-      {"kernels", "--bogus"},                     // unknown option
-      {"reference"},                              // missing required options
+      {},                                          // no subcommand
+      {"frobnicate"},                              // unknown subcommand
+      {"kernels", "--bogus"},                      // unknown option
+      {"reference"},                               // missing required options
       {"reference", "--inputs", "x.safetensors"},  // missing --out
-      {"audit", "--out"},                         // option without its value
+      {"audit", "--out"},                          // option without its value
   };
   for (const auto& args : bad) {
     CAPTURE(args);

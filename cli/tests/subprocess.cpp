@@ -50,8 +50,7 @@ RunResult run_flashcheck(const std::vector<std::string>& args, int timeout_s) {
 }
 
 std::string scratch_dir(const std::string& tag) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("fc_cli_test_" + std::to_string(::getpid()) + "_" + tag);
+  const auto dir = std::filesystem::temp_directory_path() / ("fc_cli_test_" + std::to_string(::getpid()) + "_" + tag);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

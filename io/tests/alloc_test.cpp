@@ -17,8 +17,7 @@ std::atomic<size_t> g_largest{0};
 // Hand-written on purpose: the only way to observe allocation sizes without an external tool.
 void* operator new(size_t n) {
   size_t prev = g_largest.load();
-  while (n > prev && !g_largest.compare_exchange_weak(prev, n)) {
-  }
+  while (n > prev && !g_largest.compare_exchange_weak(prev, n)) {}
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }

@@ -52,7 +52,10 @@ std::string good_file(bool with_d_o) {
 std::vector<BadCase> malformed_cases() {
   const json meta = {{"mask", "none"}};
   const std::vector<Spec> good = good_specs();
-  auto with = [&](std::vector<Spec> s, size_t i, Spec replacement) { s[i] = std::move(replacement); return s; };
+  auto with = [&](std::vector<Spec> s, size_t i, Spec replacement) {
+    s[i] = std::move(replacement);
+    return s;
+  };
   auto set = [](const std::string& tensor, const std::string& field, json value) {
     return [=](json& h) { h[tensor][field] = value; };
   };
@@ -68,27 +71,45 @@ std::vector<BadCase> malformed_cases() {
   c.push_back({"header_not_json", raw("{not json"), Fault::BadJson, "JSON"});
   c.push_back({"header_not_utf8", raw(std::string("{\"\xff\":1}")), Fault::BadJson, "JSON"});
   c.push_back({"header_is_array", raw("[]"), Fault::BadHeader, "object"});
-  c.push_back({"header_deeply_nested", raw(std::string(100000, '[') + std::string(100000, ']')), Fault::BadHeader, "object"});
-  c.push_back({"entry_missing_shape", build_file(good, meta, [](json& h) { h["q"].erase("shape"); }), Fault::BadHeader, "shape"});
-  c.push_back({"offsets_past_end", build_file(good, meta, set("v", "data_offsets", {80, 100000})), Fault::BadOffsets, "past the end"});
-  c.push_back({"offsets_reversed", build_file(good, meta, set("v", "data_offsets", {120, 80})), Fault::BadOffsets, "reversed"});
-  c.push_back({"offsets_not_integers", build_file(good, meta, set("v", "data_offsets", {0.5, 8})), Fault::BadHeader, "data_offsets"});
-  c.push_back({"offsets_overlap", build_file(good, meta, set("k", "data_offsets", {8, 48})), Fault::BadOffsets, "overlap"});
-  c.push_back({"unknown_dtype", build_file(with(good, 1, {"k", "I8", {1, 1, 5, 4}}), meta), Fault::UnknownDtype, "unknown dtype"});
-  c.push_back({"byte_size_mismatch", build_file(good, meta, set("q", "shape", {1, 2, 3, 5})), Fault::SizeMismatch, "bytes"});
-  c.push_back({"absurd_shape_2^40", build_file(good, meta, set("q", "shape", {1 << 20, 1 << 20, 1, 1})), Fault::AbsurdShape, "shape"});
-  c.push_back({"absurd_shape_overflow", build_file(good, meta, set("q", "shape", {1ll << 32, 1ll << 32, 1ll << 32, 1})), Fault::AbsurdShape, "shape"});
-  c.push_back({"negative_dimension", build_file(good, meta, set("q", "shape", {1, -2, 3, 4})), Fault::BadHeader, "negative"});
+  c.push_back(
+      {"header_deeply_nested", raw(std::string(100000, '[') + std::string(100000, ']')), Fault::BadHeader, "object"});
+  c.push_back({"entry_missing_shape", build_file(good, meta, [](json& h) { h["q"].erase("shape"); }), Fault::BadHeader,
+               "shape"});
+  c.push_back({"offsets_past_end", build_file(good, meta, set("v", "data_offsets", {80, 100000})), Fault::BadOffsets,
+               "past the end"});
+  c.push_back(
+      {"offsets_reversed", build_file(good, meta, set("v", "data_offsets", {120, 80})), Fault::BadOffsets, "reversed"});
+  c.push_back({"offsets_not_integers", build_file(good, meta, set("v", "data_offsets", {0.5, 8})), Fault::BadHeader,
+               "data_offsets"});
+  c.push_back(
+      {"offsets_overlap", build_file(good, meta, set("k", "data_offsets", {8, 48})), Fault::BadOffsets, "overlap"});
+  c.push_back({"unknown_dtype", build_file(with(good, 1, {"k", "I8", {1, 1, 5, 4}}), meta), Fault::UnknownDtype,
+               "unknown dtype"});
+  c.push_back(
+      {"byte_size_mismatch", build_file(good, meta, set("q", "shape", {1, 2, 3, 5})), Fault::SizeMismatch, "bytes"});
+  c.push_back({"absurd_shape_2^40", build_file(good, meta, set("q", "shape", {1 << 20, 1 << 20, 1, 1})),
+               Fault::AbsurdShape, "shape"});
+  c.push_back({"absurd_shape_overflow", build_file(good, meta, set("q", "shape", {1ll << 32, 1ll << 32, 1ll << 32, 1})),
+               Fault::AbsurdShape, "shape"});
+  c.push_back(
+      {"negative_dimension", build_file(good, meta, set("q", "shape", {1, -2, 3, 4})), Fault::BadHeader, "negative"});
   c.push_back({"metadata_not_string", build_file(good, {{"scale", 0.5}}), Fault::BadHeader, "scale"});
   c.push_back({"missing_tensor_k", build_file({good[0], good[2]}, meta), Fault::MissingTensor, "\"k\""});
   c.push_back({"wrong_rank_q", build_file(with(good, 0, {"q", "F16", {2, 3, 4}}), meta), Fault::WrongRank, "rank"});
-  c.push_back({"mismatched_d", build_file(with(good, 0, {"q", "F16", {1, 2, 3, 8}}), meta), Fault::BadShape, "head dim"});
-  c.push_back({"mismatched_heads", build_file(with(with(good, 1, {"k", "F16", {1, 2, 5, 4}}), 2, {"v", "F16", {1, 2, 5, 4}}),
-                                               meta, set("q", "shape", {1, 3, 2, 4})), Fault::BadShape, "heads"});
-  c.push_back({"mismatched_batch", build_file(with(good, 0, {"q", "F16", {2, 1, 3, 4}}), meta), Fault::BadShape, "batch"});
-  c.push_back({"v_shape_differs", build_file(with(good, 2, {"v", "F16", {1, 1, 4, 4}}), meta), Fault::BadShape, "shape of k"});
-  c.push_back({"d_o_shape_differs", build_file({good[0], good[1], good[2], {"d_o", "F16", {1, 2, 2, 4}}}, meta), Fault::BadShape, "d_o"});
-  c.push_back({"empty_dimension", build_file(with(good, 0, {"q", "F16", {1, 2, 0, 4}}), meta), Fault::BadShape, "dimension"});
+  c.push_back(
+      {"mismatched_d", build_file(with(good, 0, {"q", "F16", {1, 2, 3, 8}}), meta), Fault::BadShape, "head dim"});
+  c.push_back({"mismatched_heads",
+               build_file(with(with(good, 1, {"k", "F16", {1, 2, 5, 4}}), 2, {"v", "F16", {1, 2, 5, 4}}), meta,
+                          set("q", "shape", {1, 3, 2, 4})),
+               Fault::BadShape, "heads"});
+  c.push_back(
+      {"mismatched_batch", build_file(with(good, 0, {"q", "F16", {2, 1, 3, 4}}), meta), Fault::BadShape, "batch"});
+  c.push_back(
+      {"v_shape_differs", build_file(with(good, 2, {"v", "F16", {1, 1, 4, 4}}), meta), Fault::BadShape, "shape of k"});
+  c.push_back({"d_o_shape_differs", build_file({good[0], good[1], good[2], {"d_o", "F16", {1, 2, 2, 4}}}, meta),
+               Fault::BadShape, "d_o"});
+  c.push_back(
+      {"empty_dimension", build_file(with(good, 0, {"q", "F16", {1, 2, 0, 4}}), meta), Fault::BadShape, "dimension"});
   c.push_back({"mixed_dtypes", build_file(with(good, 1, {"k", "F32", {1, 1, 5, 4}}), meta), Fault::MixedDtypes, "F32"});
   c.push_back({"unknown_mask", build_file(good, {{"mask", "causal"}}), Fault::UnknownMask, "mask"});
   c.push_back({"scale_unparsable", build_file(good, {{"scale", "0.5x"}}), Fault::BadScale, "scale"});

@@ -22,7 +22,8 @@ HostTensor awkward(DType t) {
     return x;
   }
   const double inf = std::numeric_limits<double>::infinity();
-  const std::vector<double> vals = {0.0, -0.0, 1.0, -2.5, 1e-40, 1e-310, 3.4e38, 1.7e308, inf, -inf, std::nan(""), 1.0 / 3};
+  const std::vector<double> vals = {0.0,    -0.0,    1.0, -2.5, 1e-40,        1e-310,
+                                    3.4e38, 1.7e308, inf, -inf, std::nan(""), 1.0 / 3};
   HostTensor x(t, {3, 2, 2});  // (3, 2, 2)
   for (int64_t i = 0; i < x.numel(); ++i) x.set(i, vals[size_t(i)]);
   return x;
@@ -35,7 +36,7 @@ TEST_CASE("safetensors write then read returns the same bytes for every dtype", 
     CAPTURE(dtype_name(t));
     io::TensorFile f;
     f.tensors["x"] = awkward(t);
-    f.tensors["scalar"] = HostTensor(t, {});    // () rank 0, one element
+    f.tensors["scalar"] = HostTensor(t, {});     // () rank 0, one element
     f.tensors["empty"] = HostTensor(t, {0, 3});  // (0, 3) no elements
     f.metadata = {{"mask", "none"}, {"note", "line\nbreak \"quoted\""}};
     const std::string bytes = io::serialize_safetensors(f);
@@ -43,7 +44,8 @@ TEST_CASE("safetensors write then read returns the same bytes for every dtype", 
     std::memcpy(&n, bytes.data(), 8);
     CHECK(n % 8 == 0);  // data buffer starts 8-byte aligned
 
-    const auto path = std::filesystem::temp_directory_path() / ("fc_io_roundtrip_" + std::to_string(::getpid()) + "_" + dtype_name(t) + ".safetensors");
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("fc_io_roundtrip_" + std::to_string(::getpid()) + "_" + dtype_name(t) + ".safetensors");
     io::write_safetensors(path.string(), f);
     const io::TensorFile g = io::read_safetensors(path.string());
     std::filesystem::remove(path);
@@ -83,7 +85,8 @@ TEST_CASE("inputs_from derives the attention problem from the file", "[cpu]") {
   CHECK(in.has_d_o());
 
   // No metadata: mask none, scale 1/sqrt(d); no d_o: forward only.
-  const Inputs bare = io::inputs_from("bare", io::parse_safetensors("bare", io::testing::build_file(io::testing::good_specs("BF16"), nullptr)));
+  const Inputs bare = io::inputs_from(
+      "bare", io::parse_safetensors("bare", io::testing::build_file(io::testing::good_specs("BF16"), nullptr)));
   CHECK(bare.p.mask == Mask::None);
   CHECK(bare.p.scale == 1.0 / std::sqrt(4.0));
   CHECK(bare.p.dtype == DType::BF16);
@@ -93,11 +96,12 @@ TEST_CASE("inputs_from derives the attention problem from the file", "[cpu]") {
 TEST_CASE("inputs_file then inputs_from round-trips problem, scale and tensors", "[cpu]") {
   Inputs in;
   in.p = Problem{2, 4, 2, 3, 7, 8, DType::F32, Mask::CausalTopLeft, 0.1};  // 0.1: needs all 17 digits
-  in.q = HostTensor(DType::F32, shape_q(in.p));   // (batch, heads_q, n_q, d)
-  in.k = HostTensor(DType::F32, shape_kv(in.p));  // (batch, heads_kv, n_k, d)
-  in.v = HostTensor(DType::F32, shape_kv(in.p));  // (batch, heads_kv, n_k, d)
+  in.q = HostTensor(DType::F32, shape_q(in.p));                            // (batch, heads_q, n_q, d)
+  in.k = HostTensor(DType::F32, shape_kv(in.p));                           // (batch, heads_kv, n_k, d)
+  in.v = HostTensor(DType::F32, shape_kv(in.p));                           // (batch, heads_kv, n_k, d)
   for (int64_t i = 0; i < in.k.numel(); ++i) in.k.set(i, double(i) / 7);
-  const Inputs out = io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(io::inputs_file(in))));
+  const Inputs out =
+      io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(io::inputs_file(in))));
   CHECK(out.p.scale == in.p.scale);
   CHECK(out.p.mask == in.p.mask);
   CHECK(out.p.heads_kv == 2);

@@ -10,24 +10,23 @@
 
 namespace fc::cpu {
 
-void naive_forward(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
-                   const HostTensor& v, HostTensor& o, HostTensor& lse);
-void naive_backward(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
-                    const HostTensor& v, const HostTensor& o, const HostTensor& lse,
-                    const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v);
-
-void tiled_forward(const Problem& p, const Tiling& t, DType accum, const HostTensor& q,
-                   const HostTensor& k, const HostTensor& v, HostTensor& o, HostTensor& lse);
-void tiled_backward(const Problem& p, const Tiling& t, DType accum, const HostTensor& q,
-                    const HostTensor& k, const HostTensor& v, const HostTensor& o,
-                    const HostTensor& lse, const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k,
+void naive_forward(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+                   HostTensor& o, HostTensor& lse);
+void naive_backward(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+                    const HostTensor& o, const HostTensor& lse, const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k,
                     HostTensor& d_v);
 
-// The registry's entry points for cpu_tiled (Config: block sizes, loop order, accumulation).
-void tiled_forward(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
+void tiled_forward(const Problem& p, const Tiling& t, DType accum, const HostTensor& q, const HostTensor& k,
                    const HostTensor& v, HostTensor& o, HostTensor& lse);
-void tiled_backward(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
-                    const HostTensor& v, const HostTensor& o, const HostTensor& lse,
-                    const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v);
+void tiled_backward(const Problem& p, const Tiling& t, DType accum, const HostTensor& q, const HostTensor& k,
+                    const HostTensor& v, const HostTensor& o, const HostTensor& lse, const HostTensor& d_o,
+                    HostTensor& d_q, HostTensor& d_k, HostTensor& d_v);
+
+// The registry's entry points for cpu_tiled (Config: block sizes, loop order, accumulation).
+void tiled_forward(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+                   HostTensor& o, HostTensor& lse);
+void tiled_backward(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+                    const HostTensor& o, const HostTensor& lse, const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k,
+                    HostTensor& d_v);
 
 }  // namespace fc::cpu

@@ -10,8 +10,7 @@
 
 namespace fc::cpu {
 
-inline void expect(const HostTensor& t, DType dtype, const std::vector<int64_t>& shape,
-                   const char* what) {
+inline void expect(const HostTensor& t, DType dtype, const std::vector<int64_t>& shape, const char* what) {
   if (t.dtype != dtype || t.shape != shape)
     throw std::invalid_argument(std::string("cpu kernel: tensor ") + what + " has the wrong dtype or shape");
 }
@@ -21,8 +20,8 @@ inline void expect_lse(const HostTensor& lse, const Problem& p) {
     throw std::invalid_argument("cpu kernel: lse must be F32 (or F64) shaped (batch, heads_q, n_q)");
 }
 
-inline void expect_forward(const Problem& p, const HostTensor& q, const HostTensor& k,
-                           const HostTensor& v, const HostTensor& o, const HostTensor& lse) {
+inline void expect_forward(const Problem& p, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+                           const HostTensor& o, const HostTensor& lse) {
   if (!well_formed(p)) throw std::invalid_argument("cpu kernel: malformed problem");
   expect(q, p.dtype, shape_q(p), "q");
   expect(k, p.dtype, shape_kv(p), "k");
@@ -31,10 +30,9 @@ inline void expect_forward(const Problem& p, const HostTensor& q, const HostTens
   expect_lse(lse, p);
 }
 
-inline void expect_backward(const Problem& p, const HostTensor& q, const HostTensor& k,
-                            const HostTensor& v, const HostTensor& o, const HostTensor& lse,
-                            const HostTensor& d_o, const HostTensor& d_q, const HostTensor& d_k,
-                            const HostTensor& d_v) {
+inline void expect_backward(const Problem& p, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+                            const HostTensor& o, const HostTensor& lse, const HostTensor& d_o, const HostTensor& d_q,
+                            const HostTensor& d_k, const HostTensor& d_v) {
   expect_forward(p, q, k, v, o, lse);
   expect(d_o, p.dtype, shape_q(p), "d_o");
   expect(d_q, p.dtype, shape_q(p), "d_q");

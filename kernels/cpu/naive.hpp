@@ -47,25 +47,25 @@ void naive_forward(const Problem& p, const T* q, const T* k, const T* v, T* o, d
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h) {
       const int64_t kv = kv_head(p, int32_t(h));
-      const RowMat<A> q_h = widen<A>(ConstMap<T>(q + offset_q(p, b, h, 0), p.n_q, p.d));   // (n_q, d)
+      const RowMat<A> q_h = widen<A>(ConstMap<T>(q + offset_q(p, b, h, 0), p.n_q, p.d));    // (n_q, d)
       const RowMat<A> k_h = widen<A>(ConstMap<T>(k + offset_kv(p, b, kv, 0), p.n_k, p.d));  // (n_k, d)
       const RowMat<A> v_h = widen<A>(ConstMap<T>(v + offset_kv(p, b, kv, 0), p.n_k, p.d));  // (n_k, d)
-      const RowMat<T> s = naive_scores<T, A>(p, q_h, k_h);  // (n_q, n_k)
+      const RowMat<T> s = naive_scores<T, A>(p, q_h, k_h);                                  // (n_q, n_k)
       for (int64_t i = 0; i < p.n_q; ++i) {
         const int64_t vis = n_visible(p.mask, i, p.n_q, p.n_k);
         L m = rules::neg_inf<L>();
         for (int64_t j = 0; j < vis; ++j) m = rules::running_max(m, cvt<L>(s(i, j)));
-        const L shift = rules::safe_shift(m);  // -inf - -inf guard for a row with no visible key
+        const L shift = rules::safe_shift(m);          // -inf - -inf guard for a row with no visible key
         Eigen::Matrix<A, 1, Eigen::Dynamic> p_i(vis);  // (vis) P row, stored in storage, widened
         A l = A(0.0f);
         for (int64_t j = 0; j < vis; ++j) {
           p_i(j) = cvt<A>(cvt<T>(exp_fn(cvt<L>(s(i, j)) - shift)));  // P materialised in storage
-          l = l + p_i(j);  // the rowsum of the stored P
+          l = l + p_i(j);                                            // the rowsum of the stored P
         }
         Eigen::Matrix<A, 1, Eigen::Dynamic> o_i = Eigen::Matrix<A, 1, Eigen::Dynamic>::Zero(p.d);  // (d)
         if (vis > 0) o_i = p_i * v_h.topRows(vis);
         const L inv = rules::inv_l(cvt<L>(l));  // l = 0 (no visible key): o = 0, not 0/0
-        T* o_row = o + offset_q(p, b, h, i);  // (d)
+        T* o_row = o + offset_q(p, b, h, i);    // (d)
         for (int64_t c = 0; c < p.d; ++c) o_row[c] = cvt<T>(cvt<L>(o_i(c)) * inv);
         lse[offset_lse(p, b, h, i)] = double(rules::finalize_lse(m, cvt<L>(l), Log{}));
       }
@@ -73,8 +73,8 @@ void naive_forward(const Problem& p, const T* q, const T* k, const T* v, T* o, d
 }
 
 template <class T, class A>
-void naive_backward(const Problem& p, const T* q, const T* k, const T* v, const T* o,
-                    const double* lse, const T* d_o, T* d_q, T* d_k, T* d_v) {
+void naive_backward(const Problem& p, const T* q, const T* k, const T* v, const T* o, const double* lse, const T* d_o,
+                    T* d_q, T* d_k, T* d_v) {
   using L = Soft<A>;
   const Exp exp_fn;
   const int64_t group = p.heads_q / p.heads_kv;
@@ -88,10 +88,10 @@ void naive_backward(const Problem& p, const T* q, const T* k, const T* v, const 
         const RowMat<A> q_h = widen<A>(ConstMap<T>(q + offset_q(p, b, h, 0), p.n_q, p.d));      // (n_q, d)
         const RowMat<A> o_h = widen<A>(ConstMap<T>(o + offset_q(p, b, h, 0), p.n_q, p.d));      // (n_q, d)
         const RowMat<A> d_o_h = widen<A>(ConstMap<T>(d_o + offset_q(p, b, h, 0), p.n_q, p.d));  // (n_q, d)
-        const RowMat<T> s = naive_scores<T, A>(p, q_h, k_h);  // (n_q, n_k)
+        const RowMat<T> s = naive_scores<T, A>(p, q_h, k_h);                                    // (n_q, n_k)
         for (int64_t i = 0; i < p.n_q; ++i) {
           const int64_t vis = n_visible(p.mask, i, p.n_q, p.n_k);
-          T* d_q_row = d_q + offset_q(p, b, h, i);  // (d)
+          T* d_q_row = d_q + offset_q(p, b, h, i);                                                    // (d)
           Eigen::Matrix<A, 1, Eigen::Dynamic> dq_i = Eigen::Matrix<A, 1, Eigen::Dynamic>::Zero(p.d);  // (d)
           if (vis > 0) {
             const L lse_i = L(lse[offset_lse(p, b, h, i)]);

@@ -61,15 +61,12 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
   tiled.info.any_tile = true;
   tiled.info.configs = tiled_configs();
   tiled.supports = cpu_supports;
-  tiled.forward = [](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k,
-                     const HostTensor& v, HostTensor& o, HostTensor& lse) {
-    cpu::tiled_forward(p, c, q, k, v, o, lse);
-  };
-  tiled.backward = [](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k,
-                      const HostTensor& v, const HostTensor& o, const HostTensor& lse,
-                      const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
-    cpu::tiled_backward(p, c, q, k, v, o, lse, d_o, d_q, d_k, d_v);
-  };
+  tiled.forward = [](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+                     HostTensor& o, HostTensor& lse) { cpu::tiled_forward(p, c, q, k, v, o, lse); };
+  tiled.backward = [](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+                      const HostTensor& o, const HostTensor& lse, const HostTensor& d_o, HostTensor& d_q,
+                      HostTensor& d_k,
+                      HostTensor& d_v) { cpu::tiled_backward(p, c, q, k, v, o, lse, d_o, d_q, d_k, d_v); };
   out.push_back(std::move(tiled));
 }
 

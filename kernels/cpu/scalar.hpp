@@ -19,9 +19,12 @@ inline constexpr bool is_16bit = std::is_same_v<T, Eigen::half> || std::is_same_
 
 template <class T>
 constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, Eigen::half>) return DType::F16;
-  else if constexpr (std::is_same_v<T, Eigen::bfloat16>) return DType::BF16;
-  else if constexpr (std::is_same_v<T, float>) return DType::F32;
+  if constexpr (std::is_same_v<T, Eigen::half>)
+    return DType::F16;
+  else if constexpr (std::is_same_v<T, Eigen::bfloat16>)
+    return DType::BF16;
+  else if constexpr (std::is_same_v<T, float>)
+    return DType::F32;
   else {
     static_assert(std::is_same_v<T, double>, "storage types: half, bfloat16, float, double");
     return DType::F64;
@@ -43,7 +46,8 @@ inline To cvt(From x) {
     if constexpr (std::is_same_v<From, float>) return To(x);  // Eigen's float -> 16-bit is RNE
     // double -> float -> 16-bit would round twice; round_to rounds the double once, the result is
     // then exact in float and in To.
-    else return To(static_cast<float>(round_to(dtype_of<To>(), static_cast<double>(x))));
+    else
+      return To(static_cast<float>(round_to(dtype_of<To>(), static_cast<double>(x))));
   } else {
     return static_cast<To>(x);
   }
@@ -54,8 +58,10 @@ inline To cvt(From x) {
 // step); plain A arithmetic otherwise.
 template <class A>
 inline A mac(A acc, A a, A b) {
-  if constexpr (is_16bit<A>) return A(static_cast<float>(acc) + static_cast<float>(a) * static_cast<float>(b));
-  else return acc + a * b;
+  if constexpr (is_16bit<A>)
+    return A(static_cast<float>(acc) + static_cast<float>(a) * static_cast<float>(b));
+  else
+    return acc + a * b;
 }
 
 // exp and log in the softmax type L (float or double).
@@ -77,10 +83,14 @@ void with_types(DType storage, DType accum, F&& f) {
     if constexpr (std::is_same_v<T, double>) {
       f.template operator()<T, double>();
     } else {
-      if (accum == DType::F64) f.template operator()<T, double>();
-      else if (accum == DType::F32) f.template operator()<T, float>();
-      else if (accum == DType::F16) f.template operator()<T, Eigen::half>();
-      else throw std::invalid_argument("cpu kernels: accumulation must be F32, F16 or F64");
+      if (accum == DType::F64)
+        f.template operator()<T, double>();
+      else if (accum == DType::F32)
+        f.template operator()<T, float>();
+      else if (accum == DType::F16)
+        f.template operator()<T, Eigen::half>();
+      else
+        throw std::invalid_argument("cpu kernels: accumulation must be F32, F16 or F64");
     }
   };
   switch (storage) {

@@ -77,7 +77,11 @@ WideHead<A> widen_head(const Problem& p, int64_t b, int64_t h, const T* q, const
   return {widen_rows<A>(q + offset_q(p, b, h, 0), int64_t(p.n_q) * p.d),
           widen_rows<A>(k + offset_kv(p, b, kv, 0), int64_t(p.n_k) * p.d),
           widen_rows<A>(v + offset_kv(p, b, kv, 0), int64_t(p.n_k) * p.d),
-          p.n_q, p.n_k, p.d, p.mask, p.scale};
+          p.n_q,
+          p.n_k,
+          p.d,
+          p.mask,
+          p.scale};
 }
 
 // s_ij = scale · q_i·k_j: the dot product accumulated in A, in index order; the scale is applied
@@ -93,12 +97,16 @@ Soft<A> score(const Head<X>& h, int64_t i, int64_t j) {
 
 // Keys visible to row i: the prefix [0, visible_end(i)).
 template <class X>
-int64_t visible_end(const Head<X>& h, int64_t i) { return n_visible(h.mask, i, h.n_q, h.n_k); }
+int64_t visible_end(const Head<X>& h, int64_t i) {
+  return n_visible(h.mask, i, h.n_q, h.n_k);
+}
 
 // A tile of rows [i0, i1) x keys [j0, ...) is fully invisible, and skipped, when even its last row
 // (which sees the most keys: visibility is a prefix growing with i) sees none of it.
 template <class X>
-bool tile_invisible(const Head<X>& h, int64_t i1, int64_t j0) { return visible_end(h, i1 - 1) <= j0; }
+bool tile_invisible(const Head<X>& h, int64_t i1, int64_t j0) {
+  return visible_end(h, i1 - 1) <= j0;
+}
 
 // The operand a GEMM reads for a probability-like value x (P or dS): rounded to storage first when
 // the kernel stores it in a storage-typed register fragment, as GPU kernels feed their MMAs.

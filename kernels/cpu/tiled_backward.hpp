@@ -15,8 +15,8 @@ namespace fc::cpu {
 // q, o, d_o, d_q: (batch, heads_q, n_q, d); k, v, d_k, d_v: (batch, heads_kv, n_k, d);
 // lse: (batch, heads_q, n_q) as the forward wrote it (fp32 values under the contract).
 template <class T, class A>
-void tiled_backward(const Problem& p, const Tiling& t, const T* q, const T* k, const T* v,
-                    const T* o, const double* lse, const T* d_o, T* d_q, T* d_k, T* d_v) {
+void tiled_backward(const Problem& p, const Tiling& t, const T* q, const T* k, const T* v, const T* o,
+                    const double* lse, const T* d_o, T* d_q, T* d_k, T* d_v) {
   using L = Soft<A>;
   if (t.block_m < 1 || t.block_n < 1) throw std::invalid_argument("cpu_tiled: block sizes must be >= 1");
   const Exp exp_fn;
@@ -26,7 +26,7 @@ void tiled_backward(const Problem& p, const Tiling& t, const T* q, const T* k, c
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
       // D_i = d_o_i·o_i for every query row of the group, accumulated in A.
-      std::vector<L> D(size_t(group * n_q));                // (group, n_q)
+      std::vector<L> D(size_t(group * n_q));                    // (group, n_q)
       std::vector<A> dq_acc(size_t(group * n_q * d), A(0.0f));  // (group, n_q, d)
       for (int64_t g = 0; g < group; ++g)
         for (int64_t i = 0; i < n_q; ++i) {
@@ -44,15 +44,15 @@ void tiled_backward(const Problem& p, const Tiling& t, const T* q, const T* k, c
           const WideHead<A> wide = widen_head<A>(p, b, h, q, k, v);
           const Head<A> head = wide.view();
           const std::vector<A> d_o_h = widen_rows<A>(d_o + offset_q(p, b, h, 0), n_q * d);  // (n_q, d)
-          A* dq_h = dq_acc.data() + g * n_q * d;        // (n_q, d)
+          A* dq_h = dq_acc.data() + g * n_q * d;                                            // (n_q, d)
           for (int64_t i0 = 0; i0 < n_q; i0 += t.block_m) {
             const int64_t i1 = std::min<int64_t>(i0 + t.block_m, n_q);
             if (tile_invisible(head, i1, j0)) continue;
             for (int64_t i = i0; i < i1; ++i) {
               const int64_t jv = std::min(j1, visible_end(head, i));  // visible keys: [j0, jv)
               const L lse_i = L(lse[offset_lse(p, b, h, i)]);
-              const A* q_i = head.q + i * d;           // (d)
-              const A* d_o_i = d_o_h.data() + i * d;   // (d)
+              const A* q_i = head.q + i * d;          // (d)
+              const A* d_o_i = d_o_h.data() + i * d;  // (d)
               for (int64_t j = j0; j < jv; ++j) {
                 // P resurrected from lse; 0 (not exp(-inf - -inf)) for a row that saw no key.
                 const L p_ij = rules::recompute_p(score<A>(head, i, j), lse_i, exp_fn);
@@ -89,8 +89,7 @@ void tiled_backward(const Problem& p, const Tiling& t, const T* q, const T* k, c
       for (int64_t g = 0; g < group; ++g)
         for (int64_t i = 0; i < n_q; ++i) {
           const int64_t off = offset_q(p, b, hk * group + g, i);
-          for (int64_t c = 0; c < d; ++c)
-            d_q[off + c] = cvt<T>(cvt<L>(dq_acc[size_t((g * n_q + i) * d + c)]) * scale);
+          for (int64_t c = 0; c < d; ++c) d_q[off + c] = cvt<T>(cvt<L>(dq_acc[size_t((g * n_q + i) * d + c)]) * scale);
         }
     }
 }

@@ -20,9 +20,9 @@ void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
   for (int64_t i0 = 0; i0 < h.n_q; i0 += t.block_m) {
     const int64_t i1 = std::min<int64_t>(i0 + t.block_m, h.n_q);
     const int64_t rows = i1 - i0;
-    std::vector<L> m(size_t(rows), rules::neg_inf<L>());  // (kBlockM) running max
-    std::vector<L> l(size_t(rows), L(0));                 // (kBlockM) running sum of exp(s - m)
-    std::vector<A> acc(size_t(rows * d), A(0.0f));        // (kBlockM, d) unnormalised o
+    std::vector<L> m(size_t(rows), rules::neg_inf<L>());            // (kBlockM) running max
+    std::vector<L> l(size_t(rows), L(0));                           // (kBlockM) running sum of exp(s - m)
+    std::vector<A> acc(size_t(rows * d), A(0.0f));                  // (kBlockM, d) unnormalised o
     std::vector<L> s(size_t(std::min<int64_t>(t.block_n, h.n_k)));  // (kBlockN) one score row
     for (int64_t j0 = 0; !tile_invisible(h, i1, j0); j0 += t.block_n) {
       const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
@@ -65,11 +65,11 @@ void fa1_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
   using L = Soft<A>;
   const Exp exp_fn;
   const int64_t d = h.d;
-  std::vector<L> m(size_t(h.n_q), rules::neg_inf<L>());  // (n_q)
-  std::vector<L> l(size_t(h.n_q), L(0));                 // (n_q)
-  std::vector<A> o_acc(size_t(h.n_q * d), A(0.0f));      // (n_q, d) normalised O between steps
+  std::vector<L> m(size_t(h.n_q), rules::neg_inf<L>());           // (n_q)
+  std::vector<L> l(size_t(h.n_q), L(0));                          // (n_q)
+  std::vector<A> o_acc(size_t(h.n_q * d), A(0.0f));               // (n_q, d) normalised O between steps
   std::vector<L> s(size_t(std::min<int64_t>(t.block_n, h.n_k)));  // (kBlockN) one score row
-  std::vector<A> pv(static_cast<size_t>(d));             // (d) P̃·V of one row of one tile
+  std::vector<A> pv(static_cast<size_t>(d));                      // (d) P̃·V of one row of one tile
   for (int64_t j0 = 0; j0 < h.n_k; j0 += t.block_n) {
     const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
     for (int64_t i0 = 0; i0 < h.n_q; i0 += t.block_m) {
@@ -116,16 +116,17 @@ void fa1_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
 // Forward over every (batch, query head). q, o: (batch, heads_q, n_q, d); k, v: (batch, heads_kv,
 // n_k, d); lse: (batch, heads_q, n_q), natural log, -inf for rows with no visible key.
 template <class T, class A>
-void tiled_forward(const Problem& p, const Tiling& t, const T* q, const T* k, const T* v, T* o,
-                   double* lse) {
+void tiled_forward(const Problem& p, const Tiling& t, const T* q, const T* k, const T* v, T* o, double* lse) {
   if (t.block_m < 1 || t.block_n < 1) throw std::invalid_argument("cpu_tiled: block sizes must be >= 1");
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h) {
       const WideHead<A> wide = widen_head<A>(p, b, h, q, k, v);
-      T* o_h = o + offset_q(p, b, h, 0);           // (n_q, d)
+      T* o_h = o + offset_q(p, b, h, 0);             // (n_q, d)
       double* lse_h = lse + offset_lse(p, b, h, 0);  // (n_q)
-      if (t.order == LoopOrder::FA1) fa1_forward_head<T, A>(wide.view(), t, o_h, lse_h);
-      else fa2_forward_head<T, A>(wide.view(), t, o_h, lse_h);
+      if (t.order == LoopOrder::FA1)
+        fa1_forward_head<T, A>(wide.view(), t, o_h, lse_h);
+      else
+        fa2_forward_head<T, A>(wide.view(), t, o_h, lse_h);
     }
 }
 

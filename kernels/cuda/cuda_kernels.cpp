@@ -46,15 +46,15 @@ void forward_host(const char* name, ForwardLauncher launch, bool (*supports)(con
 void tiled_forward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
                         const HostTensor& v, HostTensor& o, HostTensor& lse) {
   const Tile t = forward_tile(cfg, p.d);
-  forward_host("cuda_tiled", tiled_forward, tiled_forward_supports, t.block_m == 0 ? Tile{64, 64} : t, p, q, k, v,
-               o, lse);
+  forward_host("cuda_tiled", tiled_forward, tiled_forward_supports, t.block_m == 0 ? Tile{64, 64} : t, p, q, k, v, o,
+               lse);
 }
 
 void wgmma_forward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
                         const HostTensor& v, HostTensor& o, HostTensor& lse) {
   const Tile t = forward_tile(cfg, p.d);
-  forward_host("cuda_wgmma", wgmma_forward, wgmma_forward_supports, t.block_m == 0 ? wgmma_forward_default(p.d) : t,
-               p, q, k, v, o, lse);
+  forward_host("cuda_wgmma", wgmma_forward, wgmma_forward_supports, t.block_m == 0 ? wgmma_forward_default(p.d) : t, p,
+               q, k, v, o, lse);
 }
 
 // Upload, run a backward launcher (mma.sync with its tile, or wgmma), download the gradients.
@@ -64,7 +64,7 @@ void backward_host(const char* name, const std::function<cudaError_t(const Backw
   DeviceBuffer bq(q), bk(k), bv(v), bo(o), blse = upload_lse(lse), bdo(d_o);
   DeviceBuffer bdq(d_q.bytes.size()), bdk(d_k.bytes.size()), bdv(d_v.bytes.size());
   DeviceBuffer ws(tiled_backward_workspace_bytes(p));
-  BackwardArgs a{bq.get(), bk.get(), bv.get(), bo.get(), bdo.get(), static_cast<const float*>(blse.get()),
+  BackwardArgs a{bq.get(),  bk.get(),  bv.get(), bo.get(), bdo.get(), static_cast<const float*>(blse.get()),
                  bdq.get(), bdk.get(), bdv.get()};
   check(launch(a, ws.get()), (std::string(name) + " backward").c_str());
   check(cudaDeviceSynchronize(), (std::string(name) + " backward (sync)").c_str());
@@ -74,24 +74,28 @@ void backward_host(const char* name, const std::function<cudaError_t(const Backw
 }
 
 void tiled_backward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
-                         const HostTensor& v, const HostTensor& o, const HostTensor& lse,
-                         const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
+                         const HostTensor& v, const HostTensor& o, const HostTensor& lse, const HostTensor& d_o,
+                         HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
   const Tile t = backward_tile(cfg, p.d);
   if (!tiled_backward_supports(p, t)) throw std::invalid_argument("cuda_tiled: unsupported problem or tile");
-  backward_host("cuda_tiled", [&](const BackwardArgs& a, void* ws) { return tiled_backward(p, t, cfg.deterministic, a, ws, nullptr); },
-                p, q, k, v, o, lse, d_o, d_q, d_k, d_v);
+  backward_host(
+      "cuda_tiled",
+      [&](const BackwardArgs& a, void* ws) { return tiled_backward(p, t, cfg.deterministic, a, ws, nullptr); }, p, q, k,
+      v, o, lse, d_o, d_q, d_k, d_v);
 }
 
 void wgmma_backward_host(const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
-                         const HostTensor& v, const HostTensor& o, const HostTensor& lse,
-                         const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
+                         const HostTensor& v, const HostTensor& o, const HostTensor& lse, const HostTensor& d_o,
+                         HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
   if (!wgmma_backward_supports(p)) throw std::invalid_argument("cuda_wgmma: unsupported problem or device");
-  backward_host("cuda_wgmma", [&](const BackwardArgs& a, void* ws) { return wgmma_backward(p, cfg.deterministic, a, ws, nullptr); },
-                p, q, k, v, o, lse, d_o, d_q, d_k, d_v);
+  backward_host(
+      "cuda_wgmma",
+      [&](const BackwardArgs& a, void* ws) { return wgmma_backward(p, cfg.deterministic, a, ws, nullptr); }, p, q, k, v,
+      o, lse, d_o, d_q, d_k, d_v);
 }
 
-void naive_forward_host(const Problem& p, const Config&, const HostTensor& q, const HostTensor& k,
-                        const HostTensor& v, HostTensor& o, HostTensor& lse) {
+void naive_forward_host(const Problem& p, const Config&, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+                        HostTensor& o, HostTensor& lse) {
   if (!naive_forward_supports(p)) throw std::invalid_argument("cuda_naive: unsupported problem");
   DeviceBuffer dq(q), dk(k), dv(v), d_out(o.bytes.size()), d_lse(size_t(lse.numel()) * sizeof(float));
   DeviceBuffer ws(naive_forward_workspace_bytes(p));
@@ -154,9 +158,10 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
     k.info.configs = std::move(configs);
     return k;
   };
-  Kernel tiled = tiled_row(
-      "cuda_tiled", "FlashAttention-2 on mma.sync tensor cores: fp32 accumulate, P rounded to storage, recompute backward",
-      cuda::tiled_configs());
+  Kernel tiled =
+      tiled_row("cuda_tiled",
+                "FlashAttention-2 on mma.sync tensor cores: fp32 accumulate, P rounded to storage, recompute backward",
+                cuda::tiled_configs());
   tiled.supports = [](const Problem& p) { return cuda::is_16bit(p) && (p.d == 64 || p.d == 128); };
   tiled.forward = cuda::tiled_forward_host;
   tiled.backward = cuda::tiled_backward_host;
@@ -167,7 +172,9 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
                            "rounded to storage; recompute backward with d_q by TMA reduce-add (deterministic: an "
                            "atomic-free d_q kernel)",
                            cuda::wgmma_configs());
-  wgmma.supports = [](const Problem& p) { return cuda::is_16bit(p) && (p.d == 64 || p.d == 128) && cuda::device_is_sm90(); };
+  wgmma.supports = [](const Problem& p) {
+    return cuda::is_16bit(p) && (p.d == 64 || p.d == 128) && cuda::device_is_sm90();
+  };
   wgmma.forward = cuda::wgmma_forward_host;
   wgmma.backward = cuda::wgmma_backward_host;
   out.push_back(std::move(wgmma));

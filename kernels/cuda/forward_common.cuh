@@ -30,8 +30,16 @@ struct FwdParams {
 
 template <class T>
 FwdParams<T> make_fwd_params(const Problem& pr, const ForwardArgs& a) {
-  return FwdParams<T>{static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
-                      static_cast<T*>(a.o), a.lse, pr.n_q, pr.n_k, pr.heads_q, pr.heads_kv, pr.mask,
+  return FwdParams<T>{static_cast<const T*>(a.q),
+                      static_cast<const T*>(a.k),
+                      static_cast<const T*>(a.v),
+                      static_cast<T*>(a.o),
+                      a.lse,
+                      pr.n_q,
+                      pr.n_k,
+                      pr.heads_q,
+                      pr.heads_kv,
+                      pr.mask,
                       float(pr.scale * 1.4426950408889634)};
 }
 
@@ -111,8 +119,7 @@ __device__ __forceinline__ void rescale_and_pack(const float (&s)[kNB][4], const
 template <class T, int kNB, int kDB>
 __device__ __forceinline__ void online_softmax_step(float (&s)[kNB][4], float (&m)[2], float (&l)[2],
                                                     float (&o)[kDB][4], uint32_t (&pa)[kNB / 2][4],
-                                                    const FwdParams<T>& p, bool need_mask, int64_t row0,
-                                                    int64_t n0) {
+                                                    const FwdParams<T>& p, bool need_mask, int64_t row0, int64_t n0) {
   float corr[2];
   softmax_update<T, kNB>(s, m, l, corr, p, need_mask, row0, n0);
   rescale_and_pack<T, kNB, kDB>(s, corr, o, pa);
@@ -133,7 +140,8 @@ __device__ __forceinline__ void store_o_lse(const FwdParams<T>& p, const float (
     T* o_row = p.o + ((int64_t(b) * p.heads_q + h) * p.n_q + i) * (kDB * 8);  // (d)
 #pragma unroll
     for (int db = 0; db < kDB; ++db)
-      *reinterpret_cast<uint32_t*>(o_row + db * 8 + 2 * t) = Storage<T>::pack(o[db][2 * r] * inv, o[db][2 * r + 1] * inv);
+      *reinterpret_cast<uint32_t*>(o_row + db * 8 + 2 * t) =
+          Storage<T>::pack(o[db][2 * r] * inv, o[db][2 * r + 1] * inv);
     if (t == 0) {
       // lse = ln 2 * (m + log2 l): m is in base-2 units.
       const float lse2 = rules::finalize_lse(m[r], l_row, [](float x) { return log2f(x); });

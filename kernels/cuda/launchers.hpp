@@ -65,8 +65,8 @@ cudaError_t wgmma_backward(const Problem& p, bool deterministic, const BackwardA
 int tiled_backward_tiles(int d, Tile* out, int max_out);
 bool tiled_backward_supports(const Problem& p, Tile t);
 size_t tiled_backward_workspace_bytes(const Problem& p);
-cudaError_t tiled_backward(const Problem& p, Tile t, bool deterministic, const BackwardArgs& a,
-                           void* workspace, cudaStream_t stream);
+cudaError_t tiled_backward(const Problem& p, Tile t, bool deterministic, const BackwardArgs& a, void* workspace,
+                           cudaStream_t stream);
 
 // Naive three-kernel forward: S = scale q k^T and P = softmax(S) materialised in HBM in the storage
 // type, then O = P v. Workspace: S and P, (b, h_q, n_q, n_k) each.

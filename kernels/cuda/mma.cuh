@@ -18,8 +18,10 @@
 namespace fc::cuda {
 
 // Storage type traits: T is __half or __nv_bfloat16.
-template <class T> struct Storage;
-template <> struct Storage<__half> {
+template <class T>
+struct Storage;
+template <>
+struct Storage<__half> {
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
     __half2 h = __floats2half2_rn(lo, hi);  // round to nearest even, as the error model assumes
     return *reinterpret_cast<uint32_t*>(&h);
@@ -30,7 +32,8 @@ template <> struct Storage<__half> {
   static __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
   static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
 };
-template <> struct Storage<__nv_bfloat16> {
+template <>
+struct Storage<__nv_bfloat16> {
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<uint32_t*>(&h);
@@ -54,8 +57,7 @@ __device__ __forceinline__ void mma<__half>(float (&d)[4], const uint32_t (&a)[4
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 template <>
-__device__ __forceinline__ void mma<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                                   uint32_t b1) {
+__device__ __forceinline__ void mma<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
@@ -87,7 +89,9 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 // Swizzled tile of rows of kCols b16 elements (kCols a multiple of 32). With rows of >= 128 bytes the
 // 16-byte chunk c of row r lives at chunk c ^ (r % 8); with 64-byte rows (two rows per 128-byte bank

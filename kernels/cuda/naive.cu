@@ -24,9 +24,9 @@ __global__ void __launch_bounds__(256) naive_scores_kernel(const T* q, const T* 
   const int64_t bh = blockIdx.z, b = bh / p.heads_q, h = bh % p.heads_q;
   const int64_t h_kv = h / (p.heads_q / p.heads_kv);
   const int i0 = blockIdx.y * kTile, j0 = blockIdx.x * kTile;
-  const T* q_bh = q + offset_q(p, b, h, 0);     // (n_q, d)
+  const T* q_bh = q + offset_q(p, b, h, 0);      // (n_q, d)
   const T* k_bh = k + offset_kv(p, b, h_kv, 0);  // (n_k, d)
-  float acc[4][4] = {};  // (4, 4) outputs of this thread: rows ty + 16a, columns tx + 16e
+  float acc[4][4] = {};                          // (4, 4) outputs of this thread: rows ty + 16a, columns tx + 16e
   for (int c0 = 0; c0 < p.d; c0 += kStep) {
     for (int x = threadIdx.x; x < kTile * kStep; x += 256) {
       const int r = x / kStep, c = x % kStep;
@@ -95,17 +95,19 @@ __global__ void __launch_bounds__(256) naive_pv_kernel(const T* p_in, const T* v
   const int64_t h_kv = h / (p.heads_q / p.heads_kv);
   const int i0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
   const T* p_bh = p_in + bh * p.n_q * int64_t(p.n_k);  // (n_q, n_k)
-  const T* v_bh = v + offset_kv(p, b, h_kv, 0);         // (n_k, d)
-  float acc[4][4] = {};  // (4, 4) outputs of this thread: rows ty + 16a, columns tx + 16e
-  int64_t nv[4];         // (4) visible keys of this thread's rows: the contraction stops there
+  const T* v_bh = v + offset_kv(p, b, h_kv, 0);        // (n_k, d)
+  float acc[4][4] = {};                                // (4, 4) outputs of this thread: rows ty + 16a, columns tx + 16e
+  int64_t nv[4];  // (4) visible keys of this thread's rows: the contraction stops there
 #pragma unroll
   for (int a = 0; a < 4; ++a) nv[a] = n_visible(p.mask, i0 + ty + 16 * a, p.n_q, p.n_k);
   for (int j0 = 0; j0 < p.n_k; j0 += kStep) {
     for (int x = threadIdx.x; x < kTile * kStep; x += 256) {
       const int r = x / kStep, c = x % kStep;
-      s_p[r][c] = (i0 + r < p.n_q && j0 + c < p.n_k) ? Storage<T>::to_float(p_bh[int64_t(i0 + r) * p.n_k + j0 + c]) : 0.f;
+      s_p[r][c] =
+          (i0 + r < p.n_q && j0 + c < p.n_k) ? Storage<T>::to_float(p_bh[int64_t(i0 + r) * p.n_k + j0 + c]) : 0.f;
       const int kr = x / kTile, kc = x % kTile;
-      s_v[kr][kc] = (j0 + kr < p.n_k && c0 + kc < p.d) ? Storage<T>::to_float(v_bh[int64_t(j0 + kr) * p.d + c0 + kc]) : 0.f;
+      s_v[kr][kc] =
+          (j0 + kr < p.n_k && c0 + kc < p.d) ? Storage<T>::to_float(v_bh[int64_t(j0 + kr) * p.d + c0 + kc]) : 0.f;
     }
     __syncthreads();
     for (int c = 0; c < kStep; ++c)

@@ -24,11 +24,10 @@ struct NamedSync {
   static __device__ __forceinline__ void sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory"); }
   static __device__ __forceinline__ bool sync_or(bool x) {
     uint32_t r;
-    asm volatile(
-        "{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, 1, %2, p;\nselp.u32 %0, 1, 0, q;\n}\n"
-        : "=r"(r)
-        : "r"(uint32_t(x)), "n"(kThreads)
-        : "memory");
+    asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, 1, %2, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+                 : "=r"(r)
+                 : "r"(uint32_t(x)), "n"(kThreads)
+                 : "memory");
     return r != 0;
   }
 };
@@ -56,9 +55,10 @@ __device__ bool scrub_nonfinite(T* tile) {
 // (rounded to T). P goes through the (kD, kBlockN) scratch s_p, kD rows per phase. Every thread of
 // Sync calls it (it holds barriers).
 template <int kD, int kBlockM, int kBlockN, int kMT, class Sync = CtaSync, class T>
-__device__ __forceinline__ void readd_nonfinite_v(float (&o)[kMT][kD / 8][4], const uint32_t (&pa)[kMT][kBlockN / 16][4],
-                                                  T* s_p /* (kD, kBlockN) */, const T* v /* (n_k, kD) */, Mask mask, int64_t n_q, int64_t n_k, int m0,
-                                                  int w0, int n0) {
+__device__ __forceinline__ void readd_nonfinite_v(float (&o)[kMT][kD / 8][4],
+                                                  const uint32_t (&pa)[kMT][kBlockN / 16][4],
+                                                  T* s_p /* (kD, kBlockN) */, const T* v /* (n_k, kD) */, Mask mask,
+                                                  int64_t n_q, int64_t n_k, int m0, int w0, int n0) {
   constexpr int kNB = kBlockN / 8, kDB = kD / 8;
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   for (int ph = 0; ph * kD < kBlockM; ++ph) {

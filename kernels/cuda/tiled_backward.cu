@@ -54,13 +54,13 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
   constexpr int kThreads = kBlockN * 2, kWarps = kBlockN / 16;
   constexpr int kMB = kBlockM / 8, kDB = kD / 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  T* s_k = reinterpret_cast<T*>(smem_raw);          // (kBlockN, kD)
-  T* s_v = s_k + kBlockN * kD;                       // (kBlockN, kD)
-  T* s_q = s_v + kBlockN * kD;                       // (2, kBlockM, kD)
-  T* s_do = s_q + 2 * kBlockM * kD;                  // (2, kBlockM, kD)
-  T* s_ds = s_do + 2 * kBlockM * kD;                 // (kBlockN, kBlockM), only with kAtomicDq
+  T* s_k = reinterpret_cast<T*>(smem_raw);  // (kBlockN, kD)
+  T* s_v = s_k + kBlockN * kD;              // (kBlockN, kD)
+  T* s_q = s_v + kBlockN * kD;              // (2, kBlockM, kD)
+  T* s_do = s_q + 2 * kBlockM * kD;         // (2, kBlockM, kD)
+  T* s_ds = s_do + 2 * kBlockM * kD;        // (kBlockN, kBlockM), only with kAtomicDq
   float* s_lse = reinterpret_cast<float*>(s_ds + (kAtomicDq ? kBlockN * kBlockM : 0));  // (2, kBlockM), base 2
-  float* s_dd = s_lse + 2 * kBlockM;                 // (2, kBlockM)
+  float* s_dd = s_lse + 2 * kBlockM;                                                    // (2, kBlockM)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int n0 = blockIdx.x * kBlockN, h_kv = blockIdx.y, b = blockIdx.z;
@@ -106,8 +106,8 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
     // the radius: S^T then reads the zero too).
     if constexpr (kAtomicDq)
       if (it == 0) scrub_nonfinite<kBlockN, kD, kThreads>(s_k);  // ends in a barrier
-    const T* s_qb = s_q + buf * kBlockM * kD;    // (kBlockM, kD)
-    const T* s_dob = s_do + buf * kBlockM * kD;  // (kBlockM, kD)
+    const T* s_qb = s_q + buf * kBlockM * kD;                    // (kBlockM, kD)
+    const T* s_dob = s_do + buf * kBlockM * kD;                  // (kBlockM, kD)
 
     // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys: (16, kBlockM) each.
     float pt[kMB][4] = {}, dpt[kMB][4] = {};  // (16, kBlockM) each: S^T then P^T; dP^T then dS^T
@@ -146,16 +146,18 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
     // NaN blast radius: in a step straddling the mask, a masked dS = 0 times a non-finite q_i would reach
     // keys row i cannot see through dK; such elements of the q buffer are zeroed (S^T has read it).
     if (need_mask) {
-      __syncthreads();  // every warp's S^T has read this step's q
+      __syncthreads();                                                   // every warp's S^T has read this step's q
       scrub_nonfinite<kBlockM, kD, kThreads>(s_q + buf * kBlockM * kD);  // ends in a barrier
     }
     // dV += P^T dO and dK += dS^T Q; P and dS rounded to T as tensor-core operands.
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      const uint32_t pa[4] = {Storage<T>::pack(pt[2 * kk][0], pt[2 * kk][1]), Storage<T>::pack(pt[2 * kk][2], pt[2 * kk][3]),
+      const uint32_t pa[4] = {Storage<T>::pack(pt[2 * kk][0], pt[2 * kk][1]),
+                              Storage<T>::pack(pt[2 * kk][2], pt[2 * kk][3]),
                               Storage<T>::pack(pt[2 * kk + 1][0], pt[2 * kk + 1][1]),
                               Storage<T>::pack(pt[2 * kk + 1][2], pt[2 * kk + 1][3])};
-      const uint32_t sa[4] = {Storage<T>::pack(dpt[2 * kk][0], dpt[2 * kk][1]), Storage<T>::pack(dpt[2 * kk][2], dpt[2 * kk][3]),
+      const uint32_t sa[4] = {Storage<T>::pack(dpt[2 * kk][0], dpt[2 * kk][1]),
+                              Storage<T>::pack(dpt[2 * kk][2], dpt[2 * kk][3]),
                               Storage<T>::pack(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]),
                               Storage<T>::pack(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
 #pragma unroll
@@ -188,7 +190,8 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
 #pragma unroll
         for (int ks = 0; ks < kBlockN / 16; ++ks) {
           uint32_t a[4];  // (16, 16) A fragment of dS
-          ldmatrix_x4_trans(a, smem_addr(s_ds + swz<kBlockM>(ks * 16 + lane % 8 + 8 * (lane / 16), r0 + 8 * ((lane / 8) % 2))));
+          ldmatrix_x4_trans(
+              a, smem_addr(s_ds + swz<kBlockM>(ks * 16 + lane % 8 + 8 * (lane / 16), r0 + 8 * ((lane / 8) % 2))));
 #pragma unroll
           for (int cb = 0; cb < 4; cb += 2) {
             uint32_t kb[4];  // (16, 16) B fragment of k: two n-blocks
@@ -224,7 +227,8 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
     T* dv_row = static_cast<T*>(p.d_v) + offset_kv(p.pr, b, h_kv, j);  // (kD)
 #pragma unroll
     for (int db = 0; db < kDB; ++db) {
-      *reinterpret_cast<uint32_t*>(dk_row + db * 8 + 2 * t) = Storage<T>::pack(dk[db][2 * r] * p.scale, dk[db][2 * r + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dk_row + db * 8 + 2 * t) =
+          Storage<T>::pack(dk[db][2 * r] * p.scale, dk[db][2 * r + 1] * p.scale);
       *reinterpret_cast<uint32_t*>(dv_row + db * 8 + 2 * t) = Storage<T>::pack(dv[db][2 * r], dv[db][2 * r + 1]);
     }
   }
@@ -244,7 +248,8 @@ cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) 
     backward_dq_convert(p, stream);
   } else {
     auto kernel = bwd_kv_kernel<T, kD, kBlockM, kBlockN, false>;
-    if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_base)) != cudaSuccess) return e;
+    if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_base)) != cudaSuccess)
+      return e;
     kernel<<<grid, kBlockN * 2, smem_base, stream>>>(p);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     if ((e = tiled_backward_dq(p, stream)) != cudaSuccess) return e;
@@ -285,7 +290,8 @@ void backward_dq_convert(const BwdParams& p, cudaStream_t stream) {
   if (p.dtype == DType::F16)
     bwd_dq_convert_kernel<__half><<<blocks, 256, 0, stream>>>(p.dq_acc, static_cast<__half*>(p.d_q), n, p.scale);
   else
-    bwd_dq_convert_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(p.dq_acc, static_cast<__nv_bfloat16*>(p.d_q), n, p.scale);
+    bwd_dq_convert_kernel<__nv_bfloat16>
+        <<<blocks, 256, 0, stream>>>(p.dq_acc, static_cast<__nv_bfloat16*>(p.d_q), n, p.scale);
 }
 
 int tiled_backward_tiles(int d, Tile* out, int max_out) {
@@ -310,8 +316,8 @@ size_t tiled_backward_workspace_bytes(const Problem& p) {
   return backward_workspace_pad_offset(p) + 2 * rows_pad * sizeof(float);  // d_q accumulator, D, padded lse2 and D
 }
 
-cudaError_t tiled_backward(const Problem& pr, Tile t, bool deterministic, const BackwardArgs& a,
-                           void* workspace, cudaStream_t stream) {
+cudaError_t tiled_backward(const Problem& pr, Tile t, bool deterministic, const BackwardArgs& a, void* workspace,
+                           cudaStream_t stream) {
   if (t.block_m == 0 && t.block_n == 0) tiled_backward_tiles(pr.d, &t, 1);  // the default tile
   if (!tiled_backward_supports(pr, t)) return cudaErrorInvalidValue;
   BwdParams p = make_bwd_params(pr, a, workspace);

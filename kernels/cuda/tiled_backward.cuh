@@ -14,17 +14,17 @@ namespace fc::cuda {
 
 struct BwdParams {
   Problem pr;
-  const void* q;    // (b, h_q, n_q, d)
-  const void* k;    // (b, h_kv, n_k, d)
-  const void* v;    // (b, h_kv, n_k, d)
-  const void* o;    // (b, h_q, n_q, d)
-  const void* d_o;  // (b, h_q, n_q, d)
-  const float* lse; // (b, h_q, n_q), natural log
-  void* d_q;        // (b, h_q, n_q, d)
-  void* d_k;        // (b, h_kv, n_k, d)
-  void* d_v;        // (b, h_kv, n_k, d)
-  float* dq_acc;    // (b, h_q, n_q, d) fp32 workspace
-  float* dd;        // (b, h_q, n_q) fp32 workspace: D = rowsum(d_o * o)
+  const void* q;     // (b, h_q, n_q, d)
+  const void* k;     // (b, h_kv, n_k, d)
+  const void* v;     // (b, h_kv, n_k, d)
+  const void* o;     // (b, h_q, n_q, d)
+  const void* d_o;   // (b, h_q, n_q, d)
+  const float* lse;  // (b, h_q, n_q), natural log
+  void* d_q;         // (b, h_q, n_q, d)
+  void* d_k;         // (b, h_kv, n_k, d)
+  void* d_v;         // (b, h_kv, n_k, d)
+  float* dq_acc;     // (b, h_q, n_q, d) fp32 workspace
+  float* dd;         // (b, h_q, n_q) fp32 workspace: D = rowsum(d_o * o)
   int batch, heads_q, heads_kv, n_q, n_k, d;
   Mask mask;
   DType dtype;
@@ -50,9 +50,31 @@ inline BwdParams make_bwd_params(const Problem& pr, const BackwardArgs& a, void*
   const int64_t rows = int64_t(pr.batch) * pr.heads_q * pr.n_q;
   float* pad = reinterpret_cast<float*>(static_cast<char*>(workspace) + backward_workspace_pad_offset(pr));
   const int64_t rows_pad = int64_t(pr.batch) * pr.heads_q * padded_rows(pr.n_q);
-  return BwdParams{pr, a.q, a.k, a.v, a.o, a.d_o, a.lse, a.d_q, a.d_k, a.d_v, acc, acc + rows * pr.d,
-                   pr.batch, pr.heads_q, pr.heads_kv, pr.n_q, pr.n_k, pr.d, pr.mask, pr.dtype,
-                   float(pr.scale), float(pr.scale * 1.4426950408889634), padded_rows(pr.n_q), pad, pad + rows_pad};
+  return BwdParams{pr,
+                   a.q,
+                   a.k,
+                   a.v,
+                   a.o,
+                   a.d_o,
+                   a.lse,
+                   a.d_q,
+                   a.d_k,
+                   a.d_v,
+                   acc,
+                   acc + rows * pr.d,
+                   pr.batch,
+                   pr.heads_q,
+                   pr.heads_kv,
+                   pr.n_q,
+                   pr.n_k,
+                   pr.d,
+                   pr.mask,
+                   pr.dtype,
+                   float(pr.scale),
+                   float(pr.scale * 1.4426950408889634),
+                   padded_rows(pr.n_q),
+                   pad,
+                   pad + rows_pad};
 }
 
 // Element x of a 16-bit tensor whose dtype is known at run time only.
@@ -65,7 +87,8 @@ __device__ __forceinline__ float to_f(DType t, const void* base, int64_t x) {
 // C layout (kDB blocks of 8 columns); rows past n_q are not written. Where both deterministic d_q
 // kernels end.
 template <class T, int kDB>
-__device__ __forceinline__ void store_dq_rows(const BwdParams& p, const float (&acc)[kDB][4], int b, int h, int64_t i0) {
+__device__ __forceinline__ void store_dq_rows(const BwdParams& p, const float (&acc)[kDB][4], int b, int h,
+                                              int64_t i0) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -74,7 +97,8 @@ __device__ __forceinline__ void store_dq_rows(const BwdParams& p, const float (&
     T* dq_row = static_cast<T*>(p.d_q) + offset_q(p.pr, b, h, i);  // (kDB * 8)
 #pragma unroll
     for (int db = 0; db < kDB; ++db)
-      *reinterpret_cast<uint32_t*>(dq_row + db * 8 + 2 * t) = Storage<T>::pack(acc[db][2 * r] * p.scale, acc[db][2 * r + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dq_row + db * 8 + 2 * t) =
+          Storage<T>::pack(acc[db][2 * r] * p.scale, acc[db][2 * r + 1] * p.scale);
   }
 }
 

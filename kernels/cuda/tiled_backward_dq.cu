@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
     lse2[r] = i < p.n_q ? p.lse[row0 + i - m0] * 1.4426950408889634f : rules::neg_inf<float>();
     dd[r] = i < p.n_q ? p.dd[row0 + i - m0] : 0.f;
   }
-  float dq[kDB][4] = {};                   // (16, kD) per warp, fp32
+  float dq[kDB][4] = {};                    // (16, kD) per warp, fp32
   uint32_t qf[kD / 16][4], of[kD / 16][4];  // (16, kD) q and d_o fragments of this warp
   if (n_tiles > 0) {
     load_tile<kBlockM, kD, kThreads>(s_q, static_cast<const T*>(p.q) + row0 * kD, p.n_q - m0);
@@ -51,8 +51,8 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
   }
   for (int n = 0; n < n_tiles; ++n) {
     const int n0 = n * kBlockN;
-    cp_async_wait<0>();  // this tile's k, v (issued one tile ago) have landed
-    __syncthreads();     // ... for every thread; and every warp is done with the previous tile
+    cp_async_wait<0>();     // this tile's k, v (issued one tile ago) have landed
+    __syncthreads();        // ... for every thread; and every warp is done with the previous tile
     if (n + 1 < n_tiles) {  // into the buffers the previous tile read
       const int buf = (n + 1) & 1;
       load_tile<kBlockN, kD, kThreads>(s_k + buf * kBlockN * kD, k + int64_t(n0 + kBlockN) * kD, p.n_k - n0 - kBlockN);
@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
     // NaN blast radius: a masked dS = 0 times a non-finite k_j would reach rows that cannot see j; in a
     // tile straddling the mask such elements are zeroed for the dQ GEMM (S has read k already).
     if (need_mask) {
-      __syncthreads();  // every warp's S has read this tile's k
+      __syncthreads();                                                       // every warp's S has read this tile's k
       scrub_nonfinite<kBlockN, kD, kThreads>(s_k + (n & 1) * kBlockN * kD);  // ends in a barrier
     }
 #pragma unroll

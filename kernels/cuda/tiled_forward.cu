@@ -29,23 +29,24 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first: better tail balance
   const int h = blockIdx.y, b = blockIdx.z, h_kv = h / (p.heads_q / p.heads_kv);
-  const int m0 = m_block * kBlockM, w0 = warp * 16 * kMT;  // first row of the tile, of the warp
+  const int m0 = m_block * kBlockM, w0 = warp * 16 * kMT;               // first row of the tile, of the warp
   const T* q = p.q + ((int64_t(b) * p.heads_q + h) * p.n_q + m0) * kD;  // (kBlockM, kD) tile
   const T* k = p.k + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
   const T* v = p.v + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
 
   const int n_tiles = key_tiles(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
 
-  float o[kMT][kDB][4] = {};  // (16 kMT, kD) per warp, fp32
+  float o[kMT][kDB][4] = {};   // (16 kMT, kD) per warp, fp32
   float m[kMT][2], l[kMT][2];  // rows g and g + 8 of each m-tile: running max (base 2), partial sum
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int r = 0; r < 2; ++r) m[mt][r] = rules::neg_inf<float>(), l[mt][r] = 0.f;  // l: per thread, quad-summed at the end
-  uint32_t qf[kMT == 1 ? kD / 16 : 1][4];  // (16, kD) q fragments when kept in registers
-  const SwzLane<kD> q_lane(s_q, lane % 16, lane / 16);                     // A: rows of q
+    for (int r = 0; r < 2; ++r)
+      m[mt][r] = rules::neg_inf<float>(), l[mt][r] = 0.f;  // l: per thread, quad-summed at the end
+  uint32_t qf[kMT == 1 ? kD / 16 : 1][4];                  // (16, kD) q fragments when kept in registers
+  const SwzLane<kD> q_lane(s_q, lane % 16, lane / 16);     // A: rows of q
   const SwzLane<kD> k_lane(s_k, lane % 8 + 8 * (lane / 16), (lane / 8) % 2);  // B: rows of k
-  const SwzLane<kD> v_lane(s_v, lane % 16, lane / 16);                     // B (transposed): rows of v
+  const SwzLane<kD> v_lane(s_v, lane % 16, lane / 16);                        // B (transposed): rows of v
 
   // cp.async groups: {q, k_0}, {v_0}, then k_{n+1} and v_{n+1} alternately. k_n is awaited before
   // S = q k^T, v_n only before o += P v, so v_n's copy overlaps the scores and the softmax.
@@ -66,13 +67,12 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
     if constexpr (kMT == 1) {
       if (n == 0) {
 #pragma unroll
-        for (int ks = 0; ks < kD / 16; ++ks)
-          ldmatrix_x4(qf[ks], q_lane.at(w0, 2 * ks));
+        for (int ks = 0; ks < kD / 16; ++ks) ldmatrix_x4(qf[ks], q_lane.at(w0, 2 * ks));
       }
     }
     const uint32_t buf_off = (n & 1) * kBlockN * kD * int(sizeof(T));  // the k, v buffer in use
 
-    float s[kMT][kNB][4] = {};  // (16 kMT, kBlockN) raw scores q.k of this warp
+    float s[kMT][kNB][4] = {};          // (16 kMT, kBlockN) raw scores q.k of this warp
     uint32_t pa[kMT][kBlockN / 16][4];  // P in T, as mma A fragments (packed early: halves its registers)
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
@@ -122,8 +122,8 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
       }
     }
     if (v_poisoned)  // block-uniform and rare; k_n's buffer, free by now, is the scratch for P
-      readd_nonfinite_v<kD, kBlockM, kBlockN, kMT>(o, pa, s_k + (n & 1) * kBlockN * kD, v, p.mask, p.n_q, p.n_k,
-                                                    m0, w0, n0);
+      readd_nonfinite_v<kD, kBlockM, kBlockN, kMT>(o, pa, s_k + (n & 1) * kBlockN * kD, v, p.mask, p.n_q, p.n_k, m0, w0,
+                                                   n0);
   }
   cp_async_wait<0>();
 

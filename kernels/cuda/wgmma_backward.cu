@@ -35,7 +35,9 @@ namespace fc::cuda {
 
 // Queries per step: the N of S^T and dP^T, the K of dV and dK.
 template <int kD>
-constexpr int bwd_block_m() { return kD == 64 ? 128 : 64; }
+constexpr int bwd_block_m() {
+  return kD == 64 ? 128 : 64;
+}
 
 // Shared memory of one CTA, in bytes from a 1024-byte-aligned base. (Outside an anonymous namespace:
 // the sm_80 pass, which compiles no kernel body, would warn that its members go unused.)
@@ -45,11 +47,11 @@ struct BwdSmem {
   static constexpr uint32_t kKVBytes = kBlockN * kD * 2, kQBytes = kBlockM * kD * 2;
   static constexpr uint32_t kDsBytes = kBlockN * kBlockM * 2;  // dS^T (keys, queries), SW128 panels of queries
   static constexpr uint32_t k = 0, v = kKVBytes, q = 2 * kKVBytes, d_o = q + 2 * kQBytes, ds = d_o + 2 * kQBytes;
-  static constexpr uint32_t rows = ds + (kAtomicDq ? 2 * kDsBytes : 0);  // lse2[2][kBlockM], D[2][kBlockM] (fp32)
-  static constexpr uint32_t kDqBytes = 64 * 64 * 4;                      // a consumer's (64, 64) fp32 d_q block
-  static constexpr uint32_t dq = rows + 4 * kBlockM * 4;                 // [kWG] blocks, SW128 fp32 panels
+  static constexpr uint32_t rows = ds + (kAtomicDq ? 2 * kDsBytes : 0);    // lse2[2][kBlockM], D[2][kBlockM] (fp32)
+  static constexpr uint32_t kDqBytes = 64 * 64 * 4;                        // a consumer's (64, 64) fp32 d_q block
+  static constexpr uint32_t dq = rows + 4 * kBlockM * 4;                   // [kWG] blocks, SW128 fp32 panels
   static constexpr uint32_t bars = dq + (kAtomicDq ? kWG * kDqBytes : 0);  // kv_full, qdo_full[2], qdo_empty[2]
-  static constexpr uint32_t bytes = bars + 5 * 8 + 1024;                  // + alignment slack
+  static constexpr uint32_t bytes = bars + 5 * 8 + 1024;                   // + alignment slack
   static_assert(dq % 1024 == 0, "SW128 panels start on 1024-byte boundaries");
   static_assert(bytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
 };
@@ -78,8 +80,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   // Per query of the stage: lse in base 2 (-inf past n_q) and D (0 past n_q), both by TMA.
   const uint32_t s_rows = base + L::rows;
   const float* const s_lse2 = reinterpret_cast<const float*>(smem_raw + (base - raw) + L::rows);  // (2, kBlockM)
-  const float* const s_dd = s_lse2 + 2 * kBlockM;                                               // (2, kBlockM)
-  const uint32_t kv_full = base + L::bars, qdo_full = kv_full + 8, qdo_empty = kv_full + 24;  // [2] each
+  const float* const s_dd = s_lse2 + 2 * kBlockM;                                                 // (2, kBlockM)
+  const uint32_t kv_full = base + L::bars, qdo_full = kv_full + 8, qdo_empty = kv_full + 24;      // [2] each
 
   const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int n0 = blockIdx.x * kBlockN, h_kv = blockIdx.y, b = blockIdx.z;
@@ -105,7 +107,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   __syncthreads();  // the last CTA-wide barrier
 
   constexpr int kConsumerRegs = kWG == 2 ? 240 : 0;  // as wgmma_forward.cu
-  if (wg == 0) {  // producer
+  if (wg == 0) {                                     // producer
     if constexpr (kConsumerRegs > 0) setmaxnreg_dec<24>();
     if (threadIdx.x == 0 && n_iters > 0) {
       const int bh_kv = b * p.heads_kv + h_kv;
@@ -131,10 +133,10 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   }
   if constexpr (kConsumerRegs > 0) setmaxnreg_inc<kConsumerRegs>();
 
-  const int cw = wg - 1;                         // consumer warpgroup: keys [64 cw, 64 cw + 64) of the tile
-  const int key0 = n0 + cw * 64 + warp * 16;     // this warp's first key
-  float dk[kDB][4] = {}, dv[kDB][4] = {};        // (16 keys, kD) per warp, fp32
-  float st_[kMB][4], dpt[kMB][4];                // (16 keys, kBlockM queries): S^T then P^T; dP^T then dS^T
+  const int cw = wg - 1;                              // consumer warpgroup: keys [64 cw, 64 cw + 64) of the tile
+  const int key0 = n0 + cw * 64 + warp * 16;          // this warp's first key
+  float dk[kDB][4] = {}, dv[kDB][4] = {};             // (16 keys, kD) per warp, fp32
+  float st_[kMB][4], dpt[kMB][4];                     // (16 keys, kBlockM queries): S^T then P^T; dP^T then dS^T
   uint32_t pa[kBlockM / 16][4], sa[kBlockM / 16][4];  // P^T, dS^T in T: register A fragments
 
   // Descriptors (address field += byte offset >> 4). S^T, dP^T: A = this consumer's 64 rows of k / v
@@ -154,7 +156,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   // cannot see j; such elements of the resident k tile are zeroed once (rows that see j are inside the
   // radius: S^T then reads the zero too).
   if constexpr (kAtomicDq)
-    if (n_iters > 0 && scrub_nonfinite<kBlockN, kD, kConsumers, ConsumerSync>(reinterpret_cast<T*>(smem_raw + (base - raw) + L::k))) {
+    if (n_iters > 0 &&
+        scrub_nonfinite<kBlockN, kD, kConsumers, ConsumerSync>(reinterpret_cast<T*>(smem_raw + (base - raw) + L::k))) {
       fence_proxy_async();  // the scrub's stores must reach the GEMMs' reads
       ConsumerSync::sync();
     }
@@ -163,11 +166,11 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     mbar_wait(qdo_full + 8 * st, (it / 2) & 1);
     // S^T and dP^T as two commit groups: P^T is computed from S^T while the dP^T GEMM still runs.
     wgmma_fence();
-    wgmma_kmajor<T, kBlockM, kD>(reinterpret_cast<float(&)[kBlockM / 2]>(st_), desc_k, kBlockN * 128, desc_q, kBlockM * 128,
-                                 st * kQBytes);
+    wgmma_kmajor<T, kBlockM, kD>(reinterpret_cast<float(&)[kBlockM / 2]>(st_), desc_k, kBlockN * 128, desc_q,
+                                 kBlockM * 128, st * kQBytes);
     wgmma_commit();
-    wgmma_kmajor<T, kBlockM, kD>(reinterpret_cast<float(&)[kBlockM / 2]>(dpt), desc_v, kBlockN * 128, desc_do, kBlockM * 128,
-                                 st * kQBytes);
+    wgmma_kmajor<T, kBlockM, kD>(reinterpret_cast<float(&)[kBlockM / 2]>(dpt), desc_v, kBlockN * 128, desc_do,
+                                 kBlockM * 128, st * kQBytes);
     wgmma_commit();
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb) fence_operands(dpt[mb]);  // in flight: untouched until the wait below
@@ -175,8 +178,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb) fence_operands(st_[mb]);
 
-    const bool need_mask = n0 + kBlockN > p.n_k || m0 + kBlockM > p.n_q ||
-                           (p.mask != Mask::None && int64_t(n0) + kBlockN - 1 > m0 + off);
+    const bool need_mask =
+        n0 + kBlockN > p.n_k || m0 + kBlockM > p.n_q || (p.mask != Mask::None && int64_t(n0) + kBlockN - 1 > m0 + off);
     const float* const lse2_st = s_lse2 + st * kBlockM;  // (kBlockM) base-2 lse of this step's queries
     const float* const dd_st = s_dd + st * kBlockM;      // (kBlockM) D
     // Key j is visible to the queries i in [first(j), n_q), relative to m0 (visible keys form a
@@ -198,7 +201,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
       for (int e = 0; e < 4; ++e) {
         const int il = mb * 8 + 2 * t + e % 2;  // query column within the tile
         // P = exp2(x - lse2) with x = q.k * scale log2 e; an empty row (lse = -inf) gives P = 0.
-        float pe = rules::recompute_p(st_[mb][e] * p.scale_log2, e % 2 ? lse2.y : lse2.x, [](float x) { return exp2_approx(x); });
+        float pe = rules::recompute_p(st_[mb][e] * p.scale_log2, e % 2 ? lse2.y : lse2.x,
+                                      [](float x) { return exp2_approx(x); });
         if (need_mask && (il < first[e / 2] || il >= end_q)) pe = 0.f;
         st_[mb][e] = pe;
       }
@@ -240,7 +244,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     // keys row i cannot see through dK; such elements of the q stage are zeroed (S^T has read it).
     if (need_mask) {
       ConsumerSync::sync();  // both consumers' S^T GEMMs have read the q stage
-      if (scrub_nonfinite<kBlockM, kD, kConsumers, ConsumerSync>(reinterpret_cast<T*>(smem_raw + (base - raw) + L::q + st * kQBytes))) {
+      if (scrub_nonfinite<kBlockM, kD, kConsumers, ConsumerSync>(
+              reinterpret_cast<T*>(smem_raw + (base - raw) + L::q + st * kQBytes))) {
         fence_proxy_async();  // the scrub's stores must reach the dK GEMM's reads
         ConsumerSync::sync();
       }
@@ -250,7 +255,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk)
-      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dv), pa[kk], desc_do_t + ((st * kQBytes + kk * 16 * 128) >> 4), 1);
+      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dv), pa[kk],
+                         desc_do_t + ((st * kQBytes + kk * 16 * 128) >> 4), 1);
     wgmma_commit();
     if constexpr (kAtomicDq) {  // dS^T (keys, queries) into the SW128 stage for the d_q GEMM
       const uint32_t ds = s_ds + st * L::kDsBytes;
@@ -259,20 +265,22 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 #pragma unroll
         for (int x = 0; x < 4; ++x) {
           const int row = cw * 64 + warp * 16 + g + 8 * (x % 2), col = kk * 16 + 8 * (x / 2) + 2 * t;
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds + sw128_offset<kBlockN>(row, col)), "r"(sa[kk][x]) : "memory");
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds + sw128_offset<kBlockN>(row, col)), "r"(sa[kk][x])
+                       : "memory");
         }
       fence_proxy_async();  // generic stores -> wgmma's async-proxy reads
     }
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk)
-      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dk), sa[kk], desc_q_t + ((st * kQBytes + kk * 16 * 128) >> 4), 1);
+      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dk), sa[kk],
+                         desc_q_t + ((st * kQBytes + kk * 16 * 128) >> 4), 1);
     wgmma_commit();
     if constexpr (kAtomicDq) {
       // This consumer's d_q block buffer: the previous step's reduce has read it before anyone writes.
       if (threadIdx.x % 128 == 0) bulk_wait_read<0>();
       ConsumerSync::sync();  // every consumer's dS^T rows are in the stage
-      float dq[8][4];  // (16 queries, 64 columns) per warp
+      float dq[8][4];        // (16 queries, 64 columns) per warp
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kBlockN / 16; ++ks)
@@ -289,7 +297,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
       for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
         for (int r = 0; r < 2; ++r)
-          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(dq_buf + sw128_offset_f32<64>(warp * 16 + g + 8 * r, nb * 8 + 2 * t)),
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(
+                           dq_buf + sw128_offset_f32<64>(warp * 16 + g + 8 * r, nb * 8 + 2 * t)),
                        "f"(dq[nb][2 * r]), "f"(dq[nb][2 * r + 1])
                        : "memory");
       fence_proxy_async();
@@ -320,7 +329,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     T* dv_row = static_cast<T*>(p.d_v) + offset_kv(p.pr, b, h_kv, j);  // (kD)
 #pragma unroll
     for (int db = 0; db < kDB; ++db) {
-      *reinterpret_cast<uint32_t*>(dk_row + db * 8 + 2 * t) = Storage<T>::pack(dk[db][2 * r] * p.scale, dk[db][2 * r + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dk_row + db * 8 + 2 * t) =
+          Storage<T>::pack(dk[db][2 * r] * p.scale, dk[db][2 * r + 1] * p.scale);
       *reinterpret_cast<uint32_t*>(dv_row + db * 8 + 2 * t) = Storage<T>::pack(dv[db][2 * r], dv[db][2 * r + 1]);
     }
   }

@@ -26,7 +26,9 @@ namespace fc::cuda {
 // Keys per tile: 128 at d = 64 (short GEMMs, as the key-tile kernel's longer step), 64 at d = 128
 // (S, dP and d_q of a consumer then fit its 240 registers).
 template <int kD>
-constexpr int dq_block_n() { return kD == 64 ? 128 : 64; }
+constexpr int dq_block_n() {
+  return kD == 64 ? 128 : 64;
+}
 
 // Shared memory of one CTA, in bytes from a 1024-byte-aligned base. (Outside an anonymous namespace:
 // the sm_80 pass, which compiles no kernel body, would warn that its members go unused.)
@@ -35,7 +37,7 @@ struct DqSmem {
   static constexpr int kBlockM = 128, kBlockN = dq_block_n<kD>();
   static constexpr uint32_t kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
   static constexpr uint32_t q = 0, d_o = kQBytes, k = 2 * kQBytes, v = k + 2 * kKVBytes;
-  static constexpr uint32_t bars = v + 2 * kKVBytes;  // qdo_full, k_full[2], v_full[2], k_empty[2], v_empty[2]
+  static constexpr uint32_t bars = v + 2 * kKVBytes;      // qdo_full, k_full[2], v_full[2], k_empty[2], v_empty[2]
   static constexpr uint32_t bytes = bars + 9 * 8 + 1024;  // + alignment slack
   static_assert(bytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
 };
@@ -76,7 +78,8 @@ __global__ void __launch_bounds__(384, 1)
         tma_load_3d(s_q + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, qdo_full);
         tma_load_3d(s_do + c * kBlockM * 128, &tm_do, 64 * c, m0, bh_q, qdo_full);
       }
-      tma_stream_kv<kPanels, kBlockN>(&tm_k, &tm_v, s_k, s_v, kKVBytes, n_tiles, bh_kv, k_full, v_full, k_empty, v_empty);
+      tma_stream_kv<kPanels, kBlockN>(&tm_k, &tm_v, s_k, s_v, kKVBytes, n_tiles, bh_kv, k_full, v_full, k_empty,
+                                      v_empty);
     }
     return;
   }
@@ -95,18 +98,19 @@ __global__ void __launch_bounds__(384, 1)
     dd[r] = p.dd_pad[x];
     nv[r] = i < p.n_q ? n_visible(p.mask, i, p.n_q, p.n_k) : 0;
   }
-  float dq[kDB][4];                  // (16 rows, kD) per warp, fp32: the first dQ GEMM overwrites it
-  float s[kNB][4], dp[kNB][4];       // (16 rows, kBlockN keys): S then P; dP
-  uint32_t sa[kBlockN / 16][4];      // dS in T: register A fragments of dQ += dS k
+  float dq[kDB][4];              // (16 rows, kD) per warp, fp32: the first dQ GEMM overwrites it
+  float s[kNB][4], dp[kNB][4];   // (16 rows, kBlockN keys): S then P; dP
+  uint32_t sa[kBlockN / 16][4];  // dS in T: register A fragments of dQ += dS k
 
   // Descriptors (address field += byte offset >> 4). S, dP: A = this consumer's 64 rows of q / d_o
   // (K-major), B = the k / v stage (K-major): a k-step is 32 bytes along a row, panels every 4.
   // dQ: B = the k stage N-major, a k-step is 16 key rows (2048 bytes), d panels kBlockN * 128 apart.
-  const uint64_t desc_q = sw128_desc(s_q + cw * 64 * 128, 16, 1024), desc_do = sw128_desc(s_do + cw * 64 * 128, 16, 1024);
+  const uint64_t desc_q = sw128_desc(s_q + cw * 64 * 128, 16, 1024),
+                 desc_do = sw128_desc(s_do + cw * 64 * 128, 16, 1024);
   const uint64_t desc_k = sw128_desc(s_k, 16, 1024), desc_v = sw128_desc(s_v, 16, 1024);
   const uint64_t desc_kt = sw128_desc(s_k, kBlockN * 128, 1024);
   auto release = [&](uint32_t bar) {  // this warp no longer reads the stage
-    __syncwarp();  // every lane's accesses are ordered before lane 0's (release) arrive
+    __syncwarp();                     // every lane's accesses are ordered before lane 0's (release) arrive
     if (lane == 0) mbar_arrive(bar);
   };
 
@@ -116,15 +120,15 @@ __global__ void __launch_bounds__(384, 1)
     mbar_wait(k_full + 8 * cur, (n / 2) & 1);
     mbar_wait(v_full + 8 * cur, (n / 2) & 1);
     wgmma_fence();
-    wgmma_kmajor<T, kBlockN, kD>(reinterpret_cast<float(&)[kBlockN / 2]>(s), desc_q, kBlockM * 128, desc_k, kBlockN * 128,
-                                 cur * kKVBytes);
+    wgmma_kmajor<T, kBlockN, kD>(reinterpret_cast<float(&)[kBlockN / 2]>(s), desc_q, kBlockM * 128, desc_k,
+                                 kBlockN * 128, cur * kKVBytes);
     wgmma_commit();
-    wgmma_kmajor<T, kBlockN, kD>(reinterpret_cast<float(&)[kBlockN / 2]>(dp), desc_do, kBlockM * 128, desc_v, kBlockN * 128,
-                                 cur * kKVBytes);
+    wgmma_kmajor<T, kBlockN, kD>(reinterpret_cast<float(&)[kBlockN / 2]>(dp), desc_do, kBlockM * 128, desc_v,
+                                 kBlockN * 128, cur * kKVBytes);
     wgmma_commit();
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb) fence_operands(dp[nb]);  // in flight: untouched until the wait below
-    wgmma_wait<1>();  // dQ of tile n - 1 and S of tile n are done
+    wgmma_wait<1>();                                          // dQ of tile n - 1 and S of tile n are done
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb) fence_operands(s[nb]);
 #pragma unroll
@@ -179,7 +183,8 @@ __global__ void __launch_bounds__(384, 1)
     // that see j are inside the radius (their dS_ij is NaN but for a score of exactly -inf).
     if (need_mask) {
       ConsumerSync::sync();  // both consumers' S GEMMs have read this k stage
-      if (scrub_nonfinite<kBlockN, kD, 256, ConsumerSync>(reinterpret_cast<T*>(smem_raw + (base - raw) + L::k + cur * kKVBytes))) {
+      if (scrub_nonfinite<kBlockN, kD, 256, ConsumerSync>(
+              reinterpret_cast<T*>(smem_raw + (base - raw) + L::k + cur * kKVBytes))) {
         fence_proxy_async();  // the scrub's stores must reach the dQ GEMM's reads
         ConsumerSync::sync();
       }
@@ -187,8 +192,8 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
-      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dq), sa[kk], desc_kt + ((cur * kKVBytes + kk * 16 * 128) >> 4),
-                         n > 0 || kk > 0);
+      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(dq), sa[kk],
+                         desc_kt + ((cur * kKVBytes + kk * 16 * 128) >> 4), n > 0 || kk > 0);
     wgmma_commit();
   }
   wgmma_wait<0>();

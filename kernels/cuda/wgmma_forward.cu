@@ -32,7 +32,7 @@ struct Smem {
   static constexpr uint32_t kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
   static constexpr uint32_t q = 0, k = kQBytes, v = k + 2 * kKVBytes, scratch = v + 2 * kKVBytes;
   static constexpr uint32_t bars = scratch + kD * kBlockN * 2;  // q_full, k_full[2], v_full[2], k_empty[2], v_empty[2]
-  static constexpr uint32_t bytes = bars + 9 * 8 + 1024;         // + alignment slack
+  static constexpr uint32_t bytes = bars + 9 * 8 + 1024;        // + alignment slack
 };
 
 namespace {
@@ -75,14 +75,15 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
       const int bh_q = b * p.heads_q + h, bh_kv = b * p.heads_kv + h_kv;
       mbar_arrive_expect_tx(q_full, kQBytes);
       for (int c = 0; c < kPanels; ++c) tma_load_3d(s_q + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, q_full);
-      tma_stream_kv<kPanels, kBlockN>(&tm_k, &tm_v, s_k, s_v, kKVBytes, n_tiles, bh_kv, k_full, v_full, k_empty, v_empty);
+      tma_stream_kv<kPanels, kBlockN>(&tm_k, &tm_v, s_k, s_v, kKVBytes, n_tiles, bh_kv, k_full, v_full, k_empty,
+                                      v_empty);
     }
     return;
   }
   if constexpr (kConsumerRegs > 0) setmaxnreg_inc<kConsumerRegs>();
 
-  const int cw = wg - 1;                // consumer warpgroup
-  const int w0 = cw * 64 + warp * 16;   // first row of the warp in the tile
+  const int cw = wg - 1;                                             // consumer warpgroup
+  const int w0 = cw * 64 + warp * 16;                                // first row of the warp in the tile
   const T* v = p.v + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;  // (n_k, kD): the rare re-add reads it
   float o[kDB][4] = {};  // (16, kD) per warp, fp32: the m64nkD accumulator of the warpgroup
   float m[2] = {rules::neg_inf<float>(), rules::neg_inf<float>()}, l[2] = {0.f, 0.f};  // rows g, g + 8
@@ -99,8 +100,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   const uint64_t desc_k = sw128_desc(s_k, 16, 1024);
   const uint64_t desc_v = sw128_desc(s_v, kBlockN * 128, 1024);
   auto issue_scores = [&](int st) {
-    wgmma_kmajor<T, kBlockN, kD>(reinterpret_cast<float(&)[kBlockN / 2]>(s), desc_q, kBlockM * 128, desc_k, kBlockN * 128,
-                                 st * kKVBytes);
+    wgmma_kmajor<T, kBlockN, kD>(reinterpret_cast<float(&)[kBlockN / 2]>(s), desc_q, kBlockM * 128, desc_k,
+                                 kBlockN * 128, st * kKVBytes);
     wgmma_commit();
   };
   auto fence_all = [&] {
@@ -112,7 +113,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     for (int kk = 0; kk < kBlockN / 16; ++kk) fence_operands(pa[kk]);
   };
   auto release = [&](uint32_t bar) {  // this warp no longer reads the stage
-    __syncwarp();  // every lane's accesses are ordered before lane 0's (release) arrive
+    __syncwarp();                     // every lane's accesses are ordered before lane 0's (release) arrive
     if (lane == 0) mbar_arrive(bar);
   };
 
@@ -144,8 +145,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
       if (scrub_nonfinite<kBlockN, kD, kConsumers, ConsumerSync>(v_tile)) {  // uniform over the consumers, rare
         float(&o1)[1][kDB][4] = reinterpret_cast<float(&)[1][kDB][4]>(o);
         const uint32_t(&pa1)[1][kBlockN / 16][4] = reinterpret_cast<const uint32_t(&)[1][kBlockN / 16][4]>(pa);
-        readd_nonfinite_v<kD, kBlockM, kBlockN, 1, ConsumerSync>(o1, pa1, reinterpret_cast<T*>(base_ptr + L::scratch), v,
-                                                                 p.mask, p.n_q, p.n_k, m0, w0, n0);
+        readd_nonfinite_v<kD, kBlockM, kBlockN, 1, ConsumerSync>(o1, pa1, reinterpret_cast<T*>(base_ptr + L::scratch),
+                                                                 v, p.mask, p.n_q, p.n_k, m0, w0, n0);
         fence_proxy_async();  // the scrub's stores must reach wgmma's reads of v_n
         ConsumerSync::sync();
       }
@@ -155,7 +156,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     if constexpr (kMore) issue_scores(next);
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
-      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(o), pa[kk], desc_v + ((cur * kKVBytes + kk * 16 * 128) >> 4), 1);
+      wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(o), pa[kk],
+                         desc_v + ((cur * kKVBytes + kk * 16 * 128) >> 4), 1);
     wgmma_commit();
     if constexpr (kMore) {
       wgmma_wait<1>();  // S_{n+1} is done; P_n v_n may still run
@@ -220,7 +222,8 @@ cudaError_t dispatch_tile(const Problem& pr, Tile t, const ForwardArgs& a, cudaS
 bool device_is_sm90() {
   static const bool yes = [] {
     int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
       cudaGetLastError();
       return false;
     }
@@ -250,9 +253,11 @@ bool tensor_map(CUtensorMap* map, const void* base, DType dtype, int d, int rows
   const cuuint64_t dims[3] = {cuuint64_t(d), cuuint64_t(rows), cuuint64_t(heads)};
   const cuuint64_t strides[2] = {cuuint64_t(d) * 2, cuuint64_t(rows) * d * 2};  // bytes, dims 1 and 2
   const cuuint32_t box[3] = {64, cuuint32_t(box_rows), 1}, elem_strides[3] = {1, 1, 1};
-  const CUtensorMapDataType type = dtype == DType::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUtensorMapDataType type =
+      dtype == DType::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   return encode(map, type, 3, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 bool tensor_map_f32(CUtensorMap* map, const float* base, int cols, int rows, int box_cols) {
@@ -271,8 +276,9 @@ bool tensor_map_f32_sw128(CUtensorMap* map, float* base, int d, int rows, int he
   const cuuint64_t dims[3] = {cuuint64_t(d), cuuint64_t(rows), cuuint64_t(heads)};
   const cuuint64_t strides[2] = {cuuint64_t(d) * 4, cuuint64_t(rows) * d * 4};  // bytes, dims 1 and 2
   const cuuint32_t box[3] = {32, cuuint32_t(box_rows), 1}, elem_strides[3] = {1, 1, 1};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, base, dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, base, dims, strides, box, elem_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 int wgmma_forward_tiles(int d, Tile* out, int max_out) {
@@ -297,8 +303,10 @@ bool wgmma_forward_supports(const Problem& p, Tile t) {
 cudaError_t wgmma_forward(const Problem& p, Tile t, const ForwardArgs& a, cudaStream_t stream) {
   if (t.block_m == 0 && t.block_n == 0) t = wgmma_forward_default(p.d);
   if (!wgmma_forward_supports(p, t)) return cudaErrorInvalidValue;
-  if (p.dtype == DType::F16) return p.d == 64 ? dispatch_tile<__half, 64>(p, t, a, stream) : dispatch_tile<__half, 128>(p, t, a, stream);
-  return p.d == 64 ? dispatch_tile<__nv_bfloat16, 64>(p, t, a, stream) : dispatch_tile<__nv_bfloat16, 128>(p, t, a, stream);
+  if (p.dtype == DType::F16)
+    return p.d == 64 ? dispatch_tile<__half, 64>(p, t, a, stream) : dispatch_tile<__half, 128>(p, t, a, stream);
+  return p.d == 64 ? dispatch_tile<__nv_bfloat16, 64>(p, t, a, stream)
+                   : dispatch_tile<__nv_bfloat16, 128>(p, t, a, stream);
 }
 
 }  // namespace fc::cuda

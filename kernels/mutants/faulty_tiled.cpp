@@ -42,8 +42,7 @@ float score_scale(Fault f, const Problem& p) {
 // Keys row i processes: its visible prefix, cut at the last full tile when that fault is planted.
 int64_t keys_end(Fault f, const Problem& p, int64_t i, int64_t block_n) {
   int64_t end = n_visible(effective_mask(f, p.mask), i, p.n_q, p.n_k);
-  if (f == Fault::DropLastPartialTile && p.n_k % block_n != 0)
-    end = std::min(end, p.n_k / block_n * block_n);
+  if (f == Fault::DropLastPartialTile && p.n_k % block_n != 0) end = std::min(end, p.n_k / block_n * block_n);
   return end;
 }
 float dot(const float* a, const float* b, int64_t d) {
@@ -55,14 +54,15 @@ int64_t block_n_of(const Config& cfg) { return cfg.block_n > 0 ? cfg.block_n : k
 
 }  // namespace
 
-void faulty_forward(Fault f, const Problem& p, const Config& cfg, const HostTensor& q_t,
-                    const HostTensor& k_t, const HostTensor& v_t, HostTensor& o_t, HostTensor& lse_t) {
+void faulty_forward(Fault f, const Problem& p, const Config& cfg, const HostTensor& q_t, const HostTensor& k_t,
+                    const HostTensor& v_t, HostTensor& o_t, HostTensor& lse_t) {
   const std::vector<float> q = widen(q_t), k = widen(k_t), v = widen(v_t);  // storage layouts
   const int64_t d = p.d, bn = block_n_of(cfg);
   const DType p_type = f == Fault::PBf16 ? DType::BF16 : p.dtype;
   const float scale = score_scale(f, p);
   const Expf exp_fn;
-  std::vector<float> acc(static_cast<size_t>(d)), s(static_cast<size_t>(bn));  // (d) unnormalised o; (kBlockN) score tile row
+  std::vector<float> acc(static_cast<size_t>(d)),
+      s(static_cast<size_t>(bn));  // (d) unnormalised o; (kBlockN) score tile row
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h)
       for (int64_t i = 0; i < p.n_q; ++i) {
@@ -105,10 +105,9 @@ void faulty_forward(Fault f, const Problem& p, const Config& cfg, const HostTens
       }
 }
 
-void faulty_backward(Fault f, const Problem& p, const Config& cfg, const HostTensor& q_t,
-                     const HostTensor& k_t, const HostTensor& v_t, const HostTensor& o_t,
-                     const HostTensor& lse_t, const HostTensor& d_o_t, HostTensor& d_q_t,
-                     HostTensor& d_k_t, HostTensor& d_v_t) {
+void faulty_backward(Fault f, const Problem& p, const Config& cfg, const HostTensor& q_t, const HostTensor& k_t,
+                     const HostTensor& v_t, const HostTensor& o_t, const HostTensor& lse_t, const HostTensor& d_o_t,
+                     HostTensor& d_q_t, HostTensor& d_k_t, HostTensor& d_v_t) {
   const std::vector<float> q = widen(q_t), k = widen(k_t), v = widen(v_t), o = widen(o_t), d_o = widen(d_o_t);
   const int64_t d = p.d, bn = block_n_of(cfg);
   const float scale = score_scale(f, p), out_scale = float(p.scale);
@@ -122,9 +121,8 @@ void faulty_backward(Fault f, const Problem& p, const Config& cfg, const HostTen
         const int64_t g = kv_of(f, p, h), end = keys_end(f, p, i, bn), oq = offset_q(p, b, h, i);
         const float lse = float(lse_t.get(offset_lse(p, b, h, i)));
         // D_i = d_o_i . o_i; the planted fault reads row i of v (clamped) instead of o.
-        const float* D_src = f == Fault::DFromV
-                                 ? &v[size_t(offset_kv(p, b, g, std::min<int64_t>(i, p.n_k - 1)))]
-                                 : &o[size_t(oq)];
+        const float* D_src =
+            f == Fault::DFromV ? &v[size_t(offset_kv(p, b, g, std::min<int64_t>(i, p.n_k - 1)))] : &o[size_t(oq)];
         const float D = dot(&d_o[size_t(oq)], D_src, d);
         // The planted fault walks the whole key tiles the row touches, as a tensor-core kernel does,
         // and relies on P = 0 for the masked keys among them: dS = 0 * (dP - D) and dS * k_j are NaN
@@ -134,8 +132,9 @@ void faulty_backward(Fault f, const Problem& p, const Config& cfg, const HostTen
           const int64_t okv = offset_kv(p, b, g, j);
           const float s = dot(&q[size_t(oq)], &k[size_t(okv)], d) * scale;
           // P resurrected from lse: 0, not exp(-inf - -inf), on a row that saw nothing...
-          const float pr = j >= end ? 0.0f  // a masked key of the walked tile (Fault::MaskedProducts)
-                           : f == Fault::MaskedRowNaN ? exp_fn(s - lse) : rules::recompute_p(s, lse, exp_fn);
+          const float pr = j >= end                   ? 0.0f  // a masked key of the walked tile (Fault::MaskedProducts)
+                           : f == Fault::MaskedRowNaN ? exp_fn(s - lse)
+                                                      : rules::recompute_p(s, lse, exp_fn);
           const float dp = dot(&d_o[size_t(oq)], &v[size_t(okv)], d);
           const float ds = pr * (dp - D);  // dP - D: one rounding, both in fp32
           // P and dS rounded to storage before the GEMMs they feed.
@@ -169,15 +168,12 @@ Kernel make_faulty_kernel(Fault f, const std::string& name, const std::string& d
   info.any_tile = true;
   info.configs = {Config{kDefaultBlock, kDefaultBlock}, Config{4, 8}, Config{8, 3}};
   kern.supports = [](const Problem&) { return true; };
-  kern.forward = [f](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k,
-                     const HostTensor& v, HostTensor& o, HostTensor& lse) {
-    faulty_forward(f, p, c, q, k, v, o, lse);
-  };
-  kern.backward = [f](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k,
-                      const HostTensor& v, const HostTensor& o, const HostTensor& lse,
-                      const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
-    faulty_backward(f, p, c, q, k, v, o, lse, d_o, d_q, d_k, d_v);
-  };
+  kern.forward = [f](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+                     HostTensor& o, HostTensor& lse) { faulty_forward(f, p, c, q, k, v, o, lse); };
+  kern.backward = [f](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+                      const HostTensor& o, const HostTensor& lse, const HostTensor& d_o, HostTensor& d_q,
+                      HostTensor& d_k,
+                      HostTensor& d_v) { faulty_backward(f, p, c, q, k, v, o, lse, d_o, d_q, d_k, d_v); };
   return kern;
 }
 

@@ -35,12 +35,11 @@ enum class Fault {
 
 inline constexpr int32_t kDefaultBlock = 16;  // kBlockM = kBlockN when a Config leaves them 0
 
-void faulty_forward(Fault f, const Problem& p, const Config& cfg, const HostTensor& q,
-                    const HostTensor& k, const HostTensor& v, HostTensor& o, HostTensor& lse);
-void faulty_backward(Fault f, const Problem& p, const Config& cfg, const HostTensor& q,
-                     const HostTensor& k, const HostTensor& v, const HostTensor& o,
-                     const HostTensor& lse, const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k,
-                     HostTensor& d_v);
+void faulty_forward(Fault f, const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
+                    const HostTensor& v, HostTensor& o, HostTensor& lse);
+void faulty_backward(Fault f, const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
+                     const HostTensor& v, const HostTensor& o, const HostTensor& lse, const HostTensor& d_o,
+                     HostTensor& d_q, HostTensor& d_k, HostTensor& d_v);
 
 // The registry row of the kernel with fault f (mutant = f != Fault::None).
 Kernel make_faulty_kernel(Fault f, const std::string& name, const std::string& description);

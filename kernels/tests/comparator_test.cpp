@@ -18,7 +18,7 @@ TEST_CASE("scaled_error measures |x - ref| / scale and never passes NaN", "[cpu]
   CHECK(scaled_error({std::nan(""), -2.0, 0.0, -kInf}, ref, scale) == kInf);
   CHECK(scaled_error({1.0, -2.0, 0.0, 5.0}, ref, scale) == kInf);  // -inf expected, finite given
   CHECK(scaled_error({1.0, -2.0, 0.0, kInf}, ref, scale) == kInf);
-  CHECK(scaled_error({1.0}, ref, scale) == kInf);  // size mismatch
+  CHECK(scaled_error({1.0}, ref, scale) == kInf);                                     // size mismatch
   CHECK(scaled_error({1.0, std::nan("")}, {1.0, std::nan("")}, {1.0, 1.0}) == kInf);  // NaN != NaN
 }
 

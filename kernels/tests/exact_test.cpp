@@ -38,9 +38,7 @@ Problem problem_of(const Shape& s, DType t) {
   return p;
 }
 
-ref::Tensors64 tensors_of(const Inputs& in) {
-  return {in.q.to_f64(), in.k.to_f64(), in.v.to_f64(), in.d_o.to_f64()};
-}
+ref::Tensors64 tensors_of(const Inputs& in) { return {in.q.to_f64(), in.k.to_f64(), in.v.to_f64(), in.d_o.to_f64()}; }
 
 // The oracle's answer and the scales of the comparison.
 struct Expected {
@@ -64,8 +62,7 @@ Expected expected_of(const Inputs& in) {
 double worst_error(const Outputs& out, const Expected& e) {
   return std::max({test::scaled_error(out.o.to_f64(), e.r.o, e.o_mag),
                    test::scaled_error(out.lse.to_f64(), e.r.lse, e.lse_unit),
-                   test::normwise_error(out.d_q.to_f64(), e.r.d_q),
-                   test::normwise_error(out.d_k.to_f64(), e.r.d_k),
+                   test::normwise_error(out.d_q.to_f64(), e.r.d_q), test::normwise_error(out.d_k.to_f64(), e.r.d_k),
                    test::normwise_error(out.d_v.to_f64(), e.r.d_v)});
 }
 

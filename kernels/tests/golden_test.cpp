@@ -31,9 +31,10 @@ std::vector<std::pair<const Kernel*, Case>> every_run(int32_t n) {
   for (LoopOrder order : {LoopOrder::FA2, LoopOrder::FA1})
     for (int32_t bm = 1; bm <= n; ++bm)
       for (int32_t bn = 1; bn <= n; ++bn)
-        runs.push_back({tiled, {test::tile_config(bm, bn, order),
-                                "cpu_tiled " + std::to_string(bm) + "x" + std::to_string(bn) +
-                                    (order == LoopOrder::FA1 ? " FA1" : " FA2")}});
+        runs.push_back(
+            {tiled,
+             {test::tile_config(bm, bn, order), "cpu_tiled " + std::to_string(bm) + "x" + std::to_string(bn) +
+                                                    (order == LoopOrder::FA1 ? " FA1" : " FA2")}});
   runs.push_back({naive, {Config{}, "cpu_naive"}});
   return runs;
 }
@@ -41,15 +42,9 @@ std::vector<std::pair<const Kernel*, Case>> every_run(int32_t n) {
 // One query row of scores s (scale 1, d = n_k): q = e_0, k_j = s_j e_0, v = identity, so that
 // o is the softmax row itself; d_o = e_0 makes d_v[j][0] = P_j (the backward's resurrected P).
 Inputs one_row(const std::vector<double>& s) {
-  const Problem p{
-      .n_q = 1,
-      .n_k = int32_t(s.size()),
-      .d = int32_t(s.size()),
-      .dtype = DType::F64,
-      .scale = 1.0
-  };
+  const Problem p{.n_q = 1, .n_k = int32_t(s.size()), .d = int32_t(s.size()), .dtype = DType::F64, .scale = 1.0};
   const size_t n = s.size();
-  std::vector<double> q(n, 0.0), d_o(n, 0.0);      // (n_q = 1, d = n)
+  std::vector<double> q(n, 0.0), d_o(n, 0.0);        // (n_q = 1, d = n)
   std::vector<double> k(n * n, 0.0), v(n * n, 0.0);  // (n_k = n, d = n)
   q[0] = d_o[0] = 1.0;
   for (size_t j = 0; j < n; ++j) {

@@ -29,15 +29,13 @@ std::string label(const Kernel& k, const Config& c, DType t) {
 // Bottom-right alignment with n_q = 7 > n_k = 3: rows 0..3 see no key; rows 4..6 see 1..3 keys.
 TEST_CASE("forward and backward of fully masked rows give o = 0, lse = -inf, d_q = 0", "[cpu]") {
   for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64}) {
-    const Problem p{
-        .heads_q = 2,
-        .n_q = 7,
-        .n_k = 3,
-        .d = 4,
-        .dtype = t,
-        .mask = Mask::CausalBottomRight,
-        .scale = default_scale(4)
-    };
+    const Problem p{.heads_q = 2,
+                    .n_q = 7,
+                    .n_k = 3,
+                    .d = 4,
+                    .dtype = t,
+                    .mask = Mask::CausalBottomRight,
+                    .scale = default_scale(4)};
     const Inputs in = test::random_inputs(p, 11);
     for (const auto& [kern, cfg] : runs()) {
       INFO(label(*kern, cfg, t));
@@ -76,14 +74,7 @@ TEST_CASE("forward and backward of fully masked rows give o = 0, lse = -inf, d_q
 // may poison that row only; every other row's o, lse and d_q keep their bits.
 TEST_CASE("forward and backward never read keys a row cannot see", "[cpu]") {
   for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64}) {
-    const Problem p{
-        .n_q = 5,
-        .n_k = 5,
-        .d = 3,
-        .dtype = t,
-        .mask = Mask::CausalTopLeft,
-        .scale = default_scale(3)
-    };
+    const Problem p{.n_q = 5, .n_k = 5, .d = 3, .dtype = t, .mask = Mask::CausalTopLeft, .scale = default_scale(3)};
     const Inputs clean = test::random_inputs(p, 23);
     Inputs dirty = clean;
     for (int64_t c = 0; c < p.d; ++c) {

@@ -35,11 +35,11 @@ TEST_CASE("cvt to fp16 and bf16 rounds chosen values to nearest-even", "[cpu]") 
   using half = Eigen::half;
   using bf16 = Eigen::bfloat16;
   const double u16 = std::ldexp(1.0, -11), ub = std::ldexp(1.0, -8);
-  CHECK(double(cvt<float>(cvt<half>(1.0f + float(u16)))) == 1.0);                 // tie -> even
-  CHECK(double(cvt<float>(cvt<half>(1.0f + 3 * float(u16)))) == 1.0 + 4 * u16);   // tie -> even
+  CHECK(double(cvt<float>(cvt<half>(1.0f + float(u16)))) == 1.0);                // tie -> even
+  CHECK(double(cvt<float>(cvt<half>(1.0f + 3 * float(u16)))) == 1.0 + 4 * u16);  // tie -> even
   CHECK(double(cvt<float>(cvt<half>(65519.0f))) == 65504.0);
-  CHECK(std::isinf(double(cvt<float>(cvt<half>(65520.0f)))));                     // rounds past max
-  CHECK(double(cvt<float>(cvt<half>(std::ldexp(1.0f, -25)))) == 0.0);             // tie -> 0
+  CHECK(std::isinf(double(cvt<float>(cvt<half>(65520.0f)))));          // rounds past max
+  CHECK(double(cvt<float>(cvt<half>(std::ldexp(1.0f, -25)))) == 0.0);  // tie -> 0
   CHECK(double(cvt<float>(cvt<half>(std::ldexp(1.5f, -25)))) == std::ldexp(1.0, -24));
   CHECK(double(cvt<float>(cvt<bf16>(1.0f + float(ub)))) == 1.0);
   CHECK(double(cvt<float>(cvt<bf16>(1.0f + 3 * float(ub)))) == 1.0 + 4 * ub);
@@ -76,7 +76,7 @@ TEST_CASE("cvt to bf16 agrees with round_to on every bf16 midpoint", "[cpu]") {
 
 TEST_CASE("fp16 multiply-add rounds once per step", "[cpu]") {
   using half = Eigen::half;
-  const half one(1.0f), tiny(std::ldexp(1.0f, -11));  // tiny = half an fp16 ulp of 1
+  const half one(1.0f), tiny(std::ldexp(1.0f, -11));         // tiny = half an fp16 ulp of 1
   CHECK(float(fc::cpu::mac<half>(one, tiny, one)) == 1.0f);  // 1 + 2^-11 is a tie: stays 1
   CHECK(fc::cpu::mac<float>(1.0f, std::ldexp(1.0f, -11), 1.0f) == 1.0f + std::ldexp(1.0f, -11));
 }

@@ -32,9 +32,8 @@ TEST_CASE("registry lists cpu_naive and cpu_tiled under unique names", "[cpu]") 
   CHECK(tiled.any_tile);
   CHECK_FALSE(find_kernel("cpu_naive")->info.any_tile);
   auto has = [&](int32_t bm, int32_t bn, LoopOrder o) {
-    return std::any_of(tiled.configs.begin(), tiled.configs.end(), [&](const Config& c) {
-      return c.block_m == bm && c.block_n == bn && c.order == o;
-    });
+    return std::any_of(tiled.configs.begin(), tiled.configs.end(),
+                       [&](const Config& c) { return c.block_m == bm && c.block_n == bn && c.order == o; });
   };
   for (LoopOrder o : {LoopOrder::FA2, LoopOrder::FA1}) {
     CHECK(has(1, 1, o));
@@ -92,13 +91,7 @@ TEST_CASE("forward of the CPU kernels refuses mistyped tensors and bad tiles", "
 // smaller than 64, however large the request (no allocation sized by the request).
 TEST_CASE("forward of cpu_tiled takes tiles larger than the problem as one tile", "[cpu]") {
   const Problem p{
-      .n_q = 5,
-      .n_k = 7,
-      .d = 3,
-      .dtype = DType::F16,
-      .mask = Mask::CausalBottomRight,
-      .scale = default_scale(3)
-  };
+      .n_q = 5, .n_k = 7, .d = 3, .dtype = DType::F16, .mask = Mask::CausalBottomRight, .scale = default_scale(3)};
   const Inputs in = test::random_inputs(p, 5);
   const Kernel& tiled = *find_kernel("cpu_tiled");
   for (LoopOrder o : {LoopOrder::FA2, LoopOrder::FA1}) {

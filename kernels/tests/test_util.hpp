@@ -22,9 +22,9 @@ inline Inputs make_inputs(const Problem& p, const std::vector<double>& q, const 
                           const std::vector<double>& v, const std::vector<double>& d_o = {}) {
   Inputs in;
   in.p = p;
-  in.q = HostTensor::from_f64(p.dtype, shape_q(p), q);   // (batch, heads_q, n_q, d)
-  in.k = HostTensor::from_f64(p.dtype, shape_kv(p), k);  // (batch, heads_kv, n_k, d)
-  in.v = HostTensor::from_f64(p.dtype, shape_kv(p), v);  // (batch, heads_kv, n_k, d)
+  in.q = HostTensor::from_f64(p.dtype, shape_q(p), q);                        // (batch, heads_q, n_q, d)
+  in.k = HostTensor::from_f64(p.dtype, shape_kv(p), k);                       // (batch, heads_kv, n_k, d)
+  in.v = HostTensor::from_f64(p.dtype, shape_kv(p), v);                       // (batch, heads_kv, n_k, d)
   if (!d_o.empty()) in.d_o = HostTensor::from_f64(p.dtype, shape_q(p), d_o);  // (batch, heads_q, n_q, d)
   return in;
 }
@@ -50,7 +50,7 @@ inline Inputs random_inputs(const Problem& p, uint64_t seed, double r = 2.0) {
 // kept in `lse_dtype` (F64 lets fp64-storage runs keep full precision; F32 is the contract's).
 inline Outputs run(const Kernel& kern, const Inputs& in, const Config& cfg, DType lse_dtype = DType::F32) {
   Outputs out;
-  out.o = HostTensor(in.p.dtype, shape_q(in.p));  // (batch, heads_q, n_q, d)
+  out.o = HostTensor(in.p.dtype, shape_q(in.p));     // (batch, heads_q, n_q, d)
   out.lse = HostTensor(lse_dtype, shape_lse(in.p));  // (batch, heads_q, n_q)
   kern.forward(in.p, cfg, in.q, in.k, in.v, out.o, out.lse);
   if (!in.has_d_o()) return out;

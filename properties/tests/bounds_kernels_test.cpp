@@ -31,11 +31,13 @@ double worst_ratio(const Kernel& k, const Inputs& in, const Config& cfg, const r
   const props::Run r = props::execute(k, in, cfg, true);
   REQUIRE(r.error.empty());
   const ref::Certified c = props::certify(in);
-  const ref::Bounds B = prec ? ref::error_bounds(in.p, props::tensors64(in), c, *prec) : props::bounds_for(k, in, cfg, c);
+  const ref::Bounds B =
+      prec ? ref::error_bounds(in.p, props::tensors64(in), c, *prec) : props::bounds_for(k, in, cfg, c);
   double worst = 0;
   auto one = [&](const HostTensor& t, const std::vector<double>& v, const std::vector<double>& b, DType dt) {
     const ref::Verdict vd = ref::within_bound(t.to_f64(), v, b, dt);
-    const double failed = vd.bound > 0 && !std::isnan(vd.measured) ? std::nextafter(std::max(1.0, vd.measured / vd.bound), kInf) : kInf;
+    const double failed =
+        vd.bound > 0 && !std::isnan(vd.measured) ? std::nextafter(std::max(1.0, vd.measured / vd.bound), kInf) : kInf;
     worst = std::max(worst, vd.ok ? vd.ratio : failed);  // a failure always counts as > 1
   };
   one(r.out.o, c.value.o, B.o, in.p.dtype);
@@ -88,7 +90,8 @@ TEST_CASE("error bounds accept the legitimate gradient error of fp32 accumulatio
   // The error is large for fp32 (far above u = 6e-8 relative) ...
   double err = 0, mag = 0;
   for (size_t x = 0; x < c.value.d_q.size(); ++x)
-    err = std::max(err, std::fabs(r.out.d_q.get(int64_t(x)) - c.value.d_q[x])), mag = std::max(mag, std::fabs(c.value.d_q[x]));
+    err = std::max(err, std::fabs(r.out.d_q.get(int64_t(x)) - c.value.d_q[x])),
+    mag = std::max(mag, std::fabs(c.value.d_q[x]));
   CHECK(err > 1e-3 * mag);  // measured: about 1.5e-2
   // ... and the bound that accepts it still says something: within 100x of what happened.
   CHECK(worst_ratio(tiled, in, cfg) > 1e-2);

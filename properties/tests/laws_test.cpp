@@ -43,8 +43,10 @@ void check_law(const char* id, const char* sentence) {
   }
   // On the CPU a law no kernel claims is a hole in the suite; on a device whose kernels lack a
   // capability (fp32 storage for softmax_row) it is only worth saying.
-  if (std::string(FC_LAW_DEVICE) == "cpu") CHECK(kernels > 0);
-  else if (kernels == 0) WARN("no " FC_LAW_DEVICE " kernel claims law " << id);
+  if (std::string(FC_LAW_DEVICE) == "cpu")
+    CHECK(kernels > 0);
+  else if (kernels == 0)
+    WARN("no " FC_LAW_DEVICE " kernel claims law " << id);
 }
 
 }  // namespace

@@ -77,7 +77,9 @@ TEST_CASE("flashcheck check prints a replay line that reproduces the failure", "
   const std::string line = out.substr(at + 19, out.find('\n', at) - at - 19);
   const auto [out2, code2] = run(exe + " " + line);
   CHECK(code2 == 1);
-  const auto ce = [](const std::string& s) { return s.substr(s.find("minimal counterexample:"), s.find("  replay:") - s.find("minimal counterexample:")); };
+  const auto ce = [](const std::string& s) {
+    return s.substr(s.find("minimal counterexample:"), s.find("  replay:") - s.find("minimal counterexample:"));
+  };
   CHECK(ce(out2) == ce(out));
   CHECK(run(exe + " check --kernel no_such_kernel").second == 2);
   CHECK(run(exe + " check --kernel cpu_tiled --law no_such_law").second == 2);
@@ -95,5 +97,6 @@ TEST_CASE("the coverage check fails a budget that never reaches a claimed regime
   // With the default budget every claimed regime is reached.
   const LawResult full = run_law(*find_law("rows_sum"), *fc::find_kernel("cpu_tiled"), RunOptions{});
   CHECK(full.ok);
-  for (Regime reg : claimed_regimes(*find_law("rows_sum"), *fc::find_kernel("cpu_tiled"))) CHECK(full.coverage.count(reg));
+  for (Regime reg : claimed_regimes(*find_law("rows_sum"), *fc::find_kernel("cpu_tiled")))
+    CHECK(full.coverage.count(reg));
 }

@@ -93,9 +93,8 @@ void small_case_errors(const std::string& t) {
     diff = std::sqrt(diff);
     err = std::sqrt(err);
   };
-  std::printf(
-      "small case (batch 1, heads 2/1 GQA, n_q 48, n_k 64, d 16, causal_bottom_right, %s, q,k ~ N(0,9)):\n",
-      t.c_str());
+  std::printf("small case (batch 1, heads 2/1 GQA, n_q 48, n_k 64, d 16, causal_bottom_right, %s, q,k ~ N(0,9)):\n",
+              t.c_str());
   std::printf("  o:   max |cert-exact|/err = %.3g   max |cert-exact|/o_mag = %.3g   max err/o_mag = %.3g\n",
               worst_ratio, worst_rel, worst_err_rel);
   const fc::ref::testing::Scales sc = fc::ref::testing::natural_scales(p, in);  // one kv group
@@ -132,8 +131,8 @@ int main(int argc, char** argv) {
       "Eigen %d.%d.%d, single thread, best CPU time of the reps\n",
       long(n), long(d), t.c_str(), reps, EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION);
 
-  double t_naive = 1e300, t_cert = 1e300, t_fwd = 1e300, t_bwd = 1e300, t_gemm = 1e300, t_s = 1e300,
-         t_dp = 1e300, t_pv = 1e300, t_long = 1e300, w_naive = 1e300, w_cert = 1e300;
+  double t_naive = 1e300, t_cert = 1e300, t_fwd = 1e300, t_bwd = 1e300, t_gemm = 1e300, t_s = 1e300, t_dp = 1e300,
+         t_pv = 1e300, t_long = 1e300, w_naive = 1e300, w_cert = 1e300;
   for (int rep = 0; rep < reps; ++rep) {
     double w0 = wall_now();
     t_naive = std::min(t_naive, seconds([&] { fc::ref::bench::naive_fp64(q, k, v, d_o, scale); }));
@@ -170,11 +169,12 @@ int main(int argc, char** argv) {
       "certified (fwd+bwd, fc::ref::certified): %.3f s   (internals timed alone: forward %.3f s, backward "
       "%.3f s)\n",
       t_cert, t_fwd, t_bwd);
-  std::printf("ratio certified / plain:              %.3f   (wall clock: %.3f s / %.3f s = %.3f)\n",
-              t_cert / t_naive, w_cert, w_naive, w_cert / w_naive);
+  std::printf("ratio certified / plain:              %.3f   (wall clock: %.3f s / %.3f s = %.3f)\n", t_cert / t_naive,
+              w_cert, w_naive, w_cert / w_naive);
   std::printf(
       "pieces (timed alone): one plain GEMM Q·Kᵀ %.3f s | exact S = Q·Kᵀ (Ozaki) %.3f s | "
-      "dP = dO·Vᵀ (exact, or plain + |dO||V|ᵀ bound) %.3f s | chunked P̂·[V |V|] %.3f s | one chunked long product (P̂ᵀ·dO) %.3f s\n",
+      "dP = dO·Vᵀ (exact, or plain + |dO||V|ᵀ bound) %.3f s | chunked P̂·[V |V|] %.3f s | one chunked long product "
+      "(P̂ᵀ·dO) %.3f s\n",
       t_gemm, t_s, t_dp, t_pv, t_long);
   const double counted = t_s + t_pv + t_dp + 3 * t_long;
   std::printf(

@@ -28,7 +28,7 @@ TEST_CASE("within_bound treats non-finite values exactly", "[cpu]") {
   CHECK(within_bound({-kInf}, {-kInf}, {0.0}, DType::F32).ok);       // lse of an empty row
   CHECK_FALSE(within_bound({kInf}, {-kInf}, {0.0}, DType::F32).ok);  // wrong sign
   CHECK_FALSE(within_bound({-3.0e38}, {-kInf}, {0.0}, DType::F32).ok);
-  CHECK(within_bound({kInf}, {65000.0}, {600.0}, DType::F16).ok);    // overflow the bound allows
+  CHECK(within_bound({kInf}, {65000.0}, {600.0}, DType::F16).ok);  // overflow the bound allows
   CHECK_FALSE(within_bound({kInf}, {65000.0}, {1.0}, DType::F16).ok);
   CHECK_FALSE(within_bound({-kInf}, {65000.0}, {600.0}, DType::F16).ok);
   CHECK_FALSE(within_bound({1.0, 2.0}, {1.0}, {1.0}, DType::F16).ok);  // size mismatch

@@ -36,13 +36,19 @@ Case make(std::string name, Problem p, double qk_sigma, uint64_t seed) {
   return c;
 }
 
-
 }  // namespace
 
 Problem shape(int32_t batch, int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, int32_t d, DType t, Mask m,
               double scale) {
-  return Problem{.batch = batch, .heads_q = hq, .heads_kv = hkv, .n_q = n_q, .n_k = n_k, .d = d, .dtype = t,
-                 .mask = m, .scale = scale};
+  return Problem{.batch = batch,
+                 .heads_q = hq,
+                 .heads_kv = hkv,
+                 .n_q = n_q,
+                 .n_k = n_k,
+                 .d = d,
+                 .dtype = t,
+                 .mask = m,
+                 .scale = scale};
 }
 
 std::vector<Case> certified_cases() {
@@ -54,23 +60,19 @@ std::vector<Case> certified_cases() {
                     shape(2, 4, 2, 7, 11, 16, DType::F16, M::CausalTopLeft, s16), 1, 2));
   cs.push_back(make("bf16 causal_bottom_right, n_q > n_k (fully masked rows)",
                     shape(1, 2, 1, 11, 7, 8, DType::BF16, M::CausalBottomRight, s8), 2, 3));
-  cs.push_back(make("f32 MQA 3/1, causal_top_left, n_q > n_k",
-                    shape(1, 3, 1, 9, 5, 8, DType::F32, M::CausalTopLeft, s8), 2, 4));
+  cs.push_back(
+      make("f32 MQA 3/1, causal_top_left, n_q > n_k", shape(1, 3, 1, 9, 5, 8, DType::F32, M::CausalTopLeft, s8), 2, 4));
   cs.push_back(make("f16 causal_bottom_right, n_q < n_k",
                     shape(1, 2, 2, 5, 13, 16, DType::F16, M::CausalBottomRight, s16), 3, 5));
   // Extreme score ranges: q, k ~ 100 N(0,1), scale 1, d 4: scores ~ 1e4, spreads far beyond 700.
   cs.push_back(make("scores ~ +-1e4 (f32)", shape(1, 2, 1, 8, 10, 4, DType::F32, M::None, 1.0), 100, 6));
+  cs.push_back(make("scores ~ +-1e6 (f64)", shape(1, 1, 1, 6, 9, 4, DType::F64, M::CausalBottomRight, 1.0), 1000, 7));
+  cs.push_back(make("fp16 near 65504, scores ~ 1e9", shape(1, 1, 1, 5, 6, 4, DType::F16, M::None, 1.0), 3e4, 8));
   cs.push_back(
-      make("scores ~ +-1e6 (f64)", shape(1, 1, 1, 6, 9, 4, DType::F64, M::CausalBottomRight, 1.0), 1000, 7));
-  cs.push_back(
-      make("fp16 near 65504, scores ~ 1e9", shape(1, 1, 1, 5, 6, 4, DType::F16, M::None, 1.0), 3e4, 8));
-  cs.push_back(make("scores ~ 1e2: a few keys share the weight",
-                    shape(1, 1, 1, 8, 8, 8, DType::F64, M::None, 1.0), 4, 9));
+      make("scores ~ 1e2: a few keys share the weight", shape(1, 1, 1, 8, 8, 8, DType::F64, M::None, 1.0), 4, 9));
   cs.push_back(make("negative scale", shape(1, 1, 1, 6, 7, 8, DType::F16, M::None, -0.7), 1, 10));
-  cs.push_back(
-      make("scale 0: uniform weights", shape(1, 1, 1, 4, 6, 4, DType::F64, M::CausalTopLeft, 0.0), 1, 11));
-  cs.push_back(
-      make("tiny inputs: scores underflow", shape(1, 1, 1, 4, 5, 4, DType::F64, M::None, 1.0), 1e-160, 12));
+  cs.push_back(make("scale 0: uniform weights", shape(1, 1, 1, 4, 6, 4, DType::F64, M::CausalTopLeft, 0.0), 1, 11));
+  cs.push_back(make("tiny inputs: scores underflow", shape(1, 1, 1, 4, 5, 4, DType::F64, M::None, 1.0), 1e-160, 12));
   {  // exponents spread over 2^-40 .. 2^40 within each row: several Ozaki slices and a remainder
     Case c = make("f64 exponent spread 2^+-40", shape(1, 2, 1, 6, 8, 8, DType::F64, M::None, 0.01), 1, 13);
     std::mt19937_64 rng(99);
@@ -81,8 +83,7 @@ std::vector<Case> certified_cases() {
   }
   {  // scores ~ 1e4 with O(1) gaps between keys: every weight matters, and an exponent argument
      // rounded to double (error ~ 1e4 u) would show
-    Case c =
-        make("scores ~ 1e4 with O(1) gaps (f64)", shape(1, 1, 1, 5, 9, 4, DType::F64, M::None, 1.0), 100, 15);
+    Case c = make("scores ~ 1e4 with O(1) gaps (f64)", shape(1, 1, 1, 5, 9, 4, DType::F64, M::None, 1.0), 100, 15);
     std::mt19937_64 rng(15);
     std::normal_distribution<double> dist;
     const std::vector<double> base = {dist(rng), dist(rng), dist(rng), dist(rng)};  // (d)
@@ -91,8 +92,7 @@ std::vector<Case> certified_cases() {
     cs.push_back(std::move(c));
   }
   {  // nearly constant V: dP - D cancels, dS is tiny next to its parts
-    Case c = make("f64 nearly constant V (dP - D cancels)", shape(1, 1, 1, 6, 8, 4, DType::F64, M::None, 0.5),
-                  1, 14);
+    Case c = make("f64 nearly constant V (dP - D cancels)", shape(1, 1, 1, 6, 8, 4, DType::F64, M::None, 0.5), 1, 14);
     for (auto& e : c.in.v) e = 1.0 + 1e-9 * e;
     cs.push_back(std::move(c));
   }
@@ -131,14 +131,12 @@ Scales natural_scales(const Problem& p, const Tensors64& in) {
           for (int64_t j = 0; j < p.n_k; ++j) {
             const double pj = s[j] / l;
             p2 += pj * pj;
-            for (int64_t c = 0; c < d; ++c)
-              sc.o_mag[oq + c] += pj * std::fabs(in.v[offset_kv(p, b, hk, j) + c]);
+            for (int64_t c = 0; c < d; ++c) sc.o_mag[oq + c] += pj * std::fabs(in.v[offset_kv(p, b, hk, j) + c]);
           }
           for (int64_t j = 0; j < p.n_k; ++j) {
             double mij = 0;
             for (int64_t c = 0; c < d; ++c)
-              mij += std::fabs(in.d_o[oq + c]) *
-                     (std::fabs(in.v[offset_kv(p, b, hk, j) + c]) + sc.o_mag[oq + c]);
+              mij += std::fabs(in.d_o[oq + c]) * (std::fabs(in.v[offset_kv(p, b, hk, j) + c]) + sc.o_mag[oq + c]);
             m2 += std::pow(s[j] / l * mij, 2);
           }
         }

@@ -100,8 +100,8 @@ std::vector<Case> huge_cases() {
     cs.push_back(gaps("f32 gaps, scale 1/8, |s| = " + std::to_string(s), a, -a, 8, 0.125, DType::F32));
     // bf16: powers of two (exact), gaps of 1.
     const double e = std::floor(std::log2(s) / 2);
-    cs.push_back(gaps("bf16 gaps, |s| = " + std::to_string(s), std::ldexp(1.0, int(e)), std::ldexp(1.0, int(e)), 1,
-                      1.0, DType::BF16));
+    cs.push_back(gaps("bf16 gaps, |s| = " + std::to_string(s), std::ldexp(1.0, int(e)), std::ldexp(1.0, int(e)), 1, 1.0,
+                      DType::BF16));
     cs.push_back(plus_minus(s, DType::BF16));
     cs.push_back(gqa_causal(s, Mask::CausalTopLeft));
     cs.push_back(gqa_causal(s, Mask::CausalBottomRight));
@@ -113,8 +113,7 @@ std::vector<Case> huge_cases() {
   return cs;
 }
 
-TEST_CASE("certified at huge scores: within its bound, and the o / lse bounds meet the 1e-13 targets",
-          "[cpu]") {
+TEST_CASE("certified at huge scores: within its bound, and the o / lse bounds meet the 1e-13 targets", "[cpu]") {
   for (const Case& c : huge_cases()) {
     INFO(c.name);
     const Problem& p = c.p;

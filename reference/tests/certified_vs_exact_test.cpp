@@ -91,9 +91,9 @@ TEST_CASE("certified comparator: flags values pushed beyond their bound and non-
   const Run& r = runs().at(1);  // f16 GQA, causal
   const Result64& v = r.ce.value;
   const Result64& e = r.ce.err;
-  for (auto [val, ex, err] : {std::tuple{&v.o, &r.ex.o, &e.o}, std::tuple{&v.lse, &r.ex.lse, &e.lse},
-                              std::tuple{&v.d_q, &r.ex.d_q, &e.d_q}, std::tuple{&v.d_k, &r.ex.d_k, &e.d_k},
-                              std::tuple{&v.d_v, &r.ex.d_v, &e.d_v}}) {
+  for (auto [val, ex, err] :
+       {std::tuple{&v.o, &r.ex.o, &e.o}, std::tuple{&v.lse, &r.ex.lse, &e.lse}, std::tuple{&v.d_q, &r.ex.d_q, &e.d_q},
+        std::tuple{&v.d_k, &r.ex.d_k, &e.d_k}, std::tuple{&v.d_v, &r.ex.d_v, &e.d_v}}) {
     REQUIRE(first_violation(*val, *ex, *err) == -1);
     const size_t i = val->size() / 2;
     CHECK(first_violation(pushed_out(*val, *err, i), *ex, *err) == long(i));
@@ -114,8 +114,7 @@ TEST_CASE("certified comparator: flags values pushed beyond their bound and non-
   CHECK(first_violation(finite, lse, err) == 0);  // -inf must be matched exactly, not within a bound
 }
 
-TEST_CASE("certified: a non-finite input leaves other rows certified and its rows NaN, uncertified",
-          "[cpu]") {
+TEST_CASE("certified: a non-finite input leaves other rows certified and its rows NaN, uncertified", "[cpu]") {
   testing::Case c = testing::certified_cases().at(1);  // f16 GQA 4/2, causal_top_left
   const Problem& p = c.p;
   c.in.q[size_t(offset_q(p, 0, 1, 3))] = std::nan("");  // batch 0, head 1, row 3

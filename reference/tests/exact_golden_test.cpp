@@ -14,9 +14,7 @@ TEST_CASE("exact forward: the seeds' 3x2 example", "[cpu]") { seeds::check_three
 
 TEST_CASE("exact forward: the seeds' softmax rows", "[cpu]") { seeds::check_softmax_rows(run_exact); }
 
-TEST_CASE("exact forward: row [101,100,102] pours o = [0.910, 0.755]", "[cpu]") {
-  seeds::check_row101_pour(run_exact);
-}
+TEST_CASE("exact forward: row [101,100,102] pours o = [0.910, 0.755]", "[cpu]") { seeds::check_row101_pour(run_exact); }
 
 TEST_CASE("exact backward: resurrection P2 = e^(100-102)/1.5032 = 0.090", "[cpu]") {
   seeds::check_resurrection(run_exact);
@@ -41,14 +39,12 @@ TEST_CASE("exact_softmax and exact_lse: the seeds' rows and the non-finite rules
 }
 
 TEST_CASE("exact forward: a fully masked row gives o = 0, lse = -inf, d_q = 0", "[cpu]") {
-  const Problem p{
-      .n_q = 3,
-      .n_k = 2,
-      .d = 2,
-      .dtype = DType::F64,
-      .mask = Mask::CausalBottomRight,  // query i sees keys j <= i - 1: row 0 sees none
-      .scale = 0.5
-  };
+  const Problem p{.n_q = 3,
+                  .n_k = 2,
+                  .d = 2,
+                  .dtype = DType::F64,
+                  .mask = Mask::CausalBottomRight,  // query i sees keys j <= i - 1: row 0 sees none
+                  .scale = 0.5};
   Tensors64 in{{1, 2, 3, 4, 5, 6}, {1, -1, 2, 0.5}, {3, 1, -2, 4}, {1, 1, 1, 1, 1, 1}};
   const Result64 r = exact(p, in);
   CHECK(r.o[0] == 0);

@@ -24,8 +24,8 @@ mp objective(const Problem& p, const detail::TensorsMP& in) {
 }
 
 // Largest |finite difference - analytic| over every element of one input tensor.
-mp worst_gap(const Problem& p, detail::TensorsMP in, std::vector<mp> detail::TensorsMP::*x,
-             const std::vector<mp>& grad, const mp& h) {
+mp worst_gap(const Problem& p, detail::TensorsMP in, std::vector<mp> detail::TensorsMP::*x, const std::vector<mp>& grad,
+             const mp& h) {
   mp worst = 0;
   for (size_t i = 0; i < (in.*x).size(); ++i) {
     const mp x0 = (in.*x)[i];
@@ -63,15 +63,7 @@ void check_gradients(const Problem& p, uint64_t seed) {
 
 Problem shape(int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, int32_t d, Mask m, double scale) {
   const Problem p{
-      .heads_q = hq,
-      .heads_kv = hkv,
-      .n_q = n_q,
-      .n_k = n_k,
-      .d = d,
-      .dtype = DType::F64,
-      .mask = m,
-      .scale = scale
-  };
+      .heads_q = hq, .heads_kv = hkv, .n_q = n_q, .n_k = n_k, .d = d, .dtype = DType::F64, .mask = m, .scale = scale};
   return p;
 }
 
@@ -83,8 +75,7 @@ TEST_CASE("exact backward equals central finite differences: causal_top_left, n_
   check_gradients(shape(1, 1, 4, 3, 2, Mask::CausalTopLeft, 1.0), 2);
 }
 
-TEST_CASE("exact backward equals central finite differences: causal_bottom_right with an empty row",
-          "[cpu]") {
+TEST_CASE("exact backward equals central finite differences: causal_bottom_right with an empty row", "[cpu]") {
   check_gradients(shape(2, 2, 4, 3, 3, Mask::CausalBottomRight, -0.5), 3);
 }
 

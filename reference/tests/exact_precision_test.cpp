@@ -13,8 +13,7 @@ namespace {
 
 using detail::mp;
 
-TEST_CASE("visibility: the references' masks agree with fc::visible, and visible keys form a prefix",
-          "[cpu]") {
+TEST_CASE("visibility: the references' masks agree with fc::visible, and visible keys form a prefix", "[cpu]") {
   for (Mask m : {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight})
     for (int64_t n_q = 1; n_q <= 9; ++n_q)
       for (int64_t n_k = 1; n_k <= 9; ++n_k)
@@ -33,17 +32,15 @@ TEST_CASE("visibility: the references' masks agree with fc::visible, and visible
 // 256-bit one relative to the magnitudes involved (1 + |x|). We check 2^-100 (the issue's "~2^-100")
 // and that the two precisions do differ somewhere, so the knob is live.
 TEST_CASE("exact: 113 and 256 bits agree to 2^-100 relative, and the precision knob is live", "[cpu]") {
-  const Problem p{
-      .batch = 1,
-      .heads_q = 2,
-      .heads_kv = 1,
-      .n_q = 5,
-      .n_k = 6,
-      .d = 4,
-      .dtype = DType::F64,
-      .mask = Mask::CausalBottomRight,
-      .scale = 0.5
-  };
+  const Problem p{.batch = 1,
+                  .heads_q = 2,
+                  .heads_kv = 1,
+                  .n_q = 5,
+                  .n_k = 6,
+                  .d = 4,
+                  .dtype = DType::F64,
+                  .mask = Mask::CausalBottomRight,
+                  .scale = 0.5};
   std::mt19937_64 rng(5);
   std::normal_distribution<double> dist;
   auto fill = [&](int64_t n) {

@@ -21,7 +21,9 @@ namespace {
 
 const DType kDtypes[] = {DType::F16, DType::BF16};
 const Mask kMasks[] = {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight};
-struct Shape { int32_t b, h_q, h_kv, n_q, n_k; };
+struct Shape {
+  int32_t b, h_q, h_kv, n_q, n_k;
+};
 // GQA with n_k > n_q; n_q > n_k (bottom-right leaves rows with no key); one head, ragged 257.
 const Shape kShapes[] = {{1, 4, 2, 100, 173}, {2, 2, 1, 150, 64}, {1, 1, 1, 257, 257}};
 
@@ -82,7 +84,8 @@ TEST_CASE("CUDA forwards stay within the error bound of the certified reference"
             const ref::Certified c = ref::certified(p, in64);
             for (const Config& cfg : kern.info.configs) {
               INFO(dtype_name(t) << " d=" << d << " " << mask_name(mask) << " n_q=" << s.n_q << " n_k=" << s.n_k
-                                 << " h_q=" << s.h_q << " h_kv=" << s.h_kv << " tile " << cfg.block_m << "x" << cfg.block_n);
+                                 << " h_q=" << s.h_q << " h_kv=" << s.h_kv << " tile " << cfg.block_m << "x"
+                                 << cfg.block_n);
               const ref::Bounds bd = ref::error_bounds(p, in64, c, tiled_precision(t, cfg.block_n));
               const Outputs out = run_fwd(kern, in, cfg);
               require_within("o", out.o, c.value.o, bd.o, t);
@@ -117,7 +120,8 @@ TEST_CASE("CUDA backwards stay within the error bound of the certified reference
   }
 }
 
-TEST_CASE("CUDA forwards: block size never changes the answer beyond the bound, and matches cpu_tiled on the same tile", "[gpu]") {
+TEST_CASE("CUDA forwards: block size never changes the answer beyond the bound, and matches cpu_tiled on the same tile",
+          "[gpu]") {
   for (const Kernel* kp : cuda_kernels_under_test()) {
     const Kernel& kern = *kp;
     INFO(kern.info.name);
@@ -237,8 +241,9 @@ TEST_CASE("CUDA forwards: a non-finite k_j or v_j changes only the rows that see
                 Inputs dirty = in;
                 (which == 1 ? dirty.k : dirty.v).set(offset_kv(p, 0, 0, j) + c, bad);
                 const Outputs out = run_fwd(kern, dirty, cfg);
-                INFO(dtype_name(t) << " d=" << d << " " << mask_name(mask) << " tile " << cfg.block_m << "x" << cfg.block_n
-                                   << " poisoned " << (which == 1 ? "k" : "v") << "[" << j << "][" << c << "] = " << bad);
+                INFO(dtype_name(t) << " d=" << d << " " << mask_name(mask) << " tile " << cfg.block_m << "x"
+                                   << cfg.block_n << " poisoned " << (which == 1 ? "k" : "v") << "[" << j << "][" << c
+                                   << "] = " << bad);
                 for (int64_t h = 0; h < p.heads_q; ++h)
                   for (int64_t i = 0; i < p.n_q; ++i) {
                     const int64_t row = offset_q(p, 0, h, i);
@@ -246,7 +251,8 @@ TEST_CASE("CUDA forwards: a non-finite k_j or v_j changes only the rows that see
                     INFO("row " << i << (sees ? " sees j" : " does not see j"));
                     if (!sees) {  // bit-identical to the clean run
                       for (int64_t x = 0; x < p.d; ++x)
-                        REQUIRE(std::memcmp(&out.o.bytes[size_t(row + x) * 2], &clean.o.bytes[size_t(row + x) * 2], 2) == 0);
+                        REQUIRE(std::memcmp(&out.o.bytes[size_t(row + x) * 2], &clean.o.bytes[size_t(row + x) * 2],
+                                            2) == 0);
                       REQUIRE(out.lse.get(offset_lse(p, 0, h, i)) == clean.lse.get(offset_lse(p, 0, h, i)));
                     } else if (which == 2) {  // a poisoned v_jk reaches column c of every row that sees j
                       REQUIRE(!std::isfinite(out.o.get(row + c)));

@@ -29,8 +29,15 @@ inline const Kernel& cuda_kernel(const std::string& name) {
 }
 
 inline Problem problem(DType t, int32_t d, Mask mask, int32_t b, int32_t h_q, int32_t h_kv, int32_t n_q, int32_t n_k) {
-  return Problem{.batch = b, .heads_q = h_q, .heads_kv = h_kv, .n_q = n_q, .n_k = n_k, .d = d, .dtype = t,
-                 .mask = mask, .scale = default_scale(d)};
+  return Problem{.batch = b,
+                 .heads_q = h_q,
+                 .heads_kv = h_kv,
+                 .n_q = n_q,
+                 .n_k = n_k,
+                 .d = d,
+                 .dtype = t,
+                 .mask = mask,
+                 .scale = default_scale(d)};
 }
 
 // Uniform inputs in [-r, r] from a fixed seed, each rounded once to p.dtype.
@@ -44,10 +51,10 @@ inline Inputs random_inputs(const Problem& p, uint64_t seed, double r = 2.0) {
   };
   Inputs in;
   in.p = p;
-  in.q = HostTensor::from_f64(p.dtype, shape_q(p), draw(numel_q(p)));     // (b, h_q, n_q, d)
-  in.k = HostTensor::from_f64(p.dtype, shape_kv(p), draw(numel_kv(p)));   // (b, h_kv, n_k, d)
-  in.v = HostTensor::from_f64(p.dtype, shape_kv(p), draw(numel_kv(p)));   // (b, h_kv, n_k, d)
-  in.d_o = HostTensor::from_f64(p.dtype, shape_q(p), draw(numel_q(p)));   // (b, h_q, n_q, d)
+  in.q = HostTensor::from_f64(p.dtype, shape_q(p), draw(numel_q(p)));    // (b, h_q, n_q, d)
+  in.k = HostTensor::from_f64(p.dtype, shape_kv(p), draw(numel_kv(p)));  // (b, h_kv, n_k, d)
+  in.v = HostTensor::from_f64(p.dtype, shape_kv(p), draw(numel_kv(p)));  // (b, h_kv, n_k, d)
+  in.d_o = HostTensor::from_f64(p.dtype, shape_q(p), draw(numel_q(p)));  // (b, h_q, n_q, d)
   return in;
 }
 
@@ -55,8 +62,8 @@ inline Inputs random_inputs(const Problem& p, uint64_t seed, double r = 2.0) {
 // registry's run_forward lives in fc_registry, which would pull every family into these tests.)
 inline Outputs run_fwd(const Kernel& kern, const Inputs& in, const Config& cfg = {}) {
   Outputs out;
-  out.o = HostTensor(in.p.dtype, shape_q(in.p));       // (b, h_q, n_q, d)
-  out.lse = HostTensor(DType::F32, shape_lse(in.p));   // (b, h_q, n_q)
+  out.o = HostTensor(in.p.dtype, shape_q(in.p));      // (b, h_q, n_q, d)
+  out.lse = HostTensor(DType::F32, shape_lse(in.p));  // (b, h_q, n_q)
   kern.forward(in.p, cfg, in.q, in.k, in.v, out.o, out.lse);
   return out;
 }
@@ -102,8 +109,8 @@ inline ref::Precision naive_precision(DType t) {
 inline void require_within(const char* name, const HostTensor& got, const std::vector<double>& ref,
                            const std::vector<double>& bound, DType out) {
   const ref::Verdict v = ref::within_bound(got.to_f64(), ref, bound, out);
-  INFO(name << ": worst element " << v.worst << " measured " << v.measured << " bound " << v.bound
-            << " max ratio " << v.ratio << " " << v.why);
+  INFO(name << ": worst element " << v.worst << " measured " << v.measured << " bound " << v.bound << " max ratio "
+            << v.ratio << " " << v.why);
   REQUIRE(v.ok);
 }
 
