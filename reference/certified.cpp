@@ -237,6 +237,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Groups whose (m, n_k) matrices hold at most this many elements (32 MiB each) run in parallel.
 constexpr double kParallelGroupElems = 1 << 22;
+// Problems below this many multiply-adds of S = q kᵀ (n_q·heads·n_k·d) run on one thread.
+constexpr double kParallelWork = 1 << 24;
 
 bool certifiable(double x) { return std::isfinite(x) && std::fabs(x) < std::ldexp(1.0, cert::kMaxExp); }
 
@@ -257,6 +259,8 @@ Certified certified(const Problem& p, const Tensors64& in) {
     }
   }
   c.o_mag.assign(numel_q(p), 0.0);
+  // Below ~2^24 multiply-adds the whole oracle takes milliseconds: no threads.
+  const SerialScope small(double(numel_q(p)) * double(n) < kParallelWork);
   // One task per (batch, kv head) group, each writing its own rows of c.
   auto one_group = [&](int64_t task) {
     const int64_t b = task / p.heads_kv;

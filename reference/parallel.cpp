@@ -61,4 +61,7 @@ void parallel_rows(int64_t rows, int64_t block, const std::function<void(int64_t
   parallel_for((rows + block - 1) / block, [&](int64_t t) { fn(t * block, std::min(rows, (t + 1) * block)); });
 }
 
+SerialScope::SerialScope(bool on) : was_(in_task) { in_task = in_task || on; }
+SerialScope::~SerialScope() { in_task = was_; }
+
 }  // namespace fc::ref

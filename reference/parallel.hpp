@@ -21,4 +21,17 @@ void parallel_for(int64_t tasks, const std::function<void(int64_t)>& fn);
 // Row blocks of `block` rows covering [0, rows): fn(begin, end) for each, in parallel.
 void parallel_rows(int64_t rows, int64_t block, const std::function<void(int64_t, int64_t)>& fn);
 
+// While one is alive (and `on`), this thread's parallel loops run serially: for work too small to
+// pay for starting threads.
+class SerialScope {
+ public:
+  explicit SerialScope(bool on);
+  ~SerialScope();
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+
+ private:
+  bool was_;
+};
+
 }  // namespace fc::ref

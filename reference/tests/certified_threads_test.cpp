@@ -1,10 +1,13 @@
 // The certified oracle's parallel loops (reference/parallel.hpp) cut the work into the same tasks
 // whatever the thread count, so its values and bounds are bitwise the same on 1 thread and on many.
+#include <Eigen/Core>
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <stdexcept>
+#include <thread>
 
 #include "reference/certified.hpp"
 #include "reference/parallel.hpp"
@@ -25,11 +28,30 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
+// Past the size below which the oracle runs on one thread: 2 batches x 2 kv heads (GQA 2:1) x 320
+// rows x 384 keys x d = 64, bottom-right causal, fp16-representable values.
+fc::ref::testing::Case large_case() {
+  using namespace fc;
+  fc::ref::testing::Case c;
+  c.name = "large causal GQA";
+  c.p = fc::ref::testing::shape(2, 4, 2, 320, 384, 64, DType::F16, Mask::CausalBottomRight, 0.125);
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  auto fill = [&](std::vector<double>& x, int64_t n) {
+    x.resize(size_t(n));
+    for (double& e : x) e = double(float(Eigen::half(float(dist(rng)))));  // some fp16 value
+  };
+  fill(c.in.q, numel_q(c.p)), fill(c.in.k, numel_kv(c.p)), fill(c.in.v, numel_kv(c.p)), fill(c.in.d_o, numel_q(c.p));
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("certified gives the same bits on 1 thread and on 5", "[cpu]") {
   int checked = 0;
-  for (const auto& c : fc::ref::testing::certified_cases()) {
+  std::vector<fc::ref::testing::Case> cases = fc::ref::testing::certified_cases();
+  cases.push_back(large_case());
+  for (const auto& c : cases) {
     const Certified one = with_threads("1", c), five = with_threads("5", c);
     INFO(c.name);
     for (auto [a, b] : {std::pair{&one.value, &five.value}, std::pair{&one.err, &five.err}}) {
@@ -61,6 +83,13 @@ TEST_CASE("parallel_for runs every task once and rethrows a task's exception", "
                                           if (t == 37) throw std::runtime_error("task 37");
                                         }),
                   std::runtime_error);
+  {
+    const fc::ref::SerialScope serial(true);  // inside it, no task runs on another thread
+    const auto caller = std::this_thread::get_id();
+    bool elsewhere = false;
+    fc::ref::parallel_for(64, [&](int64_t) { elsewhere = elsewhere || std::this_thread::get_id() != caller; });
+    CHECK_FALSE(elsewhere);
+  }
   setenv("FC_THREADS", "0", 1);  // not a positive integer: every hardware thread
   CHECK(fc::ref::worker_threads() >= 1);
   unsetenv("FC_THREADS");
