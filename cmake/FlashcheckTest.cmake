@@ -17,5 +17,12 @@ function(fc_add_test)
     target_link_libraries(${T_NAME} PRIVATE fc_catch_main)
   endif()
   target_link_libraries(${T_NAME} PRIVATE fc_warnings ${T_LIBS})
-  catch_discover_tests(${T_NAME} TEST_PREFIX "${T_PREFIX}" PROPERTIES LABELS "${T_LABELS}" SKIP_RETURN_CODE 77)
+  catch_discover_tests(${T_NAME} TEST_PREFIX "${T_PREFIX}" PROPERTIES SKIP_RETURN_CODE 77)
+  # The labels are set by a file ctest reads after the discovered tests: catch_discover_tests's
+  # PROPERTIES cannot carry a list value (a second label would be read as a property name).
+  set(labels_file "${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}_labels.cmake")
+  file(WRITE "${labels_file}" "if(DEFINED ${T_NAME}_TESTS)\n"
+                              "  set_tests_properties(\${${T_NAME}_TESTS} PROPERTIES LABELS \"${T_LABELS}\")\n"
+                              "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${labels_file}")
 endfunction()
