@@ -41,6 +41,7 @@ int serve(const fc_kernel* k, const std::string& load_error) {
       hello.device_type = m.device_type, hello.writes_lse = m.writes_lse, hello.backward = m.backward;
       ex = std::make_unique<Executor>(k);
       error = ex->init();
+      if (!error.empty()) error = m.name + ": " + error;
     } catch (const LoadError& e) {
       error = e.what();
     }
