@@ -5,6 +5,7 @@
 
 #include "io/errors.hpp"
 #include "io/numbers.hpp"
+#include "reference/parallel.hpp"
 
 namespace fc::cli {
 
@@ -66,23 +67,25 @@ uint64_t physical_memory() {
 // The certified oracle works per (batch, kv head) group on an (m, n_k) score matrix, m = the group's
 // query rows: its peak memory is a few (m, n_k) double matrices (the exact product's high and low
 // parts, a scratch slice product, P), and its time a per-score part (exponentials, compensated
-// sums) plus a per-score-per-d part (the slice GEMMs). Measured with `flashcheck reference` on this
-// project's 2-core build machine (F16, d = 16..128, n = 512..4096: 8-30 bytes and 90-440 ns per
-// score; reports/FUZZING.md), rounded up so that the estimate errs on the side of refusing.
+// sums) plus a per-score-per-d part (the slice GEMMs). Measured with `flashcheck reference` on one
+// core of this project's build machine (n = 512..4096, d = 16..128: 8-30 bytes and 90-440 ns per
+// score), rounded up so that the estimate errs on the side of refusing. Groups of up to 2^22 scores
+// run side by side on the oracle's threads (reference/parallel.hpp), larger ones one at a time with
+// threads inside; the wall time assumes 70 % parallel efficiency.
 Cost certified_cost(const Problem& p, bool grads) {
   const double group = double(p.heads_q / std::max(p.heads_kv, 1)) * p.n_q;  // m
   const double scores_group = group * p.n_k;
-  const double scores = scores_group * p.batch * p.heads_kv;
+  const double groups = double(p.batch) * p.heads_kv;
+  const double scores = scores_group * groups;
   const double tensors = double(numel_q(p)) * (grads ? 6 : 3) + double(numel_kv(p)) * (grads ? 8 : 4);
+  const double threads = ref::worker_threads();
   const double per_score_ns = 150 + 3.0 * p.d;
-  const double dtype_factor = p.dtype == DType::F32 ? 1.5 : p.dtype == DType::F64 ? 1.8 : 1.0;
-  // Bytes per score of one group: measured 8 (forward, F16) to 30 (with gradients, F64).
-  const double per_score_bytes = (grads ? 26.0 : 14.0) * (p.dtype == DType::F32   ? 1.15
-                                                          : p.dtype == DType::F64 ? 1.3
-                                                                                  : 1.0);
+  const double dtype_time = p.dtype == DType::F32 ? 1.5 : p.dtype == DType::F64 ? 1.8 : 1.0;
+  const double dtype_memory = p.dtype == DType::F32 ? 1.15 : p.dtype == DType::F64 ? 1.3 : 1.0;
+  const double at_once = scores_group <= double(1 << 22) ? std::min(groups, threads) : 1.0;  // groups in memory
   Cost c;
-  c.bytes = per_score_bytes * scores_group + 8 * tensors + (64ull << 20);
-  c.seconds = scores * per_score_ns * 1e-9 * dtype_factor * (grads ? 1.0 : 0.75);
+  c.bytes = (grads ? 26.0 : 14.0) * dtype_memory * scores_group * at_once + 8 * tensors + (64ull << 20);
+  c.seconds = scores * per_score_ns * 1e-9 * dtype_time * (grads ? 1.0 : 0.75) / (1 + 0.7 * (threads - 1));
   return c;
 }
 
@@ -96,7 +99,7 @@ void add_limit_options(CLI::App* sub, Limits& limits) {
           },
           "SIZE"));
   sub->add_option("--max-seconds", limits.max_seconds,
-                  "refuse problems whose oracle run is estimated to take longer on one core (default 600)")
+                  "refuse problems whose oracle run is estimated to take longer, in seconds (default 600)")
       ->check(decimal_unsigned());
 }
 
@@ -111,8 +114,8 @@ Cost require_affordable(const std::string& file, const Problem& p, bool grads, c
     need = fmt::format("about {} of memory (limit {}: --max-memory)", human_bytes(c.bytes),
                        human_bytes(double(max_memory)));
   if (time)
-    need += fmt::format("{}about {} on one core (limit {}: --max-seconds)", memory ? " and " : "",
-                        human_seconds(c.seconds), human_seconds(limits.max_seconds));
+    need += fmt::format("{}about {} on {} threads (limit {}: --max-seconds)", memory ? " and " : "",
+                        human_seconds(c.seconds), ref::worker_threads(), human_seconds(limits.max_seconds));
   throw io::FileError(io::Fault::TooLarge, file,
                       fmt::format("batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} {}{}: the certified oracle "
                                   "would need {}",

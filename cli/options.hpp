@@ -21,16 +21,17 @@ bool parse_size(const std::string& s, uint64_t* bytes);
 std::string human_bytes(double bytes);      // "17.6 TB" style, binary units
 std::string human_seconds(double seconds);  // "37 min", "30 h"
 
-// What a certified-oracle run on a problem costs (one core), and the limits it is held to.
+// What a certified-oracle run on a problem costs on this machine's oracle threads, and the limits it
+// is held to.
 struct Cost {
   double bytes = 0;    // peak memory
-  double seconds = 0;  // wall time on one core of a 2020s x86 server (reports/FUZZING.md has the fit)
+  double seconds = 0;  // wall time (the fit is in cli/options.cpp)
 };
 Cost certified_cost(const Problem& p, bool grads);
 
 struct Limits {
   uint64_t max_memory = 0;   // bytes; 0 = three quarters of this machine's physical memory
-  double max_seconds = 600;  // estimated one-core seconds
+  double max_seconds = 600;  // estimated wall seconds
   std::string max_memory_text;
 };
 // Adds --max-memory SIZE and --max-seconds S to a subcommand.
