@@ -6,12 +6,15 @@
 // each new minimal counterexample there. A plugin runs in a worker process (cli/plugin_options.hpp).
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <random>
 
 #include "cli/command.hpp"
+#include "cli/options.hpp"
 #include "cli/plugin_options.hpp"
+#include "io/errors.hpp"
 #include "kernels/registry.hpp"
 #include "properties/runner.hpp"
 
@@ -32,21 +35,29 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
     CLI::Option* plugin = add_plugin_options(sub, o->plugin, true);
     kernel->excludes(plugin);
   }
-  sub->add_option("--cases", o->cases, "random cases per law")->check(CLI::Range(1, 1000000));
-  CLI::Option* seed = sub->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)");
+  sub->add_option("--cases", o->cases, "random cases per law")
+      ->check(decimal_unsigned())
+      ->check(CLI::Range(1, 1000000));
+  CLI::Option* seed =
+      sub->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)")->check(decimal_unsigned());
   sub->add_option("--law", o->law, "run only this law (ids: see the output)");
   sub->add_option("--reproduce", o->reproduce, "replay token printed by a failure (needs --law)");
   sub->add_option("--case", o->case_file, "replay one regression file (needs --law)");
-  sub->add_option("--regressions", o->regressions, "regression folder replayed before random cases");
+  CLI::Option* regressions =
+      sub->add_option("--regressions", o->regressions, "regression folder replayed before random cases");
   sub->add_flag("--save-regressions", o->save, "save each minimal counterexample to the regression folder");
 
-  return [o, seed, ext]() -> int {
+  return [o, seed, regressions, ext]() -> int {
     std::ostream& out = ext && ext->out ? *ext->out : std::cout;
     if (!ext && o->kernel.empty() && o->plugin.path.empty())
       throw UsageError("check needs --kernel NAME or --plugin PATH");
     if (!o->law.empty() && !props::find_law(o->law)) throw UsageError(fmt::format("unknown law \"{}\"", o->law));
     if ((!o->reproduce.empty() || !o->case_file.empty()) && o->law.empty())
       throw UsageError("--reproduce and --case need --law");
+    // A folder named on the command line must exist: a typo must not silently replay nothing. (The
+    // default, the source tree's folder, may be absent from an installed copy.)
+    if (regressions->count() && !std::filesystem::is_directory(o->regressions))
+      throw UsageError(fmt::format("--regressions {}: no such folder", io::quoted(o->regressions)));
     std::unique_ptr<plugin::Subject> subject;
     const Kernel* k = nullptr;
     props::RunOptions opt;
@@ -64,6 +75,15 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
       if (!device_present(k->info.device))
         throw UsageError(
             fmt::format("kernel \"{}\" needs a {} device, and none is present", o->kernel, k->info.device));
+    }
+    if (!o->case_file.empty()) {  // a case that would be skipped must not pass as "replayed"
+      std::string case_law;
+      const props::Case c = props::read_case(o->case_file, &case_law);
+      if (case_law != o->law)
+        throw UsageError(
+            fmt::format("{}: the case is for law {}, not {}", o->case_file, io::quoted(case_law), io::quoted(o->law)));
+      if (!claims(*k, c.in.p))
+        throw UsageError(fmt::format("{}: kernel {} does not claim this case's problem", o->case_file, k->info.name));
     }
     opt.cases = o->cases;
     opt.seed = seed->count() ? o->seed : std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
