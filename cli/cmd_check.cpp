@@ -3,26 +3,54 @@
 // line are printed), 2 bad usage. `--reproduce TOKEN` (with --law) replays exactly one minimal case;
 // `--case FILE` one regression file. Regression files in --regressions DIR (default the source
 // tree's properties/regressions) are replayed before the random cases; --save-regressions writes
-// each new minimal counterexample there. A plugin runs in a worker process (cli/plugin_options.hpp).
+// each new minimal counterexample there; --json FILE writes every law's result. A plugin runs in a
+// worker process (cli/plugin_options.hpp).
 #include <fmt/format.h>
 
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "cli/command.hpp"
 #include "cli/options.hpp"
 #include "cli/plugin_options.hpp"
+#include "io/atomic_file.hpp"
 #include "io/errors.hpp"
 #include "kernels/registry.hpp"
 #include "properties/runner.hpp"
 
 namespace fc::cli {
+namespace {
+
+std::string results_json(const Kernel& k, const props::RunOptions& opt,
+                         const std::vector<std::pair<std::string, props::LawResult>>& results, bool ok) {
+  nlohmann::json laws = nlohmann::json::array();
+  for (const auto& [id, r] : results) {
+    const props::Law* law = props::find_law(id);
+    const char* status = !r.applies ? (r.declined > 0 ? "unsupported" : "n/a") : r.ok ? "pass" : "fail";
+    laws.push_back({{"id", id},
+                    {"sentence", law ? law->sentence : ""},
+                    {"status", status},
+                    {"cases", r.cases},
+                    {"declined", r.declined},
+                    {"message", r.message},
+                    {"counterexample", r.counterexample},
+                    {"replay", r.replay},
+                    {"saved", r.saved}});
+  }
+  return nlohmann::json{{"kernel", k.info.name}, {"device", k.info.device},    {"description", k.info.description},
+                        {"seed", opt.seed},      {"cases_per_law", opt.cases}, {"ok", ok},
+                        {"laws", laws}}
+      .dump(2);
+}
+
+}  // namespace
 
 Run setup_check(CLI::App& app, const ExternalKernel* ext) {
   struct Options {
-    std::string kernel, law, reproduce, case_file, regressions = props::default_regressions_dir();
+    std::string kernel, law, reproduce, case_file, json, regressions = props::default_regressions_dir();
     int cases = 100;
     uint64_t seed = 0;
     bool save = false;
@@ -32,8 +60,10 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
   CLI::App* sub = app.add_subcommand("check", "run the property suite (every law of DESIGN §5) on one kernel");
   if (!ext) {
     CLI::Option* kernel = sub->add_option("--kernel", o->kernel, "kernel name (see `flashcheck kernels`)");
-    CLI::Option* plugin = add_plugin_options(sub, o->plugin, true);
+    CLI::Option* plugin = add_plugin_options(sub, o->plugin, PluginOptions::Run);
     kernel->excludes(plugin);
+  } else {
+    add_plugin_options(sub, o->plugin, PluginOptions::Embedded);
   }
   sub->add_option("--cases", o->cases, "random cases per law")
       ->check(decimal_unsigned())
@@ -46,6 +76,7 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
   CLI::Option* regressions =
       sub->add_option("--regressions", o->regressions, "regression folder replayed before random cases");
   sub->add_flag("--save-regressions", o->save, "save each minimal counterexample to the regression folder");
+  sub->add_option("--json", o->json, "also write every law's result to this file (JSON)");
 
   return [o, seed, regressions, ext]() -> int {
     std::ostream& out = ext && ext->out ? *ext->out : std::cout;
@@ -62,7 +93,11 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
     const Kernel* k = nullptr;
     props::RunOptions opt;
     if (ext) {
-      subject = ext->open();
+      try {
+        subject = ext->open(o->plugin);
+      } catch (const plugin::LoadError& e) {
+        throw UsageError(e.what());
+      }
       k = &subject->kernel();
       opt.replay_prefix = ext->replay_prefix;
     } else if (!o->plugin.path.empty()) {
@@ -85,6 +120,7 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
       if (!claims(*k, c.in.p))
         throw UsageError(fmt::format("{}: kernel {} does not claim this case's problem", o->case_file, k->info.name));
     }
+    if (!o->json.empty()) io::check_output_path(o->json);
     opt.cases = o->cases;
     opt.seed = seed->count() ? o->seed : std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
     opt.reproduce = o->reproduce;
@@ -94,7 +130,9 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
     out << fmt::format("flashcheck check: kernel {} ({}), {} cases per law, seed {}\n", k->info.name,
                        k->info.mutant ? "mutant" : k->info.device, opt.cases, opt.seed);
     if (subject) out << fmt::format("  {}; {}\n", k->info.description, subject->notes());
-    const bool ok = props::run_suite(*k, opt, out, o->law);
+    std::vector<std::pair<std::string, props::LawResult>> results;
+    const bool ok = props::run_suite(*k, opt, out, o->law, &results);
+    if (!o->json.empty()) io::write_file_atomic(o->json, results_json(*k, opt, results, ok) + "\n");
     if (subject && subject->restarts() > 0)
       out << fmt::format("the worker was restarted {} times after faults\n", subject->restarts());
     out << (ok ? "every law holds\n" : "a law failed\n");

@@ -44,11 +44,12 @@ Run setup_audit(CLI::App& app);      // cmd_audit.cpp:     flashcheck audit [--o
 // Compiled in when cli/cmd_check.cpp exists (cli/CMakeLists.txt defines FC_HAVE_CHECK_COMMAND).
 Run register_check_command(CLI::App& app);
 
+struct PluginArgs;
 // `check` on a kernel given by the program embedding flashcheck (the C API, the Python bridge): no
-// --kernel/--plugin options; `open` makes the kernel, replay lines start with `replay_prefix`, and
-// the report goes to `out` (std::cout when null).
+// --kernel/--plugin options; `open` makes the kernel (--timeout and --layout given), replay lines
+// start with `replay_prefix`, and the report goes to `out` (std::cout when null).
 struct ExternalKernel {
-  std::function<std::unique_ptr<plugin::Subject>()> open;
+  std::function<std::unique_ptr<plugin::Subject>(const PluginArgs&)> open;
   std::string replay_prefix;
   std::ostream* out = nullptr;
 };
