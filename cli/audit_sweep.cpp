@@ -75,7 +75,8 @@ report::CaseSpec case_by_id(const std::string& id, CaseFinder find) {
 }
 
 std::vector<report::CaseSpec> plan_cases(std::vector<report::CaseSpec> plan, const std::vector<std::string>& case_ids,
-                                         CaseFinder find, std::pair<int, int> shard) {
+                                         CaseFinder find, const std::vector<report::Subject>& subjects,
+                                         std::pair<int, int> shard) {
   std::vector<report::CaseSpec> all;
   if (case_ids.empty()) {
     all = std::move(plan);
@@ -86,6 +87,9 @@ std::vector<report::CaseSpec> plan_cases(std::vector<report::CaseSpec> plan, con
       all.push_back(c);
     }
   }
+  std::erase_if(all, [&](const report::CaseSpec& c) {
+    return std::none_of(subjects.begin(), subjects.end(), [&](const report::Subject& s) { return s.claims(c); });
+  });
   if (shard.second == 1) return all;
   std::vector<report::CaseSpec> mine;
   for (size_t i : report::shard_cases(all, shard.first, shard.second)) mine.push_back(all[i]);

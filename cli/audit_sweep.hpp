@@ -24,11 +24,12 @@ void check_regimes(const std::vector<std::string>& names, const std::vector<std:
 report::Selection select_kernels(const std::vector<std::string>& kernels);
 
 // The cases of the sweep: `--case ID ...` (looked up with `find`, in the order given) or `plan`;
-// then the shard's. seq is always the position in the unsharded list, so merged shards keep the
-// unsharded order.
+// without those no subject claims (a GPU-only case on a machine without a GPU); then the shard's.
+// seq is the position in the unsharded plan, so merged shards keep the unsharded order.
 using CaseFinder = bool (*)(const std::string& id, report::CaseSpec* out);
 std::vector<report::CaseSpec> plan_cases(std::vector<report::CaseSpec> plan, const std::vector<std::string>& case_ids,
-                                         CaseFinder find, std::pair<int, int> shard);
+                                         CaseFinder find, const std::vector<report::Subject>& subjects,
+                                         std::pair<int, int> shard);
 
 // A case by id (UsageError when unknown).
 report::CaseSpec case_by_id(const std::string& id, CaseFinder find);
