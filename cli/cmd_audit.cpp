@@ -10,6 +10,7 @@
 
 #include "cli/audit_sweep.hpp"
 #include "cli/command.hpp"
+#include "cli/options.hpp"
 #include "io/atomic_file.hpp"
 #include "io/attention_io.hpp"
 #include "io/safetensors.hpp"
@@ -66,8 +67,9 @@ int run_audit(const Options& o) {
   }
   for (const report::Subject& s : sel.subjects) plan.gpu = plan.gpu || s.device != "cpu";
   const std::vector<report::CaseSpec> cases =
-      o.accumulation ? plan_cases(report::accumulation_plan(plan), o.cases, report::find_accumulation_case, shard)
-                     : plan_cases(report::audit_plan(plan), o.cases, report::find_case, shard);
+      o.accumulation
+          ? plan_cases(report::accumulation_plan(plan), o.cases, report::find_accumulation_case, sel.subjects, shard)
+          : plan_cases(report::audit_plan(plan), o.cases, report::find_case, sel.subjects, shard);
   report::check_outputs(o.out, o.junit);  // before the long part
 
   report::RunOptions ro;
@@ -126,11 +128,12 @@ Run setup_audit(CLI::App& app) {
   sub->add_flag("--quick", o->quick, "The small sweep (N <= 256): seconds, for CI");
   sub->add_flag("--accumulation", o->accumulation,
                 "The accumulation audit: cpu_tiled's accumulation, P-rounding, loop-order and tile variants");
-  sub->add_option("--seed", o->seed, "Seed of the inputs (default 1)");
+  sub->add_option("--seed", o->seed, "Seed of the inputs (default 1)")->check(decimal_unsigned());
   sub->add_option("--out", o->out, "Folder for report.json, report.md, report.html, run.json (default reports/out)");
   sub->add_option("--junit", o->junit, "Also write JUnit XML to FILE");
   sub->add_option("--shard", o->shard, "Run shard i of n (i/n); `flashcheck merge` joins the shards' reports");
   sub->add_option("--jobs", o->jobs, "Cases in flight (default: the hardware threads); never changes the report")
+      ->check(decimal_unsigned())
       ->check(CLI::Range(1, 1024));
   sub->add_option("--save-case", o->save_case, "With one --case: write its inputs as safetensors to FILE and exit");
   sub->add_flag("--json", o->as_json, "Print report.json instead of the summary");

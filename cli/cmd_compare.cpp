@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/options.hpp"
 #include "reports/compare.hpp"
 #include "reports/output.hpp"
 #include "reports/render.hpp"
@@ -59,7 +60,8 @@ Run setup_compare(CLI::App& app) {
   sub->add_option("--model", o->c.model, "flash (fused online softmax, default) or naive (S and P stored)");
   sub->add_option("--accumulation", o->c.accumulation, "Accumulation type: F32 (default), F16, F64");
   sub->add_option("--rounding", o->c.rounding, "truncate (tensor cores, default) or nearest (IEEE)");
-  sub->add_option("--block-n", o->c.block_n, "kBlockN of the kernel (default: unknown, the worst of 16..256)");
+  sub->add_option("--block-n", o->c.block_n, "kBlockN of the kernel (default: unknown, the worst of 16..256)")
+      ->check(decimal_unsigned());
   sub->add_flag("--p-f32", o->p_f32, "P stays fp32 before P·V (default: rounded to the storage type)");
   sub->add_flag("--json", o->as_json, "Print report.json instead of the summary");
   return [o] { return run_compare(*o); };
