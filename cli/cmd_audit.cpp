@@ -11,6 +11,7 @@
 #include "cli/audit_sweep.hpp"
 #include "cli/command.hpp"
 #include "cli/options.hpp"
+#include "cli/plugin_options.hpp"
 #include "io/atomic_file.hpp"
 #include "io/attention_io.hpp"
 #include "io/safetensors.hpp"
@@ -32,11 +33,32 @@ struct Options {
   uint64_t seed = 1;
   std::string out = "reports/out", junit, shard, save_case;
   int jobs = 0;
+  PluginArgs plugin;  // --plugin lib.so: a kernel of the user's, audited like a registry kernel
 };
 
-std::string replay_line(const Options& o, const report::CaseSpec& c, const report::Subject& s) {
-  return fmt::format("flashcheck audit{} --kernel {} --case {} --seed {}", o.accumulation ? " --accumulation" : "",
-                     s.name, c.id, o.seed);
+// `plugin_prefix` ("flashcheck audit --plugin /abs/lib.so ...") replays the plugin's cells.
+std::string replay_line(const Options& o, const std::string& plugin_prefix, const report::CaseSpec& c,
+                        const report::Subject& s) {
+  const std::string who = !plugin_prefix.empty() && s.device == "plugin"
+                              ? plugin_prefix.substr(std::string("flashcheck audit").size())
+                              : " --kernel " + s.name;
+  return fmt::format("flashcheck audit{}{} --case {} --seed {}", o.accumulation ? " --accumulation" : "", who, c.id,
+                     o.seed);
+}
+
+// The plugin as one more subject (it runs in a worker process: one call at a time).
+std::string add_plugin(const Options& o, std::unique_ptr<plugin::Subject>& plug, report::Selection& sel) {
+  if (o.plugin.path.empty()) return "";
+  plug = open_plugin(o.plugin);
+  const Kernel& k = plug->kernel();
+  report::Subject s = report::subject_of(k, report::audit_config(k));
+  s.device = "plugin";
+  s.exclusive = true;
+  s.backward = s.backward && !o.accumulation;
+  sel.subjects.push_back(std::move(s));
+  sel.names.push_back(k.info.name);
+  std::string prefix = plugin_replay_prefix(o.plugin, *plug);  // "flashcheck check --plugin ..."
+  return "flashcheck audit" + prefix.substr(std::string("flashcheck check").size());
 }
 
 // Writes the inputs of the one case named by --case (for `compare`, `check --inputs`).
@@ -61,11 +83,18 @@ int run_audit(const Options& o) {
   plan.regimes = o.regimes;
   report::Selection sel;
   try {
-    sel = o.accumulation ? report::accumulation_subjects(o.kernels) : select_kernels(o.kernels);
+    // With --plugin and no --kernel, the plugin alone (the baseline still lends its errors).
+    if (!o.plugin.path.empty() && o.kernels.empty())
+      sel = report::Selection{};
+    else
+      sel = o.accumulation ? report::accumulation_subjects(o.kernels) : select_kernels(o.kernels);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  for (const report::Subject& s : sel.subjects) plan.gpu = plan.gpu || s.device != "cpu";
+  std::unique_ptr<plugin::Subject> plug;
+  const std::string plugin_prefix = add_plugin(o, plug, sel);
+  for (const report::Subject& s : sel.subjects)
+    plan.gpu = plan.gpu || (s.device != "cpu" && !(s.device == "plugin" && plug->kernel().info.device == "cpu"));
   const std::vector<report::CaseSpec> cases =
       o.accumulation
           ? plan_cases(report::accumulation_plan(plan), o.cases, report::find_accumulation_case, sel.subjects, shard)
@@ -76,7 +105,9 @@ int run_audit(const Options& o) {
   ro.seed = o.seed;
   ro.jobs = o.jobs > 0 ? o.jobs : int(std::max(1u, std::thread::hardware_concurrency()));
   ro.what = o.accumulation ? "audit --accumulation" : "audit";
-  ro.replay = [&o](const report::CaseSpec& c, const report::Subject& s) { return replay_line(o, c, s); };
+  ro.replay = [&o, &plugin_prefix](const report::CaseSpec& c, const report::Subject& s) {
+    return replay_line(o, plugin_prefix, c, s);
+  };
   const report::Subject baseline = report::baseline_subject();
   report::SweepResult res = report::run_sweep(cases, sel.subjects, &baseline, ro);
   if (!res.errors.empty()) {
@@ -121,6 +152,7 @@ Run setup_audit(CLI::App& app) {
                                  "certified reference and their error bounds (docs/audit.md)");
   auto o = std::make_shared<Options>();
   sub->add_option("--kernel", o->kernels, "Kernel to audit (repeatable; default: every available non-mutant)");
+  add_plugin_options(sub, o->plugin, true);
   sub->add_option("--dtype", o->dtypes, "F16, BF16, F32 (repeatable; default: all three)")->delimiter(',');
   sub->add_option("--regime", o->regimes, "normal, outliers, scores, causal_top_left, causal_bottom_right, gqa")
       ->delimiter(',');

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "kernels/cpu/cpu_kernels.hpp"
+#include "kernels/mutants/faulty_tiled.hpp"
 #include "properties/execute.hpp"
 
 namespace fc::report {
@@ -42,6 +43,34 @@ Subject tiled_variant(const std::string& name, cpu::Tiling t, DType accum) {
   return s;
 }
 
+// The compact FA2 emulation of kernels/mutants (64 x 64, fp32 accumulation), fault-free or with P
+// rounded to bf16 instead of the fp16 storage: the P-precision comparison inside one implementation
+// (cpu_tiled has no seam for P in another 16-bit type).
+Subject mini_variant(const std::string& name, mutants::Fault f) {
+  Subject s;
+  s.name = name;
+  s.device = "cpu";
+  s.config = fmt::format("64x64 FA2 acc=F32 P={}", f == mutants::Fault::PBf16 ? "BF16" : "storage");
+  s.cut_rows = true;
+  Config cfg;
+  cfg.block_m = cfg.block_n = 64;
+  s.run = [f, cfg](const Inputs& in, bool) {
+    Outputs out;
+    out.o = HostTensor(in.p.dtype, shape_q(in.p));      // (batch, heads_q, n_q, d)
+    out.lse = HostTensor(DType::F32, shape_lse(in.p));  // (batch, heads_q, n_q)
+    mutants::faulty_forward(f, in.p, cfg, in.q, in.k, in.v, out.o, out.lse);
+    return out;
+  };
+  s.precision = [f](const Problem& p) {
+    ref::Precision pr;
+    pr.storage = p.dtype;
+    pr.p_dtype = f == mutants::Fault::PBf16 ? DType::BF16 : p.dtype;
+    pr.block_n = 64;
+    return pr;
+  };
+  return s;
+}
+
 std::vector<Subject> cpu_variants() {
   auto tiling = [](int32_t m, int32_t n, LoopOrder order = LoopOrder::FA2, bool round_p = true) {
     cpu::Tiling t;
@@ -55,6 +84,8 @@ std::vector<Subject> cpu_variants() {
       tiled_variant("cpu_tiled:fa1", tiling(64, 64, LoopOrder::FA1), DType::F32),
       tiled_variant("cpu_tiled:16x16", tiling(16, 16), DType::F32),
       tiled_variant("cpu_tiled:128x128", tiling(128, 128), DType::F32),
+      mini_variant("mini_fa2", mutants::Fault::None),
+      mini_variant("mini_fa2:p=bf16", mutants::Fault::PBf16),
   };
   const Kernel* naive = find_kernel("cpu_naive");
   if (!naive) throw std::logic_error("cpu_naive is not registered");

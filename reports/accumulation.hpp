@@ -1,7 +1,9 @@
 // The accumulation audit (`flashcheck audit --accumulation`, reports/ACCUMULATION.md): the same
 // inputs through cpu_tiled with fp16 vs fp32 accumulation, P rounded to storage or kept in fp32, FA1
-// vs FA2 order, several tiles; the same-precision baseline (fp32 and fp16 accumulation); and on a GPU
-// the CUDA kernels (and any selected registry kernel): error and bias of o and lse vs N.
+// vs FA2 order, several tiles; P rounded to bf16 instead of fp16 (kernels/mutants' compact FA2
+// emulation, with and without that rounding); the same-precision baseline (fp32 and fp16
+// accumulation); and on a GPU the CUDA kernels (and any selected kernel or plugin): error and bias of
+// o and lse vs N.
 #pragma once
 
 #include <string>

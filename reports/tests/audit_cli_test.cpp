@@ -182,3 +182,32 @@ TEST_CASE("audit, gate and merge refuse bad usage with exit 2 and one line", "[c
     CHECK(r.stderr_lines() == 1);
   }
 }
+
+TEST_CASE("audit --plugin audits a plugin like a registry kernel, replay lines included", "[cpu]") {
+  const std::string dir = scratch_dir("audit_plugin");
+  const std::vector<std::string> sweep = {"audit", "--quick", "--dtype", "F32", "--regime", "normal,causal_top_left"};
+  const RunResult ok = run_flashcheck(with(sweep, {"--plugin", PLUGIN_OK, "--out", dir + "/ok"}), 300);
+  CAPTURE(ok.out, ok.err);
+  CHECK(ok.code == 0);
+  const json r = json::parse(slurp(dir + "/ok/report.json"));
+  REQUIRE_FALSE(r["cells"].empty());
+  for (const json& cell : r["cells"]) {
+    CHECK(cell["kernel"] == "example_cpu_none");
+    CHECK(cell["device"] == "plugin");
+    CHECK(cell["tensors"]["o"].contains("baseline_ratio"));  // the baseline runs though it is not audited
+  }
+  // A plugin with the other causal alignment fails the causal cells, with a replay line that replays.
+  const RunResult bad = run_flashcheck(with(sweep, {"--plugin", PLUGIN_CAUSAL, "--out", dir + "/bad"}), 300);
+  CHECK(bad.code == 1);
+  const json rb = json::parse(slurp(dir + "/bad/report.json"));
+  std::string replay;
+  for (const json& cell : rb["cells"])
+    if (cell["status"] == "fail") replay = cell["replay"];
+  REQUIRE(replay.find("flashcheck audit --plugin ") == 0);
+  std::vector<std::string> args;
+  std::istringstream words(replay.substr(std::string("flashcheck ").size()));
+  for (std::string w; words >> w;) args.push_back(w);
+  args.insert(args.end(), {"--out", dir + "/replay"});
+  CHECK(run_flashcheck(args, 120).code == 1);
+  std::filesystem::remove_all(dir);
+}
