@@ -152,7 +152,7 @@ Run setup_audit(CLI::App& app) {
                                  "certified reference and their error bounds (docs/audit.md)");
   auto o = std::make_shared<Options>();
   sub->add_option("--kernel", o->kernels, "Kernel to audit (repeatable; default: every available non-mutant)");
-  add_plugin_options(sub, o->plugin, true);
+  add_plugin_options(sub, o->plugin, PluginOptions::Run);
   sub->add_option("--dtype", o->dtypes, "F16, BF16, F32 (repeatable; default: all three)")->delimiter(',');
   sub->add_option("--regime", o->regimes, "normal, outliers, scores, causal_top_left, causal_bottom_right, gqa")
       ->delimiter(',');
