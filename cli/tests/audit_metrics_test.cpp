@@ -1,6 +1,6 @@
 // The audit's comparator held to planted errors: it must see them at their exact size, keep NaN,
 // and count exact agreement (including -inf == -inf for empty rows) as zero.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <limits>
 

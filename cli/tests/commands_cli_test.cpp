@@ -1,5 +1,5 @@
 // The flashcheck subcommands end to end, run as a subprocess: kernels --json, reference, audit.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <filesystem>
 #include <fstream>

@@ -1,7 +1,7 @@
 // An absurd shape must be refused before any allocation of its size: this executable replaces the
 // global operator new to record the largest single request, and the reader must never ask for more
 // than the file itself could hold.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
