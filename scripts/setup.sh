@@ -38,7 +38,7 @@ export DEBIAN_FRONTEND=noninteractive
 # first the distribution offers is installed. Catch2 is v2 on Debian 12 and v3 elsewhere (both work).
 # clang and its sanitizer runtimes build the second build of `test`.
 packages=(g++ cmake ninja-build pkg-config librapidcheck-dev "catch2|libcatch2-dev" libeigen3-dev libboost-dev
-          libmpfr-dev libgmp-dev libcli11-dev nlohmann-json3-dev libfmt-dev python3)
+          libmpfr-dev libgmp-dev libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev python3)
 [ "$mode" = test ] && packages+=(clang "libclang-rt-dev|libclang-rt-18-dev|libclang-rt-14-dev")
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
