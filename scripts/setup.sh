@@ -36,10 +36,13 @@ export DEBIAN_FRONTEND=noninteractive
 # --- packages -------------------------------------------------------------------------------------
 # One entry per need; "a|b" lists the names it has across Debian 12, Debian 13 and Ubuntu 24.04, the
 # first the distribution offers is installed. Catch2 is v2 on Debian 12 and v3 elsewhere (both work).
-# clang and its sanitizer runtimes build the second build of `test`.
 packages=(g++ cmake ninja-build pkg-config librapidcheck-dev "catch2|libcatch2-dev" libeigen3-dev libboost-dev
           libmpfr-dev libgmp-dev libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev python3)
-[ "$mode" = test ] && packages+=(clang "libclang-rt-dev|libclang-rt-18-dev|libclang-rt-14-dev")
+# clang and its sanitizer runtimes build the second build; the suite renders report.html in headless
+# Chromium and decodes its screenshot (zlib).
+if [ "$mode" = test ]; then
+  packages+=(clang "libclang-rt-dev|libclang-rt-18-dev|libclang-rt-14-dev" "chromium|chromium-browser" zlib1g-dev)
+fi
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 offered() { [ -n "$(apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: //p' | grep -v '(none)')" ]; }
