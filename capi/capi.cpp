@@ -1,6 +1,6 @@
-// libflashcheck.so: the C API of include/flashcheck/flashcheck.h. `flashcheck_check` is the CLI's
-// `check` (cli/cmd_check.cpp, the same options, report, replay lines and exit codes) on a kernel the
-// caller provides; nothing but the flashcheck_* functions is exported (capi/exports.map), and no
+// libflashcheck.so: the C API of include/flashcheck/flashcheck.h. `flashcheck_run` is the CLI's
+// `check` or `audit` (cli/cmd_check.cpp, cli/cmd_audit.cpp: the same options, reports, replay lines
+// and exit codes) on a kernel the caller provides; nothing but the flashcheck_* functions is exported (capi/exports.map), and no
 // exception crosses the C boundary.
 #include <flashcheck/flashcheck.h>
 
@@ -66,9 +66,9 @@ void put_error(char* error, size_t size, std::string what) {
 
 }  // namespace
 
-extern "C" int flashcheck_check(const fc_kernel* kernel, const char* const* worker_argv, const char* replay_prefix,
-                                int argc, const char* const* argv, flashcheck_write_fn write, void* ctx, char* error,
-                                size_t error_size) {
+extern "C" int flashcheck_run(const fc_kernel* kernel, const char* const* worker_argv, const char* replay_prefix,
+                              int argc, const char* const* argv, flashcheck_write_fn write, void* ctx, char* error,
+                              size_t error_size) {
   using namespace fc;
   put_error(error, error_size, "");
   try {
@@ -89,22 +89,28 @@ extern "C" int flashcheck_check(const fc_kernel* kernel, const char* const* work
     };
     CLI::App app{"flashcheck (C API)"};
     app.require_subcommand(1);
-    cli::Run run = cli::setup_check(app, &ext);
-    std::vector<std::string> args = {"flashcheck", "check"};
+    const std::vector<std::pair<std::string, cli::Run>> runs = {{"check", cli::setup_check(app, &ext)},
+                                                                {"audit", cli::setup_audit(app, &ext)}};
+    std::vector<std::string> args = {"flashcheck"};
     for (int i = 0; i < argc; ++i) args.emplace_back(argv[i] ? argv[i] : "");
     std::vector<const char*> ptrs;
     for (const std::string& s : args) ptrs.push_back(s.c_str());
     try {
       app.parse(int(ptrs.size()), const_cast<char**>(ptrs.data()));
     } catch (const CLI::CallForHelp&) {
-      out << app.get_subcommand("check")->help();
+      for (const auto& [name, run] : runs)
+        if (app.got_subcommand(name)) out << app.get_subcommand(name)->help();
       return cli::kExitPass;
     } catch (const CLI::ParseError& e) {
       throw cli::UsageError(e.what());
     }
-    const int code = run();
-    out.flush();
-    return code;
+    for (const auto& [name, run] : runs)
+      if (app.got_subcommand(name)) {
+        const int code = run();
+        out.flush();
+        return code;
+      }
+    throw cli::UsageError("the first argument must be check or audit");
   } catch (const std::exception& e) {
     put_error(error, error_size, e.what());
     return cli::kExitUsage;
@@ -116,7 +122,7 @@ extern "C" int flashcheck_check(const fc_kernel* kernel, const char* const* work
 
 extern "C" int flashcheck_serve(const fc_kernel* kernel, const char* load_error) {
   if (!std::getenv(fc::plugin::proto::kFdsEnv)) {
-    std::fprintf(stderr, "flashcheck_serve: not started as a worker by flashcheck_check\n");
+    std::fprintf(stderr, "flashcheck_serve: not started as a worker by flashcheck_run\n");
     return 2;
   }
   try {

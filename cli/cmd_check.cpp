@@ -99,7 +99,7 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
         throw UsageError(e.what());
       }
       k = &subject->kernel();
-      opt.replay_prefix = ext->replay_prefix;
+      opt.replay_prefix = ext->replay_for("check");
     } else if (!o->plugin.path.empty()) {
       subject = open_plugin(o->plugin);
       k = &subject->kernel();

@@ -10,10 +10,10 @@ Pure Python over libflashcheck.so's C API (ctypes); tensors cross as DLPack, wit
 kernel's inputs."""
 from ._adapter import Kernel, Problem
 from ._capi import library_path
-from ._check import Result, UsageError, check
+from ._check import Result, UsageError, audit, check
 from ._tensors import HostView
 
-__all__ = ["Kernel", "Problem", "Result", "UsageError", "check", "library_path", "HostView", "version"]
+__all__ = ["Kernel", "Problem", "Result", "UsageError", "audit", "check", "library_path", "HostView", "version"]
 
 
 def version():

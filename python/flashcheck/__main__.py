@@ -1,5 +1,6 @@
-"""`python -m flashcheck check MODULE:NAME [--isolation process|none] [check options]`: what a replay
-line of a Python kernel runs. `python -m flashcheck version` prints the library's version."""
+"""`python -m flashcheck check|audit MODULE:NAME [--isolation process|none] [options]`: what a replay
+line of a Python kernel runs (the options are the CLI's). `python -m flashcheck version` prints the
+library's version."""
 import sys
 
 from . import _check
@@ -11,9 +12,9 @@ def main(argv):
 
         print(version())
         return 0
-    if len(argv) < 2 or argv[0] != "check" or argv[1].startswith("-"):
-        sys.stderr.write("flashcheck: usage: python -m flashcheck check MODULE:NAME [--isolation process|none] "
-                         "[--cases N] [--seed S] [--law ID] [--reproduce TOKEN] ...\n")
+    if len(argv) < 2 or argv[0] not in ("check", "audit") or argv[1].startswith("-"):
+        sys.stderr.write("flashcheck: usage: python -m flashcheck check|audit MODULE:NAME [--isolation process|none] "
+                         "[options of flashcheck check|audit]\n")
         return 2
     spec, rest, isolate = argv[1], list(argv[2:]), True
     if "--isolation" in rest:
@@ -25,6 +26,8 @@ def main(argv):
         isolate = value == "process"
         del rest[at:at + 2]
     try:
+        if argv[0] == "audit":
+            return _check._run("audit", spec, rest, isolate, True)[0]
         return _check.check(spec, isolate=isolate, extra_args=rest).exit_code
     except _check.UsageError as exc:
         sys.stderr.write("flashcheck: %s\n" % " ".join(str(exc).split()))

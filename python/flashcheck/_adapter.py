@@ -35,6 +35,7 @@ class Problem:
     cu_seqlens_k: object = None
     page_table: object = None
     alibi_slopes: object = None
+    strides: dict = None  # {"q", "k", "v", "o": strides in elements} of this call's tensors
 
     @property
     def is_causal(self):
@@ -129,8 +130,9 @@ class Kernel:
             dl = getattr(a, field)
             if dl.data:
                 extra[field] = _tensors.import_tensor(dl, self.framework)
+        strides = {t: _tensors.strides_of(getattr(a, t)) for t in ("q", "k", "v", "o")}
         return Problem(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, p.d_v, _capi.MASKS[p.mask], p.window_left,
-                       p.window_right, p.scale, p.softcap, _tensors.dtype_name(a.q), **extra)
+                       p.window_right, p.scale, p.softcap, _tensors.dtype_name(a.q), strides=strides, **extra)
 
     def _supports(self, pp, pa):
         try:

@@ -118,8 +118,8 @@ def lib():
     global _lib
     if _lib is None:
         handle = ctypes.CDLL(library_path())  # the GIL is released during calls; callbacks take it back
-        handle.flashcheck_check.restype = ctypes.c_int
-        handle.flashcheck_check.argtypes = [
+        handle.flashcheck_run.restype = ctypes.c_int
+        handle.flashcheck_run.argtypes = [
             ctypes.POINTER(FcKernel), ctypes.POINTER(ctypes.c_char_p), ctypes.c_char_p, ctypes.c_int,
             ctypes.POINTER(ctypes.c_char_p), WRITE, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         handle.flashcheck_serve.restype = ctypes.c_int

@@ -86,16 +86,8 @@ def _options(cases, seed, law, reproduce, timeout, layout, regressions, save_reg
     return argv + list(extra)
 
 
-def check(kernel, *, cases=None, seed=None, law=None, reproduce=None, timeout=None, layout=None, regressions=None,
-          save_regressions=False, isolate=None, quiet=False, extra_args=()):
-    """Run every law of flashcheck on `kernel` and return a Result (raise UsageError on bad usage).
-
-    kernel: a flashcheck.Kernel, a callable forward(q, k, v, problem) (wrapped in a default Kernel),
-    or a "module:name" / "file.py:name" spec naming one. A spec runs in a worker process (isolate
-    defaults to True for it): a crash or hang of the kernel fails its case and a fresh worker goes on.
-    A Kernel or callable runs in this process (Python exceptions fail their case). The other options
-    are `flashcheck check`'s (cases per law, RapidCheck seed, one law, a replay token, seconds per
-    call, "mixed"/"compact" layouts, the regression folder)."""
+def _run(command, kernel, argv, isolate, quiet):
+    """flashcheck_run(command argv...) on kernel: (exit code, report text). Raises UsageError (exit 2)."""
     spec = kernel if isinstance(kernel, str) else _spec_of(kernel)
     if isolate is None:
         isolate = isinstance(kernel, str)
@@ -104,7 +96,7 @@ def check(kernel, *, cases=None, seed=None, law=None, reproduce=None, timeout=No
     obj = None
     if not isolate:
         obj = _adapter.as_kernel(resolve(kernel) if isinstance(kernel, str) else kernel)
-    prefix = "python -m flashcheck check %s" % (spec or "MODULE:KERNEL")
+    prefix = "python -m flashcheck {cmd} %s" % (spec or "MODULE:KERNEL")
     if not isolate:
         prefix += " --isolation none"
     report = []
@@ -117,40 +109,73 @@ def check(kernel, *, cases=None, seed=None, law=None, reproduce=None, timeout=No
             sys.stdout.write(chunk)
             sys.stdout.flush()
 
+    argv = [command] + list(argv)
+    c_argv, keep = _capi.strings(argv)
+    error = ctypes.create_string_buffer(2048)
+    if isolate:
+        worker, keep_w = _capi.strings([sys.executable, "-m", "flashcheck._worker", spec])
+        saved = {k: os.environ.get(k) for k in ("FLASHCHECK_SYS_PATH", "PYTHONPATH")}
+        # The worker imports this package and the spec's module from the same places as this process.
+        os.environ["FLASHCHECK_SYS_PATH"] = json.dumps([os.path.abspath(p) for p in sys.path if p])
+        os.environ["PYTHONPATH"] = os.pathsep.join(x for x in (_package_root(), saved["PYTHONPATH"]) if x)
+        try:
+            code = _capi.lib().flashcheck_run(None, worker, prefix.encode(), len(argv), c_argv, write, None, error,
+                                              len(error))
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+    else:
+        code = _capi.lib().flashcheck_run(ctypes.byref(obj.c_kernel()), None, prefix.encode(), len(argv), c_argv,
+                                          write, None, error, len(error))
+    if obj is not None and obj.interrupted:
+        raise KeyboardInterrupt
+    if code == 2:
+        raise UsageError(error.value.decode(errors="replace"))
+    return code, "".join(report)
+
+
+def check(kernel, *, cases=None, seed=None, law=None, reproduce=None, timeout=None, layout=None, regressions=None,
+          save_regressions=False, isolate=None, quiet=False, extra_args=()):
+    """Run every law of flashcheck on `kernel` and return a Result (raise UsageError on bad usage).
+
+    kernel: a flashcheck.Kernel, a callable forward(q, k, v, problem) (wrapped in a default Kernel),
+    or a "module:name" / "file.py:name" spec naming one. A spec runs in a worker process (isolate
+    defaults to True for it): a crash or hang of the kernel fails its case and a fresh worker goes on.
+    A Kernel or callable runs in this process (Python exceptions fail their case). The other options
+    are `flashcheck check`'s (cases per law, RapidCheck seed, one law, a replay token, seconds per
+    call, "mixed"/"compact" layouts, the regression folder)."""
     fd, json_path = tempfile.mkstemp(prefix="flashcheck_", suffix=".json")
     os.close(fd)
     try:
         argv = _options(cases, seed, law, reproduce, timeout, layout, regressions, save_regressions, extra_args)
-        argv += ["--json", json_path]
-        c_argv, keep = _capi.strings(argv)
-        error = ctypes.create_string_buffer(2048)
-        if isolate:
-            worker, keep_w = _capi.strings([sys.executable, "-m", "flashcheck._worker", spec])
-            saved = {k: os.environ.get(k) for k in ("FLASHCHECK_SYS_PATH", "PYTHONPATH")}
-            # The worker imports this package and the spec's module from the same places as this process.
-            os.environ["FLASHCHECK_SYS_PATH"] = json.dumps([os.path.abspath(p) for p in sys.path if p])
-            os.environ["PYTHONPATH"] = os.pathsep.join(x for x in (_package_root(), saved["PYTHONPATH"]) if x)
-            try:
-                code = _capi.lib().flashcheck_check(None, worker, prefix.encode(), len(argv), c_argv, write, None,
-                                                    error, len(error))
-            finally:
-                for key, value in saved.items():
-                    if value is None:
-                        os.environ.pop(key, None)
-                    else:
-                        os.environ[key] = value
-        else:
-            code = _capi.lib().flashcheck_check(ctypes.byref(obj.c_kernel()), None, prefix.encode(), len(argv),
-                                                c_argv, write, None, error, len(error))
-        if obj is not None and obj.interrupted:
-            raise KeyboardInterrupt
-        if code == 2:
-            raise UsageError(error.value.decode(errors="replace"))
+        code, report = _run("check", kernel, argv + ["--json", json_path], isolate, quiet)
         with open(json_path) as f:
             data = json.load(f) if os.path.getsize(json_path) else {}
-        return Result(code, "".join(report), data.get("laws", []), data.get("seed", 0))
+        return Result(code, report, data.get("laws", []), data.get("seed", 0))
     finally:
         os.unlink(json_path)
+
+
+def audit(kernel, out, *, quick=False, kernels=(), dtypes=(), regimes=(), cases=(), seed=None, timeout=None,
+          jobs=None, isolate=None, extra_args=()):
+    """`flashcheck audit` with `kernel` as one more subject (beside the registry `kernels` named, e.g.
+    "cuda_wgmma"): the error-bound report over the sweep (N up to 16384 with a GPU kernel) written to
+    `out` (report.json, .md, .html). Returns (exit code, the parsed report.json)."""
+    argv = ["--out", out]
+    for flag, values in (("--kernel", kernels), ("--dtype", dtypes), ("--regime", regimes), ("--case", cases)):
+        for value in values:
+            argv += [flag, value]
+    for flag, value in (("--seed", seed), ("--timeout", timeout), ("--jobs", jobs)):
+        if value is not None:
+            argv += [flag, str(value)]
+    if quick:
+        argv.append("--quick")
+    code, _ = _run("audit", kernel, argv + list(extra_args), isolate, True)
+    with open(os.path.join(out, "report.json")) as f:
+        return code, json.load(f)
 
 
 def _package_root():

@@ -1,5 +1,5 @@
 """`python -m flashcheck._worker SPEC`: the worker process of an isolated Python kernel, started by the
-suite (flashcheck_check with a worker command). It imports SPEC and serves it on the descriptors it
+suite (flashcheck_run with a worker command). It imports SPEC and serves it on the descriptors it
 inherited; a failure to load is reported to the suite as its one-line error."""
 import ctypes
 import json

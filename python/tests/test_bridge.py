@@ -85,3 +85,12 @@ def test_bad_usage_is_one_line():
 def test_the_pytest_fixture(flashcheck_check):
     result = flashcheck_check(py_kernels.forward_only, law="fully_masked")
     assert result.ok
+
+
+def test_the_audit_runs_a_python_kernel(tmp_path):
+    code, report = flashcheck.audit(py_kernels.correct, str(tmp_path), cases=["F32/normal/n16", "F16/normal/n64"])
+    assert code == 0, report.get("verdict")
+    cells = [c for c in report["cells"] if c["kernel"] == "py_attention"]
+    assert len(cells) == 2 and all(c["status"] == "pass" for c in cells)
+    assert cells[0]["replay"].startswith("python -m flashcheck audit py_kernels:correct --isolation none --case ")
+    assert "d_q" in cells[0]["tensors"]  # the backward too

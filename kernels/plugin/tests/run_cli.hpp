@@ -1,5 +1,6 @@
 // Running the flashcheck binary for the plugin tests: exit code, stdout, stderr, wall time. No
 // address-space cap (a CUDA worker needs a large one), a wall-clock limit through timeout(1).
+// FLASHCHECK_BIN and FC_PLUGIN_DIR in the environment override the build's paths (a carried build).
 #pragma once
 
 #include <string>
