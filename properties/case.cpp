@@ -2,12 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <ostream>
 
 #include "io/attention_io.hpp"
+#include "io/errors.hpp"
 #include "io/safetensors.hpp"
 
 namespace fc::props {
@@ -29,16 +33,35 @@ std::string config_str(const Config& c) {
   return fmt::format("block_m={} block_n={} order={}", c.block_m, c.block_n, c.order == LoopOrder::FA1 ? "FA1" : "FA2");
 }
 
-double parse_double(const std::map<std::string, std::string>& m, const char* key, double dflt) {
+// A metadata value as a number: the whole string must parse (strtod reads nan and inf), or the file
+// is refused with a FileError naming the key.
+double parse_double(const std::string& path, const std::map<std::string, std::string>& m, const char* key,
+                    double dflt) {
   auto it = m.find(key);
-  return it == m.end() ? dflt : std::strtod(it->second.c_str(), nullptr);  // strtod reads nan, inf
+  if (it == m.end()) return dflt;
+  const char* s = it->second.c_str();
+  char* end = nullptr;
+  const double x = std::strtod(s, &end);
+  if (it->second.empty() || end == s || *end != '\0')
+    throw io::FileError(io::Fault::BadHeader, path,
+                        fmt::format("metadata {} = {} is not a number", io::quoted(key), io::quoted(it->second)));
+  return x;
 }
 
-Config read_config(const std::map<std::string, std::string>& m, const std::string& suffix) {
+int64_t parse_int(const std::string& path, const std::map<std::string, std::string>& m, const char* key, int64_t lo,
+                  int64_t hi) {
+  const double x = parse_double(path, m, key, double(lo));
+  if (!(x >= double(lo) && x <= double(hi)) || x != std::floor(x))
+    throw io::FileError(io::Fault::BadHeader, path,
+                        fmt::format("metadata {} must be an integer in [{}, {}]", io::quoted(key), lo, hi));
+  return int64_t(x);
+}
+
+Config read_config(const std::string& path, const std::map<std::string, std::string>& m, const std::string& suffix) {
   Config c;
-  c.block_m = int32_t(parse_double(m, ("fc.block_m" + suffix).c_str(), 0));
-  c.block_n = int32_t(parse_double(m, ("fc.block_n" + suffix).c_str(), 0));
-  c.order = parse_double(m, ("fc.order" + suffix).c_str(), 0) == 1 ? LoopOrder::FA1 : LoopOrder::FA2;
+  c.block_m = int32_t(parse_int(path, m, ("fc.block_m" + suffix).c_str(), 0, 1 << 20));
+  c.block_n = int32_t(parse_int(path, m, ("fc.block_n" + suffix).c_str(), 0, 1 << 20));
+  c.order = parse_int(path, m, ("fc.order" + suffix).c_str(), 0, 1) == 1 ? LoopOrder::FA1 : LoopOrder::FA2;
   return c;
 }
 
@@ -91,19 +114,31 @@ std::string write_case(const std::string& dir, const std::string& law, const std
   return path;
 }
 
-Case read_case(const std::string& path, std::string* law) {
+Case read_case(const std::string& path, std::string* law, std::map<std::string, std::string>* metadata) {
   io::TensorFile f = io::read_safetensors(path);
   const auto m = f.metadata;
   Case c;
   c.in = io::inputs_from(path, std::move(f));
   if (law) *law = m.count("fc.law") ? m.at("fc.law") : "";
-  if (m.count("fc.regime")) parse_regime(m.at("fc.regime"), &c.regime);
-  c.cfg = read_config(m, "");
-  c.cfg2 = read_config(m, "2");
-  c.poison_tensor = int32_t(parse_double(m, "fc.poison_tensor", 0));
-  c.poison_index = int64_t(parse_double(m, "fc.poison_index", 0));
-  c.poison_value = parse_double(m, "fc.poison_value", 0);
-  c.aux = m.count("fc.aux") ? std::strtoull(m.at("fc.aux").c_str(), nullptr, 10) : 0;
+  if (metadata) *metadata = m;
+  if (m.count("fc.regime") && !parse_regime(m.at("fc.regime"), &c.regime))
+    throw io::FileError(io::Fault::BadHeader, path,
+                        fmt::format("metadata \"fc.regime\" = {} is not a regime", io::quoted(m.at("fc.regime"))));
+  c.cfg = read_config(path, m, "");
+  c.cfg2 = read_config(path, m, "2");
+  c.poison_tensor = int32_t(parse_int(path, m, "fc.poison_tensor", 0, 2));
+  const int64_t n = c.poison_tensor == 0 ? numel_q(c.in.p) : numel_kv(c.in.p);
+  c.poison_index = parse_int(path, m, "fc.poison_index", 0, std::max<int64_t>(0, n - 1));
+  c.poison_value = parse_double(path, m, "fc.poison_value", 0);
+  if (m.count("fc.aux")) {
+    const std::string& s = m.at("fc.aux");
+    char* end = nullptr;
+    errno = 0;
+    c.aux = std::strtoull(s.c_str(), &end, 10);
+    if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0])) || *end != '\0' || errno == ERANGE)
+      throw io::FileError(io::Fault::BadHeader, path,
+                          fmt::format("metadata \"fc.aux\" = {} is not an unsigned integer", io::quoted(s)));
+  }
   return c;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,9 @@ void showValue(const Case& c, std::ostream& os);  // RapidCheck's counterexample
 
 // Regression files: safetensors inputs (q k v d_o, metadata mask and scale) plus metadata for the
 // rest of the case and the law that once failed on it. write_case returns the path it wrote.
+// read_case: any safetensors input file; the fc.* keys it lacks keep Case's defaults (metadata, when
+// given, receives the file's metadata so callers can tell). A malformed fc.* value is a FileError.
 std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel, const Case& c);
-Case read_case(const std::string& path, std::string* law);
+Case read_case(const std::string& path, std::string* law, std::map<std::string, std::string>* metadata = nullptr);
 
 }  // namespace fc::props

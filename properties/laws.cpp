@@ -90,6 +90,19 @@ GenSpec spec_for(const Law& law, const Kernel& k) {
   return s;
 }
 
+std::string case_outside_law(const Law& law, const Kernel& k, const Case& c) {
+  const Problem& p = c.in.p;
+  if (!claims(k, p)) return fmt::format("{} does not claim this problem", k.info.name);
+  if (law.mask_none_only && p.mask != Mask::None) return "holds only without a mask";
+  if (law.needs_causal && p.mask == Mask::None) return "needs a causal mask";
+  if (law.needs_backward && !c.in.has_d_o()) return "needs d_o (a backward)";
+  if (!law.only_dtypes.empty() && !has(law.only_dtypes, p.dtype))
+    return fmt::format("not defined for {} storage", dtype_name(p.dtype));
+  if (p.n_q < law.min_n || p.n_k < law.min_n || p.d < law.min_d)
+    return fmt::format("needs n_q, n_k >= {} and d >= {}", law.min_n, law.min_d);
+  return "";
+}
+
 bool has_backward(const Kernel& k, const Case& c) { return k.info.backward && c.in.has_d_o(); }
 
 std::string within(const Problem& p, const char* name, const std::vector<double>& got,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,17 @@ struct Law {
 
 const std::vector<Law>& laws();
 const Law* find_law(const std::string& id);
+
+// Thrown by a law's check when the case lies outside the law's domain (a transform that is not
+// exact in storage, no fully masked row, ...). The runner discards such a random case; on one
+// input file (`check --inputs`) the law reports "n/a" with the reason.
+struct NotApplicable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Why the law cannot judge kernel k on this case ("" when it can): the case's dtype, mask, sizes
+// or tensors (d_o) against what the law needs. Random cases satisfy it by construction.
+std::string case_outside_law(const Law& law, const Kernel& k, const Case& c);
 
 // Does kernel k claim what the law needs, and which of the law's regimes can it reach?
 bool law_applies(const Law& law, const Kernel& k);

@@ -22,7 +22,7 @@ std::string law_reference(const Kernel& k, const Case& c) {
 
 std::string law_fa_rule(const Kernel& k, const Case& c) {
   const Kernel* base = find_kernel("cpu_naive");
-  if (!base || !claims(*base, c.in.p)) return "";  // no same-precision baseline for this problem
+  if (!base || !claims(*base, c.in.p)) throw NotApplicable("no same-precision baseline for this problem");
   const bool bwd = has_backward(k, c) && base->info.backward;
   const Run r = execute(k, c.in, c.cfg, bwd), rb = execute(*base, c.in, Config{}, bwd);
   if (!r.error.empty() || !rb.error.empty()) return r.error + rb.error;

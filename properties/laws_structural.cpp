@@ -65,6 +65,7 @@ std::string law_invisible_keys(const Kernel& k, const Case& c) {
 std::string law_fully_masked(const Kernel& k, const Case& c) {
   const Problem& p = c.in.p;
   const bool bwd = has_backward(k, c);
+  if (n_visible(p.mask, 0, p.n_q, p.n_k) > 0) throw NotApplicable("no row of this problem is fully masked");
   const Run r = execute(k, c.in, c.cfg, bwd);
   if (!r.error.empty()) return r.error;
   for (int64_t row = 0; row < numel_lse(p); ++row) {

@@ -87,16 +87,32 @@ TEST_CASE("flashcheck check prints a replay line that reproduces the failure", "
   CHECK(run(exe + " check --kernel cpu_tiled --law rows_sum --seed 1").second == 0);
 }
 
-TEST_CASE("the coverage check fails a budget that never reaches a claimed regime", "[cpu]") {
-  // rows_sum claims seven regimes; two cases cannot reach them all.
+TEST_CASE("the coverage check tops up a short regime and fails one the law never reaches", "[cpu]") {
+  const fc::Kernel& k = *fc::find_kernel("cpu_tiled");
+  const Law& law = *find_law("lse_bracket");
+  const std::vector<Regime> claimed = claimed_regimes(law, k);
+  REQUIRE(claimed.size() >= 5);
+  // Two cases cannot reach five regimes: the runner tops each up to its share of the budget.
   RunOptions opt;
   opt.cases = 2;
-  const LawResult r = run_law(*find_law("rows_sum"), *fc::find_kernel("cpu_tiled"), opt);
-  CHECK_FALSE(r.ok);
-  CHECK(r.message.find("coverage:") != std::string::npos);
-  // With the default budget every claimed regime is reached.
-  const LawResult full = run_law(*find_law("rows_sum"), *fc::find_kernel("cpu_tiled"), RunOptions{});
+  const LawResult small = run_law(law, k, opt);
+  CHECK(small.ok);
+  CHECK(small.cases > 2);
+  for (Regime reg : claimed) CHECK(small.coverage.at(reg) >= coverage_share(opt.cases, int(claimed.size())));
+  // The default budget gives every claimed regime a real share: half of an even split.
+  const LawResult full = run_law(law, k, RunOptions{});
   CHECK(full.ok);
-  for (Regime reg : claimed_regimes(*find_law("rows_sum"), *fc::find_kernel("cpu_tiled")))
-    CHECK(full.coverage.count(reg));
+  for (Regime reg : claimed) CHECK(full.coverage.at(reg) >= coverage_share(100, int(claimed.size())));
+  CHECK(coverage_share(100, int(claimed.size())) == 100 / (2 * int(claimed.size())));
+  // A law that can judge no case of a regime it claims fails, whatever the budget.
+  Law blind = law;
+  blind.id = "blind";
+  blind.regimes = {Regime::Normal, Regime::Huge};
+  blind.check = [](const fc::Kernel&, const Case& c) -> std::string {
+    if (classify(c) == Regime::Huge) throw NotApplicable("huge scores are outside this test law");
+    return "";
+  };
+  const LawResult r = run_law(blind, k, RunOptions{});
+  CHECK_FALSE(r.ok);
+  CHECK((r.coverage.count(Regime::Huge) == 0 || r.coverage.at(Regime::Huge) == 0));
 }
