@@ -27,6 +27,7 @@ enum class Regime : int32_t {
   FullyMasked,  // bottom-right causal mask with n_q > n_k: rows that see no key
   Grid,         // coarse-grid values so that metamorphic transforms stay exact in storage
   Subnormal,    // inputs in the storage type's subnormal range (outputs there too)
+  Ones,         // V = 1: every output is 1 (rows sum to one), 0 on a row with no visible key
   kCount
 };
 const char* regime_name(Regime r);
