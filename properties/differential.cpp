@@ -93,7 +93,7 @@ ForwardTolerance forward_unshared(const Kernel& k, const Inputs& in, const ref::
   t.o.assign(size_t(numel_q(p)), 0.0);
   t.lse.assign(size_t(numel_lse(p)), 0.0);
   for_rows(p, [&](int64_t r0, int64_t r1) {
-    std::vector<double> s(static_cast<size_t>(p.n_k)), a(s.size()), w(s.size());  // (n_k,)
+    std::vector<double> s(static_cast<size_t>(p.n_k)), a(s.size()), w(s.size()), delta(s.size());  // (n_k,)
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t i = row % p.n_q, h = row / p.n_q % p.heads_q, b = row / p.n_q / p.heads_q;
       const int64_t n_v = n_visible(p.mask, i, p.n_q, p.n_k), oq = offset_q(p, b, h, i);
@@ -114,43 +114,58 @@ ForwardTolerance forward_unshared(const Kernel& k, const Inputs& in, const ref::
         e_s = std::max(e_s, gamma(double(p.d + 2), r.u) * a[size_t(j)] + r.u_sx * std::fabs(s[size_t(j)]) +
                                 gamma(double(p.d + 1), kU64) * a[size_t(j)]);
       }
-      {
-        const int64_t T = r.tiles(n_v);
-        // This run's own exponent errors: argument roundings, exp, and two rescales per tile.
-        // With ExactDots, the scores' own rounding (the scale's is among the argument's; a score
-        // rounded to a narrower type, u_sx) is this run's too.
-        const double own = shared == Shared::Weights
-                               ? 0.0
-                               : kArgRoundings * r.u * (M + std::fabs(m)) + kExpUnits * r.u +
-                                     double(2 * T) * (2 * kArgRoundings * r.u * M + kExpUnits * r.u) +
-                                     (shared == Shared::ExactDots ? r.u_sx * (M + std::fabs(m)) : 0.0);
-        // The weights the run may hold, relative to the exact P: within e^(2 (e_s + own)).
-        for (int64_t j = 0; j < n_v; ++j)
-          w[size_t(j)] = std::min(1.0, std::exp(std::min(0.0, s[size_t(j)] - lse) + 2 * (e_s + own)));
-        const double g_acc = r.chain(n_v);
-        for (int64_t c = 0; c < p.d; ++c) {
-          const double o_r = ref.value.o[size_t(oq + c)];
-          double dev = 0, mag = 0, sum_w = 0, sum_abs = 0, lo = kInf, hi = -kInf;
+      const int64_t T = r.tiles(n_v);
+      // This run's own error in each weight (relative, e^(+-delta_j)), ERROR_MODEL.md "Differential
+      // bounds": with the scores shared, the argument s_j - m_t and the rescale arguments (which
+      // telescope to m - m_t) are differences of shared scores, each rounded once: 3 u (m - s_j), the
+      // exp, and per tile a rescale's exp and up to four multiplies. ExactDots adds each run's own
+      // rounding of its scaled scores (and of a score rounded to a narrower type). Weights: none.
+      double own_max = 0, l_dev = 0;
+      for (int64_t j = 0; j < n_v; ++j) {
+        const double gap = m - s[size_t(j)] + 2 * e_s;
+        double dj = 0;
+        if (shared != Shared::Weights) dj = 3 * r.u * gap + kExpUnits * r.u + double(T) * (kExpUnits + 4) * r.u;
+        if (shared == Shared::ExactDots)
+          dj += (kArgRoundings * r.u + r.u_sx) * (std::fabs(s[size_t(j)]) + std::fabs(m) + 2 * e_s);
+        delta[size_t(j)] = dj;
+        own_max = std::max(own_max, dj);
+        // The weights the run may hold, relative to the exact P: within e^(2 (e_s + delta_j)).
+        w[size_t(j)] = std::min(1.0, std::exp(std::min(0.0, s[size_t(j)] - lse) + 2 * (e_s + dj)));
+        l_dev += times(std::expm1(dj), w[size_t(j)]);
+      }
+      const double g_acc = r.chain(n_v);
+      for (int64_t c = 0; c < p.d; ++c) {
+        const double o_r = ref.value.o[size_t(oq + c)];
+        double dev = 0, mag = 0, sum_abs = 0, lo = kInf, hi = -kInf;
+        for (int64_t j = 0; j < n_v; ++j) {
+          const double x = v[size_t(offset_kv(p, b, g, j) + c)];
+          dev += times(w[size_t(j)], std::fabs(x - o_r)), mag += times(w[size_t(j)], std::fabs(x));
+          sum_abs += std::fabs(x), lo = std::min(lo, x), hi = std::max(hi, x);
+        }
+        const double R = hi - lo;
+        // |o(computed scores) - o_ref|: the shared score error moves both runs' target alike.
+        const double D = std::min(R, times(std::expm1(2 * e_s), dev)) + ref.err.o[size_t(oq + c)];
+        const double o_mag = std::fabs(o_r) + D;
+        // The weights' own errors move o by sum_j |dP_j| |v_j - o(computed scores)|.
+        double weights = 0;
+        if (own_max > 0) {
           for (int64_t j = 0; j < n_v; ++j) {
             const double x = v[size_t(offset_kv(p, b, g, j) + c)];
-            dev += times(w[size_t(j)], std::fabs(x - o_r)), mag += times(w[size_t(j)], std::fabs(x));
-            sum_w += w[size_t(j)];
-            sum_abs += std::fabs(x), lo = std::min(lo, x), hi = std::max(hi, x);
+            weights += times(times(std::expm1(2 * delta[size_t(j)]), w[size_t(j)]), std::fabs(x - o_r) + D);
           }
-          const double R = hi - lo;
-          // |o(computed scores) - o_ref|: the shared score error moves both runs' target alike.
-          const double D = std::min(R, times(std::expm1(2 * e_s), dev)) + ref.err.o[size_t(oq + c)];
-          const double o_mag = std::fabs(o_r) + D;
-          const double weights = own > 0 ? std::min(R, times(std::expm1(2 * own), dev + D * sum_w)) : 0.0;
-          const double p_round = shared == Shared::Weights ? 0.0 : r.u_pl;
-          const double e = weights + times(p_round + g_acc, mag) + g_acc * o_mag + 2 * r.u * o_mag +
-                           r.tiny_p * sum_abs + double(2 * n_v) * r.acc_floor;
-          t.o[size_t(oq + c)] += (1 + r.u_out) * e + r.u_out * (o_mag + e) + r.tiny_out;
+          weights = std::min(R, weights);
         }
-        const double lse_mag = std::fabs(lse) + e_s;
-        t.lse[size_t(row)] +=
-            own + g_acc + kArgRoundings * r.u * (std::fabs(lse - m) + e_s + lse_mag) + u32 * (lse_mag + own + g_acc);
+        const double p_round = shared == Shared::Weights ? 0.0 : r.u_pl;
+        const double e = weights + times(p_round + g_acc, mag) + times(g_acc, o_mag) + 2 * r.u * o_mag + r.tiny_p * sum_abs +
+                         double(2 * n_v) * r.acc_floor;
+        t.o[size_t(oq + c)] += (1 + r.u_out) * e + r.u_out * (o_mag + e) + r.tiny_out;
       }
+      // lse = m + log l: l's relative error from the weights (|log(1 +- x)| <= x / (1 - x)) and its
+      // chain, then log's, the add's and the fp32 store's roundings.
+      const double x = l_dev + g_acc;
+      const double lse_mag = std::fabs(lse) + e_s;
+      t.lse[size_t(row)] += (x < 1 ? x / (1 - x) : kInf) + kArgRoundings * r.u * (std::fabs(lse - m) + e_s + lse_mag) +
+                            u32 * (lse_mag + x);
     }
   });
   return t;

@@ -112,13 +112,13 @@ std::string law_block_size(const Kernel& k, const Case& c) {
   return forward_within(k, c.in, c.cfg, a.out, cfg2, b.out, Shared::Scores);
 }
 
-// Keys and values permuted together: within their tiles of kBlockN (half the cases, where the kernel
-// declares tile_weights: every weight is shared, only the sums' order differs) or anywhere (the
-// scores are shared).
+// Keys and values permuted together: within their tiles of kBlockN (a quarter of the cases, where the
+// kernel declares tile_weights: every weight is shared, only the sums' order differs) or anywhere
+// (the scores are shared).
 std::string law_kv_permutation(const Kernel& k, const Case& c) {
   const Problem& p = c.in.p;
   std::mt19937_64 rng(c.aux);
-  const bool in_tiles = k.info.exact.tile_weights && (c.aux % 2 == 0 || !k.info.exact.shared_scores);
+  const bool in_tiles = k.info.exact.tile_weights && (c.aux % 4 == 0 || !k.info.exact.shared_scores);
   const int64_t block_n = precision_of(k, c.cfg, p).block_n;
   const int64_t tile = in_tiles && block_n > 0 ? block_n : p.n_k;
   std::vector<std::vector<int64_t>> perms;
@@ -171,14 +171,14 @@ void add_order_laws(std::vector<Law>& out) {
   using R = Regime;
   out.push_back({.id = "block_size",
                  .sentence = "block size never changes the answer beyond the bound",
-                 .regimes = {R::Normal, R::Outliers, R::Ties, R::FullyMasked},
+                 .regimes = {R::Normal, R::Outliers, R::Ties, R::FullyMasked, R::FarBelow},
                  .backward = true,
                  .needs_tiles = true,
                  .needs_exact = needs_shared,
                  .check = law_block_size});
   out.push_back({.id = "kv_permutation",
                  .sentence = "permuting keys and values together changes nothing",
-                 .regimes = {R::Normal, R::Outliers, R::Ties},
+                 .regimes = {R::Normal, R::Outliers, R::Ties, R::FarBelow, R::Huge},
                  .mask_none_only = true,
                  .needs_exact = needs_keys,
                  .check = law_kv_permutation});

@@ -76,7 +76,7 @@ void faulty_forward(Fault f, const Problem& p, const Config& cfg, const HostTens
   const std::vector<float> q = widen(q_t), k = widen(k_t), v = widen(v_t);  // storage layouts
   const int64_t d = p.d, bn = block_n_of(cfg), bm = cfg.block_m > 0 ? cfg.block_m : int64_t(kDefaultBlock);
   const DType p_type = f == Fault::PBf16 ? DType::BF16 : p.dtype;
-  const float scale = score_scale(f, p);
+  const float scale = score_scale(f, p), scale_ulp = std::nextafter(scale, INFINITY);
   const Expf exp_fn;
   auto weight = [&](float x) { return f == Fault::ExpEarlyOut && x < -60.0f ? 0.0f : exp_fn(x); };
   std::vector<float> acc(static_cast<size_t>(d)), q_s(static_cast<size_t>(d)),
@@ -87,13 +87,15 @@ void faulty_forward(Fault f, const Problem& p, const Config& cfg, const HostTens
         const int64_t g = kv_of(f, p, h), end = keys_end(f, p, i, bn);
         const float* q_i = &q[size_t(offset_q(p, b, h, i))];  // (d)
         for (int64_t c = 0; c < d; ++c) q_s[size_t(c)] = scale * q_i[c];
-        // Faults TailRowsPrescaled / TailKeysPrescaled: the last partial query (key) tile takes
-        // another path, q scaled before the dot product.
+        // Fault::TailRowsPrescaled: the last partial query tile takes another path, q scaled
+        // before the dot product.
         const bool tail_row = f == Fault::TailRowsPrescaled && i >= p.n_q / bm * bm;
         auto score = [&](int64_t j) {
           const float* k_j = &k[size_t(offset_kv(p, b, g, j))];  // (d)
-          const bool tail_key = f == Fault::TailKeysPrescaled && j >= p.n_k / bn * bn;
-          return tail_row || tail_key ? dot(q_s.data(), k_j, d) : dot(q_i, k_j, d) * scale;
+          // Fault::TailKeysScale: the last partial key tile's scale is one ulp off (an approximate
+          // rsqrt in the boundary path where the main path divides).
+          if (f == Fault::TailKeysScale && j >= p.n_k / bn * bn) return dot(q_i, k_j, d) * scale_ulp;
+          return tail_row ? dot(q_s.data(), k_j, d) : dot(q_i, k_j, d) * scale;
         };
         float m = rules::neg_inf<float>(), m_first = m, l = 0;
         Eigen::half l16(0.0f);  // the fp16 running sum of Fault::Fp16RunningSum

@@ -34,7 +34,7 @@ enum class Fault {
   // Faults within the error bound that break what a kernel declares exact (KernelInfo::exact):
   TailRowsPrescaled,  // rows of the last partial query tile scale q before the dot product
   MaxInStorage,       // the running max kept in the storage type (exp(s - m) with m rounded)
-  TailKeysPrescaled,  // keys of the last partial key tile scored with q scaled before the dot product
+  TailKeysScale,      // the last partial key tile scored with a scale one ulp off
   AccRoundDown,       // the P.V accumulator rounds toward -inf (a directed-rounding add)
   FastLog,            // lse = m + log(l) from a fast log biased by -2^-22 (not exact at 1)
   UnderflowForgetsL,  // when exp(m_old - m_new) underflows to 0, o is reset but l is not
