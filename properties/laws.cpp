@@ -137,8 +137,8 @@ bool dots_exact(const Inputs& in, double u) {
       (t == &in.q ? q_max : k_max) = std::max(t == &in.q ? q_max : k_max, std::fabs(y));
     }
   // Products are integers below 2^22 over 64, exact; every partial sum is an integer over 64 below
-  // d q_max k_max, exact while that stays below the accumulator's 2^p = 2 / u.
-  return double(p.d) * q_max * k_max < 2 / u;
+  // d q_max k_max, exact while that stays below the accumulator's 2^p = 1 / u (u = 2^-p).
+  return double(p.d) * q_max * k_max < 1 / u;
 }
 
 std::string same_values(const Problem& p, const char* name, const HostTensor& a, const HostTensor& b) {

@@ -103,9 +103,10 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
   res.ok = false;
   if (result.match(fail)) {
     res.cases += fail.numSuccess;
-    // RapidCheck prefixes our message with "file:line:\nRC_FAIL(msg)\n\n": keep the message.
-    const auto body = fail.description.find("RC_FAIL(msg)\n\n");
-    res.message = body == std::string::npos ? fail.description : fail.description.substr(body + 14);
+    // RapidCheck prefixes our message with "file:line:\nRC_FAIL(...)\n\n": keep the message.
+    const auto rc_at = fail.description.find("RC_FAIL(");
+    const auto body = rc_at == std::string::npos ? rc_at : fail.description.find(")\n\n", rc_at);
+    res.message = body == std::string::npos ? fail.description : fail.description.substr(body + 3);
     res.counterexample = describe(minimal);
     rc::detail::Configuration cfg;
     cfg.reproduce[meta.id] = fail.reproduce;
