@@ -1,41 +1,37 @@
-// `flashcheck check --kernel NAME [--cases N] [--seed S] [--law ID]`: the property suite on one
-// kernel. Exit 0 every law held, 1 a law failed (its minimal counterexample and a replay line are
-// printed), 2 bad usage. `--reproduce TOKEN` (with --law) replays exactly one minimal case;
-// `--case FILE` one regression file (with --law). `--inputs FILE` runs every law that applies to
-// that one input (exit 2 when none does). Regression files in --regressions DIR (default the source
+// `flashcheck check --kernel NAME | --plugin lib.so [--cases N] [--seed S] [--law ID]`: the property
+// suite on one kernel. Exit 0 every law held, 1 a law failed (its minimal counterexample and a replay
+// line are printed), 2 bad usage. `--reproduce TOKEN` (with --law) replays exactly one minimal case;
+// `--case FILE` one regression file. Regression files in --regressions DIR (default the source
 // tree's properties/regressions) are replayed before the random cases; --save-regressions writes
-// each new minimal counterexample there. `--kill-matrix [--kernels A,B] [--json]` runs every law on
-// every mutant (or on the kernels named) and prints which law kills which.
+// each new minimal counterexample there. A plugin runs in a worker process (cli/plugin_options.hpp).
+// `--inputs FILE` runs every law that applies to that one input (exit 2 when none does).
+// `--kill-matrix [--kernels A,B] [--json]` runs every law on every mutant whose device is present (or
+// on the kernels named) and prints which law kills which (exit 1 when a mutant survives every law or
+// a correct kernel is killed).
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <random>
 
 #include "cli/command.hpp"
+#include "cli/options.hpp"
+#include "cli/plugin_options.hpp"
+#include "io/errors.hpp"
 #include "kernels/registry.hpp"
 #include "properties/kill_matrix.hpp"
 #include "properties/runner.hpp"
 
 namespace fc::cli {
-
 namespace {
 
-struct Options {
-  std::string kernel, law, reproduce, case_file, inputs, regressions = props::default_regressions_dir();
-  std::vector<std::string> kernels;
-  int cases = 100;
-  uint64_t seed = 0;
-  bool save = false, kill_matrix = false, json = false;
-};
-
-// --kill-matrix: every law on every mutant whose device is present (or on --kernels).
-int run_kill_matrix(const Options& o, uint64_t seed) {
-  if (!o.kernel.empty() || !o.law.empty() || !o.reproduce.empty() || !o.case_file.empty() || !o.inputs.empty())
-    throw UsageError("--kill-matrix takes --kernels, --cases, --seed and --json only");
+// --kill-matrix: every law on every mutant whose device is present (or on `names`).
+int run_kill_matrix(const std::vector<std::string>& names, int cases, uint64_t seed, const std::string& regressions,
+                    bool json, std::ostream& out) {
   std::vector<const Kernel*> kernels;
-  for (const std::string& name : o.kernels) {
+  for (const std::string& name : names) {
     const Kernel* k = find_kernel(name);
     if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", name));
     if (!device_present(k->info.device))
@@ -43,79 +39,135 @@ int run_kill_matrix(const Options& o, uint64_t seed) {
     kernels.push_back(k);
   }
   props::RunOptions opt;
-  opt.cases = o.cases;
+  opt.cases = cases;
   opt.seed = seed;
-  opt.regressions_dir = o.regressions;
+  opt.regressions_dir = regressions;
   const props::KillMatrix m = props::kill_matrix(kernels, opt, &std::cerr);
-  if (o.json)
-    props::print_json(m, std::cout);
+  if (json)
+    props::print_json(m, out);
   else
-    props::print_markdown(m, std::cout);
+    props::print_markdown(m, out);
   // A mutant no law kills, or a correct kernel a law kills, is the suite failing.
   bool ok = true;
-  for (const props::KillRow& r : m.rows) {
-    const bool killed = std::count(r.cells.begin(), r.cells.end(), props::Cell::Killed) > 0;
-    ok = ok && killed == r.mutant;
-  }
+  for (const props::KillRow& r : m.rows)
+    ok = ok && (std::count(r.cells.begin(), r.cells.end(), props::Cell::Killed) > 0) == r.mutant;
   return ok ? kExitPass : kExitFail;
 }
 
 }  // namespace
 
-Run register_check_command(CLI::App& app) {
+Run setup_check(CLI::App& app, const ExternalKernel* ext) {
+  struct Options {
+    std::string kernel, law, reproduce, case_file, inputs, regressions = props::default_regressions_dir();
+    std::vector<std::string> kernels;
+    int cases = 100;
+    uint64_t seed = 0;
+    bool save = false, kill_matrix = false, json = false;
+    PluginArgs plugin;
+  };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("check", "run the property suite (every law of DESIGN §5) on one kernel");
-  sub->add_option("--kernel", o->kernel, "kernel name (see `flashcheck kernels`)");
-  sub->add_option("--cases", o->cases, "random cases per law")->check(CLI::Range(1, 1000000));
-  CLI::Option* seed = sub->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)");
+  if (!ext) {
+    CLI::Option* kernel = sub->add_option("--kernel", o->kernel, "kernel name (see `flashcheck kernels`)");
+    CLI::Option* plugin = add_plugin_options(sub, o->plugin, true);
+    kernel->excludes(plugin);
+  }
+  sub->add_option("--cases", o->cases, "random cases per law")
+      ->check(decimal_unsigned())
+      ->check(CLI::Range(1, 1000000));
+  CLI::Option* seed =
+      sub->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)")->check(decimal_unsigned());
   sub->add_option("--law", o->law, "run only this law (ids: see the output)");
   sub->add_option("--reproduce", o->reproduce, "replay token printed by a failure (needs --law)");
   sub->add_option("--case", o->case_file, "replay one regression file (needs --law)");
   sub->add_option("--inputs", o->inputs, "run every law that applies to this one input file (safetensors)");
-  sub->add_option("--regressions", o->regressions, "regression folder replayed before random cases");
+  CLI::Option* regressions =
+      sub->add_option("--regressions", o->regressions, "regression folder replayed before random cases");
   sub->add_flag("--save-regressions", o->save, "save each minimal counterexample to the regression folder");
-  sub->add_flag("--kill-matrix", o->kill_matrix, "every law on every mutant (or --kernels): which law kills which");
-  sub->add_option("--kernels", o->kernels, "kernels for --kill-matrix (default: every mutant whose device is present)")
-      ->delimiter(',');
-  sub->add_flag("--json", o->json, "--kill-matrix as JSON");
+  if (!ext) {
+    sub->add_flag("--kill-matrix", o->kill_matrix, "every law on every mutant (or --kernels): which law kills which");
+    sub->add_option("--kernels", o->kernels,
+                    "kernels for --kill-matrix (default: every mutant whose device is present)")
+        ->delimiter(',');
+    sub->add_flag("--json", o->json, "--kill-matrix as JSON");
+  }
 
-  return [o, seed]() -> int {
-    if (o->kill_matrix) return run_kill_matrix(*o, seed->count() ? o->seed : 1);
+  return [o, seed, regressions, ext]() -> int {
+    std::ostream& out = ext && ext->out ? *ext->out : std::cout;
+    if (o->kill_matrix) {
+      if (!o->kernel.empty() || !o->plugin.path.empty() || !o->law.empty() || !o->reproduce.empty() ||
+          !o->case_file.empty() || !o->inputs.empty())
+        throw UsageError("--kill-matrix takes --kernels, --cases, --seed, --regressions and --json only");
+      return run_kill_matrix(o->kernels, o->cases, seed->count() ? o->seed : 1, o->regressions, o->json, out);
+    }
     if (!o->kernels.empty() || o->json) throw UsageError("--kernels and --json go with --kill-matrix");
-    if (o->kernel.empty()) throw UsageError("--kernel is required (or --kill-matrix)");
-    const Kernel* k = find_kernel(o->kernel);
-    if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", o->kernel));
-    if (!device_present(k->info.device))
-      throw UsageError(fmt::format("kernel \"{}\" needs a {} device, and none is present", o->kernel, k->info.device));
+    if (!o->inputs.empty() && (!o->reproduce.empty() || !o->case_file.empty()))
+      throw UsageError("--inputs takes neither --reproduce nor --case");
+    if (!ext && o->kernel.empty() && o->plugin.path.empty())
+      throw UsageError("check needs --kernel NAME or --plugin PATH (or --kill-matrix)");
     if (!o->law.empty() && !props::find_law(o->law)) throw UsageError(fmt::format("unknown law \"{}\"", o->law));
     if ((!o->reproduce.empty() || !o->case_file.empty()) && o->law.empty())
       throw UsageError("--reproduce and --case need --law");
-    if (!o->inputs.empty() && (!o->reproduce.empty() || !o->case_file.empty()))
-      throw UsageError("--inputs takes neither --reproduce nor --case");
-    if (!o->inputs.empty() || !o->case_file.empty()) {  // one file: the laws that apply to it
-      const std::string& file = o->inputs.empty() ? o->case_file : o->inputs;
-      std::cout << fmt::format("flashcheck check: kernel {} ({}), laws on the input {}\n", k->info.name,
-                               k->info.mutant ? "mutant" : k->info.device, file);
-      const int code = props::run_suite_on_file(*k, file, std::cout, o->law, o->inputs.empty() ? "--case" : "--inputs");
-      if (code == 2)
+    // A folder named on the command line must exist: a typo must not silently replay nothing. (The
+    // default, the source tree's folder, may be absent from an installed copy.)
+    if (regressions->count() && !std::filesystem::is_directory(o->regressions))
+      throw UsageError(fmt::format("--regressions {}: no such folder", io::quoted(o->regressions)));
+    std::unique_ptr<plugin::Subject> subject;
+    const Kernel* k = nullptr;
+    props::RunOptions opt;
+    if (ext) {
+      subject = ext->open();
+      k = &subject->kernel();
+      opt.replay_prefix = ext->replay_prefix;
+    } else if (!o->plugin.path.empty()) {
+      subject = open_plugin(o->plugin);
+      k = &subject->kernel();
+      opt.replay_prefix = plugin_replay_prefix(o->plugin, *subject);
+    } else {
+      k = find_kernel(o->kernel);
+      if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", o->kernel));
+      if (!device_present(k->info.device))
         throw UsageError(
-            fmt::format("no law {}applies to {} on kernel {}", o->law.empty() ? "" : o->law + " ", file, k->info.name));
-      std::cout << (code == 0 ? "every applicable law holds\n" : "a law failed\n");
+            fmt::format("kernel \"{}\" needs a {} device, and none is present", o->kernel, k->info.device));
+    }
+    if (!o->case_file.empty()) {  // a case that would be skipped must not pass as "replayed"
+      std::string case_law;
+      const props::Case c = props::read_case(o->case_file, &case_law);
+      if (case_law != o->law)
+        throw UsageError(fmt::format("{}: the case is for law {}, not {} (--inputs runs every law on any input file)",
+                                     o->case_file, io::quoted(case_law), io::quoted(o->law)));
+      if (!claims(*k, c.in.p))
+        throw UsageError(fmt::format("{}: kernel {} does not claim this case's problem", o->case_file, k->info.name));
+    }
+    if (!o->inputs.empty()) {  // one input file: every law that applies to it
+      out << fmt::format("flashcheck check: kernel {} ({}), the laws on {}\n", k->info.name,
+                         k->info.mutant ? "mutant" : k->info.device, o->inputs);
+      const int code = props::run_suite_on_file(*k, o->inputs, out, o->law, "--inputs", opt.replay_prefix);
+      if (code == 2)
+        throw UsageError(fmt::format("no law {}applies to {} on kernel {}", o->law.empty() ? "" : o->law + " ",
+                                     o->inputs, k->info.name));
+      out << (code == 0 ? "every applicable law holds\n" : "a law failed\n");
+      out.flush();
       return code == 0 ? kExitPass : kExitFail;
     }
-    props::RunOptions opt;
     opt.cases = o->cases;
     opt.seed = seed->count() ? o->seed : std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
     opt.reproduce = o->reproduce;
     opt.case_file = o->case_file;
     opt.regressions_dir = o->regressions;
     opt.save_failures = o->save;
-    std::cout << fmt::format("flashcheck check: kernel {} ({}), {} cases per law, seed {}\n", k->info.name,
-                             k->info.mutant ? "mutant" : k->info.device, opt.cases, opt.seed);
-    const bool ok = props::run_suite(*k, opt, std::cout, o->law);
-    std::cout << (ok ? "every law holds\n" : "a law failed\n");
+    out << fmt::format("flashcheck check: kernel {} ({}), {} cases per law, seed {}\n", k->info.name,
+                       k->info.mutant ? "mutant" : k->info.device, opt.cases, opt.seed);
+    if (subject) out << fmt::format("  {}; {}\n", k->info.description, subject->notes());
+    const bool ok = props::run_suite(*k, opt, out, o->law);
+    if (subject && subject->restarts() > 0)
+      out << fmt::format("the worker was restarted {} times after faults\n", subject->restarts());
+    out << (ok ? "every law holds\n" : "a law failed\n");
+    out.flush();
     return ok ? kExitPass : kExitFail;
   };
 }
+
+Run register_check_command(CLI::App& app) { return setup_check(app, nullptr); }
 
 }  // namespace fc::cli

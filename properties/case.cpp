@@ -2,24 +2,22 @@
 
 #include <fmt/format.h>
 
-#include <cctype>
-#include <cerrno>
-#include <cmath>
 #include <cstdlib>
+#include <limits>
+#include <map>
 #include <filesystem>
 #include <functional>
 #include <ostream>
 
 #include "io/attention_io.hpp"
-#include "io/errors.hpp"
+#include "io/numbers.hpp"
 #include "io/safetensors.hpp"
 
 namespace fc::props {
 namespace {
 
-const char* const kRegimeNames[] = {"normal", "outliers",  "huge",        "far_below", "fp16_max",
-                                    "ties",   "all_equal", "subnormal_p", "poison",    "fully_masked",
-                                    "grid",   "subnormal", "ones"};
+const char* const kRegimeNames[] = {"normal",    "outliers",    "huge",   "far_below",    "fp16_max", "ties",
+                                    "all_equal", "subnormal_p", "poison", "fully_masked", "grid",     "subnormal", "ones"};
 static_assert(sizeof(kRegimeNames) / sizeof(kRegimeNames[0]) == size_t(Regime::kCount));
 
 std::string values(const char* name, const HostTensor& t) {
@@ -34,36 +32,43 @@ std::string config_str(const Config& c) {
   return fmt::format("block_m={} block_n={} order={}", c.block_m, c.block_n, c.order == LoopOrder::FA1 ? "FA1" : "FA2");
 }
 
-// A metadata value as a number: the whole string must parse (strtod reads nan and inf), or the file
-// is refused with a FileError naming the key.
-double parse_double(const std::string& path, const std::map<std::string, std::string>& m, const char* key,
-                    double dflt) {
+using Meta = std::map<std::string, std::string>;
+
+[[noreturn]] void bad(const std::string& path, const char* key, const std::string& value, const std::string& why) {
+  throw io::FileError(io::Fault::BadMetadata, path,
+                      fmt::format("metadata \"{}\" = {} {}", key, io::quoted(value), why));
+}
+
+// An integer field in [lo, hi], `dflt` when absent; plain decimal only (io/numbers.hpp).
+int64_t read_int(const std::string& path, const Meta& m, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
   auto it = m.find(key);
   if (it == m.end()) return dflt;
-  const char* s = it->second.c_str();
-  char* end = nullptr;
-  const double x = std::strtod(s, &end);
-  if (it->second.empty() || end == s || *end != '\0')
-    throw io::FileError(io::Fault::BadHeader, path,
-                        fmt::format("metadata {} = {} is not a number", io::quoted(key), io::quoted(it->second)));
+  int64_t x = 0;
+  if (!io::parse_decimal_i64(it->second, &x)) bad(path, key, it->second, "is not a decimal integer");
+  if (x < lo || x > hi) bad(path, key, it->second, fmt::format("is outside [{}, {}]", lo, hi));
   return x;
 }
 
-int64_t parse_int(const std::string& path, const std::map<std::string, std::string>& m, const char* key, int64_t lo,
-                  int64_t hi) {
-  const double x = parse_double(path, m, key, double(lo));
-  if (!(x >= double(lo) && x <= double(hi)) || x != std::floor(x))
-    throw io::FileError(io::Fault::BadHeader, path,
-                        fmt::format("metadata {} must be an integer in [{}, {}]", io::quoted(key), lo, hi));
-  return int64_t(x);
+Config read_config(const std::string& path, const Meta& m, const std::string& suffix) {
+  Config c;
+  const int64_t kMax = std::numeric_limits<int32_t>::max();
+  c.block_m = int32_t(read_int(path, m, ("fc.block_m" + suffix).c_str(), 0, 0, kMax));
+  c.block_n = int32_t(read_int(path, m, ("fc.block_n" + suffix).c_str(), 0, 0, kMax));
+  c.order = read_int(path, m, ("fc.order" + suffix).c_str(), 0, 0, 1) == 1 ? LoopOrder::FA1 : LoopOrder::FA2;
+  return c;
 }
 
-Config read_config(const std::string& path, const std::map<std::string, std::string>& m, const std::string& suffix) {
-  Config c;
-  c.block_m = int32_t(parse_int(path, m, ("fc.block_m" + suffix).c_str(), 0, 1 << 20));
-  c.block_n = int32_t(parse_int(path, m, ("fc.block_n" + suffix).c_str(), 0, 1 << 20));
-  c.order = parse_int(path, m, ("fc.order" + suffix).c_str(), 0, 1) == 1 ? LoopOrder::FA1 : LoopOrder::FA2;
-  return c;
+// The poisoned value: "nan", "inf", "-inf" (as write_case spells them) or a plain decimal.
+double read_poison_value(const std::string& path, const Meta& m) {
+  auto it = m.find("fc.poison_value");
+  if (it == m.end()) return 0;
+  const std::string& v = it->second;
+  if (v == "nan") return std::numeric_limits<double>::quiet_NaN();
+  if (v == "inf") return std::numeric_limits<double>::infinity();
+  if (v == "-inf") return -std::numeric_limits<double>::infinity();
+  double x = 0;
+  if (!io::parse_decimal(v, &x)) bad(path, "fc.poison_value", v, "is not nan, inf, -inf or a decimal number");
+  return x;
 }
 
 }  // namespace
@@ -115,31 +120,26 @@ std::string write_case(const std::string& dir, const std::string& law, const std
   return path;
 }
 
+// Every field is validated here, where the file is read: the laws index tensors with poison_index
+// and trust the configs, so a hand-edited or corrupted regression file must be refused (exit 2), never
+// reach them (an out-of-range index wrote out of bounds).
 Case read_case(const std::string& path, std::string* law, std::map<std::string, std::string>* metadata) {
   io::TensorFile f = io::read_safetensors(path);
-  const auto m = f.metadata;
+  const Meta m = f.metadata;
   Case c;
   c.in = io::inputs_from(path, std::move(f));
   if (law) *law = m.count("fc.law") ? m.at("fc.law") : "";
   if (metadata) *metadata = m;
-  if (m.count("fc.regime") && !parse_regime(m.at("fc.regime"), &c.regime))
-    throw io::FileError(io::Fault::BadHeader, path,
-                        fmt::format("metadata \"fc.regime\" = {} is not a regime", io::quoted(m.at("fc.regime"))));
+  if (auto it = m.find("fc.regime"); it != m.end() && !parse_regime(it->second, &c.regime))
+    bad(path, "fc.regime", it->second, "is not a regime");
   c.cfg = read_config(path, m, "");
   c.cfg2 = read_config(path, m, "2");
-  c.poison_tensor = int32_t(parse_int(path, m, "fc.poison_tensor", 0, 2));
+  c.poison_tensor = int32_t(read_int(path, m, "fc.poison_tensor", 0, 0, 2));
   const int64_t n = c.poison_tensor == 0 ? numel_q(c.in.p) : numel_kv(c.in.p);
-  c.poison_index = parse_int(path, m, "fc.poison_index", 0, std::max<int64_t>(0, n - 1));
-  c.poison_value = parse_double(path, m, "fc.poison_value", 0);
-  if (m.count("fc.aux")) {
-    const std::string& s = m.at("fc.aux");
-    char* end = nullptr;
-    errno = 0;
-    c.aux = std::strtoull(s.c_str(), &end, 10);
-    if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0])) || *end != '\0' || errno == ERANGE)
-      throw io::FileError(io::Fault::BadHeader, path,
-                          fmt::format("metadata \"fc.aux\" = {} is not an unsigned integer", io::quoted(s)));
-  }
+  c.poison_index = read_int(path, m, "fc.poison_index", 0, 0, n - 1);
+  c.poison_value = read_poison_value(path, m);
+  if (auto it = m.find("fc.aux"); it != m.end() && !io::parse_decimal_u64(it->second, &c.aux))
+    bad(path, "fc.aux", it->second, "is not a decimal integer >= 0");
   return c;
 }
 

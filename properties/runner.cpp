@@ -56,7 +56,7 @@ bool replay_files(const Law& law, const Kernel& k, const RunOptions& opt, LawRes
     ++res.cases;
     if (o.message.empty()) continue;
     res.ok = false, res.message = o.message, res.counterexample = describe(c);
-    res.replay = fmt::format("flashcheck check --kernel {} --law {} --case {}", k.info.name, law.id, f);
+    res.replay = fmt::format("{} --law {} --case {}", replay_prefix(k, opt), law.id, f);
     return true;
   }
   return false;
@@ -114,7 +114,7 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
     const auto at = token.find("reproduce=");
     token = at == std::string::npos ? token : token.substr(at + 10);
     token = token.substr(0, token.find(' '));
-    res.replay = replay_line(k.info.name, law.id, token);
+    res.replay = fmt::format("{} --law {} --reproduce {}", replay_prefix(k, opt), law.id, token);
     if (opt.save_failures && !opt.regressions_dir.empty())
       res.saved = write_case(opt.regressions_dir, law.id, k.info.name, minimal);
   } else if (result.match(gave_up)) {
@@ -171,6 +171,10 @@ std::string replay_line(const std::string& kernel, const std::string& law, const
   return fmt::format("flashcheck check --kernel {} --law {} --reproduce {}", kernel, law, token);
 }
 
+std::string replay_prefix(const Kernel& k, const RunOptions& opt) {
+  return opt.replay_prefix.empty() ? "flashcheck check --kernel " + k.info.name : opt.replay_prefix;
+}
+
 LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt) {
   LawResult res;
   if (!law_applies(law, k)) {
@@ -178,7 +182,7 @@ LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt) {
     res.not_applicable = "the kernel does not claim what the law needs";
     return res;
   }
-  if (!opt.case_file.empty()) return run_law_on_file(law, k, opt.case_file, "--case");
+  if (!opt.case_file.empty()) return run_law_on_file(law, k, opt.case_file, "--case", replay_prefix(k, opt));
   if (opt.reproduce.empty() && replay_files(law, k, opt, res)) return res;
 
   GenSpec spec = spec_for(law, k);
@@ -224,11 +228,13 @@ void print_result(const Law& law, const LawResult& r, std::ostream& log) {
   if (!r.saved.empty()) log << "  saved: " << r.saved << "\n";
 }
 
-bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const std::string& law_id) {
+bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const std::string& law_id,
+               std::vector<std::pair<std::string, LawResult>>* results) {
   bool all = true;
   for (const Law& law : laws()) {
     if (!law_id.empty() && law.id != law_id) continue;
     const LawResult r = run_law(law, k, opt);
+    if (results) results->emplace_back(law.id, r);
     print_result(law, r, log);
     all = all && r.ok;
   }

@@ -10,6 +10,8 @@
 #include <iosfwd>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "properties/laws.hpp"
 
@@ -22,6 +24,8 @@ struct RunOptions {
   std::string case_file;        // replay one regression file (any law named with it runs on it)
   std::string regressions_dir;  // replayed before random cases; "" = none
   bool save_failures = false;   // write each minimal counterexample into regressions_dir
+  std::string replay_prefix;    // the command that selects the kernel in replay lines; "" = "flashcheck
+                                // check --kernel NAME" (a plugin: --plugin PATH; Python: its own)
 };
 
 struct LawResult {
@@ -50,21 +54,26 @@ LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt);
 // metadata (fc.* keys of a regression file) when present, else the kernel's first two configs.
 // A law outside its domain on this input comes back with applies = false and the reason.
 // `option` is how the replay line names the file ("--inputs" or "--case").
+// `prefix` starts it (replay_prefix; "" = "flashcheck check --kernel NAME").
 LawResult run_law_on_file(const Law& law, const Kernel& k, const std::string& file,
-                          const std::string& option = "--inputs");
+                          const std::string& option = "--inputs", const std::string& prefix = "");
 
 // Every applicable law (or only `law_id`); prints one line per law and, on failure, the
 // counterexample and replay line. True when every law held.
-bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const std::string& law_id = "");
+// `results`, when given, receives (law id, result) for every law, applicable or not.
+bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const std::string& law_id = "",
+               std::vector<std::pair<std::string, LawResult>>* results = nullptr);
 
 // Every law (or only `law_id`) on one input file. Returns 0 when every law that applies held, 1
 // when one failed, 2 when none applies (each prints why): never "0 cases, every law holds".
 int run_suite_on_file(const Kernel& k, const std::string& file, std::ostream& log, const std::string& law_id = "",
-                      const std::string& option = "--inputs");
+                      const std::string& option = "--inputs", const std::string& prefix = "");
 
 // Prints a law's outcome: its line and, on failure, the message, counterexample and replay line.
 void print_result(const Law& law, const LawResult& r, std::ostream& log);
 
 std::string replay_line(const std::string& kernel, const std::string& law, const std::string& token);
+// The prefix of a kernel's replay lines under opt ("flashcheck check --kernel NAME" by default).
+std::string replay_prefix(const Kernel& k, const RunOptions& opt);
 
 }  // namespace fc::props

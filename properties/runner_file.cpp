@@ -31,7 +31,8 @@ std::vector<Case> poisoned_cases(const Case& c, bool file_has_poison) {
 
 }  // namespace
 
-LawResult run_law_on_file(const Law& law, const Kernel& k, const std::string& file, const std::string& option) {
+LawResult run_law_on_file(const Law& law, const Kernel& k, const std::string& file, const std::string& option,
+                          const std::string& prefix) {
   LawResult res;
   auto not_applicable = [&](const std::string& why) {
     res.applies = false, res.not_applicable = why;
@@ -59,7 +60,8 @@ LawResult run_law_on_file(const Law& law, const Kernel& k, const std::string& fi
     ++res.cases;
     if (message.empty()) continue;
     res.ok = false, res.message = message, res.counterexample = describe(one);
-    res.replay = fmt::format("flashcheck check --kernel {} --law {} {} {}", k.info.name, law.id, option, file);
+    res.replay = fmt::format("{} --law {} {} {}", prefix.empty() ? "flashcheck check --kernel " + k.info.name : prefix,
+                             law.id, option, file);
     return res;
   }
   if (res.cases == 0) return not_applicable(why_not);
@@ -67,12 +69,12 @@ LawResult run_law_on_file(const Law& law, const Kernel& k, const std::string& fi
 }
 
 int run_suite_on_file(const Kernel& k, const std::string& file, std::ostream& log, const std::string& law_id,
-                      const std::string& option) {
+                      const std::string& option, const std::string& prefix) {
   int judged = 0;
   bool all = true;
   for (const Law& law : laws()) {
     if (!law_id.empty() && law.id != law_id) continue;
-    const LawResult r = run_law_on_file(law, k, file, option);
+    const LawResult r = run_law_on_file(law, k, file, option, prefix);
     print_result(law, r, log);
     judged += r.applies;
     all = all && r.ok;

@@ -6,8 +6,10 @@
 //            |δ_j| <= δ (score bound + libm + three roundings), whatever the score range;
 //   l        compensated sum (Sum2); P̂ = p̃ · (1/l): |P̂ - P| <= κ P with κ = e^(2δ + θ + ...) - 1;
 //   o        P̂·[V |V|] as a chunked GEMM: the same product gives o and o_mag = P̂|V|.
-// Scope: finite inputs below 2^500 in magnitude. A row reached by a non-finite input (its q or
-// d_o row, or a k/v row it sees) is returned as NaN with an infinite bound: uncertified.
+// Scope: finite inputs below 2^500 in magnitude. A row reached by a non-finite input (its q row or a
+// k/v row it sees) is returned as NaN with an infinite bound: uncertified; a non-finite d_o row
+// leaves the forward certified and makes only that row's d_q and the d_k, d_v of the keys it sees
+// uncertified. A row that sees no key is o = 0, lse = -inf, d_q = 0 whatever its q and d_o hold.
 #include <mpfr.h>
 
 #include <cmath>
@@ -275,6 +277,7 @@ Certified certified(const Problem& p, const Tensors64& in) {
       g.n_vis.assign(m, 0);
       g.bad.assign(m, 0);
       std::vector<char> bad_key(n, 0);  // (n_k)
+      std::vector<char> bad_d_o(m, 0);  // (m): a non-finite d_o in a row that sees keys: gradients only
       for (Index j = 0; j < n; ++j)
         for (Index l = 0; l < d; ++l) {
           const int64_t o = offset_kv(p, b, h_kv, j) + l;
@@ -291,10 +294,14 @@ Certified certified(const Problem& p, const Tensors64& in) {
         g.n_vis[r] = nv;
         for (Index j = 0; j < nv; ++j) g.bad[r] |= bad_key[j];
         for (Index l = 0; l < d; ++l) {
-          const bool ok = certifiable(in.q[oq + l]) && (!grads || certifiable(in.d_o[oq + l]));
-          g.bad[r] |= !ok;
-          g.q(r, l) = ok ? in.q[oq + l] : 0.0;
-          if (grads) g.d_o(r, l) = ok ? in.d_o[oq + l] : 0.0;
+          // q reaches the forward and the backward, d_o only the backward; a row that sees no key has
+          // o = 0, lse = -inf and d_q = 0 whatever its q and d_o hold (the contract: never NaN there).
+          const bool q_ok = certifiable(in.q[oq + l]);
+          const bool d_o_ok = !grads || certifiable(in.d_o[oq + l]);
+          g.bad[r] |= !q_ok && nv > 0;
+          bad_d_o[r] |= !d_o_ok && nv > 0;
+          g.q(r, l) = q_ok ? in.q[oq + l] : 0.0;
+          if (grads) g.d_o(r, l) = d_o_ok ? in.d_o[oq + l] : 0.0;
         }
       }
       const cert::GroupFwd f = cert::forward(g);
@@ -311,14 +318,15 @@ Certified certified(const Problem& p, const Tensors64& in) {
           c.err.o[oq + l] = bad ? kInf : f.o_err(r, l);
           c.o_mag[oq + l] = bad ? kNaN : f.o_mag(r, l);
           if (!grads) continue;
-          c.value.d_q[oq + l] = bad ? kNaN : bw.d_q(r, l);
-          c.err.d_q[oq + l] = bad ? kInf : bw.d_q_err(r, l);
+          const bool bad_grad = bad || bad_d_o[r];
+          c.value.d_q[oq + l] = bad_grad ? kNaN : bw.d_q(r, l);
+          c.err.d_q[oq + l] = bad_grad ? kInf : bw.d_q_err(r, l);
         }
       }
       if (!grads) return;
       std::vector<char> poisoned(n, 0);  // (n_k): keys seen by an uncertified row
       for (Index r = 0; r < m; ++r)
-        if (f.bad[r])
+        if (f.bad[r] || bad_d_o[r])
           for (Index j = 0; j < g.n_vis[r]; ++j) poisoned[j] = 1;
       for (Index j = 0; j < n; ++j) {
         const int64_t ok = offset_kv(p, b, h_kv, j);
