@@ -1,7 +1,7 @@
 // The suite bites: `flashcheck check`'s default budget (100 cases per law, seed 1) kills every
 // registered mutant, while the fault-free form of the mutants' kernel passes every law; and every law
 // but `reference` kills a mutant that `reference` does not (its criterion is its own).
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <map>
 #include <sstream>
