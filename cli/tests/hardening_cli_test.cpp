@@ -109,7 +109,7 @@ TEST_CASE("check takes only plain decimal numbers and an existing regressions fo
                                                                                     {"--cases", "+5"},
                                                                                     {"--cases", "0"},
                                                                                     {"--cases", " 5"}}) {
-    std::vector<std::string> cmd = {"check", "--kernel", "cpu_tiled", "--law", "fully_masked"};
+    std::vector<std::string> cmd = {"check", "--kernel", "cpu_tiled", "--law", "lse_bracket"};
     cmd.insert(cmd.end(), args.begin(), args.end());
     CAPTURE(args);
     expect_one_line_exit_2(run_flashcheck(cmd), args[0]);
@@ -118,14 +118,14 @@ TEST_CASE("check takes only plain decimal numbers and an existing regressions fo
       run_flashcheck({"check", "--kernel", "cpu_tiled", "--regressions", "/nonexistent/regressions", "--cases", "1"}),
       "no such folder");
   const RunResult ok = run_flashcheck(
-      {"check", "--kernel", "cpu_tiled", "--law", "fully_masked", "--cases", "10", "--seed", "18446744073709551615"});
+      {"check", "--kernel", "cpu_tiled", "--law", "lse_bracket", "--cases", "10", "--seed", "18446744073709551615"});
   CHECK(ok.code == 0);
   CHECK(ok.out.find("seed 18446744073709551615") != std::string::npos);
 }
 
 TEST_CASE("check exits non-zero when its report cannot be written to stdout", "[cpu]") {
   const RunResult r =
-      run_flashcheck({"check", "--kernel", "cpu_tiled", "--law", "fully_masked", "--cases", "5"}, 60, "/dev/full");
+      run_flashcheck({"check", "--kernel", "cpu_tiled", "--law", "lse_bracket", "--cases", "5"}, 60, "/dev/full");
   CAPTURE(r.err);
   CHECK(r.code == 2);
   CHECK(r.stderr_lines() == 1);
