@@ -3,7 +3,7 @@
 // FIFO or a folder, problems too large for the oracle, a report that cannot be written, and the
 // contract's non-finite rows in the reference. Each: exit 2 with one line on stderr (or the right
 // answer), promptly, with the input untouched.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <filesystem>
 #include <fstream>

@@ -1,6 +1,6 @@
 // The flashcheck binary on bad input and bad usage: exit 2, exactly one line on stderr naming the
 // file and the problem, promptly, and no output file left behind.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <filesystem>
 
 #include "cli/tests/subprocess.hpp"

@@ -2,7 +2,7 @@
 // memory linear in its size: this executable replaces the global operator new to record the largest
 // single request and the peak of live bytes, and the reader must never ask for more than the file
 // itself could hold.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <atomic>
 #include <chrono>
 #include <cstdlib>

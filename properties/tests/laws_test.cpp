@@ -2,7 +2,7 @@
 // executable's device that claims what the law needs: >= 100 random cases per kernel (FC_CASES to
 // change), regression files first, shrinking, a replay line on failure and the coverage check.
 // Compiled twice: device cpu (label cpu) and device cuda (label gpu, skipped without a GPU).
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <cstdlib>
 #include <iostream>

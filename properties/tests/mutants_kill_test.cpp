@@ -1,6 +1,6 @@
 // The suite bites: `flashcheck check`'s default budget (100 cases per law, seed 1) kills every
 // registered mutant, while the fault-free form of the mutants' kernel passes every law.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <sstream>
 

@@ -1,7 +1,7 @@
 // Replay: a failure's token replays exactly its minimal case (and only it), through the runner and
 // through `flashcheck check`; regression files replay before random cases; the coverage check
 // fails a budget too small to reach every claimed regime.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <array>
 #include <cstdio>

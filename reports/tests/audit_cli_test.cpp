@@ -2,7 +2,7 @@
 // (thread counts, shards merged, the committed baseline), gate against the baseline, a killed audit
 // leaving the previous report intact, a planted bug failing with a replay line that replays, and
 // usage errors exiting 2 with one line.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <csignal>
 #include <filesystem>
 #include <fstream>

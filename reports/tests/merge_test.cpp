@@ -1,6 +1,6 @@
 // flashcheck merge on hand-made shards: the join equals the unsharded report, and shards that do not
 // form one sweep are refused.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include "reports/merge.hpp"
 #include "reports/tests/report_fixture.hpp"

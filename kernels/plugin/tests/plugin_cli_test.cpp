@@ -1,6 +1,6 @@
 // `flashcheck check --plugin` and `kernels --plugin` end to end on the example CPU kernel, built
 // correct and with planted faults, and on plugins that break the ABI's rules.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <nlohmann/json.hpp>
 #include <regex>
 
