@@ -8,11 +8,11 @@ fc=$root/.carry/tests/flashcheck
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 echo "commit $(cat "$root/.carry/COMMIT")" | tee -a "$out/device.txt"
 cd "$out"
-for run in "audit" "accumulation --accumulation"; do
+for run in "audit 200" "accumulation 380 --accumulation"; do
   set -- $run
-  name=$1; shift
+  name=$1 limit=$2; shift 2
   t0=$SECONDS
-  timeout 280 "$fc" audit "$@" --jobs 16 --out "$name" --junit "$name/junit.xml" > "$name.log" 2> "$name.err"
+  timeout "$limit" "$fc" audit "$@" --jobs 16 --out "$name" --junit "$name/junit.xml" > "$name.log" 2> "$name.err"
   echo "$name rc=$? $((SECONDS - t0)) s" | tee -a "$out/device.txt"
   tail -20 "$name.log"
 done
