@@ -33,7 +33,7 @@ struct Options {
   uint64_t seed = 1;
   std::string out = "reports/out", junit, shard, save_case;
   int jobs = 0;
-  PluginArgs plugin;  // --plugin lib.so: a kernel of the user's, audited like a registry kernel
+  PluginArgs plugin;                    // --plugin lib.so: a kernel of the user's, audited like a registry kernel
   const ExternalKernel* ext = nullptr;  // or one given by the program embedding flashcheck (the C API)
 };
 

@@ -83,7 +83,7 @@ def check_kernel(name, spec, a, deadline, env):
     regressions = os.path.join(a.out, "regressions", name)
     os.makedirs(regressions, exist_ok=True)
     argv = [sys.executable, "-m", "flashcheck", "check", spec, "--cases", str(a.cases), "--seed", str(a.seed),
-            "--timeout", str(a.timeout), "--json", json_path, "--regressions", regressions, "--save-regressions"]
+            "--timeout", str(a.timeout), "--json-out", json_path, "--regressions", regressions, "--save-regressions"]
     log = os.path.join(a.out, "logs", name + ".check.log")
     code, seconds = run(argv, deadline - time.time(), log, env)
     result = {"name": name, "spec": spec, "exit": code, "seconds": seconds, "command": shlex.join(argv[1:])}

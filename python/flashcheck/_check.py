@@ -151,7 +151,7 @@ def check(kernel, *, cases=None, seed=None, law=None, reproduce=None, timeout=No
     os.close(fd)
     try:
         argv = _options(cases, seed, law, reproduce, timeout, layout, regressions, save_regressions, extra_args)
-        code, report = _run("check", kernel, argv + ["--json", json_path], isolate, quiet)
+        code, report = _run("check", kernel, argv + ["--json-out", json_path], isolate, quiet)
         with open(json_path) as f:
             data = json.load(f) if os.path.getsize(json_path) else {}
         return Result(code, report, data.get("laws", []), data.get("seed", 0))
