@@ -80,22 +80,37 @@ class Kernel:
     flashcheck HostViews for framework "python") shaped (batch, heads, n, d) in the suite's memory;
     o must be (batch, heads_q, n_q, d_v) in q's dtype and device, lse (batch, heads_q, n_q) float32.
     backward: "autograd" (torch autograd / jax.vjp through forward), None (no backward), or a callable
-    (q, k, v, o, lse, d_o, problem) -> (d_q, d_k, d_v)."""
+    (q, k, v, o, lse, d_o, problem) -> (d_q, d_k, d_v).
+    framework: "torch", "jax", "numpy" (host only; read-only arrays, no BF16) or "python"."""
 
-    def __init__(self, forward, backward="autograd", *, name=None, device="cuda", dtypes=("F16", "BF16", "F32"),
+    def __init__(self, forward, backward="autograd", *, name=None, device=None, dtypes=None,
                  masks=_capi.MASKS, head_dims=None, gqa=True, writes_lse=True, variants=(), contiguous=False,
                  supports=None, framework=None):
         if not callable(forward):
             raise TypeError("forward must be callable")
         self.forward = forward
         self.framework = framework or _default_framework()
-        self.backward = None if (backward == "autograd" and self.framework == "python") else backward
+        if self.framework in ("numpy", "python") and backward == "autograd":
+            backward = None  # no autograd there: a callable or nothing
+        self.backward = backward
+        if device is None:  # host arrays for NumPy and plain Python, the GPU for torch and JAX
+            device = "cpu" if self.framework in ("numpy", "python") else "cuda"
+        if dtypes is None:  # NumPy has no bfloat16
+            dtypes = ("F16", "F32") if self.framework == "numpy" else ("F16", "BF16", "F32")
         self.name = name or getattr(forward, "__name__", "python_kernel").replace("<", "").replace(">", "")
         self.device = device
         bad = [x for x in dtypes if x not in DTYPES] + [m for m in masks if m not in _capi.MASKS]
         bad += [v for v in variants if v not in VARIANTS]
-        if bad or device not in ("cpu", "cuda") or self.framework not in ("torch", "jax", "python"):
-            raise ValueError("unknown dtype, mask, variant, device or framework: %s" % (bad or device))
+        bad += [device] if device not in ("cpu", "cuda") else []
+        bad += [self.framework] if self.framework not in ("torch", "jax", "numpy", "python") else []
+        if bad:
+            raise ValueError("unknown dtype, mask, variant, device or framework: %s" % ", ".join(map(str, bad)))
+        if self.framework in ("numpy", "python") and device != "cpu":
+            raise ValueError("framework %r runs on host tensors: device='cpu'" % self.framework)
+        if self.framework == "numpy" and "BF16" in dtypes:
+            raise ValueError("NumPy has no bfloat16: leave BF16 out of dtypes")
+        if backward is not None and not callable(backward) and backward != "autograd":
+            raise ValueError("backward is 'autograd', None or a callable (q, k, v, o, lse, d_o, problem)")
         self.dtypes, self.masks, self.variants = tuple(dtypes), tuple(masks), set(variants)
         self.head_dims = None if head_dims is None else set(head_dims)
         self.gqa, self.writes_lse, self.contiguous, self.user_supports = gqa, writes_lse, contiguous, supports

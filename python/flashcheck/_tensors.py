@@ -85,7 +85,14 @@ class SuiteTensor:
 
 
 def import_tensor(dl, framework):
-    """The suite's tensor as a torch tensor, a JAX array, or a HostView (framework "python")."""
+    """The suite's tensor as a torch tensor, a JAX array, a NumPy array (read-only), or a HostView
+    (framework "python")."""
+    if framework == "numpy":
+        import numpy
+
+        if dl.device.device_type != _capi.kDLCPU:
+            raise CaseError("framework 'numpy' needs host tensors (device='cpu')")
+        return numpy.from_dlpack(SuiteTensor(dl))
     if framework == "torch":
         import torch
 
