@@ -33,6 +33,7 @@ struct UsageError : std::runtime_error {
 Run setup_kernels(CLI::App& app);    // cmd_kernels.cpp:   flashcheck kernels [--json]
 Run setup_reference(CLI::App& app);  // cmd_reference.cpp: flashcheck reference --inputs F --out F
 Run setup_audit(CLI::App& app);      // cmd_audit.cpp:     flashcheck audit [--out DIR] [--json]
+Run setup_fuzz(CLI::App& app);       // cmd_fuzz.cpp:      flashcheck fuzz --kernel NAME --seconds T ...
 // cmd_check.cpp (properties helper): flashcheck check --kernel NAME [--cases N] [--seed S].
 // Compiled in when cli/cmd_check.cpp exists (cli/CMakeLists.txt defines FC_HAVE_CHECK_COMMAND).
 Run register_check_command(CLI::App& app);

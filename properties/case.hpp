@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "io/safetensors.hpp"
 #include "kernels/registry.hpp"
 
 namespace fc::props {
@@ -48,7 +50,11 @@ void showValue(const Case& c, std::ostream& os);  // RapidCheck's counterexample
 
 // Regression files: safetensors inputs (q k v d_o, metadata mask and scale) plus metadata for the
 // rest of the case and the law that once failed on it. write_case returns the path it wrote.
-std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel, const Case& c);
+// `extra`: more metadata (e.g. a fuzz campaign's seed); `name`: the file name (default: law-HASH).
+std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel, const Case& c,
+                       const std::map<std::string, std::string>& extra = {}, const std::string& name = "");
 Case read_case(const std::string& path, std::string* law);
+// The same from a parsed file (`path` names it in messages): every field validated, FileError otherwise.
+Case case_from(const std::string& path, io::TensorFile file, std::string* law);
 
 }  // namespace fc::props

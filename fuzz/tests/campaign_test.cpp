@@ -1,0 +1,105 @@
+// The campaign: packed batches judge exactly as cases one by one would, shards merge into the
+// unsharded report, and a failing case is saved as a regression case whose replay fails the same way.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <sstream>
+#include <unistd.h>
+
+#include "fuzz/campaign.hpp"
+#include "properties/laws.hpp"
+
+using namespace fc;
+using nlohmann::json;
+
+namespace {
+
+fuzz::CampaignOptions small(uint64_t cases) {
+  fuzz::CampaignOptions o;
+  o.seed = 11;
+  o.cases = cases;
+  o.batch = 16;
+  o.threads = 2;
+  o.limits.max_n = 10, o.limits.max_d = 5;
+  return o;
+}
+
+// The shards' reports joined as `flashcheck merge` joins them: items by seq, derived fields recomputed.
+json merged(std::vector<json> shards) {
+  json r = shards[0];
+  r.erase("shard");
+  for (const char* items : {"batches", "failures"}) {
+    json all = json::array();
+    for (const json& s : shards)
+      for (const json& x : s[items]) all.push_back(x);
+    std::stable_sort(all.begin(), all.end(), [](const json& a, const json& b) {
+      return std::pair(a["seq"].get<uint64_t>(), a.value("sub", int64_t(0))) <
+             std::pair(b["seq"].get<uint64_t>(), b.value("sub", int64_t(0)));
+    });
+    r[items] = all;
+  }
+  fuzz::finalize_fuzz_report(r);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("fuzz shards merge into exactly the unsharded campaign's report", "[cpu]") {
+  const Kernel& k = *find_kernel("mutant_no_o_rescale");  // failures too, so that they merge as well
+  std::ostringstream log;
+  const json whole = fuzz::run_campaign(k, small(96), log);
+  std::vector<json> shards;
+  for (int i = 0; i < 3; ++i) {
+    fuzz::CampaignOptions o = small(96);
+    o.shard_index = i, o.shard_count = 3, o.threads = 1 + i;  // thread count changes nothing
+    shards.push_back(fuzz::run_campaign(k, o, log));
+    CHECK(shards.back()["shard"]["index"] == i);
+  }
+  CHECK(whole["summary"]["cases"] == 96);
+  CHECK(whole["summary"]["failures"].get<int64_t>() > 0);
+  CHECK(merged(shards) == whole);
+}
+
+TEST_CASE("fuzz passes cpu_tiled and saves a mutant's failures as replayable regression cases", "[cpu]") {
+  std::ostringstream log;
+  CHECK(fuzz::run_campaign(*find_kernel("cpu_tiled"), small(64), log)["verdict"]["status"] == "pass");
+  const auto dir = std::filesystem::temp_directory_path() / ("fc_fuzz_campaign_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "cases");
+  fuzz::CampaignOptions o = small(64);
+  o.out = dir.string();
+  const Kernel& k = *find_kernel("mutant_masked_row_nan");
+  const json r = fuzz::run_campaign(k, o, log);
+  REQUIRE(r["verdict"]["status"] == "fail");
+  int replayed = 0;
+  for (const json& f : r["failures"]) {
+    REQUIRE(f.contains("file"));
+    std::string law;
+    const props::Case c = props::read_case((dir / f["file"].get<std::string>()).string(), &law);
+    CHECK(law == f["law"]);
+    const props::Law* l = props::find_law(law);
+    REQUIRE(l);
+    CHECK_FALSE(l->check(k, c).empty());  // the saved case fails its law again
+    ++replayed;
+  }
+  CHECK(replayed > 0);
+  std::filesystem::remove_all(dir);
+}
+
+// Cases `flashcheck fuzz` found on one kernel that lie outside another claiming kernel's error-model
+// domain (so they cannot join properties/regressions, which every claiming kernel replays): each
+// replays clean on the kernel it was found on (fc.kernel), through the law it names (fc.law).
+TEST_CASE("every fuzz finding replays clean on the kernel it was found on", "[cpu]") {
+  int replayed = 0;
+  for (const auto& e : std::filesystem::directory_iterator(FC_FUZZ_FINDINGS)) {
+    if (e.path().extension() != ".safetensors") continue;
+    std::string law;
+    const props::Case c = props::read_case(e.path().string(), &law);
+    const std::string kernel = io::read_safetensors(e.path().string()).metadata.at("fc.kernel");
+    CAPTURE(e.path().string(), law, kernel);
+    const Kernel* k = find_kernel(kernel);
+    REQUIRE(k);
+    REQUIRE(props::find_law(law));
+    CHECK(props::find_law(law)->check(*k, c).empty());
+    ++replayed;
+  }
+  CHECK(replayed > 0);
+}
