@@ -12,6 +12,7 @@
 
 #include "cli/command.hpp"
 #include "io/errors.hpp"
+#include "kernels/plugin/worker.hpp"
 
 namespace {
 
@@ -48,6 +49,8 @@ int stdout_checked(int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A plugin's worker process (kernels/plugin/worker.hpp): started by `check --plugin`, not by users.
+  if (argc >= 2 && std::string(argv[1]) == "__worker") return fc::plugin::worker_main(argc, argv);
   CLI::App app{"flashcheck: property-based correctness and numerics for attention kernels"};
   app.require_subcommand(1);
   std::vector<std::pair<const char*, fc::cli::Run>> runs;
