@@ -1,4 +1,4 @@
-// `flashcheck fuzz --kernel NAME (--seconds T | --cases N) [--seed S] [--regime LIST] [--out DIR]
+// `flashcheck fuzz --kernel NAME | --plugin lib.so (--seconds T | --cases N) [--seed S] [--regime LIST] [--out DIR]
 // [--shard i/n] [--batch B] [--threads N] [--max-n N] [--max-d D] [--big [--big-max-n N] [--rows R]]`:
 // the extreme-range campaign of fuzz/campaign.hpp. Exit 0 when every case held, 1 when one failed
 // (each listed with its check and, with --out, saved as a regression case with a replay line), 2 on
@@ -12,6 +12,7 @@
 
 #include "cli/command.hpp"
 #include "cli/options.hpp"
+#include "cli/plugin_options.hpp"
 #include "fuzz/campaign.hpp"
 #include "io/atomic_file.hpp"
 #include "io/errors.hpp"
@@ -21,10 +22,13 @@ namespace fc::cli {
 namespace {
 
 struct Options {
+  PluginArgs plugin;
   std::string kernel, out, shard, regimes;
   double seconds = 0;
   uint64_t cases = 0, seed = 1;
   int batch = 256, threads = 0, max_n = 40, max_d = 16, rows = 64, big_max_n = 131072;
+  uint64_t big_max_elements = uint64_t(3) << 30;
+  int64_t only_batch = -1;
   bool big = false, as_json = false;
 };
 
@@ -59,17 +63,28 @@ std::vector<fuzz::Values> parse_regimes(const std::string& list) {
 }
 
 int run_fuzz(const Options& o) {
-  const Kernel* k = find_kernel(o.kernel);
-  if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", o.kernel));
-  if (!device_present(k->info.device))
-    throw UsageError(fmt::format("kernel \"{}\" needs a {} device, and none is present", o.kernel, k->info.device));
+  if (o.kernel.empty() == o.plugin.path.empty()) throw UsageError("fuzz needs --kernel NAME or --plugin PATH");
   if (o.seconds <= 0 && o.cases == 0) throw UsageError("fuzz needs --seconds T or --cases N");
+  std::unique_ptr<plugin::Subject> subject;  // a plugin runs in its worker process
+  const Kernel* k = nullptr;
   fuzz::CampaignOptions c;
+  if (!o.plugin.path.empty()) {
+    subject = open_plugin(o.plugin);
+    k = &subject->kernel();
+    c.replay_prefix = plugin_replay_prefix(o.plugin, *subject);
+  } else {
+    k = find_kernel(o.kernel);
+    if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", o.kernel));
+    if (!device_present(k->info.device))
+      throw UsageError(fmt::format("kernel \"{}\" needs a {} device, and none is present", o.kernel, k->info.device));
+    c.replay_prefix = "flashcheck check --kernel " + k->info.name;
+  }
   c.seed = o.seed, c.seconds = o.seconds, c.cases = o.cases, c.batch = o.batch, c.threads = o.threads;
   std::tie(c.shard_index, c.shard_count) = o.shard.empty() ? std::pair{0, 1} : parse_shard(o.shard);
   c.values = parse_regimes(o.regimes);
   c.limits.max_n = o.max_n, c.limits.max_d = o.max_d;
-  c.big = o.big, c.big_max_n = o.big_max_n, c.big_rows = o.rows;
+  c.big = o.big, c.big_max_n = o.big_max_n, c.big_rows = o.rows, c.big_max_elements = o.big_max_elements;
+  c.only_batch = o.only_batch;
   c.out = o.out;
   std::string report_path;
   if (!o.out.empty()) {  // a bad --out is refused before the campaign, not after it
@@ -105,7 +120,8 @@ int run_fuzz(const Options& o) {
 Run setup_fuzz(CLI::App& app) {
   auto* sub = app.add_subcommand("fuzz", "Random extreme-range cases on one kernel against the certified reference");
   auto o = std::make_shared<Options>();
-  sub->add_option("--kernel", o->kernel, "kernel name (see `flashcheck kernels`)")->required();
+  CLI::Option* kernel = sub->add_option("--kernel", o->kernel, "kernel name (see `flashcheck kernels`)");
+  kernel->excludes(add_plugin_options(sub, o->plugin, true));
   sub->add_option("--seconds", o->seconds, "stop after T seconds")->check(decimal_unsigned());
   sub->add_option("--cases", o->cases, "stop after N cases (whole batches; shards merge exactly)")
       ->check(decimal_unsigned());
@@ -130,6 +146,11 @@ Run setup_fuzz(CLI::App& app) {
       ->check(decimal_unsigned())
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--rows", o->rows, "big mode: rows checked per case (default 64)")->check(decimal_unsigned());
+  sub->add_option("--big-max-elements", o->big_max_elements,
+                  "big mode: most elements of q (default 3·2^30; 2^31 and beyond is where 32-bit offsets overflow)")
+      ->check(decimal_unsigned());
+  sub->add_option("--only-batch", o->only_batch, "run batch B alone (a failure's replay; with the same options)")
+      ->check(decimal_unsigned());
   sub->add_flag("--json", o->as_json, "print fuzz.json on stdout (progress goes to stderr)");
   return [o] { return run_fuzz(*o); };
 }

@@ -182,7 +182,8 @@ BatchResult run_batch(const Kernel& k, const CampaignOptions& o, uint64_t b, int
                     {"fc.fuzz.failure", first_line(j.failure)},
                     {"fc.fuzz.file", name}});
       f["file"] = "cases/" + name;
-      f["replay"] = fmt::format("flashcheck check --kernel {} --law {} --case cases/{}", k.info.name, law, name);
+      const std::string prefix = o.replay_prefix.empty() ? "flashcheck check --kernel " + k.info.name : o.replay_prefix;
+      f["replay"] = fmt::format("{} --law {} --case cases/{}", prefix, law, name);
     }
     res.failures.push_back(f);
   }
@@ -250,6 +251,10 @@ json run_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& log) 
   int64_t cases = 0, failures = 0;
   double last_log = 0, last_checkpoint = 0;
   for (uint64_t b = uint64_t(o.shard_index); b < total_batches; b += uint64_t(o.shard_count)) {
+    if (o.only_batch >= 0 && b != uint64_t(o.only_batch)) {
+      if (b > uint64_t(o.only_batch)) break;
+      continue;
+    }
     if (o.seconds > 0 && elapsed() >= o.seconds) break;
     BatchResult res = run_batch(k, o, b, threads);
     cases += res.cases, failures += res.failed;

@@ -31,13 +31,16 @@ struct CampaignOptions {
   int batch = 256;     // cases per launch
   int threads = 0;     // judging threads (0: every hardware thread)
   int shard_index = 0, shard_count = 1;
-  std::vector<Values> values;  // value modes to draw from (empty: all)
-  Limits limits;               // shapes (batch is always 1 per case: cases are packed along it)
-  std::string out;             // folder for fuzz.json and the failing cases ("": none written)
-  int max_saved = 50;          // failing cases saved to out/cases (all are counted)
-  bool big = false;            // big-shape mode (campaign_big.cpp)
-  int32_t big_max_n = 131072;  // big mode: longest sequence
-  int big_rows = 64;           // big mode: rows checked per case, sampled
+  std::vector<Values> values;                       // value modes to draw from (empty: all)
+  Limits limits;                                    // shapes (batch is always 1 per case: cases are packed along it)
+  std::string out;                                  // folder for fuzz.json and the failing cases ("": none written)
+  int max_saved = 50;                               // failing cases saved to out/cases (all are counted)
+  bool big = false;                                 // big-shape mode (campaign_big.cpp)
+  int32_t big_max_n = 131072;                       // big mode: longest sequence
+  int big_rows = 64;                                // big mode: rows checked per case, sampled
+  uint64_t big_max_elements = (uint64_t(3) << 30);  // big mode: q's elements at most (past 2^31 crosses)
+  int64_t only_batch = -1;                          // >= 0: run that batch alone (a failure's replay)
+  std::string replay_prefix;  // "flashcheck check --kernel K" or the plugin's: the replay lines start so
   // Called about every 30 s with the report so far (finalized), e.g. to rewrite fuzz.json: a
   // campaign killed mid-way still leaves a consistent report of the batches it finished.
   std::function<void(const nlohmann::json&)> checkpoint;

@@ -103,3 +103,16 @@ TEST_CASE("every fuzz finding replays clean on the kernel it was found on", "[cp
   }
   CHECK(replayed > 0);
 }
+
+TEST_CASE("fuzz --big checks sampled rows against the certified oracle run on each row alone", "[cpu]") {
+  fuzz::CampaignOptions o;
+  o.big = true, o.big_max_n = 200, o.big_max_elements = 60000, o.cases = 2, o.big_rows = 12, o.threads = 2;
+  std::ostringstream log;
+  const json good = fuzz::run_campaign(*find_kernel("cpu_tiled"), o, log);
+  CHECK(good["verdict"]["status"] == "pass");
+  CHECK(good["summary"]["checks"]["reference_row"] == 24);
+  const json bad = fuzz::run_campaign(*find_kernel("mutant_no_o_rescale"), o, log);
+  CHECK(bad["verdict"]["status"] == "fail");
+  REQUIRE(bad["failures"].size() > 0);
+  CHECK(bad["failures"][0]["replay"].get<std::string>().find("--only-batch") != std::string::npos);
+}
