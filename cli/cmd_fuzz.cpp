@@ -17,6 +17,7 @@
 #include "io/atomic_file.hpp"
 #include "io/errors.hpp"
 #include "io/numbers.hpp"
+#include "reports/report.hpp"
 
 namespace fc::cli {
 namespace {
@@ -94,7 +95,7 @@ int run_fuzz(const Options& o) {
     report_path = o.out + "/fuzz.json";
     io::check_output_path(report_path);
     c.checkpoint = [report_path](const nlohmann::json& partial) {
-      io::write_file_atomic(report_path, partial.dump(2) + "\n");
+      io::write_file_atomic(report_path, report::dump(partial));
     };
   }
   std::ostream& log = o.as_json ? std::cerr : std::cout;
@@ -108,10 +109,10 @@ int run_fuzz(const Options& o) {
         f["check"].get<std::string>(), f["message"].get<std::string>(),
         f.contains("replay") ? "\n    replay (in " + o.out + "): " + f["replay"].get<std::string>() : "");
   if (!report_path.empty()) {
-    io::write_file_atomic(report_path, r.dump(2) + "\n");
+    io::write_file_atomic(report_path, report::dump(r));  // the bytes `flashcheck merge` writes
     log << fmt::format("wrote {}\n", report_path);
   }
-  if (o.as_json) std::cout << r.dump(2) << "\n";
+  if (o.as_json) std::cout << report::dump(r);
   return r["verdict"]["status"] == "fail" ? kExitFail : kExitPass;
 }
 

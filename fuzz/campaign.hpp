@@ -54,6 +54,9 @@ nlohmann::json run_big_campaign(const Kernel& k, const CampaignOptions& o, std::
 // recomputes them the same way after joining shards.
 void finalize_fuzz_report(nlohmann::json& report);
 
+// The report as Markdown (`flashcheck merge` writes it as report.md for a fuzz report).
+std::string render_fuzz_markdown(const nlohmann::json& report);
+
 // A failing case saved as a regression case (safetensors + metadata, atomically) under dir; returns
 // its path. `law` is the law whose replay reproduces it (reference, extreme, fully_masked, nan_blast).
 std::string save_failure(const std::string& dir, const std::string& law, const Kernel& k, const props::Case& c,

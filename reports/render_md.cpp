@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "reports/json_num.hpp"
+#include "fuzz/campaign.hpp"
 #include "reports/render.hpp"
 
 namespace fc::report {
@@ -58,6 +59,7 @@ std::string failure_line(const json& cell) {
 }  // namespace
 
 std::string render_markdown(const json& r, bool every_cell) {
+  if (r.value("kind", "") == "fuzz") return fuzz::render_fuzz_markdown(r);  // no cells: its own table
   std::string md = fmt::format("## {}\n\n", title_of(r));
   const json& o = r["options"];
   md += fmt::format(
