@@ -47,8 +47,9 @@ def test_a_planted_bug_is_killed_with_a_minimal_case_and_a_replay_line(tmp_path)
     (py_kernels.misshapen, "o: expected shape"),
     (py_kernels.nan_kernel, "o: o[b=0,h=0,i=0,c=0] = nan"),
 ])
-def test_what_a_callable_gets_wrong_is_a_failing_case(kernel, why):
-    result = flashcheck.check(kernel, law="reference", cases=30, seed=5, quiet=True)
+def test_what_a_callable_gets_wrong_is_a_failing_case(kernel, why, tmp_path):
+    # An empty regression folder: the random cases and their shrinking, not the repository's saved cases.
+    result = flashcheck.check(kernel, law="reference", cases=30, seed=5, regressions=str(tmp_path), quiet=True)
     assert result.exit_code == 1
     assert why in result.failures[0]["message"], result.report
     assert re.search(r"n_k=4\b", result.failures[0]["counterexample"])
@@ -58,8 +59,9 @@ def test_what_a_callable_gets_wrong_is_a_failing_case(kernel, why):
     ("py_kernels:crashing", "SIGSEGV", {}),
     ("py_kernels:hanging", "did not return within 1 s", {"timeout": 1}),
 ])
-def test_an_isolated_kernel_that_crashes_or_hangs_fails_its_case(spec, why, options):
-    result = flashcheck.check(spec, law="reference", cases=20, seed=5, quiet=True, **options)
+def test_an_isolated_kernel_that_crashes_or_hangs_fails_its_case(spec, why, options, tmp_path):
+    result = flashcheck.check(spec, law="reference", cases=20, seed=5, regressions=str(tmp_path), quiet=True,
+                              **options)
     assert result.exit_code == 1, result.report
     assert why in result.failures[0]["message"]
     assert re.search(r"n_k=4\b", result.failures[0]["counterexample"])

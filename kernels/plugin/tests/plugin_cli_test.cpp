@@ -133,8 +133,9 @@ TEST_CASE("check --plugin: crashes, hangs and errors are failing cases with a re
   };
   for (const auto& [fault, why] : faults) {
     CAPTURE(fault);
-    std::vector<std::string> args = {
-        "check", "--plugin", plugin_path("plugin_cpu_" + fault), "--law", "reference", "--cases", "30", "--seed", "5"};
+    const std::string plugin = plugin_path("plugin_cpu_" + fault), regressions = no_regressions();
+    std::vector<std::string> args = {"check", "--plugin", plugin, "--law",         "reference", "--cases",
+                                     "30",    "--seed",   "5",    "--regressions", regressions};
     if (fault == "hang") args.insert(args.end(), {"--timeout", "0.5"});
     const Ran r = run_cli(args);
     CAPTURE(r.out, r.err);

@@ -64,6 +64,12 @@ std::string plugin_path(const std::string& target) {
   return std::string(dir ? dir : FC_PLUGIN_DIR) + "/lib" + target + ".so";
 }
 
+std::string no_regressions() {
+  const auto dir = std::filesystem::temp_directory_path() / ("fc_plugin_no_regressions_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
 std::string replay_of(const std::string& out) {
   const auto at = out.find("replay: ");
   if (at == std::string::npos) return "";

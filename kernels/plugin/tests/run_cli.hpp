@@ -18,5 +18,8 @@ struct Ran {
 Ran run_cli(const std::vector<std::string>& args, int timeout_s = 300);
 std::string plugin_path(const std::string& target);  // a MODULE built beside the test (its file)
 std::string replay_of(const std::string& out);       // the first "replay: ..." line's command
+// An empty regression folder (--regressions): the random cases and their shrinking, without the
+// repository's saved cases, which a broken kernel fails first.
+std::string no_regressions();
 
 }  // namespace fc::plugin::testing
