@@ -25,9 +25,7 @@ const Command kCommands[] = {
     {"compare", fc::cli::setup_compare},
     {"gate", fc::cli::setup_gate},
     {"merge", fc::cli::setup_merge},
-#ifdef FC_HAVE_CHECK_COMMAND
-    {"check", fc::cli::register_check_command},  // cli/cmd_check.cpp (properties helper)
-#endif
+    {"check", fc::cli::register_check_command},
 };
 
 // One line: newlines inside a message would break "exactly one line on stderr".
