@@ -19,14 +19,10 @@ namespace {
 using fc::cli::Command;
 
 const Command kCommands[] = {
-    {"kernels", fc::cli::setup_kernels},
-    {"reference", fc::cli::setup_reference},
-    {"audit", fc::cli::setup_audit},
-    {"compare", fc::cli::setup_compare},
-    {"gate", fc::cli::setup_gate},
-    {"merge", fc::cli::setup_merge},
-    {"fuzz", fc::cli::setup_fuzz},
-    {"check", fc::cli::register_check_command},
+    {"kernels", fc::cli::setup_kernels}, {"reference", fc::cli::setup_reference},
+    {"audit", fc::cli::setup_audit},     {"compare", fc::cli::setup_compare},
+    {"gate", fc::cli::setup_gate},       {"merge", fc::cli::setup_merge},
+    {"fuzz", fc::cli::setup_fuzz},       {"check", fc::cli::register_check_command},
 };
 
 // One line: newlines inside a message would break "exactly one line on stderr".
