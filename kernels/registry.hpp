@@ -36,6 +36,8 @@ struct KernelInfo {
   bool writes_lse = true;
   bool stores_s_p = false;  // S and P rounded to storage before use (a 3-pass baseline); the
                             // error model charges those roundings (reference/bounds)
+  bool large_offsets = false;  // indexes tensors of more than 2^31 elements (64-bit offsets): the
+                               // large_offsets law holds it to one such case
 };
 
 using ForwardFn = std::function<void(const Problem&, const Config&, const HostTensor& q, const HostTensor& k,

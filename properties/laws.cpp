@@ -25,6 +25,7 @@ const std::vector<Law>& laws() {
     add_metamorphic_laws(t);
     add_structural_laws(t);
     add_softmax_laws(t);
+    add_large_laws(t);  // last: one huge case per run
     return t;
   }();
   return table;
@@ -42,6 +43,7 @@ bool law_applies(const Law& law, const Kernel& k) {
   if (law.mask_none_only && !has(i.masks, Mask::None)) return false;
   if (law.needs_causal && std::none_of(i.masks.begin(), i.masks.end(), is_causal)) return false;
   if (law.needs_tiles && !i.any_tile && i.configs.size() < 2) return false;
+  if (law.needs_large_offsets && !i.large_offsets) return false;
   if (!law.only_dtypes.empty() &&
       std::none_of(law.only_dtypes.begin(), law.only_dtypes.end(), [&](DType t) { return has(i.dtypes, t); }))
     return false;

@@ -2,7 +2,9 @@
 // cover, and a check that returns "" when the law holds on a case or says how it broke.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,7 +24,16 @@ struct Law {
   bool needs_baseline = false;       // needs the same-precision baseline cpu_naive (FA rule)
   std::vector<DType> only_dtypes{};  // non-empty: the storage types the law is defined for
   int32_t min_n = 1, min_d = 1;      // smallest n_q, n_k and d (a statistical law needs sizable tensors)
+  bool needs_large_offsets = false;  // only for kernels that declare KernelInfo::large_offsets
   std::function<std::string(const Kernel&, const Case&)> check;
+  // A law judged on one case it builds from the seed (too large for RapidCheck to hold, copy and
+  // shrink: laws_large.cpp): the runner calls it once instead of `check` on random cases.
+  std::function<std::string(const Kernel&, uint64_t seed)> check_once{};
+};
+
+// Thrown by a law's check when the case lies outside the law's domain.
+struct NotApplicable : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 const std::vector<Law>& laws();
@@ -38,6 +49,7 @@ void add_reference_laws(std::vector<Law>& out);    // laws_reference.cpp
 void add_metamorphic_laws(std::vector<Law>& out);  // laws_metamorphic.cpp
 void add_structural_laws(std::vector<Law>& out);   // laws_structural.cpp
 void add_softmax_laws(std::vector<Law>& out);      // laws_softmax.cpp
+void add_large_laws(std::vector<Law>& out);        // laws_large.cpp
 
 // Helpers shared by the law files.
 // a and b (two kernel outputs whose exact values coincide) within bound_a + bound_b.

@@ -54,6 +54,26 @@ bool replay_files(const Law& law, const Kernel& k, const RunOptions& opt, LawRes
   return false;
 }
 
+// A law that builds its one case from the seed (Law::check_once): no regressions, no shrinking; the
+// replay line names the seed.
+LawResult run_once(const Law& law, const Kernel& k, const RunOptions& opt) {
+  LawResult res;
+  try {
+    res.message = law.check_once(k, opt.seed);
+  } catch (const NotApplicable& e) {
+    res.applies = false, res.message = e.what();
+    return res;
+  } catch (const std::exception& e) {
+    res.message = fmt::format("threw: {}\n", e.what());
+  }
+  res.cases = 1;
+  if (res.message.empty()) return res;
+  res.ok = false;
+  res.counterexample = "the case is the law's own, built from the seed\n";
+  res.replay = fmt::format("{} --law {} --seed {}", replay_prefix(k, opt), law.id, opt.seed);
+  return res;
+}
+
 }  // namespace
 
 std::string default_regressions_dir() {
@@ -75,6 +95,7 @@ std::string replay_prefix(const Kernel& k, const RunOptions& opt) {
 LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt) {
   LawResult res;
   if (!law_applies(law, k)) return res.applies = false, res;
+  if (law.check_once) return opt.case_file.empty() ? run_once(law, k, opt) : res;
   if (opt.reproduce.empty() && replay_files(law, k, opt, res)) return res;
   if (!opt.case_file.empty()) return res;  // one file replayed, nothing random
 

@@ -86,6 +86,7 @@ struct CudaKernel {
   std::vector<int> head_dims;  // empty: any
   bool hopper_only = false;    // claims problems only on a device of compute capability 9.x
   bool stores_s_p = false;     // S and P go through HBM in the storage type (KernelInfo::stores_s_p)
+  bool large_offsets = false;  // 64-bit element offsets: tensors past 2^31 elements (KernelInfo::large_offsets)
   std::vector<Tile> configs;   // the registry's configs (forward tiles); the first is the default
 
   // Whether p (dtype, head dim, the kernel's own limits, the device) can run on forward tile t.

@@ -24,6 +24,7 @@ struct TiledTraits {
   static constexpr DType kDTypes[] = {DType::F16, DType::BF16};
   static constexpr int kHeadDims[] = {64, 128};
   static constexpr bool kHopperOnly = false;
+  static constexpr bool kLargeOffsets = true;  // every element offset is 64-bit
 
   // Forward tiles (kBlockM, kBlockN) and the 16-row m-tiles a warp owns, per tile by what ran fastest
   // on the H200: 1 keeps the warp's q fragments in registers, 2 reads them from shared memory at every

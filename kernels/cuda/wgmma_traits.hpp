@@ -16,6 +16,7 @@ struct WgmmaTraits {
   static constexpr DType kDTypes[] = {DType::F16, DType::BF16};
   static constexpr int kHeadDims[] = {64, 128};
   static constexpr bool kHopperOnly = true;
+  static constexpr bool kLargeOffsets = true;  // 64-bit offsets; TMA coordinates are per head
 
   // Forward tiles (64 x consumer warpgroups, kBlockN). 192 x 128 at d = 128 would need more registers
   // than three consumers have: it is not built.
