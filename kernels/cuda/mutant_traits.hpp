@@ -19,7 +19,7 @@ enum class Fault : int {
   TiledCausalSkip,   // cuda_tiled forward: the causal walk one key tile short
   TiledOffset32,     // cuda_tiled forward: head offsets of q, k, v, o, lse in 32 bits
   TiledDqPlainAdd,   // cuda_tiled backward: d_q += by a plain load-add-store instead of an atomic
-  WgmmaSkipKFull,    // cuda_wgmma forward: the first S GEMM issued without waiting on k_full (a race)
+  WgmmaSkipKFull,    // cuda_wgmma forward: S GEMMs issued without waiting on k_full (a race with the TMA)
   WgmmaRingWrap,     // cuda_wgmma forward: the consumers' stage index wraps at 3, not 2
   WgmmaNoRescale,    // cuda_wgmma forward: consumer warpgroup 1 never rescales o
   WgmmaDsNoSwizzle,  // cuda_wgmma backward: dS^T stored without the 128-byte swizzle its GEMM reads
@@ -61,7 +61,8 @@ inline constexpr CudaMutant kCudaMutants[] = {
      "cuda_tiled backward adding d_q by a plain load-add-store: key tiles' CTAs lose each other's contributions",
      Fault::TiledDqPlainAdd, FaultSite::TiledBackward, DType::BF16, 64, {128, 64}, {64, 64}, false, false},
     {"cuda_mutant_wgmma_skip_k_full",
-     "cuda_wgmma forward issuing the first S = q k^T after q_full without waiting on k_full: k_0 may not have landed",
+     "cuda_wgmma forward issuing S = q k_n^T without waiting on k_full: the stage may still hold k_{n-2} or k_n "
+     "half-landed",
      Fault::WgmmaSkipKFull, FaultSite::WgmmaForward, DType::F16, 128, {128, 128}, {64, 128}, true, false},
     {"cuda_mutant_wgmma_ring_wrap",
      "cuda_wgmma forward whose consumers' k/v stage index wraps at 3 instead of 2: key tile 2 reads past the ring",

@@ -143,7 +143,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     // instead of when it reaches it (0, 1, 2, 0, ...): stage 2 of k is v's first, stage 2 of v the scratch.
     const int cur_st = kFault == Fault::WgmmaRingWrap ? n % 3 : cur;
     const int next_st = kFault == Fault::WgmmaRingWrap ? (n + 1) % 3 : next;
-    if constexpr (kMore) mbar_wait(bar_slot(k_full, next), ((n + 1) / 2) & 1);
+    if constexpr (kMore && kFault != Fault::WgmmaSkipKFull) mbar_wait(bar_slot(k_full, next), ((n + 1) / 2) & 1);
     mbar_wait(bar_slot(v_full, cur), (n / 2) & 1);
 
     // NaN blast radius: a non-finite v in a tile straddling the mask is scrubbed to 0 here and its
