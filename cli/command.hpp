@@ -43,6 +43,7 @@ Run setup_audit(CLI::App& app);      // cmd_audit.cpp:     flashcheck audit [--k
 Run setup_compare(CLI::App& app);    // cmd_compare.cpp:   flashcheck compare --inputs F --outputs F [--out DIR]
 Run setup_gate(CLI::App& app);       // cmd_gate.cpp:      flashcheck gate --baseline F --current F
 Run setup_merge(CLI::App& app);      // cmd_merge.cpp:     flashcheck merge --out DIR SHARD.json...
+Run setup_fuzz(CLI::App& app);       // cmd_fuzz.cpp:      flashcheck fuzz --kernel NAME --seconds T ...
 Run register_check_command(CLI::App& app);  // cmd_check.cpp: flashcheck check --kernel NAME [--cases N] [--seed S]
 
 // `check` on a kernel given by the program embedding flashcheck (the C API, the Python bridge): no

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "exactness.hpp"
 #include "tensor.hpp"
 
 namespace fc {
@@ -36,6 +37,7 @@ struct KernelInfo {
   bool writes_lse = true;
   bool stores_s_p = false;  // S and P rounded to storage before use (a 3-pass baseline); the
                             // error model charges those roundings (reference/bounds)
+  Exactness exact;          // what the metamorphic laws may ask for bit for bit
   bool large_offsets = false;  // indexes tensors of more than 2^31 elements (64-bit offsets): the
                                // large_offsets law holds it to one such case
 };

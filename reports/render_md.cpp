@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "reports/json_num.hpp"
+#include "fuzz/campaign.hpp"
 #include "reports/render.hpp"
 
 namespace fc::report {
@@ -25,7 +26,7 @@ std::string metric(const json& tensors, const char* tensor, const char* key) {
 std::string cell_metric(const json& cell, const char* tensor, const char* key, const char* sub = nullptr) {
   if (!cell.contains("tensors") || !cell["tensors"].contains(tensor)) return "—";
   const json& t = cell["tensors"][tensor];
-  if (sub) return t.contains(key) ? short_num(t[key][sub]) : "—";
+  if (sub) return t.contains(key) && t[key].contains(sub) ? short_num(t[key][sub]) : "—";
   return t.contains(key) ? short_num(t[key]) : "—";
 }
 
@@ -45,7 +46,7 @@ std::string failure_line(const json& cell) {
   std::string what;
   if (cell["status"] == "error" || cell["status"] == "refused") {
     what = cell.value("error", std::string("error"));
-  } else {
+  } else if (cell.contains("tensors")) {
     for (const auto& [name, t] : cell["tensors"].items()) {
       if (t.value("pass", true)) continue;
       what += fmt::format("{}{}: {}", what.empty() ? "" : "; ", name, t.value("why", std::string("fails")));
@@ -60,7 +61,7 @@ std::string failure_line(const json& cell) {
 
 // The accumulation audit's tables: per dtype and regime, one row per kernel, one column per N.
 std::string by_n_tables(const json& r) {
-  std::map<std::string, json> cases;  // id -> case
+  std::map<std::string, json> cases;                        // id -> case
   std::vector<std::pair<std::string, std::string>> groups;  // (dtype, regime) in plan order
   for (const json& c : r["cases"]) {
     cases[c["id"]] = c;
@@ -106,6 +107,7 @@ std::string by_n_tables(const json& r) {
 }  // namespace
 
 std::string render_markdown(const json& r, bool every_cell) {
+  if (r.value("kind", "") == "fuzz") return fuzz::render_fuzz_markdown(r);  // no cells: its own table
   std::string md = fmt::format("## {}\n\n", title_of(r));
   const json& o = r["options"];
   md += fmt::format(
@@ -134,7 +136,7 @@ std::string render_markdown(const json& r, bool every_cell) {
   for (const json& cell : r["cells"])
     if (cell["status"] != "pass" && cell["status"] != "refused") failures += failure_line(cell), ++nfail;
   if (nfail > 0) md += fmt::format("\n### Failures ({})\n\n{}", nfail, failures);
-  if (!r["skipped"].empty()) {
+  if (r.contains("skipped") && !r["skipped"].empty()) {
     md += "\n";
     for (const json& s : r["skipped"])
       md += fmt::format("Skipped `{}`: {}.\n", s.value("kernel", std::string()), s.value("reason", std::string()));

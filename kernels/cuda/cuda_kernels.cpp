@@ -71,6 +71,7 @@ Kernel registry_row(const CudaKernel& ck) {
   k.info.backward = ck.backward != nullptr;
   k.info.stores_s_p = ck.stores_s_p;
   k.info.large_offsets = ck.large_offsets;
+  k.info.exact = ck.exact;
   for (Tile t : ck.configs) {
     Config c;
     c.block_m = t.block_m;
@@ -80,7 +81,7 @@ Kernel registry_row(const CudaKernel& ck) {
   const CudaKernel* kp = &ck;  // the table outlives the registry
   k.supports = [kp](const Problem& p) { return kp->supports(p, Tile{}); };
   k.forward = [kp](const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k, const HostTensor& v,
-                   HostTensor& o, HostTensor& lse) { forward_host(*kp, forward_tile(*kp, cfg), p, q, k, v, o, lse); };
+                   HostTensor& o, HostTensor& lse) { forward_host(*kp, forward_tile(*kp, cfg, p.d), p, q, k, v, o, lse); };
   if (ck.backward)
     k.backward = [kp](const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
                       const HostTensor& v, const HostTensor& o, const HostTensor& lse, const HostTensor& d_o,
@@ -90,13 +91,13 @@ Kernel registry_row(const CudaKernel& ck) {
   return k;
 }
 
-Tile forward_tile(const CudaKernel& k, const Config& cfg) {
-  if (cfg.block_m == 0 && cfg.block_n == 0) return k.configs.empty() ? Tile{} : k.configs.front();
+Tile forward_tile(const CudaKernel& k, const Config& cfg, int d) {
+  if (cfg.block_m == 0 && cfg.block_n == 0) return k.config_default(d);
   return Tile{cfg.block_m, cfg.block_n};
 }
 
 Tile backward_tile(const CudaKernel& k, const Config& cfg, int d) {
-  return k.backward_tile ? k.backward_tile(forward_tile(k, cfg), d) : Tile{};
+  return k.backward_tile ? k.backward_tile(forward_tile(k, cfg, d), d) : Tile{};
 }
 
 }  // namespace cuda

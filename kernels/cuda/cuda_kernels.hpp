@@ -7,8 +7,9 @@
 
 namespace fc::cuda {
 
-// The forward tile a Config runs: its block_m x block_n, or (both 0) the kernel's first config.
-Tile forward_tile(const CudaKernel& k, const Config& cfg);
+// The forward tile a Config runs for head dim d: its block_m x block_n, or (both 0) the kernel's
+// config_default(d).
+Tile forward_tile(const CudaKernel& k, const Config& cfg, int d);
 // The backward tile that runs with it for head dim d (CudaKernel::backward_tile).
 Tile backward_tile(const CudaKernel& k, const Config& cfg, int d);
 

@@ -60,6 +60,7 @@ CudaKernel mutant_kernel() {
   k.large_offsets = m.large_offsets;
   k.configs = {m.forward};
   k.supports = supports<I>;
+  k.config_default = [](int) { return kCudaMutants[I].forward; };
   k.forward_tiles = [](int) { return std::vector<Tile>{kCudaMutants[I].forward}; };
   k.backward_tiles = [](int) { return std::vector<Tile>{kCudaMutants[I].backward}; };
   k.backward_tile = [](Tile, int) { return kCudaMutants[I].backward; };

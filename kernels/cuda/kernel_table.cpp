@@ -28,6 +28,10 @@ struct HasConfigs : std::false_type {};
 template <class Tr>
 struct HasConfigs<Tr, std::void_t<decltype(Tr::kConfigs)>> : std::true_type {};
 template <class Tr, class = void>
+struct HasConfigDefault : std::false_type {};
+template <class Tr>
+struct HasConfigDefault<Tr, std::void_t<decltype(Tr::kConfigDefault)>> : std::true_type {};
+template <class Tr, class = void>
 struct StoresSP : std::false_type {};
 template <class Tr>
 struct StoresSP<Tr, std::void_t<decltype(Tr::kStoresSP)>> : std::bool_constant<Tr::kStoresSP> {};
@@ -80,9 +84,17 @@ CudaKernel row() {
   if constexpr (HasConfigs<Tr>::value)
     for (const ConfigTile& c : Tr::kConfigs)
       if (std::find(k.configs.begin(), k.configs.end(), c.forward) == k.configs.end()) k.configs.push_back(c.forward);
+  k.exact = Tr::kExact;
   k.supports = supports<Tr>;
   k.forward = Tr::forward;
   k.forward_workspace_bytes = Tr::forward_workspace_bytes;
+  // Config{}: the traits' kConfigDefault where they list one, else the launcher's default for d.
+  if constexpr (HasConfigDefault<Tr>::value)
+    k.config_default = [](int d) { return tile_for(Tr::kConfigDefault, d); };
+  else if constexpr (HasTiles<Tr>::value)
+    k.config_default = [](int d) { return tile_for(Tr::kForwardDefault, d); };
+  else
+    k.config_default = [](int) { return Tile{}; };
   if constexpr (HasTiles<Tr>::value)
     k.forward_tiles = [](int d) { return tiles_for(Tr::kForwardTiles, tile_for(Tr::kForwardDefault, d), d); };
   else

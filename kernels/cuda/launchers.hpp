@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/exactness.hpp"
 
 namespace fc::cuda {
 
@@ -87,10 +88,13 @@ struct CudaKernel {
   bool hopper_only = false;    // claims problems only on a device of compute capability 9.x
   bool stores_s_p = false;     // S and P go through HBM in the storage type (KernelInfo::stores_s_p)
   bool large_offsets = false;  // 64-bit element offsets: tensors past 2^31 elements (KernelInfo::large_offsets)
-  std::vector<Tile> configs;   // the registry's configs (forward tiles); the first is the default
+  std::vector<Tile> configs;   // the registry's configs (forward tiles); the first leads the list
+  Exactness exact;             // what the metamorphic laws may ask for bit for bit (KernelInfo::exact)
 
   // Whether p (dtype, head dim, the kernel's own limits, the device) can run on forward tile t.
   bool (*supports)(const Problem& p, Tile t) = nullptr;
+  // The forward tile a Config without a tile (block_m = block_n = 0) runs for head dim d.
+  Tile (*config_default)(int d) = nullptr;
   // The tiles built for head dim d, the launcher's default first: what the benchmark sweeps.
   std::vector<Tile> (*forward_tiles)(int d) = nullptr;
   std::vector<Tile> (*backward_tiles)(int d) = nullptr;  // null: forward only

@@ -13,6 +13,9 @@ struct NaiveTraits {
   static constexpr DType kDTypes[] = {DType::F16, DType::BF16};
   static constexpr bool kHopperOnly = false;
   static constexpr bool kStoresSP = true;
+  // Rows never interact; nothing else is shared between two runs. Fields: rows, d_q_rows,
+  // shared_scores, tile_weights, exact_scores.
+  static constexpr Exactness kExact{true, false, false, false, false};
 
   // Launcher (the tile is ignored). Workspace: S and P, (b, h_q, n_q, n_k) each in the storage type.
   static cudaError_t forward(const Problem& p, Tile t, const ForwardArgs& a, void* workspace, cudaStream_t stream);

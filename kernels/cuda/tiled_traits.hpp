@@ -25,12 +25,19 @@ struct TiledTraits {
   static constexpr int kHeadDims[] = {64, 128};
   static constexpr bool kHopperOnly = false;
   static constexpr bool kLargeOffsets = true;  // every element offset is 64-bit
+  // Rows never interact in the forward (the backward's d_q is summed by atomics or a reduce-add); S
+  // is an MMA chain over d, the same for every key and tile; P = exp2(s c - m) with m the running max
+  // at the tile's end. The scale is folded with log2 e before the max is subtracted, so scores are
+  // never exact. Fields: rows, d_q_rows, shared_scores, tile_weights, exact_scores.
+  static constexpr Exactness kExact{true, false, true, true, false};
 
   // Forward tiles (kBlockM, kBlockN) and the 16-row m-tiles a warp owns, per tile by what ran fastest
   // on the H200: 1 keeps the warp's q fragments in registers, 2 reads them from shared memory at every
   // k-step but feeds each k / v fragment to two m-tiles (FlashAttention-2's layout).
   static constexpr TiledForwardTile kForwardTiles[] = {{64, 64, 1}, {128, 64, 2}, {128, 32, 2}, {128, 128, 1, 64}};
   static constexpr DimTile kForwardDefault[] = {{64, {128, 64}}, {128, {128, 32}}};  // fastest measured
+  // The tile a Config without one runs (the registry's first config, for every head dim).
+  static constexpr DimTile kConfigDefault[] = {{0, {64, 64}}};
 
   // Backward tiles (queries per step, keys per CTA); the deterministic d_q kernel's own tile (queries
   // per CTA, keys per step) is fixed.

@@ -17,6 +17,11 @@ struct WgmmaTraits {
   static constexpr int kHeadDims[] = {64, 128};
   static constexpr bool kHopperOnly = true;
   static constexpr bool kLargeOffsets = true;  // 64-bit offsets; TMA coordinates are per head
+  // As cuda_tiled's: rows never interact in the forward (the backward's d_q is summed by atomics or a reduce-add); S
+  // is an MMA chain over d, the same for every key and tile; P = exp2(s c - m) with m the running max
+  // at the tile's end. The scale is folded with log2 e before the max is subtracted, so scores are
+  // never exact. Fields: rows, d_q_rows, shared_scores, tile_weights, exact_scores.
+  static constexpr Exactness kExact{true, false, true, true, false};
 
   // Forward tiles (64 x consumer warpgroups, kBlockN). 192 x 128 at d = 128 would need more registers
   // than three consumers have: it is not built.
