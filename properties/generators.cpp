@@ -193,6 +193,14 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
     const int32_t n_cap = std::max<int32_t>(2, int32_t(std::sqrt(kMaxWork / per)));
     p.n_k = std::min(p.n_k, n_cap), p.n_q = std::min(p.n_q, n_cap + (c.regime == Regime::FullyMasked));
     if (c.regime == Regime::FullyMasked) p.n_q = std::max(p.n_q, p.n_k + 1);
+    if (spec.large_percent > 0 && c.regime != Regime::FullyMasked &&
+        *rc::gen::inRange(0, 100) >= 100 - spec.large_percent) {  // shrinks toward the ordinary shape
+      const int32_t bm = std::max(1, c.cfg.block_m > 0 ? c.cfg.block_m : 64);
+      p.batch = p.heads_kv = 1;
+      p.heads_q = spec.gqa ? *rc::gen::inRange(1, 3) : 1;
+      p.n_k = *rc::gen::inRange(3 * bn, 6 * bn + 1);
+      p.n_q = *rc::gen::inRange(2 * bm, 3 * bm + 1);
+    }
     p.n_q = std::max(p.n_q, spec.min_n), p.n_k = std::max(p.n_k, spec.min_n);
     const double dflt = default_scale(p.d);
     if (spec.pow2_scale)  // 1 first, then 2^-1 .. 2^-4 (1/sqrt(d) rounded to a power of two) and 2

@@ -11,6 +11,10 @@
 namespace fc::props {
 namespace {
 
+// The share of a GPU kernel's cases drawn GPU-sized (GenSpec::large_percent): >= 30 % of them span
+// >= 3 key tiles; the rest keep the small shapes that shrink well and the oracle judges fast.
+constexpr int32_t kLargePercent = 40;
+
 template <class V, class X>
 bool has(const V& v, X x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -95,6 +99,7 @@ GenSpec spec_for(const Law& law, const Kernel& k) {
   s.min_n = law.min_n, s.min_d = law.min_d;
   s.s_in_storage = i.stores_s_p;  // as precision_of decides
   s.pow2_scale = law.pow2_scale;
+  s.large_percent = i.device == "cpu" ? 0 : kLargePercent;
   return s;
 }
 

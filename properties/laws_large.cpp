@@ -102,9 +102,10 @@ std::string law_large_offsets(const Kernel& k, uint64_t seed) {
   const Problem& p = in.p;
   if (!claims(k, p))
     throw NotApplicable(fmt::format("{} does not claim the case ({} x {} heads, n = {}, d = {}, {})", k.info.name,
-                                 p.batch, p.heads_q, p.n_q, p.d, dtype_name(p.dtype)));
+                                    p.batch, p.heads_q, p.n_q, p.d, dtype_name(p.dtype)));
   const bool backward = k.info.backward && k.info.writes_lse;  // else the oracle would run on all of it
-  in.q = HostTensor(p.dtype, shape_q(p)), in.k = HostTensor(p.dtype, shape_kv(p)), in.v = HostTensor(p.dtype, shape_kv(p));
+  in.q = HostTensor(p.dtype, shape_q(p)), in.k = HostTensor(p.dtype, shape_kv(p)),
+  in.v = HostTensor(p.dtype, shape_kv(p));
   fill(in.q, seed * 4 + 0), fill(in.k, seed * 4 + 1), fill(in.v, seed * 4 + 2);
   if (backward) in.d_o = HostTensor(p.dtype, shape_q(p)), fill(in.d_o, seed * 4 + 3);
   Config cfg;
@@ -125,7 +126,8 @@ std::string law_large_offsets(const Kernel& k, uint64_t seed) {
     got.o = head_of(r.out.o, bh, sq);
     got.lse = head_of(r.out.lse, bh, shape_lse(one.p));
     if (r.out.has_grads())
-      got.d_q = head_of(r.out.d_q, bh, sq), got.d_k = head_of(r.out.d_k, bh, skv), got.d_v = head_of(r.out.d_v, bh, skv);
+      got.d_q = head_of(r.out.d_q, bh, sq), got.d_k = head_of(r.out.d_k, bh, skv),
+      got.d_v = head_of(r.out.d_v, bh, skv);
     const std::string bad = check_outputs(k, one, got, oracle(k, one, cfg));
     if (!bad.empty())
       msg += fmt::format("head b={},h={} (elements from {}{}):\n{}", bh / p.heads_q, bh % p.heads_q, bh * per_head,

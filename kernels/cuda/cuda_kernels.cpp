@@ -81,7 +81,8 @@ Kernel registry_row(const CudaKernel& ck) {
   const CudaKernel* kp = &ck;  // the table outlives the registry
   k.supports = [kp](const Problem& p) { return kp->supports(p, Tile{}); };
   k.forward = [kp](const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k, const HostTensor& v,
-                   HostTensor& o, HostTensor& lse) { forward_host(*kp, forward_tile(*kp, cfg, p.d), p, q, k, v, o, lse); };
+                   HostTensor& o,
+                   HostTensor& lse) { forward_host(*kp, forward_tile(*kp, cfg, p.d), p, q, k, v, o, lse); };
   if (ck.backward)
     k.backward = [kp](const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
                       const HostTensor& v, const HostTensor& o, const HostTensor& lse, const HostTensor& d_o,

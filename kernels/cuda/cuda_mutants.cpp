@@ -65,7 +65,8 @@ CudaKernel mutant_kernel() {
   k.backward_tiles = [](int) { return std::vector<Tile>{kCudaMutants[I].backward}; };
   k.backward_tile = [](Tile, int) { return kCudaMutants[I].backward; };
   k.forward = forward<I>;
-  k.forward_workspace_bytes = tiled(m.site) ? TiledTraits::forward_workspace_bytes : WgmmaTraits::forward_workspace_bytes;
+  k.forward_workspace_bytes =
+      tiled(m.site) ? TiledTraits::forward_workspace_bytes : WgmmaTraits::forward_workspace_bytes;
   k.backward = backward<I>;
   k.backward_workspace_bytes =
       tiled(m.site) ? TiledTraits::backward_workspace_bytes : WgmmaTraits::backward_workspace_bytes;

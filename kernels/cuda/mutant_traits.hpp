@@ -36,13 +36,15 @@ struct CudaMutant {
   FaultSite site;
   DType dtype;  // the one dtype, head dim and tile pair it is built for
   int d;
-  Tile forward;   // the registry's one config
-  Tile backward;  // the backward tile that runs with it
-  bool race;      // a missing barrier or wait: compute-sanitizer racecheck may see it too
+  Tile forward;        // the registry's one config
+  Tile backward;       // the backward tile that runs with it
+  bool race;           // a missing barrier or wait: compute-sanitizer racecheck may see it too
   bool large_offsets;  // claims tensors past 2^31 elements, as its base kernel does (the large_offsets law)
 };
 
 // One row per fault. The tiles are ones the base kernel lists (tiled_traits.hpp, wgmma_traits.hpp).
+// One mutant per row, its build on one line.
+// clang-format off
 inline constexpr CudaMutant kCudaMutants[] = {
     {"cuda_mutant_tiled_no_sync",
      "cuda_tiled forward without the __syncthreads after cp.async.wait_group: a warp reads q and k rows other "
@@ -78,6 +80,7 @@ inline constexpr CudaMutant kCudaMutants[] = {
      "consumer's dS^T rows before they are stored",
      Fault::WgmmaDsSyncScope, FaultSite::WgmmaBackward, DType::BF16, 64, {128, 128}, {128, 128}, true, false},
 };
+// clang-format on
 
 // The faulty launchers, one per site (the .cu file of the kernel): run mutant kCudaMutants[i]'s fault
 // on its one instantiation. cudaErrorInvalidValue for a fault of another site or a problem of

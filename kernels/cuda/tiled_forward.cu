@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
   const T* q = p.q + ((int64_t(b) * p.heads_q + h) * p.n_q + m0) * kD;  // (kBlockM, kD) tile
   const T* k = p.k + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
   const T* v = p.v + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
-  if constexpr (kFault == Fault::TiledOffset32) {  // the same offsets in 32-bit int arithmetic
+  if constexpr (kFault == Fault::TiledOffset32) {                       // the same offsets in 32-bit int arithmetic
     q = p.q + wrap32(((int64_t(b) * p.heads_q + h) * p.n_q + m0) * kD);
     k = p.k + wrap32((int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD);
     v = p.v + wrap32((int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD);
@@ -87,9 +87,9 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
   }
   for (int n = 0; n < n_tiles; ++n) {
     const int n0 = n * kBlockN, next = (n + 1) & 1;
-    cp_async_wait<1>();                                   // all but v_n: k_n has landed
-    if constexpr (kFault != Fault::TiledNoSync) __syncthreads();  // ... for every thread; and every warp
-                                                                  // is done with k_{n-1}'s buffer
+    cp_async_wait<1>();  // all but v_n: k_n has landed
+    // ... for every thread; and every warp is done with k_{n-1}'s buffer (TiledNoSync: no barrier).
+    if constexpr (kFault != Fault::TiledNoSync) __syncthreads();
     if (n + 1 < n_tiles)
       load_tile<kBlockN, kD, kThreads>(s_k + next * kBlockN * kD, k + int64_t(n0 + kBlockN) * kD,
                                        n_k_rows - n0 - kBlockN);

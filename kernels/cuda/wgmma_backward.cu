@@ -296,7 +296,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
         named_barrier_sync<128>(2 + cw);  // this warpgroup only
       else
         ConsumerSync::sync();  // every consumer's dS^T rows are in the stage
-      float dq[8][4];        // (16 queries, 64 columns) per warp
+      float dq[8][4];          // (16 queries, 64 columns) per warp
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kBlockN / 16; ++ks)

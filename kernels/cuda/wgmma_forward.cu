@@ -296,7 +296,7 @@ cudaError_t wgmma_forward_mutant(Fault f, const Problem& p, const ForwardArgs& a
     constexpr CudaMutant m = kCudaMutants[decltype(i)::value];
     static_assert(m.forward.block_m % 64 == 0, "a consumer warpgroup owns 64 query rows");
     return launch<MutantStorage<decltype(i)::value>, m.d, m.forward.block_n, m.forward.block_m / 64, m.fault>(p, a,
-                                                                                                               stream);
+                                                                                                              stream);
   });
 }
 
