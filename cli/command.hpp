@@ -1,6 +1,6 @@
 // The flashcheck CLI's one interface. Each subcommand lives in its own cli/cmd_*.cpp and is one row
 // of the table in cli/main.cpp: `setup` adds the subcommand (and its options) to the app and returns
-// the action to run when the user picked it. Actions return an exit code (DESIGN §3); bad input is
+// the action to run when the user picked it. Actions return an exit code (docs/INTERFACES.md); bad input is
 // reported by throwing fc::io::FileError or fc::cli::UsageError, which main.cpp turns into exit 2 and
 // exactly one line on stderr.
 #pragma once
@@ -18,7 +18,7 @@ class Subject;
 
 namespace fc::cli {
 
-// Exit codes (DESIGN §3).
+// Exit codes (docs/INTERFACES.md).
 constexpr int kExitPass = 0;   // everything passed
 constexpr int kExitFail = 1;   // a check failed
 constexpr int kExitUsage = 2;  // bad usage or bad input
