@@ -13,7 +13,7 @@
 #   ab         perf of .carry/libfcbench.so and of .carry/base/libfcbench.so (an older build, its COMMIT
 #              beside it), each in its own pass beside torch; options in AB_OPTS (default --wgmma-only
 #              --ns 4096,16384); bench/ab_compare.py RUN.json prints them side by side
-# Output: $OUT/<date>_<commit>.json, the run (bench/report.py collect: the command, each step's exit
+# Output: $OUT/<YYYY-MM-DD-HHMM>_<commit>.json, the run (bench/report.py collect: the command, each step's exit
 # status, time and summary, the JSON results), and $OUT/logs.tar.gz (every log; not for git). Copy
 # the JSON into reports/h200/runs/ and regenerate BENCH.md with bench/report.py render.
 set -uo pipefail
