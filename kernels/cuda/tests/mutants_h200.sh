@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA mutants and the GPU-sized cases on the H200 machine, on binaries staged here by
-#   bench/carry.sh flashcheck cuda_mutants_test laws_gpu_test shape_histogram
+#   bench/carry.sh cuda_mutants_test shape_histogram     (flashcheck and laws_gpu_test are carried always)
 # and run there as run(command="bash kernels/cuda/tests/mutants_h200.sh [STEP ...]", carry=[".carry-z"]).
 # Steps (default: kills sanitize shapes; `seeds` on its own, it is the longest):
 #   kills     each CUDA mutant killed by `check`'s default budget (cuda_mutants_test, one process per
@@ -30,7 +30,7 @@ step() {  # step NAME SECONDS CMD...: the log under $work; rc and time summarise
   return $rc
 }
 for b in flashcheck cuda_mutants_test laws_gpu_test shape_histogram; do
-  [ -x "$bin/$b" ] || { echo "$b not carried: run bench/carry.sh flashcheck cuda_mutants_test laws_gpu_test shape_histogram"; exit 2; }
+  [ -x "$bin/$b" ] || { echo "$b not carried: run bench/carry.sh cuda_mutants_test shape_histogram"; exit 2; }
 done
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$work/device.txt"
 echo "commit $(cat "$root/.carry/COMMIT" 2>/dev/null); $(nproc) host threads" | tee -a "$work/device.txt"
