@@ -35,9 +35,11 @@ struct KernelInfo {
   bool any_tile = false;        // accepts any block_m x block_n >= 1
   std::vector<Config> configs;  // tile configs offered (block-size invariance ranges over these)
   bool writes_lse = true;
-  bool stores_s_p = false;  // S and P rounded to storage before use (a 3-pass baseline); the
-                            // error model charges those roundings (reference/bounds)
-  Exactness exact;          // what the metamorphic laws may ask for bit for bit
+  bool stores_s_p = false;     // S and P rounded to storage before use (a 3-pass baseline); the
+                               // error model charges those roundings (reference/bounds)
+  Exactness exact;             // what the metamorphic laws may ask for bit for bit
+  bool large_offsets = false;  // indexes tensors of more than 2^31 elements (64-bit offsets): the
+                               // large_offsets law holds it to one such case
 };
 
 using ForwardFn = std::function<void(const Problem&, const Config&, const HostTensor& q, const HostTensor& k,
