@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "arithmetic.h"
 #include "tensor.hpp"
 
 namespace fc {
@@ -36,6 +37,9 @@ struct KernelInfo {
   bool writes_lse = true;
   bool stores_s_p = false;  // S and P rounded to storage before use (a 3-pass baseline); the
                             // error model charges those roundings (reference/bounds)
+  // How the kernel computes a problem under a config: the rounding chain of every sum, for the error
+  // model (kernels/arithmetic.h). Empty: charged as undeclared_arithmetic (any order, any rounding).
+  std::function<Arithmetic(const Problem&, const Config&)> arithmetic;
 };
 
 using ForwardFn = std::function<void(const Problem&, const Config&, const HostTensor& q, const HostTensor& k,

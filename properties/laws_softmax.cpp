@@ -33,7 +33,9 @@ std::string law_softmax_row(const Kernel& k, const Case& c) {
   for (int64_t j = 0; j < p.n_k; ++j) in.k.set(j * p.d, x[size_t(j)]), in.v.set(j * p.d + j, 1.0);
   const Run r = execute(k, in, c.cfg, false);
   if (!r.error.empty()) return r.error;
-  const double u = precision_of(k, c.cfg, p).u_acc;
+  // The kernel's u: its row sum's unit, a whole ulp where its products go through tensor cores.
+  const ref::Precision pr = precision_of(k, c.cfg, p);
+  const double u = ref::unit_roundoff(pr.ar.l.acc) * (pr.ar.pv.adder == Adder::TensorCore ? 2 : 1);
   for (int64_t i = 0; i < p.n_q; ++i) {
     const int64_t n = n_visible(p.mask, i, p.n_q, p.n_k);
     if (n == 0) continue;  // the fully_masked law's business
@@ -44,8 +46,7 @@ std::string law_softmax_row(const Kernel& k, const Case& c) {
     // BHH's single-pass terms, plus what the online algorithm adds: T rescale factors
     // exp(m_old - m_new), each an argument rounding of at most (x_max - x_min) u and an exp, and
     // the final normalising product and store (2 u).
-    const ref::Precision pr = precision_of(k, c.cfg, p);
-    const double T = pr.block_n > 0 ? std::ceil(double(n) / double(pr.block_n)) : 1.0;
+    const double T = pr.ar.pv.block > 0 ? std::ceil(double(n) / double(pr.ar.pv.block)) : 1.0;
     const double spread = x_max - x_min;
     const double rel = (double(n) + 2 + 2 * spread + T * (spread + 4) + 2) * u;
     // BHH assume no underflow: a subnormal P also carries gradual underflow's absolute error, one

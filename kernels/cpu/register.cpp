@@ -47,6 +47,7 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
                         "fp16 S overflows past 65504 like any same-precision baseline");
   naive.info.configs = {Config{}};
   naive.info.stores_s_p = true;
+  naive.info.arithmetic = cpu::naive_arithmetic;
   naive.supports = cpu_supports;
   naive.forward = cpu::naive_forward;
   naive.backward = cpu::naive_backward;
@@ -60,6 +61,7 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
                         "backward by recomputation from lse");
   tiled.info.any_tile = true;
   tiled.info.configs = tiled_configs();
+  tiled.info.arithmetic = cpu::tiled_arithmetic;
   tiled.supports = cpu_supports;
   tiled.forward = [](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k, const HostTensor& v,
                      HostTensor& o, HostTensor& lse) { cpu::tiled_forward(p, c, q, k, v, o, lse); };

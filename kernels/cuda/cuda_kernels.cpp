@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/arithmetic.hpp"
 #include "kernels/cuda/device_buffer.hpp"
 
 namespace fc {
@@ -165,6 +166,7 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
   tiled.supports = [](const Problem& p) { return cuda::is_16bit(p) && (p.d == 64 || p.d == 128); };
   tiled.forward = cuda::tiled_forward_host;
   tiled.backward = cuda::tiled_backward_host;
+  tiled.info.arithmetic = cuda::tiled_arithmetic;
   out.push_back(std::move(tiled));
 
   Kernel wgmma = tiled_row("cuda_wgmma",
@@ -177,6 +179,7 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
   };
   wgmma.forward = cuda::wgmma_forward_host;
   wgmma.backward = cuda::wgmma_backward_host;
+  wgmma.info.arithmetic = cuda::wgmma_arithmetic;
   out.push_back(std::move(wgmma));
 
   Kernel naive;
@@ -188,6 +191,7 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
   naive.info.masks = masks;
   naive.supports = [](const Problem& p) { return cuda::naive_forward_supports(p); };
   naive.forward = cuda::naive_forward_host;
+  naive.info.arithmetic = cuda::naive_arithmetic;
   out.push_back(std::move(naive));
 }
 
