@@ -6,11 +6,14 @@
 // each new minimal counterexample there.
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <random>
 
 #include "cli/command.hpp"
+#include "cli/options.hpp"
+#include "io/errors.hpp"
 #include "kernels/registry.hpp"
 #include "properties/runner.hpp"
 
@@ -26,15 +29,19 @@ Run register_check_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("check", "run the property suite (every law of DESIGN §5) on one kernel");
   sub->add_option("--kernel", o->kernel, "kernel name (see `flashcheck kernels`)")->required();
-  sub->add_option("--cases", o->cases, "random cases per law")->check(CLI::Range(1, 1000000));
-  CLI::Option* seed = sub->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)");
+  sub->add_option("--cases", o->cases, "random cases per law")
+      ->check(decimal_unsigned())
+      ->check(CLI::Range(1, 1000000));
+  CLI::Option* seed =
+      sub->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)")->check(decimal_unsigned());
   sub->add_option("--law", o->law, "run only this law (ids: see the output)");
   sub->add_option("--reproduce", o->reproduce, "replay token printed by a failure (needs --law)");
   sub->add_option("--case", o->case_file, "replay one regression file (needs --law)");
-  sub->add_option("--regressions", o->regressions, "regression folder replayed before random cases");
+  CLI::Option* regressions =
+      sub->add_option("--regressions", o->regressions, "regression folder replayed before random cases");
   sub->add_flag("--save-regressions", o->save, "save each minimal counterexample to the regression folder");
 
-  return [o, seed]() -> int {
+  return [o, seed, regressions]() -> int {
     const Kernel* k = find_kernel(o->kernel);
     if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", o->kernel));
     if (!device_present(k->info.device))
@@ -42,6 +49,19 @@ Run register_check_command(CLI::App& app) {
     if (!o->law.empty() && !props::find_law(o->law)) throw UsageError(fmt::format("unknown law \"{}\"", o->law));
     if ((!o->reproduce.empty() || !o->case_file.empty()) && o->law.empty())
       throw UsageError("--reproduce and --case need --law");
+    // A folder named on the command line must exist: a typo must not silently replay nothing. (The
+    // default, the source tree's folder, may be absent from an installed copy.)
+    if (regressions->count() && !std::filesystem::is_directory(o->regressions))
+      throw UsageError(fmt::format("--regressions {}: no such folder", io::quoted(o->regressions)));
+    if (!o->case_file.empty()) {  // a case that would be skipped must not pass as "replayed"
+      std::string case_law;
+      const props::Case c = props::read_case(o->case_file, &case_law);
+      if (case_law != o->law)
+        throw UsageError(
+            fmt::format("{}: the case is for law {}, not {}", o->case_file, io::quoted(case_law), io::quoted(o->law)));
+      if (!claims(*k, c.in.p))
+        throw UsageError(fmt::format("{}: kernel {} does not claim this case's problem", o->case_file, k->info.name));
+    }
     props::RunOptions opt;
     opt.cases = o->cases;
     opt.seed = seed->count() ? o->seed : std::random_device{}() | (uint64_t(std::random_device{}()) << 32);

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "cli/command.hpp"
+#include "cli/options.hpp"
+#include "io/atomic_file.hpp"
 #include "io/attention_io.hpp"
 #include "reference/certified.hpp"
 
@@ -17,6 +19,7 @@ namespace {
 
 struct Options {
   std::string inputs, out;
+  Limits limits;
 };
 
 double max_of(const std::vector<double>& x) {
@@ -39,8 +42,10 @@ void check_range(const std::string& file, const char* name, const std::vector<do
 }
 
 int run_reference(const Options& o) {
+  io::check_output_path(o.out, {o.inputs});  // before the work: output == input, a FIFO, no folder
   const Inputs in = io::read_inputs(o.inputs);
   const Problem& p = in.p;
+  require_affordable(o.inputs, p, in.has_d_o(), o.limits);
   ref::Tensors64 t{in.q.to_f64(), in.k.to_f64(), in.v.to_f64(), in.has_d_o() ? in.d_o.to_f64() : std::vector<double>{}};
   check_range(o.inputs, "q", t.q);
   check_range(o.inputs, "k", t.k);
@@ -64,7 +69,7 @@ int run_reference(const Options& o) {
       {"max_err_o", io::exact_decimal(max_of(c.err.o))},  // the oracle's own bound on |o - exact|
       {"max_err_lse", io::exact_decimal(max_of(c.err.lse))},
   };
-  io::write_outputs(o.out, out, meta);
+  io::write_outputs(o.out, out, meta, {o.inputs});
   fmt::print("reference: {} -> {} (b={} h_q={} h_kv={} n_q={} n_k={} d={} {} {}{})\n", o.inputs, o.out, p.batch,
              p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype), mask_name(p.mask),
              in.has_d_o() ? ", with gradients" : "");
@@ -79,6 +84,7 @@ Run setup_reference(CLI::App& app) {
   auto o = std::make_shared<Options>();
   sub->add_option("--inputs", o->inputs, "Input safetensors: q, k, v (+ d_o); metadata mask, scale")->required();
   sub->add_option("--out", o->out, "Output safetensors: o, lse (+ d_q, d_k, d_v) as F64")->required();
+  add_limit_options(sub, o->limits);
   return [o] { return run_reference(*o); };
 }
 

@@ -1,9 +1,12 @@
 #include "io/attention_io.hpp"
 
-#include <charconv>
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+
+#include "io/numbers.hpp"
 
 namespace fc::io {
 
@@ -11,19 +14,42 @@ namespace {
 
 std::string shape_str(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-// Parse a whole string as a finite decimal; no leading/trailing junk, no inf/nan, no overflow.
-bool parse_finite(const std::string& s, double* out) {
-  const char* b = s.data();
-  const char* e = b + s.size();
-  if (b != e && *b == '+') ++b;  // from_chars refuses a leading '+', people write it
-  auto [ptr, ec] = std::from_chars(b, e, *out, std::chars_format::general);
-  return ec == std::errc() && ptr == e && b != e && std::isfinite(*out);
+// Spelling-insensitive form of a tensor name ("dO", "D_O", "do" -> "do"), to suggest the intended one.
+std::string loose(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (c != '_' && c != '-' && c != '.') out += char(std::tolower(static_cast<unsigned char>(c)));
+  return out;
 }
 
 }  // namespace
 
+void require_names(const std::string& name, const TensorFile& file, const std::vector<std::string>& allowed,
+                   const char* role) {
+  for (const auto& [t, x] : file.tensors) {
+    if (std::find(allowed.begin(), allowed.end(), t) != allowed.end()) continue;
+    std::string hint;
+    for (const std::string& a : allowed)
+      if (loose(a) == loose(t)) hint = fmt::format(" (did you mean \"{}\"?)", a);
+    throw FileError(
+        Fault::UnknownTensor, name,
+        fmt::format("unknown tensor {} in {} file{}: expected {}", quoted(t), role, hint, fmt::join(allowed, ", ")));
+  }
+}
+
+const std::vector<std::string>& input_names() {
+  static const std::vector<std::string> names = {"q", "k", "v", "d_o"};
+  return names;
+}
+
+const std::vector<std::string>& output_names() {
+  static const std::vector<std::string> names = {"o", "lse", "d_q", "d_k", "d_v"};
+  return names;
+}
+
 Inputs inputs_from(const std::string& name, TensorFile file) {
   auto fail = [&](Fault f, const std::string& what) { return FileError(f, name, what); };
+  require_names(name, file, input_names(), "an input");
   for (const char* t : {"q", "k", "v"})
     if (!file.tensors.count(t)) throw fail(Fault::MissingTensor, fmt::format("missing tensor \"{}\"", t));
   const bool with_d_o = file.tensors.count("d_o") != 0;
@@ -81,7 +107,7 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
           fmt::format("unknown mask {} (expected none, causal_top_left or causal_bottom_right)", quoted(it->second)));
   }
   if (auto it = file.metadata.find("scale"); it != file.metadata.end())
-    if (!parse_finite(it->second, &p.scale))
+    if (!parse_decimal(it->second, &p.scale))
       throw fail(Fault::BadScale, fmt::format("scale {} is not a finite decimal number", quoted(it->second)));
   if (!well_formed(p)) throw fail(Fault::BadShape, "not a well-formed attention problem");
 
@@ -120,8 +146,9 @@ TensorFile outputs_file(const Outputs& out, const std::map<std::string, std::str
   return f;
 }
 
-void write_outputs(const std::string& path, const Outputs& out, const std::map<std::string, std::string>& metadata) {
-  write_safetensors(path, outputs_file(out, metadata));
+void write_outputs(const std::string& path, const Outputs& out, const std::map<std::string, std::string>& metadata,
+                   const std::vector<std::string>& inputs) {
+  write_safetensors(path, outputs_file(out, metadata), inputs);
 }
 
 }  // namespace fc::io
