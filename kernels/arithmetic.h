@@ -100,6 +100,8 @@ struct Arithmetic {
                                   // renormalises, so it perturbs each weight's exponent instead
   bool ds_from_stored_p = false;  // dS = P (dP - D) from P already rounded to storage (a baseline)
   bool flush_subnormals = false;  // FTZ arithmetic: underflow floors are the smallest normal
+  int32_t block_m = 1;            // query rows per tile: a row's key walk (pv, l) goes on to the tiles its tile's
+                                  // last row sees, each one more merge (or rescale, unless exp(0) is exact)
 };
 
 inline void declare_glibc_libm(Arithmetic& a) {

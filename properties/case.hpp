@@ -26,6 +26,7 @@ enum class Regime : int32_t {
   FullyMasked,  // bottom-right causal mask with n_q > n_k: rows that see no key
   Grid,         // coarse-grid values so that metamorphic transforms stay exact in storage
   Subnormal,    // inputs in the storage type's subnormal range (outputs there too)
+  LongRow,      // thousands of keys per row, values that make the accumulation chain err (long_rows.hpp)
   kCount
 };
 const char* regime_name(Regime r);

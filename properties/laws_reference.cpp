@@ -151,7 +151,7 @@ void add_reference_laws(std::vector<Law>& out) {
   using R = Regime;
   out.push_back({.id = "reference",
                  .sentence = "every output agrees with the certified reference within its error bound",
-                 .regimes = {R::Normal, R::Outliers, R::Ties, R::AllEqual, R::Grid, R::FullyMasked},
+                 .regimes = {R::Normal, R::Outliers, R::Ties, R::AllEqual, R::Grid, R::FullyMasked, R::LongRow},
                  .backward = true,
                  .check = law_reference});
   out.push_back({.id = "extreme",

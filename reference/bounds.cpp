@@ -192,7 +192,16 @@ void HeadPass::forward(int64_t r, int64_t n_v, RowInfo& row) {
   // l: the declared chain over the weights; each exp may underflow (absolute floor_s against a
   // largest weight exp(0) = 1, up to the exp's own error).
   const double tiny_w = k.floor_s / (ar.exp_exact_at_zero ? 1.0 : 1 - k.e_exp);
-  const ChainWeights wl = chain_weights(ar.l, n_v, k.ftz), wpv = chain_weights(ar.pv, n_v, k.ftz);
+  // The key tiles the row's query tile walks past the row's last key: FA1 merges each (an empty
+  // partial); a rescale there multiplies by exp(0), exact only when declared so.
+  const int64_t bm = std::max(1, ar.block_m), i_last = std::min<int64_t>(p.n_q, (i / bm + 1) * bm) - 1;
+  const int64_t walked = (n_visible(p.mask, i_last, p.n_q, p.n_k) + bt - 1) / bt;
+  auto extra = [&](const Chain& c) {
+    if (c.block <= 0 || (c.merge == Merge::Rescale && ar.exp_exact_at_zero)) return int64_t(0);
+    return std::max<int64_t>(0, walked - n_t);
+  };
+  const ChainWeights wl = chain_weights(ar.l, n_v, k.ftz, extra(ar.l));
+  const ChainWeights wpv = chain_weights(ar.pv, n_v, k.ftz, extra(ar.pv));
   double E_l = 0;
   for (int64_t j = 0; j < n_v; ++j) E_l += wl.kappa[size_t(j)] * w_hat[size_t(j)] + (1 + wl.kappa[size_t(j)]) * tiny_w;
   E_l = E_l * wl.scale() + wl.events * wl.floor;

@@ -53,7 +53,7 @@ double plain_kappa(const Chain& c, int64_t t, int64_t n, int64_t step, int64_t n
   return std::numeric_limits<double>::infinity();
 }
 
-ChainWeights chain_weights(const Chain& c, int64_t n, bool flush_subnormals) {
+ChainWeights chain_weights(const Chain& c, int64_t n, bool flush_subnormals, int64_t extra_merges) {
   ChainWeights w;
   w.floor = flush_subnormals ? min_normal(c.acc) : underflow_floor(c.acc);
   w.kappa.assign(size_t(std::max<int64_t>(n, 0)), 0.0);
@@ -129,6 +129,10 @@ ChainWeights chain_weights(const Chain& c, int64_t n, bool flush_subnormals) {
     }
     // The lanes: a pairwise tree per run of `tree` lanes (every level rounds every term once), then
     // the trees' sums one after the other.
+    // Blocks walked past the last term: each merges an empty partial (or rescales) into the total.
+    if (extra_merges > 0 && c.merge != Merge::AnyOrder)
+      for (const Item& it : items) charge(it, double(extra_merges) * c.merge_old);
+    merges += double(std::max<int64_t>(extra_merges, 0)) * c.merge_old;
     const int64_t tau = lane / tree;
     const double tree_r = double(levels) + double(n_trees > 1 ? (tau == 0 ? n_trees - 1 : n_trees - tau) : 0);
     for (const Item& it : items) charge(it, tree_r);

@@ -27,8 +27,9 @@ struct ChainWeights {
 };
 
 // Weights of a sum whose terms sit at positions 0, 1, ..., n - 1 (a visible prefix of keys, or the
-// head dimension), any declared structure.
-ChainWeights chain_weights(const Chain& c, int64_t n, bool flush_subnormals);
+// head dimension), any declared structure; `extra_merges` more merges (Merge::Serial) or rescales
+// (Merge::Rescale) of the running total follow the last term (blocks the kernel walks past it).
+ChainWeights chain_weights(const Chain& c, int64_t n, bool flush_subnormals, int64_t extra_merges = 0);
 
 // kappa of one term of a chain without blocks, lanes or pre-sums whose terms are any subset of its
 // positions: the term is the t-th of n present terms and sits in the step-th of n_steps present

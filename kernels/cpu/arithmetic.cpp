@@ -50,6 +50,7 @@ Arithmetic tiled_arithmetic(const Problem& p, const Config& cfg) {
   a.pv = serial_chain(t.acc, t.exact_products);
   a.l = serial_chain(t.soft, true);
   a.pv.block = a.l.block = tl.block_n;
+  a.block_m = tl.block_m;
   if (tl.order == LoopOrder::FA2) {
     // One running <l, o> per row: both multiplied by alpha at each key tile, keys added one by one.
     a.pv.merge = a.l.merge = Merge::Rescale;

@@ -14,9 +14,10 @@
 namespace fc::cuda {
 namespace {
 
-// fwd_block_n: keys per forward tile; dq_partial: keys per d_q partial merged in any order (0: one
+// fwd_block_m, fwd_block_n: the forward tile (a CTA's rows walk the key tiles its last row sees);
+// dq_partial: keys per d_q partial merged in any order (0: one
 // accumulator per row).
-Arithmetic tensor_core(const Problem& p, int64_t fwd_block_n, int64_t dq_partial) {
+Arithmetic tensor_core(const Problem& p, int64_t fwd_block_m, int64_t fwd_block_n, int64_t dq_partial) {
   Arithmetic a;
   a.soft = DType::F32, a.operand = p.dtype;
   a.s = a.dp = a.dkv = tensor_core_chain();
@@ -35,6 +36,7 @@ Arithmetic tensor_core(const Problem& p, int64_t fwd_block_n, int64_t dq_partial
   a.exp_ulps = 2, a.log_ulps = 1, a.exp_exact_at_zero = false;
   a.base2 = true;
   a.flush_subnormals = true;
+  a.block_m = int32_t(fwd_block_m);
   return a;
 }
 
@@ -44,18 +46,20 @@ int block_n_or(int block_n, int fallback) { return block_n > 0 ? block_n : fallb
 
 Arithmetic tiled_arithmetic(const Problem& p, const Config& cfg) {
   const Tile fwd = forward_tile(cfg, p.d), bwd = backward_tile(cfg, p.d);
-  return tensor_core(p, block_n_or(fwd.block_n, 64), cfg.deterministic ? 0 : block_n_or(bwd.block_n, 64));
+  return tensor_core(p, block_n_or(fwd.block_m, 64), block_n_or(fwd.block_n, 64),
+                     cfg.deterministic ? 0 : block_n_or(bwd.block_n, 64));
 }
 
 Arithmetic wgmma_arithmetic(const Problem& p, const Config& cfg) {
   const Tile fwd = forward_tile(cfg, p.d);
   constexpr int kBackwardKeys = 128;  // wgmma_backward.cu: 64 keys per consumer warpgroup, two of them
-  return tensor_core(p, block_n_or(fwd.block_n, wgmma_forward_default(p.d).block_n),
+  const Tile dflt = wgmma_forward_default(p.d);
+  return tensor_core(p, block_n_or(fwd.block_m, dflt.block_m), block_n_or(fwd.block_n, dflt.block_n),
                      cfg.deterministic ? 0 : kBackwardKeys);
 }
 
 Arithmetic naive_arithmetic(const Problem& p, const Config&) {
-  Arithmetic a = tensor_core(p, 0, 0);  // (no backward: its gradient chains are never used)
+  Arithmetic a = tensor_core(p, 1, 0, 0);  // (no backward: its gradient chains are never used)
   // naive.cu: fmaf loops, one accumulator per output element; the softmax's sum strided over 256
   // threads, a warp butterfly each, then the 8 warps' sums in order; P = expf(s - m) / l rounded to
   // storage before P V; expf 2 ulp, logf 1 ulp (the CUDA programming guide's table).
