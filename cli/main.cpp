@@ -12,6 +12,7 @@
 
 #include "cli/command.hpp"
 #include "io/errors.hpp"
+#include "kernels/plugin/worker.hpp"
 
 namespace {
 
@@ -21,6 +22,9 @@ const Command kCommands[] = {
     {"kernels", fc::cli::setup_kernels},
     {"reference", fc::cli::setup_reference},
     {"audit", fc::cli::setup_audit},
+    {"compare", fc::cli::setup_compare},
+    {"gate", fc::cli::setup_gate},
+    {"merge", fc::cli::setup_merge},
 #ifdef FC_HAVE_CHECK_COMMAND
     {"check", fc::cli::register_check_command},  // cli/cmd_check.cpp (properties helper)
 #endif
@@ -47,6 +51,8 @@ int stdout_checked(int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A plugin's worker process (kernels/plugin/worker.hpp): started by `check --plugin`, not by users.
+  if (argc >= 2 && std::string(argv[1]) == "__worker") return fc::plugin::worker_main(argc, argv);
   CLI::App app{"flashcheck: property-based correctness and numerics for attention kernels"};
   app.require_subcommand(1);
   std::vector<std::pair<const char*, fc::cli::Run>> runs;

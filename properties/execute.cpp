@@ -37,7 +37,7 @@ Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward)
     r.out.d_v = HostTensor(p.dtype, shape_kv(p));
     k.backward(p, cfg, in.q, in.k, in.v, r.out.o, r.out.lse, in.d_o, r.out.d_q, r.out.d_k, r.out.d_v);
   } catch (const std::exception& e) {
-    r.error = fmt::format("{} threw: {}", k.info.name, e.what());
+    r.error = fmt::format("{} failed: {}\n", k.info.name, e.what());
   }
   return r;
 }
