@@ -91,7 +91,8 @@ struct Arithmetic {
   bool exp_exact_at_zero = false;  // exp(0) == 1 exactly: a running max that does not move rescales by 1
   bool base2 = false;         // scores times the rounded constant scale·log2 e, exp2 and log2; lse = ln 2 (m + log2 l)
                               // with a rounded ln 2; the backward's lse2 = lse·log2 e with a rounded log2 e
-  bool rounds_p = true;       // P and dS rounded to `operand` before their GEMMs
+  bool rounds_p = true;       // P and dS rounded to storage (and `operand`) before their GEMMs
+  DType p_type = DType::F64;  // ... or to this type where it is coarser than storage
   int32_t o_normalise = 1;    // roundings of 1/l before o = acc · (1/l) (the product itself is the
                               // output's last rounding); 0: o is already normalised in the chain
   bool p_normalised = false;  // P = exp(s - m) (1/l) rounded before P·V (cuda_naive)
@@ -107,6 +108,32 @@ struct Arithmetic {
 inline void declare_glibc_libm(Arithmetic& a) {
   a.exp_ulps = 1, a.log_ulps = 1;
   a.exp_exact_at_zero = true;
+}
+
+// A FlashAttention kernel on tensor cores (mma.sync m16n8k16 / wgmma k16, fp32 accumulators): q.k,
+// d_o.v, o (rescaled per key tile of block_n), d_k, d_v and d_q (per backward key tile of
+// dq_partial, merged in any order; 0: one chain) are tensor-core chains; l per thread as pairs, a
+// tile partial and l = l corr + sum, four threads' partials summed by shuffles; D over 32 lanes and a
+// warp tree; fp32 round to nearest elsewhere; exp2 and log2 within 2 and 1 ulp, exp2(0) not assumed
+// exact; FTZ. block_m: the forward's query rows per CTA. (cuda_tiled, cuda_wgmma; compare's "truncate".)
+inline Arithmetic tensor_core_arithmetic(DType storage, int32_t block_m, int32_t block_n, int32_t dq_partial) {
+  Arithmetic a;
+  a.soft = DType::F32, a.operand = storage;
+  a.s = a.dp = a.dkv = tensor_core_chain();
+  a.pv = tensor_core_chain();
+  a.pv.block = block_n, a.pv.merge = Merge::Rescale, a.pv.merge_old = 1;
+  a.l = serial_chain(DType::F32, true);
+  a.l.lanes = 4, a.l.lane_width = 2, a.l.pre = 2, a.l.lane_tree = 4;  // thread t of a quad: keys 2t, 2t + 1 of 8
+  a.l.block = block_n, a.l.merge = Merge::Serial, a.l.merge_old = 2, a.l.merge_new = 1;
+  a.d_o_o = serial_chain(DType::F32, true);
+  a.d_o_o.lanes = 32, a.d_o_o.lane_tree = 32;  // lane c % 32, then a warp butterfly
+  a.dq = tensor_core_chain();
+  if (dq_partial > 0) a.dq.block = dq_partial, a.dq.merge = Merge::AnyOrder;
+  a.exp_ulps = 2, a.log_ulps = 1, a.exp_exact_at_zero = false;
+  a.base2 = true;
+  a.flush_subnormals = true;
+  a.block_m = block_m;
+  return a;
 }
 
 // The arithmetic charged to a kernel that declares none: every sum in any order with directed
