@@ -28,6 +28,7 @@ struct GenSpec {
   bool s_in_storage = false;     // S materialised in storage: Huge stays within its range
   int32_t min_n = 1, min_d = 1;  // statistical laws (the FA rule) need sizable tensors
   int32_t long_n = 4096;         // LongRow: the longest rows (n_k) it draws
+  bool pow2_scale = false;       // scales are powers of two (laws that need exact scores)
 };
 
 rc::Gen<Case> gen_case(const GenSpec& spec);

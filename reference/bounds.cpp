@@ -34,13 +34,9 @@ Consts::Consts(const Problem& p_, const Tensors64& in_, const Certified& ref_, c
     floor_in = min_normal(ar.operand) > min_normal(storage) ? underflow_floor(ar.operand) : 0.0;
   }
   // P (and dS): to storage when the kernel rounds them there, then to the operand type if narrower.
-  const DType p_type = coarser(ar.p_type, storage) ? ar.p_type : storage;
-  const bool to_storage = ar.rounds_p && coarser(p_type, ar.soft);
-  const DType before = to_storage ? p_type : ar.soft;
-  const bool to_operand = coarser(ar.operand, before);
-  const double u1 = to_storage ? unit_roundoff(p_type) : 0.0, u2 = to_operand ? unit_roundoff(ar.operand) : 0.0;
-  u_p = u1 + u2 + u1 * u2;
-  floor_p = (to_storage ? underflow_floor(p_type) : 0.0) + (to_operand ? underflow_floor(ar.operand) : 0.0);
+  const PRounding pr = p_rounding(prec);
+  u_p = pr.u;
+  floor_p = (pr.to_first ? underflow_floor(pr.first) : 0.0) + (pr.to_second ? underflow_floor(pr.second) : 0.0);
   u_store_s = ar.stores_s && coarser(storage, ar.soft) ? unit_roundoff(storage) : 0.0;
   constexpr double kLog2e = 1.4426950408889634, kLn2 = 0.6931471805599453;
   const double c = ar.base2 ? p.scale * kLog2e : p.scale;

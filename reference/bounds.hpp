@@ -30,6 +30,29 @@ double unit_roundoff(DType t);
 double underflow_floor(DType t);
 double min_normal(DType t);
 
+// P's (and dS's) rounding before its GEMM, as declared: to storage (or Arithmetic::p_type where that
+// is coarser) when the kernel rounds P there and that is coarser than the element-wise type, then to
+// the operand type if coarser still. u: the relative error of both together.
+struct PRounding {
+  bool to_first = false, to_second = false;
+  DType first = DType::F32, second = DType::F32;
+  double u = 0;
+};
+PRounding p_rounding(const Precision& prec);
+
+// The declared arithmetic summarised for criteria that bound a row's sums in any order (the
+// metamorphic laws' differential bounds, properties/differential.cpp): the largest unit of an
+// accumulation step (a whole ulp where a chain truncates: tensor cores, directed rounding), the
+// types S and P are rounded to, the key tile, and the flags the bounds need.
+struct Coarse {
+  DType storage = DType::F32;
+  double u_acc = 0x1p-24;
+  DType s_dtype = DType::F32, p_dtype = DType::F32;  // p_dtype: P's coarsest rounding, else `soft`
+  int64_t block_n = 0;                               // o's key tile (0: one tile)
+  bool l_sums_rounded_p = false, flush_subnormals = false;
+};
+Coarse coarse(const Precision& prec);
+
 // A bound on |y - exact| and on |y - r| for every y = RN_out(RN_soft(x)) (the output's last
 // operation, rounded to nearest in `soft`, then converted to `out`; soft_round = false: the
 // conversion only) with |x - exact| <= e and |exact - r| <= err_r. Rounding is monotone, so y lies
@@ -51,9 +74,12 @@ struct Bounds {
 Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec);
 
 // One tensor held against its reference and bound. Non-finite values are exact: NaN only where the
-// reference is NaN, infinities with the reference's sign, an infinite kernel value accepted only
-// where reference + a finite bound overflows the output dtype; a NaN bound is a failure, never a
-// skip, and so is an infinite bound where the reference is finite (a vacuous bound proves nothing).
+// reference is NaN, infinities with the reference's sign, an infinite kernel value accepted only on
+// the side where reference -+ bound reaches past the output dtype's largest value; a NaN bound is a
+// failure, never a skip. An infinite bound where the reference is finite is a failure too (a vacuous
+// bound proves nothing: the error model's bounds, Infinite::Fails), or, for a criterion that declares
+// it makes no claim there (Infinite::NoClaim: a differential tolerance at huge scores), accepts any
+// value but NaN.
 struct Verdict {
   bool ok = true;
   int64_t worst = -1;   // flat index of the largest measured/bound (or of the first failure)
@@ -62,8 +88,9 @@ struct Verdict {
   double ratio = 0;     // max measured/bound over the tensor (0/0 counts as 0)
   std::string why;      // empty when ok
 };
+enum class Infinite : int32_t { Fails, NoClaim };
 Verdict within_bound(const std::vector<double>& kernel, const std::vector<double>& ref,
-                     const std::vector<double>& bound, DType out);
+                     const std::vector<double>& bound, DType out, Infinite infinite = Infinite::Fails);
 
 // FlashAttention's gate on one tensor: max|kernel - ref| <= 2 max|baseline - ref| + noise, with
 // noise = FlashAttention's atol (twice the round trip x + 0.3 - 0.3 in the output type, at most

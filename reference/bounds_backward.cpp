@@ -118,15 +118,18 @@ void HeadPass::backward(int64_t r, int64_t n_v, RowInfo& row) {
 void HeadPass::finish_dq(int64_t rows) {
   const Problem& p = k.p;
   const Mat E = alpha * Kabs;  // (R, d): sum_j alpha_ij |k_jc|
-  const double scale = std::fabs(p.scale), floor = k.ftz ? k.floor_s : 0.0;
+  const double scale = std::fabs(p.scale), floor = k.ftz ? k.floor_s : 0.0, floor_scale = std::max(1.0, scale);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r, oq = offset_q(p, b, h, i);
     if (n_visible(p.mask, i, p.n_q, p.n_k) == 0) continue;
     for (int64_t c = 0; c < p.d; ++c) {
       const double dq = k.ref.value.d_q[size_t(oq + c)], err = at(k.ref.err.d_q, oq + c);
-      const double chain = (E(r, c) + alpha0[size_t(r)]) * dq_scale[size_t(r)] + dq_floor[size_t(r)];
-      // d_q = scale' * acc: the constant's rounding; the product is the output's last rounding.
-      const double e = scale * (1 + k.delta_out) * chain + k.delta_out * (std::fabs(dq) + err) + floor;
+      const double chain = (E(r, c) + alpha0[size_t(r)]) * dq_scale[size_t(r)];
+      // d_q = scale' * acc: the constant's rounding; the product is the output's last rounding. The
+      // chain's underflow floor times max(1, |scale|): a kernel that scales its terms before the sum
+      // loses them unscaled, one that scales the sum loses them scaled.
+      const double e = scale * (1 + k.delta_out) * chain + floor_scale * (1 + k.delta_out) * dq_floor[size_t(r)] +
+                       k.delta_out * (std::fabs(dq) + err) + floor;
       B.d_q[size_t(oq + c)] = rounded_bound(dq, e, err, k.ar.soft, k.storage, true) * kSlack;
     }
   }
@@ -134,7 +137,7 @@ void HeadPass::finish_dq(int64_t rows) {
 
 void HeadPass::finish_kv() {
   const Problem& p = k.p;
-  const double scale = std::fabs(p.scale), floor = k.ftz ? k.floor_s : 0.0;
+  const double scale = std::fabs(p.scale), floor = k.ftz ? k.floor_s : 0.0, floor_scale = std::max(1.0, scale);
   const double f_kv = k.ftz ? min_normal(k.ar.dkv.acc) : underflow_floor(k.ar.dkv.acc);
   for (int64_t j = 0; j < p.n_k; ++j) {
     const double km = kv_kappa_max(k, j), sc_j = km < 1 ? 1 / (1 - km) : kInf, fl = kv_events(k, j) * f_kv;
@@ -143,8 +146,9 @@ void HeadPass::finish_kv() {
       const double dk = k.ref.value.d_k[size_t(x)], ek = at(k.ref.err.d_k, x);
       const double dv = k.ref.value.d_v[size_t(x)], ev = at(k.ref.err.d_v, x);
       // d_k = scale' * acc (the product is the last rounding); d_v = acc, converted to storage.
-      const double chain_k = (E_dk(j, c) + beta0_k[size_t(j)]) * sc_j + fl;
-      const double e_k = scale * (1 + k.delta_out) * chain_k + k.delta_out * (std::fabs(dk) + ek) + floor;
+      const double chain_k = (E_dk(j, c) + beta0_k[size_t(j)]) * sc_j;
+      const double e_k = scale * (1 + k.delta_out) * chain_k + floor_scale * (1 + k.delta_out) * fl +
+                         k.delta_out * (std::fabs(dk) + ek) + floor;
       const double e_v = (E_dv(j, c) + beta0_v[size_t(j)]) * sc_j + fl + floor;
       B.d_k[size_t(x)] = rounded_bound(dk, e_k, ek, k.ar.soft, k.storage, true) * kSlack;
       B.d_v[size_t(x)] = rounded_bound(dv, e_v, ev, k.ar.soft, k.storage, false) * kSlack;

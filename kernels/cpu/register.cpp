@@ -48,6 +48,9 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
   naive.info.configs = {Config{}};
   naive.info.stores_s_p = true;
   naive.info.arithmetic = cpu::naive_arithmetic;
+  // Rows never interact. Its scores come from Eigen's vectorised products (a key's dot may take a
+  // packet or a tail path) and its P is normalised by an order-dependent sum: nothing else is shared.
+  naive.info.exact = {.rows = true, .d_q_rows = true};
   naive.supports = cpu_supports;
   naive.forward = cpu::naive_forward;
   naive.backward = cpu::naive_backward;
@@ -62,6 +65,11 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
   tiled.info.any_tile = true;
   tiled.info.configs = tiled_configs();
   tiled.info.arithmetic = cpu::tiled_arithmetic;
+  // Rows never interact (d_q summed over keys in order); a score is one dot in index order times the
+  // scale; a weight is exp(s - m) with m the running max at its tile's end (FA2) or its tile's own
+  // max (FA1); s - m is computed from s itself.
+  tiled.info.exact = {
+      .rows = true, .d_q_rows = true, .shared_scores = true, .tile_weights = true, .exact_scores = true};
   tiled.supports = cpu_supports;
   tiled.forward = [](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k, const HostTensor& v,
                      HostTensor& o, HostTensor& lse) { cpu::tiled_forward(p, c, q, k, v, o, lse); };

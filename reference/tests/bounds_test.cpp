@@ -1,7 +1,7 @@
 // The error model (reference/bounds.hpp) on hand-made values: the comparator's exact treatment of
 // non-finite values, the FlashAttention rule, and the bound of a problem small enough to check by
 // hand. Its tests against real kernels are properties/tests/bounds_kernels_test.cpp.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <cmath>
 #include <limits>
@@ -36,6 +36,19 @@ TEST_CASE("within_bound treats non-finite values exactly", "[cpu]") {
   CHECK(within_bound({kInf}, {65000.0}, {600.0}, DType::F16).ok);  // overflow the bound allows
   CHECK_FALSE(within_bound({kInf}, {65000.0}, {1.0}, DType::F16).ok);
   CHECK_FALSE(within_bound({-kInf}, {65000.0}, {600.0}, DType::F16).ok);
+  // A bound past the whole range admits an overflow of either sign (the fuzz campaign's F16 d_q at
+  // huge scores: reference 9.5e-7, kernel -inf): reference - bound <= -max. The bound must be
+  // finite to say so (an infinite one fails above).
+  CHECK(within_bound({-kInf}, {9.5e-7}, {65505.0}, DType::F16).ok);
+  CHECK(within_bound({kInf}, {-9.5e-7}, {65505.0}, DType::F16).ok);
+  CHECK_FALSE(within_bound({-kInf}, {9.5e-7}, {kInf}, DType::F16).ok);
+  // A criterion that makes no claim where its tolerance is infinite: anything but NaN passes there.
+  CHECK(within_bound({-kInf}, {9.5e-7}, {kInf}, DType::F16, ref::Infinite::NoClaim).ok);
+  CHECK(within_bound({3.0}, {1.0}, {kInf}, DType::F32, ref::Infinite::NoClaim).ok);
+  CHECK_FALSE(within_bound({kNaN}, {1.0}, {kInf}, DType::F32, ref::Infinite::NoClaim).ok);
+  CHECK_FALSE(within_bound({3.0}, {1.0}, {1.0}, DType::F32, ref::Infinite::NoClaim).ok);
+  CHECK(within_bound({-kInf}, {1.0}, {65505.0}, DType::F16).ok);
+  CHECK_FALSE(within_bound({-kInf}, {1.0}, {65000.0}, DType::F16).ok);
   CHECK_FALSE(within_bound({1.0, 2.0}, {1.0}, {1.0}, DType::F16).ok);  // size mismatch
 }
 
