@@ -78,7 +78,6 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 // The law whose replay (`check --case`) reproduces a failed check on c.
 std::string replay_law(const std::string& check, const props::Case& c) {
   if (check == "blast_radius") return "nan_blast";
-  if (c.regime == Regime::FullyMasked && check == "structure") return "fully_masked";
   for (Regime r : {Regime::Huge, Regime::FarBelow, Regime::Fp16Max, Regime::SubnormalP, Regime::Subnormal})
     if (c.regime == r) return "extreme";
   return "reference";

@@ -58,7 +58,7 @@ void finalize_fuzz_report(nlohmann::json& report);
 std::string render_fuzz_markdown(const nlohmann::json& report);
 
 // A failing case saved as a regression case (safetensors + metadata, atomically) under dir; returns
-// its path. `law` is the law whose replay reproduces it (reference, extreme, fully_masked, nan_blast).
+// its path. `law` is the law whose replay reproduces it (reference, extreme, nan_blast).
 std::string save_failure(const std::string& dir, const std::string& law, const Kernel& k, const props::Case& c,
                          const std::map<std::string, std::string>& extra);
 
