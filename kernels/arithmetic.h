@@ -17,7 +17,7 @@ namespace fc {
 enum class Adder : int32_t {
   Nearest,     // IEEE round-to-nearest adds (or FMAs) in the kernel's order: one rounding per term
   TensorCore,  // mma.sync m16n8k16 / wgmma k16, fp16 or bf16 products into fp32 (measured on the H200,
-               // DESIGN §4): exact products; a fused step of kTensorCoreFused products and the
+               // docs/ERROR_MODEL.md): exact products; a fused step of kTensorCoreFused products and the
                // accumulator, aligned to the largest addend with 2 extra bits and truncated, the
                // step's result truncated toward zero
   AnyOrder,    // round to nearest in an order the kernel does not fix (a BLAS product): any term may
@@ -35,7 +35,7 @@ enum class Merge : int32_t {
 };
 
 // Products per fused tensor-core step. A k16 instruction is charged as two fused steps of 8, which
-// covers both a single fused step of 16 and two chained steps of 8 (DESIGN §4 does not say which).
+// covers both a single fused step of 16 and two chained steps of 8 (the H200 measurement does not say which).
 inline constexpr int32_t kTensorCoreFused = 8;
 
 // One long sum: its terms arrive at positions 0, 1, ... in the kernel's order (keys for o, l, d_q;

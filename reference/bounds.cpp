@@ -1,7 +1,7 @@
 // The error model, element by element: head by head, row block by row block, the scores and dP from
 // GEMMs, then each row's forward (o, lse) here and its backward terms in bounds_backward.cpp; every
 // sum's rounding chain as per-term weights (bounds_chain.cpp). Derivation and the meaning of every
-// term: reports/ERROR_MODEL.md. Notation: s scores, m the row max, T the key tiles a row visits,
+// term: reports/ERROR_MODEL.md (summary: docs/ERROR_MODEL.md). Notation: s scores, m the row max, T the key tiles a row visits,
 // delta_j the exponent-argument error of weight j, W the weights' deviation term. Magnitudes (P,
 // dP, D, dS) are recomputed here in fp64 from the inputs and the certified lse; their own evaluation
 // error (zeta) is charged where it matters (the weights of a row), and kSlack covers the rest.

@@ -1,4 +1,4 @@
-// The references' own reading of the three masks, written from the definitions in DESIGN §1 and
+// The references' own reading of the three masks, written from the definitions in docs/SEMANTICS.md and
 // deliberately not calling fc::visible (the references share nothing with kernels/ but the types);
 // visibility_test checks the two agree.
 #pragma once

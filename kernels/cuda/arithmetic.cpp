@@ -17,25 +17,17 @@
 namespace fc::cuda {
 namespace {
 
-int block_n_or(int block_n, int fallback) { return block_n > 0 ? block_n : fallback; }
+int or_default(int x, int fallback) { return x > 0 ? x : fallback; }
 
-}  // namespace
-
-Arithmetic tiled_arithmetic(const Problem& p, const Config& cfg) {
-  const Tile fwd = forward_tile(cfg, p.d), bwd = backward_tile(cfg, p.d);
-  return tensor_core_arithmetic(p.dtype, block_n_or(fwd.block_m, 64), block_n_or(fwd.block_n, 64),
-                                cfg.deterministic ? 0 : block_n_or(bwd.block_n, 64));
+// cuda_tiled and cuda_wgmma: the forward tile a Config runs, and the backward's keys per CTA (the
+// d_q partial merged by atomics or a TMA reduce-add; one chain when deterministic).
+Arithmetic flash_arithmetic(const CudaKernel& ck, const Problem& p, const Config& cfg) {
+  const Tile fwd = forward_tile(ck, cfg, p.d), bwd = backward_tile(ck, cfg, p.d);
+  return tensor_core_arithmetic(p.dtype, or_default(fwd.block_m, 64), or_default(fwd.block_n, 64),
+                                cfg.deterministic ? 0 : or_default(bwd.block_n, 64));
 }
 
-Arithmetic wgmma_arithmetic(const Problem& p, const Config& cfg) {
-  const Tile fwd = forward_tile(cfg, p.d);
-  constexpr int kBackwardKeys = 128;  // wgmma_backward.cu: 64 keys per consumer warpgroup, two of them
-  const Tile dflt = wgmma_forward_default(p.d);
-  return tensor_core_arithmetic(p.dtype, block_n_or(fwd.block_m, dflt.block_m), block_n_or(fwd.block_n, dflt.block_n),
-                                cfg.deterministic ? 0 : kBackwardKeys);
-}
-
-Arithmetic naive_arithmetic(const Problem& p, const Config&) {
+Arithmetic naive_arithmetic(const Problem& p) {
   Arithmetic a = tensor_core_arithmetic(p.dtype, 1, 0, 0);  // (no backward: its gradient chains are never used)
   // naive.cu: fmaf loops, one accumulator per output element; the softmax's sum strided over 256
   // threads, a warp butterfly each, then the 8 warps' sums in order; P = expf(s - m) / l rounded to
@@ -47,6 +39,16 @@ Arithmetic naive_arithmetic(const Problem& p, const Config&) {
   a.base2 = false;
   a.stores_s = a.p_normalised = true;
   return a;
+}
+
+}  // namespace
+
+std::function<Arithmetic(const Problem&, const Config&)> declared_arithmetic(const CudaKernel& ck) {
+  const CudaKernel* kp = &ck;  // the table outlives the registry
+  if (ck.name == "cuda_tiled" || ck.name == "cuda_wgmma")
+    return [kp](const Problem& p, const Config& cfg) { return flash_arithmetic(*kp, p, cfg); };
+  if (ck.name == "cuda_naive") return [](const Problem& p, const Config&) { return naive_arithmetic(p); };
+  return {};
 }
 
 }  // namespace fc::cuda

@@ -2,12 +2,14 @@
 // sources: the registry rows (cuda_kernels.cpp) hand these to the error model. Host only.
 #pragma once
 
+#include "kernels/cuda/launchers.hpp"
 #include "kernels/registry.hpp"
 
 namespace fc::cuda {
 
-Arithmetic tiled_arithmetic(const Problem& p, const Config& cfg);  // cuda_tiled
-Arithmetic wgmma_arithmetic(const Problem& p, const Config& cfg);  // cuda_wgmma
-Arithmetic naive_arithmetic(const Problem& p, const Config& cfg);  // cuda_naive
+// The declaration of a table kernel, by its registry name (cuda_tiled, cuda_wgmma, cuda_naive), its
+// tiles read from the table; empty for any other kernel, which the error model then charges as
+// undeclared_arithmetic (any order, directed rounding).
+std::function<Arithmetic(const Problem&, const Config&)> declared_arithmetic(const CudaKernel& ck);
 
 }  // namespace fc::cuda
