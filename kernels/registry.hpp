@@ -41,7 +41,9 @@ struct KernelInfo {
   // How the kernel computes a problem under a config: the rounding chain of every sum, for the error
   // model (kernels/arithmetic.h). Empty: charged as undeclared_arithmetic (any order, any rounding).
   std::function<Arithmetic(const Problem&, const Config&)> arithmetic;
-  Exactness exact;  // what the metamorphic laws may ask for bit for bit
+  Exactness exact;             // what the metamorphic laws may ask for bit for bit
+  bool large_offsets = false;  // indexes tensors of more than 2^31 elements (64-bit offsets): the
+                               // large_offsets law holds it to one such case
 };
 
 using ForwardFn = std::function<void(const Problem&, const Config&, const HostTensor& q, const HostTensor& k,

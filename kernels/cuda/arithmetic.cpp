@@ -43,12 +43,17 @@ Arithmetic naive_arithmetic(const Problem& p) {
 
 }  // namespace
 
-std::function<Arithmetic(const Problem&, const Config&)> declared_arithmetic(const CudaKernel& ck) {
-  const CudaKernel* kp = &ck;  // the table outlives the registry
-  if (ck.name == "cuda_tiled" || ck.name == "cuda_wgmma")
+std::function<Arithmetic(const Problem&, const Config&)> declared_arithmetic(const CudaKernel& ck,
+                                                                             const std::string& kind) {
+  const CudaKernel* kp = &ck;  // the tables outlive the registry
+  if (kind == "cuda_tiled" || kind == "cuda_wgmma")
     return [kp](const Problem& p, const Config& cfg) { return flash_arithmetic(*kp, p, cfg); };
-  if (ck.name == "cuda_naive") return [](const Problem& p, const Config&) { return naive_arithmetic(p); };
+  if (kind == "cuda_naive") return [](const Problem& p, const Config&) { return naive_arithmetic(p); };
   return {};
+}
+
+std::function<Arithmetic(const Problem&, const Config&)> declared_arithmetic(const CudaKernel& ck) {
+  return declared_arithmetic(ck, ck.name);
 }
 
 }  // namespace fc::cuda

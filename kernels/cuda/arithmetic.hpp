@@ -2,6 +2,9 @@
 // sources: the registry rows (cuda_kernels.cpp) hand these to the error model. Host only.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/registry.hpp"
 
@@ -11,5 +14,9 @@ namespace fc::cuda {
 // tiles read from the table; empty for any other kernel, which the error model then charges as
 // undeclared_arithmetic (any order, directed rounding).
 std::function<Arithmetic(const Problem&, const Config&)> declared_arithmetic(const CudaKernel& ck);
+// The arithmetic of the kernel named `kind` on ck's tiles (a CUDA mutant: its base's arithmetic, the
+// tiles it is built with).
+std::function<Arithmetic(const Problem&, const Config&)> declared_arithmetic(const CudaKernel& ck,
+                                                                             const std::string& kind);
 
 }  // namespace fc::cuda
