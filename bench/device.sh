@@ -53,7 +53,7 @@ for s in "$@"; do
       step cuda_tiled_test 120 "$bin/cuda_tiled_test" -r compact
       step cuda_naive_test 60 "$bin/cuda_naive_test" -r compact ;;
     laws)
-      for k in cuda_tiled cuda_wgmma; do step "check_$k" 120 "$bin/flashcheck" check --kernel "$k" --seed 7; done
+      for k in cuda_tiled cuda_wgmma; do step "check_$k" 400 "$bin/flashcheck" check --kernel "$k" --seed 7; done
       step audit 180 "$bin/flashcheck" audit --quick --out "$work/audit" ;;
     sanitize)
       for tool in memcheck racecheck; do

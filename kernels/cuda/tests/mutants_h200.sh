@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The CUDA mutants and the GPU-sized cases on the H200 machine, on binaries staged here by
-#   bench/carry.sh flashcheck cuda_mutants_test laws_gpu_test shape_histogram
+#   bench/carry.sh cuda_mutants_test shape_histogram     (flashcheck and laws_gpu_test are carried always)
 # and run there as run(command="bash kernels/cuda/tests/mutants_h200.sh [STEP ...]", carry=[".carry-z"]).
-# Steps (default: kills sanitize shapes; `seeds` on its own, it is the longest):
+# Steps (default: kills; one or two per call, a call has 10 minutes; `seeds` split over calls):
 #   kills     each CUDA mutant killed by `check`'s default budget (cuda_mutants_test, one process per
-#             mutant) and the kill table (the first law that kills each); large_offsets' witness; the
-#             base kernels pass every law at the mutants' builds
+#             mutant) and the kill table (the first law that kills each)
+#   controls  large_offsets' witness (it kills cuda_mutant_tiled_offset32, reference does not), the
+#             correct kernels hold large_offsets, the base kernels pass every law at the mutants' builds
 #   sanitize  compute-sanitizer racecheck and memcheck on cuda_tiled and cuda_wgmma (a few reference
 #             cases each), and racecheck on the mutants that plant a race (it may or may not see them)
 #   shapes    the shape histogram of the cases `check --kernel cuda_wgmma` draws (and cuda_tiled's),
@@ -30,14 +31,14 @@ step() {  # step NAME SECONDS CMD...: the log under $work; rc and time summarise
   return $rc
 }
 for b in flashcheck cuda_mutants_test laws_gpu_test shape_histogram; do
-  [ -x "$bin/$b" ] || { echo "$b not carried: run bench/carry.sh flashcheck cuda_mutants_test laws_gpu_test shape_histogram"; exit 2; }
+  [ -x "$bin/$b" ] || { echo "$b not carried: run bench/carry.sh cuda_mutants_test shape_histogram"; exit 2; }
 done
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$work/device.txt"
 echo "commit $(cat "$root/.carry/COMMIT" 2>/dev/null); $(nproc) host threads" | tee -a "$work/device.txt"
 mutants=$("$fc" kernels 2>/dev/null | grep -o 'cuda_mutant_[a-z0-9_]*' | sort -u)
 [ -n "$mutants" ] || mutants=$("$bin/cuda_mutants_test" --list-test-names-only | grep -o 'cuda_mutant_[a-z0-9_]*' | sort -u)
 
-for s in ${*:-kills sanitize shapes}; do
+for s in ${*:-kills}; do
   case $s in
     kills)
       table=$work/kill_table.txt
@@ -49,11 +50,13 @@ for s in ${*:-kills sanitize shapes}; do
         law=$(grep -o "$m killed by [a-z_0-9]*" "$work/kill_$m.log" | head -1 | sed 's/.* by //')
         echo "$m | $([ $rc = 0 ] && echo yes || echo "NO (rc $rc)") | ${law:--} | $((SECONDS - t0))" >> "$table"
       done
-      step witness_large_offsets 300 "$bin/cuda_mutants_test" "large_offsets kills cuda_mutant_tiled_offset32, which reference does not"
-      step correct_large_offsets 300 "$bin/cuda_mutants_test" "the correct CUDA kernels hold large_offsets"
-      step base_kernels 580 "$bin/cuda_mutants_test" "the mutants' base kernels pass every law at the mutants' builds"
       step registered 60 "$bin/cuda_mutants_test" "every CUDA mutant is registered, marked a mutant and has a kill test"
       cat "$table"
+      ;;
+    controls)
+      step witness_large_offsets 200 "$bin/cuda_mutants_test" "large_offsets kills cuda_mutant_tiled_offset32, which reference does not"
+      step correct_large_offsets 150 "$bin/cuda_mutants_test" "the correct CUDA kernels hold large_offsets"
+      step base_kernels 400 "$bin/cuda_mutants_test" "the mutants' base kernels pass every law at the mutants' builds"
       ;;
     sanitize)
       cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -84,7 +87,7 @@ for s in ${*:-kills sanitize shapes}; do
         step "seed_$seed" 590 env FC_SEED="$seed" FC_CASES="${SEED_CASES:-100}" "$bin/laws_gpu_test"
       done
       ;;
-    *) echo "unknown step $s (kills sanitize shapes seeds)"; exit 2 ;;
+    *) echo "unknown step $s (kills controls sanitize shapes seeds)"; exit 2 ;;
   esac
 done
 printf '%s\n' "${summary[@]}" | tee "$out/cudamut_summary.txt"
