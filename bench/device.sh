@@ -49,7 +49,7 @@ sdpa=(python3 "$root/bench/bench_sdpa.py" --lib "$lib")
 for s in "$@"; do
   case $s in
     tests)
-      step laws_gpu_test 180 env FC_SEED=1 "$bin/laws_gpu_test" -r compact
+      step laws_gpu_test 540 env FC_SEED=1 "$bin/laws_gpu_test" -r compact
       step cuda_tiled_test 120 "$bin/cuda_tiled_test" -r compact
       step cuda_naive_test 60 "$bin/cuda_naive_test" -r compact ;;
     laws)
