@@ -29,4 +29,8 @@ void tiled_backward(const Problem& p, const Config& cfg, const HostTensor& q, co
                     const HostTensor& o, const HostTensor& lse, const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k,
                     HostTensor& d_v);
 
+// What each kernel declares about its arithmetic for the error model (arithmetic.cpp).
+Arithmetic tiled_arithmetic(const Problem& p, const Config& cfg);
+Arithmetic naive_arithmetic(const Problem& p, const Config& cfg);
+
 }  // namespace fc::cpu
