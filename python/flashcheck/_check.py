@@ -147,16 +147,26 @@ def check(kernel, *, cases=None, seed=None, law=None, reproduce=None, timeout=No
     A Kernel or callable runs in this process (Python exceptions fail their case). The other options
     are `flashcheck check`'s (cases per law, RapidCheck seed, one law, a replay token, seconds per
     call, "mixed"/"compact" layouts, the regression folder)."""
-    fd, json_path = tempfile.mkstemp(prefix="flashcheck_", suffix=".json")
-    os.close(fd)
+    extra = list(extra_args)
+    mine = "--json-out" not in extra  # the caller's own --json-out FILE (python -m flashcheck) is kept
+    if mine:
+        fd, json_path = tempfile.mkstemp(prefix="flashcheck_", suffix=".json")
+        os.close(fd)
+        extra += ["--json-out", json_path]
+    else:
+        at = extra.index("--json-out")
+        json_path = extra[at + 1] if at + 1 < len(extra) else ""
     try:
-        argv = _options(cases, seed, law, reproduce, timeout, layout, regressions, save_regressions, extra_args)
-        code, report = _run("check", kernel, argv + ["--json-out", json_path], isolate, quiet)
-        with open(json_path) as f:
-            data = json.load(f) if os.path.getsize(json_path) else {}
+        argv = _options(cases, seed, law, reproduce, timeout, layout, regressions, save_regressions, extra)
+        code, report = _run("check", kernel, argv, isolate, quiet)
+        data = {}
+        if os.path.isfile(json_path) and os.path.getsize(json_path):
+            with open(json_path) as f:
+                data = json.load(f)
         return Result(code, report, data.get("laws", []), data.get("seed", 0))
     finally:
-        os.unlink(json_path)
+        if mine:
+            os.unlink(json_path)
 
 
 def audit(kernel, out, *, quick=False, kernels=(), dtypes=(), regimes=(), cases=(), seed=None, timeout=None,

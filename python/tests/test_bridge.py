@@ -1,5 +1,6 @@
 """flashcheck.check on pure-Python kernels: the C++ suite's laws, shrinking, replay and exit codes
 through the ctypes bridge, in-process and isolated in a worker process."""
+import json
 import os
 import re
 import shlex
@@ -96,3 +97,12 @@ def test_the_audit_runs_a_python_kernel(tmp_path):
     assert len(cells) == 2 and all(c["status"] == "pass" for c in cells)
     assert cells[0]["replay"].startswith("python -m flashcheck audit py_kernels:any_head_dim --isolation none --case ")
     assert "d_q" in cells[0]["tensors"]  # the backward too
+
+
+def test_the_command_line_writes_the_json_it_is_asked_for(tmp_path):
+    out = tmp_path / "laws.json"
+    cli = run_replay("python -m flashcheck check py_kernels:correct --isolation none --law lse_bracket --cases 5 "
+                     "--seed 1 --json-out %s" % out)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    data = json.loads(out.read_text())
+    assert [law["id"] for law in data["laws"]] == ["lse_bracket"] and data["laws"][0]["status"] == "pass"
