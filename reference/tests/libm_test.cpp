@@ -11,6 +11,7 @@
 
 #include <mpfr.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
