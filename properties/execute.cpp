@@ -42,8 +42,8 @@ Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward)
     }
     r.out.d_q = HostTensor(p.dtype, shape_q(p));
     r.out.d_k = HostTensor(p.dtype, shape_kv(p));
-    r.out.d_v = HostTensor(p.dtype, shape_kv(p));
-    k.backward(p, cfg, in.q, in.k, in.v, r.out.o, r.out.lse, in.d_o, r.out.d_q, r.out.d_k, r.out.d_v);
+    r.out.d_v = HostTensor(p.dtype, shape_v(p));
+    k.backward(in, cfg, r.out);
   } catch (const std::exception& e) {
     r.error = fmt::format("{} threw: {}", k.info.name, e.what());
   }

@@ -145,7 +145,8 @@ Tile backward_tile(const Config& cfg, int d) {
 
 void register_cuda_kernels(std::vector<Kernel>& out) {
   const std::vector<Mask> masks = {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight};
-  // The two tiled kernels share their contract: fp16/bf16, d = 64 and 128, every mask, GQA, backward.
+  // The two tiled kernels share their contract: fp16/bf16, d = 64 and 128, every mask, GQA, backward;
+  // dense attention only (KernelInfo::variants stays empty: no variant is ever sent to them).
   auto tiled_row = [&](const char* name, const char* description, std::vector<Config> configs) {
     Kernel k;
     k.info.name = name;
@@ -163,8 +164,12 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
                 "FlashAttention-2 on mma.sync tensor cores: fp32 accumulate, P rounded to storage, recompute backward",
                 cuda::tiled_configs());
   tiled.supports = [](const Problem& p) { return cuda::is_16bit(p) && (p.d == 64 || p.d == 128); };
-  tiled.forward = cuda::tiled_forward_host;
-  tiled.backward = cuda::tiled_backward_host;
+  tiled.forward = [](const Inputs& in, const Config& c, Outputs& out) {
+    cuda::tiled_forward_host(in.p, c, in.q, in.k, in.v, out.o, out.lse);
+  };
+  tiled.backward = [](const Inputs& in, const Config& c, Outputs& out) {
+    cuda::tiled_backward_host(in.p, c, in.q, in.k, in.v, out.o, out.lse, in.d_o, out.d_q, out.d_k, out.d_v);
+  };
   out.push_back(std::move(tiled));
 
   Kernel wgmma = tiled_row("cuda_wgmma",
@@ -175,8 +180,12 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
   wgmma.supports = [](const Problem& p) {
     return cuda::is_16bit(p) && (p.d == 64 || p.d == 128) && cuda::device_is_sm90();
   };
-  wgmma.forward = cuda::wgmma_forward_host;
-  wgmma.backward = cuda::wgmma_backward_host;
+  wgmma.forward = [](const Inputs& in, const Config& c, Outputs& out) {
+    cuda::wgmma_forward_host(in.p, c, in.q, in.k, in.v, out.o, out.lse);
+  };
+  wgmma.backward = [](const Inputs& in, const Config& c, Outputs& out) {
+    cuda::wgmma_backward_host(in.p, c, in.q, in.k, in.v, out.o, out.lse, in.d_o, out.d_q, out.d_k, out.d_v);
+  };
   out.push_back(std::move(wgmma));
 
   Kernel naive;
@@ -187,7 +196,9 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
   naive.info.stores_s_p = true;
   naive.info.masks = masks;
   naive.supports = [](const Problem& p) { return cuda::naive_forward_supports(p); };
-  naive.forward = cuda::naive_forward_host;
+  naive.forward = [](const Inputs& in, const Config& c, Outputs& out) {
+    cuda::naive_forward_host(in.p, c, in.q, in.k, in.v, out.o, out.lse);
+  };
   out.push_back(std::move(naive));
 }
 

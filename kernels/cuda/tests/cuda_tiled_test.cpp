@@ -140,8 +140,11 @@ TEST_CASE("CUDA forwards: block size never changes the answer beyond the bound, 
           const ref::Bounds b_gpu = ref::error_bounds(p, in64, c, tiled_precision(t, cfg.block_n));
           // Both runs lie within their bounds of the exact o, so they lie within the sum of each other.
           require_within("o vs first tile", gpu.o, o_first.o.to_f64(), plus(b_gpu.o, b_first.o), t);
-          HostTensor o_cpu(t, shape_q(p)), lse_cpu(DType::F32, shape_lse(p));  // (b, h_q, n_q, d), (b, h_q, n_q)
-          cpu::tiled_forward(p, cfg, in.q, in.k, in.v, o_cpu, lse_cpu);
+          Outputs cpu_out;
+          cpu_out.o = HostTensor(t, shape_q(p));               // (b, h_q, n_q, d)
+          cpu_out.lse = HostTensor(DType::F32, shape_lse(p));  // (b, h_q, n_q)
+          cpu::tiled_forward(in, cfg, cpu_out);
+          const HostTensor& o_cpu = cpu_out.o;
           ref::Precision cpu_prec = tiled_precision(t, cfg.block_n);
           cpu_prec.u_acc = 0x1p-24;  // the CPU emulation rounds to nearest
           const ref::Bounds b_cpu = ref::error_bounds(p, in64, c, cpu_prec);
