@@ -15,6 +15,7 @@
 
 #include "reference/certified.hpp"
 #include "reference/certified_internal.hpp"
+#include "reference/parallel.hpp"
 #include "reference/visibility.hpp"
 
 namespace fc::ref {
@@ -30,6 +31,8 @@ constexpr mpfr_prec_t kMpBits = 256;
 // Rows whose score bound eps exceeds this take the MPFR path (1.4e-17: the exponentials' own
 // error is 2^-51).
 constexpr double kMpAbove = 0x1p-56;
+// Rows per parallel task of the forward's row loop.
+constexpr Index kRowBlock = 64;
 
 class Mp {
  public:
@@ -88,6 +91,98 @@ double mp_row(const GroupIn& g, Index r, Index nv, double* xh, double* xl, doubl
   return mx_d;
 }
 
+// Row r of the forward: scores to weights P̂ (in place in f.p), kappa, lse and its bound. sl is the
+// caller's (n_k) scratch for the scores' low parts.
+void forward_row(const GroupIn& g, const ExactProduct& s, const std::vector<double>& b_max, Index r,
+                 std::vector<double>& sl, GroupFwd& f) {
+  const Index n = g.k.rows();
+  const double abs_scale = std::fabs(g.scale);
+  const Index nv = g.bad[r] ? 0 : g.n_vis[r];
+
+  double mx = -std::numeric_limits<double>::infinity(), s_abs = 0;
+  bool finite = true;
+  for (Index j = 0; j < nv; ++j) {
+    const double hi = f.p(r, j), lo = s.any_lo ? s.lo_at(r, j) : 0.0;
+    double sh, e1;
+    two_prod(g.scale, hi, sh, e1);  // scale·hi = sh + e1 exactly
+    sl[j] = e1 + g.scale * lo;      // two roundings, each <= u·2u|s|: charged 2^-100 |s| below
+    f.p(r, j) = sh;
+    mx = std::max(mx, sh);
+    finite = finite && std::isfinite(sh);
+    s_abs = std::max(s_abs, std::fabs(sh));
+  }
+  if (!finite) {  // a score overflowed: no claim for this row
+    f.bad[r] = 1;
+    for (Index j = 0; j < nv; ++j) f.p(r, j) = 0;
+    return;
+  }
+  for (Index j = nv; j < n; ++j) f.p(r, j) = 0;
+  if (nv == 0) return;  // empty row: o = 0, lse = -inf, no weight anywhere
+  // Score error of this row, uniform over its keys.
+  double eps = s.floor;
+  for (size_t t = 0; t < s.term_a.size(); ++t) eps += s.term_a[t][r] * b_max[t];
+  eps = (abs_scale * eps + 0x1p-100 * s_abs + 0x1p-1074) * kSlack;
+  // Huge scores: the double-double bound grows like u^2 |s|, and past |s| ~ 2^44 the low parts
+  // sl stop being small, so p̃ = exp(xh)(1 + xl) no longer approximates exp(xh + xl) (from
+  // |s| ~ 2^53 on, xl reaches O(1) and the charged xl^2 term is not even a bound: λ > 1).
+  // Such rows get their scores again in MPFR: then f.p holds xh and sl holds xl, with
+  // x_j = s_j - s_max = xh + xl + (<= eps) and |xl| <= u|xh|. Other rows keep |xl| <= 2^-30 +
+  // u·700, so xl^2 stays far below u.
+  double mx_err = 0, sl_max = 0;
+  for (Index j = 0; j < nv; ++j) sl_max = std::max(sl_max, std::fabs(sl[j]));
+  const bool mp = !(eps <= kMpAbove) || !(sl_max <= 0x1p-30);
+  if (mp) {
+    std::vector<double> err_x(size_t(nv), 0.0);
+    mx = mp_row(g, r, nv, &f.p(r, 0), sl.data(), err_x.data(), &mx_err);
+    if (!std::isfinite(mx)) {  // s_max overflows float64 after all: no claim
+      f.bad[r] = 1;
+      for (Index j = 0; j < nv; ++j) f.p(r, j) = 0;
+      return;
+    }
+    eps = 0;
+    for (double e : err_x) eps = std::max(eps, e);
+    eps *= kSlack;
+  }
+
+  double l_s = 0, l_c = 0, xl_max = 0, n_drop = 0;
+  for (Index j = 0; j < nv; ++j) {
+    double xh, xe;
+    if (mp) {
+      xh = f.p(r, j);  // x = xh + sl[j] to within eps
+      xe = 0;
+    } else {
+      two_sum(f.p(r, j), -mx, xh, xe);  // x = s - m = xh + xe exactly
+    }
+    if (xh < kDropBelow) {  // weight < e^-699: dropped, charged as an absolute term
+      f.p(r, j) = 0;
+      n_drop += 1;
+      continue;
+    }
+    const double xl = xe + sl[j];                 // |xl| ~ u|x|: rounding u|xl|
+    const double pj = std::exp(xh) * (1.0 + xl);  // e^xl = (1 + xl)(1 + O(xl^2))
+    xl_max = std::max(xl_max, std::fabs(xl));
+    double e;
+    two_sum(l_s, pj, l_s, e);  // Sum2: l = sum p̃ with error u|l| + gamma(n)^2 l
+    l_c += e;
+    f.p(r, j) = pj;
+  }
+  const double l = l_s + l_c;
+  const double inv_l = 1.0 / l;
+  for (Index j = 0; j < nv; ++j) f.p(r, j) *= inv_l;  // P̂ = p̃·(1/l): two roundings
+
+  const double delta = eps + kU * xl_max + xl_max * xl_max + kLibmRel + 2.01 * kU;
+  const double theta = kU + gamma(double(nv)) * gamma(double(nv));
+  const double tail = n_drop * 0x1p-1008;  // sum of dropped weights relative to l (l >= ~1)
+  const double lambda = 2 * delta + 1.01 * theta + 1.01 * tail + 2.01 * kU;  // |log(P̂/P)|
+  f.kappa[r] = lambda * (1 + lambda) * kSlack;                               // e^λ - 1 <= λ + λ^2 for λ <= 1
+  f.dropped[r] = n_drop > 0 ? kDroppedWeight : 0.0;
+  const double y = std::log(l);
+  f.lse[r] = mx + y;
+  f.lse_err[r] = (delta + 1.01 * theta + 1.01 * tail + kLibmRel * std::fabs(y) + kU * 1.01 * std::fabs(f.lse[r]) +
+                  1.01 * mx_err + 0x1p-1074) *
+                 kSlack;
+}
+
 }  // namespace
 
 GroupFwd forward(const GroupIn& g) {
@@ -107,92 +202,11 @@ GroupFwd forward(const GroupIn& g) {
   f.dropped.assign(m, 0.0);
   f.lse.assign(m, -std::numeric_limits<double>::infinity());
   f.lse_err.assign(m, 0.0);
-  std::vector<double> sl(n);  // (n_k): low parts of one row of scores
-  for (Index r = 0; r < m; ++r) {
-    const Index nv = g.bad[r] ? 0 : g.n_vis[r];
-    double mx = -std::numeric_limits<double>::infinity(), s_abs = 0;
-    bool finite = true;
-    for (Index j = 0; j < nv; ++j) {
-      const double hi = f.p(r, j), lo = s.any_lo ? s.lo_at(r, j) : 0.0;
-      double sh, e1;
-      two_prod(g.scale, hi, sh, e1);  // scale·hi = sh + e1 exactly
-      sl[j] = e1 + g.scale * lo;      // two roundings, each <= u·2u|s|: charged 2^-100 |s| below
-      f.p(r, j) = sh;
-      mx = std::max(mx, sh);
-      finite = finite && std::isfinite(sh);
-      s_abs = std::max(s_abs, std::fabs(sh));
-    }
-    if (!finite) {  // a score overflowed: no claim for this row
-      f.bad[r] = 1;
-      for (Index j = 0; j < nv; ++j) f.p(r, j) = 0;
-      continue;
-    }
-    for (Index j = nv; j < n; ++j) f.p(r, j) = 0;
-    if (nv == 0) continue;  // empty row: o = 0, lse = -inf, no weight anywhere
-    // Score error of this row, uniform over its keys.
-    double eps = s.floor;
-    for (size_t t = 0; t < s.term_a.size(); ++t) eps += s.term_a[t][r] * b_max[t];
-    eps = (abs_scale * eps + 0x1p-100 * s_abs + 0x1p-1074) * kSlack;
-    // Huge scores: the double-double bound grows like u^2 |s|, and past |s| ~ 2^44 the low parts
-    // sl stop being small, so p̃ = exp(xh)(1 + xl) no longer approximates exp(xh + xl) (from
-    // |s| ~ 2^53 on, xl reaches O(1) and the charged xl^2 term is not even a bound: λ > 1).
-    // Such rows get their scores again in MPFR: then f.p holds xh and sl holds xl, with
-    // x_j = s_j - s_max = xh + xl + (<= eps) and |xl| <= u|xh|. Other rows keep |xl| <= 2^-30 +
-    // u·700, so xl^2 stays far below u.
-    double mx_err = 0, sl_max = 0;
-    for (Index j = 0; j < nv; ++j) sl_max = std::max(sl_max, std::fabs(sl[j]));
-    const bool mp = !(eps <= kMpAbove) || !(sl_max <= 0x1p-30);
-    if (mp) {
-      std::vector<double> err_x(size_t(nv), 0.0);
-      mx = mp_row(g, r, nv, &f.p(r, 0), sl.data(), err_x.data(), &mx_err);
-      if (!std::isfinite(mx)) {  // s_max overflows float64 after all: no claim
-        f.bad[r] = 1;
-        for (Index j = 0; j < nv; ++j) f.p(r, j) = 0;
-        continue;
-      }
-      eps = 0;
-      for (double e : err_x) eps = std::max(eps, e);
-      eps *= kSlack;
-    }
-
-    double l_s = 0, l_c = 0, xl_max = 0, n_drop = 0;
-    for (Index j = 0; j < nv; ++j) {
-      double xh, xe;
-      if (mp) {
-        xh = f.p(r, j);  // x = xh + sl[j] to within eps
-        xe = 0;
-      } else {
-        two_sum(f.p(r, j), -mx, xh, xe);  // x = s - m = xh + xe exactly
-      }
-      if (xh < kDropBelow) {  // weight < e^-699: dropped, charged as an absolute term
-        f.p(r, j) = 0;
-        n_drop += 1;
-        continue;
-      }
-      const double xl = xe + sl[j];                 // |xl| ~ u|x|: rounding u|xl|
-      const double pj = std::exp(xh) * (1.0 + xl);  // e^xl = (1 + xl)(1 + O(xl^2))
-      xl_max = std::max(xl_max, std::fabs(xl));
-      double e;
-      two_sum(l_s, pj, l_s, e);  // Sum2: l = sum p̃ with error u|l| + gamma(n)^2 l
-      l_c += e;
-      f.p(r, j) = pj;
-    }
-    const double l = l_s + l_c;
-    const double inv_l = 1.0 / l;
-    for (Index j = 0; j < nv; ++j) f.p(r, j) *= inv_l;  // P̂ = p̃·(1/l): two roundings
-
-    const double delta = eps + kU * xl_max + xl_max * xl_max + kLibmRel + 2.01 * kU;
-    const double theta = kU + gamma(double(nv)) * gamma(double(nv));
-    const double tail = n_drop * 0x1p-1008;  // sum of dropped weights relative to l (l >= ~1)
-    const double lambda = 2 * delta + 1.01 * theta + 1.01 * tail + 2.01 * kU;  // |log(P̂/P)|
-    f.kappa[r] = lambda * (1 + lambda) * kSlack;                               // e^λ - 1 <= λ + λ^2 for λ <= 1
-    f.dropped[r] = n_drop > 0 ? kDroppedWeight : 0.0;
-    const double y = std::log(l);
-    f.lse[r] = mx + y;
-    f.lse_err[r] = (delta + 1.01 * theta + 1.01 * tail + kLibmRel * std::fabs(y) + kU * 1.01 * std::fabs(f.lse[r]) +
-                    1.01 * mx_err + 0x1p-1074) *
-                   kSlack;
-  }
+  // Rows are independent: blocks of kRowBlock rows run in parallel (reference/parallel.hpp).
+  parallel_rows(m, kRowBlock, [&](Index r0, Index r1) {
+    std::vector<double> sl(n);  // (n_k): low parts of one row of scores
+    for (Index r = r0; r < r1; ++r) forward_row(g, s, b_max, r, sl, f);
+  });
 
   Mat vv(n, 2 * d);  // (n_k, 2d): [V |V|]
   vv << g.v, g.v.cwiseAbs();
@@ -221,6 +235,11 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// Groups whose (m, n_k) matrices hold at most this many elements (32 MiB each) run in parallel.
+constexpr double kParallelGroupElems = 1 << 22;
+// Problems below this many multiply-adds of S = q kᵀ (n_q·heads·n_k·d) run on one thread.
+constexpr double kParallelWork = 1 << 24;
+
 bool certifiable(double x) { return std::isfinite(x) && std::fabs(x) < std::ldexp(1.0, cert::kMaxExp); }
 
 }  // namespace
@@ -240,8 +259,13 @@ Certified certified(const Problem& p, const Tensors64& in) {
     }
   }
   c.o_mag.assign(numel_q(p), 0.0);
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int32_t h_kv = 0; h_kv < p.heads_kv; ++h_kv) {
+  // Below ~2^24 multiply-adds the whole oracle takes milliseconds: no threads.
+  const SerialScope small(double(numel_q(p)) * double(n) < kParallelWork);
+  // One task per (batch, kv head) group, each writing its own rows of c.
+  auto one_group = [&](int64_t task) {
+    const int64_t b = task / p.heads_kv;
+    const int32_t h_kv = int32_t(task % p.heads_kv);
+    {
       cert::GroupIn g;
       g.scale = p.scale;
       g.q.resize(m, d);
@@ -291,7 +315,7 @@ Certified certified(const Problem& p, const Tensors64& in) {
           c.err.d_q[oq + l] = bad ? kInf : bw.d_q_err(r, l);
         }
       }
-      if (!grads) continue;
+      if (!grads) return;
       std::vector<char> poisoned(n, 0);  // (n_k): keys seen by an uncertified row
       for (Index r = 0; r < m; ++r)
         if (f.bad[r])
@@ -306,6 +330,14 @@ Certified certified(const Problem& p, const Tensors64& in) {
         }
       }
     }
+  };
+  // Small groups run side by side; large ones one after another, each parallel inside (their
+  // (m, n_k) matrices would not fit in memory many at a time).
+  const int64_t groups = p.batch * p.heads_kv;
+  if (double(m) * double(n) <= kParallelGroupElems)
+    parallel_for(groups, one_group);
+  else
+    for (int64_t t = 0; t < groups; ++t) one_group(t);
   return c;
 }
 

@@ -13,6 +13,8 @@
 namespace fc::ref::cert {
 namespace {
 
+constexpr Index kRowBlock = 256;  // rows per parallel task of the dS loop
+
 // Ogita–Rump–Oishi Dot2: x·y in twice the working precision; |res - x·y| <= u|res|(1+2u) + gamma(n)^2
 // |x|·|y|.
 double dot2(const Mat& x, const Mat& y, Index r, double& abs_dot) {
@@ -54,28 +56,40 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
   const double gam_qk = std::max(chunked_gamma(n), chunked_gamma(m));  // dS·K and dSᵀ·Q
   const double gam_v = chunked_gamma(m);                               // P̂ᵀ·d_o
   std::vector<double> w_row(m, 0.0), w_col(n, 0.0), wv_col(n, 0.0);    // sums of squared weights
-  for (Index r = 0; r < m; ++r) {
-    const Index nv = f.bad[r] ? 0 : g.n_vis[r];
-    const double kp = f.kappa[r] * (1 + f.kappa[r]);  // |P̂ - P| <= kp P̂ on kept entries
-    const double tail = f.dropped[r];                 // dropped entries: P̂ = 0, P <= tail
-    for (Index j = 0; j < nv; ++j) {
-      const double dpv = dp.any_lo ? ds(r, j) + dp.lo_at(r, j) : ds(r, j);
-      const double e_p = kU * std::fabs(dpv) * 1.01 + dp.bound(r, j);  // |dP - dpv|
-      const double t = dpv - big_d[r];  // cancels when dP ≈ D: its error is what e_p, err_d carry
-      const double pr = f.p(r, j);
-      const double dsv = pr * t;
-      // |dS - dsv| <= |P - P̂||dP - D| + P̂|(dP - D) - t| + rounding of P̂·t
-      double e = pr * ((kp + kU) * (1 + 3 * kU) * std::fabs(t) + (1 + kp) * (e_p + err_d[r])) + kU * std::fabs(dsv);
-      e += tail * (std::fabs(dpv) + e_p + std::fabs(big_d[r]) + err_d[r]);
-      const double w = e + gam_qk * std::fabs(dsv);
-      w_row[r] += w * w;
-      w_col[j] += w * w;
-      const double wv = (kp + gam_v * (1 + kp)) * pr + tail;
-      wv_col[j] += wv * wv;
-      ds(r, j) = dsv;
+  // Row blocks in parallel (reference/parallel.hpp); each keeps its own column sums, added in block
+  // order below (sums of non-negative terms: any order is within kSlack).
+  const Index blocks = (m + kRowBlock - 1) / kRowBlock;
+  std::vector<std::vector<double>> part_w(static_cast<size_t>(blocks)),
+      part_wv(static_cast<size_t>(blocks));  // each (n_k)
+  parallel_for(blocks, [&](int64_t blk) {
+    std::vector<double>& col_w = part_w[size_t(blk)];
+    std::vector<double>& col_wv = part_wv[size_t(blk)];
+    col_w.assign(size_t(n), 0.0), col_wv.assign(size_t(n), 0.0);
+    for (Index r = blk * kRowBlock; r < std::min(m, (blk + 1) * kRowBlock); ++r) {
+      const Index nv = f.bad[r] ? 0 : g.n_vis[r];
+      const double kp = f.kappa[r] * (1 + f.kappa[r]);  // |P̂ - P| <= kp P̂ on kept entries
+      const double tail = f.dropped[r];                 // dropped entries: P̂ = 0, P <= tail
+      for (Index j = 0; j < nv; ++j) {
+        const double dpv = dp.any_lo ? ds(r, j) + dp.lo_at(r, j) : ds(r, j);
+        const double e_p = kU * std::fabs(dpv) * 1.01 + dp.bound(r, j);  // |dP - dpv|
+        const double t = dpv - big_d[r];  // cancels when dP ≈ D: its error is what e_p, err_d carry
+        const double pr = f.p(r, j);
+        const double dsv = pr * t;
+        // |dS - dsv| <= |P - P̂||dP - D| + P̂|(dP - D) - t| + rounding of P̂·t
+        double e = pr * ((kp + kU) * (1 + 3 * kU) * std::fabs(t) + (1 + kp) * (e_p + err_d[r])) + kU * std::fabs(dsv);
+        e += tail * (std::fabs(dpv) + e_p + std::fabs(big_d[r]) + err_d[r]);
+        const double w = e + gam_qk * std::fabs(dsv);
+        w_row[r] += w * w;
+        col_w[j] += w * w;
+        const double wv = (kp + gam_v * (1 + kp)) * pr + tail;
+        col_wv[j] += wv * wv;
+        ds(r, j) = dsv;
+      }
+      for (Index j = nv; j < n; ++j) ds(r, j) = 0;
     }
-    for (Index j = nv; j < n; ++j) ds(r, j) = 0;
-  }
+  });
+  for (Index blk = 0; blk < blocks; ++blk)
+    for (Index j = 0; j < n; ++j) w_col[j] += part_w[size_t(blk)][j], wv_col[j] += part_wv[size_t(blk)][j];
 
   GroupBwd bw;
   chunked_product(ds, g.k, bw.d_q);              // (m, d)

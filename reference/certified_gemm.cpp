@@ -93,21 +93,35 @@ inline void accumulate(double& hi, double& lo, double t) {
   lo += e;
 }
 
+// Rows of a (m, n) result per parallel task: every task is the same computation whatever the
+// thread count (reference/parallel.hpp).
+constexpr Index kRowBlock = 256;
+
+// out = a·bᵀ (out sized by the caller) with its row blocks in parallel. Used for the exact slice
+// products, whose value does not depend on how the rows are split.
+void gemm_abt(Mat& out, const Mat& a, const Mat& b) {
+  parallel_rows(a.rows(), kRowBlock, [&](Index r0, Index r1) {
+    out.middleRows(r0, r1 - r0).noalias() = a.middleRows(r0, r1 - r0) * b.transpose();
+  });
+}
+
 // hi/lo += sa·sbᵀ for one slice pair (not the first), by the chosen method.
 void add_pair(ExactProduct& p, const Mat& sa, const Mat& sb, Method method, Mat& scratch) {
   const Index m = sa.rows(), n = sb.rows(), d = sa.cols();
   if (method == Method::SparseA) {
     const Mat sbt = sb.transpose();  // (d, n): row l holds column l of sb contiguously
-    for (Index i = 0; i < m; ++i)
-      for (Index l = 0; l < d; ++l) {
-        const double x = sa(i, l);
-        if (x == 0) continue;
-        double* hi = &p.hi(i, 0);
-        double* lo = &p.lo_rows(p.row_slot[i], 0);
-        const double* y = &sbt(l, 0);
-        // One slice product at a time: each is exact, and (hi, lo) absorbs it error-free.
-        for (Index j = 0; j < n; ++j) accumulate(hi[j], lo[j], x * y[j]);
-      }
+    parallel_rows(m, kRowBlock, [&](Index i0, Index i1) {
+      for (Index i = i0; i < i1; ++i)
+        for (Index l = 0; l < d; ++l) {
+          const double x = sa(i, l);
+          if (x == 0) continue;
+          double* hi = &p.hi(i, 0);
+          double* lo = &p.lo_rows(p.row_slot[i], 0);
+          const double* y = &sbt(l, 0);
+          // One slice product at a time: each is exact, and (hi, lo) absorbs it error-free.
+          for (Index j = 0; j < n; ++j) accumulate(hi[j], lo[j], x * y[j]);
+        }
+    });
   } else if (method == Method::SparseB) {
     struct Nz {
       Index j, l, slot;
@@ -117,25 +131,31 @@ void add_pair(ExactProduct& p, const Mat& sa, const Mat& sb, Method method, Mat&
     for (Index j = 0; j < n; ++j)
       for (Index l = 0; l < d; ++l)
         if (sb(j, l) != 0) nz.push_back({j, l, p.col_slot[j], sb(j, l)});
-    for (Index i = 0; i < m; ++i)
-      for (const Nz& e : nz) accumulate(p.hi(i, e.j), p.lo_cols(i, e.slot), sa(i, e.l) * e.y);
+    parallel_rows(m, kRowBlock, [&](Index i0, Index i1) {
+      for (Index i = i0; i < i1; ++i)
+        for (const Nz& e : nz) accumulate(p.hi(i, e.j), p.lo_cols(i, e.slot), sa(i, e.l) * e.y);
+    });
   } else if (p.lo.size() == 0) {
     // First dense pair after hi: its exact product goes straight into lo, then (hi, lo) is
     // renormalised by TwoSum, which is error-free: no scratch buffer needed.
     p.lo.resize(m, n);
-    p.lo.noalias() = sa * sb.transpose();  // exact
-    for (Index i = 0; i < m; ++i)
-      for (Index j = 0; j < n; ++j) {
-        double s, e;
-        two_sum(p.hi(i, j), p.lo(i, j), s, e);
-        p.hi(i, j) = s;
-        p.lo(i, j) = e;
-      }
+    gemm_abt(p.lo, sa, sb);  // exact
+    parallel_rows(m, kRowBlock, [&](Index i0, Index i1) {
+      for (Index i = i0; i < i1; ++i)
+        for (Index j = 0; j < n; ++j) {
+          double s, e;
+          two_sum(p.hi(i, j), p.lo(i, j), s, e);
+          p.hi(i, j) = s;
+          p.lo(i, j) = e;
+        }
+    });
   } else {
-    scratch.resize(m, n);                     // (m, n): reused across dense pairs (fresh pages are costly)
-    scratch.noalias() = sa * sb.transpose();  // exact
-    for (Index i = 0; i < m; ++i)
-      for (Index j = 0; j < n; ++j) accumulate(p.hi(i, j), p.lo(i, j), scratch(i, j));
+    scratch.resize(m, n);       // (m, n): reused across dense pairs (fresh pages are costly)
+    gemm_abt(scratch, sa, sb);  // exact
+    parallel_rows(m, kRowBlock, [&](Index i0, Index i1) {
+      for (Index i = i0; i < i1; ++i)
+        for (Index j = 0; j < n; ++j) accumulate(p.hi(i, j), p.lo(i, j), scratch(i, j));
+    });
   }
 }
 
@@ -167,7 +187,8 @@ ExactProduct plain_abt(const Mat& a, const Mat& b) {
   p.row_slot.assign(size_t(m), -1);
   p.col_slot.assign(size_t(n), -1);
   p.hi.resize(m, n);
-  p.hi.noalias() = a * b.transpose();
+  // Not exact: each row block is one fixed computation, so the value is the same on any thread count.
+  gemm_abt(p.hi, a, b);
   p.abs_row = row_scales(a);
   p.abs_col = row_scales(b);
   MatF af(m, d), bf(n, d);  // (m, d), (n, d): |a|, |b| scaled to [0, 1], rounded up
@@ -176,7 +197,9 @@ ExactProduct plain_abt(const Mat& a, const Mat& b) {
   for (Index j = 0; j < n; ++j)
     for (Index l = 0; l < d; ++l) bf(j, l) = up_float(std::fabs(b(j, l)) / p.abs_col[size_t(j)]);
   p.abs_f.resize(m, n);
-  p.abs_f.noalias() = af * bf.transpose();
+  parallel_rows(m, kRowBlock, [&](Index r0, Index r1) {
+    p.abs_f.middleRows(r0, r1 - r0).noalias() = af.middleRows(r0, r1 - r0) * bf.transpose();
+  });
   const double gamma_f = double(d) * 0x1p-24 / (1 - double(d) * 0x1p-24);
   p.abs_coef = gamma(double(d)) / (1 - gamma_f);
   p.floor = double(d) * 0x1p-1074;  // products below 2^-1022 round absolutely
@@ -291,7 +314,8 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_pl
   for (size_t t = 0; t < pairs.size(); ++t) {
     const Pair& q = pairs[t];
     if (t == 0 && q.method == Method::Dense) {
-      p.hi.noalias() = sa.s[q.x] * sb.s[q.y].transpose();  // exact: see the file comment
+      p.hi.resize(m, n);
+      gemm_abt(p.hi, sa.s[q.x], sb.s[q.y]);  // exact: see the file comment
     } else {
       add_pair(p, sa.s[q.x], sb.s[q.y], q.method, scratch);
     }

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <vector>
 
+#include "reference/parallel.hpp"
+
 namespace fc::ref::cert {
 
 using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -47,19 +49,21 @@ inline void two_prod(double a, double b, double& p, double& e) {
 // (error <= gamma(kChunk) |a||b| whatever order Eigen sums in) and the chunks are added one by one,
 // so |c - ab| <= chunked_gamma(inner) |a||b| elementwise instead of gamma(inner). Rows go in blocks
 // so the chunk buffer stays in cache.
+// The row blocks run in parallel (reference/parallel.hpp): each is the same computation whatever
+// the thread count.
 template <class A, class B>
 void chunked_product(const A& a, const B& b, Mat& c) {
   c.setZero(a.rows(), b.cols());
-  Mat tmp;  // (row block, b.cols()): one chunk's product
   const Index row_block = 512;
-  for (Index r0 = 0; r0 < a.rows(); r0 += row_block) {
-    const Index rn = std::min(row_block, a.rows() - r0);
+  parallel_rows(a.rows(), row_block, [&](Index r0, Index r1) {
+    const Index rn = r1 - r0;
+    Mat tmp;  // (row block, b.cols()): one chunk's product
     for (Index k0 = 0; k0 < a.cols(); k0 += kChunk) {
       const Index kn = std::min(kChunk, a.cols() - k0);
       tmp.noalias() = a.block(r0, k0, rn, kn) * b.middleRows(k0, kn);
       c.middleRows(r0, rn) += tmp;
     }
-  }
+  });
 }
 inline double chunked_gamma(Index inner) {
   const Index chunks = (inner + kChunk - 1) / kChunk;

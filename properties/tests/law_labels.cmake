@@ -1,0 +1,28 @@
+# ctest -P script (the law_labels test): every law of laws_test.cpp (its FC_LAW sentences) is a test
+# that both `ctest -L cpu` and `ctest -LE gpu` select, so that CPU-only runs never drop a CPU law.
+# -D CTEST=<ctest> -D BUILD=<build dir> -D SOURCE=<laws_test.cpp>
+file(STRINGS "${SOURCE}" lines REGEX "^FC_LAW\\(")
+set(sentences "")
+foreach(line IN LISTS lines)
+  string(REGEX REPLACE "^FC_LAW\\(\"[^\"]*\", \"(.*)\"\\)$" "\\1" sentence "${line}")
+  list(APPEND sentences "${sentence}")
+endforeach()
+list(LENGTH sentences count)
+if(count LESS 10)
+  message(FATAL_ERROR "found only ${count} FC_LAW lines in ${SOURCE}")
+endif()
+foreach(selection "-L;cpu" "-LE;gpu")
+  execute_process(COMMAND "${CTEST}" -N ${selection} WORKING_DIRECTORY "${BUILD}" OUTPUT_VARIABLE listed
+                  RESULT_VARIABLE rc)
+  string(REPLACE ";" " " shown "${selection}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "ctest -N ${shown} failed (${rc})")
+  endif()
+  foreach(sentence IN LISTS sentences)
+    string(FIND "${listed}" ": ${sentence}\n" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "ctest -N ${shown} does not list the CPU law \"${sentence}\"")
+    endif()
+  endforeach()
+endforeach()
+message(STATUS "${count} CPU laws listed under both -L cpu and -LE gpu")

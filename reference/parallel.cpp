@@ -1,0 +1,67 @@
+#include "reference/parallel.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fc::ref {
+namespace {
+
+thread_local bool in_task = false;  // nested parallel_for calls run serially
+
+}  // namespace
+
+int worker_threads() {
+  if (const char* s = std::getenv("FC_THREADS"); s && *s) {
+    char* end = nullptr;
+    const long n = std::strtol(s, &end, 10);
+    if (end && *end == '\0' && n >= 1) return int(std::min<long>(n, 1024));
+  }
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+void parallel_for(int64_t tasks, const std::function<void(int64_t)>& fn) {
+  if (tasks <= 0) return;
+  const int64_t threads = std::min<int64_t>(tasks, in_task ? 1 : worker_threads());
+  if (threads == 1) {
+    for (int64_t t = 0; t < tasks; ++t) fn(t);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&] {
+    in_task = true;
+    for (int64_t t = next++; t < tasks && !failed; t = next++) {
+      try {
+        fn(t);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        failed = true;
+      }
+    }
+    in_task = false;
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(size_t(threads - 1));
+  for (int64_t i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();
+  for (std::thread& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
+}
+
+void parallel_rows(int64_t rows, int64_t block, const std::function<void(int64_t, int64_t)>& fn) {
+  block = std::max<int64_t>(block, 1);
+  parallel_for((rows + block - 1) / block, [&](int64_t t) { fn(t * block, std::min(rows, (t + 1) * block)); });
+}
+
+SerialScope::SerialScope(bool on) : was_(in_task) { in_task = in_task || on; }
+SerialScope::~SerialScope() { in_task = was_; }
+
+}  // namespace fc::ref

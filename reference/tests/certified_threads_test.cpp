@@ -1,0 +1,96 @@
+// The certified oracle's parallel loops (reference/parallel.hpp) cut the work into the same tasks
+// whatever the thread count, so its values and bounds are bitwise the same on 1 thread and on many.
+#include <Eigen/Core>
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "reference/certified.hpp"
+#include "reference/parallel.hpp"
+#include "reference/tests/certified_cases.hpp"
+
+namespace {
+
+using fc::ref::Certified;
+
+fc::ref::Certified with_threads(const char* threads, const fc::ref::testing::Case& c) {
+  setenv("FC_THREADS", threads, 1);
+  Certified out = fc::ref::certified(c.p, c.in);
+  unsetenv("FC_THREADS");
+  return out;
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+// Past the size below which the oracle runs on one thread: 2 batches x 2 kv heads (GQA 2:1) x 320
+// rows x 384 keys x d = 64, bottom-right causal, fp16-representable values.
+fc::ref::testing::Case large_case() {
+  using namespace fc;
+  fc::ref::testing::Case c;
+  c.name = "large causal GQA";
+  c.p = fc::ref::testing::shape(2, 4, 2, 320, 384, 64, DType::F16, Mask::CausalBottomRight, 0.125);
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  auto fill = [&](std::vector<double>& x, int64_t n) {
+    x.resize(size_t(n));
+    for (double& e : x) e = double(float(Eigen::half(float(dist(rng)))));  // some fp16 value
+  };
+  fill(c.in.q, numel_q(c.p)), fill(c.in.k, numel_kv(c.p)), fill(c.in.v, numel_kv(c.p)), fill(c.in.d_o, numel_q(c.p));
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("certified gives the same bits on 1 thread and on 5", "[cpu]") {
+  int checked = 0;
+  std::vector<fc::ref::testing::Case> cases = fc::ref::testing::certified_cases();
+  cases.push_back(large_case());
+  for (const auto& c : cases) {
+    const Certified one = with_threads("1", c), five = with_threads("5", c);
+    INFO(c.name);
+    for (auto [a, b] : {std::pair{&one.value, &five.value}, std::pair{&one.err, &five.err}}) {
+      CHECK(same_bits(a->o, b->o));
+      CHECK(same_bits(a->lse, b->lse));
+      CHECK(same_bits(a->d_q, b->d_q));
+      CHECK(same_bits(a->d_k, b->d_k));
+      CHECK(same_bits(a->d_v, b->d_v));
+    }
+    CHECK(same_bits(one.o_mag, five.o_mag));
+    ++checked;
+  }
+  CHECK(checked > 5);
+}
+
+TEST_CASE("parallel_for runs every task once and rethrows a task's exception", "[cpu]") {
+  setenv("FC_THREADS", "4", 1);
+  REQUIRE(fc::ref::worker_threads() == 4);
+  std::vector<int> hits(1000, 0);
+  fc::ref::parallel_for(1000, [&](int64_t t) { ++hits[size_t(t)]; });
+  for (int h : hits) CHECK(h == 1);
+  std::vector<int> rows(1001, 0);
+  fc::ref::parallel_rows(1001, 64, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) ++rows[size_t(r)];
+  });
+  for (int h : rows) CHECK(h == 1);
+  CHECK_THROWS_AS(fc::ref::parallel_for(100,
+                                        [](int64_t t) {
+                                          if (t == 37) throw std::runtime_error("task 37");
+                                        }),
+                  std::runtime_error);
+  {
+    const fc::ref::SerialScope serial(true);  // inside it, no task runs on another thread
+    const auto caller = std::this_thread::get_id();
+    bool elsewhere = false;
+    fc::ref::parallel_for(64, [&](int64_t) { elsewhere = elsewhere || std::this_thread::get_id() != caller; });
+    CHECK_FALSE(elsewhere);
+  }
+  setenv("FC_THREADS", "0", 1);  // not a positive integer: every hardware thread
+  CHECK(fc::ref::worker_threads() >= 1);
+  unsetenv("FC_THREADS");
+}
