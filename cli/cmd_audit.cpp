@@ -4,7 +4,6 @@
 // This first audit only reports (exit 0); kernels or inputs that error give exit 2.
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -12,6 +11,7 @@
 
 #include "cli/audit_sweep.hpp"
 #include "cli/command.hpp"
+#include "io/atomic_file.hpp"
 #include "kernels/registry.hpp"
 
 namespace fc::cli {
@@ -57,6 +57,13 @@ std::string fmt_err(double x) { return x != x ? "NaN" : fmt::format("{:.2e}", x)
 }  // namespace
 
 int run_audit(const Options& opt) {
+  const std::string report_path = opt.out.empty() ? "" : (std::filesystem::path(opt.out) / "audit.json").string();
+  if (!opt.out.empty()) {  // a bad --out is refused before the sweep, not after it
+    std::error_code ec;
+    std::filesystem::create_directories(opt.out, ec);
+    if (ec) throw UsageError(fmt::format("{}: cannot create the output folder: {}", opt.out, ec.message()));
+    io::check_output_path(report_path);
+  }
   std::vector<const Kernel*> kernels;
   std::map<std::string, std::string> skipped;  // kernel -> reason
   for (const Kernel& k : registry()) {
@@ -184,12 +191,8 @@ int run_audit(const Options& opt) {
     for (const auto& [name, why] : skipped) fmt::print("skipped {}: {}\n", name, why);
   }
   if (!opt.out.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(opt.out, ec);
-    const std::string path = (std::filesystem::path(opt.out) / "audit.json").string();
-    std::ofstream f(path);
-    if (!(f << report.dump(2) << '\n')) throw UsageError(fmt::format("{}: cannot write the audit report", path));
-    if (!opt.as_json) fmt::print("\nwrote {}\n", path);
+    io::write_file_atomic(report_path, report.dump(2) + '\n');  // the previous report survives a failed write
+    if (!opt.as_json) fmt::print("\nwrote {}\n", report_path);
   }
   if (!errors.empty()) {
     // The table is already out; the failures go to stderr, one line each, and the exit code says 2.

@@ -1,60 +1,108 @@
-// `flashcheck check --kernel NAME [--cases N] [--seed S] [--law ID]`: the property suite on one
-// kernel. Exit 0 every law held, 1 a law failed (its minimal counterexample and a replay line are
-// printed), 2 bad usage. `--reproduce TOKEN` (with --law) replays exactly one minimal case;
+// `flashcheck check --kernel NAME | --plugin lib.so [--cases N] [--seed S] [--law ID]`: the property
+// suite on one kernel. Exit 0 every law held, 1 a law failed (its minimal counterexample and a replay
+// line are printed), 2 bad usage. `--reproduce TOKEN` (with --law) replays exactly one minimal case;
 // `--case FILE` one regression file. Regression files in --regressions DIR (default the source
 // tree's properties/regressions) are replayed before the random cases; --save-regressions writes
-// each new minimal counterexample there.
+// each new minimal counterexample there. A plugin runs in a worker process (cli/plugin_options.hpp).
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <random>
 
 #include "cli/command.hpp"
+#include "cli/options.hpp"
+#include "cli/plugin_options.hpp"
+#include "io/errors.hpp"
 #include "kernels/registry.hpp"
 #include "properties/runner.hpp"
 
 namespace fc::cli {
 
-Run register_check_command(CLI::App& app) {
+Run setup_check(CLI::App& app, const ExternalKernel* ext) {
   struct Options {
     std::string kernel, law, reproduce, case_file, regressions = props::default_regressions_dir();
     int cases = 100;
     uint64_t seed = 0;
     bool save = false;
+    PluginArgs plugin;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("check", "run the property suite (every law of DESIGN §5) on one kernel");
-  sub->add_option("--kernel", o->kernel, "kernel name (see `flashcheck kernels`)")->required();
-  sub->add_option("--cases", o->cases, "random cases per law")->check(CLI::Range(1, 1000000));
-  CLI::Option* seed = sub->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)");
+  if (!ext) {
+    CLI::Option* kernel = sub->add_option("--kernel", o->kernel, "kernel name (see `flashcheck kernels`)");
+    CLI::Option* plugin = add_plugin_options(sub, o->plugin, true);
+    kernel->excludes(plugin);
+  }
+  sub->add_option("--cases", o->cases, "random cases per law")
+      ->check(decimal_unsigned())
+      ->check(CLI::Range(1, 1000000));
+  CLI::Option* seed =
+      sub->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)")->check(decimal_unsigned());
   sub->add_option("--law", o->law, "run only this law (ids: see the output)");
   sub->add_option("--reproduce", o->reproduce, "replay token printed by a failure (needs --law)");
   sub->add_option("--case", o->case_file, "replay one regression file (needs --law)");
-  sub->add_option("--regressions", o->regressions, "regression folder replayed before random cases");
+  CLI::Option* regressions =
+      sub->add_option("--regressions", o->regressions, "regression folder replayed before random cases");
   sub->add_flag("--save-regressions", o->save, "save each minimal counterexample to the regression folder");
 
-  return [o, seed]() -> int {
-    const Kernel* k = find_kernel(o->kernel);
-    if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", o->kernel));
-    if (!device_present(k->info.device))
-      throw UsageError(fmt::format("kernel \"{}\" needs a {} device, and none is present", o->kernel, k->info.device));
+  return [o, seed, regressions, ext]() -> int {
+    std::ostream& out = ext && ext->out ? *ext->out : std::cout;
+    if (!ext && o->kernel.empty() && o->plugin.path.empty())
+      throw UsageError("check needs --kernel NAME or --plugin PATH");
     if (!o->law.empty() && !props::find_law(o->law)) throw UsageError(fmt::format("unknown law \"{}\"", o->law));
     if ((!o->reproduce.empty() || !o->case_file.empty()) && o->law.empty())
       throw UsageError("--reproduce and --case need --law");
+    // A folder named on the command line must exist: a typo must not silently replay nothing. (The
+    // default, the source tree's folder, may be absent from an installed copy.)
+    if (regressions->count() && !std::filesystem::is_directory(o->regressions))
+      throw UsageError(fmt::format("--regressions {}: no such folder", io::quoted(o->regressions)));
+    std::unique_ptr<plugin::Subject> subject;
+    const Kernel* k = nullptr;
     props::RunOptions opt;
+    if (ext) {
+      subject = ext->open();
+      k = &subject->kernel();
+      opt.replay_prefix = ext->replay_prefix;
+    } else if (!o->plugin.path.empty()) {
+      subject = open_plugin(o->plugin);
+      k = &subject->kernel();
+      opt.replay_prefix = plugin_replay_prefix(o->plugin, *subject);
+    } else {
+      k = find_kernel(o->kernel);
+      if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", o->kernel));
+      if (!device_present(k->info.device))
+        throw UsageError(
+            fmt::format("kernel \"{}\" needs a {} device, and none is present", o->kernel, k->info.device));
+    }
+    if (!o->case_file.empty()) {  // a case that would be skipped must not pass as "replayed"
+      std::string case_law;
+      const props::Case c = props::read_case(o->case_file, &case_law);
+      if (case_law != o->law)
+        throw UsageError(
+            fmt::format("{}: the case is for law {}, not {}", o->case_file, io::quoted(case_law), io::quoted(o->law)));
+      if (!claims(*k, c.in.p))
+        throw UsageError(fmt::format("{}: kernel {} does not claim this case's problem", o->case_file, k->info.name));
+    }
     opt.cases = o->cases;
     opt.seed = seed->count() ? o->seed : std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
     opt.reproduce = o->reproduce;
     opt.case_file = o->case_file;
     opt.regressions_dir = o->regressions;
     opt.save_failures = o->save;
-    std::cout << fmt::format("flashcheck check: kernel {} ({}), {} cases per law, seed {}\n", k->info.name,
-                             k->info.mutant ? "mutant" : k->info.device, opt.cases, opt.seed);
-    const bool ok = props::run_suite(*k, opt, std::cout, o->law);
-    std::cout << (ok ? "every law holds\n" : "a law failed\n");
+    out << fmt::format("flashcheck check: kernel {} ({}), {} cases per law, seed {}\n", k->info.name,
+                       k->info.mutant ? "mutant" : k->info.device, opt.cases, opt.seed);
+    if (subject) out << fmt::format("  {}; {}\n", k->info.description, subject->notes());
+    const bool ok = props::run_suite(*k, opt, out, o->law);
+    if (subject && subject->restarts() > 0)
+      out << fmt::format("the worker was restarted {} times after faults\n", subject->restarts());
+    out << (ok ? "every law holds\n" : "a law failed\n");
+    out.flush();
     return ok ? kExitPass : kExitFail;
   };
 }
+
+Run register_check_command(CLI::App& app) { return setup_check(app, nullptr); }
 
 }  // namespace fc::cli

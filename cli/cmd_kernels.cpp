@@ -1,4 +1,5 @@
-// `flashcheck kernels [--json]`: the registry as a table, or as JSON for other programs.
+// `flashcheck kernels [--json] [--plugin lib.so]`: the registry (or one plugin, its capabilities probed
+// through supports()) as a table, or as JSON for other programs.
 #include <fmt/format.h>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -6,6 +7,7 @@
 #include <vector>
 
 #include "cli/command.hpp"
+#include "cli/plugin_options.hpp"
 #include "kernels/registry.hpp"
 
 namespace fc::cli {
@@ -48,24 +50,27 @@ nlohmann::json kernel_json(const KernelInfo& i) {
           {"description", i.description}};
 }
 
-int run_kernels(bool as_json) {
+int run_kernels(bool as_json, const std::vector<const Kernel*>& kernels) {
   if (as_json) {
     nlohmann::json list = nlohmann::json::array();
-    for (const Kernel& k : registry()) list.push_back(kernel_json(k.info));
+    for (const Kernel* k : kernels) list.push_back(kernel_json(k->info));
     fmt::print("{}\n", nlohmann::json{{"kernels", list}}.dump(2));
     return kExitPass;
   }
   fmt::print("{:<22} {:<6} {:<6} {:<16} {:<44} {:<8} {:<4} {}\n", "kernel", "device", "mutant", "dtypes", "masks",
              "backward", "gqa", "tiles");
-  for (const Kernel& k : registry()) {
-    const KernelInfo& i = k.info;
+  for (const Kernel* k : kernels) {
+    const KernelInfo& i = k->info;
     std::string tiles = i.any_tile ? "any" : "";
-    for (const Config& c : i.configs) tiles += (tiles.empty() ? "" : ",") + tile(c);
+    for (const Config& c : i.configs) {
+      if (!tiles.empty()) tiles += ',';
+      tiles += tile(c);
+    }
     fmt::print("{:<22} {:<6} {:<6} {:<16} {:<44} {:<8} {:<4} {}\n", i.name, i.device, i.mutant ? "yes" : "no",
                joined(names(i.dtypes, dtype_name)), joined(names(i.masks, mask_name)), i.backward ? "yes" : "no",
                i.gqa ? "yes" : "no", tiles);
   }
-  fmt::print("{} kernels\n", registry().size());
+  fmt::print("{} kernels\n", kernels.size());
   return kExitPass;
 }
 
@@ -74,8 +79,20 @@ int run_kernels(bool as_json) {
 Run setup_kernels(CLI::App& app) {
   auto* sub = app.add_subcommand("kernels", "List every registered kernel and what it claims");
   auto as_json = std::make_shared<bool>(false);
+  auto plugin = std::make_shared<PluginArgs>();
   sub->add_flag("--json", *as_json, "Print {\"kernels\": [...]} as JSON");
-  return [as_json] { return run_kernels(*as_json); };
+  add_plugin_options(sub, *plugin, false);  // --plugin PATH: that plugin's row (probed capabilities)
+  return [as_json, plugin] {
+    std::vector<const Kernel*> kernels;
+    std::unique_ptr<plugin::Subject> subject;
+    if (!plugin->path.empty()) {
+      subject = open_plugin(*plugin);
+      kernels.push_back(&subject->kernel());
+    } else {
+      for (const Kernel& k : registry()) kernels.push_back(&k);
+    }
+    return run_kernels(*as_json, kernels);
+  };
 }
 
 }  // namespace fc::cli

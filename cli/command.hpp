@@ -7,7 +7,14 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <iosfwd>
+#include <memory>
 #include <stdexcept>
+#include <string>
+
+namespace fc::plugin {
+class Subject;
+}
 
 namespace fc::cli {
 
@@ -36,5 +43,15 @@ Run setup_audit(CLI::App& app);      // cmd_audit.cpp:     flashcheck audit [--o
 // cmd_check.cpp (properties helper): flashcheck check --kernel NAME [--cases N] [--seed S].
 // Compiled in when cli/cmd_check.cpp exists (cli/CMakeLists.txt defines FC_HAVE_CHECK_COMMAND).
 Run register_check_command(CLI::App& app);
+
+// `check` on a kernel given by the program embedding flashcheck (the C API, the Python bridge): no
+// --kernel/--plugin options; `open` makes the kernel, replay lines start with `replay_prefix`, and
+// the report goes to `out` (std::cout when null).
+struct ExternalKernel {
+  std::function<std::unique_ptr<plugin::Subject>()> open;
+  std::string replay_prefix;
+  std::ostream* out = nullptr;
+};
+Run setup_check(CLI::App& app, const ExternalKernel* ext);
 
 }  // namespace fc::cli

@@ -1,13 +1,18 @@
 // flashcheck: the command-line entry point. Parses with CLI11, dispatches to the subcommand table
 // below, and owns the exit-code policy: CLI11 parse errors and bad input exit 2 (not CLI11's own
 // codes), with one line on stderr.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <new>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "cli/command.hpp"
 #include "io/errors.hpp"
+#include "kernels/plugin/worker.hpp"
 
 namespace {
 
@@ -30,9 +35,21 @@ void print_error(const std::string& what) {
   std::fprintf(stderr, "flashcheck: %s\n", line.c_str());
 }
 
+// A command's verdict is only as good as the report it printed: when standard output could not be
+// written (a full disk, a closed pipe, /dev/full), a passing run must not exit 0.
+int stdout_checked(int code) {
+  std::cout.flush();
+  const bool bad = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (!bad) return code;
+  print_error(std::string("cannot write the report to standard output: ") + std::strerror(errno));
+  return code == fc::cli::kExitPass ? fc::cli::kExitUsage : code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A plugin's worker process (kernels/plugin/worker.hpp): started by `check --plugin`, not by users.
+  if (argc >= 2 && std::string(argv[1]) == "__worker") return fc::plugin::worker_main(argc, argv);
   CLI::App app{"flashcheck: property-based correctness and numerics for attention kernels"};
   app.require_subcommand(1);
   std::vector<std::pair<const char*, fc::cli::Run>> runs;
@@ -51,8 +68,11 @@ int main(int argc, char** argv) {
 
   try {
     for (auto& [name, run] : runs)
-      if (app.got_subcommand(name)) return run();
+      if (app.got_subcommand(name)) return stdout_checked(run());
     print_error("no subcommand given");
+    return fc::cli::kExitUsage;
+  } catch (const std::bad_alloc&) {
+    print_error("out of memory (a smaller problem, or --max-memory below what this machine has, avoids this)");
     return fc::cli::kExitUsage;
   } catch (const fc::io::FileError& e) {
     print_error(e.what());

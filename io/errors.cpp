@@ -31,12 +31,16 @@ const char* fault_name(Fault f) {
     case Fault::AbsurdShape: return "absurd_shape";
     case Fault::SizeMismatch: return "size_mismatch";
     case Fault::MissingTensor: return "missing_tensor";
+    case Fault::UnknownTensor: return "unknown_tensor";
     case Fault::WrongRank: return "wrong_rank";
     case Fault::BadShape: return "bad_shape";
     case Fault::MixedDtypes: return "mixed_dtypes";
     case Fault::UnknownMask: return "unknown_mask";
     case Fault::BadScale: return "bad_scale";
     case Fault::OutOfRange: return "out_of_range";
+    case Fault::BadMetadata: return "bad_metadata";
+    case Fault::TooLarge: return "too_large";
+    case Fault::BadVariant: return "bad_variant";
   }
   return "?";
 }

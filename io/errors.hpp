@@ -13,18 +13,22 @@ enum class Fault {
   Truncated,      // shorter than the 8-byte header length
   HeaderPastEnd,  // header length runs past the end of the file (or over the header size limit)
   BadJson,        // header is not JSON
-  BadHeader,      // JSON, but not a safetensors header (wrong types, missing fields, overlaps)
+  BadHeader,      // JSON, but not a safetensors header (wrong types, missing or duplicate fields, nesting)
   BadOffsets,     // data_offsets reversed or past the end of the data buffer
-  UnknownDtype,   // dtype other than F16 BF16 F32 F64
+  UnknownDtype,   // dtype other than F16 BF16 F32 F64 I32
   AbsurdShape,    // shape product overflows or exceeds what the file can hold
   SizeMismatch,   // byte size != shape x dtype size
   MissingTensor,  // q, k or v absent
+  UnknownTensor,  // a tensor name the file's role does not define (a misspelt "dO" would be dropped)
   WrongRank,      // an attention tensor is not rank 4
   BadShape,       // q/k/v/d_o disagree (batch, heads, d, n), GQA divisibility, empty or huge dims
   MixedDtypes,    // q, k, v, d_o not all one dtype
   UnknownMask,    // metadata "mask" not none|causal_top_left|causal_bottom_right
   BadScale,       // metadata "scale" not a finite decimal number
   OutOfRange,     // values a consumer cannot take (e.g. |x| >= 2^500 for the certified oracle)
+  BadMetadata,    // a metadata value that does not parse or is out of range (e.g. a regression case's fields)
+  TooLarge,       // a well-formed problem whose oracle run would exceed the memory or time limit
+  BadVariant,     // variant data that disagree (cu_seqlens, page_table, alibi_slopes; their shapes and values)
 };
 
 const char* fault_name(Fault f);

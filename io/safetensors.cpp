@@ -1,5 +1,8 @@
 #include "io/safetensors.hpp"
 
+#include "io/atomic_file.hpp"
+#include "io/header.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -19,15 +22,8 @@ using nlohmann::json;
 
 std::string shape_str(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-// A non-negative JSON integer (no floats, no negatives) that fits in uint64.
-bool as_u64(const json& j, uint64_t* out) {
-  if (j.is_number_unsigned()) return *out = j.get<uint64_t>(), true;
-  if (j.is_number_integer() && j.get<int64_t>() >= 0) return *out = uint64_t(j.get<int64_t>()), true;
-  return false;
-}
-
 bool parse_storage_dtype(const std::string& s, DType* out) {
-  for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64})
+  for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64, DType::I32})
     if (s == dtype_name(t)) return *out = t, true;
   return false;
 }
@@ -39,46 +35,28 @@ struct Entry {
   uint64_t begin, end;
 };
 
-// Validate one tensor's header entry against a data buffer of `data_bytes` bytes.
-Entry parse_entry(const std::string& file, const std::string& name, const json& j, uint64_t data_bytes) {
+// Validate one tensor's header entry (its JSON structure is already checked by parse_header) against
+// a data buffer of `data_bytes` bytes.
+Entry parse_entry(const std::string& file, const HeaderEntry& h, uint64_t data_bytes) {
   auto fail = [&](Fault f, const std::string& what) {
-    return FileError(f, file, fmt::format("tensor {}: {}", quoted(name), what));
+    return FileError(f, file, fmt::format("tensor {}: {}", quoted(h.name), what));
   };
-  if (!j.is_object()) throw fail(Fault::BadHeader, "header entry is not an object");
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (it.key() != "dtype" && it.key() != "shape" && it.key() != "data_offsets")
-      throw fail(Fault::BadHeader, fmt::format("unexpected field {}", quoted(it.key())));
-  if (!j.contains("dtype") || !j.contains("shape") || !j.contains("data_offsets"))
-    throw fail(Fault::BadHeader, "needs \"dtype\", \"shape\" and \"data_offsets\"");
-  Entry e{name, DType::F32, {}, 0, 0};
-
-  const json& jd = j["dtype"];
-  if (!jd.is_string()) throw fail(Fault::BadHeader, "dtype is not a string");
-  if (!parse_storage_dtype(jd.get<std::string>(), &e.dtype))
-    throw fail(Fault::UnknownDtype,
-               fmt::format("unknown dtype {} (expected F16, BF16, F32 or F64)", quoted(jd.get<std::string>())));
-
-  const json& jo = j["data_offsets"];
-  if (!jo.is_array() || jo.size() != 2 || !as_u64(jo[0], &e.begin) || !as_u64(jo[1], &e.end))
-    throw fail(Fault::BadHeader, "data_offsets is not [begin, end] of non-negative integers");
+  Entry e{h.name, DType::F32, {}, h.begin, h.end};
+  if (!parse_storage_dtype(h.dtype, &e.dtype))
+    throw fail(Fault::UnknownDtype, fmt::format("unknown dtype {} (expected F16, BF16, F32, F64 or I32)", quoted(h.dtype)));
   if (e.begin > e.end) throw fail(Fault::BadOffsets, fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
   if (e.end > data_bytes)
     throw fail(Fault::BadOffsets,
                fmt::format("data_offsets [{}, {}] run past the end of the data ({} bytes; truncated file?)", e.begin,
                            e.end, data_bytes));
 
-  const json& js = j["shape"];
-  if (!js.is_array()) throw fail(Fault::BadHeader, "shape is not an array");
-  if (js.size() > 16) throw fail(Fault::AbsurdShape, fmt::format("rank {} is absurd", js.size()));
   // Overflow-safe element count, capped by what the whole data buffer could hold: no multiplication
   // below can overflow because `numel` never exceeds `cap` (<= file size) before each step.
   const uint64_t elem = uint64_t(dtype_size(e.dtype));
   const uint64_t cap = data_bytes / elem;
   uint64_t numel = 1;
   bool too_big = false;
-  for (const json& d : js) {
-    uint64_t n;
-    if (!as_u64(d, &n)) throw fail(Fault::BadHeader, "shape holds a non-integer or negative dimension");
+  for (const uint64_t n : h.shape) {
     if (n > uint64_t(INT64_MAX)) throw fail(Fault::AbsurdShape, fmt::format("dimension {} is absurd", n));
     e.shape.push_back(int64_t(n));
     if (n == 0)
@@ -117,27 +95,13 @@ TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
     throw FileError(Fault::HeaderPastEnd, name,
                     fmt::format("header length {} runs past the end of the file ({} bytes)", n, size));
 
-  const char* h = bytes.data() + 8;
-  json header = json::parse(h, h + n, nullptr, /*allow_exceptions=*/false);
-  if (header.is_discarded()) throw FileError(Fault::BadJson, name, "header is not valid JSON");
-  if (!header.is_object()) throw FileError(Fault::BadHeader, name, "header is not a JSON object");
-
+  Header header = parse_header(name, bytes.substr(8, n));
   const uint64_t data_bytes = size - 8 - n;
   const std::string_view data = bytes.substr(8 + n);
   TensorFile out;
+  out.metadata = std::move(header.metadata);
   std::vector<Entry> entries;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") {
-      if (!it->is_object()) throw FileError(Fault::BadHeader, name, "__metadata__ is not an object");
-      for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string())
-          throw FileError(Fault::BadHeader, name, fmt::format("metadata {} is not a string", quoted(m.key())));
-        out.metadata[m.key()] = m->get<std::string>();
-      }
-      continue;
-    }
-    entries.push_back(parse_entry(name, it.key(), *it, data_bytes));
-  }
+  for (const HeaderEntry& h : header.entries) entries.push_back(parse_entry(name, h, data_bytes));
   // Tensors may not share bytes: sort by begin and compare neighbours.
   std::vector<const Entry*> by_begin;
   for (const Entry& e : entries)
@@ -199,13 +163,8 @@ std::string serialize_safetensors(const TensorFile& file) {
   return out;
 }
 
-void write_safetensors(const std::string& path, const TensorFile& file) {
-  const std::string bytes = serialize_safetensors(file);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw FileError(Fault::Io, path, "cannot open for writing");
-  f.write(bytes.data(), std::streamsize(bytes.size()));
-  f.close();
-  if (!f) throw FileError(Fault::Io, path, "write failed");
+void write_safetensors(const std::string& path, const TensorFile& file, const std::vector<std::string>& inputs) {
+  write_file_atomic(path, serialize_safetensors(file), inputs);
 }
 
 }  // namespace fc::io

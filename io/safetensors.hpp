@@ -1,6 +1,6 @@
 // safetensors read/write (DESIGN §3). Layout: 8-byte little-endian header length N, N bytes of JSON
 // header {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}, then
-// the data buffer (offsets are relative to its start). Dtypes F16 BF16 F32 F64.
+// the data buffer (offsets are relative to its start). Dtypes F16 BF16 F32 F64 (I32 for offsets and page tables).
 //
 // Reading validates everything before allocating a tensor: sizes are checked against the bytes the
 // file actually holds with overflow-safe arithmetic, so a hostile header cannot make us allocate
@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "io/errors.hpp"
 #include "kernels/tensor.hpp"
@@ -32,7 +33,9 @@ TensorFile read_safetensors(const std::string& path);
 
 // Encode: header padded with spaces to a multiple of 8 bytes, tensors in name order, packed.
 std::string serialize_safetensors(const TensorFile& file);
-// Write atomically enough for a CLI: a failure to open or write is a FileError(Fault::Io).
-void write_safetensors(const std::string& path, const TensorFile& file);
+// Write atomically (io/atomic_file.hpp): a reader sees the previous file or the whole new one, never
+// part of it; a target that is one of `inputs`, or not a regular file, is refused. Failures are
+// FileError(Fault::Io).
+void write_safetensors(const std::string& path, const TensorFile& file, const std::vector<std::string>& inputs = {});
 
 }  // namespace fc::io

@@ -41,6 +41,7 @@ std::string check_cu(const char* name, const HostTensor& cu, int32_t batch, int6
 std::string check_variants(const Inputs& in) {
   const Problem& p = in.p;
   if (p.varlen) {
+    if (p.total_q < 0 || p.total_k < 0) return "negative token totals";
     int64_t longest_q = 0, longest_k = 0;
     if (std::string e = check_cu("cu_seqlens_q", in.cu_seqlens_q, p.batch, p.total_q, &longest_q); !e.empty()) return e;
     if (std::string e = check_cu("cu_seqlens_k", in.cu_seqlens_k, p.batch, p.total_k, &longest_k); !e.empty()) return e;
@@ -51,6 +52,7 @@ std::string check_variants(const Inputs& in) {
     return "cu_seqlens given for a dense problem";
   }
   if (p.page_size > 0) {
+    if (!p.varlen) return "paged K/V needs varlen (cu_seqlens_q, cu_seqlens_k)";
     const std::vector<int64_t> shape = {p.batch, p.pages_per_seq};
     if (std::string e = check_tensor("page_table", in.page_table, DType::I32, shape); !e.empty()) return e;
     if (!in.page_table.is_compact()) return "page_table must be compact";
@@ -77,8 +79,16 @@ std::string check_variants(const Inputs& in) {
 
 std::string validate(const Inputs& in) {
   const Problem& p = in.p;
-  if (!well_formed(p)) return "not a well-formed attention problem";
+  if (!(p.batch > 0 && p.heads_q > 0 && p.heads_kv > 0 && p.d > 0 && p.d_v >= 0 && p.heads_q % p.heads_kv == 0))
+    return "not a well-formed attention problem";
   if (std::string e = check_variants(in); !e.empty()) return e;
+  if (p.window_left < -1 || p.window_right < -1)
+    return fmt::format("window ({}, {}): each side is >= 0, or -1 for unbounded", p.window_left, p.window_right);
+  if (!(p.softcap >= 0 && std::isfinite(p.softcap))) return fmt::format("softcap {} is not finite and >= 0", p.softcap);
+  if (p.page_size > 0 && int64_t(p.pages_per_seq) * p.page_size < p.n_k)
+    return fmt::format("the longest sequence has {} keys but the page table holds {} pages of {}", p.n_k,
+                       p.pages_per_seq, p.page_size);
+  if (!well_formed(p)) return "not a well-formed attention problem";
   if (std::string e = check_tensor("q", in.q, p.dtype, shape_q(p)); !e.empty()) return e;
   if (std::string e = check_tensor("k", in.k, p.dtype, shape_kv(p)); !e.empty()) return e;
   if (std::string e = check_tensor("v", in.v, p.dtype, shape_v(p)); !e.empty()) return e;

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <limits>
+#include <map>
 #include <filesystem>
 #include <functional>
 #include <ostream>
 
 #include "io/attention_io.hpp"
+#include "io/numbers.hpp"
 #include "io/safetensors.hpp"
 
 namespace fc::props {
@@ -29,17 +32,43 @@ std::string config_str(const Config& c) {
   return fmt::format("block_m={} block_n={} order={}", c.block_m, c.block_n, c.order == LoopOrder::FA1 ? "FA1" : "FA2");
 }
 
-double parse_double(const std::map<std::string, std::string>& m, const char* key, double dflt) {
-  auto it = m.find(key);
-  return it == m.end() ? dflt : std::strtod(it->second.c_str(), nullptr);  // strtod reads nan, inf
+using Meta = std::map<std::string, std::string>;
+
+[[noreturn]] void bad(const std::string& path, const char* key, const std::string& value, const std::string& why) {
+  throw io::FileError(io::Fault::BadMetadata, path,
+                      fmt::format("metadata \"{}\" = {} {}", key, io::quoted(value), why));
 }
 
-Config read_config(const std::map<std::string, std::string>& m, const std::string& suffix) {
+// An integer field in [lo, hi], `dflt` when absent; plain decimal only (io/numbers.hpp).
+int64_t read_int(const std::string& path, const Meta& m, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
+  auto it = m.find(key);
+  if (it == m.end()) return dflt;
+  int64_t x = 0;
+  if (!io::parse_decimal_i64(it->second, &x)) bad(path, key, it->second, "is not a decimal integer");
+  if (x < lo || x > hi) bad(path, key, it->second, fmt::format("is outside [{}, {}]", lo, hi));
+  return x;
+}
+
+Config read_config(const std::string& path, const Meta& m, const std::string& suffix) {
   Config c;
-  c.block_m = int32_t(parse_double(m, ("fc.block_m" + suffix).c_str(), 0));
-  c.block_n = int32_t(parse_double(m, ("fc.block_n" + suffix).c_str(), 0));
-  c.order = parse_double(m, ("fc.order" + suffix).c_str(), 0) == 1 ? LoopOrder::FA1 : LoopOrder::FA2;
+  const int64_t kMax = std::numeric_limits<int32_t>::max();
+  c.block_m = int32_t(read_int(path, m, ("fc.block_m" + suffix).c_str(), 0, 0, kMax));
+  c.block_n = int32_t(read_int(path, m, ("fc.block_n" + suffix).c_str(), 0, 0, kMax));
+  c.order = read_int(path, m, ("fc.order" + suffix).c_str(), 0, 0, 1) == 1 ? LoopOrder::FA1 : LoopOrder::FA2;
   return c;
+}
+
+// The poisoned value: "nan", "inf", "-inf" (as write_case spells them) or a plain decimal.
+double read_poison_value(const std::string& path, const Meta& m) {
+  auto it = m.find("fc.poison_value");
+  if (it == m.end()) return 0;
+  const std::string& v = it->second;
+  if (v == "nan") return std::numeric_limits<double>::quiet_NaN();
+  if (v == "inf") return std::numeric_limits<double>::infinity();
+  if (v == "-inf") return -std::numeric_limits<double>::infinity();
+  double x = 0;
+  if (!io::parse_decimal(v, &x)) bad(path, "fc.poison_value", v, "is not nan, inf, -inf or a decimal number");
+  return x;
 }
 
 }  // namespace
@@ -91,19 +120,25 @@ std::string write_case(const std::string& dir, const std::string& law, const std
   return path;
 }
 
+// Every field is validated here, where the file is read: the laws index tensors with poison_index
+// and trust the configs, so a hand-edited or corrupted regression file must be refused (exit 2), never
+// reach them (an out-of-range index wrote out of bounds).
 Case read_case(const std::string& path, std::string* law) {
   io::TensorFile f = io::read_safetensors(path);
-  const auto m = f.metadata;
+  const Meta m = f.metadata;
   Case c;
   c.in = io::inputs_from(path, std::move(f));
   if (law) *law = m.count("fc.law") ? m.at("fc.law") : "";
-  if (m.count("fc.regime")) parse_regime(m.at("fc.regime"), &c.regime);
-  c.cfg = read_config(m, "");
-  c.cfg2 = read_config(m, "2");
-  c.poison_tensor = int32_t(parse_double(m, "fc.poison_tensor", 0));
-  c.poison_index = int64_t(parse_double(m, "fc.poison_index", 0));
-  c.poison_value = parse_double(m, "fc.poison_value", 0);
-  c.aux = m.count("fc.aux") ? std::strtoull(m.at("fc.aux").c_str(), nullptr, 10) : 0;
+  if (auto it = m.find("fc.regime"); it != m.end() && !parse_regime(it->second, &c.regime))
+    bad(path, "fc.regime", it->second, "is not a regime");
+  c.cfg = read_config(path, m, "");
+  c.cfg2 = read_config(path, m, "2");
+  c.poison_tensor = int32_t(read_int(path, m, "fc.poison_tensor", 0, 0, 2));
+  const int64_t n = c.poison_tensor == 0 ? numel_q(c.in.p) : numel_kv(c.in.p);
+  c.poison_index = read_int(path, m, "fc.poison_index", 0, 0, n - 1);
+  c.poison_value = read_poison_value(path, m);
+  if (auto it = m.find("fc.aux"); it != m.end() && !io::parse_decimal_u64(it->second, &c.aux))
+    bad(path, "fc.aux", it->second, "is not a decimal integer >= 0");
   return c;
 }
 

@@ -48,7 +48,7 @@ bool replay_files(const Law& law, const Kernel& k, const RunOptions& opt, LawRes
     ++res.cases;
     if (msg.empty()) continue;
     res.ok = false, res.message = msg, res.counterexample = describe(c);
-    res.replay = fmt::format("flashcheck check --kernel {} --law {} --case {}", k.info.name, law.id, f);
+    res.replay = fmt::format("{} --law {} --case {}", replay_prefix(k, opt), law.id, f);
     return true;
   }
   return false;
@@ -68,6 +68,10 @@ std::string replay_line(const std::string& kernel, const std::string& law, const
   return fmt::format("flashcheck check --kernel {} --law {} --reproduce {}", kernel, law, token);
 }
 
+std::string replay_prefix(const Kernel& k, const RunOptions& opt) {
+  return opt.replay_prefix.empty() ? "flashcheck check --kernel " + k.info.name : opt.replay_prefix;
+}
+
 LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt) {
   LawResult res;
   if (!law_applies(law, k)) return res.applies = false, res;
@@ -78,7 +82,9 @@ LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt) {
   Case minimal;  // the last failing case RapidCheck evaluates is the minimal one after shrinking
   auto property = [&] {
     const Case c = *gen_case(spec);
-    RC_PRE(claims(k, c.in.p));
+    const bool claimed = claims(k, c.in.p);
+    if (!claimed) ++res.declined;
+    RC_PRE(claimed);
     ++res.coverage[classify(c)];
     const std::string msg = check_case(law, k, c);
     if (!msg.empty()) {
@@ -131,24 +137,32 @@ LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt) {
     const auto at = token.find("reproduce=");
     token = at == std::string::npos ? token : token.substr(at + 10);
     token = token.substr(0, token.find(' '));
-    res.replay = replay_line(k.info.name, law.id, token);
+    res.replay = fmt::format("{} --law {} --reproduce {}", replay_prefix(k, opt), law.id, token);
     if (opt.save_failures && !opt.regressions_dir.empty())
       res.saved = write_case(opt.regressions_dir, law.id, k.info.name, minimal);
+  } else if (result.match(gave_up) && gave_up.numSuccess == 0 && res.declined > 0) {
+    // Not a failure: the kernel's supports() declined every case this law generated.
+    res.ok = true, res.applies = false;
+    res.message =
+        fmt::format("no supported case: the kernel declined all {} cases generated for this law", res.declined);
   } else if (result.match(gave_up)) {
-    res.message = fmt::format("gave up after {} cases: {}\n", gave_up.numSuccess, gave_up.description);
+    res.message = fmt::format("gave up after {} cases ({} declined by the kernel): {}\n", gave_up.numSuccess,
+                              res.declined, gave_up.description);
   } else if (result.match(error)) {
     res.message = fmt::format("RapidCheck error: {}\n", error.description);
   }
   return res;
 }
 
-bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const std::string& law_id) {
+bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const std::string& law_id,
+               std::vector<std::pair<std::string, LawResult>>* results) {
   bool all = true;
   for (const Law& law : laws()) {
     if (!law_id.empty() && law.id != law_id) continue;
     const LawResult r = run_law(law, k, opt);
+    if (results) results->emplace_back(law.id, r);
     if (!r.applies) {
-      log << fmt::format("  n/a   {:<15} {}\n", law.id, law.sentence);
+      log << fmt::format("  n/a   {:<15} {}\n", law.id, r.message.empty() ? law.sentence : r.message);
       continue;
     }
     log << fmt::format("  {}  {:<15} {} ({} cases)\n", r.ok ? "PASS" : "FAIL", law.id, law.sentence, r.cases);

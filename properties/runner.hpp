@@ -9,6 +9,8 @@
 #include <iosfwd>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "properties/laws.hpp"
 
@@ -21,6 +23,8 @@ struct RunOptions {
   std::string case_file;        // replay one regression file
   std::string regressions_dir;  // replayed before random cases; "" = none
   bool save_failures = false;   // write each minimal counterexample into regressions_dir
+  std::string replay_prefix;    // the command that selects the kernel in replay lines; "" = "flashcheck
+                                // check --kernel NAME" (a plugin: --plugin PATH; Python: its own)
 };
 
 struct LawResult {
@@ -32,6 +36,7 @@ struct LawResult {
   std::string replay;          // one command line replaying exactly that case
   std::string saved;           // regression file written, if any
   std::map<Regime, int> coverage;
+  int declined = 0;  // generated cases the kernel's supports() declined (not run, not failures)
 };
 
 // The default regressions folder (properties/regressions in the source tree).
@@ -41,8 +46,12 @@ LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt);
 
 // Every applicable law (or only `law_id`); prints one line per law and, on failure, the
 // counterexample and replay line. True when every law held.
-bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const std::string& law_id = "");
+// `results`, when given, receives (law id, result) for every law, applicable or not.
+bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const std::string& law_id = "",
+               std::vector<std::pair<std::string, LawResult>>* results = nullptr);
 
 std::string replay_line(const std::string& kernel, const std::string& law, const std::string& token);
+// The prefix of a kernel's replay lines under opt ("flashcheck check --kernel NAME" by default).
+std::string replay_prefix(const Kernel& k, const RunOptions& opt);
 
 }  // namespace fc::props

@@ -8,8 +8,11 @@
 //   l        compensated sum (Sum2); P̂ = p̃ · (1/l): |P̂ - P| <= κ P with κ = e^(2δ + θ + ...) - 1;
 //   o        P̂·[V |V|] as a chunked GEMM: the same product gives o and o_mag = P̂|V|.
 // Softcap and ALiBi transform the scores between the first two steps (certified_variants.cpp).
-// Scope: finite inputs below 2^500 in magnitude. A row reached by a non-finite input (its q or
-// d_o row, or a k/v row it sees) is returned as NaN with an infinite bound: uncertified.
+// Scope: finite inputs below 2^500 in magnitude. A row reached by a non-finite input (its q row or a
+// k/v row it sees) is returned as NaN with an infinite bound: uncertified; a non-finite d_o row
+// leaves the forward certified and makes only that row's d_q and the d_k, d_v of the keys it sees
+// uncertified (certified_groups.cpp). A row that sees no key is o = 0, lse = -inf, d_q = 0 whatever
+// its q and d_o hold.
 #include <cmath>
 #include <limits>
 

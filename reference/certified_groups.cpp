@@ -44,6 +44,7 @@ cert::GroupIn gather(const Problem& p, const Tensors64& in, int64_t b, int32_t h
   g.first.assign(m, 0);
   g.n_vis.assign(m, 0);
   g.bad.assign(m, 0);
+  g.bad_d_o.assign(m, 0);
   if (p.alibi) g.slope.assign(m, 0.0), g.aligned.assign(m, 0);
   std::vector<char> bad_key(n, 0);  // (n_k)
   for (Index j = 0; j < n; ++j) {
@@ -70,14 +71,16 @@ cert::GroupIn gather(const Problem& p, const Tensors64& in, int64_t b, int32_t h
     g.n_vis[r] = j1;
     if (p.alibi) g.slope[r] = in.seq.alibi_slopes[size_t(h)], g.aligned[r] = aligned(p.mask, i, n_q, n);
     for (Index j = j0; j < j1; ++j) g.bad[r] |= bad_key[j];
+    // q reaches the forward and the backward, d_o only the backward; a row that sees no key has
+    // o = 0, lse = -inf and d_q = 0 whatever its q and d_o hold (the contract: never NaN there).
     for (Index l = 0; l < d; ++l) {
       const double x = in.q[size_t(row * d + l)];
-      g.bad[r] |= !certifiable(x);
+      g.bad[r] |= !certifiable(x) && j1 > j0;
       g.q(r, l) = certifiable(x) ? x : 0.0;
     }
     for (Index l = 0; grads && l < dv; ++l) {
       const double x = in.d_o[size_t(row * dv + l)];
-      g.bad[r] |= !certifiable(x);
+      g.bad_d_o[r] |= !certifiable(x) && j1 > j0;
       g.d_o(r, l) = certifiable(x) ? x : 0.0;
     }
   }
@@ -146,15 +149,16 @@ Certified certified(const Problem& p, const Tensors64& in) {
         c.err.o[x] = bad ? kInf : f.o_err(r, l);
         c.o_mag[x] = bad ? kNaN : f.o_mag(r, l);
       }
+      const bool bad_grad = bad || g.bad_d_o[r];
       for (Index l = 0; grads && l < d; ++l) {
-        c.value.d_q[row * d + l] = bad ? kNaN : bw.d_q(r, l);
-        c.err.d_q[row * d + l] = bad ? kInf : bw.d_q_err(r, l);
+        c.value.d_q[row * d + l] = bad_grad ? kNaN : bw.d_q(r, l);
+        c.err.d_q[row * d + l] = bad_grad ? kInf : bw.d_q_err(r, l);
       }
     }
     if (!grads || n == 0) return;
     std::vector<char> poisoned(n, 0);  // (n_k): keys seen by an uncertified row
     for (Index r = 0; r < m; ++r)
-      if (f.bad[r])
+      if (f.bad[r] || g.bad_d_o[r])
         for (Index j = g.first[r]; j < g.n_vis[r]; ++j) poisoned[j] = 1;
     if (paged) {
       kept[size_t(task)] = {std::move(bw), std::move(poisoned)};

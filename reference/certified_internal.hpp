@@ -125,6 +125,7 @@ struct GroupIn {
   std::vector<double> slope;   // (m): ALiBi slope of row r's head; empty: no ALiBi
   std::vector<Index> aligned;  // (m): row r's aligned row i' (ALiBi's bias is -slope·|i' - j|)
   std::vector<char> bad;       // (m): reached by a non-finite input: NaN, uncertified (bound +inf)
+  std::vector<char> bad_d_o;   // (m): a non-finite d_o in a row that sees keys: its gradients only
   Index key_end(Index r) const { return bad[size_t(r)] ? first[size_t(r)] : n_vis[size_t(r)]; }
 };
 

@@ -14,7 +14,7 @@ build=${BUILD_DIR:-$root/build}
 jobs=${JOBS:-$(nproc)}
 
 packages=(g++ cmake ninja-build pkg-config librapidcheck-dev catch2 libeigen3-dev libboost-dev
-          libmpfr-dev libgmp-dev libcli11-dev nlohmann-json3-dev libfmt-dev python3)
+          libmpfr-dev libgmp-dev libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev python3)
 
 missing=()
 for p in "${packages[@]}"; do

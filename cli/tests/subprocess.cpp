@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,15 +33,25 @@ int RunResult::stderr_lines() const {
   return n;
 }
 
-RunResult run_flashcheck(const std::vector<std::string>& args, int timeout_s) {
+RunResult run_flashcheck(const std::vector<std::string>& args, int timeout_s, const std::string& stdout_path) {
   static int counter = 0;
   const std::string dir = scratch_dir("run" + std::to_string(counter++));
   std::string cmd = "ulimit -v 4194304; timeout " + std::to_string(timeout_s) + " " + shell_quote(FLASHCHECK_BIN);
   for (const std::string& a : args) cmd += " " + shell_quote(a);
-  cmd += " >" + shell_quote(dir + "/out") + " 2>" + shell_quote(dir + "/err");
+  cmd += " >" + shell_quote(stdout_path.empty() ? dir + "/out" : stdout_path) + " 2>" + shell_quote(dir + "/err");
   const auto t0 = std::chrono::steady_clock::now();
-  const int status = std::system(cmd.c_str());
+  // fork + wait4 rather than std::system: wait4 reports the peak resident memory of the command's
+  // whole process tree (the shell's waited-for children included).
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  ::wait4(pid, &status, 0, &usage);
   RunResult r;
+  r.max_rss_kb = usage.ru_maxrss;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = slurp(dir + "/out");

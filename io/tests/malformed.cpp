@@ -117,6 +117,40 @@ std::vector<BadCase> malformed_cases() {
   c.push_back({"scale_inf", build_file(good, {{"scale", "inf"}}), Fault::BadScale, "scale"});
   c.push_back({"scale_nan", build_file(good, {{"scale", "nan"}}), Fault::BadScale, "scale"});
   c.push_back({"scale_overflows", build_file(good, {{"scale", "1e999"}}), Fault::BadScale, "scale"});
+  // Strictness: decimal-only numbers, no duplicate keys at any level, no unknown tensor names, no
+  // structure deeper or larger than a safetensors header has.
+  for (const char* scale : {"+-1", "-+1", "0x10", "1e", ".", "++1", " 1", "1 ", "1_000", "infinity"})
+    c.push_back(
+        {std::string("scale_not_decimal_") + scale, build_file(good, {{"scale", scale}}), Fault::BadScale, "scale"});
+  // JSON objects cannot hold a key twice, so the duplicates are spliced into the encoded header text.
+  auto dup = [&](const json& meta, const std::string& after, const std::string& insert) {
+    const std::string bytes = build_file(good, meta);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
+    std::string h = bytes.substr(8, n);
+    h.insert(h.find(after) + after.size(), insert);
+    return raw_file(h.size(), h + bytes.substr(8 + n));
+  };
+  c.push_back({"duplicate_tensor_q", dup(meta, "{", R"("q":{"dtype":"F16","shape":[0],"data_offsets":[0,0]},)"),
+               Fault::BadHeader, "duplicate key \"q\""});
+  c.push_back({"duplicate_metadata_object", dup(meta, "{", R"("__metadata__":{"mask":"causal_top_left"},)"),
+               Fault::BadHeader, "duplicate key \"__metadata__\""});
+  c.push_back({"duplicate_metadata_key", dup({{"scale", "0.5"}}, R"("__metadata__":{)", R"("scale":"2",)"),
+               Fault::BadHeader, "duplicate metadata key \"scale\""});
+  c.push_back({"duplicate_entry_field", dup(meta, R"("k":{)", R"("dtype":"F32",)"), Fault::BadHeader,
+               "duplicate field \"dtype\""});
+  c.push_back({"unknown_tensor_dO", build_file({good[0], good[1], good[2], {"dO", "F16", {1, 2, 3, 4}}}, meta),
+               Fault::UnknownTensor, "did you mean \"d_o\""});
+  c.push_back({"unknown_tensor_bias", build_file({good[0], good[1], good[2], {"bias", "F16", {4}}}, meta),
+               Fault::UnknownTensor, "\"bias\""});
+  c.push_back({"nested_objects", raw(R"({"q":{"dtype":{"dtype":{"dtype":"F16"}}}})"), Fault::BadHeader, "dtype"});
+  c.push_back({"nested_metadata", raw(R"({"__metadata__":{"mask":{"mask":"none"}}})"), Fault::BadHeader, "metadata"});
+  c.push_back(
+      {"nested_shape", raw(R"({"q":{"shape":[[1]],"dtype":"F16","data_offsets":[0,2]}})"), Fault::BadHeader, "shape"});
+  c.push_back(
+      {"rank_17", build_file(good, meta, set("q", "shape", std::vector<int>(17, 1))), Fault::AbsurdShape, "rank"});
+  c.push_back({"three_offsets", build_file(good, meta, set("v", "data_offsets", {80, 120, 120})), Fault::BadHeader,
+               "data_offsets"});
   return c;
 }
 

@@ -1,0 +1,60 @@
+#include "cli/plugin_options.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "cli/command.hpp"
+#include "kernels/plugin/loader.hpp"
+
+namespace fc::cli {
+namespace {
+
+std::string self_exe() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw UsageError("cannot find the flashcheck executable (/proc/self/exe) to start a worker");
+  return p.string();
+}
+
+}  // namespace
+
+CLI::Option* add_plugin_options(CLI::App* sub, PluginArgs& a, bool running) {
+  CLI::Option* opt = sub->add_option("--plugin", a.path, "a kernel as a shared library (<flashcheck/plugin.h>)");
+  if (!running) return opt;
+  sub->add_option("--timeout", a.timeout_s, "seconds one plugin call may take before it fails (default 60)")
+      ->check(CLI::Range(0.001, 1e6));
+  sub->add_option("--isolation", a.isolation, "process: the plugin runs in a worker process (default); none: here")
+      ->check(CLI::IsMember({"process", "none"}));
+  sub->add_option("--layout", a.layout, "mixed: compact and strided tensors (default); compact: compact only")
+      ->check(CLI::IsMember({"mixed", "compact"}));
+  return opt;
+}
+
+std::unique_ptr<plugin::Subject> open_plugin(const PluginArgs& a) {
+  std::error_code ec;
+  const std::string path = std::filesystem::absolute(a.path, ec).lexically_normal().string();
+  plugin::SubjectOptions so;
+  so.layout = a.layout == "compact" ? plugin::LayoutPolicy::Compact : plugin::LayoutPolicy::Mixed;
+  so.description = "plugin " + path;
+  try {
+    std::unique_ptr<plugin::Backend> b = a.isolation == "none"
+                                             ? plugin::in_process(plugin::load_plugin(path))
+                                             : plugin::isolated({self_exe(), "__worker", path}, a.timeout_s);
+    return std::make_unique<plugin::Subject>(std::move(b), so);
+  } catch (const plugin::LoadError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+std::string plugin_replay_prefix(const PluginArgs& a, const plugin::Subject& s) {
+  std::error_code ec;
+  std::string line = "flashcheck check --plugin " + std::filesystem::absolute(a.path, ec).lexically_normal().string();
+  if (s.layout_policy() == plugin::LayoutPolicy::Compact && a.layout == "compact") line += " --layout compact";
+  if (a.timeout_s != 60) line += fmt::format(" --timeout {}", a.timeout_s);
+  if (a.isolation == "none") line += " --isolation none";
+  return line;
+}
+
+}  // namespace fc::cli

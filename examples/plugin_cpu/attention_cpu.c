@@ -1,0 +1,263 @@
+/* A correct host attention kernel as a flashcheck plugin (<flashcheck/plugin.h>): forward and backward
+ * in double precision, any strides, F16/BF16/F32/F64 storage, the three masks, GQA, d_v != d, each
+ * output rounded once (to nearest even) into its storage type. It declines the variants it does not
+ * implement (varlen, paged K/V, windows, softcap, ALiBi).
+ *
+ *   cmake -S . -B build && cmake --build build
+ *   flashcheck check --plugin build/libattention_cpu.so
+ *
+ * FC_FAULT (a compile definition) plants one bug, for flashcheck's own tests of its plugin path; the
+ * faults fire only when n_k > 3, so each minimal counterexample has n_k = 4. */
+#include <flashcheck/plugin.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef FC_NAME
+#define FC_NAME "example_cpu"
+#endif
+enum { NONE, SEGV, ABORT, HANG, ERROR, STRIDES, CAUSAL, EXIT, OOB };
+#ifndef FC_FAULT
+#define FC_FAULT NONE
+#endif
+#ifndef FC_MAX_N /* nonzero: decline longer sequences (flashcheck's test of declined cases) */
+#define FC_MAX_N 0
+#endif
+
+static char error_text[256];
+static const char *last_error(void) { return error_text; }
+
+/* Element (i0, i1, i2, i3) of a rank-3 or rank-4 tensor, honouring its strides (NULL: compact). */
+static int64_t offset_of(const DLTensor *t, const int64_t *idx) {
+  int64_t off = 0, stride = 1;
+  for (int a = t->ndim - 1; a >= 0; --a) {
+    const int64_t s = (t->strides && FC_FAULT != STRIDES) ? t->strides[a] : stride;
+    off += idx[a] * s;
+    stride *= t->shape[a];
+  }
+  return off;
+}
+
+static double half_to_double(uint16_t h) {
+  const int e = (h >> 10) & 31, m = h & 1023;
+  const double mag = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+  return (h & 0x8000) ? -mag : mag;
+}
+
+/* x rounded once to a binary format with p significand bits, normal exponents emin..emax. */
+static double round_format(double x, int p, int emin, int emax) {
+  if (!isfinite(x) || x == 0) return x;
+  int e;
+  frexp(x, &e);
+  const int E = e - 1 < emin ? emin : e - 1;
+  const double q = ldexp(nearbyint(ldexp(x, p - 1 - E)), E - (p - 1)); /* ties to even */
+  return fabs(q) > ldexp(2 - ldexp(1, 1 - p), emax) ? copysign(INFINITY, x) : q;
+}
+
+static uint16_t half_bits(double q) { /* q already a binary16 value */
+  const uint16_t sign = signbit(q) ? 0x8000 : 0;
+  const double a = fabs(q);
+  if (isnan(q)) return 0x7E00;
+  if (isinf(a)) return sign | 0x7C00;
+  if (a < 0x1p-14) return sign | (uint16_t)(a * 0x1p24);
+  int e;
+  const double m = frexp(a, &e);
+  return sign | (uint16_t)((e + 14) << 10) | (uint16_t)((m * 2 - 1) * 1024);
+}
+
+static double load(const DLTensor *t, const int64_t *idx) {
+  const char *p = (const char *)t->data + t->byte_offset;
+  const int64_t at = offset_of(t, idx);
+  if (t->dtype.bits == 64) return ((const double *)p)[at];
+  if (t->dtype.bits == 32) return ((const float *)p)[at];
+  const uint16_t h = ((const uint16_t *)p)[at];
+  if (t->dtype.code == kDLFloat) return half_to_double(h);
+  const uint32_t w = (uint32_t)h << 16; /* bfloat16: the top half of a float */
+  float f;
+  memcpy(&f, &w, 4);
+  return f;
+}
+
+static void store(const DLTensor *t, const int64_t *idx, double x) {
+  char *p = (char *)t->data + t->byte_offset;
+  const int64_t at = offset_of(t, idx);
+  if (t->dtype.bits == 64) {
+    ((double *)p)[at] = x;
+  } else if (t->dtype.bits == 32) {
+    ((float *)p)[at] = (float)x; /* one rounding, to nearest even */
+  } else if (t->dtype.code == kDLFloat) {
+    ((uint16_t *)p)[at] = half_bits(round_format(x, 11, -14, 15));
+  } else {
+    const float f = (float)round_format(x, 8, -126, 127); /* exact in float */
+    uint32_t w;
+    memcpy(&w, &f, 4);
+    ((uint16_t *)p)[at] = isnan(x) ? 0x7FC0 : (uint16_t)(w >> 16);
+  }
+}
+
+static int visible(const fc_problem *p, int64_t i, int64_t j) {
+  const int64_t shift = p->n_k - p->n_q;
+  if (FC_FAULT == CAUSAL && p->n_k > 3) /* the planted bug: causal masks off by one */
+    return p->mask == FC_MASK_NONE || (p->mask == FC_CAUSAL_TOP_LEFT ? j < i : j < i + shift);
+  if (p->mask == FC_CAUSAL_TOP_LEFT) return j <= i;
+  if (p->mask == FC_CAUSAL_BOTTOM_RIGHT) return j <= i + shift;
+  return 1;
+}
+
+/* Rows (b, h, 0..n) of a rank-4 tensor, as n x width doubles, and back (rounded into its dtype). */
+static void gather(const DLTensor *t, int64_t b, int64_t h, int64_t n, int64_t width, double *out) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t x = 0; x < width; ++x) {
+      const int64_t idx[4] = {b, h, i, x};
+      out[i * width + x] = load(t, idx);
+    }
+}
+static void scatter(const DLTensor *t, int64_t b, int64_t h, int64_t n, int64_t width, const double *in) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t x = 0; x < width; ++x) {
+      const int64_t idx[4] = {b, h, i, x};
+      store(t, idx, in[i * width + x]);
+    }
+}
+
+/* One head's rows and what the kernel computes from them, in double. */
+typedef struct {
+  double *q, *k, *v, *o, *d_o, *d_q, *d_k, *d_v, *w; /* (n_q, d) (n_k, d) (n_k, d_v) ... w: (n_k) */
+  double *lse;                                       /* (n_q) */
+} head;
+
+static double *alloc_head(const fc_problem *p, head *t) {
+  const int64_t nq = p->n_q, nk = p->n_k, d = p->d, dv = p->d_v;
+  double *all = calloc((size_t)(2 * nq * d + nk * d + nk * dv + 2 * nq * dv + nk * d + nk * dv + nk + nq), 8);
+  if (!all) return NULL;
+  t->q = all, t->d_q = t->q + nq * d, t->k = t->d_q + nq * d, t->v = t->k + nk * d, t->o = t->v + nk * dv;
+  t->d_o = t->o + nq * dv, t->d_k = t->d_o + nq * dv, t->d_v = t->d_k + nk * d, t->w = t->d_v + nk * dv;
+  t->lse = t->w + nk;
+  return all;
+}
+
+/* o_i and lse_i of row i; leaves P_ij = exp(s_ij - lse_i) in t->w for visible j. */
+static void row(const fc_problem *p, head *t, int64_t i) {
+  double m = -INFINITY, l = 0, *o = t->o + i * p->d_v;
+  for (int64_t j = 0; j < p->n_k; ++j) {
+    if (!visible(p, i, j)) continue;
+    double dot = 0;
+    for (int64_t x = 0; x < p->d; ++x) dot += t->q[i * p->d + x] * t->k[j * p->d + x];
+    t->w[j] = p->scale * dot;
+    if (t->w[j] > m) m = t->w[j]; /* NaN never becomes the max: it poisons through its own weight */
+  }
+  for (int64_t x = 0; x < p->d_v; ++x) o[x] = 0;
+  t->lse[i] = -INFINITY;
+  if (m == -INFINITY) return; /* no visible key: o = 0, lse = -inf */
+  for (int64_t j = 0; j < p->n_k; ++j)
+    if (visible(p, i, j)) l += exp(t->w[j] - m);
+  t->lse[i] = m + log(l);
+  for (int64_t j = 0; j < p->n_k; ++j) {
+    if (!visible(p, i, j)) continue;
+    t->w[j] = exp(t->w[j] - m) / l;
+    for (int64_t x = 0; x < p->d_v; ++x) o[x] += t->w[j] * t->v[j * p->d_v + x];
+  }
+}
+
+static int supports(const fc_problem *p, const fc_forward_args *a) {
+  const DLDataType t = a->q.dtype;
+  const int float_ok = (t.code == kDLFloat && (t.bits == 16 || t.bits == 32 || t.bits == 64)) ||
+                       (t.code == kDLBfloat && t.bits == 16);
+  return float_ok && t.lanes == 1 && a->q.ndim == 4 && a->q.device.device_type == kDLCPU && p->mask >= 0 &&
+         p->mask <= 2 && p->softcap == 0 && p->window_left == -1 && p->window_right == -1 &&
+         !a->cu_seqlens_q.data && !a->cu_seqlens_k.data && !a->page_table.data && !a->alibi_slopes.data &&
+         (FC_MAX_N == 0 || (p->n_q <= FC_MAX_N && p->n_k <= FC_MAX_N));
+}
+
+static int fault(const fc_problem *p) {
+  if (p->n_k <= 3) return 0;
+  switch (FC_FAULT) {
+    case SEGV: return *(volatile int *)(uintptr_t)8;
+    case ABORT: abort();
+    case HANG: for (;;) sleep(1);
+    case EXIT: exit(0);
+    case ERROR: snprintf(error_text, sizeof error_text, "refusing n_k = %d", p->n_k); return 1;
+    default: return 0;
+  }
+}
+
+static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) {
+  (void)stream;
+  if (fault(p)) return 1;
+  head t;
+  double *all = alloc_head(p, &t);
+  if (!all) return snprintf(error_text, sizeof error_text, "out of memory"), 1;
+  for (int64_t b = 0; b < p->batch; ++b)
+    for (int64_t h = 0; h < p->heads_q; ++h) {
+      const int64_t hk = h / (p->heads_q / p->heads_kv);
+      gather(&a->q, b, h, p->n_q, p->d, t.q);
+      gather(&a->k, b, hk, p->n_k, p->d, t.k);
+      gather(&a->v, b, hk, p->n_k, p->d_v, t.v);
+      for (int64_t i = 0; i < p->n_q; ++i) {
+        row(p, &t, i);
+        const int64_t il[3] = {b, h, i};
+        store(&a->lse, il, t.lse[i]);
+      }
+      scatter(&a->o, b, h, p->n_q, p->d_v, t.o);
+    }
+  if (FC_FAULT == OOB && p->n_k > 3) { /* one element past o's last */
+    const int64_t last[4] = {p->batch - 1, p->heads_q - 1, p->n_q - 1, p->d_v};
+    store(&a->o, last, 1.0);
+  }
+  free(all);
+  return 0;
+}
+
+/* D_i = d_o_i . o_i, dS_ij = P_ij (d_o_i . v_j - D_i), d_q = scale dS K, d_k = scale dS^T Q, d_v = P^T d_o,
+ * with o and P recomputed in double; d_k and d_v sum over the query heads of their kv head. */
+static int backward(const fc_problem *p, const fc_backward_args *g, void *stream) {
+  (void)stream;
+  const fc_forward_args *a = &g->fwd;
+  if (fault(p)) return 1;
+  head t;
+  double *all = alloc_head(p, &t);
+  if (!all) return snprintf(error_text, sizeof error_text, "out of memory"), 1;
+  const int64_t group = p->heads_q / p->heads_kv, d = p->d, dv = p->d_v;
+  for (int64_t b = 0; b < p->batch; ++b)
+    for (int64_t hk = 0; hk < p->heads_kv; ++hk) {
+      gather(&a->k, b, hk, p->n_k, d, t.k);
+      gather(&a->v, b, hk, p->n_k, dv, t.v);
+      for (int64_t x = 0; x < p->n_k * d; ++x) t.d_k[x] = 0;
+      for (int64_t x = 0; x < p->n_k * dv; ++x) t.d_v[x] = 0;
+      for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+        gather(&a->q, b, h, p->n_q, d, t.q);
+        gather(&g->d_o, b, h, p->n_q, dv, t.d_o);
+        for (int64_t i = 0; i < p->n_q; ++i) {
+          const double *d_o = t.d_o + i * dv;
+          double D = 0, *d_q = t.d_q + i * d;
+          row(p, &t, i);
+          for (int64_t x = 0; x < dv; ++x) D += d_o[x] * t.o[i * dv + x];
+          for (int64_t x = 0; x < d; ++x) d_q[x] = 0;
+          for (int64_t j = 0; t.lse[i] != -INFINITY && j < p->n_k; ++j) {
+            if (!visible(p, i, j)) continue;
+            double dp = 0;
+            for (int64_t x = 0; x < dv; ++x) {
+              dp += d_o[x] * t.v[j * dv + x];
+              t.d_v[j * dv + x] += t.w[j] * d_o[x];
+            }
+            const double ds = t.w[j] * (dp - D);
+            for (int64_t x = 0; x < d; ++x) {
+              d_q[x] += p->scale * ds * t.k[j * d + x];
+              t.d_k[j * d + x] += p->scale * ds * t.q[i * d + x];
+            }
+          }
+        }
+        scatter(&g->d_q, b, h, p->n_q, d, t.d_q);
+      }
+      scatter(&g->d_k, b, hk, p->n_k, d, t.d_k);
+      scatter(&g->d_v, b, hk, p->n_k, dv, t.d_v);
+    }
+  free(all);
+  return 0;
+}
+
+static const fc_kernel kernel = {FC_ABI_VERSION, FC_NAME, kDLCPU, 1, supports, forward, backward, last_error};
+
+const fc_kernel *flashcheck_kernel(void) { return &kernel; }

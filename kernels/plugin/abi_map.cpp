@@ -1,0 +1,248 @@
+#include "kernels/plugin/abi_map.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+namespace fc::plugin {
+namespace {
+
+constexpr uint64_t kAlign = 256;       // DLPack: data aligned to 256 bytes, as cudaMalloc's
+constexpr uint64_t kGuard = 64;        // bytes after each tensor that must stay untouched
+constexpr unsigned char kFill = 0xFF;  // NaN in F16, BF16, F32 and F64
+
+uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+int64_t elem_size(const Slot& s) { return s.dtype.bits / 8; }
+
+bool is_output(const CallPlan& plan, int32_t id) {
+  return plan.backward ? (id == kDq || id == kDk || id == kDv) : (id == kO || id == kLse);
+}
+
+// A dense (batch, heads, n, x) tensor in `layout`.
+Slot dense(DType t, int64_t batch, int64_t heads, int64_t n, int64_t x, Layout layout) {
+  Slot s;
+  s.present = 1, s.ndim = 4, s.dtype = dl_dtype(t);
+  const int64_t shape[4] = {batch, heads, n, x};
+  std::copy(shape, shape + 4, s.shape);
+  int64_t st[4] = {heads * n * x, n * x, x, 1};
+  if (layout == Layout::Bshd) st[0] = n * heads * x, st[1] = x, st[2] = heads * x;
+  if (layout == Layout::Padded) {  // gaps of 3, 5 and 7 elements after each row, head and batch
+    st[2] = x + 3, st[1] = n * st[2] + 5, st[0] = heads * st[1] + 7;
+  }
+  s.has_strides = layout != Layout::Compact;
+  std::copy(st, st + 4, s.strides);
+  return s;
+}
+
+// lse (batch, heads_q, n_q): compact, or padded (gaps after each head's row and each batch).
+Slot lse_slot(DType t, int64_t batch, int64_t heads, int64_t n, Layout layout) {
+  Slot s;
+  s.present = 1, s.ndim = 3, s.dtype = dl_dtype(t);
+  s.shape[0] = batch, s.shape[1] = heads, s.shape[2] = n;
+  s.strides[2] = 1, s.strides[1] = n, s.strides[0] = heads * n;
+  if (layout == Layout::Padded) s.strides[1] = n + 2, s.strides[0] = heads * (n + 2) + 1, s.has_strides = 1;
+  return s;
+}
+
+uint64_t span_elems(const Slot& s) {
+  uint64_t last = 0;
+  for (int i = 0; i < s.ndim; ++i) {
+    if (s.shape[i] == 0) return 0;
+    last += uint64_t(s.shape[i] - 1) * uint64_t(s.strides[i]);
+  }
+  return last + 1;
+}
+
+// Calls f(byte offset in the arena of the row's first element, bytes of the row) for every innermost
+// row of a present slot (the innermost stride is 1 in every layout).
+template <class F>
+void for_rows(const Slot& s, F f) {
+  const int64_t es = elem_size(s), row = s.shape[s.ndim - 1] * es;
+  int64_t outer = 1;
+  for (int i = 0; i < s.ndim - 1; ++i) outer *= s.shape[i];
+  for (int64_t r = 0; r < outer; ++r) {
+    int64_t rem = r, at = 0;
+    for (int i = s.ndim - 2; i >= 0; --i) at += (rem % s.shape[i]) * s.strides[i], rem /= s.shape[i];
+    f(s.offset + uint64_t(at * es), row, r * row);
+  }
+}
+
+void check_tensor(const Slot& s, const HostTensor& t, int32_t id) {
+  int64_t n = 1;
+  for (int i = 0; i < s.ndim; ++i) n *= s.shape[i];
+  if (t.numel() != n || int64_t(t.bytes.size()) != n * elem_size(s))
+    throw std::logic_error(fmt::format("abi_map: {} has {} elements, the plan {}", slot_name(id), t.numel(), n));
+}
+
+}  // namespace
+
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::Compact: return "compact";
+    case Layout::Bshd: return "bshd";
+    case Layout::Padded: return "padded";
+  }
+  return "?";
+}
+
+Layout layout_for(const Problem& p, LayoutPolicy policy) {
+  if (policy == LayoutPolicy::Compact) return Layout::Compact;
+  uint64_t h = 0x9E3779B97F4A7C15ull;  // splitmix64 over the problem's fields
+  auto mix = [&h](uint64_t x) {
+    h ^= x + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    h ^= h >> 31;
+  };
+  uint64_t scale_bits = 0;
+  std::memcpy(&scale_bits, &p.scale, sizeof scale_bits);
+  for (uint64_t x : {uint64_t(p.batch), uint64_t(p.heads_q), uint64_t(p.heads_kv), uint64_t(p.n_q), uint64_t(p.n_k),
+                     uint64_t(p.d), uint64_t(p.dtype), uint64_t(p.mask), scale_bits})
+    mix(x);
+  return Layout(h % 3);
+}
+
+const char* slot_name(int32_t id) {
+  static const char* const names[kSlots] = {
+      "q",   "k",   "v",   "o",  "lse", "cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes",
+      "d_o", "d_q", "d_k", "d_v"};
+  return id >= 0 && id < kSlots ? names[id] : "?";
+}
+
+DLDataType dl_dtype(DType t) {
+  switch (t) {
+    case DType::F16: return {kDLFloat, 16, 1};
+    case DType::BF16: return {kDLBfloat, 16, 1};
+    case DType::F32: return {kDLFloat, 32, 1};
+    case DType::F64: return {kDLFloat, 64, 1};
+  }
+  return {kDLFloat, 32, 1};
+}
+
+// Every field of fc::Problem. The contract's variants (windows, softcap, d_v) take their neutral
+// values until fc::Problem carries them.
+fc_problem to_abi(const Problem& p) {
+  fc_problem a{};
+  a.batch = p.batch, a.heads_q = p.heads_q, a.heads_kv = p.heads_kv;
+  a.n_q = p.n_q, a.n_k = p.n_k;
+  a.d = p.d, a.d_v = p.d;
+  a.mask = int32_t(p.mask);
+  a.window_left = -1, a.window_right = -1;
+  a.scale = p.scale;
+  a.softcap = 0;
+  return a;
+}
+
+CallPlan plan_call(const Problem& p, Layout layout, bool backward) {
+  CallPlan plan;
+  plan.problem = to_abi(p);
+  plan.backward = backward;
+  plan.layout = int32_t(layout);
+  const fc_problem& a = plan.problem;
+  const DType t = p.dtype;
+  plan.slot[kQ] = dense(t, a.batch, a.heads_q, a.n_q, a.d, layout);             // (batch, heads_q, n_q, d)
+  plan.slot[kK] = dense(t, a.batch, a.heads_kv, a.n_k, a.d, layout);            // (batch, heads_kv, n_k, d)
+  plan.slot[kV] = dense(t, a.batch, a.heads_kv, a.n_k, a.d_v, layout);          // (batch, heads_kv, n_k, d_v)
+  plan.slot[kO] = dense(t, a.batch, a.heads_q, a.n_q, a.d_v, layout);           // (batch, heads_q, n_q, d_v)
+  plan.slot[kLse] = lse_slot(lse_dtype(t), a.batch, a.heads_q, a.n_q, layout);  // (batch, heads_q, n_q)
+  if (backward) {
+    plan.slot[kDo] = plan.slot[kO], plan.slot[kDq] = plan.slot[kQ];
+    plan.slot[kDk] = plan.slot[kK], plan.slot[kDv] = plan.slot[kV];
+  }
+  uint64_t at = 0;
+  for (Slot& s : plan.slot) {
+    if (!s.present) continue;
+    s.offset = at;
+    s.span = span_elems(s) * uint64_t(elem_size(s));
+    at = align_up(s.offset + s.span + kGuard);
+  }
+  plan.bytes = std::max<uint64_t>(at, kAlign);
+  return plan;
+}
+
+void pack(const CallPlan& plan, const HostArgs& in, unsigned char* arena) {
+  std::memset(arena, kFill, plan.bytes);
+  const std::pair<int32_t, const HostTensor*> inputs[] = {{kQ, in.q}, {kK, in.k},     {kV, in.v},
+                                                          {kO, in.o}, {kLse, in.lse}, {kDo, in.d_o}};
+  for (const auto& [id, t] : inputs) {
+    const Slot& s = plan.slot[id];
+    if (!s.present || !t || is_output(plan, id)) continue;
+    check_tensor(s, *t, id);
+    for_rows(s, [&](uint64_t at, int64_t bytes, int64_t from) {
+      std::memcpy(arena + at, t->bytes.data() + from, size_t(bytes));
+    });
+  }
+}
+
+std::string unpack(const CallPlan& plan, const unsigned char* arena, const unsigned char* before, const HostOuts& out) {
+  std::vector<std::pair<uint64_t, uint64_t>> writable;  // [begin, end) byte ranges of output elements
+  const std::pair<int32_t, HostTensor*> outputs[] = {
+      {kO, out.o}, {kLse, out.lse}, {kDq, out.d_q}, {kDk, out.d_k}, {kDv, out.d_v}};
+  for (const auto& [id, t] : outputs) {
+    const Slot& s = plan.slot[id];
+    if (!s.present || !is_output(plan, id)) continue;
+    if (t) check_tensor(s, *t, id);
+    for_rows(s, [&](uint64_t at, int64_t bytes, int64_t to) {
+      if (t) std::memcpy(t->bytes.data() + to, arena + at, size_t(bytes));
+      writable.emplace_back(at, at + uint64_t(bytes));
+    });
+  }
+  std::sort(writable.begin(), writable.end());
+  uint64_t from = 0;
+  auto differs = [&](uint64_t a, uint64_t b) -> int64_t {  // first differing byte in [a, b), or -1
+    if (a >= b || std::memcmp(arena + a, before + a, size_t(b - a)) == 0) return -1;
+    for (uint64_t x = a; x < b; ++x)
+      if (arena[x] != before[x]) return int64_t(x);
+    return -1;
+  };
+  int64_t bad = -1;
+  for (const auto& [b, e] : writable) {
+    if ((bad = differs(from, b)) >= 0) break;
+    from = std::max(from, e);
+  }
+  if (bad < 0) bad = differs(from, plan.bytes);
+  if (bad < 0) return "";
+  for (int32_t id = 0; id < kSlots; ++id) {
+    const Slot& s = plan.slot[id];
+    if (!s.present || uint64_t(bad) < s.offset) continue;
+    if (uint64_t(bad) < s.offset + s.span)
+      return is_output(plan, id) ? fmt::format(
+                                       "the kernel wrote into the gaps between the elements of {} (byte {} "
+                                       "of its strided span)",
+                                       slot_name(id), uint64_t(bad) - s.offset)
+                                 : fmt::format("the kernel modified its input {}", slot_name(id));
+    if (uint64_t(bad) < s.offset + s.span + kGuard)
+      return fmt::format("the kernel wrote {} bytes past the end of {}", uint64_t(bad) - s.offset - s.span + 1,
+                         slot_name(id));
+  }
+  return fmt::format("the kernel wrote outside every tensor (arena byte {})", bad);
+}
+
+void make_args(const CallPlan& plan, unsigned char* base, DLDevice dev, fc_forward_args* fwd, fc_backward_args* bwd) {
+  auto view = [&](int32_t id) {
+    const Slot& s = plan.slot[id];
+    DLTensor t{};
+    t.device = dev;
+    if (!s.present) return t;
+    t.data = base ? base + s.offset : nullptr;
+    t.ndim = s.ndim;
+    t.dtype = s.dtype;
+    t.shape = const_cast<int64_t*>(s.shape);
+    t.strides = s.has_strides ? const_cast<int64_t*>(s.strides) : nullptr;
+    return t;
+  };
+  fc_forward_args f{};
+  f.q = view(kQ), f.k = view(kK), f.v = view(kV), f.o = view(kO), f.lse = view(kLse);
+  f.cu_seqlens_q = view(kCuSeqlensQ), f.cu_seqlens_k = view(kCuSeqlensK);
+  f.page_table = view(kPageTable), f.alibi_slopes = view(kAlibi);
+  if (fwd) *fwd = f;
+  if (bwd) {
+    bwd->fwd = f;
+    bwd->d_o = view(kDo), bwd->d_q = view(kDq), bwd->d_k = view(kDk), bwd->d_v = view(kDv);
+  }
+}
+
+}  // namespace fc::plugin

@@ -1,0 +1,30 @@
+// Where a plugin's calls run: in this process (InProcess) or in a worker process (Isolated). Both
+// hand out an arena to pack a call into and run the call on it; Subject (subject.hpp) does the rest.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/plugin/executor.hpp"
+#include "kernels/plugin/loader.hpp"
+
+namespace fc::plugin {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Meta meta() const = 0;
+  virtual unsigned char* arena(uint64_t bytes) = 0;  // 256-aligned, at least `bytes`
+  // supports(); a fault (the worker crashed or hung in it) sets *fault and returns false.
+  virtual bool supports(const CallPlan& plan, std::string* fault) = 0;
+  virtual CallResult run(const CallPlan& plan) = 0;  // the packed arena in, outputs in it
+  virtual int restarts() const { return 0; }
+};
+
+// k validated here (LoadError); CUDA kernels get their device now.
+std::unique_ptr<Backend> in_process(const fc_kernel* k);
+// The worker command (e.g. {flashcheck, "__worker", lib.so}); started, and greeted, now.
+std::unique_ptr<Backend> isolated(std::vector<std::string> worker_argv, double timeout_s);
+
+}  // namespace fc::plugin

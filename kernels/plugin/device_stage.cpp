@@ -1,0 +1,74 @@
+// DeviceStage (executor.hpp): the CUDA half of the executor, host code over the runtime API. Without
+// CUDA every method says so, and a kDLCUDA plugin fails to start with that message.
+#include <fmt/format.h>
+
+#include "kernels/plugin/executor.hpp"
+
+#ifdef FLASHCHECK_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace fc::plugin {
+
+#ifdef FLASHCHECK_HAVE_CUDA
+
+namespace {
+std::string why(cudaError_t e) { return fmt::format("{} ({})", cudaGetErrorString(e), cudaGetErrorName(e)); }
+}  // namespace
+
+DeviceStage::DeviceStage() = default;
+
+DeviceStage::~DeviceStage() {
+  if (data_) cudaFree(data_);
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+std::string DeviceStage::init() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return "no CUDA device is present";
+  cudaStream_t s = nullptr;
+  const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return "creating a CUDA stream: " + why(e);
+  stream_ = s;
+  return "";
+}
+
+std::string DeviceStage::upload(const unsigned char* host, uint64_t bytes) {
+  if (bytes > bytes_) {
+    if (data_) cudaFree(data_);
+    data_ = nullptr, bytes_ = 0;
+    const cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&data_), bytes);
+    if (e != cudaSuccess) return fmt::format("cudaMalloc of {} bytes: {}", bytes, why(e));
+    bytes_ = bytes;
+  }
+  const cudaError_t e = cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice);
+  return e == cudaSuccess ? "" : why(e);
+}
+
+std::string DeviceStage::download(unsigned char* host, uint64_t bytes) {
+  const cudaError_t e = cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost);
+  return e == cudaSuccess ? "" : why(e);
+}
+
+std::string DeviceStage::sync(bool* fatal) {
+  // The kernel may have ignored our stream: synchronise the whole device.
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) e = cudaGetLastError();
+  if (e == cudaSuccess) return "";
+  cudaGetLastError();  // clears a launch error; a sticky error (illegal address, ...) stays
+  *fatal = cudaDeviceSynchronize() != cudaSuccess || cudaFree(nullptr) != cudaSuccess;
+  return why(e) + (*fatal ? " — the CUDA context is broken" : "");
+}
+
+#else
+
+DeviceStage::DeviceStage() = default;
+DeviceStage::~DeviceStage() = default;
+std::string DeviceStage::init() { return "this flashcheck was built without CUDA"; }
+std::string DeviceStage::upload(const unsigned char*, uint64_t) { return "this flashcheck was built without CUDA"; }
+std::string DeviceStage::download(unsigned char*, uint64_t) { return "this flashcheck was built without CUDA"; }
+std::string DeviceStage::sync(bool*) { return ""; }
+
+#endif
+
+}  // namespace fc::plugin

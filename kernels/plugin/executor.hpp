@@ -1,0 +1,58 @@
+// Calling a loaded kernel on an arena (abi_map.hpp): supports() on a plan, forward/backward on the
+// arena's tensors. Host kernels get the arena itself; CUDA kernels a device copy of it (uploaded
+// before, downloaded after, the device synchronised and its error state read). Used in-process and
+// by the worker process alike.
+#pragma once
+
+#include <flashcheck/plugin.h>
+
+#include <memory>
+#include <string>
+
+#include "kernels/plugin/abi_map.hpp"
+
+namespace fc::plugin {
+
+struct CallResult {
+  bool ok = true;
+  std::string error;   // why not: the kernel's nonzero return with last_error's text, a CUDA error
+  bool fatal = false;  // the process's CUDA context is broken: nothing more can run in it
+};
+
+// Device memory mirroring an arena (CUDA builds; elsewhere every method reports that CUDA is absent).
+class DeviceStage {
+ public:
+  DeviceStage();
+  ~DeviceStage();
+  DeviceStage(const DeviceStage&) = delete;
+  DeviceStage& operator=(const DeviceStage&) = delete;
+  std::string init();  // select the device and create the context: "" or why it failed
+  // Upload `bytes` of host memory (growing the device buffer); "" or the CUDA error.
+  std::string upload(const unsigned char* host, uint64_t bytes);
+  std::string download(unsigned char* host, uint64_t bytes);
+  unsigned char* data() const { return data_; }
+  void* stream() const { return stream_; }
+  // Synchronise after a kernel call: "" or the error, *fatal when the context stays broken.
+  std::string sync(bool* fatal);
+
+ private:
+  unsigned char* data_ = nullptr;
+  uint64_t bytes_ = 0;
+  void* stream_ = nullptr;
+};
+
+class Executor {
+ public:
+  explicit Executor(const fc_kernel* k);
+  bool on_cuda() const { return k_->device_type == kDLCUDA; }
+  std::string init();  // CUDA kernels: the device and its context
+  bool supports(const CallPlan& plan) const;
+  // Forward or backward (plan.backward) on a host arena of plan.bytes, outputs written into it.
+  CallResult call(const CallPlan& plan, unsigned char* arena);
+
+ private:
+  const fc_kernel* k_;
+  DeviceStage stage_;
+};
+
+}  // namespace fc::plugin

@@ -1,0 +1,136 @@
+#include "kernels/plugin/subject.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <stdexcept>
+
+namespace fc::plugin {
+namespace {
+
+// Head dims tried first when probing dtypes and masks (the common ones, then odd ones).
+constexpr int32_t kProbeDims[] = {64, 128, 32, 16, 96, 256, 8, 80, 40, 192, 1, 7};
+constexpr DType kProbeDtypes[] = {DType::F16, DType::BF16, DType::F32, DType::F64};
+constexpr Mask kProbeMasks[] = {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight};
+
+Problem probe_problem(DType t, Mask m, int32_t d) {
+  Problem p;
+  p.batch = 1, p.heads_q = 1, p.heads_kv = 1, p.n_q = 16, p.n_k = 16, p.d = d;
+  p.dtype = t, p.mask = m, p.scale = default_scale(d);
+  return p;
+}
+
+}  // namespace
+
+Subject::Subject(std::unique_ptr<Backend> backend, SubjectOptions opt)
+    : backend_(std::move(backend)), opt_(std::move(opt)) {
+  const Meta m = backend_->meta();
+  KernelInfo& i = kernel_.info;
+  i.name = m.name;
+  i.device = m.device_type == kDLCUDA ? "cuda" : "cpu";
+  i.description = opt_.description;
+  i.backward = m.backward;
+  i.writes_lse = m.writes_lse;
+  i.configs = {Config{}};
+  probe();
+  kernel_.supports = [this](const Problem& p) { return supports(p); };
+  kernel_.forward = [this](const Inputs& in, const Config&, Outputs& out) {
+    run(plan_call(in.p, layout_for(in.p, opt_.layout), false), {&in.q, &in.k, &in.v}, {&out.o, &out.lse});
+  };
+  if (m.backward)
+    kernel_.backward = [this](const Inputs& in, const Config&, Outputs& out) {
+      HostOuts outs;
+      outs.d_q = &out.d_q, outs.d_k = &out.d_k, outs.d_v = &out.d_v;
+      run(plan_call(in.p, layout_for(in.p, opt_.layout), true), {&in.q, &in.k, &in.v, &out.o, &out.lse, &in.d_o}, outs);
+    };
+}
+
+bool Subject::accepts(const Problem& p, Layout layout) {
+  std::string fault;
+  const bool yes = backend_->supports(plan_call(p, layout, false), &fault);
+  if (!fault.empty())
+    throw LoadError(fmt::format("{}: supports() failed while flashcheck probed what the kernel accepts: {}",
+                                kernel_.info.name, fault));
+  return yes;
+}
+
+// dtypes and masks at the common head dims, then every head dim 1..256 on the first accepted pair,
+// then GQA/MQA, then whether strided layouts are accepted at all.
+void Subject::probe() {
+  KernelInfo& i = kernel_.info;
+  bool any = false;
+  DType t0 = DType::F32;
+  Mask m0 = Mask::None;
+  int32_t d0 = 64;
+  bool mask_ok[3] = {false, false, false};
+  for (DType t : kProbeDtypes) {
+    bool dtype_ok = false;
+    for (Mask m : kProbeMasks)
+      for (int32_t d : kProbeDims)
+        if (accepts(probe_problem(t, m, d), Layout::Compact)) {
+          if (!any) any = true, t0 = t, m0 = m, d0 = d;
+          dtype_ok = mask_ok[int(m)] = true;
+          break;
+        }
+    if (dtype_ok) i.dtypes.push_back(t);
+  }
+  if (!any)
+    throw LoadError(
+        fmt::format("{}: supports() declines every problem flashcheck offers (F16, BF16, F32, F64; "
+                    "every mask; d in 1..256; n = 16; compact tensors)",
+                    i.name));
+  for (Mask m : kProbeMasks)
+    if (mask_ok[int(m)]) i.masks.push_back(m);
+  bool every_d = true;
+  for (int32_t d = 1; d <= 256; ++d)
+    if (accepts(probe_problem(t0, m0, d), Layout::Compact))
+      i.head_dims.push_back(d);
+    else
+      every_d = false;
+  if (every_d) i.head_dims.clear();  // any d
+  Problem g = probe_problem(t0, m0, d0);
+  g.heads_q = 4, g.heads_kv = 2;
+  Problem mqa = g;
+  mqa.heads_kv = 1;
+  i.gqa = accepts(g, Layout::Compact) || accepts(mqa, Layout::Compact);
+  const Problem plain = probe_problem(t0, m0, d0);
+  const bool bshd = accepts(plain, Layout::Bshd), padded = accepts(plain, Layout::Padded);
+  if (opt_.layout == LayoutPolicy::Mixed && !bshd && !padded) {
+    opt_.layout = LayoutPolicy::Compact;
+    notes_ = "the kernel declines strided tensors: every case uses compact ones";
+  } else if (opt_.layout == LayoutPolicy::Mixed) {
+    notes_ = "tensors compact, bshd or padded, chosen per problem";
+  } else {
+    notes_ = "tensors compact";
+  }
+}
+
+bool Subject::supports(const Problem& p) {
+  std::string fault;
+  const CallPlan plan = plan_call(p, layout_for(p, opt_.layout), false);
+  const bool yes = backend_->supports(plan, &fault);
+  if (fault.empty()) return yes;
+  // The case is claimed so that it runs, and fails with the fault (shrinking then minimises it).
+  pending_fault_ = "supports(): " + fault, pending_problem_ = plan.problem, pending_dtype_ = p.dtype;
+  return true;
+}
+
+void Subject::run(const CallPlan& plan, const HostArgs& in, const HostOuts& out) {
+  if (!pending_fault_.empty()) {
+    const bool same = std::memcmp(&plan.problem, &pending_problem_, sizeof plan.problem) == 0 &&
+                      plan.slot[kQ].dtype.code == dl_dtype(pending_dtype_).code &&
+                      plan.slot[kQ].dtype.bits == dl_dtype(pending_dtype_).bits;
+    std::string fault;
+    std::swap(fault, pending_fault_);
+    if (same) throw std::runtime_error(fault);
+  }
+  unsigned char* arena = backend_->arena(plan.bytes);
+  pack(plan, in, arena);
+  before_.assign(arena, arena + plan.bytes);
+  const CallResult r = backend_->run(plan);
+  if (!r.ok) throw std::runtime_error(r.error);
+  const std::string stray = unpack(plan, arena, before_.data(), out);
+  if (!stray.empty()) throw std::runtime_error(stray);
+}
+
+}  // namespace fc::plugin

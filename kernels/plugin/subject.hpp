@@ -1,0 +1,48 @@
+// A plugin (or a Python callable behind the same ABI) as a registry Kernel, so that every law,
+// generator, bound, shrink, replay line and exit code is the `--kernel` path's. Its capabilities
+// (KernelInfo) come from probing supports() at load; each call is planned in a layout (abi_map.hpp),
+// packed into the backend's arena, run, and unpacked; a nonzero return, a crash, a time-out or a
+// write outside the outputs is thrown as the case's failure.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/plugin/abi_map.hpp"
+#include "kernels/plugin/backend.hpp"
+#include "kernels/registry.hpp"
+
+namespace fc::plugin {
+
+struct SubjectOptions {
+  LayoutPolicy layout = LayoutPolicy::Mixed;
+  std::string description;  // KernelInfo::description, e.g. "plugin /path/lib.so"
+};
+
+class Subject {
+ public:
+  // Probes the backend's supports(); LoadError when it declines everything or faults while probed.
+  Subject(std::unique_ptr<Backend> backend, SubjectOptions opt);
+  const Kernel& kernel() const { return kernel_; }
+  LayoutPolicy layout_policy() const { return opt_.layout; }
+  const std::string& notes() const { return notes_; }  // what probing decided, for the run's header
+  int restarts() const { return backend_->restarts(); }
+
+ private:
+  void probe();
+  bool accepts(const Problem& p, Layout layout);  // supports(), a fault while probing is a LoadError
+  bool supports(const Problem& p);                // a fault is kept for the case's forward
+  void run(const CallPlan& plan, const HostArgs& in, const HostOuts& out);
+
+  std::unique_ptr<Backend> backend_;
+  SubjectOptions opt_;
+  Kernel kernel_;
+  std::string notes_;
+  std::vector<unsigned char> before_;  // the arena as packed, held against the arena after the call
+  std::string pending_fault_;          // supports() faulted on this problem: its case fails with that
+  fc_problem pending_problem_{};
+  DType pending_dtype_ = DType::F32;
+};
+
+}  // namespace fc::plugin

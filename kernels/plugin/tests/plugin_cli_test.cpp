@@ -1,0 +1,142 @@
+// `flashcheck check --plugin` and `kernels --plugin` end to end on the example CPU kernel, built
+// correct and with planted faults, and on plugins that break the ABI's rules.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "kernels/plugin/tests/run_cli.hpp"
+
+using namespace fc::plugin::testing;
+
+namespace {
+
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Splits a replay line into arguments (paths contain no spaces in the build tree).
+std::vector<std::string> args_of(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  std::string w;
+  while (in >> w) out.push_back(w);
+  REQUIRE(out.size() > 2);
+  REQUIRE(out[0] == "flashcheck");
+  out.erase(out.begin());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("check --plugin: the correct example kernel passes every law, isolated and in-process", "[cpu]") {
+  const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_cpu_none"), "--seed", "7"});
+  CAPTURE(r.out, r.err);
+  CHECK(r.code == 0);
+  CHECK(count(r.out, "FAIL") == 0);
+  CHECK(count(r.out, "PASS") >= 15);
+  CHECK(r.out.find("every law holds") != std::string::npos);
+  // In-process: the same kernel through the same mapping, without the worker.
+  const Ran here = run_cli({"check", "--plugin", plugin_path("plugin_cpu_none"), "--isolation", "none", "--law",
+                            "reference", "--cases", "40", "--seed", "7"});
+  CAPTURE(here.out, here.err);
+  CHECK(here.code == 0);
+  CHECK(count(here.out, "PASS") == 1);
+}
+
+TEST_CASE("kernels --plugin lists the capabilities supports() accepts", "[cpu]") {
+  const Ran r = run_cli({"kernels", "--json", "--plugin", plugin_path("plugin_cpu_short")});
+  REQUIRE(r.code == 0);
+  const auto k = nlohmann::json::parse(r.out)["kernels"].at(0);
+  CHECK(k["name"] == "example_cpu_short");
+  CHECK(k["device"] == "cpu");
+  CHECK(k["dtypes"] == nlohmann::json({"F16", "BF16", "F32", "F64"}));
+  CHECK(k["masks"].size() == 3);
+  CHECK(k["head_dims"].empty());  // any d
+  CHECK(k["backward"] == true);
+  CHECK(k["gqa"] == true);
+}
+
+TEST_CASE("check --plugin: a law whose every case is declined says so and is no failure", "[cpu]") {
+  // example_cpu_short declines n > 32; the FlashAttention rule needs n >= 64.
+  const Ran r = run_cli(
+      {"check", "--plugin", plugin_path("plugin_cpu_short"), "--law", "fa_rule", "--cases", "5", "--seed", "1"});
+  CAPTURE(r.out, r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("no supported case") != std::string::npos);
+  CHECK(r.out.find("gave up") == std::string::npos);
+}
+
+TEST_CASE("check --plugin: what is not a usable plugin is one line and exit 2", "[cpu]") {
+  const std::pair<std::string, std::string> cases[] = {
+      {"/nonexistent/lib.so", "no such file"},
+      {FLASHCHECK_BIN, "not a loadable shared library"},
+      {plugin_path("bad_no_symbol"), "exports no flashcheck_kernel"},
+      {plugin_path("bad_null_kernel"), "returned NULL"},
+      {plugin_path("bad_old_abi"), "ABI version 1"},
+      {plugin_path("bad_null_forward"), "forward entry is NULL"},
+      {plugin_path("bad_null_supports"), "supports entry is NULL"},
+      {plugin_path("bad_bad_device"), "device_type 7"},
+      {plugin_path("bad_bad_name"), "name may use only"},
+      {plugin_path("bad_declines_all"), "declines every problem"},
+      {plugin_path("bad_crashes_in_supports"), "SIGSEGV"},
+  };
+  for (const auto& [path, why] : cases)
+    for (const char* isolation : {"process", "none"}) {
+      if (std::string(isolation) == "none" && why == "SIGSEGV") continue;  // in-process it would crash us
+      CAPTURE(path, isolation);
+      const Ran r = run_cli({"check", "--plugin", path, "--cases", "1", "--isolation", isolation});
+      CAPTURE(r.out, r.err);
+      CHECK(r.code == 2);
+      CHECK(r.err_lines() == 1);
+      CHECK(r.err.find(why) != std::string::npos);
+    }
+  const Ran both = run_cli({"check", "--plugin", plugin_path("plugin_cpu_none"), "--kernel", "cpu_tiled"});
+  CHECK(both.code == 2);
+  const Ran none = run_cli({"check"});
+  CHECK(none.code == 2);
+  CHECK(none.err_lines() == 1);
+}
+
+// Each planted fault fails the reference law with its own message, the minimal counterexample has
+// n_k = 4 (the faults but `strides` fire for n_k > 3, so shrinking went through crashing candidates),
+// and the replay line reproduces it. A kernel ignoring strides reads the padding's NaNs and writes
+// into the gaps of a padded o.
+TEST_CASE("check --plugin: crashes, hangs and errors are failing cases with a replay line", "[cpu]") {
+  const std::pair<std::string, std::string> faults[] = {
+      {"segv", "SIGSEGV"},
+      {"abort", "SIGABRT"},
+      {"exit", "exited with status 0"},
+      {"hang", "did not return within 0.5 s"},
+      {"error", "forward returned 1: refusing n_k = 4"},
+      {"oob", "the kernel wrote"},
+      {"strides", "the kernel wrote into the gaps between the elements of o"},
+      {"causal", "o:"},
+  };
+  for (const auto& [fault, why] : faults) {
+    CAPTURE(fault);
+    std::vector<std::string> args = {
+        "check", "--plugin", plugin_path("plugin_cpu_" + fault), "--law", "reference", "--cases", "30", "--seed", "5"};
+    if (fault == "hang") args.insert(args.end(), {"--timeout", "0.5"});
+    const Ran r = run_cli(args);
+    CAPTURE(r.out, r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.find(why) != std::string::npos);
+    if (fault != "strides") CHECK(std::regex_search(r.out, std::regex("n_k=4\\b")));
+    const std::string replay = replay_of(r.out);
+    REQUIRE(replay.find("--plugin " + plugin_path("plugin_cpu_" + fault)) != std::string::npos);
+    const Ran again = run_cli(args_of(replay));
+    CAPTURE(again.out, again.err);
+    CHECK(again.code == 1);
+    CHECK(again.out.find(why) != std::string::npos);
+  }
+}
+
+TEST_CASE("check --plugin: after a crash the suite goes on with a fresh worker", "[cpu]") {
+  const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_cpu_segv"), "--cases", "10", "--seed", "3"});
+  CAPTURE(r.out, r.err);
+  CHECK(r.code == 1);
+  CHECK(count(r.out, "SIGSEGV") >= 10);  // law after law
+  CHECK(r.out.find("the worker was restarted") != std::string::npos);
+}

@@ -1,0 +1,41 @@
+// The plugin path on a GPU: the CUDA example kernel passes every law through device memory, and one
+// that leaves the CUDA context broken (an illegal address) is a failing case with a minimal
+// counterexample and a replay line, after which the suite goes on with a fresh worker.
+#include <catch2/catch.hpp>
+#include <regex>
+#include <sstream>
+
+#include "kernels/plugin/tests/run_cli.hpp"
+
+using namespace fc::plugin::testing;
+
+TEST_CASE("check --plugin: the CUDA example kernel passes every law", "[gpu]") {
+  const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_cuda_none"), "--seed", "11"});
+  CAPTURE(r.out, r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("FAIL") == std::string::npos);
+  CHECK(r.out.find("(cuda)") != std::string::npos);
+}
+
+TEST_CASE("check --plugin: an illegal address is a failing case and the suite goes on", "[gpu]") {
+  const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_cuda_illegal"), "--cases", "20", "--seed", "5"});
+  CAPTURE(r.out, r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("illegal memory access") != std::string::npos);
+  CHECK(r.out.find("the CUDA context is broken") != std::string::npos);
+  CHECK(std::regex_search(r.out, std::regex("n_k=4\\b")));
+  CHECK(r.out.find("the worker was restarted") != std::string::npos);
+  // Every applicable law ran (and failed on its own minimal case), not only the first.
+  int fails = 0;
+  for (size_t at = r.out.find("FAIL  "); at != std::string::npos; at = r.out.find("FAIL  ", at + 1)) ++fails;
+  CHECK(fails >= 10);
+  const std::string replay = replay_of(r.out);
+  std::istringstream in(replay);
+  std::vector<std::string> args;
+  for (std::string w; in >> w;) args.push_back(w);
+  REQUIRE(args.size() > 3);
+  args.erase(args.begin());
+  const Ran again = run_cli(args);
+  CHECK(again.code == 1);
+  CHECK(again.out.find("illegal memory access") != std::string::npos);
+}

@@ -1,0 +1,21 @@
+// Running the flashcheck binary for the plugin tests: exit code, stdout, stderr, wall time. No
+// address-space cap (a CUDA worker needs a large one), a wall-clock limit through timeout(1).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fc::plugin::testing {
+
+struct Ran {
+  int code = -1;
+  std::string out, err;
+  double seconds = 0;
+  int err_lines() const;
+};
+
+Ran run_cli(const std::vector<std::string>& args, int timeout_s = 300);
+std::string plugin_path(const std::string& target);  // a MODULE built beside the test (its file)
+std::string replay_of(const std::string& out);       // the first "replay: ..." line's command
+
+}  // namespace fc::plugin::testing
