@@ -1,42 +1,37 @@
-// The first audit's pieces: the embedded default sweep (problems per dtype), deterministic inputs,
-// and the error metrics of one kernel output against the certified reference.
+// The CLI side of a sweep (audit, audit --accumulation): turning flags into a plan and subjects —
+// which kernels (every available one by default; mutants only by name), dtypes, regimes, cases and
+// shard — and the replay line every cell carries. The sweep itself is reports/ (fc_report).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
-#include "kernels/tensor.hpp"
-#include "reference/certified.hpp"
+#include "reports/plan.hpp"
+#include "reports/subject.hpp"
 
 namespace fc::cli {
 
-struct SweepCase {
-  std::string label;  // e.g. "gqa_bottom_right"
-  Problem p;
-  double amp;  // q and k entries uniform in [-amp, amp] (v, d_o in [-1, 1])
-};
+// "i/n" with 0 <= i < n; UsageError otherwise. {0, 1} when empty (no sharding).
+std::pair<int, int> parse_shard(const std::string& s);
+// Dtype names (F16 BF16 F32); UsageError on anything else. Empty: the default three.
+std::vector<DType> parse_dtypes(const std::vector<std::string>& names);
+// Every name one of `known`; UsageError otherwise.
+void check_regimes(const std::vector<std::string>& names, const std::vector<std::string>& known);
 
-// A handful of problems for `dtype`: square, GQA with n_q != n_k, both causal alignments, rows with
-// no visible key, and a wide-score regime (|s| in the hundreds).
-std::vector<SweepCase> default_sweep(DType dtype);
+// `--kernel NAME ...`; empty: every non-mutant kernel whose device is present (the others skipped,
+// with the reason). An unknown name is a UsageError.
+report::Selection select_kernels(const std::vector<std::string>& kernels);
 
-// Deterministic inputs for case number `index` (values rounded to p.dtype; d_o always present).
-Inputs make_inputs(const SweepCase& c, uint64_t index);
+// The cases of the sweep: `--case ID ...` (looked up with `find`, in the order given) or `plan`;
+// without those no subject claims (a GPU-only case on a machine without a GPU); then the shard's.
+// seq is the position in the unsharded plan, so merged shards keep the unsharded order.
+using CaseFinder = bool (*)(const std::string& id, report::CaseSpec* out);
+std::vector<report::CaseSpec> plan_cases(std::vector<report::CaseSpec> plan, const std::vector<std::string>& case_ids,
+                                         CaseFinder find, const std::vector<report::Subject>& subjects,
+                                         std::pair<int, int> shard);
 
-// The certified reference of the inputs (their exact values in fp64).
-ref::Certified reference_of(const Inputs& in);
-
-// Errors of one output against the reference. NaN anywhere makes the metric NaN (never skipped).
-struct Errors {
-  double o = 0;     // max_ik |o - o_ref| / sum_j P_ij |v_jk|   (0/0 = 0, x/0 = inf)
-  double lse = 0;   // max_i |lse - lse_ref|                   (-inf vs -inf = 0)
-  double grad = 0;  // max over d_q, d_k, d_v of ||g - g_ref||_2 / ||g_ref||_2
-  bool has_grad = false;
-};
-Errors measure(const Outputs& got, const ref::Certified& want);
-
-// Elementwise max that keeps NaN (std::max would drop it depending on argument order).
-double worst(double a, double b);
-Errors worst(const Errors& a, const Errors& b);
+// A case by id (UsageError when unknown).
+report::CaseSpec case_by_id(const std::string& id, CaseFinder find);
 
 }  // namespace fc::cli

@@ -1,18 +1,25 @@
-// `flashcheck audit [--out DIR] [--json]`: every available non-mutant kernel on the embedded default
-// sweep against the certified reference; a table of kernel x dtype -> max scaled o error, max |Δlse|,
-// max normwise gradient error, with the same-precision baseline (cpu_naive) beside each for context.
-// This first audit only reports (exit 0); kernels or inputs that error give exit 2.
-#include <filesystem>
+// `flashcheck audit`: every selected kernel over the sweep (dtypes x regimes x shapes, docs/audit.md)
+// against the certified reference and each kernel's error bound. Writes DIR/report.json (+ .md,
+// .html, run.json; --junit FILE), prints the summary. Exit 0: every cell within its bound; 1: a
+// cell failed (or a kernel threw); 2: bad usage, unusable output path, or a reference failure.
 #include <fmt/format.h>
-#include <map>
+
+#include <chrono>
 #include <memory>
-#include <nlohmann/json.hpp>
-#include <stdexcept>
+#include <thread>
 
 #include "cli/audit_sweep.hpp"
 #include "cli/command.hpp"
+#include "cli/options.hpp"
+#include "cli/plugin_options.hpp"
 #include "io/atomic_file.hpp"
-#include "kernels/registry.hpp"
+#include "io/attention_io.hpp"
+#include "io/safetensors.hpp"
+#include "reports/accumulation.hpp"
+#include "reports/output.hpp"
+#include "reports/render.hpp"
+#include "reports/report.hpp"
+#include "reports/run.hpp"
 
 namespace fc::cli {
 
@@ -20,194 +27,148 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kBaseline = "cpu_naive";
-const DType kDtypes[] = {DType::F16, DType::BF16, DType::F32};
-
-struct Cell {
-  int cases = 0;
-  Errors err;              // worst over cases (and configs)
-  std::string worst_case;  // label of the case with the largest o error
-  int refused = 0;         // (case, config) runs the kernel declined as unsupported
-  nlohmann::json per_case = nlohmann::json::array();
-};
-
 struct Options {
-  std::string out;
-  bool as_json = false;
+  std::vector<std::string> kernels, dtypes, regimes, cases;
+  bool quick = false, accumulation = false, as_json = false;
+  uint64_t seed = 1;
+  std::string out = "reports/out", junit, shard, save_case;
+  int jobs = 0;
+  PluginArgs plugin;  // --plugin lib.so: a kernel of the user's, audited like a registry kernel
 };
 
-// Every config a kernel offers (its default when it lists none): the audit reports the worst.
-std::vector<Config> configs_of(const Kernel& k) {
-  return k.info.configs.empty() ? std::vector<Config>{Config{}} : k.info.configs;
+// `plugin_prefix` ("flashcheck audit --plugin /abs/lib.so ...") replays the plugin's cells.
+std::string replay_line(const Options& o, const std::string& plugin_prefix, const report::CaseSpec& c,
+                        const report::Subject& s) {
+  const std::string who = !plugin_prefix.empty() && s.device == "plugin"
+                              ? plugin_prefix.substr(std::string("flashcheck audit").size())
+                              : " --kernel " + s.name;
+  return fmt::format("flashcheck audit{}{} --case {} --seed {}", o.accumulation ? " --accumulation" : "", who, c.id,
+                     o.seed);
 }
 
-json num(double x) {
-  if (std::isfinite(x)) return x;
-  return x != x ? "nan" : (x > 0 ? "inf" : "-inf");  // JSON has no NaN/inf literals
+// The plugin as one more subject (it runs in a worker process: one call at a time).
+std::string add_plugin(const Options& o, std::unique_ptr<plugin::Subject>& plug, report::Selection& sel) {
+  if (o.plugin.path.empty()) return "";
+  plug = open_plugin(o.plugin);
+  const Kernel& k = plug->kernel();
+  report::Subject s = report::subject_of(k, report::audit_config(k));
+  s.device = "plugin";
+  s.exclusive = true;
+  s.backward = s.backward && !o.accumulation;
+  sel.subjects.push_back(std::move(s));
+  sel.names.push_back(k.info.name);
+  std::string prefix = plugin_replay_prefix(o.plugin, *plug);  // "flashcheck check --plugin ..."
+  return "flashcheck audit" + prefix.substr(std::string("flashcheck check").size());
 }
 
-json errors_json(const Errors& e) {
-  json j = {{"o_scaled_err", num(e.o)}, {"lse_abs_err", num(e.lse)}};
-  j["grad_normwise_err"] = e.has_grad ? num(e.grad) : json(nullptr);
-  return j;
-}
-
-std::string fmt_err(double x) { return x != x ? "NaN" : fmt::format("{:.2e}", x); }
-
-}  // namespace
-
-int run_audit(const Options& opt) {
-  const std::string report_path = opt.out.empty() ? "" : (std::filesystem::path(opt.out) / "audit.json").string();
-  if (!opt.out.empty()) {  // a bad --out is refused before the sweep, not after it
-    std::error_code ec;
-    std::filesystem::create_directories(opt.out, ec);
-    if (ec) throw UsageError(fmt::format("{}: cannot create the output folder: {}", opt.out, ec.message()));
-    io::check_output_path(report_path);
-  }
-  std::vector<const Kernel*> kernels;
-  std::map<std::string, std::string> skipped;  // kernel -> reason
-  for (const Kernel& k : registry()) {
-    if (k.info.mutant) continue;
-    if (device_present(k.info.device))
-      kernels.push_back(&k);
-    else
-      skipped[k.info.name] = "no " + k.info.device + " device on this machine";
-  }
-
-  // (kernel, dtype) -> worst errors; keyed by positions so the table follows registry and kDtypes order.
-  std::map<std::pair<size_t, size_t>, Cell> cells;
-  auto kernel_index = [&](const std::string& name) {
-    for (size_t i = 0; i < kernels.size(); ++i)
-      if (kernels[i]->info.name == name) return i;
-    return kernels.size();  // absent
-  };
-  const size_t base_index = kernel_index(kBaseline);
-  std::vector<std::string> errors;
-  json sweep = json::array();
-  uint64_t index = 0;
-  for (size_t ti = 0; ti < std::size(kDtypes); ++ti) {
-    const DType t = kDtypes[ti];
-    for (const SweepCase& c : default_sweep(t)) {
-      const Inputs in = make_inputs(c, index++);
-      const ref::Certified want = reference_of(in);
-      sweep.push_back({{"label", c.label},
-                       {"dtype", dtype_name(t)},
-                       {"batch", c.p.batch},
-                       {"heads_q", c.p.heads_q},
-                       {"heads_kv", c.p.heads_kv},
-                       {"n_q", c.p.n_q},
-                       {"n_k", c.p.n_k},
-                       {"d", c.p.d},
-                       {"mask", mask_name(c.p.mask)},
-                       {"scale", c.p.scale},
-                       {"amp", c.amp}});
-      for (size_t ki = 0; ki < kernels.size(); ++ki) {
-        const Kernel* k = kernels[ki];
-        if (!claims(*k, in.p)) continue;
-        const bool backward = k->info.backward && bool(k->backward);
-        try {
-          Cell& cell = cells[{ki, ti}];
-          Errors here;
-          int ran = 0;
-          for (const Config& cfg : configs_of(*k)) {
-            Outputs got;
-            try {
-              got = backward ? run_forward_backward(*k, in, cfg) : run_forward(*k, in, cfg);
-            } catch (const std::invalid_argument& e) {
-              // A listed tile that this problem's shape does not admit (e.g. a GPU tile for another d):
-              // a declared refusal, not a wrong answer. Counted and reported, never silently dropped.
-              if (std::string(e.what()).find("unsupported") == std::string::npos) throw;
-              cell.refused++;
-              continue;
-            }
-            here = worst(here, measure(got, want));
-            ran++;
-          }
-          if (ran == 0) continue;
-          if (cell.cases == 0 || !(here.o <= cell.err.o)) cell.worst_case = c.label;  // NaN counts as worse
-          cell.err = worst(cell.err, here);
-          json one = {{"label", c.label}};
-          one.update(errors_json(here));
-          cell.per_case.push_back(one);
-          cell.cases++;
-        } catch (const std::exception& e) {
-          errors.push_back(fmt::format("{} on {} {}: {}", k->info.name, c.label, dtype_name(t), e.what()));
-        }
-      }
-    }
-  }
-
-  json results = json::array();
-  for (const auto& [key, cell] : cells) {
-    if (cell.cases == 0) continue;
-    json r = {
-        {"kernel", kernels[key.first]->info.name}, {"dtype", dtype_name(kDtypes[key.second])}, {"cases", cell.cases}};
-    r.update(errors_json(cell.err));
-    r["worst_case"] = cell.worst_case;
-    r["refused_runs"] = cell.refused;
-    r["per_case"] = cell.per_case;
-    if (auto b = cells.find({base_index, key.second}); b != cells.end()) r["baseline"] = errors_json(b->second.err);
-    results.push_back(r);
-  }
-  json refused_json = json::array();
-  for (const auto& [key, cell] : cells)
-    if (cell.refused > 0)
-      refused_json.push_back({{"kernel", kernels[key.first]->info.name},
-                              {"dtype", dtype_name(kDtypes[key.second])},
-                              {"refused_runs", cell.refused},
-                              {"cases", cell.cases}});
-  json skipped_json = json::array();
-  for (const auto& [name, why] : skipped) skipped_json.push_back({{"kernel", name}, {"reason", why}});
-  const json report = {{"baseline", kBaseline},   {"sweep", sweep},          {"results", results},
-                       {"skipped", skipped_json}, {"refused", refused_json}, {"errors", errors}};
-
-  if (opt.as_json) {
-    fmt::print("{}\n", report.dump(2));
-  } else {
-    fmt::print("flashcheck audit: {} problems ({} per dtype), certified reference; errors are maxima over cases\n",
-               sweep.size(), sweep.size() / std::size(kDtypes));
-    fmt::print(
-        "o: |Δo|/Σ_j P_ij|v_jk|   lse: |Δlse|   grad: max normwise ‖Δg‖/‖g‖ over d_q d_k d_v   "
-        "[brackets]: {} on the same cases\n\n",
-        kBaseline);
-    fmt::print("{:<22} {:<5} {:>5}  {:>9} {:>11}  {:>9} {:>11}  {:>9} {:>11}  {}\n", "kernel", "dtype", "cases", "o",
-               "[naive]", "lse", "[naive]", "grad", "[naive]", "worst o case");
-    for (const auto& [key, cell] : cells) {
-      if (cell.cases == 0) continue;
-      auto b = cells.find({base_index, key.second});
-      auto base = [&](double Errors::*f, bool grad) {
-        if (b == cells.end() || (grad && !b->second.err.has_grad)) return std::string("[—]");
-        return "[" + fmt_err(b->second.err.*f) + "]";
-      };
-      fmt::print("{:<22} {:<5} {:>5}  {:>9} {:>11}  {:>9} {:>11}  {:>9} {:>11}  {}\n", kernels[key.first]->info.name,
-                 dtype_name(kDtypes[key.second]), cell.cases, fmt_err(cell.err.o), base(&Errors::o, false),
-                 fmt_err(cell.err.lse), base(&Errors::lse, false), cell.err.has_grad ? fmt_err(cell.err.grad) : "—",
-                 base(&Errors::grad, true), cell.worst_case);
-    }
-    for (const auto& [key, cell] : cells)
-      if (cell.refused > 0)
-        fmt::print("{} {}: {} (case, tile) runs refused as unsupported{}\n", kernels[key.first]->info.name,
-                   dtype_name(kDtypes[key.second]), cell.refused, cell.cases == 0 ? "; no case ran" : "");
-    for (const auto& [name, why] : skipped) fmt::print("skipped {}: {}\n", name, why);
-  }
-  if (!opt.out.empty()) {
-    io::write_file_atomic(report_path, report.dump(2) + '\n');  // the previous report survives a failed write
-    if (!opt.as_json) fmt::print("\nwrote {}\n", report_path);
-  }
-  if (!errors.empty()) {
-    // The table is already out; the failures go to stderr, one line each, and the exit code says 2.
-    for (const std::string& e : errors) fmt::print(stderr, "flashcheck: audit: {}\n", e);
-    return kExitUsage;
-  }
+// Writes the inputs of the one case named by --case (for `compare`, `check --inputs`).
+int save_case(const Options& o) {
+  if (o.cases.size() != 1) throw UsageError("--save-case needs exactly one --case");
+  const report::CaseSpec c =
+      case_by_id(o.cases[0], o.accumulation ? report::find_accumulation_case : report::find_case);
+  io::write_file_atomic(o.save_case, io::serialize_safetensors(io::inputs_file(report::make_inputs(c, o.seed))));
+  fmt::print("wrote {} ({})\n", o.save_case, c.id);
   return kExitPass;
 }
 
+int run_audit(const Options& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!o.save_case.empty()) return save_case(o);
+  const std::pair<int, int> shard = parse_shard(o.shard);
+  report::PlanOptions plan;
+  plan.quick = o.quick;
+  plan.dtypes =
+      o.accumulation && o.dtypes.empty() ? std::vector<DType>{DType::F16, DType::BF16} : parse_dtypes(o.dtypes);
+  check_regimes(o.regimes, o.accumulation ? std::vector<std::string>{"normal", "positive_v"} : report::regime_names());
+  plan.regimes = o.regimes;
+  report::Selection sel;
+  try {
+    // With --plugin and no --kernel, the plugin alone (the baseline still lends its errors).
+    if (!o.plugin.path.empty() && o.kernels.empty())
+      sel = report::Selection{};
+    else
+      sel = o.accumulation ? report::accumulation_subjects(o.kernels) : select_kernels(o.kernels);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  std::unique_ptr<plugin::Subject> plug;
+  const std::string plugin_prefix = add_plugin(o, plug, sel);
+  for (const report::Subject& s : sel.subjects)
+    plan.gpu = plan.gpu || (s.device != "cpu" && !(s.device == "plugin" && plug->kernel().info.device == "cpu"));
+  const std::vector<report::CaseSpec> cases =
+      o.accumulation
+          ? plan_cases(report::accumulation_plan(plan), o.cases, report::find_accumulation_case, sel.subjects, shard)
+          : plan_cases(report::audit_plan(plan), o.cases, report::find_case, sel.subjects, shard);
+  report::check_outputs(o.out, o.junit);  // before the long part
+
+  report::RunOptions ro;
+  ro.seed = o.seed;
+  ro.jobs = o.jobs > 0 ? o.jobs : int(std::max(1u, std::thread::hardware_concurrency()));
+  ro.what = o.accumulation ? "audit --accumulation" : "audit";
+  ro.replay = [&o, &plugin_prefix](const report::CaseSpec& c, const report::Subject& s) {
+    return replay_line(o, plugin_prefix, c, s);
+  };
+  const report::Subject baseline = report::baseline_subject();
+  report::SweepResult res = report::run_sweep(cases, sel.subjects, &baseline, ro);
+  if (!res.errors.empty()) {
+    // The reference itself failed: no verdict can be given, and the previous report stays.
+    for (const std::string& e : res.errors) fmt::print(stderr, "flashcheck: audit: reference failed on {}\n", e);
+    return kExitUsage;
+  }
+
+  json options = {{"seed", o.seed},       {"quick", o.quick}, {"dtypes", json::array()}, {"kernels", sel.names},
+                  {"regimes", o.regimes}, {"cases", o.cases}, {"gpu", plan.gpu}};
+  for (DType t : plan.dtypes) options["dtypes"].push_back(dtype_name(t));
+  json skipped = json::array();
+  for (const auto& [k, why] : sel.skipped) skipped.push_back({{"kernel", k}, {"reason", why}});
+  json r = report::make_report(o.accumulation ? "accumulation" : "audit", options, std::move(res.cases),
+                               std::move(res.cells), skipped);
+  if (shard.second > 1) r["shard"] = {{"index", shard.first}, {"count", shard.second}};
+
+  report::RunInfo info;
+  info.command = "flashcheck audit";  // the options are in report.json
+  info.jobs = ro.jobs;
+  info.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::vector<std::string> wrote = report::write_outputs(o.out, o.junit, r, info);
+  if (o.as_json) {
+    fmt::print("{}", report::dump(r));
+  } else {
+    fmt::print("{}", report::render_markdown(r, false));
+    if (!wrote.empty()) fmt::print("\nwrote {}\n", fmt::join(wrote, ", "));
+  }
+  const std::string status = r["verdict"]["status"];
+  if (status == "empty") {
+    fmt::print(stderr, "flashcheck: audit: no selected kernel claims any case of the sweep\n");
+    return kExitUsage;
+  }
+  return status == "pass" ? kExitPass : kExitFail;
+}
+
+}  // namespace
+
 Run setup_audit(CLI::App& app) {
-  auto* sub =
-      app.add_subcommand("audit", "Audit every available kernel on the default sweep against the certified reference");
+  auto* sub = app.add_subcommand("audit",
+                                 "Audit kernels over a sweep of shapes, dtypes and regimes against the "
+                                 "certified reference and their error bounds (docs/audit.md)");
   auto o = std::make_shared<Options>();
-  sub->add_option("--out", o->out, "Also write DIR/audit.json");
-  sub->add_flag("--json", o->as_json, "Print the report as JSON instead of the table");
+  sub->add_option("--kernel", o->kernels, "Kernel to audit (repeatable; default: every available non-mutant)");
+  add_plugin_options(sub, o->plugin, true);
+  sub->add_option("--dtype", o->dtypes, "F16, BF16, F32 (repeatable; default: all three)")->delimiter(',');
+  sub->add_option("--regime", o->regimes, "normal, outliers, scores, causal_top_left, causal_bottom_right, gqa")
+      ->delimiter(',');
+  sub->add_option("--case", o->cases, "Run only this case id, e.g. F16/normal/n1024 (repeatable; replay lines)");
+  sub->add_flag("--quick", o->quick, "The small sweep (N <= 256): seconds, for CI");
+  sub->add_flag("--accumulation", o->accumulation,
+                "The accumulation audit: cpu_tiled's accumulation, P-rounding, loop-order and tile variants");
+  sub->add_option("--seed", o->seed, "Seed of the inputs (default 1)")->check(decimal_unsigned());
+  sub->add_option("--out", o->out, "Folder for report.json, report.md, report.html, run.json (default reports/out)");
+  sub->add_option("--junit", o->junit, "Also write JUnit XML to FILE");
+  sub->add_option("--shard", o->shard, "Run shard i of n (i/n); `flashcheck merge` joins the shards' reports");
+  sub->add_option("--jobs", o->jobs, "Cases in flight (default: the hardware threads); never changes the report")
+      ->check(decimal_unsigned())
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--save-case", o->save_case, "With one --case: write its inputs as safetensors to FILE and exit");
+  sub->add_flag("--json", o->as_json, "Print report.json instead of the summary");
   return [o] { return run_audit(*o); };
 }
 

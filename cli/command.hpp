@@ -39,7 +39,10 @@ struct UsageError : std::runtime_error {
 // One setup per cli/cmd_*.cpp.
 Run setup_kernels(CLI::App& app);    // cmd_kernels.cpp:   flashcheck kernels [--json]
 Run setup_reference(CLI::App& app);  // cmd_reference.cpp: flashcheck reference --inputs F --out F
-Run setup_audit(CLI::App& app);      // cmd_audit.cpp:     flashcheck audit [--out DIR] [--json]
+Run setup_audit(CLI::App& app);      // cmd_audit.cpp:     flashcheck audit [--kernel K] [--quick] [--out DIR] ...
+Run setup_compare(CLI::App& app);    // cmd_compare.cpp:   flashcheck compare --inputs F --outputs F [--out DIR]
+Run setup_gate(CLI::App& app);       // cmd_gate.cpp:      flashcheck gate --baseline F --current F
+Run setup_merge(CLI::App& app);      // cmd_merge.cpp:     flashcheck merge --out DIR SHARD.json...
 // cmd_check.cpp (properties helper): flashcheck check --kernel NAME [--cases N] [--seed S].
 // Compiled in when cli/cmd_check.cpp exists (cli/CMakeLists.txt defines FC_HAVE_CHECK_COMMAND).
 Run register_check_command(CLI::App& app);

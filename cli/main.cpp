@@ -22,6 +22,9 @@ const Command kCommands[] = {
     {"kernels", fc::cli::setup_kernels},
     {"reference", fc::cli::setup_reference},
     {"audit", fc::cli::setup_audit},
+    {"compare", fc::cli::setup_compare},
+    {"gate", fc::cli::setup_gate},
+    {"merge", fc::cli::setup_merge},
 #ifdef FC_HAVE_CHECK_COMMAND
     {"check", fc::cli::register_check_command},  // cli/cmd_check.cpp (properties helper)
 #endif

@@ -15,6 +15,8 @@ jobs=${JOBS:-$(nproc)}
 
 packages=(g++ cmake ninja-build pkg-config librapidcheck-dev catch2 libeigen3-dev libboost-dev
           libmpfr-dev libgmp-dev libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev python3)
+# The test suite renders report.html in headless Chromium and decodes its screenshot (zlib).
+if [ "$mode" = test ]; then packages+=(chromium zlib1g-dev); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,70 @@
+// `flashcheck compare --inputs in.safetensors --outputs kernel.safetensors [--out DIR]`: tensors
+// another program produced (o; lse, d_q, d_k, d_v when present) against the certified reference and
+// the error bound, as a one-cell report in the audit's format (docs/compare.md). Exit 0: every
+// tensor within its bound; 1: one is not; 2: unreadable or inconsistent files, bad options.
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "cli/command.hpp"
+#include "cli/options.hpp"
+#include "reports/compare.hpp"
+#include "reports/output.hpp"
+#include "reports/render.hpp"
+#include "reports/report.hpp"
+
+namespace fc::cli {
+
+namespace {
+
+struct Options {
+  report::CompareOptions c;
+  std::string out, junit;
+  bool as_json = false;
+  bool p_f32 = false;
+};
+
+int run_compare(Options o) {
+  o.c.p_in_storage = !o.p_f32;
+  report::check_outputs(o.out, o.junit);
+  nlohmann::json r;
+  try {
+    r = report::compare_report(o.c);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  report::RunInfo info;
+  info.command = "flashcheck compare";
+  const std::vector<std::string> wrote = report::write_outputs(o.out, o.junit, r, info);
+  if (o.as_json) {
+    fmt::print("{}", report::dump(r));
+  } else {
+    fmt::print("{}", report::render_markdown(r, false));
+    if (!wrote.empty()) fmt::print("\nwrote {}\n", fmt::join(wrote, ", "));
+  }
+  return r["verdict"]["status"] == "pass" ? kExitPass : kExitFail;
+}
+
+}  // namespace
+
+Run setup_compare(CLI::App& app) {
+  auto* sub = app.add_subcommand("compare",
+                                 "Audit tensors another program produced against the certified "
+                                 "reference and the error bound (docs/compare.md)");
+  auto o = std::make_shared<Options>();
+  sub->add_option("--inputs", o->c.inputs, "Input safetensors: q, k, v (+ d_o); metadata mask, scale")->required();
+  sub->add_option("--outputs", o->c.outputs, "The program's outputs: o (+ lse, d_q, d_k, d_v)")->required();
+  sub->add_option("--out", o->out, "Folder for report.json, report.md, report.html, run.json");
+  sub->add_option("--junit", o->junit, "Also write JUnit XML to FILE");
+  sub->add_option("--name", o->c.name, "The kernel's name in the report (default: outputs)");
+  sub->add_option("--model", o->c.model, "flash (fused online softmax, default) or naive (S and P stored)");
+  sub->add_option("--accumulation", o->c.accumulation, "Accumulation type: F32 (default), F16, F64");
+  sub->add_option("--rounding", o->c.rounding, "truncate (tensor cores, default) or nearest (IEEE)");
+  sub->add_option("--block-n", o->c.block_n, "kBlockN of the kernel (default: unknown, the worst of 16..256)")
+      ->check(decimal_unsigned());
+  sub->add_flag("--p-f32", o->p_f32, "P stays fp32 before P·V (default: rounded to the storage type)");
+  sub->add_flag("--json", o->as_json, "Print report.json instead of the summary");
+  return [o] { return run_compare(*o); };
+}
+
+}  // namespace fc::cli

@@ -1,0 +1,178 @@
+#include "reports/accumulation.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "kernels/cpu/cpu_kernels.hpp"
+#include "kernels/mutants/faulty_tiled.hpp"
+#include "properties/execute.hpp"
+
+namespace fc::report {
+
+namespace {
+
+constexpr int32_t kCheckedRows = 256;  // rows checked past N = 1024 (each costs O(N d) in the oracle)
+
+// A cpu_tiled forward with an explicit tiling and accumulation type.
+Subject tiled_variant(const std::string& name, cpu::Tiling t, DType accum) {
+  Subject s;
+  s.name = name;
+  s.device = "cpu";
+  s.config = fmt::format("{}x{} {} acc={} P={}", t.block_m, t.block_n, t.order == LoopOrder::FA1 ? "FA1" : "FA2",
+                         dtype_name(accum), t.round_p ? "storage" : "F32");
+  s.cut_rows = true;
+  s.claims = [](const CaseSpec&) { return true; };
+  s.run = [t, accum](const Inputs& in, bool) {
+    Outputs out;
+    out.o = HostTensor(in.p.dtype, shape_q(in.p));      // (batch, heads_q, n_q, d)
+    out.lse = HostTensor(DType::F32, shape_lse(in.p));  // (batch, heads_q, n_q)
+    cpu::tiled_forward(in.p, t, accum, in.q, in.k, in.v, out.o, out.lse);
+    return out;
+  };
+  s.precision = [t, accum](const Problem& p) {
+    ref::Precision pr;
+    pr.storage = p.dtype;
+    pr.s_dtype = accum;
+    pr.p_dtype = t.round_p ? p.dtype : DType::F32;
+    pr.u_acc = ref::unit_roundoff(accum);
+    pr.block_n = t.block_n;
+    return pr;
+  };
+  return s;
+}
+
+// The compact FA2 emulation of kernels/mutants (64 x 64, fp32 accumulation), fault-free or with P
+// rounded to bf16 instead of the fp16 storage: the P-precision comparison inside one implementation
+// (cpu_tiled has no seam for P in another 16-bit type).
+Subject mini_variant(const std::string& name, mutants::Fault f) {
+  Subject s;
+  s.name = name;
+  s.device = "cpu";
+  s.config = fmt::format("64x64 FA2 acc=F32 P={}", f == mutants::Fault::PBf16 ? "BF16" : "storage");
+  s.cut_rows = true;
+  Config cfg;
+  cfg.block_m = cfg.block_n = 64;
+  s.run = [f, cfg](const Inputs& in, bool) {
+    Outputs out;
+    out.o = HostTensor(in.p.dtype, shape_q(in.p));      // (batch, heads_q, n_q, d)
+    out.lse = HostTensor(DType::F32, shape_lse(in.p));  // (batch, heads_q, n_q)
+    mutants::faulty_forward(f, in.p, cfg, in.q, in.k, in.v, out.o, out.lse);
+    return out;
+  };
+  s.precision = [f](const Problem& p) {
+    ref::Precision pr;
+    pr.storage = p.dtype;
+    pr.p_dtype = f == mutants::Fault::PBf16 ? DType::BF16 : p.dtype;
+    pr.block_n = 64;
+    return pr;
+  };
+  return s;
+}
+
+std::vector<Subject> cpu_variants() {
+  auto tiling = [](int32_t m, int32_t n, LoopOrder order = LoopOrder::FA2, bool round_p = true) {
+    cpu::Tiling t;
+    t.block_m = m, t.block_n = n, t.order = order, t.round_p = round_p;
+    return t;
+  };
+  std::vector<Subject> v = {
+      tiled_variant("cpu_tiled", tiling(64, 64), DType::F32),
+      tiled_variant("cpu_tiled:acc=f16", tiling(64, 64), DType::F16),
+      tiled_variant("cpu_tiled:p=f32", tiling(64, 64, LoopOrder::FA2, false), DType::F32),
+      tiled_variant("cpu_tiled:fa1", tiling(64, 64, LoopOrder::FA1), DType::F32),
+      tiled_variant("cpu_tiled:16x16", tiling(16, 16), DType::F32),
+      tiled_variant("cpu_tiled:128x128", tiling(128, 128), DType::F32),
+      mini_variant("mini_fa2", mutants::Fault::None),
+      mini_variant("mini_fa2:p=bf16", mutants::Fault::PBf16),
+  };
+  const Kernel* naive = find_kernel("cpu_naive");
+  if (!naive) throw std::logic_error("cpu_naive is not registered");
+  v.push_back(subject_of(*naive, Config{}));
+  Config f16;
+  f16.accum = DType::F16;
+  Subject n16 = subject_of(*naive, f16);
+  n16.name = "cpu_naive:acc=f16";
+  v.push_back(n16);
+  for (Subject& s : v) s.backward = false, s.claims = [](const CaseSpec&) { return true; };
+  return v;
+}
+
+std::vector<CaseSpec> cases_of(DType t, bool gpu) {
+  std::vector<CaseSpec> out;
+  std::vector<int32_t> ns = {64, 256, 1024, 4096, 16384};
+  if (gpu) ns.push_back(65536);
+  for (const char* regime : {"normal", "positive_v"})
+    for (int32_t n : ns) {
+      CaseSpec c;
+      c.regime = regime;
+      c.positive_v = std::string(regime) == "positive_v";
+      c.p = Problem{1, 1, 1, n, n, 64, t, Mask::None, default_scale(64)};
+      c.id = fmt::format("acc/{}/{}/n{}", dtype_name(t), regime, n);
+      c.rows = n > 1024 ? kCheckedRows : 0;
+      c.gpu_only = n > 16384;
+      out.push_back(c);
+    }
+  return out;
+}
+
+}  // namespace
+
+Selection accumulation_subjects(const std::vector<std::string>& kernels) {
+  Selection sel;
+  std::vector<Subject> variants = cpu_variants();
+  auto add = [&](Subject s) {
+    if (std::find(sel.names.begin(), sel.names.end(), s.name) != sel.names.end()) return;
+    sel.names.push_back(s.name);
+    sel.subjects.push_back(std::move(s));
+  };
+  auto add_kernel = [&](const Kernel& k) {
+    if (!device_present(k.info.device)) {
+      sel.skipped.emplace_back(k.info.name, "no " + k.info.device + " device on this machine");
+      return;
+    }
+    Subject s = subject_of(k, audit_config(k));
+    s.backward = false;
+    add(std::move(s));
+  };
+  if (kernels.empty()) {
+    for (Subject& s : variants) add(std::move(s));
+    for (const Kernel& k : registry())
+      if (!k.info.mutant && k.info.device != "cpu") add_kernel(k);
+    return sel;
+  }
+  for (const std::string& name : kernels) {
+    auto it = std::find_if(variants.begin(), variants.end(), [&](const Subject& s) { return s.name == name; });
+    if (it != variants.end()) {
+      add(*it);
+    } else if (const Kernel* k = find_kernel(name)) {
+      add_kernel(*k);
+    } else {
+      throw std::invalid_argument(
+          fmt::format("--kernel {}: neither an accumulation variant (cpu_tiled, cpu_tiled:acc=f16, cpu_tiled:p=f32, "
+                      "cpu_tiled:fa1, cpu_tiled:16x16, cpu_tiled:128x128, cpu_naive, cpu_naive:acc=f16) nor a kernel",
+                      name));
+    }
+  }
+  return sel;
+}
+
+std::vector<CaseSpec> accumulation_plan(const PlanOptions& o) {
+  std::vector<CaseSpec> plan;
+  for (DType t : o.dtypes)
+    for (CaseSpec& c : cases_of(t, o.gpu))
+      if (o.regimes.empty() || std::find(o.regimes.begin(), o.regimes.end(), c.regime) != o.regimes.end())
+        plan.push_back(std::move(c));
+  for (size_t i = 0; i < plan.size(); ++i) plan[i].seq = int32_t(i);
+  return plan;
+}
+
+bool find_accumulation_case(const std::string& id, CaseSpec* out) {
+  for (DType t : {DType::F16, DType::BF16, DType::F32})
+    for (const CaseSpec& c : cases_of(t, true))
+      if (c.id == id) return *out = c, true;
+  return false;
+}
+
+}  // namespace fc::report

@@ -1,0 +1,131 @@
+#include "reports/cell.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "reports/json_num.hpp"
+
+namespace fc::report {
+
+using nlohmann::json;
+
+std::map<std::string, TensorMetrics> measure_outputs(const Inputs& checked, const ref::Certified& want,
+                                                     const ref::Bounds& bounds, const Outputs& got, bool has_lse) {
+  const DType t = checked.p.dtype;
+  std::map<std::string, TensorMetrics> m;
+  m["o"] = measure(got.o.to_f64(), want.value.o, bounds.o, t, {Scale::Elementwise, &want.o_mag});
+  if (has_lse) m["lse"] = measure(got.lse.to_f64(), want.value.lse, bounds.lse, lse_dtype(t), {Scale::Absolute});
+  if (got.has_grads() && !want.value.d_q.empty()) {
+    m["d_q"] = measure(got.d_q.to_f64(), want.value.d_q, bounds.d_q, t, {Scale::TensorMax});
+    m["d_k"] = measure(got.d_k.to_f64(), want.value.d_k, bounds.d_k, t, {Scale::TensorMax});
+    m["d_v"] = measure(got.d_v.to_f64(), want.value.d_v, bounds.d_v, t, {Scale::TensorMax});
+  }
+  return m;
+}
+
+BaselineErrors max_abs_of(const std::map<std::string, TensorMetrics>& m) {
+  BaselineErrors b;
+  for (const auto& [name, t] : m) b[name] = t.nonfinite_mismatch > 0 ? INFINITY : t.max_abs;
+  return b;
+}
+
+std::string element_label(const CaseSpec& c, const std::string& tensor, int64_t flat) {
+  const Problem p = checked_problem(c);
+  const int64_t offset = c.p.n_q - p.n_q;  // checked rows are the last ones
+  if (tensor == "lse") {
+    const int64_t i = flat % p.n_q, h = flat / p.n_q % p.heads_q, b = flat / p.n_q / p.heads_q;
+    return fmt::format("lse[b={},h={},i={}]", b, h, i + offset);
+  }
+  const bool kv = tensor == "d_k" || tensor == "d_v";
+  const int64_t n = kv ? p.n_k : p.n_q, heads = kv ? p.heads_kv : p.heads_q;
+  const int64_t col = flat % p.d, row = flat / p.d % n, h = flat / p.d / n % heads, b = flat / p.d / n / heads;
+  return fmt::format("{}[b={},h={},{}={},c={}]", tensor, b, h, kv ? "j" : "i", kv ? row : row + offset, col);
+}
+
+json tensor_json(const CaseSpec& c, const std::string& tensor, const TensorMetrics& m, const BaselineErrors* baseline) {
+  json j = {{"count", m.count},
+            {"nonfinite_mismatch", m.nonfinite_mismatch},
+            {"nonfinite_match", m.nonfinite_match},
+            {"max_abs", num(m.max_abs)},
+            {"rmse", num(m.rmse)},
+            {"max_scaled", num(m.max_scaled)},
+            {"rel_norm", num(m.rel_norm)},
+            {"bias", num(m.bias)},
+            {"bias_mag", num(m.bias_mag)},
+            {"bias_rel", num(m.bias_rel)},
+            {"ulp_max", num(m.ulp_max)},
+            {"ulp_mean", num(m.ulp_mean)},
+            {"ulp_p99", num(m.ulp_p99)},
+            {"excess_max", m.excess_max},
+            {"excess_p99", m.excess_p99},
+            {"correctly_rounded", m.correctly_rounded},
+            {"ulp_hist", m.ulp_hist}};
+  if (m.has_bound) {
+    j["ratio"] = {
+        {"max", num(m.ratio_max)}, {"p50", num(m.ratio_p50)}, {"p90", num(m.ratio_p90)}, {"p99", num(m.ratio_p99)}};
+    j["ratio_hist"] = m.ratio_hist;
+  }
+  j["pass"] = m.pass;
+  if (!m.pass) {
+    j["why"] = m.why;
+    if (m.why_index >= 0) j["why_element"] = element_label(c, tensor, m.why_index);
+  }
+  if (m.worst >= 0)
+    j["worst"] = {{"element", element_label(c, tensor, m.worst)},
+                  {"got", exact(m.worst_got)},
+                  {"ref", num(m.worst_ref)},
+                  {"bound", num(m.worst_bound)}};
+  if (baseline) {
+    if (auto it = baseline->find(tensor); it != baseline->end()) {
+      j["baseline_max_abs"] = num(it->second);
+      // kernel error over the baseline's: 0/0 (both exact) is 1, x/0 is inf
+      const double r = m.max_abs == it->second ? 1.0 : m.max_abs / it->second;
+      j["baseline_ratio"] = num(r);
+    }
+  }
+  return j;
+}
+
+json case_json(const CaseSpec& c, uint64_t inputs_hash, double score_max_) {
+  json j = {{"seq", c.seq},
+            {"id", c.id},
+            {"regime", c.regime},
+            {"dtype", dtype_name(c.p.dtype)},
+            {"batch", c.p.batch},
+            {"heads_q", c.p.heads_q},
+            {"heads_kv", c.p.heads_kv},
+            {"n_q", c.p.n_q},
+            {"n_k", c.p.n_k},
+            {"d", c.p.d},
+            {"mask", mask_name(c.p.mask)},
+            {"scale", exact(c.p.scale)},
+            {"sigma", exact(c.sigma)},
+            {"outliers", c.outliers},
+            {"backward", c.backward},
+            {"rows_checked", c.rows == 0 ? c.p.n_q : c.rows},
+            {"score_max", num(score_max_)},
+            {"inputs_hash", fmt::format("{:016x}", inputs_hash)}};
+  return j;
+}
+
+double score_max(const Inputs& in) {
+  const Problem& p = in.p;
+  const std::vector<double> q = in.q.to_f64(), k = in.k.to_f64();  // (b, h, n, d)
+  double m = 0;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      for (int64_t i = std::max<int64_t>(0, p.n_q - 64); i < p.n_q; ++i) {
+        const int64_t nv = n_visible(p.mask, i, p.n_q, p.n_k);
+        const double* qi = &q[size_t(offset_q(p, b, h, i))];
+        for (int64_t j = 0; j < nv; ++j) {
+          const double* kj = &k[size_t(offset_kv(p, b, kv_head(p, int32_t(h)), j))];
+          double s = 0;
+          for (int64_t c = 0; c < p.d; ++c) s += qi[c] * kj[c];
+          m = std::max(m, std::fabs(p.scale * s));
+        }
+      }
+  return m;
+}
+
+}  // namespace fc::report

@@ -1,0 +1,145 @@
+#include "reports/compare.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "io/attention_io.hpp"
+#include "io/safetensors.hpp"
+#include "properties/execute.hpp"
+#include "reports/cell.hpp"
+#include "reports/report.hpp"
+#include "reports/run.hpp"
+
+namespace fc::report {
+
+using nlohmann::json;
+
+namespace {
+
+// The outputs file: o (and lse, d_q, d_k, d_v) shaped and typed for the inputs' problem.
+Outputs read_outputs(const std::string& path, const Inputs& in) {
+  io::TensorFile f = io::read_safetensors(path);
+  const Problem& p = in.p;
+  Outputs out;
+  auto take = [&](const char* name, HostTensor& dst, DType dtype, const std::vector<int64_t>& shape) {
+    auto it = f.tensors.find(name);
+    if (it == f.tensors.end()) return;
+    const HostTensor& t = it->second;
+    if (t.dtype != dtype)
+      throw io::FileError(io::Fault::MixedDtypes, path,
+                          fmt::format("tensor \"{}\" is {}, expected {} (the inputs' dtype; lse is {})", name,
+                                      dtype_name(t.dtype), dtype_name(dtype), dtype_name(lse_dtype(p.dtype))));
+    if (t.shape != shape)
+      throw io::FileError(io::Fault::BadShape, path,
+                          fmt::format("tensor \"{}\" has shape [{}], expected [{}]", name, fmt::join(t.shape, ", "),
+                                      fmt::join(shape, ", ")));
+    dst = t;
+  };
+  for (const auto& [name, t] : f.tensors)
+    if (name != "o" && name != "lse" && name != "d_q" && name != "d_k" && name != "d_v")
+      throw io::FileError(io::Fault::BadHeader, path,
+                          fmt::format("unknown tensor {} (outputs are o, lse, d_q, d_k, d_v)", io::quoted(name)));
+  if (!f.tensors.count("o")) throw io::FileError(io::Fault::MissingTensor, path, "no tensor \"o\"");
+  take("o", out.o, p.dtype, shape_q(p));
+  take("lse", out.lse, lse_dtype(p.dtype), shape_lse(p));
+  const int grads = int(f.tensors.count("d_q") + f.tensors.count("d_k") + f.tensors.count("d_v"));
+  if (grads > 0) {
+    if (grads < 3) throw io::FileError(io::Fault::MissingTensor, path, "gradients need all of d_q, d_k and d_v");
+    if (!in.has_d_o())
+      throw io::FileError(io::Fault::MissingTensor, path, "holds gradients but the inputs have no d_o");
+    take("d_q", out.d_q, p.dtype, shape_q(p));
+    take("d_k", out.d_k, p.dtype, shape_kv(p));
+    take("d_v", out.d_v, p.dtype, shape_kv(p));
+  }
+  return out;
+}
+
+ref::Precision precision(const CompareOptions& o, const Problem& p, int32_t block_n) {
+  DType acc;
+  if (!parse_dtype(o.accumulation.c_str(), &acc) || (acc != DType::F32 && acc != DType::F16 && acc != DType::F64))
+    throw std::invalid_argument(fmt::format("--accumulation {}: expected F32, F16 or F64", o.accumulation));
+  if (o.rounding != "truncate" && o.rounding != "nearest")
+    throw std::invalid_argument(fmt::format("--rounding {}: expected truncate or nearest", o.rounding));
+  if (o.model != "flash" && o.model != "naive")
+    throw std::invalid_argument(fmt::format("--model {}: expected flash or naive", o.model));
+  ref::Precision pr;
+  pr.storage = p.dtype;
+  pr.u_acc = ref::unit_roundoff(acc) * (o.rounding == "truncate" ? 2 : 1);
+  const bool naive = o.model == "naive";
+  pr.s_dtype = naive ? p.dtype : acc;
+  pr.p_dtype = naive || o.p_in_storage ? p.dtype : DType::F32;
+  pr.block_n = naive ? 0 : block_n;
+  pr.l_sums_rounded_p = naive;
+  pr.flush_subnormals = o.rounding == "truncate";  // a GPU's arithmetic
+  return pr;
+}
+
+// Elementwise max of bounds (NaN kept).
+void widen(std::vector<double>& into, const std::vector<double>& b) {
+  for (size_t i = 0; i < into.size() && i < b.size(); ++i)
+    into[i] = (into[i] != into[i] || b[i] != b[i]) ? NAN : std::max(into[i], b[i]);
+}
+
+}  // namespace
+
+json compare_report(const CompareOptions& o) {
+  const Inputs in = io::read_inputs(o.inputs);
+  const Outputs got = read_outputs(o.outputs, in);
+  if (o.block_n < 0) throw std::invalid_argument("--block-n must be >= 0");
+  (void)precision(o, in.p, 64);  // option errors before the work
+  Inputs checked = in;
+  if (!got.has_grads()) checked.d_o = HostTensor();  // no gradients to audit: the forward's bound only
+  const ref::Certified want = props::certify(checked);
+  ref::Bounds bounds;
+  const std::vector<int32_t> tiles = o.block_n > 0 || o.model == "naive" ? std::vector<int32_t>{o.block_n}
+                                                                         : std::vector<int32_t>{16, 32, 64, 128, 256};
+  for (int32_t bn : tiles) {
+    ref::Bounds b = ref::error_bounds(in.p, props::tensors64(checked), want, precision(o, in.p, bn));
+    if (bounds.o.empty()) {
+      bounds = std::move(b);
+      continue;
+    }
+    widen(bounds.o, b.o), widen(bounds.lse, b.lse), widen(bounds.d_q, b.d_q), widen(bounds.d_k, b.d_k),
+        widen(bounds.d_v, b.d_v);
+  }
+  CaseSpec c;
+  c.id = "inputs";
+  c.regime = "file";
+  c.p = in.p;
+  c.backward = got.has_grads();
+  // The same-precision baseline on the same inputs, for the ratios.
+  const Subject base = baseline_subject();
+  const CellRun base_run = run_cell(c, checked, checked, want, base, false);
+  const BaselineErrors base_err = max_abs_of(base_run.metrics);
+
+  CellRun r;
+  r.metrics = measure_outputs(checked, want, bounds, got, !got.lse.shape.empty());
+  bool pass = true;
+  for (const auto& [name, m] : r.metrics) pass = pass && m.pass;
+  r.cell = {{"seq", 0},
+            {"sub", 0},
+            {"case", c.id},
+            {"kernel", o.name},
+            {"device", "external"},
+            {"config", fmt::format("model={} accumulation={} rounding={} P={} block_n={}", o.model, o.accumulation,
+                                   o.rounding, o.p_in_storage ? "storage" : "F32",
+                                   o.block_n > 0 ? std::to_string(o.block_n) : "any of 16..256")},
+            {"status", pass ? "pass" : "fail"}};
+  json cell = finish_cell(c, r, base_err.empty() ? nullptr : &base_err);
+  cell["replay"] = fmt::format("flashcheck compare --inputs {} --outputs {}", o.inputs, o.outputs);
+  json cases = json::array({case_json(c, inputs_hash(in), score_max(in))});
+  json options = {{"inputs", o.inputs},
+                  {"outputs", o.outputs},
+                  {"name", o.name},
+                  {"model", o.model},
+                  {"accumulation", o.accumulation},
+                  {"rounding", o.rounding},
+                  {"p_in_storage", o.p_in_storage},
+                  {"block_n", o.block_n}};
+  return make_report("compare", options, cases, json::array({cell}), json::array());
+}
+
+}  // namespace fc::report

@@ -1,0 +1,27 @@
+// Writing a report's files: DIR/report.json, report.md, report.html and run.json (the run's
+// metadata: time, host, commit, jobs — everything that may differ between two runs of the same
+// sweep), each replaced atomically (io/atomic_file.hpp), so an interrupted run leaves the previous
+// report readable. JUnit XML goes wherever --junit says.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace fc::report {
+
+struct RunInfo {
+  std::string command;  // e.g. "flashcheck audit --quick"
+  int jobs = 1;
+  double elapsed_s = 0;
+};
+
+// Refuses an unusable DIR (or junit path) up front, before minutes of work: exit 2 material.
+void check_outputs(const std::string& dir, const std::string& junit);
+// Writes the files; returns their paths.
+std::vector<std::string> write_outputs(const std::string& dir, const std::string& junit, const nlohmann::json& report,
+                                       const RunInfo& info);
+// The run metadata object (run.json).
+nlohmann::json run_metadata(const RunInfo& info);
+
+}  // namespace fc::report

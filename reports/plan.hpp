@@ -1,0 +1,62 @@
+// The audit's sweep: which cases (dtype x regime x shape) run, how their inputs are drawn, what a
+// case costs, and how a sweep splits into shards. A case is named by its id ("F16/normal/n1024");
+// its inputs are a function of (id, seed) alone, so a shard, a merged report and a replay line
+// (`--case ID`) all see the same numbers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.hpp"
+
+namespace fc::report {
+
+struct CaseSpec {
+  int32_t seq = 0;     // position in the plan: the order of cases in a report, merged or not
+  std::string id;      // "<dtype>/<regime>/<shape>", unique in the catalogue
+  std::string regime;  // normal | outliers | scores | causal_top_left | causal_bottom_right | gqa
+  Problem p;
+  double sigma = 1;         // q, k ~ N(0, sigma^2); v, d_o ~ N(0, 1)
+  bool outliers = false;    // FA3 paper: + N(0, 100) Bernoulli(0.001) on q, k, v
+  bool positive_v = false;  // v ~ |N(0, 1)|: o stays away from 0, so a rounding bias keeps its sign
+  bool backward = false;    // d_o given: gradients audited too
+  int32_t rows = 0;         // 0: every query row checked; R: only the last R rows (forward only)
+  bool gpu_only = false;    // past the CPU kernels' range (N > 4096): run by GPU kernels and plugins
+};
+
+struct PlanOptions {
+  bool quick = false;  // the CI sweep: N <= 256, a few seconds on two cores
+  std::vector<DType> dtypes = {DType::F16, DType::BF16, DType::F32};
+  bool gpu = false;                  // a GPU kernel is audited: add the long cases (N = 16384)
+  std::vector<std::string> regimes;  // empty: every regime
+};
+
+// The cases to run, in plan order (seq = index).
+std::vector<CaseSpec> audit_plan(const PlanOptions& o);
+// Every case any plan can hold (quick, full, GPU), for `--case ID`; nullopt-like: false when unknown.
+bool find_case(const std::string& id, CaseSpec* out);
+// Every regime name, in plan order.
+const std::vector<std::string>& regime_names();
+
+// The problem whose rows are the checked rows of c: c.p itself, or its last c.rows query rows as a
+// problem of their own (bottom-right aligned, which keeps every row's visible keys).
+Problem checked_problem(const CaseSpec& c);
+// Inputs of the checked problem, cut from the full inputs (q and d_o rows; k, v whole).
+Inputs checked_inputs(const CaseSpec& c, const Inputs& full);
+// Rows [n_q - rows, n_q) of every (batch, head) of a query-shaped (width = d) or lse-shaped (width
+// = 1) full tensor; identity when c.rows == 0.
+std::vector<double> checked_rows(const CaseSpec& c, const std::vector<double>& full, int64_t width);
+
+// Deterministic inputs: values rounded to the case's dtype, d_o when c.backward.
+Inputs make_inputs(const CaseSpec& c, uint64_t seed);
+// FNV-1a 64 over q, k, v (and d_o) bytes: the gate refuses to compare cases whose inputs differ.
+uint64_t inputs_hash(const Inputs& in);
+
+// Relative cost of a case (proportional to n_q n_k d heads, x3.5 with the backward).
+double case_cost(const CaseSpec& c);
+// The cases of shard `index` of `count` (indices into plan): longest-processing-time-first over
+// case_cost, so shards take about equal time; deterministic, and every case in exactly one shard.
+std::vector<size_t> shard_cases(const std::vector<CaseSpec>& plan, int index, int count);
+
+}  // namespace fc::report

@@ -1,0 +1,142 @@
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "reports/json_num.hpp"
+#include "reports/render.hpp"
+
+namespace fc::report {
+
+using nlohmann::json;
+
+namespace {
+
+// GitHub limits a comment to 65536 characters; the per-cell table stops well before.
+constexpr size_t kMaxCellRows = 400;
+
+std::string metric(const json& tensors, const char* tensor, const char* key) {
+  if (!tensors.contains(tensor) || !tensors[tensor].contains(key)) return "—";
+  return short_num(tensors[tensor][key]["value"]);
+}
+
+std::string cell_metric(const json& cell, const char* tensor, const char* key, const char* sub = nullptr) {
+  if (!cell.contains("tensors") || !cell["tensors"].contains(tensor)) return "—";
+  const json& t = cell["tensors"][tensor];
+  if (sub) return t.contains(key) ? short_num(t[key][sub]) : "—";
+  return t.contains(key) ? short_num(t[key]) : "—";
+}
+
+// Worst measured/bound over the three gradients.
+std::string grads(const json& tensors) {
+  std::string best = "—";
+  double worst = -1;
+  for (const char* g : {"d_q", "d_k", "d_v"})
+    if (tensors.contains(g) && tensors[g].contains("ratio_max")) {
+      const double v = to_double(tensors[g]["ratio_max"]["value"], "ratio");
+      if (v != v || v > worst) worst = v != v ? INFINITY : v, best = short_num(tensors[g]["ratio_max"]["value"]);
+    }
+  return best;
+}
+
+std::string failure_line(const json& cell) {
+  std::string what;
+  if (cell["status"] == "error" || cell["status"] == "refused") {
+    what = cell.value("error", std::string("error"));
+  } else {
+    for (const auto& [name, t] : cell["tensors"].items()) {
+      if (t.value("pass", true)) continue;
+      what += fmt::format("{}{}: {}", what.empty() ? "" : "; ", name, t.value("why", std::string("fails")));
+      if (t.contains("why_element")) what += " at `" + t["why_element"].get<std::string>() + "`";
+    }
+  }
+  std::string line = fmt::format("- **{}** `{}` ({}): {}", cell["kernel"].get<std::string>(),
+                                 cell["case"].get<std::string>(), cell["status"].get<std::string>(), what);
+  if (cell.contains("replay")) line += fmt::format("<br>replay: `{}`", cell["replay"].get<std::string>());
+  return line + "\n";
+}
+
+}  // namespace
+
+std::string render_markdown(const json& r, bool every_cell) {
+  std::string md = fmt::format("## {}\n\n", title_of(r));
+  const json& o = r["options"];
+  md += fmt::format(
+      "Options: `{}`. Every error is against the certified reference; **err/bound** is the measured "
+      "error over the a-priori bound (≤ 1 passes).\n\n",
+      o.dump());
+  md +=
+      "| kernel | dtype | cells | pass | fail | o err/bound | o RMSE | lse err/bound | grads err/bound | "
+      "o ULP p99 | o bias/RMSE | o vs baseline |\n";
+  md += "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+  for (const json& row : r["summary"]) {
+    const json& t = row["tensors"];
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                      row["kernel"].get<std::string>(), row["dtype"].get<std::string>(), row["cells"].get<int64_t>(),
+                      row["pass"].get<int64_t>(), row["fail"].get<int64_t>() + row["error"].get<int64_t>(),
+                      metric(t, "o", "ratio_max"), metric(t, "o", "rmse"), metric(t, "lse", "ratio_max"), grads(t),
+                      metric(t, "o", "ulp_p99"), metric(t, "o", "bias_rel"), metric(t, "o", "baseline_ratio"));
+  }
+  md +=
+      "\nColumns are the worst over the row's cells (bias: the largest in magnitude). ULP p99: 99th percentile of "
+      "|error| / ulp(reference) in the output type. bias/RMSE: mean sign(ref)·error over the RMSE, in [-1, 1] "
+      "(< 0: results shrink toward zero). Baseline: the same-precision 3-pass "
+      "`cpu_naive` (max error ratio).\n";
+  std::string failures;
+  int64_t nfail = 0;
+  for (const json& cell : r["cells"])
+    if (cell["status"] != "pass" && cell["status"] != "refused") failures += failure_line(cell), ++nfail;
+  if (nfail > 0) md += fmt::format("\n### Failures ({})\n\n{}", nfail, failures);
+  if (!r["skipped"].empty()) {
+    md += "\n";
+    for (const json& s : r["skipped"])
+      md += fmt::format("Skipped `{}`: {}.\n", s.value("kernel", std::string()), s.value("reason", std::string()));
+  }
+  if (!every_cell) return md;
+  md +=
+      "\n<details><summary>Every cell</summary>\n\n| case | kernel | status | o err/bound | o RMSE | o max scaled | "
+      "lse err/bound | d_q | d_k | d_v | o ULP p99 | o bias/RMSE "
+      "|\n|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+  size_t rows = 0;
+  for (const json& cell : r["cells"]) {
+    if (++rows > kMaxCellRows) {
+      md += fmt::format("\n{} more cells: see report.json.\n", r["cells"].size() - kMaxCellRows);
+      break;
+    }
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                      cell["case"].get<std::string>(), cell["kernel"].get<std::string>(),
+                      cell["status"].get<std::string>(), cell_metric(cell, "o", "ratio", "max"),
+                      cell_metric(cell, "o", "rmse"), cell_metric(cell, "o", "max_scaled"),
+                      cell_metric(cell, "lse", "ratio", "max"), cell_metric(cell, "d_q", "ratio", "max"),
+                      cell_metric(cell, "d_k", "ratio", "max"), cell_metric(cell, "d_v", "ratio", "max"),
+                      cell_metric(cell, "o", "ulp_p99"), cell_metric(cell, "o", "bias_rel"));
+  }
+  md += "\n</details>\n";
+  return md;
+}
+
+std::string short_num(const json& x) {
+  if (x.is_null()) return "—";
+  const double v = to_double(x, "value");
+  if (v != v) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (x.is_number_integer()) return fmt::format("{}", x.get<int64_t>());
+  return fmt::format("{:.3g}", v);
+}
+
+std::string title_of(const json& r) {
+  const json& v = r["verdict"];
+  const std::string status = v["status"];
+  std::string s = fmt::format("flashcheck {}: {} ({} cells: {} pass", r["kind"].get<std::string>(),
+                              status == "pass"   ? "PASS"
+                              : status == "fail" ? "FAIL"
+                                                 : "NOTHING RAN",
+                              v["cells"].get<int64_t>(), v["pass"].get<int64_t>());
+  if (v["fail"].get<int64_t>()) s += fmt::format(", {} fail", v["fail"].get<int64_t>());
+  if (v["error"].get<int64_t>()) s += fmt::format(", {} error", v["error"].get<int64_t>());
+  if (v["refused"].get<int64_t>()) s += fmt::format(", {} refused", v["refused"].get<int64_t>());
+  if (r.contains("shard"))
+    s += fmt::format("; shard {}/{}", r["shard"]["index"].get<int64_t>(), r["shard"]["count"].get<int64_t>());
+  return s + ")";
+}
+
+}  // namespace fc::report

@@ -1,0 +1,174 @@
+#include "reports/run.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <Eigen/Core>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "properties/execute.hpp"
+
+namespace fc::report {
+
+using nlohmann::json;
+
+namespace {
+
+std::mutex g_exclusive;  // subjects that run one at a time (a GPU, a plugin's child)
+
+// The checked rows of a subject's full-problem outputs (forward only: long cases have no d_o).
+Outputs rows_of(const CaseSpec& c, const Outputs& full) {
+  if (c.rows == 0 || c.rows >= c.p.n_q) return full;
+  const Problem p = checked_problem(c);
+  Outputs out;
+  out.o = HostTensor::from_f64(full.o.dtype, shape_q(p), checked_rows(c, full.o.to_f64(), c.p.d));
+  out.lse = HostTensor::from_f64(full.lse.dtype, shape_lse(p), checked_rows(c, full.lse.to_f64(), 1));
+  return out;
+}
+
+// Progress on stderr: nothing for runs under a few seconds, then a line every few seconds
+// (rewritten in place on a terminal).
+class Progress {
+ public:
+  Progress(bool on, std::string what, size_t total)
+      : on_(on), what_(std::move(what)), total_(total), tty_(isatty(2)), start_(now()), last_(start_) {}
+  void done(const std::string& id) {
+    std::lock_guard<std::mutex> lock(m_);
+    ++done_;
+    const double t = now();
+    if (!on_ || t - start_ < 3 || t - last_ < (tty_ ? 1 : 5)) return;
+    last_ = t, printed_ = true;
+    const double left = (t - start_) / double(done_) * double(total_ - done_);
+    std::fprintf(stderr, "%sflashcheck %s: %zu/%zu cases, %.0f s, about %.0f s left (%s)%s", tty_ ? "\r\033[K" : "",
+                 what_.c_str(), done_, total_, t - start_, left, id.c_str(), tty_ ? "" : "\n");
+  }
+  ~Progress() {
+    if (printed_)
+      std::fprintf(stderr, "%sflashcheck %s: %zu cases in %.0f s\n", tty_ ? "\r\033[K" : "", what_.c_str(), done_,
+                   now() - start_);
+  }
+
+ private:
+  static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  bool on_;
+  std::string what_;
+  size_t total_, done_ = 0;
+  bool tty_, printed_ = false;
+  double start_, last_;
+  std::mutex m_;
+};
+
+}  // namespace
+
+CellRun run_cell(const CaseSpec& c, const Inputs& full, const Inputs& checked, const ref::Certified& want,
+                 const Subject& s, bool bounded) {
+  CellRun r;
+  r.cell = {{"seq", c.seq}, {"case", c.id}, {"kernel", s.name}, {"device", s.device}, {"config", s.config}};
+  Outputs got;
+  try {
+    const bool backward = s.backward && c.backward;
+    std::unique_lock<std::mutex> lock(g_exclusive, std::defer_lock);
+    if (s.exclusive) lock.lock();
+    got = s.cut_rows ? s.run(checked, backward) : rows_of(c, s.run(full, backward));
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    // A listed tile this shape does not admit is a declared refusal, not a wrong answer.
+    r.cell["status"] = what.find("unsupported") != std::string::npos ? "refused" : "error";
+    r.cell["error"] = what;
+    return r;
+  }
+  const ref::Bounds bounds =
+      bounded ? ref::error_bounds(checked.p, props::tensors64(checked), want, s.precision(checked.p)) : ref::Bounds{};
+  r.metrics = measure_outputs(checked, want, bounds, got, s.writes_lse);
+  bool pass = true;
+  for (const auto& [name, m] : r.metrics) pass = pass && m.pass;
+  r.cell["status"] = pass ? "pass" : "fail";
+  return r;
+}
+
+json finish_cell(const CaseSpec& c, const CellRun& r, const BaselineErrors* baseline) {
+  json cell = r.cell;
+  if (r.metrics.empty()) return cell;
+  json tensors = json::object();
+  for (const char* name : kTensors)
+    if (auto it = r.metrics.find(name); it != r.metrics.end())
+      tensors[name] = tensor_json(c, name, it->second, baseline);
+  cell["tensors"] = tensors;
+  return cell;
+}
+
+SweepResult run_sweep(const std::vector<CaseSpec>& cases, const std::vector<Subject>& subjects, const Subject* baseline,
+                      const RunOptions& o) {
+  // Eigen sizes its GEMM blocks from the CPU's caches, and the blocking decides the summation order
+  // of the baseline's and the oracle's inexact products: fixed sizes make the report the same on
+  // every machine.
+  Eigen::setCpuCacheSizes(32 * 1024, 1024 * 1024, 8 * 1024 * 1024);
+  const size_t n = cases.size();
+  std::vector<json> case_js(n), cell_js(n, json::array());
+  std::vector<std::string> errors(n);
+  std::atomic<size_t> next{0};
+  Progress progress(o.progress, o.what, n);
+  auto one = [&](size_t i) {
+    const CaseSpec& c = cases[i];
+    const Inputs full = make_inputs(c, o.seed);
+    const Inputs checked = checked_inputs(c, full);
+    const ref::Certified want = props::certify(checked);
+    std::vector<CellRun> runs(subjects.size());
+    const CellRun* base_run = nullptr;
+    for (size_t k = 0; k < subjects.size(); ++k) {
+      if (!subjects[k].claims(c)) continue;
+      runs[k] = run_cell(c, full, checked, want, subjects[k]);
+      if (baseline && subjects[k].name == baseline->name && subjects[k].config == baseline->config) base_run = &runs[k];
+    }
+    CellRun separate;
+    if (baseline && !base_run && baseline->claims(c)) {
+      separate = run_cell(c, full, checked, want, *baseline, false);
+      base_run = &separate;
+    }
+    BaselineErrors base;
+    if (base_run) base = max_abs_of(base_run->metrics);
+    case_js[i] = case_json(c, inputs_hash(full), score_max(checked));
+    for (size_t k = 0; k < subjects.size(); ++k) {
+      if (runs[k].cell.is_null()) continue;
+      json cell = finish_cell(c, runs[k], base.empty() ? nullptr : &base);
+      cell["sub"] = k;
+      if (o.replay) cell["replay"] = o.replay(c, subjects[k]);
+      cell_js[i].push_back(std::move(cell));
+    }
+  };
+  auto worker = [&] {
+    for (size_t i; (i = next++) < n;) {
+      try {
+        one(i);
+      } catch (const std::exception& e) {
+        errors[i] = fmt::format("{}: {}", cases[i].id, e.what());
+      }
+      progress.done(cases[i].id);
+    }
+  };
+  std::vector<std::thread> pool;
+  const int jobs = std::max(1, std::min<int>(o.jobs, int(n)));
+  for (int t = 1; t < jobs; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+
+  SweepResult r;
+  for (size_t i = 0; i < n; ++i) {
+    if (!errors[i].empty()) {
+      r.errors.push_back(errors[i]);
+      continue;
+    }
+    r.cases.push_back(std::move(case_js[i]));
+    for (json& cell : cell_js[i]) r.cells.push_back(std::move(cell));
+  }
+  return r;
+}
+
+}  // namespace fc::report

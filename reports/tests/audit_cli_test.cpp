@@ -1,0 +1,213 @@
+// The report commands end to end, run as subprocesses: audit --quick reproducible byte for byte
+// (thread counts, shards merged, the committed baseline), gate against the baseline, a killed audit
+// leaving the previous report intact, a planted bug failing with a replay line that replays, and
+// usage errors exiting 2 with one line.
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/tests/subprocess.hpp"
+
+using namespace fc::cli::testing;
+using nlohmann::json;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The CI sweep: both CPU kernels named, so the report is the same whether CUDA was built or not.
+const std::vector<std::string> kQuick = {"audit",    "--quick",   "--kernel", "cpu_naive",
+                                         "--kernel", "cpu_tiled", "--seed",   "1"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("audit --quick is reproducible: threads, shards merged, and the committed baseline", "[cpu]") {
+  const std::string dir = scratch_dir("audit_repro");
+  const RunResult one =
+      run_flashcheck(with(kQuick, {"--jobs", "1", "--out", dir + "/j1", "--junit", dir + "/j.xml"}), 300);
+  CAPTURE(one.err);
+  REQUIRE(one.code == 0);
+  CHECK(one.out.find("flashcheck audit: PASS") != std::string::npos);
+  const RunResult two = run_flashcheck(with(kQuick, {"--jobs", "2", "--out", dir + "/j2"}), 300);
+  REQUIRE(two.code == 0);
+  const std::string report = slurp(dir + "/j1/report.json");
+  for (const char* f : {"report.json", "report.md", "report.html"}) {
+    CAPTURE(f);
+    CHECK(slurp(dir + "/j1/" + f) == slurp(dir + "/j2/" + f));
+  }
+  // Run metadata lives beside the report, never in it.
+  const json run = json::parse(slurp(dir + "/j1/run.json"));
+  CHECK(run.contains("commit"));
+  CHECK(run.contains("finished_utc"));
+  CHECK(report.find("finished_utc") == std::string::npos);
+  const json r = json::parse(report);
+  CHECK(r["schema"] == "flashcheck-report");
+  CHECK(r["verdict"]["status"] == "pass");
+  CHECK(r["verdict"]["cells"].get<int>() == int(r["cells"].size()));
+  CHECK(slurp(dir + "/j.xml").find("<testsuite name=\"flashcheck.audit.cpu_tiled\"") != std::string::npos);
+
+  // Three shards, merged, are the unsharded run byte for byte.
+  std::vector<std::string> merge = {"merge", "--out", dir + "/merged"};
+  for (int i = 0; i < 3; ++i) {
+    const std::string out = dir + "/s" + std::to_string(i);
+    const RunResult s = run_flashcheck(with(kQuick, {"--shard", std::to_string(i) + "/3", "--out", out}), 300);
+    REQUIRE(s.code == 0);
+    CHECK(json::parse(slurp(out + "/report.json"))["shard"]["index"] == i);
+    merge.push_back(out + "/report.json");
+  }
+  std::swap(merge[3], merge[5]);  // shards in any order
+  const RunResult m = run_flashcheck(merge, 60);
+  CAPTURE(m.err);
+  REQUIRE(m.code == 0);
+  for (const char* f : {"report.json", "report.md", "report.html"}) {
+    CAPTURE(f);
+    CHECK(slurp(dir + "/merged/" + f) == slurp(dir + "/j1/" + f));
+  }
+
+  // CI's gate: the committed baseline is this run, byte for byte (same options, same seed), and the
+  // gate passes. A byte difference with a passing gate means machine-dependent arithmetic
+  // (docs/gate.md says what the baseline assumes).
+  const std::string baseline = std::string(FC_SOURCE_DIR) + "/reports/baseline/quick.json";
+  INFO(
+      "reports/baseline/quick.json is not this build's quick audit. After a deliberate change to a CPU kernel, "
+      "a bound, the sweep or the metrics, run reports/baseline/update.sh and commit quick.json with the change; "
+      "if the gate below passes and only bytes differ, this machine's arithmetic differs (docs/gate.md)");
+  CHECK(slurp(baseline) == report);
+  const RunResult g = run_flashcheck({"gate", "--baseline", baseline, "--current", dir + "/j1/report.json"}, 60);
+  CAPTURE(g.out);
+  CHECK(g.code == 0);
+
+  // The gate sees a planted regression in the same report: o's RMSE doubled in one cell.
+  json worse = r;
+  for (json& cell : worse["cells"])
+    if (cell["kernel"] == "cpu_tiled") {
+      cell["tensors"]["o"]["rmse"] = 2 * cell["tensors"]["o"]["rmse"].get<double>();
+      break;
+    }
+  write_bytes(dir + "/worse.json", worse.dump(2));
+  const RunResult gw =
+      run_flashcheck({"gate", "--baseline", dir + "/j1/report.json", "--current", dir + "/worse.json"});
+  CHECK(gw.code == 1);
+  CHECK(gw.out.find("| rmse |") != std::string::npos);
+  write_bytes(dir + "/garbage.json", "{\"schema\": 3");
+  const RunResult gg =
+      run_flashcheck({"gate", "--baseline", dir + "/garbage.json", "--current", dir + "/j1/report.json"});
+  CHECK(gg.code == 2);
+  CHECK(gg.stderr_lines() == 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a killed audit leaves the previous report intact and no temporary file", "[cpu]") {
+  const std::string dir = scratch_dir("audit_kill");
+  const std::string out = dir + "/out";
+  REQUIRE(run_flashcheck(
+              {"audit", "--quick", "--kernel", "cpu_tiled", "--dtype", "F16", "--regime", "normal", "--out", out}, 120)
+              .code == 0);
+  const std::string before = slurp(out + "/report.json");
+  // The full sweep runs for a minute: SIGKILL it after two seconds, in the middle of its work.
+  const std::string cmd =
+      "timeout -s KILL 2 '" + std::string(FLASHCHECK_BIN) + "' audit --jobs 1 --out '" + out + "' >/dev/null 2>&1";
+  const int status = std::system(cmd.c_str());
+  CHECK(WEXITSTATUS(status) == 128 + SIGKILL);  // timeout's report of a killed child
+  CHECK(slurp(out + "/report.json") == before);
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(out)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"report.html", "report.json", "report.md", "run.json"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a planted bug fails the audit with a replay line that replays", "[cpu]") {
+  const std::string dir = scratch_dir("audit_mutant");
+  const RunResult r = run_flashcheck(
+      {"audit", "--quick", "--kernel", "mutant_no_o_rescale", "--dtype", "F32", "--regime", "normal", "--out", dir},
+      120);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("flashcheck audit: FAIL") != std::string::npos);
+  const json rep = json::parse(slurp(dir + "/report.json"));
+  std::string replay, failed_case;
+  for (const json& cell : rep["cells"])
+    if (cell["status"] == "fail") {
+      replay = cell["replay"], failed_case = cell["case"];
+      CHECK_FALSE(cell["tensors"]["o"]["pass"].get<bool>());
+      CHECK(cell["tensors"]["o"].contains("why_element"));
+      break;
+    }
+  REQUIRE_FALSE(replay.empty());
+  CHECK(replay == "flashcheck audit --kernel mutant_no_o_rescale --case " + failed_case + " --seed 1");
+  // The replay line, run, fails the same cell with the same numbers.
+  std::vector<std::string> args;
+  std::istringstream words(replay.substr(std::string("flashcheck ").size()));
+  for (std::string w; words >> w;) args.push_back(w);
+  args.insert(args.end(), {"--out", dir + "/replay"});
+  CHECK(run_flashcheck(args, 60).code == 1);
+  const json again = json::parse(slurp(dir + "/replay/report.json"));
+  REQUIRE(again["cells"].size() == 1);
+  for (const json& cell : rep["cells"])
+    if (cell["case"] == failed_case) CHECK(again["cells"][0]["tensors"] == cell["tensors"]);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("audit, gate and merge refuse bad usage with exit 2 and one line", "[cpu]") {
+  const std::vector<std::vector<std::string>> bad = {
+      {"audit", "--shard", "3/3"},
+      {"audit", "--shard", "x"},
+      {"audit", "--dtype", "F64"},
+      {"audit", "--kernel", "no_such_kernel"},
+      {"audit", "--case", "F16/normal/n3"},
+      {"audit", "--regime", "sideways"},
+      {"audit", "--accumulation", "--kernel", "cpu_tiled:acc=f8"},
+      {"audit", "--save-case", "/tmp/x.safetensors"},
+      {"gate", "--baseline", "/nonexistent.json", "--current", "/nonexistent.json"},
+      {"gate", "--baseline", "/dev/null", "--current", "/dev/null", "--tolerance", "abc"},
+      {"merge", "/nonexistent.json"},
+  };
+  for (const auto& args : bad) {
+    const RunResult r = run_flashcheck(args, 60);
+    CAPTURE(args, r.out, r.err);
+    CHECK(r.code == 2);
+    CHECK(r.stderr_lines() == 1);
+  }
+}
+
+TEST_CASE("audit --plugin audits a plugin like a registry kernel, replay lines included", "[cpu]") {
+  const std::string dir = scratch_dir("audit_plugin");
+  const std::vector<std::string> sweep = {"audit", "--quick", "--dtype", "F32", "--regime", "normal,causal_top_left"};
+  const RunResult ok = run_flashcheck(with(sweep, {"--plugin", PLUGIN_OK, "--out", dir + "/ok"}), 300);
+  CAPTURE(ok.out, ok.err);
+  CHECK(ok.code == 0);
+  const json r = json::parse(slurp(dir + "/ok/report.json"));
+  REQUIRE_FALSE(r["cells"].empty());
+  for (const json& cell : r["cells"]) {
+    CHECK(cell["kernel"] == "example_cpu_none");
+    CHECK(cell["device"] == "plugin");
+    CHECK(cell["tensors"]["o"].contains("baseline_ratio"));  // the baseline runs though it is not audited
+  }
+  // A plugin with the other causal alignment fails the causal cells, with a replay line that replays.
+  const RunResult bad = run_flashcheck(with(sweep, {"--plugin", PLUGIN_CAUSAL, "--out", dir + "/bad"}), 300);
+  CHECK(bad.code == 1);
+  const json rb = json::parse(slurp(dir + "/bad/report.json"));
+  std::string replay;
+  for (const json& cell : rb["cells"])
+    if (cell["status"] == "fail") replay = cell["replay"];
+  REQUIRE(replay.find("flashcheck audit --plugin ") == 0);
+  std::vector<std::string> args;
+  std::istringstream words(replay.substr(std::string("flashcheck ").size()));
+  for (std::string w; words >> w;) args.push_back(w);
+  args.insert(args.end(), {"--out", dir + "/replay"});
+  CHECK(run_flashcheck(args, 120).code == 1);
+  std::filesystem::remove_all(dir);
+}

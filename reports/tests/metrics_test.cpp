@@ -1,0 +1,159 @@
+// The report's metrics held to values computed by hand (in the comments), not by the code under
+// test: ULP spacing and ordinals against IEEE bit patterns, and every metric of a 4-element fp16
+// tensor with planted errors.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+
+#include "reports/metrics.hpp"
+
+using namespace fc;
+using namespace fc::report;
+
+namespace {
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
+}  // namespace
+
+TEST_CASE("ulp_of is the spacing of the output type at a value", "[cpu]") {
+  CHECK(ulp_of(DType::F16, 1.0) == std::ldexp(1, -10));
+  CHECK(ulp_of(DType::F16, 1.99) == std::ldexp(1, -10));
+  CHECK(ulp_of(DType::F16, -2.0) == std::ldexp(1, -9));
+  CHECK(ulp_of(DType::F16, 0.0) == std::ldexp(1, -24));   // fp16's subnormal spacing
+  CHECK(ulp_of(DType::F16, 1e-6) == std::ldexp(1, -24));  // below 2^-14: subnormal
+  CHECK(ulp_of(DType::F16, 65504.0) == 32.0);             // the largest binade, [2^15, 2^16)
+  CHECK(ulp_of(DType::F16, 1e6) == 32.0);                 // beyond the range: the last spacing
+  CHECK(ulp_of(DType::BF16, 1.0) == std::ldexp(1, -7));
+  CHECK(ulp_of(DType::F32, 1.0) == std::ldexp(1, -23));
+  CHECK(ulp_of(DType::F32, 0.0) == std::ldexp(1, -149));
+}
+
+TEST_CASE("ordinal numbers the values of a type like their bit patterns", "[cpu]") {
+  // For positive values the ordinal is the IEEE encoding read as an integer.
+  CHECK(ordinal(DType::F16, 0.0) == 0);
+  CHECK(ordinal(DType::F16, std::ldexp(1, -24)) == 1);       // 0x0001
+  CHECK(ordinal(DType::F16, std::ldexp(1, -14)) == 0x0400);  // smallest normal
+  CHECK(ordinal(DType::F16, 1.0) == 0x3C00);
+  CHECK(ordinal(DType::F16, 1.0 + std::ldexp(1, -10)) == 0x3C01);
+  CHECK(ordinal(DType::F16, 65504.0) == 0x7BFF);
+  CHECK(ordinal(DType::F16, kInf) == 0x7C00);
+  CHECK(ordinal(DType::F16, -1.0) == -0x3C00);
+  CHECK(ordinal(DType::BF16, 1.0) == 0x3F80);
+  CHECK(ordinal(DType::F32, 1.0) == 0x3F800000);
+  CHECK(ordinal(DType::F32, std::ldexp(1, -149)) == 1);
+  CHECK(ordinal(DType::F64, 1.0) == 0x3FF0000000000000);
+}
+
+TEST_CASE("histogram bins put each value where the documented edges say", "[cpu]") {
+  CHECK(ulp_bin(0) == 0);
+  CHECK(ulp_bin(1) == 1);
+  CHECK(ulp_bin(2) == 2);
+  CHECK(ulp_bin(3) == 3);
+  CHECK(ulp_bin(4) == 3);
+  CHECK(ulp_bin(5) == 4);
+  CHECK(ulp_bin(8) == 4);
+  CHECK(ulp_bin(9) == 5);
+  CHECK(ulp_bin(int64_t(1) << 20) == 21);
+  CHECK(ulp_bin((int64_t(1) << 20) + 1) == 22);
+  CHECK(ratio_bin(0.0) == 0);
+  CHECK(ratio_bin(1e-6) == 1);  // an edge opens the next bin
+  CHECK(ratio_bin(0.999) == 18);
+  CHECK(ratio_bin(1.0) == 19);
+  CHECK(ratio_bin(10.0) == 22);
+  CHECK(ratio_bin(kInf) == 22);
+  CHECK(ratio_bin(kNaN) == 22);
+}
+
+TEST_CASE("quantile is the lower nearest rank, NaN last", "[cpu]") {
+  CHECK(quantile({}, 0.5) == 0);
+  CHECK(quantile({4, 1, 3, 2}, 0.5) == 2);   // sorted 1 2 3 4, index floor(0.5 * 3) = 1
+  CHECK(quantile({4, 1, 3, 2}, 0.99) == 3);  // index floor(2.97) = 2
+  CHECK(quantile({4, 1, 3, 2}, 1.0) == 4);
+  CHECK(std::isnan(quantile({kNaN, 1, 2}, 1.0)));
+}
+
+namespace {
+// An fp16 output of four elements; every value is exact in fp16.
+//   ref = 1 + 2^-12, 0.5, -(2 + 2^-9), 0.25       got = 1, 0.5, -2, 0.25 + 2^-12
+//   got - ref = -2^-12, 0, +2^-9, +2^-12
+const double a = std::ldexp(1, -12), b = std::ldexp(1, -9);
+const std::vector<double> ref = {1 + a, 0.5, -(2 + b), 0.25};
+const std::vector<double> got = {1, 0.5, -2, 0.25 + a};
+const std::vector<double> mag = {2, 1, 4, 0.5};  // o's scale sum_j P|v|
+const std::vector<double> bound = {std::ldexp(1, -11), std::ldexp(1, -20), std::ldexp(1, -8), std::ldexp(1, -11)};
+}  // namespace
+
+TEST_CASE("measure gives the hand-computed metrics of a planted fp16 error", "[cpu]") {
+  const TensorMetrics m = measure(got, ref, bound, DType::F16, {Scale::Elementwise, &mag});
+  CHECK(m.count == 4);
+  CHECK(m.max_abs == b);
+  CHECK(m.rmse == std::sqrt((a * a + b * b + a * a) / 4));
+  CHECK(m.bias == b / 4);  // (-a + 0 + b + a) / 4
+  // scaled: a/2, 0, b/4, a/0.5 -> max is b/4 = 2a/0.5... both 2^-11
+  CHECK(m.max_scaled == std::ldexp(1, -11));
+  const double ref_sq = (1 + a) * (1 + a) + 0.25 + (2 + b) * (2 + b) + 0.0625;
+  CHECK(m.rel_norm == std::sqrt((2 * a * a + b * b) / ref_sq));
+  // ULPs of the reference: 1+a: 2^-10 (0.25 ulp), 0.5: 0, 2+b: 2^-9 (1 ulp), 0.25: 2^-12 (1 ulp).
+  CHECK(m.ulp_max == 1);
+  CHECK(m.ulp_mean == (0.25 + 0 + 1 + 1) / 4);
+  // sign(ref) (got - ref): -a, 0, -b (ref < 0, got - ref > 0: toward zero), +a.
+  CHECK(m.bias_mag == -b / 4);
+  CHECK(m.bias_rel == (-b / 4) / std::sqrt((a * a + b * b + a * a) / 4));
+  CHECK(m.ulp_p99 == 1);     // sorted 0 .25 1 1, index floor(0.99 * 3) = 2
+  CHECK(m.excess_p99 == 1);  // sorted 0 0 1 1, index 2
+  // Steps from ref rounded once: fl16(1+a) = 1 (a is below half an ulp): 0; exact: 0;
+  // 2+b is exact in fp16, got = -2 is 1 step away; 0.25 exact, got 1 step away.
+  CHECK(m.excess_max == 1);
+  CHECK(m.correctly_rounded == 2);
+  CHECK(m.ulp_hist[0] == 2);
+  CHECK(m.ulp_hist[1] == 2);
+  // error / bound: 2^-12 / 2^-11, 0, 2^-9 / 2^-8, 2^-12 / 2^-11 = 0.5, 0, 0.5, 0.5.
+  CHECK(m.has_bound);
+  CHECK(m.ratio_max == 0.5);
+  CHECK(m.ratio_p50 == 0.5);  // sorted 0 .5 .5 .5, index 1
+  CHECK(m.ratio_p99 == 0.5);
+  CHECK(m.ratio_hist[0] == 1);
+  CHECK(m.ratio_hist[18] == 3);  // [0.5, 1)
+  CHECK(m.worst == 0);           // the first of the largest ratios
+  CHECK(m.worst_got == 1);
+  CHECK(m.worst_ref == 1 + a);
+  CHECK(m.pass);
+  CHECK(m.nonfinite_mismatch == 0);
+}
+
+TEST_CASE("measure fails an element beyond its bound and names it", "[cpu]") {
+  std::vector<double> tight = bound;
+  tight[2] = std::ldexp(1, -10);  // error 2^-9 is twice this
+  const TensorMetrics m = measure(got, ref, tight, DType::F16, {Scale::Elementwise, &mag});
+  CHECK_FALSE(m.pass);
+  CHECK(m.why_index == 2);
+  CHECK(m.ratio_max == 2);
+  CHECK(m.worst == 2);
+  CHECK(m.ratio_hist[20] == 1);  // 2 opens [2, 5)
+}
+
+TEST_CASE("measure counts non-finite disagreement and never passes it", "[cpu]") {
+  const std::vector<double> r = {1, -kInf, 1, kNaN};
+  const std::vector<double> g = {kNaN, -kInf, 1, kNaN};
+  const TensorMetrics m = measure(g, r, {1, 1, 1, 1}, DType::F32, {Scale::Absolute});
+  CHECK(m.nonfinite_mismatch == 1);
+  CHECK(m.nonfinite_match == 2);  // -inf = -inf, NaN where the reference is NaN
+  CHECK(m.count == 1);
+  CHECK_FALSE(m.pass);
+  const TensorMetrics unbounded = measure(g, r, {}, DType::F32, {Scale::Absolute});
+  CHECK_FALSE(unbounded.has_bound);
+  CHECK_FALSE(unbounded.pass);
+}
+
+TEST_CASE("measure scales by the tensor's largest value, or not at all", "[cpu]") {
+  const std::vector<double> r = {2, -4}, g = {2.5, -4};
+  CHECK(measure(g, r, {}, DType::F32, {Scale::TensorMax}).max_scaled == 0.125);  // 0.5 / 4
+  CHECK(measure(g, r, {}, DType::F32, {Scale::Absolute}).max_scaled == 0.5);
+  const std::vector<double> zero_mag = {0, 1};
+  CHECK(std::isinf(measure(g, r, {}, DType::F32, {Scale::Elementwise, &zero_mag}).max_scaled));  // x/0
+  const std::vector<double> zero_bound = {0, 0};
+  const TensorMetrics m = measure(g, r, zero_bound, DType::F32, {Scale::Absolute});
+  CHECK(std::isinf(m.ratio_max));  // an error where the bound is 0
+  CHECK_FALSE(m.pass);
+  CHECK(measure(r, r, zero_bound, DType::F32, {Scale::Absolute}).ratio_max == 0);  // exact: 0/0 counts as 0
+}
