@@ -96,7 +96,8 @@ struct KeyGrads {
 }  // namespace
 
 Certified certified(const Problem& p, const Tensors64& in) {
-  const bool grads = !in.d_o.empty(), paged = is_paged(p);
+  // A batch without queries has an empty d_o whether or not gradients were asked: give them (zeros).
+  const bool grads = !in.d_o.empty() || numel_o(p) == 0, paged = is_paged(p);
   const Seqs seqs = in.seq.seqs();
   const Index d = p.d, dv = head_dim_v(p), group = p.heads_q / p.heads_kv;
   Certified c;

@@ -85,7 +85,8 @@ bool softmax_row(const std::vector<mp>& s, const std::vector<char>& live, std::v
 // Row i of sequence b, query head h: its scores (softcap and ALiBi applied), softmax, o, and its
 // contributions to the gradients.
 ResultMP exact_mp(const Problem& p, const TensorsMP& in) {
-  const bool grads = !in.d_o.empty();
+  // A batch without queries has an empty d_o whether or not gradients were asked: give them (zeros).
+  const bool grads = !in.d_o.empty() || numel_o(p) == 0;
   const int64_t d = p.d, dv = head_dim_v(p);
   const Seqs seqs = in.seq.seqs();
   ResultMP r;

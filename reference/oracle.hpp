@@ -26,7 +26,8 @@ struct Tensors64 {
   std::vector<double> k;    // shape_kv: (batch, heads_kv, n_k, d); varlen (total_k, heads_kv, d); paged
                             // (num_pages, page_size, heads_kv, d)
   std::vector<double> v;    // shape_v: like k with d_v
-  std::vector<double> d_o;  // shape_o: like q with d_v; empty: forward only
+  std::vector<double> d_o;  // shape_o: like q with d_v; empty: forward only (with no query at all,
+                            // numel_o = 0, the gradients come back anyway: zeros)
   SeqData seq = {};         // the variants' data
 };
 
