@@ -23,7 +23,7 @@ echo "commit $(cat "$root/.carry/COMMIT" 2>/dev/null)"
 step laws_gpu_test 90 env FC_SEED=1 "$bin/laws_gpu_test" -r compact
 step cuda_naive_test 40 "$bin/cuda_naive_test" -r compact
 step cuda_tiled_test 60 "$bin/cuda_tiled_test" -r compact
-step audit 30 "$bin/flashcheck" audit --out "$out"
+step audit 120 "$bin/flashcheck" audit --quick --out "$out/audit"  # the full GPU audit: reports/gpu/audit_h200.sh
 step check_cuda_tiled 40 "$bin/flashcheck" check --kernel cuda_tiled --seed 7
 step check_cuda_wgmma 40 "$bin/flashcheck" check --kernel cuda_wgmma --seed 7
 for tool in memcheck racecheck; do  # the [sanitize] case: one causal GQA problem, every config, both kernels

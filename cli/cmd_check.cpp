@@ -4,8 +4,13 @@
 // `--case FILE` one regression file. Regression files in --regressions DIR (default the source
 // tree's properties/regressions) are replayed before the random cases; --save-regressions writes
 // each new minimal counterexample there. A plugin runs in a worker process (cli/plugin_options.hpp).
+// `--inputs FILE` runs every law that applies to that one input (exit 2 when none does).
+// `--kill-matrix [--kernels A,B] [--json]` runs every law on every mutant whose device is present (or
+// on the kernels named) and prints which law kills which (exit 1 when a mutant survives every law or
+// a correct kernel is killed).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -16,16 +21,48 @@
 #include "cli/plugin_options.hpp"
 #include "io/errors.hpp"
 #include "kernels/registry.hpp"
+#include "properties/kill_matrix.hpp"
 #include "properties/runner.hpp"
 
 namespace fc::cli {
+namespace {
+
+// --kill-matrix: every law on every mutant whose device is present (or on `names`).
+int run_kill_matrix(const std::vector<std::string>& names, int cases, uint64_t seed, const std::string& regressions,
+                    bool json, std::ostream& out) {
+  std::vector<const Kernel*> kernels;
+  for (const std::string& name : names) {
+    const Kernel* k = find_kernel(name);
+    if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", name));
+    if (!device_present(k->info.device))
+      throw UsageError(fmt::format("kernel \"{}\" needs a {} device, and none is present", name, k->info.device));
+    kernels.push_back(k);
+  }
+  props::RunOptions opt;
+  opt.cases = cases;
+  opt.seed = seed;
+  opt.regressions_dir = regressions;
+  const props::KillMatrix m = props::kill_matrix(kernels, opt, &std::cerr);
+  if (json)
+    props::print_json(m, out);
+  else
+    props::print_markdown(m, out);
+  // A mutant no law kills, or a correct kernel a law kills, is the suite failing.
+  bool ok = true;
+  for (const props::KillRow& r : m.rows)
+    ok = ok && (std::count(r.cells.begin(), r.cells.end(), props::Cell::Killed) > 0) == r.mutant;
+  return ok ? kExitPass : kExitFail;
+}
+
+}  // namespace
 
 Run setup_check(CLI::App& app, const ExternalKernel* ext) {
   struct Options {
-    std::string kernel, law, reproduce, case_file, regressions = props::default_regressions_dir();
+    std::string kernel, law, reproduce, case_file, inputs, regressions = props::default_regressions_dir();
+    std::vector<std::string> kernels;
     int cases = 100;
     uint64_t seed = 0;
-    bool save = false;
+    bool save = false, kill_matrix = false, json = false;
     PluginArgs plugin;
   };
   auto o = std::make_shared<Options>();
@@ -43,14 +80,31 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
   sub->add_option("--law", o->law, "run only this law (ids: see the output)");
   sub->add_option("--reproduce", o->reproduce, "replay token printed by a failure (needs --law)");
   sub->add_option("--case", o->case_file, "replay one regression file (needs --law)");
+  sub->add_option("--inputs", o->inputs, "run every law that applies to this one input file (safetensors)");
   CLI::Option* regressions =
       sub->add_option("--regressions", o->regressions, "regression folder replayed before random cases");
   sub->add_flag("--save-regressions", o->save, "save each minimal counterexample to the regression folder");
+  if (!ext) {
+    sub->add_flag("--kill-matrix", o->kill_matrix, "every law on every mutant (or --kernels): which law kills which");
+    sub->add_option("--kernels", o->kernels,
+                    "kernels for --kill-matrix (default: every mutant whose device is present)")
+        ->delimiter(',');
+    sub->add_flag("--json", o->json, "--kill-matrix as JSON");
+  }
 
   return [o, seed, regressions, ext]() -> int {
     std::ostream& out = ext && ext->out ? *ext->out : std::cout;
+    if (o->kill_matrix) {
+      if (!o->kernel.empty() || !o->plugin.path.empty() || !o->law.empty() || !o->reproduce.empty() ||
+          !o->case_file.empty() || !o->inputs.empty())
+        throw UsageError("--kill-matrix takes --kernels, --cases, --seed, --regressions and --json only");
+      return run_kill_matrix(o->kernels, o->cases, seed->count() ? o->seed : 1, o->regressions, o->json, out);
+    }
+    if (!o->kernels.empty() || o->json) throw UsageError("--kernels and --json go with --kill-matrix");
+    if (!o->inputs.empty() && (!o->reproduce.empty() || !o->case_file.empty()))
+      throw UsageError("--inputs takes neither --reproduce nor --case");
     if (!ext && o->kernel.empty() && o->plugin.path.empty())
-      throw UsageError("check needs --kernel NAME or --plugin PATH");
+      throw UsageError("check needs --kernel NAME or --plugin PATH (or --kill-matrix)");
     if (!o->law.empty() && !props::find_law(o->law)) throw UsageError(fmt::format("unknown law \"{}\"", o->law));
     if ((!o->reproduce.empty() || !o->case_file.empty()) && o->law.empty())
       throw UsageError("--reproduce and --case need --law");
@@ -80,10 +134,21 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
       std::string case_law;
       const props::Case c = props::read_case(o->case_file, &case_law);
       if (case_law != o->law)
-        throw UsageError(
-            fmt::format("{}: the case is for law {}, not {}", o->case_file, io::quoted(case_law), io::quoted(o->law)));
+        throw UsageError(fmt::format("{}: the case is for law {}, not {} (--inputs runs every law on any input file)",
+                                     o->case_file, io::quoted(case_law), io::quoted(o->law)));
       if (!claims(*k, c.in.p))
         throw UsageError(fmt::format("{}: kernel {} does not claim this case's problem", o->case_file, k->info.name));
+    }
+    if (!o->inputs.empty()) {  // one input file: every law that applies to it
+      out << fmt::format("flashcheck check: kernel {} ({}), the laws on {}\n", k->info.name,
+                         k->info.mutant ? "mutant" : k->info.device, o->inputs);
+      const int code = props::run_suite_on_file(*k, o->inputs, out, o->law, "--inputs", opt.replay_prefix);
+      if (code == 2)
+        throw UsageError(fmt::format("no law {}applies to {} on kernel {}", o->law.empty() ? "" : o->law + " ",
+                                     o->inputs, k->info.name));
+      out << (code == 0 ? "every applicable law holds\n" : "a law failed\n");
+      out.flush();
+      return code == 0 ? kExitPass : kExitFail;
     }
     opt.cases = o->cases;
     opt.seed = seed->count() ? o->seed : std::random_device{}() | (uint64_t(std::random_device{}()) << 32);

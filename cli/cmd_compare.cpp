@@ -4,7 +4,11 @@
 // tensor within its bound; 1: one is not; 2: unreadable or inconsistent files, bad options.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <memory>
+
+#include "io/attention_io.hpp"
+#include "io/errors.hpp"
 
 #include "cli/command.hpp"
 #include "cli/options.hpp"
@@ -19,23 +23,39 @@ namespace {
 
 struct Options {
   report::CompareOptions c;
+  Limits limits;
   std::string out, junit;
   bool as_json = false;
   bool p_f32 = false;
 };
 
+// The certified oracle's range is finite magnitudes below 2^500 (only F64 files reach past it).
+void check_range(const std::string& file, const char* name, const HostTensor& t) {
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (std::isfinite(t.get(i)) && std::fabs(t.get(i)) >= 0x1p500)
+      throw io::FileError(io::Fault::OutOfRange, file,
+                          fmt::format("tensor \"{}\" element {} = {:g} is beyond the certified oracle's range "
+                                      "(|x| < 2^500)",
+                                      name, i, t.get(i)));
+}
+
 int run_compare(Options o) {
   o.c.p_in_storage = !o.p_f32;
-  report::check_outputs(o.out, o.junit);
+  const std::vector<std::string> inputs = {o.c.inputs, o.c.outputs};
+  report::check_outputs(o.out, o.junit, inputs);
+  const Inputs in = io::read_inputs(o.c.inputs);
+  require_affordable(o.c.inputs, in.p, in.has_d_o(), o.limits);
+  check_range(o.c.inputs, "q", in.q), check_range(o.c.inputs, "k", in.k), check_range(o.c.inputs, "v", in.v);
+  if (in.has_d_o()) check_range(o.c.inputs, "d_o", in.d_o);
   nlohmann::json r;
   try {
-    r = report::compare_report(o.c);
+    r = report::compare_report(o.c, in);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
   report::RunInfo info;
   info.command = "flashcheck compare";
-  const std::vector<std::string> wrote = report::write_outputs(o.out, o.junit, r, info);
+  const std::vector<std::string> wrote = report::write_outputs(o.out, o.junit, r, info, inputs);
   if (o.as_json) {
     fmt::print("{}", report::dump(r));
   } else {
@@ -64,6 +84,7 @@ Run setup_compare(CLI::App& app) {
       ->check(decimal_unsigned());
   sub->add_flag("--p-f32", o->p_f32, "P stays fp32 before P·V (default: rounded to the storage type)");
   sub->add_flag("--json", o->as_json, "Print report.json instead of the summary");
+  add_limit_options(sub, o->limits);
   return [o] { return run_compare(*o); };
 }
 

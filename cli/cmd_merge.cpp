@@ -23,7 +23,7 @@ struct Options {
 };
 
 int run_merge(const Options& o) {
-  report::check_outputs(o.out, o.junit);
+  report::check_outputs(o.out, o.junit, o.shards);
   std::vector<nlohmann::json> shards;
   nlohmann::json r;
   try {
@@ -36,7 +36,7 @@ int run_merge(const Options& o) {
   }
   report::RunInfo info;
   info.command = fmt::format("flashcheck merge ({} shards)", shards.size());
-  const std::vector<std::string> wrote = report::write_outputs(o.out, o.junit, r, info);
+  const std::vector<std::string> wrote = report::write_outputs(o.out, o.junit, r, info, o.shards);
   if (o.as_json) {
     fmt::print("{}", report::dump(r));
   } else {

@@ -1,15 +1,11 @@
-# fc_add_test(NAME name SOURCES a.cpp ... LIBS lib ... LABELS cpu|gpu ...)
-# A Catch2 (v2) test executable; each TEST_CASE becomes a ctest test carrying LABELS (which mirror
-# the Catch tags of its TEST_CASEs). GPU tests skip cleanly without a GPU (exit code 77 = skipped).
-# PREFIX (optional) prefixes every ctest name: one source compiled for two devices registers its
-# TEST_CASEs twice, and tests that share a name collide in ctest (the second set of labels wins).
+# fc_add_test(NAME name SOURCES a.cpp ... LIBS lib ... LABELS cpu|gpu ... [PREFIX p])
+# A Catch2 test executable (v2 or v3: include "tests/catch.hpp"); each TEST_CASE becomes a ctest test
+# carrying LABELS (which mirror the Catch tags of its TEST_CASEs). GPU tests skip cleanly without a
+# GPU (exit code 77 = skipped). PREFIX (optional) prefixes every ctest name: one source compiled for
+# two devices registers its TEST_CASEs twice, and tests that share a name collide in ctest (the second
+# set of labels wins).
 function(fc_add_test)
   cmake_parse_arguments(T "" "NAME;PREFIX" "SOURCES;LIBS;LABELS" ${ARGN})
-  if(NOT Catch2_FOUND)
-    # Declared (so later target_* calls on it still configure) but never built nor registered.
-    add_executable(${T_NAME} EXCLUDE_FROM_ALL ${T_SOURCES})
-    return()
-  endif()
   add_executable(${T_NAME} ${T_SOURCES})
   if("gpu" IN_LIST T_LABELS)
     target_link_libraries(${T_NAME} PRIVATE fc_catch_main_gpu)
@@ -17,12 +13,27 @@ function(fc_add_test)
     target_link_libraries(${T_NAME} PRIVATE fc_catch_main)
   endif()
   target_link_libraries(${T_NAME} PRIVATE fc_warnings ${T_LIBS})
-  catch_discover_tests(${T_NAME} TEST_PREFIX "${T_PREFIX}" PROPERTIES SKIP_RETURN_CODE 77)
-  # The labels are set by a file ctest reads after the discovered tests: catch_discover_tests's
-  # PROPERTIES cannot carry a list value (a second label would be read as a property name).
-  set(labels_file "${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}_labels.cmake")
-  file(WRITE "${labels_file}" "if(DEFINED ${T_NAME}_TESTS)\n"
-                              "  set_tests_properties(\${${T_NAME}_TESTS} PROPERTIES LABELS \"${T_LABELS}\")\n"
-                              "endif()\n")
-  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${labels_file}")
+  catch_discover_tests(${T_NAME} TEST_PREFIX "${T_PREFIX}")
+  # Labels and the skip code are set on the discovered tests (${T_NAME}_TESTS, which Catch's own
+  # include file defines) by a file ctest reads after it: through catch_discover_tests' PROPERTIES a
+  # second label would be read as a property name, and Catch2 v3 appends its own SKIP_RETURN_CODE 4.
+  set(props "${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}_properties.cmake")
+  file(WRITE "${props}" "if(DEFINED ${T_NAME}_TESTS)\n"
+                        "  set_tests_properties(\${${T_NAME}_TESTS} PROPERTIES LABELS \"${T_LABELS}\" SKIP_RETURN_CODE 77)\n"
+                        "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${props}")
+endfunction()
+
+# fc_add_fuzzer(NAME name SOURCES a.cpp ... LIBS lib ... CORPUS dir)
+# A libFuzzer harness (FLASHCHECK_FUZZ=ON, clang: -fsanitize=fuzzer added to the build's sanitizers)
+# and the ctest `<name>_corpus` (labels cpu, fuzz) that runs every file of CORPUS (relative to the
+# calling folder) through it once (-runs=0: replay, no fuzzing), so a crash found once stays fixed.
+function(fc_add_fuzzer)
+  cmake_parse_arguments(F "" "NAME;CORPUS" "SOURCES;LIBS" ${ARGN})
+  add_executable(${F_NAME} ${F_SOURCES})
+  target_compile_options(${F_NAME} PRIVATE -fsanitize=fuzzer)
+  target_link_options(${F_NAME} PRIVATE -fsanitize=fuzzer)
+  target_link_libraries(${F_NAME} PRIVATE fc_warnings ${F_LIBS})
+  add_test(NAME ${F_NAME}_corpus COMMAND ${F_NAME} -runs=0 ${CMAKE_CURRENT_SOURCE_DIR}/${F_CORPUS})
+  set_tests_properties(${F_NAME}_corpus PROPERTIES LABELS "cpu;fuzz")
 endfunction()

@@ -17,7 +17,7 @@ namespace fc::props {
 namespace {
 
 const char* const kRegimeNames[] = {"normal",    "outliers",    "huge",   "far_below",    "fp16_max", "ties",
-                                    "all_equal", "subnormal_p", "poison", "fully_masked", "grid",     "subnormal"};
+                                    "all_equal", "subnormal_p", "poison", "fully_masked", "grid",     "subnormal", "ones"};
 static_assert(sizeof(kRegimeNames) / sizeof(kRegimeNames[0]) == size_t(Regime::kCount));
 
 std::string values(const char* name, const HostTensor& t) {
@@ -123,12 +123,13 @@ std::string write_case(const std::string& dir, const std::string& law, const std
 // Every field is validated here, where the file is read: the laws index tensors with poison_index
 // and trust the configs, so a hand-edited or corrupted regression file must be refused (exit 2), never
 // reach them (an out-of-range index wrote out of bounds).
-Case read_case(const std::string& path, std::string* law) {
+Case read_case(const std::string& path, std::string* law, std::map<std::string, std::string>* metadata) {
   io::TensorFile f = io::read_safetensors(path);
   const Meta m = f.metadata;
   Case c;
   c.in = io::inputs_from(path, std::move(f));
   if (law) *law = m.count("fc.law") ? m.at("fc.law") : "";
+  if (metadata) *metadata = m;
   if (auto it = m.find("fc.regime"); it != m.end() && !parse_regime(it->second, &c.regime))
     bad(path, "fc.regime", it->second, "is not a regime");
   c.cfg = read_config(path, m, "");

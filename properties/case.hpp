@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ enum class Regime : int32_t {
   FullyMasked,  // bottom-right causal mask with n_q > n_k: rows that see no key
   Grid,         // coarse-grid values so that metamorphic transforms stay exact in storage
   Subnormal,    // inputs in the storage type's subnormal range (outputs there too)
+  Ones,         // V = 1: every output is 1 (rows sum to one), 0 on a row with no visible key
   kCount
 };
 const char* regime_name(Regime r);
@@ -48,7 +50,9 @@ void showValue(const Case& c, std::ostream& os);  // RapidCheck's counterexample
 
 // Regression files: safetensors inputs (q k v d_o, metadata mask and scale) plus metadata for the
 // rest of the case and the law that once failed on it. write_case returns the path it wrote.
+// read_case: any safetensors input file; the fc.* keys it lacks keep Case's defaults (metadata, when
+// given, receives the file's metadata so callers can tell). A malformed fc.* value is a FileError.
 std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel, const Case& c);
-Case read_case(const std::string& path, std::string* law);
+Case read_case(const std::string& path, std::string* law, std::map<std::string, std::string>* metadata = nullptr);
 
 }  // namespace fc::props

@@ -73,6 +73,11 @@ Regime classify(const Case& c) {
       case Regime::Grid: return on_grid(in.q) && on_grid(in.k) && on_grid(in.v);
       case Regime::Outliers:  // an N(0,100) draw: beyond 5 sigma of N(0,1)
         return std::max({max_abs(in.q), max_abs(in.k), max_abs(in.v)}) > 5;
+      case Regime::Ones: {
+        for (int64_t i = 0; i < in.v.numel(); ++i)
+          if (in.v.get(i) != 1.0) return false;
+        return true;
+      }
       case Regime::Fp16Max: return in.p.dtype == DType::F16 && max_abs(in.v) >= 0.9 * 65504 * (1 - 0x1p-11);
       case Regime::Subnormal: {  // some value, and none above, the smallest normal
         const double m = std::max({max_abs(in.q), max_abs(in.k), max_abs(in.v)});

@@ -144,6 +144,9 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
         for (int64_t i = 0; !t->shape.empty() && i < t->numel(); ++i) t->set(i, tiny * r.uniform(-1, 1));
       break;
     }
+    case Regime::Ones:  // V = 1 exactly in every dtype: o = 1 where a row sees a key
+      for (int64_t i = 0; i < c.in.v.numel(); ++i) c.in.v.set(i, 1.0);
+      break;
     case Regime::kCount: break;
   }
 }
@@ -192,12 +195,15 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
     if (c.regime == Regime::FullyMasked) p.n_q = std::max(p.n_q, p.n_k + 1);
     p.n_q = std::max(p.n_q, spec.min_n), p.n_k = std::max(p.n_k, spec.min_n);
     const double dflt = default_scale(p.d);
-    switch (*rc::gen::inRange(0, 4)) {  // the default first, then 1, power-of-two multiples, a grid
-      case 0: p.scale = dflt; break;
-      case 1: p.scale = 1.0; break;
-      case 2: p.scale = dflt * pick(std::vector<double>{0.5, 2.0, 0.25, 4.0}); break;
-      default: p.scale = *rc::gen::inRange(3, 128) / 64.0;
-    }
+    if (spec.pow2_scale)  // 1 first, then 2^-1 .. 2^-4 (1/sqrt(d) rounded to a power of two) and 2
+      p.scale = pick(std::vector<double>{1.0, 0.5, 0.25, 0.125, 0.0625, 2.0});
+    else
+      switch (*rc::gen::inRange(0, 4)) {  // the default first, then 1, power-of-two multiples, a grid
+        case 0: p.scale = dflt; break;
+        case 1: p.scale = 1.0; break;
+        case 2: p.scale = dflt * pick(std::vector<double>{0.5, 2.0, 0.25, 4.0}); break;
+        default: p.scale = *rc::gen::inRange(3, 128) / 64.0;
+      }
     const int plain = *rc::gen::inRange(0, 3);
     const uint64_t seed = *rc::gen::noShrink(rc::gen::arbitrary<uint64_t>());
     c.aux = *rc::gen::noShrink(rc::gen::arbitrary<uint64_t>());

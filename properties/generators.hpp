@@ -27,6 +27,7 @@ struct GenSpec {
   int32_t max_n = 80;            // n_q, n_k at the largest size (well past 2 x kBlockN)
   bool s_in_storage = false;     // S materialised in storage: Huge stays within its range
   int32_t min_n = 1, min_d = 1;  // statistical laws (the FA rule) need sizable tensors
+  bool pow2_scale = false;       // scales are powers of two (laws that need exact scores)
 };
 
 rc::Gen<Case> gen_case(const GenSpec& spec);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 #include "properties/execute.hpp"
 
@@ -22,6 +24,8 @@ const std::vector<Law>& laws() {
   static const std::vector<Law> table = [] {
     std::vector<Law> t;
     add_reference_laws(t);
+    add_order_laws(t);
+    add_hull_laws(t);
     add_metamorphic_laws(t);
     add_structural_laws(t);
     add_softmax_laws(t);
@@ -45,6 +49,7 @@ bool law_applies(const Law& law, const Kernel& k) {
   if (!law.only_dtypes.empty() &&
       std::none_of(law.only_dtypes.begin(), law.only_dtypes.end(), [&](DType t) { return has(i.dtypes, t); }))
     return false;
+  if (law.needs_exact && !law.needs_exact(i).empty()) return false;
   if (law.needs_baseline) {
     const Kernel* base = find_kernel("cpu_naive");
     if (!base || base->info.name == i.name) return false;
@@ -87,10 +92,65 @@ GenSpec spec_for(const Law& law, const Kernel& k) {
   s.regimes = claimed_regimes(law, k);
   s.min_n = law.min_n, s.min_d = law.min_d;
   s.s_in_storage = i.stores_s_p;  // as precision_of decides
+  s.pow2_scale = law.pow2_scale;
   return s;
 }
 
+std::string case_outside_law(const Law& law, const Kernel& k, const Case& c) {
+  const Problem& p = c.in.p;
+  if (!claims(k, p)) return fmt::format("{} does not claim this problem", k.info.name);
+  if (law.mask_none_only && p.mask != Mask::None) return "holds only without a mask";
+  if (law.needs_causal && p.mask == Mask::None) return "needs a causal mask";
+  if (law.needs_backward && !c.in.has_d_o()) return "needs d_o (a backward)";
+  if (!law.only_dtypes.empty() && !has(law.only_dtypes, p.dtype))
+    return fmt::format("not defined for {} storage", dtype_name(p.dtype));
+  if (p.n_q < law.min_n || p.n_k < law.min_n || p.d < law.min_d)
+    return fmt::format("needs n_q, n_k >= {} and d >= {}", law.min_n, law.min_d);
+  return "";
+}
+
 bool has_backward(const Kernel& k, const Case& c) { return k.info.backward && c.in.has_d_o(); }
+
+std::string same_bits(const Problem& p, const char* name, const HostTensor& a, const HostTensor& b) {
+  if (a.bytes == b.bytes && a.shape == b.shape) return "";
+  if (a.numel() != b.numel()) return fmt::format("{}: {} elements, then {}\n", name, a.numel(), b.numel());
+  const int sz = dtype_size(a.dtype);
+  for (int64_t x = 0; x < a.numel(); ++x)
+    if (std::memcmp(a.bytes.data() + x * sz, b.bytes.data() + x * sz, size_t(sz)) != 0)
+      return fmt::format("{}: {} = {:.9g} in one run and {:.9g} in the other (the same bits expected)\n", name,
+                         element_name(p, name, x), a.get(x), b.get(x));
+  return "";
+}
+
+bool is_pow2(double x) {
+  int e = 0;
+  return x != 0 && std::isfinite(x) && std::fabs(std::frexp(x, &e)) == 0.5;
+}
+
+bool dots_exact(const Inputs& in, double u) {
+  const Problem& p = in.p;
+  double q_max = 0, k_max = 0;  // in units of 1/8
+  for (const HostTensor* t : {&in.q, &in.k})
+    for (int64_t x = 0; x < t->numel(); ++x) {
+      const double y = t->get(x) * 8;
+      if (y != std::nearbyint(y) || !(std::fabs(y) < 2048)) return false;
+      (t == &in.q ? q_max : k_max) = std::max(t == &in.q ? q_max : k_max, std::fabs(y));
+    }
+  // Products are integers below 2^22 over 64, exact; every partial sum is an integer over 64 below
+  // d q_max k_max, exact while that stays below the accumulator's 2^p = 1 / u (u = 2^-p).
+  return double(p.d) * q_max * k_max < 1 / u;
+}
+
+std::string same_values(const Problem& p, const char* name, const HostTensor& a, const HostTensor& b) {
+  if (a.numel() != b.numel()) return fmt::format("{}: {} elements, then {}\n", name, a.numel(), b.numel());
+  for (int64_t x = 0; x < a.numel(); ++x) {
+    const double y = a.get(x), z = b.get(x);
+    if (!(y == z || (std::isnan(y) && std::isnan(z))))
+      return fmt::format("{}: {} = {:.9g} in one run and {:.9g} in the other (the same value expected)\n", name,
+                         element_name(p, name, x), y, z);
+  }
+  return "";
+}
 
 std::string within(const Problem& p, const char* name, const std::vector<double>& got,
                    const std::vector<double>& expected, const std::vector<double>& bound, DType dt) {

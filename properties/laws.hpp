@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,11 +23,25 @@ struct Law {
   bool needs_baseline = false;       // needs the same-precision baseline cpu_naive (FA rule)
   std::vector<DType> only_dtypes{};  // non-empty: the storage types the law is defined for
   int32_t min_n = 1, min_d = 1;      // smallest n_q, n_k and d (a statistical law needs sizable tensors)
-  std::function<std::string(const Kernel&, const Case&)> check;
+  bool pow2_scale = false;           // scales are powers of two (exact scores on grid inputs)
+  // What the law needs the kernel to declare (KernelInfo::exact): "" when it has it, else why not.
+  std::function<std::string(const KernelInfo&)> needs_exact{};
+  std::function<std::string(const Kernel&, const Case&)> check{};
 };
 
 const std::vector<Law>& laws();
 const Law* find_law(const std::string& id);
+
+// Thrown by a law's check when the case lies outside the law's domain (a transform that is not
+// exact in storage, no fully masked row, ...). The runner discards such a random case; on one
+// input file (`check --inputs`) the law reports "n/a" with the reason.
+struct NotApplicable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Why the law cannot judge kernel k on this case ("" when it can): the case's dtype, mask, sizes
+// or tensors (d_o) against what the law needs. Random cases satisfy it by construction.
+std::string case_outside_law(const Law& law, const Kernel& k, const Case& c);
 
 // Does kernel k claim what the law needs, and which of the law's regimes can it reach?
 bool law_applies(const Law& law, const Kernel& k);
@@ -38,8 +53,18 @@ void add_reference_laws(std::vector<Law>& out);    // laws_reference.cpp
 void add_metamorphic_laws(std::vector<Law>& out);  // laws_metamorphic.cpp
 void add_structural_laws(std::vector<Law>& out);   // laws_structural.cpp
 void add_softmax_laws(std::vector<Law>& out);      // laws_softmax.cpp
+void add_order_laws(std::vector<Law>& out);        // laws_order.cpp
+void add_hull_laws(std::vector<Law>& out);         // laws_hull.cpp
 
 // Helpers shared by the law files.
+// The same bits, element by element ("" or the first element that differs).
+std::string same_bits(const Problem& p, const char* name, const HostTensor& a, const HostTensor& b);
+// The same values (+0 and -0 alike, NaN as NaN): for transforms that flip signs, where x - x = +0.
+std::string same_values(const Problem& p, const char* name, const HostTensor& a, const HostTensor& b);
+// The inputs' dot products q_i.k_j are exact in an accumulator of unit roundoff u: every value a
+// multiple of 1/8 (the Grid regime's values) and every partial sum within the accumulator's range.
+bool dots_exact(const Inputs& in, double u);
+bool is_pow2(double x);
 // a and b (two kernel outputs whose exact values coincide) within bound_a + bound_b.
 std::string agree(const Problem& p, const char* name, const HostTensor& a, const HostTensor& b,
                   const std::vector<double>& bound_a, const std::vector<double>& bound_b);

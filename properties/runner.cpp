@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <rapidcheck.h>
 
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <ostream>
@@ -19,23 +20,29 @@ struct QuietListener : rc::detail::TestListener {
   void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
 };
 
+// Property ids: "kernel/law" for the main run, "kernel/law@regime" for a coverage top-up.
 std::string test_id(const Kernel& k, const Law& law) { return k.info.name + "/" + law.id; }
 
+struct Outcome {
+  bool applies = true;  // false: the case is outside the law's domain (message says why)
+  std::string message;  // applies and non-empty: the law failed
+};
+
 // The law on one case; exceptions are failures, not crashes.
-std::string check_case(const Law& law, const Kernel& k, const Case& c) {
+Outcome check_case(const Law& law, const Kernel& k, const Case& c) {
   try {
-    return law.check(k, c);
+    return {true, law.check(k, c)};
+  } catch (const NotApplicable& e) {
+    return {false, e.what()};
   } catch (const std::exception& e) {
-    return fmt::format("threw: {}\n", e.what());
+    return {true, fmt::format("threw: {}\n", e.what())};
   }
 }
 
-// Replay the regression folder (or one file). Returns a failed result, or nothing.
+// Replay the regression folder. Returns true (and fills res) on a failure.
 bool replay_files(const Law& law, const Kernel& k, const RunOptions& opt, LawResult& res) {
   std::vector<std::string> files;
-  if (!opt.case_file.empty())
-    files.push_back(opt.case_file);
-  else if (!opt.regressions_dir.empty() && std::filesystem::is_directory(opt.regressions_dir))
+  if (!opt.regressions_dir.empty() && std::filesystem::is_directory(opt.regressions_dir))
     for (const auto& e : std::filesystem::directory_iterator(opt.regressions_dir))
       if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
   std::sort(files.begin(), files.end());
@@ -44,14 +51,108 @@ bool replay_files(const Law& law, const Kernel& k, const RunOptions& opt, LawRes
     Case c = read_case(f, &law_id);  // a broken regression file is bad input: it throws
     if (law_id != law.id || !claims(k, c.in.p)) continue;
     if (c.in.has_d_o() && !(law.backward && k.info.backward)) c.in.d_o = HostTensor();
-    const std::string msg = check_case(law, k, c);
+    const Outcome o = check_case(law, k, c);
+    if (!o.applies) continue;
     ++res.cases;
-    if (msg.empty()) continue;
-    res.ok = false, res.message = msg, res.counterexample = describe(c);
+    if (o.message.empty()) continue;
+    res.ok = false, res.message = o.message, res.counterexample = describe(c);
     res.replay = fmt::format("{} --law {} --case {}", replay_prefix(k, opt), law.id, f);
     return true;
   }
   return false;
+}
+
+// One RapidCheck run of the law over `spec` under property id `id`. Returns false when it failed
+// (res holds the message, minimal case and replay line) or RapidCheck gave up or erred.
+bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std::string& id, uint64_t seed, int cases,
+                const std::unordered_map<std::string, rc::detail::Reproduce>& repro, const RunOptions& opt,
+                LawResult& res) {
+  Case minimal;  // the last failing case RapidCheck evaluates is the minimal one after shrinking
+  auto property = [&] {
+    const Case c = *gen_case(spec);
+    if (!claims(k, c.in.p)) {
+      ++res.declined;
+      RC_DISCARD("the kernel declines the problem");
+    }
+    const Outcome o = check_case(law, k, c);
+    if (!o.applies) {
+      ++res.discarded;
+      RC_DISCARD(o.message);
+    }
+    ++res.coverage[classify(c)];
+    if (!o.message.empty()) {
+      minimal = c;
+      RC_FAIL(o.message);
+    }
+  };
+  rc::detail::TestMetadata meta;
+  meta.id = id;
+  meta.description = law.sentence;
+  rc::detail::TestParams params;
+  params.seed = seed;
+  params.maxSuccess = cases;
+  params.maxSize = 100;
+  QuietListener listener;
+  const rc::detail::TestResult result =
+      rc::detail::checkProperty(rc::detail::toProperty(property), meta, params, listener, repro);
+  rc::detail::SuccessResult ok;
+  rc::detail::FailureResult fail;
+  rc::detail::GaveUpResult gave_up;
+  rc::detail::Error error;
+  if (result.match(ok)) return res.cases += ok.numSuccess, true;
+  res.ok = false;
+  if (result.match(fail)) {
+    res.cases += fail.numSuccess;
+    // RapidCheck prefixes our message with "file:line:\nRC_FAIL(...)\n\n": keep the message.
+    const auto rc_at = fail.description.find("RC_FAIL(");
+    const auto body = rc_at == std::string::npos ? rc_at : fail.description.find(")\n\n", rc_at);
+    res.message = body == std::string::npos ? fail.description : fail.description.substr(body + 3);
+    res.counterexample = describe(minimal);
+    rc::detail::Configuration cfg;
+    cfg.reproduce[meta.id] = fail.reproduce;
+    std::string token = rc::detail::configToMinimalString(cfg);
+    const auto at = token.find("reproduce=");
+    token = at == std::string::npos ? token : token.substr(at + 10);
+    token = token.substr(0, token.find(' '));
+    res.replay = fmt::format("{} --law {} --reproduce {}", replay_prefix(k, opt), law.id, token);
+    if (opt.save_failures && !opt.regressions_dir.empty())
+      res.saved = write_case(opt.regressions_dir, law.id, k.info.name, minimal);
+  } else if (result.match(gave_up)) {
+    res.cases += gave_up.numSuccess;
+    res.message = fmt::format("gave up after {} cases ({} declined by the kernel, {} outside the law): {}\n",
+                              gave_up.numSuccess, res.declined, res.discarded, gave_up.description);
+  } else if (result.match(error)) {
+    res.message = fmt::format("RapidCheck error: {}\n", error.description);
+  }
+  return false;
+}
+
+// Tops up every claimed regime that got less than its share, with cases drawn from it alone (up to
+// five rounds of twice the deficit, each with its own seed: a small shape may not show its regime,
+// n_k = 1 cannot tie); a regime still short fails the law.
+void top_up_coverage(const Law& law, const Kernel& k, const GenSpec& spec, const RunOptions& opt, LawResult& res) {
+  const std::vector<Regime> claimed = claimed_regimes(law, k);
+  const int need = coverage_share(opt.cases, int(claimed.size()));
+  for (Regime r : claimed) {
+    int drawn = 0;
+    for (int round = 0; round < 5 && res.ok && res.coverage[r] < need; ++round) {
+      GenSpec only = spec;
+      only.regimes = {r};
+      const int deficit = 2 * (need - res.coverage[r]) + 2;
+      drawn += deficit;
+      const uint64_t seed = opt.seed ^ (0x9e3779b97f4a7c15ULL * uint64_t(int(r) * 4 + round + 1));
+      random_run(law, k, only, test_id(k, law) + "@" + regime_name(r), seed, deficit, {}, opt, res);
+    }
+    if (!res.ok) return;
+    if (res.coverage[r] < need) {
+      res.ok = false;
+      res.message = fmt::format(
+          "coverage: {} of {} claimed-regime cases show the {} regime, which needs {} ({} top-up cases drawn "
+          "from it alone)\n",
+          res.coverage[r], opt.cases, regime_name(r), need, drawn);
+      return;
+    }
+  }
 }
 
 }  // namespace
@@ -64,6 +165,8 @@ std::string default_regressions_dir() {
 #endif
 }
 
+int coverage_share(int cases, int regimes) { return std::max(1, cases / (2 * std::max(1, regimes))); }
+
 std::string replay_line(const std::string& kernel, const std::string& law, const std::string& token) {
   return fmt::format("flashcheck check --kernel {} --law {} --reproduce {}", kernel, law, token);
 }
@@ -74,84 +177,55 @@ std::string replay_prefix(const Kernel& k, const RunOptions& opt) {
 
 LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt) {
   LawResult res;
-  if (!law_applies(law, k)) return res.applies = false, res;
-  if (opt.reproduce.empty() && replay_files(law, k, opt, res)) return res;
-  if (!opt.case_file.empty()) return res;  // one file replayed, nothing random
-
-  const GenSpec spec = spec_for(law, k);
-  Case minimal;  // the last failing case RapidCheck evaluates is the minimal one after shrinking
-  auto property = [&] {
-    const Case c = *gen_case(spec);
-    const bool claimed = claims(k, c.in.p);
-    if (!claimed) ++res.declined;
-    RC_PRE(claimed);
-    ++res.coverage[classify(c)];
-    const std::string msg = check_case(law, k, c);
-    if (!msg.empty()) {
-      minimal = c;
-      RC_FAIL(msg);
-    }
-  };
-  rc::detail::TestMetadata meta;
-  meta.id = test_id(k, law);
-  meta.description = law.sentence;
-  rc::detail::TestParams params;
-  params.seed = opt.seed;
-  params.maxSuccess = opt.cases;
-  params.maxSize = 100;
-  std::unordered_map<std::string, rc::detail::Reproduce> repro;
-  if (!opt.reproduce.empty()) {
-    repro = rc::detail::configFromString("reproduce=" + opt.reproduce).reproduce;
-    if (!repro.count(meta.id))
-      throw std::invalid_argument(fmt::format("the replay token is not for {} (kernel/law)", meta.id));
-  }
-  QuietListener listener;
-  const rc::detail::TestResult result =
-      rc::detail::checkProperty(rc::detail::toProperty(property), meta, params, listener, repro);
-
-  rc::detail::SuccessResult ok;
-  rc::detail::FailureResult fail;
-  rc::detail::GaveUpResult gave_up;
-  rc::detail::Error error;
-  if (result.match(ok)) {
-    res.cases += ok.numSuccess;
-    if (!opt.reproduce.empty()) return res;  // one replayed case: no coverage to speak of
-    for (Regime r : claimed_regimes(law, k))
-      if (!res.coverage.count(r)) {
-        res.ok = false;
-        res.message =
-            fmt::format("coverage: {} cases never reached the {} regime this law claims\n", res.cases, regime_name(r));
-      }
+  if (!law_applies(law, k)) {
+    res.applies = false;
+    res.not_applicable = "the kernel does not claim what the law needs";
     return res;
   }
-  res.ok = false;
-  if (result.match(fail)) {
-    res.cases += fail.numSuccess;
-    // RapidCheck prefixes our message with "file:line:\nRC_FAIL(msg)\n\n": keep the message.
-    const auto body = fail.description.find("RC_FAIL(msg)\n\n");
-    res.message = body == std::string::npos ? fail.description : fail.description.substr(body + 14);
-    res.counterexample = describe(minimal);
-    rc::detail::Configuration cfg;
-    cfg.reproduce[meta.id] = fail.reproduce;
-    std::string token = rc::detail::configToMinimalString(cfg);
-    const auto at = token.find("reproduce=");
-    token = at == std::string::npos ? token : token.substr(at + 10);
-    token = token.substr(0, token.find(' '));
-    res.replay = fmt::format("{} --law {} --reproduce {}", replay_prefix(k, opt), law.id, token);
-    if (opt.save_failures && !opt.regressions_dir.empty())
-      res.saved = write_case(opt.regressions_dir, law.id, k.info.name, minimal);
-  } else if (result.match(gave_up) && gave_up.numSuccess == 0 && res.declined > 0) {
-    // Not a failure: the kernel's supports() declined every case this law generated.
-    res.ok = true, res.applies = false;
-    res.message =
-        fmt::format("no supported case: the kernel declined all {} cases generated for this law", res.declined);
-  } else if (result.match(gave_up)) {
-    res.message = fmt::format("gave up after {} cases ({} declined by the kernel): {}\n", gave_up.numSuccess,
-                              res.declined, gave_up.description);
-  } else if (result.match(error)) {
-    res.message = fmt::format("RapidCheck error: {}\n", error.description);
+  if (!opt.case_file.empty()) return run_law_on_file(law, k, opt.case_file, "--case", replay_prefix(k, opt));
+  if (opt.reproduce.empty() && replay_files(law, k, opt, res)) return res;
+
+  GenSpec spec = spec_for(law, k);
+  if (!opt.reproduce.empty()) {  // one minimal case: the token names its property (and regime)
+    const auto repro = rc::detail::configFromString("reproduce=" + opt.reproduce).reproduce;
+    for (const auto& [id, r] : repro) {
+      const std::string base = test_id(k, law);
+      if (id != base && id.rfind(base + "@", 0) != 0) continue;
+      Regime only{};
+      if (id != base) {
+        if (!parse_regime(id.substr(base.size() + 1), &only))
+          throw std::invalid_argument("the replay token names an unknown regime");
+        spec.regimes = {only};
+      }
+      random_run(law, k, spec, id, opt.seed, opt.cases, repro, opt, res);
+      return res;
+    }
+    throw std::invalid_argument(fmt::format("the replay token is not for {} (kernel/law)", test_id(k, law)));
   }
+  const bool ran = random_run(law, k, spec, test_id(k, law), opt.seed, opt.cases, {}, opt, res);
+  if (!ran && res.cases == 0 && res.declined > 0 && res.discarded == 0 && res.counterexample.empty()) {
+    // Every generated problem was declined by supports() (e.g. a Hopper kernel on another GPU).
+    res = LawResult{};
+    res.applies = false;
+    res.not_applicable = "the kernel's supports() declined every generated problem";
+    return res;
+  }
+  if (ran) top_up_coverage(law, k, spec, opt, res);
   return res;
+}
+
+void print_result(const Law& law, const LawResult& r, std::ostream& log) {
+  if (!r.applies) {
+    log << fmt::format("  n/a   {:<15} {} ({})\n", law.id, law.sentence, r.not_applicable);
+    return;
+  }
+  log << fmt::format("  {}  {:<15} {} ({} case{})\n", r.ok ? "PASS" : "FAIL", law.id, law.sentence, r.cases,
+                     r.cases == 1 ? "" : "s");
+  if (r.ok) return;
+  log << r.message;
+  if (!r.counterexample.empty()) log << "  minimal counterexample:\n" << r.counterexample;
+  if (!r.replay.empty()) log << "  replay: " << r.replay << "\n";
+  if (!r.saved.empty()) log << "  saved: " << r.saved << "\n";
 }
 
 bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const std::string& law_id,
@@ -161,17 +235,8 @@ bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const 
     if (!law_id.empty() && law.id != law_id) continue;
     const LawResult r = run_law(law, k, opt);
     if (results) results->emplace_back(law.id, r);
-    if (!r.applies) {
-      log << fmt::format("  n/a   {:<15} {}\n", law.id, r.message.empty() ? law.sentence : r.message);
-      continue;
-    }
-    log << fmt::format("  {}  {:<15} {} ({} cases)\n", r.ok ? "PASS" : "FAIL", law.id, law.sentence, r.cases);
-    if (r.ok) continue;
-    all = false;
-    log << r.message;
-    if (!r.counterexample.empty()) log << "  minimal counterexample:\n" << r.counterexample;
-    if (!r.replay.empty()) log << "  replay: " << r.replay << "\n";
-    if (!r.saved.empty()) log << "  saved: " << r.saved << "\n";
+    print_result(law, r, log);
+    all = all && r.ok;
   }
   return all;
 }

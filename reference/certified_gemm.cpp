@@ -238,8 +238,11 @@ std::pair<int, int> choose_widths(const Mat& a, const Mat& b, int budget) {
   const int sym = budget / 2;
   const auto [qa, ma] = bits_needed(a);
   const auto [qb, mb] = bits_needed(b);
-  auto cost = [&](int wa, int wb) { return std::max(1, ceil_div(qa, wa)) * std::max(1, ceil_div(qb, wb)); };
-  auto covers = [&](int wa, int wb) {  // no remainder beyond the symmetric split's
+  // Structured bindings are captured by name (init-captures): clang before 16 cannot capture them.
+  auto cost = [qa = qa, qb = qb](int wa, int wb) {
+    return std::max(1, ceil_div(qa, wa)) * std::max(1, ceil_div(qb, wb));
+  };
+  auto covers = [&, ma = ma, mb = mb](int wa, int wb) {  // no remainder beyond the symmetric split's
     return std::min(ma, kMaxSlices * sym) <= kMaxSlices * wa && std::min(mb, kMaxSlices * sym) <= kMaxSlices * wb;
   };
   std::pair<int, int> best{sym, budget - sym};
@@ -270,7 +273,7 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_pl
   std::vector<std::pair<int, int>> order;  // slice pairs by decreasing magnitude 2^-(x·beta_a + y·beta_b)
   for (int x = 0; x < int(sa.s.size()); ++x)
     for (int y = 0; y < int(sb.s.size()); ++y) order.push_back({x, y});
-  std::stable_sort(order.begin(), order.end(), [&](auto l, auto r) {
+  std::stable_sort(order.begin(), order.end(), [beta_a = beta_a, beta_b = beta_b](auto l, auto r) {
     return l.first * beta_a + l.second * beta_b < r.first * beta_a + r.second * beta_b;
   });
   std::vector<Pair> pairs;                           // in order of decreasing magnitude

@@ -85,8 +85,7 @@ void widen(std::vector<double>& into, const std::vector<double>& b) {
 
 }  // namespace
 
-json compare_report(const CompareOptions& o) {
-  const Inputs in = io::read_inputs(o.inputs);
+json compare_report(const CompareOptions& o, const Inputs& in) {
   const Outputs got = read_outputs(o.outputs, in);
   if (o.block_n < 0) throw std::invalid_argument("--block-n must be >= 0");
   (void)precision(o, in.p, 64);  // option errors before the work

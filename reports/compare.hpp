@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "kernels/tensor.hpp"
 #include "reference/bounds.hpp"
 
 namespace fc::report {
@@ -20,7 +21,8 @@ struct CompareOptions {
   int32_t block_n = 0;                // kBlockN; 0: unknown, the worst of 16 ... 256
 };
 
-// The report (kind "compare"). io::FileError for unusable files; std::invalid_argument for options.
-nlohmann::json compare_report(const CompareOptions& o);
+// The report (kind "compare") of o.outputs against `in` (read from o.inputs by the caller, which also
+// holds it to its resource limits). io::FileError for unusable files; std::invalid_argument for options.
+nlohmann::json compare_report(const CompareOptions& o, const Inputs& in);
 
 }  // namespace fc::report

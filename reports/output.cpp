@@ -22,16 +22,16 @@ namespace {
 std::string in_dir(const std::string& dir, const char* name) { return (std::filesystem::path(dir) / name).string(); }
 }  // namespace
 
-void check_outputs(const std::string& dir, const std::string& junit) {
+void check_outputs(const std::string& dir, const std::string& junit, const std::vector<std::string>& inputs) {
   if (!dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (!std::filesystem::is_directory(dir, ec))
       throw io::FileError(io::Fault::Io, dir, "cannot create the output folder");
     for (const char* name : {"report.json", "report.md", "report.html", "run.json"})
-      io::check_output_path(in_dir(dir, name));
+      io::check_output_path(in_dir(dir, name), inputs);
   }
-  if (!junit.empty()) io::check_output_path(junit);
+  if (!junit.empty()) io::check_output_path(junit, inputs);
 }
 
 nlohmann::json run_metadata(const RunInfo& info) {
@@ -54,7 +54,7 @@ nlohmann::json run_metadata(const RunInfo& info) {
 }
 
 std::vector<std::string> write_outputs(const std::string& dir, const std::string& junit, const nlohmann::json& report,
-                                       const RunInfo& info) {
+                                       const RunInfo& info, const std::vector<std::string>& inputs) {
   std::vector<std::string> wrote;
   if (!dir.empty()) {
     // The renderings first and report.json last: a reader polling report.json sees a finished set.
@@ -63,12 +63,12 @@ std::vector<std::string> write_outputs(const std::string& dir, const std::string
                                                          {"run.json", run_metadata(info).dump(2) + "\n"},
                                                          {"report.json", dump(report)}};
     for (const auto& [name, bytes] : files) {
-      io::write_file_atomic(in_dir(dir, name), bytes);
+      io::write_file_atomic(in_dir(dir, name), bytes, inputs);
       wrote.push_back(in_dir(dir, name));
     }
   }
   if (!junit.empty()) {
-    io::write_file_atomic(junit, render_junit(report));
+    io::write_file_atomic(junit, render_junit(report), inputs);
     wrote.push_back(junit);
   }
   return wrote;

@@ -16,11 +16,12 @@ struct RunInfo {
   double elapsed_s = 0;
 };
 
-// Refuses an unusable DIR (or junit path) up front, before minutes of work: exit 2 material.
-void check_outputs(const std::string& dir, const std::string& junit);
+// Refuses an unusable DIR (or junit path) up front, before minutes of work: exit 2 material. An
+// output that is one of `inputs` (the files the command reads) is refused too.
+void check_outputs(const std::string& dir, const std::string& junit, const std::vector<std::string>& inputs = {});
 // Writes the files; returns their paths.
 std::vector<std::string> write_outputs(const std::string& dir, const std::string& junit, const nlohmann::json& report,
-                                       const RunInfo& info);
+                                       const RunInfo& info, const std::vector<std::string>& inputs = {});
 // The run metadata object (run.json).
 nlohmann::json run_metadata(const RunInfo& info);
 

@@ -30,6 +30,7 @@ std::string xml(const std::string& s) {
 std::string message_of(const json& cell) {
   if (cell.contains("error")) return cell["error"];
   std::string m;
+  if (!cell.contains("tensors")) return m;
   for (const auto& [name, t] : cell["tensors"].items())
     if (!t.value("pass", true))
       m += fmt::format("{}{}: {} {}", m.empty() ? "" : "; ", name, t.value("why", std::string()),

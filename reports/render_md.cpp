@@ -1,6 +1,9 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <vector>
 
 #include "reports/json_num.hpp"
 #include "reports/render.hpp"
@@ -22,7 +25,7 @@ std::string metric(const json& tensors, const char* tensor, const char* key) {
 std::string cell_metric(const json& cell, const char* tensor, const char* key, const char* sub = nullptr) {
   if (!cell.contains("tensors") || !cell["tensors"].contains(tensor)) return "—";
   const json& t = cell["tensors"][tensor];
-  if (sub) return t.contains(key) ? short_num(t[key][sub]) : "—";
+  if (sub) return t.contains(key) && t[key].contains(sub) ? short_num(t[key][sub]) : "—";
   return t.contains(key) ? short_num(t[key]) : "—";
 }
 
@@ -42,7 +45,7 @@ std::string failure_line(const json& cell) {
   std::string what;
   if (cell["status"] == "error" || cell["status"] == "refused") {
     what = cell.value("error", std::string("error"));
-  } else {
+  } else if (cell.contains("tensors")) {
     for (const auto& [name, t] : cell["tensors"].items()) {
       if (t.value("pass", true)) continue;
       what += fmt::format("{}{}: {}", what.empty() ? "" : "; ", name, t.value("why", std::string("fails")));
@@ -53,6 +56,51 @@ std::string failure_line(const json& cell) {
                                  cell["case"].get<std::string>(), cell["status"].get<std::string>(), what);
   if (cell.contains("replay")) line += fmt::format("<br>replay: `{}`", cell["replay"].get<std::string>());
   return line + "\n";
+}
+
+// The accumulation audit's tables: per dtype and regime, one row per kernel, one column per N.
+std::string by_n_tables(const json& r) {
+  std::map<std::string, json> cases;                        // id -> case
+  std::vector<std::pair<std::string, std::string>> groups;  // (dtype, regime) in plan order
+  for (const json& c : r["cases"]) {
+    cases[c["id"]] = c;
+    const std::pair<std::string, std::string> g{c["dtype"], c["regime"]};
+    if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
+  }
+  const std::pair<const char*, const char*> metrics[] = {
+      {"rmse", "RMSE of o"}, {"max_scaled", "max scaled error of o"}, {"bias_rel", "bias of o (bias_mag / RMSE)"}};
+  std::string md;
+  for (const auto& [dtype, regime] : groups) {
+    std::vector<int64_t> ns;
+    for (const auto& [id, c] : cases)
+      if (c["dtype"] == dtype && c["regime"] == regime) ns.push_back(c["n_k"]);
+    std::sort(ns.begin(), ns.end());
+    ns.erase(std::unique(ns.begin(), ns.end()), ns.end());
+    std::vector<std::string> kernels;
+    for (const json& cell : r["cells"])
+      if (std::find(kernels.begin(), kernels.end(), cell["kernel"]) == kernels.end()) kernels.push_back(cell["kernel"]);
+    for (const auto& [key, title] : metrics) {
+      md += fmt::format("\n#### {} {}: {} vs N\n\n| kernel |", dtype, regime, title);
+      for (int64_t n : ns) md += fmt::format(" {} |", n);
+      md += "\n|---|";
+      for (size_t i = 0; i < ns.size(); ++i) md += "--:|";
+      md += "\n";
+      for (const std::string& k : kernels) {
+        md += "| " + k + " |";
+        for (int64_t n : ns) {
+          std::string v = " |";
+          for (const json& cell : r["cells"]) {
+            const json& c = cases[cell["case"].get<std::string>()];
+            if (cell["kernel"] == k && c["dtype"] == dtype && c["regime"] == regime && c["n_k"] == n)
+              v = " " + cell_metric(cell, "o", key) + " |";
+          }
+          md += v;
+        }
+        md += "\n";
+      }
+    }
+  }
+  return md;
 }
 
 }  // namespace
@@ -86,11 +134,12 @@ std::string render_markdown(const json& r, bool every_cell) {
   for (const json& cell : r["cells"])
     if (cell["status"] != "pass" && cell["status"] != "refused") failures += failure_line(cell), ++nfail;
   if (nfail > 0) md += fmt::format("\n### Failures ({})\n\n{}", nfail, failures);
-  if (!r["skipped"].empty()) {
+  if (r.contains("skipped") && !r["skipped"].empty()) {
     md += "\n";
     for (const json& s : r["skipped"])
       md += fmt::format("Skipped `{}`: {}.\n", s.value("kernel", std::string()), s.value("reason", std::string()));
   }
+  if (r["kind"] == "accumulation") md += "\n### Error and bias vs N\n" + by_n_tables(r);
   if (!every_cell) return md;
   md +=
       "\n<details><summary>Every cell</summary>\n\n| case | kernel | status | o err/bound | o RMSE | o max scaled | "

@@ -34,22 +34,54 @@ struct Row {
 };
 
 void fold_tensor(json& agg, const json& t, const std::string& case_id) {
+  auto get = [&](const char* key) { return t.contains(key) ? t[key] : json(); };  // a report read back may lack one
   auto take_max = [&](const char* key, const json& value) {
     if (value.is_null()) return;
     if (!agg.contains(key) || worse(to_double(value, key), to_double(agg[key]["value"], key)))
       agg[key] = {{"value", value}, {"case", case_id}};
   };
-  if (t.contains("ratio")) take_max("ratio_max", t["ratio"]["max"]);
-  take_max("rmse", t["rmse"]);
-  take_max("max_scaled", t["max_scaled"]);
-  take_max("excess_max", t["excess_max"]);
-  take_max("ulp_p99", t["ulp_p99"]);
-  take_max("nonfinite_mismatch", t["nonfinite_mismatch"]);
-  if (t.contains("baseline_ratio")) take_max("baseline_ratio", t["baseline_ratio"]);
+  if (t.contains("ratio") && t["ratio"].is_object() && t["ratio"].contains("max"))
+    take_max("ratio_max", t["ratio"]["max"]);
+  for (const char* key : {"rmse", "max_scaled", "excess_max", "ulp_p99", "nonfinite_mismatch", "baseline_ratio"})
+    take_max(key, get(key));
   // bias: the largest in magnitude, sign kept
+  if (!t.contains("bias_rel")) return;
   const double b = to_double(t["bias_rel"], "bias_rel");
   if (!agg.contains("bias_rel") || worse(std::fabs(b), std::fabs(to_double(agg["bias_rel"]["value"], "bias_rel"))))
     agg["bias_rel"] = {{"value", t["bias_rel"]}, {"case", case_id}};
+}
+
+// One tensor's metrics as validate() requires them: `bad` throws.
+template <class Bad>
+void validate_tensor(const json& t, const std::string& tname, const Bad& bad) {
+  if (!t.is_object()) bad(fmt::format("tensor \"{}\" is not an object", tname));
+  auto numeric = [&](const json& v, const std::string& key) {
+    try {
+      to_double(v, key.c_str());
+    } catch (const std::exception&) {
+      bad(fmt::format("tensor \"{}\" has no numeric \"{}\"", tname, key));
+    }
+  };
+  for (const char* key : {"max_abs", "rmse", "max_scaled", "rel_norm", "bias_rel", "ulp_max"})
+    numeric(t.contains(key) ? t[key] : json(), key);
+  for (const char* key :
+       {"count", "nonfinite_mismatch", "excess_max", "excess_p99", "ulp_p99", "bias_mag", "baseline_ratio"})
+    if (t.contains(key)) numeric(t[key], key);
+  if (t.contains("ratio")) {
+    if (!t["ratio"].is_object()) bad(fmt::format("tensor \"{}\": \"ratio\" is not an object", tname));
+    for (const char* q : {"max", "p50", "p90", "p99"})
+      numeric(t["ratio"].contains(q) ? t["ratio"][q] : json(), std::string("ratio.") + q);
+  }
+  for (const char* key : {"ratio_hist", "ulp_hist"})
+    if (t.contains(key) && (!t[key].is_array() || std::any_of(t[key].begin(), t[key].end(),
+                                                              [](const json& x) { return !x.is_number_integer(); })))
+      bad(fmt::format("tensor \"{}\": \"{}\" is not an array of integers", tname, key));
+  for (const char* key : {"why", "why_element"})
+    if (t.contains(key) && !t[key].is_string()) bad(fmt::format("tensor \"{}\": \"{}\" is not a string", tname, key));
+  if (t.contains("pass") && !t["pass"].is_boolean())
+    bad(fmt::format("tensor \"{}\": \"pass\" is not a boolean", tname));
+  if (t.contains("worst") && !t["worst"].is_object())
+    bad(fmt::format("tensor \"{}\": \"worst\" is not an object", tname));
 }
 
 }  // namespace
@@ -122,10 +154,16 @@ void validate(const json& r, const std::string& name) {
   }
   if (!r.contains("cells")) return;  // a kind without cells (checked by its own reader)
   if (!r["cells"].is_array() || !r.contains("cases") || !r["cases"].is_array()) bad("\"cases\"/\"cells\" not arrays");
-  for (const json& c : r["cases"])
+  for (const json& c : r["cases"]) {
     if (!c.is_object() || !c.contains("seq") || !c["seq"].is_number_integer() || !c.contains("id") ||
         !c["id"].is_string())
       bad("a case without integer \"seq\" and string \"id\"");
+    for (const char* key : {"dtype", "regime", "inputs_hash"})
+      if (c.contains(key) && !c[key].is_string()) bad(fmt::format("a case's \"{}\" is not a string", key));
+    for (const char* key : {"n_q", "n_k"})
+      if (c.contains(key) && !c[key].is_number_integer()) bad(fmt::format("a case's \"{}\" is not an integer", key));
+  }
+  if (r.contains("skipped") && !r["skipped"].is_array()) bad("\"skipped\" is not an array");
   for (const json& c : r["cells"]) {
     if (!c.is_object() || !c.contains("seq") || !c["seq"].is_number_integer()) bad("a cell without integer \"seq\"");
     for (const char* key : {"kernel", "case", "status"})
@@ -133,17 +171,12 @@ void validate(const json& r, const std::string& name) {
     const std::string s = c["status"];
     if (s != "pass" && s != "fail" && s != "error" && s != "refused")
       bad("a cell status other than pass|fail|error|refused");
-    if (c.contains("tensors")) {
-      if (!c["tensors"].is_object()) bad("a cell's \"tensors\" is not an object");
-      for (const auto& [tname, t] : c["tensors"].items()) {
-        if (!t.is_object()) bad(fmt::format("tensor \"{}\" is not an object", tname));
-        for (const char* key : {"max_abs", "rmse", "max_scaled", "rel_norm", "bias_rel", "ulp_max"}) try {
-            to_double(t.at(key), key);
-          } catch (const std::exception&) {
-            bad(fmt::format("tensor \"{}\" has no numeric \"{}\"", tname, key));
-          }
-      }
-    }
+    for (const char* key : {"error", "replay", "device", "config"})
+      if (c.contains(key) && !c[key].is_string()) bad(fmt::format("a cell's \"{}\" is not a string", key));
+    if (c.contains("sub") && !c["sub"].is_number_integer()) bad("a cell's \"sub\" is not an integer");
+    if (!c.contains("tensors")) continue;
+    if (!c["tensors"].is_object()) bad("a cell's \"tensors\" is not an object");
+    for (const auto& [tname, t] : c["tensors"].items()) validate_tensor(t, tname, bad);
   }
 }
 

@@ -1,6 +1,6 @@
 // The flashcheck subcommands end to end, run as a subprocess: kernels --json, reference (the audit's
 // commands: reports/tests).
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <filesystem>
 #include <fstream>

@@ -2,7 +2,7 @@
 // with one line naming the file and the problem and leaves no output; each good one writes the
 // certified o, lse and gradients in the variant's layout with the variant's metadata, within the
 // oracle's own bound of the 256-bit exact oracle.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <filesystem>
 

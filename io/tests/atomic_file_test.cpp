@@ -3,7 +3,7 @@
 // disk), on an exception, and on SIGTERM in the middle of the write. Non-regular targets and
 // output == input are refused without opening them (a FIFO would block forever). The dangerous cases
 // run in a forked child under alarm(), so a hang or crash fails the test instead of ending the run.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <filesystem>
 #include <fstream>
 #include <signal.h>

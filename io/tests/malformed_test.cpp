@@ -1,6 +1,6 @@
 // Every malformed input file raises FileError with the right fault and a one-line message naming
 // the file and the problem; nothing else escapes the reader.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include "io/attention_io.hpp"
 #include "io/tests/malformed.hpp"

@@ -1,7 +1,7 @@
 // A libFuzzer-free "never crash" loop: bounded random mutations of a valid file (flipped bytes,
 // truncations, splices, header-length edits). The reader either returns or raises its FileError;
 // any other exception fails the test, and a crash or hang fails it too.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <random>
 
 #include "io/attention_io.hpp"

@@ -1,5 +1,5 @@
 // Round trips and reading of well-formed files.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <cstring>
 #include <filesystem>

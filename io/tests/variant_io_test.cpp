@@ -1,6 +1,6 @@
 // Variant input files (contract v2): every good variant file reads back as the same problem and
 // bits, and every malformed variant file raises the one FileError it should, on one line.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include "io/tests/variant_files.hpp"
 

@@ -49,6 +49,9 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
                         "fp16 S overflows past 65504 like any same-precision baseline");
   naive.info.configs = {Config{}};
   naive.info.stores_s_p = true;
+  // Rows never interact. Its scores come from Eigen's vectorised products (a key's dot may take a
+  // packet or a tail path) and its P is normalised by an order-dependent sum: nothing else is shared.
+  naive.info.exact = {.rows = true, .d_q_rows = true};
   naive.supports = cpu_supports;
   naive.forward = [](const Inputs& in, const Config& c, Outputs& out) { cpu::naive_forward(in, c, out); };
   naive.backward = [](const Inputs& in, const Config& c, Outputs& out) { cpu::naive_backward(in, c, out); };
@@ -62,6 +65,11 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
                         "backward by recomputation from lse");
   tiled.info.any_tile = true;
   tiled.info.configs = tiled_configs();
+  // Rows never interact (d_q summed over keys in order); a score is one dot in index order times the
+  // scale; a weight is exp(s - m) with m the running max at its tile's end (FA2) or its tile's own
+  // max (FA1); s - m is computed from s itself.
+  tiled.info.exact = {
+      .rows = true, .d_q_rows = true, .shared_scores = true, .tile_weights = true, .exact_scores = true};
   tiled.supports = cpu_supports;
   tiled.forward = [](const Inputs& in, const Config& c, Outputs& out) { cpu::tiled_forward(in, c, out); };
   tiled.backward = [](const Inputs& in, const Config& c, Outputs& out) { cpu::tiled_backward(in, c, out); };

@@ -157,6 +157,11 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
     k.info.head_dims = {64, 128};
     k.info.backward = true;
     k.info.configs = std::move(configs);
+    // Rows never interact in the forward (d_q of the backward is summed by atomics or a reduce-add);
+    // S is an MMA chain over d, the same for every key and tile; P = exp2(s c - m) with m the running
+    // max at the tile's end. The scale is folded with log2 e before the max is subtracted, so scores
+    // are never exact (exact_scores false).
+    k.info.exact = {.rows = true, .shared_scores = true, .tile_weights = true};
     return k;
   };
   Kernel tiled =
@@ -195,6 +200,7 @@ void register_cuda_kernels(std::vector<Kernel>& out) {
   naive.info.dtypes = {DType::F16, DType::BF16};
   naive.info.stores_s_p = true;
   naive.info.masks = masks;
+  naive.info.exact = {.rows = true};
   naive.supports = [](const Problem& p) { return cuda::naive_forward_supports(p); };
   naive.forward = [](const Inputs& in, const Config& c, Outputs& out) {
     cuda::naive_forward_host(in.p, c, in.q, in.k, in.v, out.o, out.lse);

@@ -5,7 +5,9 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/rules.h"
@@ -13,12 +15,27 @@
 namespace fc::mutants {
 namespace {
 
+std::atomic<uint64_t> racy_calls{0};  // Fault::RacyDq: each call sums its tiles in another order
+
 struct Expf {
   float operator()(float x) const { return std::exp(x); }
 };
 struct Logf {
   float operator()(float x) const { return std::log(x); }
 };
+
+// Fault::FastLog: a fast log whose absolute error near 1 is 2^-22, biased low (log(1) < 0).
+struct FastLogf {
+  float operator()(float x) const { return std::log(x) - 0x1p-22f; }
+};
+
+// a + b rounded toward -inf (Fault::AccRoundDown): the float nearest the exact sum, one step down
+// when that went up (the exact sum of two floats is a double).
+float add_down(float a, float b) {
+  const double exact = double(a) + double(b);
+  const float r = float(exact);
+  return double(r) > exact ? std::nextafter(r, -INFINITY) : r;
+}
 
 std::vector<float> widen(const HostTensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
@@ -57,51 +74,75 @@ int64_t block_n_of(const Config& cfg) { return cfg.block_n > 0 ? cfg.block_n : k
 void faulty_forward(Fault f, const Problem& p, const Config& cfg, const HostTensor& q_t, const HostTensor& k_t,
                     const HostTensor& v_t, HostTensor& o_t, HostTensor& lse_t) {
   const std::vector<float> q = widen(q_t), k = widen(k_t), v = widen(v_t);  // storage layouts
-  const int64_t d = p.d, bn = block_n_of(cfg);
+  const int64_t d = p.d, bn = block_n_of(cfg), bm = cfg.block_m > 0 ? cfg.block_m : int64_t(kDefaultBlock);
   const DType p_type = f == Fault::PBf16 ? DType::BF16 : p.dtype;
-  const float scale = score_scale(f, p);
+  const float scale = score_scale(f, p), scale_ulp = std::nextafter(scale, INFINITY);
   const Expf exp_fn;
-  std::vector<float> acc(static_cast<size_t>(d)),
-      s(static_cast<size_t>(bn));  // (d) unnormalised o; (kBlockN) score tile row
+  auto weight = [&](float x) { return f == Fault::ExpEarlyOut && x < -60.0f ? 0.0f : exp_fn(x); };
+  std::vector<float> acc(static_cast<size_t>(d)), q_s(static_cast<size_t>(d)),
+      s(static_cast<size_t>(bn));  // (d) unnormalised o; (d) scale q_i; (kBlockN) score tile row
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h)
       for (int64_t i = 0; i < p.n_q; ++i) {
         const int64_t g = kv_of(f, p, h), end = keys_end(f, p, i, bn);
         const float* q_i = &q[size_t(offset_q(p, b, h, i))];  // (d)
+        for (int64_t c = 0; c < d; ++c) q_s[size_t(c)] = scale * q_i[c];
+        // Fault::TailRowsPrescaled: the last partial query tile takes another path, q scaled
+        // before the dot product.
+        const bool tail_row = f == Fault::TailRowsPrescaled && i >= p.n_q / bm * bm;
+        auto score = [&](int64_t j) {
+          const float* k_j = &k[size_t(offset_kv(p, b, g, j))];  // (d)
+          // Fault::TailKeysScale: the last partial key tile's scale is one ulp off (an approximate
+          // rsqrt in the boundary path where the main path divides).
+          if (f == Fault::TailKeysScale && j >= p.n_k / bn * bn) return dot(q_i, k_j, d) * scale_ulp;
+          return tail_row ? dot(q_s.data(), k_j, d) : dot(q_i, k_j, d) * scale;
+        };
         float m = rules::neg_inf<float>(), m_first = m, l = 0;
         Eigen::half l16(0.0f);  // the fp16 running sum of Fault::Fp16RunningSum
         std::fill(acc.begin(), acc.end(), 0.0f);
         for (int64_t j0 = 0; j0 < end; j0 += bn) {
           const int64_t j1 = std::min(j0 + bn, end);
+          // Fault::AdditiveMask: the tile's masked keys take part too, with score s - 10^4.
+          const int64_t j_end = f == Fault::AdditiveMask ? std::min<int64_t>(j0 + bn, p.n_k) : j1;
           float m_new = m;
-          for (int64_t j = j0; j < j1; ++j) {
-            s[size_t(j - j0)] = dot(q_i, &k[size_t(offset_kv(p, b, g, j))], d) * scale;
+          for (int64_t j = j0; j < j_end; ++j) {
+            s[size_t(j - j0)] = j < j1 ? score(j) : score(j) - 1e4f;
             m_new = rules::running_max(m_new, s[size_t(j - j0)]);
           }
+          if (f == Fault::MaxInStorage && std::isfinite(m_new)) m_new = float(round_to(p.dtype, double(m_new)));
           if (j0 == 0) m_first = m_new;
           // exp(m_old - m_new) re-denominates l and o (0, not NaN, before anything was seen);
           // without max subtraction nothing is ever re-denominated.
           const float alpha = f == Fault::NoMaxSub ? 1.0f : rules::rescale(m, m_new, exp_fn);
           const float shift = f == Fault::NoMaxSub ? 0.0f : rules::safe_shift(m_new);
-          if (f != Fault::NoLRescale) l *= alpha, l16 = Eigen::half(float(l16) * alpha);
+          // Fault::UnderflowForgetsL: an early-out for a rescale that underflowed skips l.
+          const bool forget_l = f == Fault::UnderflowForgetsL && alpha == 0.0f && std::isfinite(m);
+          if (f != Fault::NoLRescale && !forget_l) l *= alpha, l16 = Eigen::half(float(l16) * alpha);
           if (f != Fault::NoORescale)
             for (float& a : acc) a *= alpha;
-          for (int64_t j = j0; j < j1; ++j) {
-            const float pr = exp_fn(s[size_t(j - j0)] - shift);
+          for (int64_t j = j0; j < j_end; ++j) {
+            const float pr = weight(s[size_t(j - j0)] - shift);
             l += pr, l16 = Eigen::half(float(l16) + pr);
             // P rounded to storage before P.V, as a GPU kernel feeds its MMA.
             const float p_op = float(round_to(p_type, double(pr)));
             const float* v_j = &v[size_t(offset_kv(p, b, g, j))];  // (d)
-            for (int64_t c = 0; c < d; ++c) acc[size_t(c)] += p_op * v_j[c];
+            for (int64_t c = 0; c < d; ++c)
+              acc[size_t(c)] =
+                  f == Fault::AccRoundDown ? add_down(acc[size_t(c)], p_op * v_j[c]) : acc[size_t(c)] + p_op * v_j[c];
           }
           m = m_new;
         }
         if (f == Fault::Fp16RunningSum) l = float(l16);
         // l = 0 (no visible key): o = 0 and lse = -inf, unless the guard is the planted fault.
         const float inv = f == Fault::MaskedRowNaN ? 1.0f / l : rules::inv_l(l);
-        for (int64_t c = 0; c < d; ++c) o_t.set(offset_q(p, b, h, i) + c, double(acc[size_t(c)] * inv));
+        for (int64_t c = 0; c < d; ++c) {
+          const float a = f == Fault::AccToStorage ? float(round_to(p.dtype, double(acc[size_t(c)]))) : acc[size_t(c)];
+          o_t.set(offset_q(p, b, h, i) + c, double(a * inv));
+        }
         const float m_lse = f == Fault::LseFirstTileMax ? m_first : m;
-        lse_t.set(offset_lse(p, b, h, i), double(rules::finalize_lse(m_lse, l, Logf{})));
+        const float lse =
+            f == Fault::FastLog ? rules::finalize_lse(m_lse, l, FastLogf{}) : rules::finalize_lse(m_lse, l, Logf{});
+        lse_t.set(offset_lse(p, b, h, i), double(lse));
       }
 }
 
@@ -112,9 +153,10 @@ void faulty_backward(Fault f, const Problem& p, const Config& cfg, const HostTen
   const int64_t d = p.d, bn = block_n_of(cfg);
   const float scale = score_scale(f, p), out_scale = float(p.scale);
   const Expf exp_fn;
-  std::vector<float> dq(static_cast<size_t>(numel_q(p)), 0.0f);   // (batch, heads_q, n_q, d)
-  std::vector<float> dk(static_cast<size_t>(numel_kv(p)), 0.0f);  // (batch, heads_kv, n_k, d)
-  std::vector<float> dv(static_cast<size_t>(numel_kv(p)), 0.0f);  // (batch, heads_kv, n_k, d)
+  std::vector<float> dq(static_cast<size_t>(numel_q(p)), 0.0f);                       // (batch, heads_q, n_q, d)
+  std::vector<float> dk(static_cast<size_t>(numel_kv(p)), 0.0f);                      // (batch, heads_kv, n_k, d)
+  std::vector<float> dv(static_cast<size_t>(numel_kv(p)), 0.0f);                      // (batch, heads_kv, n_k, d)
+  std::vector<float> dq_tiles(static_cast<size_t>((p.n_k + bn - 1) / bn * d), 0.0f);  // (key tiles, d): RacyDq
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h)
       for (int64_t i = 0; i < p.n_q; ++i) {
@@ -140,11 +182,21 @@ void faulty_backward(Fault f, const Problem& p, const Config& cfg, const HostTen
           // P and dS rounded to storage before the GEMMs they feed.
           const float p_op = float(round_to(p.dtype, double(pr)));
           const float ds_op = float(round_to(p.dtype, double(ds)));
+          float* dq_to = f == Fault::RacyDq ? &dq_tiles[size_t((j / bn) * d)] : &dq[size_t(oq)];
           for (int64_t c = 0; c < d; ++c) {
             dv[size_t(okv + c)] += p_op * d_o[size_t(oq + c)];
             dk[size_t(okv + c)] += ds_op * q[size_t(oq + c)];
-            dq[size_t(oq + c)] += ds_op * k[size_t(okv + c)];
+            dq_to[c] += ds_op * k[size_t(okv + c)];
           }
+        }
+        if (f == Fault::RacyDq) {  // the key tiles' partial d_q land in the order they "finish"
+          const int64_t tiles = (walk + bn - 1) / bn;
+          const bool reversed = racy_calls.fetch_add(1) % 2 == 1;
+          for (int64_t t = 0; t < tiles; ++t) {
+            const int64_t tile = reversed ? tiles - 1 - t : t;
+            for (int64_t c = 0; c < d; ++c) dq[size_t(oq + c)] += dq_tiles[size_t(tile * d + c)];
+          }
+          std::fill(dq_tiles.begin(), dq_tiles.end(), 0.0f);
         }
       }
   const float dk_scale = f == Fault::DkNoScale ? 1.0f : out_scale;
@@ -167,6 +219,9 @@ Kernel make_faulty_kernel(Fault f, const std::string& name, const std::string& d
   info.backward = true;
   info.any_tile = true;
   info.configs = {Config{kDefaultBlock, kDefaultBlock}, Config{4, 8}, Config{8, 3}};
+  // What the FA2 emulation computes the same way on two runs (the faults break one of them).
+  info.exact = {
+      .rows = true, .d_q_rows = f != Fault::RacyDq, .shared_scores = true, .tile_weights = true, .exact_scores = true};
   kern.supports = [](const Problem&) { return true; };
   kern.forward = [f](const Inputs& in, const Config& c, Outputs& out) {
     faulty_forward(f, in.p, c, in.q, in.k, in.v, out.o, out.lse);

@@ -31,6 +31,17 @@ enum class Fault {
   GqaModulo,            // query head h reads kv head h % heads_kv
   PBf16,                // P rounded to bf16 (not the fp16 storage) before P.V
   MaskedProducts,       // backward: a tile's masked pairs multiplied through with P = 0 (0 * inf = NaN)
+  // Faults within the error bound that break what a kernel declares exact (KernelInfo::exact):
+  TailRowsPrescaled,  // rows of the last partial query tile scale q before the dot product
+  MaxInStorage,       // the running max kept in the storage type (exp(s - m) with m rounded)
+  TailKeysScale,      // the last partial key tile scored with a scale one ulp off
+  AccRoundDown,       // the P.V accumulator rounds toward -inf (a directed-rounding add)
+  FastLog,            // lse = m + log(l) from a fast log biased by -2^-22 (not exact at 1)
+  UnderflowForgetsL,  // when exp(m_old - m_new) underflows to 0, o is reset but l is not
+  RacyDq,             // d_q summed over key tiles in arrival order, which changes run to run
+  AdditiveMask,       // masked keys of a row's last tile scored s - 10^4 (an additive mask) and kept
+  ExpEarlyOut,        // exp(x) taken as 0 for x < -60 (an early-out for negligible weights)
+  AccToStorage,       // the unnormalised o converted to the storage type before dividing by l
 };
 
 inline constexpr int32_t kDefaultBlock = 16;  // kBlockM = kBlockN when a Config leaves them 0

@@ -167,7 +167,9 @@ void pack(const CallPlan& plan, const HostArgs& in, unsigned char* arena) {
   std::memset(arena, kFill, plan.bytes);
   const std::pair<int32_t, const HostTensor*> inputs[] = {{kQ, in.q}, {kK, in.k},     {kV, in.v},
                                                           {kO, in.o}, {kLse, in.lse}, {kDo, in.d_o}};
-  for (const auto& [id, t] : inputs) {
+  for (const auto& entry : inputs) {
+    const int32_t id = entry.first;
+    const HostTensor* t = entry.second;  // a named copy: clang before 16 cannot capture a structured binding
     const Slot& s = plan.slot[id];
     if (!s.present || !t || is_output(plan, id)) continue;
     check_tensor(s, *t, id);
@@ -181,7 +183,9 @@ std::string unpack(const CallPlan& plan, const unsigned char* arena, const unsig
   std::vector<std::pair<uint64_t, uint64_t>> writable;  // [begin, end) byte ranges of output elements
   const std::pair<int32_t, HostTensor*> outputs[] = {
       {kO, out.o}, {kLse, out.lse}, {kDq, out.d_q}, {kDk, out.d_k}, {kDv, out.d_v}};
-  for (const auto& [id, t] : outputs) {
+  for (const auto& entry : outputs) {
+    const int32_t id = entry.first;
+    HostTensor* t = entry.second;  // a named copy: clang before 16 cannot capture a structured binding
     const Slot& s = plan.slot[id];
     if (!s.present || !is_output(plan, id)) continue;
     if (t) check_tensor(s, *t, id);

@@ -1,6 +1,6 @@
 // The test comparators pass what they should and fail what they should: NaN, mismatched
 // infinities, differences where the scale is 0, and errors just above the threshold.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 
 #include "kernels/tests/test_util.hpp"

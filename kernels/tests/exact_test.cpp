@@ -2,7 +2,7 @@
 // the problem size and both loop orders, on random problems with GQA, n_q != n_k, all three masks
 // and fully masked rows; cpu_naive likewise. The target, 1e-12, is issue 2's: relative to
 // Σ_j P_ij |v_jk| for o (exact itself, run on |v|), absolute for lse, normwise for gradients.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <string>
 

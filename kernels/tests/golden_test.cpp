@@ -2,7 +2,7 @@
 // every block size 1..N (block_m and block_n independently) in both loop orders, and for cpu_naive.
 // Each printed figure is checked to its printed precision: |x - printed| <= half a unit of its
 // last printed digit.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <string>
 

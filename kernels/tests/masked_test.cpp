@@ -1,7 +1,7 @@
 // Rows with no visible key follow the contract exactly (o = 0, lse = -inf, d_q = 0, never NaN),
 // and keys a row cannot see never touch it (a NaN planted in them leaves the row's bits unchanged),
 // for both CPU kernels, every storage dtype, several tile shapes and both loop orders.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <string>
 

@@ -1,7 +1,7 @@
 // The low-precision emulation is bit-exact: storage rounding (cvt) agrees with the contract's
 // independent round_to on every fp16 value and every midpoint; P is rounded to storage before P·V
 // (a case where rounding P or not gives different bits); fp16 accumulation differs from fp32.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <cstring>
 

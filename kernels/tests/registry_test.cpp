@@ -1,6 +1,6 @@
 // The CPU rows of the kernel table: unique names, lookup, capabilities, claims(), and the kernels
 // refusing malformed calls.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <algorithm>
 #include <climits>
 #include <set>

@@ -3,7 +3,7 @@
 // shuffled and repeated pages, windows with either alignment, softcap, ALiBi, d_v != d — within
 // issue 2's 1e-12 (relative to Σ_j P_ij |v_jk| for o, absolute for lse, normwise for gradients).
 // A control shows fp32 storage misses it.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 
 #include "kernels/tests/test_util.hpp"

@@ -5,7 +5,7 @@
 // row's window never influences it; ALiBi with zero slopes is no ALiBi; zero-length sequences
 // produce nothing and disturb nothing. And the registry never sends a variant to a kernel that does
 // not declare it.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <bit>
 #include <cmath>
 

@@ -1,7 +1,7 @@
 // The error model against real kernels: correct kernels stay inside the bound, including the large
 // but legitimate gradient error of an fp32-accumulating kernel at scores of +-1e4, and a kernel that
 // keeps P at bf16 precision in fp16 storage is caught.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <cmath>
 #include <limits>

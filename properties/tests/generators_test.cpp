@@ -1,7 +1,7 @@
 // Generators: reproducible from (seed, size), each regime shows its defining property, the
 // classifier refuses a case that only carries a label, grid values keep transforms exact, and
 // shrinking reaches the smallest shape with the plainest values.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <rapidcheck.h>
 
 #include <cmath>

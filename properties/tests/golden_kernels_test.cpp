@@ -2,7 +2,7 @@
 // each storage type it offers where the inputs are exact. Expected values are the seeds' printed
 // numbers; the tolerance is their printing (half a unit in the last printed digit) plus the
 // kernel's error bound, nothing else.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <cmath>
 

@@ -1,13 +1,18 @@
 // The suite bites: `flashcheck check`'s default budget (100 cases per law, seed 1) kills every
-// registered mutant, while the fault-free form of the mutants' kernel passes every law.
-#include <catch2/catch.hpp>
+// registered mutant, while the fault-free form of the mutants' kernel passes every law; and every law
+// but `reference` kills a mutant that `reference` does not (its criterion is its own).
+#include "tests/catch.hpp"
 
+#include <map>
 #include <sstream>
 
 #include "kernels/mutants/faulty_tiled.hpp"
 #include "properties/runner.hpp"
 
 namespace {
+
+// The registered mutants: kernels/mutants/mutants.cpp's table, one row per planted fault.
+constexpr int kMutants = 24;
 
 // The first law that fails on k, or "" when every law holds.
 std::string first_failing_law(const fc::Kernel& k, const fc::props::RunOptions& opt) {
@@ -18,20 +23,47 @@ std::string first_failing_law(const fc::Kernel& k, const fc::props::RunOptions& 
   return "";
 }
 
+bool kills(const std::string& law, const std::string& kernel) {
+  const fc::props::LawResult r = fc::props::run_law(*fc::props::find_law(law), *fc::find_kernel(kernel), {});
+  INFO(law << " on " << kernel << ": " << r.message);
+  return r.applies && !r.ok;
+}
+
 }  // namespace
 
 TEST_CASE("check kills every mutant within the default budget", "[cpu]") {
   const fc::props::RunOptions opt;  // the defaults of `flashcheck check`: 100 cases, seed 1
   int mutants = 0;
   for (const fc::Kernel& k : fc::registry()) {
-    if (!k.info.mutant) continue;
+    if (!k.info.mutant || k.info.device != "cpu") continue;
     ++mutants;
     const std::string killed = first_failing_law(k, opt);
     INFO(k.info.name << " (" << k.info.description << ")");
     CHECK_FALSE(killed.empty());
     if (!killed.empty()) std::cout << k.info.name << " killed by " << killed.substr(0, killed.find('\n')) << "\n";
   }
-  CHECK(mutants >= 12);
+  CHECK(mutants == kMutants);
+}
+
+TEST_CASE("every law but reference kills a mutant that reference does not", "[cpu]") {
+  // One witness per law (the kill matrix, `flashcheck check --kill-matrix`, shows them all).
+  const std::map<std::string, std::string> witness = {
+      {"extreme", "mutant_exp_early_out"},          {"block_size", "mutant_tail_rows_prescaled"},
+      {"kv_permutation", "mutant_tail_keys_scale"}, {"q_permutation", "mutant_tail_rows_prescaled"},
+      {"lse_bracket", "mutant_fast_log"},           {"convex_hull", "mutant_underflow_forgets_l"},
+      {"shift", "mutant_max_in_storage"},           {"affine_v", "mutant_acc_round_down"},
+      {"invisible_keys", "mutant_additive_mask"},   {"determinism", "mutant_racy_dq"},
+      {"nan_blast", "mutant_masked_products"},      {"softmax_row", "mutant_exp_early_out"},
+  };
+  for (const fc::props::Law& law : fc::props::laws()) {
+    if (law.id == "reference") continue;
+    INFO("law " << law.id);
+    REQUIRE(witness.count(law.id));
+    const std::string& mutant = witness.at(law.id);
+    REQUIRE(fc::find_kernel(mutant) != nullptr);
+    CHECK(kills(law.id, mutant));
+    CHECK_FALSE(kills("reference", mutant));
+  }
 }
 
 TEST_CASE("check passes the mutants' kernel without its fault", "[cpu]") {

@@ -1,13 +1,15 @@
 // Replay: a failure's token replays exactly its minimal case (and only it), through the runner and
 // through `flashcheck check`; regression files replay before random cases; the coverage check
 // fails a budget too small to reach every claimed regime.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "io/attention_io.hpp"
+#include "io/safetensors.hpp"
 #include "properties/runner.hpp"
 
 namespace {
@@ -43,7 +45,7 @@ TEST_CASE("a replay token reproduces exactly the minimal counterexample", "[cpu]
   CHECK(again.counterexample == first.counterexample);
   CHECK(again.message == first.message);
   // A token replays only the property it came from.
-  CHECK_THROWS(run_law(*find_law("rows_sum"), *k, opt));
+  CHECK_THROWS(run_law(*find_law("lse_bracket"), *k, opt));
 }
 
 TEST_CASE("a saved regression file replays before random cases", "[cpu]") {
@@ -84,19 +86,75 @@ TEST_CASE("flashcheck check prints a replay line that reproduces the failure", "
   CHECK(run(exe + " check --kernel no_such_kernel").second == 2);
   CHECK(run(exe + " check --kernel cpu_tiled --law no_such_law").second == 2);
   CHECK(run(exe + " check --kernel cpu_tiled --reproduce X").second == 2);
-  CHECK(run(exe + " check --kernel cpu_tiled --law rows_sum --seed 1").second == 0);
+  CHECK(run(exe + " check --kernel cpu_tiled --law lse_bracket --seed 1").second == 0);
 }
 
-TEST_CASE("the coverage check fails a budget that never reaches a claimed regime", "[cpu]") {
-  // rows_sum claims seven regimes; two cases cannot reach them all.
+TEST_CASE("the coverage check tops up a short regime and fails one the law never reaches", "[cpu]") {
+  const fc::Kernel& k = *fc::find_kernel("cpu_tiled");
+  const Law& law = *find_law("lse_bracket");
+  const std::vector<Regime> claimed = claimed_regimes(law, k);
+  REQUIRE(claimed.size() >= 5);
+  // Two cases cannot reach five regimes: the runner tops each up to its share of the budget.
   RunOptions opt;
   opt.cases = 2;
-  const LawResult r = run_law(*find_law("rows_sum"), *fc::find_kernel("cpu_tiled"), opt);
-  CHECK_FALSE(r.ok);
-  CHECK(r.message.find("coverage:") != std::string::npos);
-  // With the default budget every claimed regime is reached.
-  const LawResult full = run_law(*find_law("rows_sum"), *fc::find_kernel("cpu_tiled"), RunOptions{});
+  const LawResult small = run_law(law, k, opt);
+  CHECK(small.ok);
+  CHECK(small.cases > 2);
+  for (Regime reg : claimed) CHECK(small.coverage.at(reg) >= coverage_share(opt.cases, int(claimed.size())));
+  // The default budget gives every claimed regime a real share: half of an even split.
+  const LawResult full = run_law(law, k, RunOptions{});
   CHECK(full.ok);
-  for (Regime reg : claimed_regimes(*find_law("rows_sum"), *fc::find_kernel("cpu_tiled")))
-    CHECK(full.coverage.count(reg));
+  for (Regime reg : claimed) CHECK(full.coverage.at(reg) >= coverage_share(100, int(claimed.size())));
+  CHECK(coverage_share(100, int(claimed.size())) == 100 / (2 * int(claimed.size())));
+  // A law that can judge no case of a regime it claims fails, whatever the budget.
+  Law blind = law;
+  blind.id = "blind";
+  blind.regimes = {Regime::Normal, Regime::Huge};
+  blind.check = [](const fc::Kernel&, const Case& c) -> std::string {
+    if (classify(c) == Regime::Huge) throw NotApplicable("huge scores are outside this test law");
+    return "";
+  };
+  const LawResult r = run_law(blind, k, RunOptions{});
+  CHECK_FALSE(r.ok);
+  CHECK((r.coverage.count(Regime::Huge) == 0 || r.coverage.at(Regime::Huge) == 0));
+}
+
+TEST_CASE("check --inputs runs every law that applies to one input file", "[cpu]") {
+  const std::string exe = FC_FLASHCHECK_EXE;
+  const std::string dir = (std::filesystem::temp_directory_path() / "fc_inputs_test").string();
+  std::filesystem::create_directories(dir);
+  // A plain input file (no fc.* metadata): causal, n_q = n_k = 3, d = 2, with d_o.
+  Case c;
+  c.in.p.n_q = c.in.p.n_k = 3, c.in.p.d = 2, c.in.p.mask = fc::Mask::CausalTopLeft, c.in.p.scale = 0.5;
+  fill_values(c, 1, 5, true, 1e9);
+  const std::string plain = dir + "/plain.safetensors";
+  fc::io::write_safetensors(plain, fc::io::inputs_file(c.in));
+  const auto [out, code] = run(exe + " check --kernel cpu_tiled --inputs " + plain);
+  CHECK(code == 0);
+  CHECK(out.find("PASS  reference") != std::string::npos);
+  CHECK(out.find("n/a   q_permutation") != std::string::npos);  // a causal input: holds only without a mask
+  CHECK(out.find("PASS  nan_blast") != std::string::npos);      // NaN at q[0], k[0], v[0] in turn
+  // The same input fails on a mutant, with the replay line naming the file.
+  const auto [bad, bad_code] = run(exe + " check --kernel mutant_scale_twice --inputs " + plain);
+  CHECK(bad_code == 1);
+  CHECK(bad.find("replay: flashcheck check --kernel mutant_scale_twice --law reference --inputs " + plain) !=
+        std::string::npos);
+  // No law that applies: exit 2, never "0 cases, every law holds".
+  c.in.p.mask = fc::Mask::None;
+  const std::string unmasked = dir + "/unmasked.safetensors";
+  fc::io::write_safetensors(unmasked, fc::io::inputs_file(c.in));
+  CHECK(run(exe + " check --kernel cpu_tiled --law invisible_keys --inputs " + unmasked).second == 2);
+  // --case with a file that carries no fc.law is refused (--inputs is for plain files), never passes.
+  CHECK(run(exe + " check --kernel cpu_tiled --law reference --case " + unmasked).second == 2);
+  const auto [one, one_code] = run(exe + " check --kernel cpu_tiled --law reference --inputs " + unmasked);
+  CHECK(one_code == 0);
+  CHECK(one.find("(1 case)") != std::string::npos);
+  // Malformed law metadata is bad input.
+  fc::io::TensorFile f = fc::io::inputs_file(c.in);
+  f.metadata["fc.aux"] = "twelve";
+  const std::string junk = dir + "/junk.safetensors";
+  fc::io::write_safetensors(junk, f);
+  CHECK(run(exe + " check --kernel cpu_tiled --inputs " + junk).second == 2);
+  CHECK(run(exe + " check --kernel cpu_tiled --inputs " + dir + "/missing.safetensors").second == 2);
+  std::filesystem::remove_all(dir);
 }

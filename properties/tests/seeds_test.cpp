@@ -1,6 +1,6 @@
 // Correct kernels pass every law over 20 seeds (labels cpu and long). One TEST_CASE per kernel so
 // that ctest -j runs them side by side; a new correct CPU kernel gets its own TEST_CASE here.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <iostream>
 #include <sstream>

@@ -1,7 +1,7 @@
 // The error model (reference/bounds.hpp) on hand-made values: the comparator's exact treatment of
 // non-finite values, the FlashAttention rule, and the bound of a problem small enough to check by
 // hand. Its tests against real kernels are properties/tests/bounds_kernels_test.cpp.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <cmath>
 #include <limits>

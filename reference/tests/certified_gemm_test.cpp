@@ -2,7 +2,7 @@
 // multiprecision dot products: |A·Bᵀ - (hi + lo)| <= bound for every element, on inputs that take
 // each path (one dense pair, sparse corrections on either side, several dense pairs, remainders,
 // the plain mode) — and the bound is tight enough to see a one-ulp change of hi.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <Eigen/Core>
 #include <cmath>
 #include <random>

@@ -2,7 +2,7 @@
 // oracle at 256 bits: every element within its bound, and the o and lse bounds meeting the same
 // 1e-13 targets as certified_vs_exact_test (not vacuous). Inputs are built exactly in the storage
 // type so rows hold exact ties and O(1) gaps between the top scores (one-hot and split softmax).
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <Eigen/Core>
 #include <cmath>
 #include <random>

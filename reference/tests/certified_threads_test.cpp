@@ -1,7 +1,7 @@
 // The certified oracle's parallel loops (reference/parallel.hpp) cut the work into the same tasks
 // whatever the thread count, so its values and bounds are bitwise the same on 1 thread and on many.
 #include <Eigen/Core>
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <cstdlib>
 #include <cstring>

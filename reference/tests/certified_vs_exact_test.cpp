@@ -1,8 +1,9 @@
 // The certified oracle against the exact one at 256 bits: every element within its bound, the bounds
 // meeting the 1e-13 targets (so they are not vacuous), and the comparator's own negative controls.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "certified_cases.hpp"
 #include "reference/certified.hpp"

@@ -4,7 +4,7 @@
 // With h = 2^-64 and O(1) data (|f'''| well below 2^20 here), truncation < 2^-128·2^20/6 < 2^-110
 // and rounding ~ 2^-190: tolerance 2^-100 (absolute; gradients are O(1)) leaves a margin of 2^10,
 // while a backward formula that is wrong in any term is off by O(1).
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <random>
 

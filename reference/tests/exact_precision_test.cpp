@@ -1,5 +1,5 @@
 // The exact oracle's precision knob and its own reading of the masks.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <random>
 

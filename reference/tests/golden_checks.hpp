@@ -2,7 +2,7 @@
 // so exact and certified are held to the same printed numbers.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <functional>
 

@@ -2,7 +2,7 @@
 // element within certified's own bound, the bounds meeting their targets against independently
 // computed scales (1e-13 as for dense attention, plus the fp64 tanh's 2^-46 c under softcap), and
 // the exact zeros the contract fixes (keys no query sees, pages no sequence reads).
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 
 #include "certified_cases.hpp"

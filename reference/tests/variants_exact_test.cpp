@@ -3,7 +3,7 @@
 // sequences cut out densely (variant_cases.cpp's own index arithmetic), windows that are masks,
 // ALiBi with zero slopes and against a bias folded into an extra dimension, softcap's gradient
 // against central finite differences, and d_v != d column by column.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 
 #include "reference/exact.hpp"

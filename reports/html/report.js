@@ -142,10 +142,13 @@
       Object.assign(s, { extra: { paths: uPlot.paths.bars({ size: [0.8 / Math.max(1, kernels.length), 40] }) } })),
       { y: logy, xlabel: "steps", ylabel: "fraction", xaxis: { values: (u, splits) => splits.map((i) => data.ulp_labels[i] || "") } });
 
-  g = section("Signed error (bias) of o vs N",
+  // Bias where o keeps its sign if the sweep has such a regime (the accumulation audit's positive_v),
+  // else in the normal regime.
+  const biasRegime = Object.values(data.cases).some((c) => c.regime === "positive_v") ? "positive_v" : "normal";
+  g = section("Signed error (bias) of o vs N (" + biasRegime + " regime)",
     "Mean of sign(ref)·(o − ref) over the RMSE, in [−1, 1]: 0 for unbiased rounding, below 0 when results shrink toward zero (truncation); about ±1/√(elements) is noise.");
   for (const dt of dtypes) {
-    const a = lines(dt, null, nOf, (c) => num(o(c, "bias_rel")), true);
+    const a = lines(dt, biasRegime, nOf, (c) => num(o(c, "bias_rel")), true);
     chart(g, "bias-vs-n-" + dt, dt + ": bias of o vs N", a.xs, a.series, { x: logx, xlabel: "N (keys)", ylabel: "bias / RMSE" });
   }
   document.body.dataset.charts = String(document.querySelectorAll(".fc-chart").length);

@@ -2,10 +2,11 @@
 // (thread counts, shards merged, the committed baseline), gate against the baseline, a killed audit
 // leaving the previous report intact, a planted bug failing with a replay line that replays, and
 // usage errors exiting 2 with one line.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -209,5 +210,33 @@ TEST_CASE("audit --plugin audits a plugin like a registry kernel, replay lines i
   for (std::string w; words >> w;) args.push_back(w);
   args.insert(args.end(), {"--out", dir + "/replay"});
   CHECK(run_flashcheck(args, 120).code == 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("audit --accumulation reports the variants, and --save-case writes a case's inputs for compare", "[cpu]") {
+  const std::string dir = scratch_dir("audit_acc");
+  const RunResult r =
+      run_flashcheck({"audit", "--accumulation", "--case", "acc/F16/positive_v/n64", "--out", dir}, 120);
+  CAPTURE(r.out, r.err);
+  REQUIRE(r.code == 0);
+  const json rep = json::parse(slurp(dir + "/report.json"));
+  CHECK(rep["kind"] == "accumulation");
+  std::set<std::string> kernels;
+  for (const json& cell : rep["cells"]) kernels.insert(cell["kernel"]);
+  for (const char* k :
+       {"cpu_tiled", "cpu_tiled:acc=f16", "cpu_tiled:p=f32", "cpu_tiled:fa1", "mini_fa2:p=bf16", "cpu_naive:acc=f16"})
+    CHECK(kernels.count(k) == 1);
+  CHECK(r.out.find("#### F16 positive_v: RMSE of o vs N") != std::string::npos);
+  // fp16 accumulation is less accurate than fp32 on the same inputs.
+  auto rmse = [&](const char* k) {
+    for (const json& cell : rep["cells"])
+      if (cell["kernel"] == k) return cell["tensors"]["o"]["rmse"].get<double>();
+    return -1.0;
+  };
+  CHECK(rmse("cpu_tiled:acc=f16") > 2 * rmse("cpu_tiled"));
+
+  const std::string saved = dir + "/case.safetensors";
+  REQUIRE(run_flashcheck({"audit", "--case", "F16/normal/n64", "--save-case", saved}).code == 0);
+  CHECK(std::filesystem::file_size(saved) > 4 * 2 * 64 * 64 * 2);  // q k v d_o, 2 heads of 64 x 64 fp16
   std::filesystem::remove_all(dir);
 }

@@ -1,6 +1,6 @@
 // flashcheck compare as a subprocess on files written here: a correct kernel's outputs pass, a
 // planted error fails naming its element, malformed or inconsistent files exit 2 with one line.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>

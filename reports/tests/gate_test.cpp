@@ -1,6 +1,6 @@
 // flashcheck gate on hand-made reports: the regressions it must catch, the changes it must let
 // through, and the inputs it must refuse.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include "reports/gate.hpp"
 #include "reports/tests/report_fixture.hpp"

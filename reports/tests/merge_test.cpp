@@ -1,6 +1,6 @@
 // flashcheck merge on hand-made shards: the join equals the unsharded report, and shards that do not
 // form one sweep are refused.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include "reports/merge.hpp"
 #include "reports/tests/report_fixture.hpp"
@@ -47,4 +47,28 @@ TEST_CASE("merge refuses shards that do not form one sweep", "[cpu]") {
   json unknown = shard(0), unknown1 = shard(1);
   unknown["kind"] = unknown1["kind"] = "mystery";
   CHECK_THROWS_AS(merge_reports({unknown, unknown1}, {"a", "b"}), ReportError);
+}
+
+TEST_CASE("a report with a malformed tensor is refused before anything reads it", "[cpu]") {
+  const auto refuses = [](json r) { CHECK_THROWS_AS(validate(r, "r.json"), ReportError); };
+  json r = small_report();
+  CHECK_NOTHROW(validate(r, "r.json"));
+  json a = r;
+  a["cells"][0]["tensors"]["o"]["ratio"].erase("p99");
+  refuses(a);
+  json b = r;
+  b["cells"][0]["tensors"]["o"]["ratio_hist"] = {1, "x"};
+  refuses(b);
+  json c = r;
+  c["cells"][0]["tensors"]["o"].erase("rmse");
+  refuses(c);
+  json d = r;
+  d["cells"][0]["replay"] = 3;
+  refuses(d);
+  json e = r;
+  e["version"] = 2;
+  refuses(e);
+  json f = r;
+  f["cases"][0]["n_k"] = "64";
+  refuses(f);
 }

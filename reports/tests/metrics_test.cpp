@@ -1,7 +1,7 @@
 // The report's metrics held to values computed by hand (in the comments), not by the code under
 // test: ULP spacing and ordinals against IEEE bit patterns, and every metric of a 4-element fp16
 // tensor with planted errors.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <limits>
 

@@ -1,6 +1,6 @@
 // cuda_naive (S and P materialised in storage) against the certified reference, and cuda_tiled
 // against it under FlashAttention's own gate: fused-kernel error <= 2 x same-precision baseline.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include "kernels/cuda/tests/gpu_case.hpp"
 

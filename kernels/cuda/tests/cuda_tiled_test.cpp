@@ -3,7 +3,7 @@
 // ragged n_q != n_k; plus block-size invariance (GPU vs GPU, GPU vs cpu_tiled emulating the same
 // tile), the contract's empty rows, NaN blast radius, and the deterministic backward's bitwise
 // repeatability.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <algorithm>
 #include <cmath>

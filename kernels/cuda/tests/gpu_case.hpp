@@ -2,7 +2,7 @@
 // reference and the error model's bounds for what each kernel declares about its arithmetic.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <cstdint>
 #include <random>

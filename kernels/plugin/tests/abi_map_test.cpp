@@ -1,6 +1,6 @@
 // The ABI mapping (kernels/plugin/abi_map.hpp): layouts, the arena's packing and unpacking, and the
 // detection of writes a kernel must not make (each detection also shown to fire).
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <cstring>
 #include <set>

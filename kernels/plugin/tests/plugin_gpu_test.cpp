@@ -1,7 +1,7 @@
 // The plugin path on a GPU: the CUDA example kernel passes every law through device memory, and one
 // that leaves the CUDA context broken (an illegal address) is a failing case with a minimal
 // counterexample and a replay line, after which the suite goes on with a fresh worker.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <regex>
 #include <sstream>
 

@@ -1,0 +1,250 @@
+// Differential bounds: the derivation is reports/ERROR_MODEL.md, "Differential bounds". Notation as
+// there and in reference/bounds.cpp: s scores (fp64 from the inputs), a = |scale| |q||k|, m the row
+// max, M the largest |s|, T the key tiles a row visits, u the accumulation unit, u_p P's unit.
+// Magnitudes come from the certified reference (lse, o) or, for the gradients, from the runs' own
+// lse and o: they only scale error terms.
+#include "properties/differential.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "properties/execute.hpp"
+#include "reference/parallel.hpp"
+
+namespace fc::props {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// An exponent argument s - m is one rounding of two values each rounded once on the way in (the
+// scale, log2 e): at most 2 u (|s| + |m|); exp / exp2 within 2 ulp = 4 u (ERROR_MODEL.md §3).
+constexpr double kArgRoundings = 2;
+constexpr double kExpUnits = 4;
+constexpr double kU64 = 0x1p-53;
+
+double gamma(double n, double u) {
+  const double nu = n * u;
+  return nu < 1 ? nu / (1 - nu) : kInf;
+}
+
+// A factor times a magnitude; a zero magnitude contributes nothing even when the factor overflowed.
+double times(double factor, double magnitude) { return magnitude == 0 ? 0.0 : factor * magnitude; }
+
+// The arithmetic constants of one run (precision_of's model of kernel k under cfg on p).
+struct RunModel {
+  double u, u_out, u_p, u_pl, u_sx, tiny_p, tiny_out, acc_floor;
+  int64_t block_n;  // keys per tile (n_k when untiled)
+  RunModel(const Kernel& k, const Config& cfg, const Problem& p) {
+    const ref::Precision pr = precision_of(k, cfg, p);
+    u = pr.u_acc, u_out = ref::unit_roundoff(pr.storage), u_p = ref::unit_roundoff(pr.p_dtype);
+    u_pl = u_p + (pr.l_sums_rounded_p ? u_p : 0.0);
+    u_sx = ref::unit_roundoff(pr.s_dtype) > u ? ref::unit_roundoff(pr.s_dtype) : 0.0;
+    const bool ftz = pr.flush_subnormals;
+    auto floor_of = [ftz](DType t) { return ftz ? ref::min_normal(t) : ref::underflow_floor(t); };
+    tiny_p = floor_of(pr.p_dtype) + floor_of(DType::F32);
+    tiny_out = ref::underflow_floor(pr.storage) + (ftz ? ref::min_normal(DType::F32) : 0.0);
+    acc_floor = floor_of(u >= 0x1p-12 ? DType::F16 : u >= 0x1p-25 ? DType::F32 : DType::F64);
+    block_n = pr.block_n > 0 ? std::min<int64_t>(pr.block_n, p.n_k) : p.n_k;
+  }
+  // Rescale steps and the chain every accumulated value may pass through: n_v products and sums,
+  // and per tile a rescale and (FA1) a renormalisation, then 1/l and the product: gamma(n_v + 5T + 8)
+  // bounds any order and grouping of them.
+  int64_t tiles(int64_t n_v) const { return (n_v + block_n - 1) / block_n; }
+  double chain(int64_t n_v) const { return gamma(double(n_v + 5 * tiles(n_v) + 8), u); }
+};
+
+// One row's scores in fp64 and their magnitudes a_j = |scale| sum |q_l k_l|.
+void row_scores(const Problem& p, const std::vector<double>& q, const std::vector<double>& k, int64_t b, int64_t h,
+                int64_t i, int64_t n_v, std::vector<double>& s, std::vector<double>& a) {
+  const double* q_i = &q[size_t(offset_q(p, b, h, i))];  // (d)
+  const int64_t g = kv_head(p, int32_t(h));
+  for (int64_t j = 0; j < n_v; ++j) {
+    const double* k_j = &k[size_t(offset_kv(p, b, g, j))];  // (d)
+    double dot = 0, abs_dot = 0;
+    for (int64_t c = 0; c < p.d; ++c) dot += q_i[c] * k_j[c], abs_dot += std::fabs(q_i[c] * k_j[c]);
+    s[size_t(j)] = p.scale * dot, a[size_t(j)] = std::fabs(p.scale) * abs_dot;
+  }
+}
+
+// Parallel over rows once the work (n_q n_k d summed over heads) is worth threads.
+void for_rows(const Problem& p, const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t rows = p.batch * p.heads_q * p.n_q;
+  const ref::SerialScope small(double(rows) * double(p.n_k) * double(p.d) < double(1 << 22));
+  ref::parallel_rows(rows, 16, fn);
+}
+
+}  // namespace
+
+ForwardTolerance operator+(const ForwardTolerance& a, const ForwardTolerance& b) {
+  ForwardTolerance t = a;
+  for (size_t x = 0; x < t.o.size(); ++x) t.o[x] += b.o[x];
+  for (size_t x = 0; x < t.lse.size(); ++x) t.lse[x] += b.lse[x];
+  return t;
+}
+
+ForwardTolerance forward_unshared(const Kernel& k, const Inputs& in, const ref::Certified& ref, const Config& cfg,
+                                  Shared shared) {
+  const Problem& p = in.p;
+  const RunModel r(k, cfg, p);
+  const std::vector<double> q = in.q.to_f64(), kk = in.k.to_f64(), v = in.v.to_f64();
+  const double u32 = ref::unit_roundoff(DType::F32);
+  ForwardTolerance t;
+  t.o.assign(size_t(numel_q(p)), 0.0);
+  t.lse.assign(size_t(numel_lse(p)), 0.0);
+  for_rows(p, [&](int64_t r0, int64_t r1) {
+    std::vector<double> s(static_cast<size_t>(p.n_k)), a(s.size()), w(s.size()), delta(s.size());  // (n_k,)
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t i = row % p.n_q, h = row / p.n_q % p.heads_q, b = row / p.n_q / p.heads_q;
+      const int64_t n_v = n_visible(p.mask, i, p.n_q, p.n_k), oq = offset_q(p, b, h, i);
+      const int64_t g = kv_head(p, int32_t(h));
+      const double lse = ref.value.lse[size_t(row)];
+      if (n_v == 0) continue;     // o = 0 and lse = -inf exactly, in both runs: tolerance 0
+      if (!std::isfinite(lse)) {  // uncertified row: no claim, and no silent pass either
+        for (int64_t c = 0; c < p.d; ++c) t.o[size_t(oq + c)] = kNaN;
+        t.lse[size_t(row)] = kNaN;
+        continue;
+      }
+      row_scores(p, q, kk, b, h, i, n_v, s, a);
+      double m = -kInf, M = 0, e_s = 0;
+      for (int64_t j = 0; j < n_v; ++j) {
+        m = std::max(m, s[size_t(j)]), M = std::max(M, std::fabs(s[size_t(j)]));
+        // The kernel's score error (d products and sums, the scale, the score's own rounding) and
+        // fp64's evaluation of s here: they only widen the magnitudes' envelope below.
+        e_s = std::max(e_s, gamma(double(p.d + 2), r.u) * a[size_t(j)] + r.u_sx * std::fabs(s[size_t(j)]) +
+                                gamma(double(p.d + 1), kU64) * a[size_t(j)]);
+      }
+      const int64_t T = r.tiles(n_v);
+      // This run's own error in each weight (relative, e^(+-delta_j)), ERROR_MODEL.md "Differential
+      // bounds": with the scores shared, the argument s_j - m_t and the rescale arguments (which
+      // telescope to m - m_t) are differences of shared scores, each rounded once: 3 u (m - s_j), the
+      // exp, and per tile a rescale's exp and up to four multiplies. ExactDots adds each run's own
+      // rounding of its scaled scores (and of a score rounded to a narrower type). Weights: none.
+      double own_max = 0, l_dev = 0;
+      for (int64_t j = 0; j < n_v; ++j) {
+        const double gap = m - s[size_t(j)] + 2 * e_s;
+        double dj = 0;
+        if (shared != Shared::Weights) dj = 3 * r.u * gap + kExpUnits * r.u + double(T) * (kExpUnits + 4) * r.u;
+        if (shared == Shared::ExactDots)
+          dj += (kArgRoundings * r.u + r.u_sx) * (std::fabs(s[size_t(j)]) + std::fabs(m) + 2 * e_s);
+        delta[size_t(j)] = dj;
+        own_max = std::max(own_max, dj);
+        // The weights the run may hold, relative to the exact P: within e^(2 (e_s + delta_j)).
+        w[size_t(j)] = std::min(1.0, std::exp(std::min(0.0, s[size_t(j)] - lse) + 2 * (e_s + dj)));
+        l_dev += times(std::expm1(dj), w[size_t(j)]);
+      }
+      const double g_acc = r.chain(n_v);
+      for (int64_t c = 0; c < p.d; ++c) {
+        const double o_r = ref.value.o[size_t(oq + c)];
+        double dev = 0, mag = 0, sum_abs = 0, lo = kInf, hi = -kInf;
+        for (int64_t j = 0; j < n_v; ++j) {
+          const double x = v[size_t(offset_kv(p, b, g, j) + c)];
+          dev += times(w[size_t(j)], std::fabs(x - o_r)), mag += times(w[size_t(j)], std::fabs(x));
+          sum_abs += std::fabs(x), lo = std::min(lo, x), hi = std::max(hi, x);
+        }
+        const double R = hi - lo;
+        // |o(computed scores) - o_ref|: the shared score error moves both runs' target alike.
+        const double D = std::min(R, times(std::expm1(2 * e_s), dev)) + ref.err.o[size_t(oq + c)];
+        const double o_mag = std::fabs(o_r) + D;
+        // The weights' own errors move o by sum_j |dP_j| |v_j - o(computed scores)|.
+        double weights = 0;
+        if (own_max > 0) {
+          for (int64_t j = 0; j < n_v; ++j) {
+            const double x = v[size_t(offset_kv(p, b, g, j) + c)];
+            weights += times(times(std::expm1(2 * delta[size_t(j)]), w[size_t(j)]), std::fabs(x - o_r) + D);
+          }
+          weights = std::min(R, weights);
+        }
+        const double p_round = shared == Shared::Weights ? 0.0 : r.u_pl;
+        const double e = weights + times(p_round + g_acc, mag) + times(g_acc, o_mag) + 2 * r.u * o_mag + r.tiny_p * sum_abs +
+                         double(2 * n_v) * r.acc_floor;
+        t.o[size_t(oq + c)] += (1 + r.u_out) * e + r.u_out * (o_mag + e) + r.tiny_out;
+      }
+      // lse = m + log l: l's relative error from the weights (|log(1 +- x)| <= x / (1 - x)) and its
+      // chain, then log's, the add's and the fp32 store's roundings.
+      const double x = l_dev + g_acc;
+      const double lse_mag = std::fabs(lse) + e_s;
+      t.lse[size_t(row)] += (x < 1 ? x / (1 - x) : kInf) + kArgRoundings * r.u * (std::fabs(lse - m) + e_s + lse_mag) +
+                            u32 * (lse_mag + x);
+    }
+  });
+  return t;
+}
+
+GradientTolerance gradient_order_difference(const Kernel& k, const Inputs& in, const Config& cfg, const Outputs& ra,
+                                            const Outputs& rb) {
+  const Problem& p = in.p;
+  const RunModel r(k, cfg, p);
+  const std::vector<double> q = in.q.to_f64(), kk = in.k.to_f64(), v = in.v.to_f64(), d_o = in.d_o.to_f64();
+  const int64_t group = p.heads_q / p.heads_kv;
+  // Sums of |terms| per output element (the same terms in both runs), accumulated per row block and
+  // added in block order: d_q's rows are the block's own; d_k, d_v rows are shared across blocks.
+  std::vector<double> mag_dq(size_t(numel_q(p)), 0.0);
+  const int64_t rows = p.batch * p.heads_q * p.n_q, block = 64, blocks = (rows + block - 1) / block;
+  std::vector<std::vector<double>> part_dk(static_cast<size_t>(blocks)), part_dv(static_cast<size_t>(blocks));
+  {
+    const ref::SerialScope small(double(rows) * double(p.n_k) * double(p.d) < double(1 << 22));
+    ref::parallel_for(blocks, [&](int64_t blk) {
+      std::vector<double>& dk = part_dk[size_t(blk)];
+      std::vector<double>& dv = part_dv[size_t(blk)];
+      dk.assign(size_t(numel_kv(p)), 0.0), dv.assign(size_t(numel_kv(p)), 0.0);
+      std::vector<double> s(static_cast<size_t>(p.n_k)), a(s.size());  // (n_k,)
+      for (int64_t row = blk * block; row < std::min(rows, (blk + 1) * block); ++row) {
+        const int64_t i = row % p.n_q, h = row / p.n_q % p.heads_q, b = row / p.n_q / p.heads_q;
+        const int64_t n_v = n_visible(p.mask, i, p.n_q, p.n_k), oq = offset_q(p, b, h, i);
+        const int64_t g = kv_head(p, int32_t(h));
+        // The runs recompute P = exp(s - lse) from their own lse: the smaller lse bounds both.
+        const double lse = std::min(ra.lse.get(row), rb.lse.get(row));
+        if (n_v == 0 || !std::isfinite(lse)) continue;
+        row_scores(p, q, kk, b, h, i, n_v, s, a);
+        double D = 0;  // |D_i| = |d_o_i . o_i| from the larger |o| of the two runs, with its dot's rounding
+        for (int64_t c = 0; c < p.d; ++c)
+          D += std::fabs(d_o[size_t(oq + c)]) * std::max(std::fabs(ra.o.get(oq + c)), std::fabs(rb.o.get(oq + c)));
+        D *= 1 + gamma(double(p.d + 1), r.u);
+        for (int64_t j = 0; j < n_v; ++j) {
+          const int64_t okv = offset_kv(p, b, g, j);
+          // P's computed value: exp of (score + its error - lse) and the argument's and exp's roundings.
+          const double e_s = gamma(double(p.d + 2), r.u) * a[size_t(j)] + r.u_sx * std::fabs(s[size_t(j)]) +
+                             gamma(double(p.d + 1), kU64) * a[size_t(j)];
+          const double x = s[size_t(j)] + e_s - lse;
+          const double P =
+              std::exp(x + kArgRoundings * r.u * (std::fabs(s[size_t(j)]) + std::fabs(lse)) + kExpUnits * r.u) *
+                  (1 + r.u_p) +
+              r.tiny_p;
+          double dP = 0;
+          for (int64_t c = 0; c < p.d; ++c) dP += std::fabs(d_o[size_t(oq + c)] * v[size_t(okv + c)]);
+          // |dS| = P |dP - D|: the subtraction, the product and dS's rounding to P's type.
+          const double dS =
+              times(P, (dP * (1 + gamma(double(p.d + 1), r.u)) + D) * (1 + 3 * r.u) * (1 + r.u_p)) + r.tiny_p;
+          for (int64_t c = 0; c < p.d; ++c) {
+            mag_dq[size_t(oq + c)] += times(dS, std::fabs(p.scale * kk[size_t(okv + c)]));
+            dk[size_t(okv + c)] += times(dS, std::fabs(p.scale * q[size_t(oq + c)]));
+            dv[size_t(okv + c)] += times(P, std::fabs(d_o[size_t(oq + c)]));
+          }
+        }
+      }
+    });
+  }
+  GradientTolerance t;
+  t.d_q.assign(size_t(numel_q(p)), 0.0);
+  t.d_k.assign(size_t(numel_kv(p)), 0.0);
+  t.d_v.assign(size_t(numel_kv(p)), 0.0);
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    for (size_t x = 0; x < t.d_k.size(); ++x) t.d_k[x] += part_dk[size_t(blk)][x], t.d_v[x] += part_dv[size_t(blk)][x];
+  // Any order of N terms: gamma(N - 1) sum |terms| per run, plus a final scaling, then each run's
+  // rounding to storage (different sums round apart: u_out |y| each) and its underflow floors.
+  auto finish = [&](std::vector<double>& tol, const std::vector<double>& mag, double n_terms, const HostTensor& ya,
+                    const HostTensor& yb) {
+    const double g = gamma(n_terms + 2, r.u);
+    for (size_t x = 0; x < tol.size(); ++x)
+      tol[x] = 2 * (times(g, mag[x]) * (1 + r.u_out) + (n_terms + 1) * r.acc_floor + r.tiny_out) +
+               r.u_out * (std::fabs(ya.get(int64_t(x))) + std::fabs(yb.get(int64_t(x))));
+  };
+  std::vector<double> mag_dk = t.d_k, mag_dv = t.d_v;
+  finish(t.d_q, mag_dq, double(p.n_k), ra.d_q, rb.d_q);
+  finish(t.d_k, mag_dk, double(group * p.n_q), ra.d_k, rb.d_k);
+  finish(t.d_v, mag_dv, double(group * p.n_q), ra.d_v, rb.d_v);
+  return t;
+}
+
+}  // namespace fc::props

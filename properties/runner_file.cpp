@@ -1,0 +1,86 @@
+// The laws on one input file (`flashcheck check --inputs FILE`): the case the file describes, every
+// law that applies to it, "n/a" and the reason for the others.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <ostream>
+
+#include "properties/runner.hpp"
+
+namespace fc::props {
+namespace {
+
+// The kernel's i-th config (its default when it offers fewer).
+Config config_at(const Kernel& k, size_t i) { return i < k.info.configs.size() ? k.info.configs[i] : Config{}; }
+
+// A law that claims the Poison regime needs a poisoned element: the file's (fc.poison_*), or, for a
+// plain input file, a NaN at the first element of q, of k and of v in turn.
+std::vector<Case> poisoned_cases(const Case& c, bool file_has_poison) {
+  if (file_has_poison) return {c};
+  std::vector<Case> out;
+  for (int32_t t = 0; t < 3; ++t) {
+    Case p = c;
+    p.regime = Regime::Poison;
+    p.poison_tensor = t, p.poison_index = 0, p.poison_value = std::numeric_limits<double>::quiet_NaN();
+    out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+LawResult run_law_on_file(const Law& law, const Kernel& k, const std::string& file, const std::string& option,
+                          const std::string& prefix) {
+  LawResult res;
+  auto not_applicable = [&](const std::string& why) {
+    res.applies = false, res.not_applicable = why;
+    return res;
+  };
+  if (!law_applies(law, k)) return not_applicable("the kernel does not claim what the law needs");
+  std::map<std::string, std::string> meta;
+  Case c = read_case(file, nullptr, &meta);  // a malformed file is bad input: it throws
+  if (!meta.count("fc.block_m")) c.cfg = config_at(k, 0), c.cfg2 = config_at(k, 1);
+  if (c.in.has_d_o() && !(law.backward && k.info.backward)) c.in.d_o = HostTensor();
+  if (const std::string why = case_outside_law(law, k, c); !why.empty()) return not_applicable(why);
+  const bool poison = std::find(law.regimes.begin(), law.regimes.end(), Regime::Poison) != law.regimes.end();
+  std::string why_not;
+  const bool file_poison = meta.count("fc.poison_value") && !std::isfinite(c.poison_value);
+  for (const Case& one : poison ? poisoned_cases(c, file_poison) : std::vector<Case>{c}) {
+    std::string message;
+    try {
+      message = law.check(k, one);
+    } catch (const NotApplicable& e) {
+      why_not = e.what();
+      continue;
+    } catch (const std::exception& e) {
+      message = fmt::format("threw: {}\n", e.what());
+    }
+    ++res.cases;
+    if (message.empty()) continue;
+    res.ok = false, res.message = message, res.counterexample = describe(one);
+    res.replay = fmt::format("{} --law {} {} {}", prefix.empty() ? "flashcheck check --kernel " + k.info.name : prefix,
+                             law.id, option, file);
+    return res;
+  }
+  if (res.cases == 0) return not_applicable(why_not);
+  return res;
+}
+
+int run_suite_on_file(const Kernel& k, const std::string& file, std::ostream& log, const std::string& law_id,
+                      const std::string& option, const std::string& prefix) {
+  int judged = 0;
+  bool all = true;
+  for (const Law& law : laws()) {
+    if (!law_id.empty() && law.id != law_id) continue;
+    const LawResult r = run_law_on_file(law, k, file, option, prefix);
+    print_result(law, r, log);
+    judged += r.applies;
+    all = all && r.ok;
+  }
+  if (judged == 0) return 2;
+  return all ? 0 : 1;
+}
+
+}  // namespace fc::props
