@@ -43,6 +43,7 @@ Run setup_audit(CLI::App& app);      // cmd_audit.cpp:     flashcheck audit [--k
 Run setup_compare(CLI::App& app);    // cmd_compare.cpp:   flashcheck compare --inputs F --outputs F [--out DIR]
 Run setup_gate(CLI::App& app);       // cmd_gate.cpp:      flashcheck gate --baseline F --current F
 Run setup_merge(CLI::App& app);      // cmd_merge.cpp:     flashcheck merge --out DIR SHARD.json...
+Run setup_fuzz(CLI::App& app);       // cmd_fuzz.cpp:      flashcheck fuzz --kernel NAME --seconds T ...
 // cmd_check.cpp (properties helper): flashcheck check --kernel NAME [--cases N] [--seed S].
 // Compiled in when cli/cmd_check.cpp exists (cli/CMakeLists.txt defines FC_HAVE_CHECK_COMMAND).
 Run register_check_command(CLI::App& app);

@@ -25,6 +25,7 @@ const Command kCommands[] = {
     {"compare", fc::cli::setup_compare},
     {"gate", fc::cli::setup_gate},
     {"merge", fc::cli::setup_merge},
+    {"fuzz", fc::cli::setup_fuzz},
 #ifdef FC_HAVE_CHECK_COMMAND
     {"check", fc::cli::register_check_command},  // cli/cmd_check.cpp (properties helper)
 #endif

@@ -23,17 +23,3 @@ function(fc_add_test)
                         "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${props}")
 endfunction()
-
-# fc_add_fuzzer(NAME name SOURCES a.cpp ... LIBS lib ... CORPUS dir)
-# A libFuzzer harness (FLASHCHECK_FUZZ=ON, clang: -fsanitize=fuzzer added to the build's sanitizers)
-# and the ctest `<name>_corpus` (labels cpu, fuzz) that runs every file of CORPUS (relative to the
-# calling folder) through it once (-runs=0: replay, no fuzzing), so a crash found once stays fixed.
-function(fc_add_fuzzer)
-  cmake_parse_arguments(F "" "NAME;CORPUS" "SOURCES;LIBS" ${ARGN})
-  add_executable(${F_NAME} ${F_SOURCES})
-  target_compile_options(${F_NAME} PRIVATE -fsanitize=fuzzer)
-  target_link_options(${F_NAME} PRIVATE -fsanitize=fuzzer)
-  target_link_libraries(${F_NAME} PRIVATE fc_warnings ${F_LIBS})
-  add_test(NAME ${F_NAME}_corpus COMMAND ${F_NAME} -runs=0 ${CMAKE_CURRENT_SOURCE_DIR}/${F_CORPUS})
-  set_tests_properties(${F_NAME}_corpus PROPERTIES LABELS "cpu;fuzz")
-endfunction()

@@ -98,9 +98,11 @@ std::string describe(const Case& c) {
 
 void showValue(const Case& c, std::ostream& os) { os << "\n" << describe(c); }
 
-std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel, const Case& c) {
+std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel, const Case& c,
+                       const std::map<std::string, std::string>& extra, const std::string& name) {
   io::TensorFile f = io::inputs_file(c.in);
   auto& m = f.metadata;
+  m.insert(extra.begin(), extra.end());
   m["fc.law"] = law;
   m["fc.kernel"] = kernel;  // the kernel it failed on (informative: any claiming kernel replays it)
   m["fc.regime"] = regime_name(c.regime);
@@ -115,7 +117,9 @@ std::string write_case(const std::string& dir, const std::string& law, const std
   m["fc.aux"] = std::to_string(c.aux);
   const std::string bytes = io::serialize_safetensors(f);
   std::filesystem::create_directories(dir);
-  const std::string path = fmt::format("{}/{}-{:016x}.safetensors", dir, law, std::hash<std::string>{}(bytes));
+  const std::string path = name.empty()
+                               ? fmt::format("{}/{}-{:016x}.safetensors", dir, law, std::hash<std::string>{}(bytes))
+                               : fmt::format("{}/{}", dir, name);
   io::write_safetensors(path, f);
   return path;
 }
@@ -125,11 +129,15 @@ std::string write_case(const std::string& dir, const std::string& law, const std
 // reach them (an out-of-range index wrote out of bounds).
 Case read_case(const std::string& path, std::string* law, std::map<std::string, std::string>* metadata) {
   io::TensorFile f = io::read_safetensors(path);
+  if (metadata) *metadata = f.metadata;
+  return case_from(path, std::move(f), law);
+}
+
+Case case_from(const std::string& path, io::TensorFile f, std::string* law) {
   const Meta m = f.metadata;
   Case c;
   c.in = io::inputs_from(path, std::move(f));
   if (law) *law = m.count("fc.law") ? m.at("fc.law") : "";
-  if (metadata) *metadata = m;
   if (auto it = m.find("fc.regime"); it != m.end() && !parse_regime(it->second, &c.regime))
     bad(path, "fc.regime", it->second, "is not a regime");
   c.cfg = read_config(path, m, "");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "io/safetensors.hpp"
 #include "kernels/registry.hpp"
 
 namespace fc::props {
@@ -52,7 +53,11 @@ void showValue(const Case& c, std::ostream& os);  // RapidCheck's counterexample
 // rest of the case and the law that once failed on it. write_case returns the path it wrote.
 // read_case: any safetensors input file; the fc.* keys it lacks keep Case's defaults (metadata, when
 // given, receives the file's metadata so callers can tell). A malformed fc.* value is a FileError.
-std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel, const Case& c);
+// write_case's `extra`: more metadata (e.g. a fuzz campaign's seed); `name`: the file name (default: law-HASH).
+std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel, const Case& c,
+                       const std::map<std::string, std::string>& extra = {}, const std::string& name = "");
 Case read_case(const std::string& path, std::string* law, std::map<std::string, std::string>* metadata = nullptr);
+// The same from a parsed file (`path` names it in messages): every field validated, FileError otherwise.
+Case case_from(const std::string& path, io::TensorFile file, std::string* law);
 
 }  // namespace fc::props

@@ -212,16 +212,19 @@ Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
   if (!bwd) return B;
   // Accumulation of the gradient GEMMs (d_q: n_k terms and the scale; d_k, d_v: every query row of
   // the kv head's group), then rounding to storage, then the certified reference's own error.
-  auto finish = [&](std::vector<double>& e, const std::vector<double>& mag, double n_terms,
+  // The underflow floor is charged before the scale: kernels (ours, FlashAttention's) accumulate
+  // dS k and dSᵀ q unscaled and multiply by the scale at the end, so a product lost below the
+  // accumulator's subnormal floor comes out multiplied by |scale| (floor_scale).
+  auto finish = [&](std::vector<double>& e, const std::vector<double>& mag, double n_terms, double floor_scale,
                     const std::vector<double>& value, const std::vector<double>& err) {
     for (size_t x = 0; x < e.size(); ++x) {
-      const double acc = e[x] + times(gamma(n_terms, u), mag[x]) + (n_terms + 1) * acc_floor;
+      const double acc = e[x] + times(gamma(n_terms, u), mag[x]) + (n_terms + 1) * acc_floor * floor_scale;
       e[x] = (1 + u_out) * acc + u_out * std::fabs(value[x]) + tiny_out + at(err, int64_t(x));
     }
   };
-  finish(B.d_q, mag_dq, double(n_k + 2), ref.value.d_q, ref.err.d_q);
-  finish(B.d_k, mag_dk, double(group * n_q + 2), ref.value.d_k, ref.err.d_k);
-  finish(B.d_v, mag_dv, double(group * n_q + 1), ref.value.d_v, ref.err.d_v);
+  finish(B.d_q, mag_dq, double(n_k + 2), std::max(1.0, scale), ref.value.d_q, ref.err.d_q);
+  finish(B.d_k, mag_dk, double(group * n_q + 2), std::max(1.0, scale), ref.value.d_k, ref.err.d_k);
+  finish(B.d_v, mag_dv, double(group * n_q + 1), 1.0, ref.value.d_v, ref.err.d_v);
   return B;
 }
 
@@ -250,8 +253,10 @@ Verdict within_bound(const std::vector<double>& kernel, const std::vector<double
     }
     if (std::isnan(y)) return fail(x, "NaN where the reference is finite");
     if (std::isinf(y)) {
-      // Overflow of the output type is legitimate only where reference + bound can reach it.
-      if (std::fabs(r) + bd >= max_finite(out) && (y > 0) == (r > 0)) continue;
+      // Overflow of the output type is legitimate only where reference ± bound can reach it, on
+      // that side: +inf when r + bound >= max, -inf when r - bound <= -max (a bound past the whole
+      // range admits either sign, whatever the sign of r).
+      if (y > 0 ? r + bd >= max_finite(out) : r - bd <= -max_finite(out)) continue;
       return fail(x, "infinite where the reference is finite");
     }
     const double e = std::fabs(y - r);

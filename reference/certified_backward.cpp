@@ -46,8 +46,9 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
     err_d[r] = (kU * (1 + 3 * kU) * std::fabs(big_d[r]) + 2 * gd * gd * abs_dot * 1.01 + from_o) * kSlack;
   }
   double a_max = 0, b_max = 0;
-  for (Index r = 0; r < m; ++r) a_max = std::max(a_max, g.d_o.row(r).norm());
-  for (Index j = 0; j < n; ++j) b_max = std::max(b_max, g.v.row(j).norm());
+  // stableNorm: no underflow to 0 for tiny rows (certified_gemm.cpp's row_norm says why).
+  for (Index r = 0; r < m; ++r) a_max = std::max(a_max, g.d_o.row(r).stableNorm());
+  for (Index j = 0; j < n; ++j) b_max = std::max(b_max, g.v.row(j).stableNorm());
   // Neglect slice pairs below 2^-60 of the largest |d_o_i||v_j|.
   // Exact for fp16/bf16 inputs; for wider inputs plain fp64 with an elementwise gamma(d)|d_o||v|ᵀ
   // bound, which is within gamma(d) of dS's natural scale P|d_o||v| (see exact_abt).
@@ -104,8 +105,9 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
   chunked_product(f.p.transpose(), g.d_o, bw.d_v);
   bw.d_q *= g.scale;  // one rounding each: u|d_q|
   bw.d_k *= g.scale;
-  const Eigen::RowVectorXd k_col = g.k.colwise().norm(), q_col = g.q.colwise().norm(),
-                           do_col = g.d_o.colwise().norm();  // (d), (d), (d_v)
+  const Eigen::RowVectorXd k_col = g.k.colwise().stableNorm(), q_col = g.q.colwise().stableNorm(),
+                           do_col = g.d_o.colwise().stableNorm();  // (d), (d), (d_v)
+
   bw.d_q_err.resize(m, d);
   bw.d_k_err.resize(n, d);
   bw.d_v_err.resize(n, dv);

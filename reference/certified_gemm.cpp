@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "reference/certified_internal.hpp"
 
@@ -30,7 +31,10 @@ struct Slices {
   bool rem_nonzero = false;
 };
 
-double row_norm(const Mat& m, Index r) { return std::sqrt(m.row(r).squaredNorm()); }
+// The 2-norm of a row without under- or overflow (Eigen's stableNorm scales before squaring): a plain
+// sqrt(sum x^2) is 0 for a row below ~2^-537, and the bound terms built on it would vanish while
+// the slices leave those rows' products to them (deep slices are skipped below 2^-1000).
+double row_norm(const Mat& m, Index r) { return m.row(r).stableNorm(); }
 
 Slices split(const Mat& a, int beta) {
   const Index rows = a.rows(), d = a.cols();
@@ -261,7 +265,8 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_pl
   const Index m = a.rows(), n = b.rows(), d = a.cols();
   const int log2d = d <= 1 ? 0 : int(std::ceil(std::log2(double(d))));
   // beta_a + beta_b + log2d <= 53: slice dot products are exact
-  const auto [beta_a, beta_b] = choose_widths(a, b, 53 - log2d);
+  int beta_a = 0, beta_b = 0;  // std::tie: see choose_widths
+  std::tie(beta_a, beta_b) = choose_widths(a, b, 53 - log2d);
   const Slices sa = split(a, beta_a), sb = split(b, beta_b);
   ExactProduct p;
   p.row_slot.assign(m, -1);

@@ -58,10 +58,10 @@ std::vector<std::string> write_outputs(const std::string& dir, const std::string
   std::vector<std::string> wrote;
   if (!dir.empty()) {
     // The renderings first and report.json last: a reader polling report.json sees a finished set.
-    const std::pair<const char*, std::string> files[] = {{"report.md", render_markdown(report)},
-                                                         {"report.html", render_html(report)},
-                                                         {"run.json", run_metadata(info).dump(2) + "\n"},
-                                                         {"report.json", dump(report)}};
+    std::vector<std::pair<const char*, std::string>> files = {{"report.md", render_markdown(report)}};
+    if (report.value("kind", "") != "fuzz") files.push_back({"report.html", render_html(report)});  // cells only
+    files.push_back({"run.json", run_metadata(info).dump(2) + "\n"});
+    files.push_back({"report.json", dump(report)});
     for (const auto& [name, bytes] : files) {
       io::write_file_atomic(in_dir(dir, name), bytes, inputs);
       wrote.push_back(in_dir(dir, name));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "reports/json_num.hpp"
+#include "fuzz/campaign.hpp"
 #include "reports/render.hpp"
 
 namespace fc::report {
@@ -106,6 +107,7 @@ std::string by_n_tables(const json& r) {
 }  // namespace
 
 std::string render_markdown(const json& r, bool every_cell) {
+  if (r.value("kind", "") == "fuzz") return fuzz::render_fuzz_markdown(r);  // no cells: its own table
   std::string md = fmt::format("## {}\n\n", title_of(r));
   const json& o = r["options"];
   md += fmt::format(

@@ -178,7 +178,7 @@ TEST_CASE("reference refuses a problem too large for the oracle in one line, nam
                                       dir + "/o.safetensors", "--max-memory", "1T", "--max-seconds", "100000000"},
                                      60);
   expect_one_line_exit_2(r, "out of memory");
-  for (const std::string& limit : {"-1", "0", "1.5G", "12X", "010G"})
+  for (const char* limit : {"-1", "0", "1.5G", "12X", "010G"})
     expect_one_line_exit_2(run_flashcheck({"reference", "--inputs", dir + "/n65536.safetensors", "--out",
                                            dir + "/o.safetensors", "--max-memory", limit}),
                            "--max-memory");

@@ -31,6 +31,11 @@ TEST_CASE("within_bound treats non-finite values exactly", "[cpu]") {
   CHECK(within_bound({kInf}, {65000.0}, {600.0}, DType::F16).ok);  // overflow the bound allows
   CHECK_FALSE(within_bound({kInf}, {65000.0}, {1.0}, DType::F16).ok);
   CHECK_FALSE(within_bound({-kInf}, {65000.0}, {600.0}, DType::F16).ok);
+  // A bound past the whole range admits an overflow of either sign (the fuzz campaign's F16 d_q at
+  // huge scores: reference 9.5e-7, bound inf, kernel -inf): reference - bound <= -max.
+  CHECK(within_bound({-kInf}, {9.5e-7}, {kInf}, DType::F16).ok);
+  CHECK(within_bound({-kInf}, {1.0}, {65505.0}, DType::F16).ok);
+  CHECK_FALSE(within_bound({-kInf}, {1.0}, {65000.0}, DType::F16).ok);
   CHECK_FALSE(within_bound({1.0, 2.0}, {1.0}, {1.0}, DType::F16).ok);  // size mismatch
 }
 

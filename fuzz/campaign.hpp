@@ -1,0 +1,65 @@
+// The extreme-range campaign behind `flashcheck fuzz`: random cases from the structured decoder
+// (fuzz/decode.hpp) on one kernel, each judged against the certified reference and its bound, the
+// empty-row contract and the blast radius (fuzz/judge.hpp). Built for throughput on a GPU kernel:
+// cases of one shape are packed along the batch dimension so that one launch runs a whole batch
+// (hundreds of independent cases), and the oracle, the bounds and the judging run on every host
+// core (std::thread; the oracle's own threads are kept serial inside them).
+//
+// Everything a run reports is a function of (kernel, seed, batch size, options) and of which batches
+// it ran: batch b is decoded from (seed, b) alone, and `--shard i/n` runs the batches b = i (mod n).
+// With a case budget (--cases) the shards' reports merge into exactly the unsharded one; with a time
+// budget (--seconds) each run reports the batches it finished.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "fuzz/decode.hpp"
+#include "kernels/registry.hpp"
+
+namespace fc::fuzz {
+
+struct CampaignOptions {
+  uint64_t seed = 1;
+  double seconds = 0;  // stop after this long (0: no time limit)
+  uint64_t cases = 0;  // stop after this many cases (0: no case limit); rounded up to whole batches
+  int batch = 256;     // cases per launch
+  int threads = 0;     // judging threads (0: every hardware thread)
+  int shard_index = 0, shard_count = 1;
+  std::vector<Values> values;                       // value modes to draw from (empty: all)
+  Limits limits;                                    // shapes (batch is always 1 per case: cases are packed along it)
+  std::string out;                                  // folder for fuzz.json and the failing cases ("": none written)
+  int max_saved = 50;                               // failing cases saved to out/cases (all are counted)
+  bool big = false;                                 // big-shape mode (campaign_big.cpp)
+  int32_t big_max_n = 131072;                       // big mode: longest sequence
+  int big_rows = 64;                                // big mode: rows checked per case, sampled
+  uint64_t big_max_elements = (uint64_t(3) << 30);  // big mode: q's elements at most (past 2^31 crosses)
+  int64_t only_batch = -1;                          // >= 0: run that batch alone (a failure's replay)
+  std::string replay_prefix;  // "flashcheck check --kernel K" or the plugin's: the replay lines start so
+  // Called about every 30 s with the report so far (finalized), e.g. to rewrite fuzz.json: a
+  // campaign killed mid-way still leaves a consistent report of the batches it finished.
+  std::function<void(const nlohmann::json&)> checkpoint;
+};
+
+// Runs the campaign; progress lines go to `log`. Returns the report (docs/fuzzing.md's format).
+nlohmann::json run_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& log);
+nlohmann::json run_big_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& log);
+
+// The report's derived fields from its items: "summary" (totals) and "verdict". `flashcheck merge`
+// recomputes them the same way after joining shards.
+void finalize_fuzz_report(nlohmann::json& report);
+
+// The report as Markdown (`flashcheck merge` writes it as report.md for a fuzz report).
+std::string render_fuzz_markdown(const nlohmann::json& report);
+
+// A failing case saved as a regression case (safetensors + metadata, atomically) under dir; returns
+// its path. `law` is the law whose replay reproduces it (reference, extreme, nan_blast).
+std::string save_failure(const std::string& dir, const std::string& law, const Kernel& k, const props::Case& c,
+                         const std::map<std::string, std::string>& extra);
+
+}  // namespace fc::fuzz

@@ -1,0 +1,196 @@
+#include "fuzz/decode.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "properties/generators.hpp"
+#include "reference/bounds.hpp"
+
+namespace fc::fuzz {
+
+using props::Regime;
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The dtype's exponent range: smallest subnormal and largest finite exponents (base 2).
+void exponent_range(DType t, int* lo, int* hi) {
+  switch (t) {
+    case DType::F16: *lo = -24, *hi = 15; return;
+    case DType::BF16: *lo = -133, *hi = 127; return;
+    case DType::F32: *lo = -149, *hi = 127; return;
+    case DType::F64: *lo = -1074, *hi = 1023; return;
+  }
+}
+
+double smallest_subnormal(DType t) {
+  int lo = 0, hi = 0;
+  exponent_range(t, &lo, &hi);
+  return std::ldexp(1.0, lo);
+}
+
+// Sets element i of t from raw bits (the dtype's own encoding).
+void set_bits(HostTensor& t, int64_t i, uint64_t bits) {
+  const int n = dtype_size(t.dtype);
+  std::memcpy(t.bytes.data() + size_t(i) * size_t(n), &bits, size_t(n));  // little-endian (io asserts it)
+}
+
+double special(ByteSource& src, DType t) {
+  const double values[] = {std::numeric_limits<double>::quiet_NaN(),
+                           kInf,
+                           -kInf,
+                           max_finite(t),
+                           -max_finite(t),
+                           ref::min_normal(t),
+                           -ref::min_normal(t),
+                           smallest_subnormal(t),
+                           -smallest_subnormal(t),
+                           -0.0};
+  return src.pick(values, std::size(values));
+}
+
+void fill(ByteSource& src, HostTensor& t, const std::vector<Values>& modes) {
+  const auto mode =
+      modes.empty() ? Values(src.range(0, int(Values::kCount) - 1)) : src.pick(modes.data(), modes.size());
+  const int64_t n = t.numel();
+  int e_lo = 0, e_hi = 0;
+  exponent_range(t.dtype, &e_lo, &e_hi);
+  switch (mode) {
+    case Values::Zero: break;  // HostTensor starts zero-filled
+    case Values::SmallInt:
+      for (int64_t i = 0; i < n; ++i) t.set(i, double(src.range(-4, 4)));
+      break;
+    case Values::Grid: {
+      const int s = int(src.range(0, 14));
+      for (int64_t i = 0; i < n; ++i) t.set(i, std::ldexp(double(int16_t(src.bits(2))), -s));  // rounded once
+      break;
+    }
+    case Values::Scaled: {
+      const int e = int(src.range(e_lo, e_hi));  // one exponent anywhere in the range, then +-3 around it
+      for (int64_t i = 0; i < n; ++i) {
+        const double f = 1 + double(src.bits(1)) / 256;
+        const double x = std::ldexp(f, std::clamp(e + int(src.range(-3, 0)), e_lo, e_hi));
+        t.set(i, src.flip() ? -x : x);  // set() rounds to the dtype (to inf past its max)
+      }
+      break;
+    }
+    case Values::Raw:
+      for (int64_t i = 0; i < n; ++i) set_bits(t, i, src.bits(dtype_size(t.dtype)));
+      break;
+    case Values::Sprinkle: {
+      for (int64_t i = 0; i < n; ++i) t.set(i, double(src.range(-2, 2)));
+      for (int64_t k = src.range(1, 3); k > 0 && n > 0; --k) t.set(src.range(0, n - 1), special(src, t.dtype));
+      break;
+    }
+    case Values::Constant: {
+      const double x = std::ldexp(1 + double(src.bits(1)) / 256, int(src.range(-8, 8))) * (src.flip() ? -1 : 1);
+      for (int64_t i = 0; i < n; ++i) t.set(i, x);
+      break;
+    }
+    case Values::kCount: break;
+  }
+}
+
+double decode_scale(ByteSource& src, int32_t d) {
+  switch (src.range(0, 5)) {
+    case 0: return default_scale(d);
+    case 1: return 1.0;
+    case 2: return std::ldexp(src.flip() ? -1.0 : 1.0, int(src.range(-24, 24)));  // +-2^e: exact products
+    case 3: return double(src.range(-128, 128)) / 64;                             // a grid, 0 included
+    case 4: return default_scale(d) * std::ldexp(1.0, int(src.range(-4, 4)));
+    default: {  // any finite double's bits
+      uint64_t b = src.bits(8);
+      double x = 0;
+      std::memcpy(&x, &b, 8);
+      return std::isfinite(x) ? x : default_scale(d);
+    }
+  }
+}
+
+Config decode_config(ByteSource& src, const Kernel& k, int32_t n_max) {
+  if (k.info.any_tile) {
+    Config c;
+    c.block_m = int32_t(src.range(1, n_max + 1));
+    c.block_n = int32_t(src.range(1, n_max + 1));
+    c.order = src.flip() ? LoopOrder::FA1 : LoopOrder::FA2;
+    return c;
+  }
+  return k.info.configs.empty() ? Config{} : src.pick(k.info.configs.data(), k.info.configs.size());
+}
+
+// The regime the data show, tried from the most specific label (properties' classify decides).
+Regime label(const props::Case& c) {
+  using R = Regime;
+  props::Case probe = c;
+  for (R r : {R::FullyMasked, R::Fp16Max, R::Subnormal, R::SubnormalP, R::Huge, R::FarBelow, R::AllEqual, R::Ties,
+              R::Outliers}) {
+    probe.regime = r;
+    if (props::classify(probe) == r) return r;
+  }
+  return R::Normal;
+}
+
+const char* const kValuesNames[] = {"zero", "small_int", "grid", "scaled", "raw", "sprinkle", "constant"};
+static_assert(std::size(kValuesNames) == size_t(Values::kCount));
+
+}  // namespace
+
+const char* values_name(Values v) { return kValuesNames[int(v)]; }
+
+bool parse_values(const std::string& s, Values* out) {
+  for (int i = 0; i < int(Values::kCount); ++i)
+    if (s == kValuesNames[i]) return *out = Values(i), true;
+  return false;
+}
+
+props::Case decode_shape(ByteSource& src, const Kernel& k, const Limits& limits) {
+  props::Case c;
+  Problem& p = c.in.p;
+  const KernelInfo& info = k.info;
+  p.dtype = info.dtypes.empty() ? DType::F32 : src.pick(info.dtypes.data(), info.dtypes.size());
+  p.mask = info.masks.empty() ? Mask::None : src.pick(info.masks.data(), info.masks.size());
+  p.batch = int32_t(src.range(1, limits.max_batch));
+  p.heads_kv = int32_t(src.range(1, limits.max_heads_kv));
+  p.heads_q = p.heads_kv * (info.gqa ? int32_t(src.range(1, limits.max_group)) : 1);
+  p.n_q = int32_t(src.range(1, limits.max_n));
+  p.n_k = int32_t(src.range(1, limits.max_n));
+  p.d = info.head_dims.empty() ? int32_t(src.range(1, limits.max_d))
+                               : src.pick(info.head_dims.data(), info.head_dims.size());
+  p.scale = decode_scale(src, p.d);
+  c.cfg = decode_config(src, k, std::max(p.n_q, p.n_k));
+  c.cfg2 = decode_config(src, k, std::max(p.n_q, p.n_k));
+  c.aux = src.bits(8);
+  c.in.q = HostTensor(p.dtype, shape_q(p));   // (batch, heads_q, n_q, d)
+  c.in.k = HostTensor(p.dtype, shape_kv(p));  // (batch, heads_kv, n_k, d)
+  c.in.v = HostTensor(p.dtype, shape_kv(p));  // (batch, heads_kv, n_k, d)
+  if (limits.backward && info.backward && bool(k.backward) && src.flip())
+    c.in.d_o = HostTensor(p.dtype, shape_q(p));  // (batch, heads_q, n_q, d)
+  return c;
+}
+
+void decode_values(ByteSource& src, props::Case& c, const std::vector<Values>& modes) {
+  for (HostTensor* t : {&c.in.q, &c.in.k, &c.in.v}) fill(src, *t, modes);
+  if (c.in.has_d_o()) fill(src, c.in.d_o, modes);
+  // The first non-finite input, for the law that poisons one position (nan_blast).
+  c.regime = Regime::Normal;
+  for (int32_t which = 0; which < 3 && c.regime != Regime::Poison; ++which) {
+    const HostTensor& t = which == 0 ? c.in.q : which == 1 ? c.in.k : c.in.v;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(t.get(i))) {
+        c.regime = Regime::Poison, c.poison_tensor = which, c.poison_index = i, c.poison_value = t.get(i);
+        break;
+      }
+  }
+  if (c.regime != Regime::Poison) c.regime = label(c);
+}
+
+props::Case decode_case(ByteSource& src, const Kernel& k, const Limits& limits) {
+  props::Case c = decode_shape(src, k, limits);
+  decode_values(src, c);
+  return c;
+}
+
+}  // namespace fc::fuzz

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The fuzz campaign on the H200 machine, on binaries staged by `bench/carry.sh flashcheck` (built here
+# with CUDA for sm_90a): throughput at small shapes on each CUDA kernel and on the CPU reference kernel
+# with every host core, the big-shape mode (n up to 131072, q past 2^31 elements), and with `x2`
+# the two-GPU job array whose merged report must equal the one-GPU run's byte for byte.
+#   bash fuzz/h200.sh [small] [big] [x2]        (default: small big; x2 needs the 2-GPU machine)
+# Everything lands in $OUT/fuzz.tar.gz (reports, failing cases, logs) plus $OUT/fuzz_summary.txt.
+set -uo pipefail
+source "$(dirname "$0")/../bench/device_env.sh"  # root, out, .carry/ unpacked, LD_LIBRARY_PATH
+fc=$root/.carry/tests/flashcheck
+work=$out/fuzz
+mkdir -p "$work"
+summary=()
+step() {  # step NAME SECONDS CMD...: the log under $work, the last lines shown, rc and time summarised
+  local name=$1 secs=$2; shift 2
+  local t0=$SECONDS
+  timeout "$secs" "$@" > "$work/$name.log" 2>&1
+  local rc=$?
+  summary+=("$name rc=$rc $((SECONDS - t0))s: $(grep -E 'cases/min|--big:' "$work/$name.log" | tail -1)")
+  tail -4 "$work/$name.log"
+}
+[ -x "$fc" ] || { echo "flashcheck not carried: run bench/carry.sh flashcheck here first"; exit 2; }
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$work/device.txt"
+echo "commit $(cat "$root/.carry/COMMIT" 2>/dev/null); $(nproc) host threads" | tee -a "$work/device.txt"
+modes=${*:-small big}
+for mode in $modes; do
+  case $mode in
+    small)
+      # Throughput: every host thread judges; cases of one shape share a launch (--batch).
+      step cpu_tiled_threads 100 "$fc" fuzz --kernel cpu_tiled --seconds 60 --out "$work/cpu_tiled"
+      for k in cuda_tiled cuda_wgmma; do
+        step "$k" 150 "$fc" fuzz --kernel "$k" --seconds 120 --batch 1024 --out "$work/$k"
+      done
+      step cuda_naive 100 "$fc" fuzz --kernel cuda_naive --seconds 60 --batch 1024 --out "$work/cuda_naive"
+      ;;
+    big)
+      # Past 2^31 elements of q (and of k, v for some cases): 32-bit offsets overflow there.
+      for k in cuda_wgmma cuda_tiled; do
+        step "big_$k" 280 "$fc" fuzz --kernel "$k" --big --cases 3 --rows 48 --out "$work/big_$k"
+      done
+      ;;
+    x2)
+      # A job array of two shards, one GPU each, merged; then the same cases on one GPU.
+      for i in 0 1; do
+        CUDA_VISIBLE_DEVICES=$i timeout 200 "$fc" fuzz --kernel cuda_wgmma --cases 262144 --batch 1024 \
+          --shard "$i/2" --out "$work/shard$i" > "$work/shard$i.log" 2>&1 &
+      done
+      wait
+      step x2_one_gpu 300 env CUDA_VISIBLE_DEVICES=0 "$fc" fuzz --kernel cuda_wgmma --cases 262144 --batch 1024 \
+        --out "$work/one_gpu"
+      step x2_merge 60 "$fc" merge --out "$work/merged" "$work/shard0/fuzz.json" "$work/shard1/fuzz.json"
+      if cmp "$work/merged/report.json" "$work/one_gpu/fuzz.json"; then
+        summary+=("x2: merged shards == one GPU (byte for byte)")
+      else
+        summary+=("x2: merged shards DIFFER from one GPU")
+      fi
+      summary+=("x2 shards: $(grep -h 'cases/min' "$work"/shard?.log | tr '\n' ' ')")
+      ;;
+    *) echo "unknown mode $mode"; exit 2 ;;
+  esac
+done
+printf '%s\n' "${summary[@]}" | tee "$out/fuzz_summary.txt"
+tar czf "$out/fuzz.tar.gz" -C "$out" fuzz && rm -rf "$work"

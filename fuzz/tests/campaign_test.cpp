@@ -1,0 +1,109 @@
+// The campaign: packed batches judge exactly as cases one by one would, shards merge into the
+// unsharded report, and a failing case is saved as a regression case whose replay fails the same way.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <sstream>
+#include <unistd.h>
+
+#include "fuzz/campaign.hpp"
+#include "properties/laws.hpp"
+#include "reports/merge.hpp"
+#include "reports/report.hpp"
+
+using namespace fc;
+using nlohmann::json;
+
+namespace {
+
+fuzz::CampaignOptions small(uint64_t cases) {
+  fuzz::CampaignOptions o;
+  o.seed = 11;
+  o.cases = cases;
+  o.batch = 16;
+  o.threads = 2;
+  o.limits.max_n = 10, o.limits.max_d = 5;
+  return o;
+}
+
+// The shards' reports joined by `flashcheck merge`'s own code.
+json merged(const std::vector<json>& shards) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < shards.size(); ++i) names.push_back("shard" + std::to_string(i));
+  return report::merge_reports(shards, names);
+}
+
+}  // namespace
+
+TEST_CASE("fuzz shards merge into exactly the unsharded campaign's report", "[cpu]") {
+  const Kernel& k = *find_kernel("mutant_no_o_rescale");  // failures too, so that they merge as well
+  std::ostringstream log;
+  const json whole = fuzz::run_campaign(k, small(96), log);
+  std::vector<json> shards;
+  for (int i = 0; i < 3; ++i) {
+    fuzz::CampaignOptions o = small(96);
+    o.shard_index = i, o.shard_count = 3, o.threads = 1 + i;  // thread count changes nothing
+    shards.push_back(fuzz::run_campaign(k, o, log));
+    CHECK(shards.back()["shard"]["index"] == i);
+  }
+  CHECK(whole["summary"]["cases"] == 96);
+  CHECK(whole["summary"]["failures"].get<int64_t>() > 0);
+  CHECK(report::dump(merged(shards)) == report::dump(whole));  // byte for byte, as the files are
+}
+
+TEST_CASE("fuzz passes cpu_tiled and saves a mutant's failures as replayable regression cases", "[cpu]") {
+  std::ostringstream log;
+  CHECK(fuzz::run_campaign(*find_kernel("cpu_tiled"), small(64), log)["verdict"]["status"] == "pass");
+  const auto dir = std::filesystem::temp_directory_path() / ("fc_fuzz_campaign_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "cases");
+  fuzz::CampaignOptions o = small(64);
+  o.out = dir.string();
+  const Kernel& k = *find_kernel("mutant_masked_row_nan");
+  const json r = fuzz::run_campaign(k, o, log);
+  REQUIRE(r["verdict"]["status"] == "fail");
+  int replayed = 0;
+  for (const json& f : r["failures"]) {
+    REQUIRE(f.contains("file"));
+    std::string law;
+    const props::Case c = props::read_case((dir / f["file"].get<std::string>()).string(), &law);
+    CHECK(law == f["law"]);
+    const props::Law* l = props::find_law(law);
+    REQUIRE(l);
+    CHECK_FALSE(l->check(k, c).empty());  // the saved case fails its law again
+    ++replayed;
+  }
+  CHECK(replayed > 0);
+  std::filesystem::remove_all(dir);
+}
+
+// Cases `flashcheck fuzz` found on one kernel that lie outside another claiming kernel's error-model
+// domain (so they cannot join properties/regressions, which every claiming kernel replays): each
+// replays clean on the kernel it was found on (fc.kernel), through the law it names (fc.law).
+TEST_CASE("every fuzz finding replays clean on the kernel it was found on", "[cpu]") {
+  int replayed = 0;
+  for (const auto& e : std::filesystem::directory_iterator(FC_FUZZ_FINDINGS)) {
+    if (e.path().extension() != ".safetensors") continue;
+    std::string law;
+    const props::Case c = props::read_case(e.path().string(), &law);
+    const std::string kernel = io::read_safetensors(e.path().string()).metadata.at("fc.kernel");
+    CAPTURE(e.path().string(), law, kernel);
+    const Kernel* k = find_kernel(kernel);
+    REQUIRE(k);
+    REQUIRE(props::find_law(law));
+    CHECK(props::find_law(law)->check(*k, c).empty());
+    ++replayed;
+  }
+  CHECK(replayed > 0);
+}
+
+TEST_CASE("fuzz --big checks sampled rows against the certified oracle run on each row alone", "[cpu]") {
+  fuzz::CampaignOptions o;
+  o.big = true, o.big_max_n = 200, o.big_max_elements = 60000, o.cases = 2, o.big_rows = 12, o.threads = 2;
+  std::ostringstream log;
+  const json good = fuzz::run_campaign(*find_kernel("cpu_tiled"), o, log);
+  CHECK(good["verdict"]["status"] == "pass");
+  CHECK(good["summary"]["checks"]["reference_row"] == 24);
+  const json bad = fuzz::run_campaign(*find_kernel("mutant_no_o_rescale"), o, log);
+  CHECK(bad["verdict"]["status"] == "fail");
+  REQUIRE(bad["failures"].size() > 0);
+  CHECK(bad["failures"][0]["replay"].get<std::string>().find("--only-batch") != std::string::npos);
+}
