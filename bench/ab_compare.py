@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""Side by side: two bench_sdpa.py perf JSONs (new, base) of the same problems, fwd+bwd first."""
+"""Side by side: the two perf passes of a `bench/device.sh ab` run (perf: the new build, perf_base: the
+old one), fwd+bwd first.   bench/ab_compare.py RUN.json"""
 import json
 import sys
 
 
-def load(path):
-    return {(r["dtype"], r["d"], r["n"], r["causal"]): r for r in json.load(open(path))["perf"]}
+def rows(perf):
+    return {(r["dtype"], r["d"], r["n"], r["causal"]): r for r in perf}
 
 
 def main():
-    new, base = load(sys.argv[1]), load(sys.argv[2])
+    run = json.load(open(sys.argv[1]))
+    new, base = rows(run["perf"]), rows(run["perf_base"])
+    print(f"new {run['meta'].get('commit')}, base {run['meta'].get('base_commit')}")
     print("| dtype | d | N | causal | new fwd+bwd TF | vs flash | base fwd+bwd TF | vs flash | new / base | new fwd TF | base fwd TF | deterministic new / base |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for key, x in new.items():

@@ -14,55 +14,67 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 DT = {"f16": (torch.float16, 1), "bf16": (torch.bfloat16, 2)}
-# cuda_wgmma's forward tiles, its default first (kDefault64 / kDefault128 in wgmma_forward.cu).
-WGMMA_TILES = [(128, 128), (128, 64), (64, 128), (192, 64)]
-WGMMA_TILES_64 = [(192, 128), (128, 128), (128, 64), (64, 128), (192, 64)]
 MASK = {"none": 0, "causal_top_left": 1, "causal_bottom_right": 2}
 
 
 class Ours:
+    """Our CUDA kernels through libfcbench (bench/bench_api.cpp), addressed by registry name."""
+
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
         self.lib.fcb_workspace_bytes.restype = ctypes.c_size_t
+        self.lib.fcb_kernel_name.restype = ctypes.c_char_p
+        self.kernels = []
+        while (name := self.lib.fcb_kernel_name(len(self.kernels))) is not None:
+            self.kernels.append(name.decode())
+
+    def tiles(self, kernel, d, backward=False):
+        """The kernel's forward (or backward) tiles for head dim d, its default first."""
+        buf = (ctypes.c_int * 64)()
+        n = self.lib.fcb_tiles(kernel.encode(), int(backward), d, buf, 32)
+        if n < 0:
+            raise ValueError(f"no CUDA kernel named {kernel}")
+        return [(buf[2 * i], buf[2 * i + 1]) for i in range(min(n, 32))]
 
     def _shape(self, q, k):
         b, hq, nq, d = q.shape
         return [b, hq, k.shape[1], nq, k.shape[2], d]
 
-    def forward(self, q, k, v, mask, kernel=0, tile=(0, 0), ws=None):
+    def workspace(self, kernel, backward, q, k):
+        dt = DT_ID[q.dtype]
+        nb = self.lib.fcb_workspace_bytes(kernel.encode(), int(backward), *self._shape(q, k), dt)
+        return torch.empty(max(nb, 1), dtype=torch.uint8, device=q.device)
+
+    def forward(self, q, k, v, mask, kernel="cuda_tiled", tile=(0, 0), ws=None):
         o = torch.empty_like(q)
         lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
-        dt = 1 if q.dtype == torch.float16 else 2
-        sh = self._shape(q, k)
-        if kernel == 1 and ws is None:
-            nb = self.lib.fcb_workspace_bytes(1, 0, *sh, dt)
-            ws = torch.empty(nb, dtype=torch.uint8, device=q.device)
+        if ws is None:
+            ws = self.workspace(kernel, False, q, k)
         P = ctypes.c_void_p
-        rc = self.lib.fcb_forward(kernel, *sh, dt, MASK[mask], ctypes.c_double(q.shape[-1] ** -0.5),
-                                  tile[0], tile[1], P(q.data_ptr()), P(k.data_ptr()), P(v.data_ptr()),
-                                  P(o.data_ptr()), P(lse.data_ptr()), P(ws.data_ptr() if ws is not None else 0),
-                                  P(torch.cuda.current_stream().cuda_stream))
+        rc = self.lib.fcb_forward(kernel.encode(), *self._shape(q, k), DT_ID[q.dtype], MASK[mask],
+                                  ctypes.c_double(q.shape[-1] ** -0.5), tile[0], tile[1], P(q.data_ptr()),
+                                  P(k.data_ptr()), P(v.data_ptr()), P(o.data_ptr()), P(lse.data_ptr()),
+                                  P(ws.data_ptr()), P(torch.cuda.current_stream().cuda_stream))
         if rc:
-            raise RuntimeError(f"fcb_forward: cuda error {rc}")
+            raise RuntimeError(f"fcb_forward {kernel} {tile}: cuda error {rc}")
         return o, lse
 
-    def backward(self, q, k, v, o, lse, d_o, mask, tile=(64, 128), deterministic=False, ws=None, wgmma=False):
-        dt = 1 if q.dtype == torch.float16 else 2
-        sh = self._shape(q, k)
+    def backward(self, q, k, v, o, lse, d_o, mask, kernel="cuda_tiled", tile=(0, 0), deterministic=False, ws=None):
         if ws is None:
-            ws = torch.empty(self.lib.fcb_workspace_bytes(0, 1, *sh, dt), dtype=torch.uint8, device=q.device)
+            ws = self.workspace(kernel, True, q, k)
         d_q, d_k, d_v = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         P = ctypes.c_void_p
         tensors = [P(t.data_ptr()) for t in (q, k, v, o, d_o, lse, d_q, d_k, d_v, ws)]
-        stream = P(torch.cuda.current_stream().cuda_stream)
-        scale = ctypes.c_double(q.shape[-1] ** -0.5)
-        if wgmma:
-            rc = self.lib.fcb_backward_wgmma(*sh, dt, MASK[mask], scale, int(deterministic), *tensors, stream)
-        else:
-            rc = self.lib.fcb_backward(*sh, dt, MASK[mask], scale, tile[0], tile[1], int(deterministic), *tensors, stream)
+        rc = self.lib.fcb_backward(kernel.encode(), *self._shape(q, k), DT_ID[q.dtype], MASK[mask],
+                                   ctypes.c_double(q.shape[-1] ** -0.5), tile[0], tile[1], int(deterministic),
+                                   *tensors, P(torch.cuda.current_stream().cuda_stream))
         if rc:
-            raise RuntimeError(f"fcb_backward: cuda error {rc}")
+            raise RuntimeError(f"fcb_backward {kernel} {tile}: cuda error {rc}")
         return d_q, d_k, d_v
+
+
+DT_ID = {torch.float16: 1, torch.bfloat16: 2}
+SHORT = {"cuda_tiled": "tiled", "cuda_wgmma": "wgmma", "cuda_naive": "naive"}  # JSON key prefixes
 
 
 def visible_mask(n_q, n_k, mask, device):
@@ -107,34 +119,29 @@ def job_check(ours, wgmma):
                 d_o = torch.randn(b, hq, nq, d, device="cuda").to(DT[dt][0])
                 ro, rlse, rdq, rdk, rdv = reference(q, k, v, d_o, mask)
                 row = dict(dtype=dt, b=b, hq=hq, hkv=hkv, nq=nq, nk=nk, d=d, mask=mask)
-                tiled_tiles = [(128, 64), (64, 64), (128, 32) if d == 128 else (128, 128)]
-                wgmma_tiles = (WGMMA_TILES_64 if d == 64 else WGMMA_TILES) if wgmma else []
-                for prefix, kid, tiles in (("", 0, tiled_tiles), ("wgmma_", 2, wgmma_tiles)):
-                    for tile in tiles:
-                        o, lse = ours.forward(q, k, v, mask, kid, tile)
+                # Every forward tile of the tiled kernels, the naive baseline, every backward tile
+                # (atomic and deterministic); keys: "<tile>" for cuda_tiled, "wgmma_<...>" for cuda_wgmma.
+                for kernel in [k for k in ("cuda_tiled", "cuda_wgmma") if wgmma or k != "cuda_wgmma"]:
+                    prefix = "" if kernel == "cuda_tiled" else "wgmma_"
+                    for tile in ours.tiles(kernel, d):
+                        o, lse = ours.forward(q, k, v, mask, kernel, tile)
                         fin, tag = torch.isfinite(rlse), f"{tile[0]}x{tile[1]}"
                         row[f"{prefix}o_{tag}"] = rel(o, ro)
                         row[f"{prefix}lse_maxabs_{tag}"] = (lse.double()[fin] - rlse[fin]).abs().max().item() if fin.any() else 0.0
                         row[f"{prefix}lse_inf_ok_{tag}"] = bool(torch.equal(torch.isinf(lse) & (lse < 0), ~fin))
                         row[f"{prefix}o_nan_{tag}"] = bool(torch.isnan(o).any())
-                o, lse = ours.forward(q, k, v, mask, 1)
-                row["naive_o"] = rel(o, ro)
-                o, lse = ours.forward(q, k, v, mask, 0)
-                for det in (False, True):
-                    for bt in ([(64, 128), (64, 64)] + ([(32, 64)] if d == 128 else [(128, 128)])):
-                        dq, dk, dv = ours.backward(q, k, v, o, lse, d_o, mask, bt, det)
-                        tag = f"{'det' if det else 'atomic'}_{bt[0]}x{bt[1]}"
-                        row[f"dq_{tag}"], row[f"dk_{tag}"], row[f"dv_{tag}"] = rel(dq, rdq), rel(dk, rdk), rel(dv, rdv)
-                if wgmma:  # the wgmma backward on the wgmma forward's o, lse
-                    o2, lse2 = ours.forward(q, k, v, mask, 2)  # the default tile
+                    o, lse = ours.forward(q, k, v, mask, kernel)  # the default tile
                     for det in (False, True):
-                        dq, dk, dv = ours.backward(q, k, v, o2, lse2, d_o, mask, None, det, wgmma=True)
-                        tag = "det" if det else "atomic"
-                        row[f"wgmma_dq_{tag}"], row[f"wgmma_dk_{tag}"], row[f"wgmma_dv_{tag}"] = rel(dq, rdq), rel(dk, rdk), rel(dv, rdv)
-                if True:  # the deterministic variant is bitwise repeatable
-                    a = ours.backward(q, k, v, o, lse, d_o, mask, (64, 128), True)
-                    bb = ours.backward(q, k, v, o, lse, d_o, mask, (64, 128), True)
-                    row["det_bitwise"] = all(torch.equal(x, y) for x, y in zip(a, bb))
+                        for bt in ours.tiles(kernel, d, backward=True):
+                            dq, dk, dv = ours.backward(q, k, v, o, lse, d_o, mask, kernel, bt, det)
+                            tag = f"{'det' if det else 'atomic'}" + (f"_{bt[0]}x{bt[1]}" if kernel == "cuda_tiled" else "")
+                            row[f"{prefix}dq_{tag}"], row[f"{prefix}dk_{tag}"], row[f"{prefix}dv_{tag}"] = rel(dq, rdq), rel(dk, rdk), rel(dv, rdv)
+                    # the deterministic variant is bitwise repeatable
+                    a = ours.backward(q, k, v, o, lse, d_o, mask, kernel, (0, 0), True)
+                    bb = ours.backward(q, k, v, o, lse, d_o, mask, kernel, (0, 0), True)
+                    row[f"{prefix}det_bitwise"] = all(torch.equal(x, y) for x, y in zip(a, bb))
+                o, lse = ours.forward(q, k, v, mask, "cuda_naive")
+                row["naive_o"] = rel(o, ro)
                 if mask != "causal_bottom_right" and nq == nk and hq == hkv:
                     qf, kf, vf = (t.detach().clone().requires_grad_() for t in (q, k, v))
                     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
@@ -162,7 +169,8 @@ def time_ms(fn, reps):
     return statistics.median(ts)
 
 
-def job_perf(ours, ns, ds, dtypes, fwd_kernels, bwd_tiles):
+def job_perf(ours, ns, ds, dtypes, kernels, quick_tiles):
+    """kernels: registry names, the first is "ours" in the ratios (its default tile, its own backward)."""
     rows = []
     for dt in dtypes:
         for d in ds:
@@ -177,37 +185,34 @@ def job_perf(ours, ns, ds, dtypes, fwd_kernels, bwd_tiles):
                     flops = 4 * n * n * d * b * h / (2 if causal else 1)
                     reps = 30 if n <= 4096 else 10
                     row = dict(dtype=dt, d=d, n=n, b=b, h=h, causal=causal)
-                    # Forward tiles of each kernel; the first tile of the first kernel is "ours" (the
-                    # default the ratios use); every other figure is reported beside it.
-                    for kname, kid, tiles in fwd_kernels(d):
-                        for tile in tiles:
-                            ms = time_ms(lambda: ours.forward(q, k, v, mask, kid, tile), reps)
-                            row[f"{kname}_fwd_{tile[0]}x{tile[1]}"] = flops / ms / 1e9
-                    kname, kid, tiles = fwd_kernels(d)[0]
-                    fwd = lambda: ours.forward(q, k, v, mask, kid, tiles[0])
-                    row["ours_fwd_kernel"] = f"{kname} {tiles[0][0]}x{tiles[0][1]}"
-                    row["ours_fwd"] = row[f"{kname}_fwd_{tiles[0][0]}x{tiles[0][1]}"]
+                    # Every forward tile of each kernel (only the default with quick_tiles); the default
+                    # tile of the first kernel is "ours", every other figure is reported beside it.
+                    for kernel in kernels:
+                        tiles = ours.tiles(kernel, d)
+                        for tile in tiles[:1] if quick_tiles else tiles:
+                            ms = time_ms(lambda: ours.forward(q, k, v, mask, kernel, tile), reps)
+                            row[f"{SHORT[kernel]}_fwd_{tile[0]}x{tile[1]}"] = flops / ms / 1e9
+                    first, tile0 = kernels[0], ours.tiles(kernels[0], d)[0]
+                    row["ours_fwd_kernel"] = f"{SHORT[first]} {tile0[0]}x{tile0[1]}"
+                    row["ours_fwd"] = row[f"{SHORT[first]}_fwd_{tile0[0]}x{tile0[1]}"]
                     row["ours_fwd_best"] = max(v_ for k_, v_ in row.items() if "_fwd_" in k_ and k_[-1].isdigit())
-                    o, lse = fwd()
-                    ws = torch.empty(ours.lib.fcb_workspace_bytes(0, 1, b, h, h, n, n, d, DT[dt][1]), dtype=torch.uint8, device="cuda")
-                    # fwd+bwd of each kernel with its own forward (default tile); "ours" is the first kernel's.
-                    for kname, kid, tiles in fwd_kernels(d):
-                        kf = lambda: ours.forward(q, k, v, mask, kid, tiles[0])
-                        if kid == 2:
-                            for det in (False, True):
-                                ms = time_ms(lambda: (kf(), ours.backward(q, k, v, o, lse, d_o, mask, None, det, ws, wgmma=True)), reps)
-                                row["wgmma_fwdbwd" + ("_deterministic" if det else "")] = 3.5 * flops / ms / 1e9
-                        else:
-                            for bt in bwd_tiles[d]:
-                                ms = time_ms(lambda: (kf(), ours.backward(q, k, v, o, lse, d_o, mask, bt, False, ws)), reps)
-                                row[f"tiled_fwdbwd_{bt[0]}x{bt[1]}"] = 3.5 * flops / ms / 1e9
-                            ms = time_ms(lambda: (kf(), ours.backward(q, k, v, o, lse, d_o, mask, bwd_tiles[d][0], True, ws)), reps)
-                            row["tiled_fwdbwd_deterministic"] = 3.5 * flops / ms / 1e9
-                            row["tiled_fwdbwd"] = row[f"tiled_fwdbwd_{bwd_tiles[d][0][0]}x{bwd_tiles[d][0][1]}"]
-                    first = fwd_kernels(d)[0][0]
-                    row["ours_fwdbwd"] = row[f"{first}_fwdbwd"]
-                    row["ours_fwdbwd_deterministic"] = row[f"{first}_fwdbwd_deterministic"]
-                    row["ours_fwdbwd_best"] = max(v_ for k_, v_ in row.items() if "_fwdbwd" in k_ and "deterministic" not in k_ and k_.split("_")[0] in ("wgmma", "tiled"))
+                    # fwd+bwd of each kernel with its own forward (default tile): every backward tile
+                    # (atomic), and the default one deterministic.
+                    for kernel in kernels:
+                        short, btiles = SHORT[kernel], ours.tiles(kernel, d, backward=True)
+                        ws = ours.workspace(kernel, True, q, k)
+                        o, lse = ours.forward(q, k, v, mask, kernel)
+                        kf = lambda: ours.forward(q, k, v, mask, kernel)
+                        for bt in btiles[:1] if quick_tiles else btiles:
+                            ms = time_ms(lambda: (kf(), ours.backward(q, k, v, o, lse, d_o, mask, kernel, bt, False, ws)), reps)
+                            row[f"{short}_fwdbwd_{bt[0]}x{bt[1]}"] = 3.5 * flops / ms / 1e9
+                        ms = time_ms(lambda: (kf(), ours.backward(q, k, v, o, lse, d_o, mask, kernel, btiles[0], True, ws)), reps)
+                        row[f"{short}_fwdbwd_deterministic"] = 3.5 * flops / ms / 1e9
+                        row[f"{short}_fwdbwd"] = row[f"{short}_fwdbwd_{btiles[0][0]}x{btiles[0][1]}"]
+                        del ws, o, lse
+                    row["ours_fwdbwd"] = row[f"{SHORT[first]}_fwdbwd"]
+                    row["ours_fwdbwd_deterministic"] = row[f"{SHORT[first]}_fwdbwd_deterministic"]
+                    row["ours_fwdbwd_best"] = max(v_ for k_, v_ in row.items() if "_fwdbwd_" in k_ and k_[-1].isdigit())
                     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                         try:
                             with sdpa_kernel(be):
@@ -227,7 +232,7 @@ def job_perf(ours, ns, ds, dtypes, fwd_kernels, bwd_tiles):
                             row[f"ratio_fwdbwd_vs_{name}"] = row["ours_fwdbwd"] / row[f"torch_{name}_fwdbwd"]
                     rows.append(row)
                     print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
-                    del q, k, v, d_o, o, lse, ws
+                    del q, k, v, d_o
     return rows
 
 
@@ -243,11 +248,12 @@ def job_memory(ours, max_n, no_wgmma):
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         row["io_bytes_fwd"] = 4 * q.numel() * 2 + lse.numel() * 4
         P = ctypes.c_void_p
-        kernels = ((0, 0, "tiled_fwd"), (0, 1, "tiled_fwdbwd"), (1, 0, "naive_fwd")) + (() if no_wgmma else ((2, 0, "wgmma_fwd"),))
-        for kernel, bwd, name in kernels:
+        runs = (("cuda_tiled", 0, "tiled_fwd"), ("cuda_tiled", 1, "tiled_fwdbwd"), ("cuda_naive", 0, "naive_fwd")) + \
+            (() if no_wgmma else (("cuda_wgmma", 0, "wgmma_fwd"),))
+        for kernel, bwd, name in runs:
             extra = ctypes.c_size_t(0)
             t0 = time.time()
-            rc = ours.lib.fcb_measure_extra(kernel, bwd, 1, 1, 1, n, n, 128, 2, 0, ctypes.c_double(128 ** -0.5),
+            rc = ours.lib.fcb_measure_extra(kernel.encode(), bwd, 1, 1, 1, n, n, 128, 2, 0, ctypes.c_double(128 ** -0.5),
                                             *[P(t.data_ptr()) for t in (q, k, v, o, lse, d_o, dq, dk, dv)],
                                             ctypes.byref(extra))
             row[f"{name}_extra_bytes"] = extra.value
@@ -268,18 +274,15 @@ def main():
     ap.add_argument("--ns", help="perf sequence lengths, comma-separated (default 1024,4096,16384)")
     ap.add_argument("--ds", default="64,128", help="perf head dims")
     ap.add_argument("--dtypes", default="bf16,f16", help="perf dtypes")
-    ap.add_argument("--wgmma-only", action="store_true", help="perf: cuda_wgmma's default tile and fwd+bwd only (an A/B run)")
+    ap.add_argument("--wgmma-only", action="store_true", help="perf: cuda_wgmma's default tiles only (an A/B run)")
     ap.add_argument("--no-wgmma", action="store_true", help="cuda_tiled only (a GPU that is not sm_90)")
     ap.add_argument("--max-n", type=int, default=262144)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     ours = Ours(a.lib)
-    tiled_tiles = {64: [(128, 64), (64, 64), (128, 32), (128, 128)], 128: [(128, 32), (64, 64), (128, 64)]}
-    # (name, fcb kernel id, forward tiles); the first kernel's first tile is "ours" in the ratios.
-    fwd_kernels = lambda d: ([("wgmma", 2, WGMMA_TILES_64 if d == 64 else WGMMA_TILES)] if not a.no_wgmma else []) + [("tiled", 0, tiled_tiles[d])]
+    kernels = ["cuda_tiled"] if a.no_wgmma else ["cuda_wgmma", "cuda_tiled"]  # the first is "ours"
     if a.wgmma_only:
-        fwd_kernels = lambda d: [("wgmma", 2, (WGMMA_TILES_64 if d == 64 else WGMMA_TILES)[:1])]
-    bwd_tiles = {64: [(128, 128), (64, 64), (64, 128)], 128: [(64, 64), (64, 128), (32, 64)]}
+        kernels = ["cuda_wgmma"]
     res = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), device=torch.cuda.get_device_name(),
                torch=torch.__version__, cudnn=torch.backends.cudnn.version(), command=" ".join(sys.argv),
                commit=os.environ.get("FC_COMMIT", "unknown"))
@@ -289,7 +292,7 @@ def main():
             res["check"] = job_check(ours, not a.no_wgmma)
         elif job == "perf":
             ns = [int(x) for x in a.ns.split(",")] if a.ns else [4096] if a.quick else [1024, 4096, 16384]
-            res["perf"] = job_perf(ours, ns, [int(x) for x in a.ds.split(",")], a.dtypes.split(","), fwd_kernels, bwd_tiles)
+            res["perf"] = job_perf(ours, ns, [int(x) for x in a.ds.split(",")], a.dtypes.split(","), kernels, a.wgmma_only)
         elif job == "memory":
             res["memory"] = job_memory(ours, a.max_n, a.no_wgmma)
         print(f"# job {job}: {time.time() - t0:.1f} s", flush=True)

@@ -1,4 +1,4 @@
-# Sourced by the device scripts (run_h200.sh, gpu_checks.sh, ab.sh): the repository root, the output
+# Sourced by the device scripts (bench/device.sh, fuzz/h200.sh, reports/gpu/audit_h200.sh): the repository root, the output
 # folder ($OUT on the device), the carried binaries unpacked into .carry/ (bench/carry.sh packs them
 # into .carry-z/), and the shared libraries a carried binary lacks there.
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

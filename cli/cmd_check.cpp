@@ -66,7 +66,7 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
     PluginArgs plugin;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* sub = app.add_subcommand("check", "run the property suite (every law of DESIGN §5) on one kernel");
+  CLI::App* sub = app.add_subcommand("check", "run the property suite (every law of docs/laws.md) on one kernel");
   if (!ext) {
     CLI::Option* kernel = sub->add_option("--kernel", o->kernel, "kernel name (see `flashcheck kernels`)");
     CLI::Option* plugin = add_plugin_options(sub, o->plugin, true);

@@ -19,16 +19,14 @@ namespace {
 using fc::cli::Command;
 
 const Command kCommands[] = {
-    {"kernels", fc::cli::setup_kernels},
-    {"reference", fc::cli::setup_reference},
-    {"audit", fc::cli::setup_audit},
-    {"compare", fc::cli::setup_compare},
-    {"gate", fc::cli::setup_gate},
-    {"merge", fc::cli::setup_merge},
-    {"fuzz", fc::cli::setup_fuzz},
-#ifdef FC_HAVE_CHECK_COMMAND
-    {"check", fc::cli::register_check_command},  // cli/cmd_check.cpp (properties helper)
-#endif
+    {"kernels", fc::cli::setup_kernels},         // cli/cmd_kernels.cpp
+    {"reference", fc::cli::setup_reference},     // cli/cmd_reference.cpp
+    {"audit", fc::cli::setup_audit},             // cli/cmd_audit.cpp
+    {"compare", fc::cli::setup_compare},         // cli/cmd_compare.cpp
+    {"gate", fc::cli::setup_gate},               // cli/cmd_gate.cpp
+    {"merge", fc::cli::setup_merge},             // cli/cmd_merge.cpp
+    {"fuzz", fc::cli::setup_fuzz},               // cli/cmd_fuzz.cpp
+    {"check", fc::cli::register_check_command},  // cli/cmd_check.cpp
 };
 
 // One line: newlines inside a message would break "exactly one line on stderr".

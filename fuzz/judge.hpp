@@ -5,7 +5,7 @@
 //     row and key gradient no non-finite value can reach is bit-identical to the run on the same
 //     inputs with those values replaced by 0 (several poisoned positions at once, in q, k, v, d_o);
 //   - finite inputs in the error model's domain (in_domain): every output within its bound of the
-//     certified reference, and one law of DESIGN §5 (chosen by the caller) among those that claim the
+//     certified reference, and one law (docs/laws.md) (chosen by the caller) among those that claim the
 //     case's regime.
 #pragma once
 

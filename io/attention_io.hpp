@@ -1,4 +1,4 @@
-// Attention tensor files (DESIGN §3): an input file holds q, k, v (+ d_o) and metadata "mask"
+// Attention tensor files (docs/INTERFACES.md): an input file holds q, k, v (+ d_o) and metadata "mask"
 // (none|causal_top_left|causal_bottom_right, default none) and "scale" (decimal string, default
 // 1/sqrt(d)); an output file holds o, lse (+ d_q, d_k, d_v) and metadata.
 #pragma once
@@ -21,7 +21,7 @@ const std::vector<std::string>& output_names();
 void require_names(const std::string& name, const TensorFile& file, const std::vector<std::string>& allowed,
                    const char* role);
 
-// Validate a parsed file as attention inputs and derive its Problem (DESIGN §3, docs/SEMANTICS.md):
+// Validate a parsed file as attention inputs and derive its Problem (docs/SEMANTICS.md):
 // dense q (batch, heads_q, n_q, d), k (batch, heads_kv, n_k, d), v (..., d_v), d_o shaped like o;
 // varlen (cu_seqlens_q, cu_seqlens_k I32 (batch + 1)) q (total_q, heads_q, d), k, v (total_k,
 // heads_kv, d | d_v); paged (page_table I32 (batch, pages per sequence)) k, v (num_pages, page_size,

@@ -1,4 +1,4 @@
-// The varlen and paged layouts of an input file (DESIGN §3, docs/SEMANTICS.md): cu_seqlens_q and
+// The varlen and paged layouts of an input file (docs/SEMANTICS.md): cu_seqlens_q and
 // cu_seqlens_k I32 (batch + 1), packed q (total_q, heads_q, d), k and v (total_k, heads_kv, d), or
 // paged k and v (num_pages, page_size, heads_kv, d) with page_table I32 (batch, pages per sequence).
 // Here: the shapes of the offsets and the table, and the problem's sizes derived from them; their

@@ -1,4 +1,4 @@
-// flashcheck contract (DESIGN.md §1). Included by every kernel, reference and property; usable from
+// flashcheck contract (docs/SEMANTICS.md). Included by every kernel, reference and property; usable from
 // host C++ and CUDA device code alike. Nothing here knows about Eigen, Boost or any storage type.
 #pragma once
 

@@ -61,4 +61,48 @@ FC_HD inline T recompute_p(T s, T lse, Exp exp_fn) {
   return exp_fn(x > T(0) ? T(0) : x);
 }
 
+// ---- Schedule arithmetic of the tiled kernels: which tiles a walk visits ----
+
+// log2(e) and ln(2): the CUDA kernels keep scores in base-2 units, so that every exponential is one
+// exp2 on the special-function unit (scale * log2(e) folded into the score once).
+inline constexpr double kLog2e = 1.4426950408889634;
+inline constexpr double kLn2 = 0.6931471805599453;
+
+// The bottom-right causal alignment: query i's last visible key is i + (n_k - n_q) (attention.h); 0
+// under the other masks.
+FC_HD inline int64_t causal_offset(Mask mask, int64_t n_q, int64_t n_k) {
+  return mask == Mask::CausalBottomRight ? n_k - n_q : 0;
+}
+
+// Keys [0, key_tile_end) are visible to some row of the query tile [m0, m0 + block_m) (its last row
+// sees the most); key tiles from there on are skipped. Can be <= 0: no key at all.
+FC_HD inline int64_t key_tile_end(Mask mask, int n_q, int n_k, int m0, int block_m) {
+  int64_t n_end = n_k;
+  if (mask != Mask::None) {
+    const int64_t last = int64_t(m0) + block_m + causal_offset(mask, n_q, n_k);
+    n_end = last < n_end ? last : n_end;
+  }
+  return n_end;
+}
+
+// The number of block_n-key tiles a query tile [m0, m0 + block_m) walks.
+FC_HD inline int key_tile_count(Mask mask, int n_q, int n_k, int m0, int block_m, int block_n) {
+  const int64_t n_end = key_tile_end(mask, n_q, n_k, m0, block_m);
+  return n_end <= 0 ? 0 : int((n_end + block_n - 1) / block_n);
+}
+
+// Whether the key tile [n0, n0 + block_n) holds a key past n_k or one that some row of a query tile
+// starting at row m0 cannot see (its first row sees the fewest): only such tiles need the mask.
+FC_HD inline bool key_tile_straddles(Mask mask, int n_q, int n_k, int m0, int n0, int block_n) {
+  return n0 + block_n > n_k || (mask != Mask::None && int64_t(n0) + block_n - 1 > m0 + causal_offset(mask, n_q, n_k));
+}
+
+// The first block_m-row query tile with a row that sees key j (rows before j - offset see none of a
+// causal mask's later keys); a key-tile walk starts there.
+FC_HD inline int64_t first_query_tile(Mask mask, int n_q, int n_k, int64_t j, int block_m) {
+  if (mask == Mask::None) return 0;
+  const int64_t first_row = j - causal_offset(mask, n_q, n_k);
+  return first_row > 0 ? first_row / block_m : 0;
+}
+
 }  // namespace fc::rules

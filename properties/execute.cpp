@@ -13,7 +13,7 @@ ref::Precision precision_of(const Kernel& k, const Config& cfg, const Problem& p
   const DType acc = p.dtype == DType::F64 ? DType::F64 : cfg.accum;
   const bool naive = k.info.stores_s_p;
   pr.storage = p.dtype;
-  // Tensor cores truncate: a whole ulp per accumulation step (DESIGN §4), not half of one.
+  // Tensor cores truncate: a whole ulp per accumulation step (docs/ERROR_MODEL.md), not half of one.
   pr.u_acc = ref::unit_roundoff(acc) * (k.info.device == "cuda" ? 2 : 1);
   pr.s_dtype = naive ? p.dtype : acc;
   pr.p_dtype = p.dtype;

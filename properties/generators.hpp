@@ -1,4 +1,4 @@
-// Our own generators (DESIGN §5: RapidCheck's floats never reach NaN, inf, subnormals or large
+// Our own generators (docs/laws.md: RapidCheck's floats never reach NaN, inf, subnormals or large
 // magnitudes). A case is drawn from a regime and a shape; everything is reproducible from
 // RapidCheck's (seed, size) and shrinks toward the smallest shape, the first regime of the spec
 // (put the plainest first) and the plainest values (small integers).

@@ -1,4 +1,4 @@
-// The laws of DESIGN §5, as data: each a present-tense sentence, the value regimes it claims to
+// The laws (docs/laws.md), as data: each a present-tense sentence, the value regimes it claims to
 // cover, and a check that returns "" when the law holds on a case or says how it broke.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Metamorphic laws: a transformed input whose exact answer is known from the original's. Every
-// transform is exact in the storage dtype (DESIGN §5): grid values, power-of-two scalings; the two
+// transform is exact in the storage dtype (docs/laws.md): grid values, power-of-two scalings; the two
 // runs are held to each other bit for bit where the kernel's arithmetic maps the transform exactly,
 // within what the runs do not share otherwise (properties/differential.hpp), never to a sum of
 // reference bounds.

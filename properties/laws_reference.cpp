@@ -1,5 +1,5 @@
 // Laws held against the certified reference and its error bound: agreement, in the ordinary and in
-// the extreme regimes. The ordinary regimes include V = 1 and fully masked rows: DESIGN §5's "rows
+// the extreme regimes. The ordinary regimes include V = 1 and fully masked rows: docs/laws.md's "rows
 // sum to one" and "fully masked rows give o = 0, lse = -inf" are this law on those inputs (the
 // reference and its bound are exact there).
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// The softmax row as a unit (DESIGN §5): with q_i = e_1, k_j = x_j e_1, scale 1 and V one-hot
+// The softmax row as a unit (docs/laws.md): with q_i = e_1, k_j = x_j e_1, scale 1 and V one-hot
 // (v_j = e_j, in blocks of d keys for a kernel of fixed head dims), a kernel's o row is its softmax
 // of the scores x, and its lse their log-sum-exp. Held against the multiprecision softmax/LSE of the
 // exact oracle within Blanchard, Higham & Higham's bounds for the shifted algorithm in the kernel's

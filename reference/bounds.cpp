@@ -1,4 +1,4 @@
-// The error model of DESIGN §4, element by element. Derivation and the meaning of every term:
+// The error model (docs/ERROR_MODEL.md), element by element. Derivation and the meaning of every term:
 // reports/ERROR_MODEL.md. Notation follows it: s scores, a = |scale| |q||k|^T their condition,
 // m the row max, M the largest |s| of the row, T the KV tiles a row visits, Bc = kBlockN,
 // u the accumulation unit (Precision::u_acc), u_p P's storage unit, u_out the output's.

@@ -1,4 +1,4 @@
-// A-priori error bounds (DESIGN §4, derived in reports/ERROR_MODEL.md): for every output element of
+// A-priori error bounds (docs/ERROR_MODEL.md, derived in reports/ERROR_MODEL.md): for every output element of
 // a kernel, a rigorous first-principles bound on |kernel - exact| computed from the inputs, the
 // certified reference and what the kernel declares about its arithmetic. No fudge factors: every
 // term is one rounding (or one chain of roundings) of the algorithm, named in bounds.cpp.
@@ -22,7 +22,7 @@ struct Precision {
                                   // the storage type for a 3-pass baseline that materialises S and P
   DType p_dtype = DType::F32;     // P (and dS) rounded to this before the P.V / dS GEMMs
   double u_acc = 0x1p-24;         // error per accumulation step: 2^-24 fp32 round-to-nearest (CPU),
-                                  // 2^-23 on tensor cores (truncation, DESIGN §4); 2^-11 / 2^-10 for fp16
+                                  // 2^-23 on tensor cores (truncation, docs/ERROR_MODEL.md); 2^-11 / 2^-10 for fp16
   int64_t block_n = 0;            // kBlockN: keys per tile; 0 = one tile of n_k (untiled)
   bool l_sums_rounded_p = false;  // l sums P after its rounding to p_dtype (a baseline storing P);
                                   // FlashAttention kernels sum the unrounded P

@@ -1,4 +1,4 @@
-// Certified oracle, backward (DESIGN §1): D_i = d_o_i·o_i (compensated Dot2), dP = d_o·vᵀ (exact
+// Certified oracle, backward (docs/SEMANTICS.md): D_i = d_o_i·o_i (compensated Dot2), dP = d_o·vᵀ (exact
 // by Ozaki splitting for fp16/bf16 inputs, else plain with a |d_o||v|ᵀ bound), dS = P̂ ∘ (dP - D)
 // with an elementwise bound e_ij (under softcap times the cap's derivative ĝ = sech²(s/c) from the
 // forward, its error carried), then the long products d_q = scale·dS·K, d_k = scale·dSᵀ·Q,

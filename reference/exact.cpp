@@ -1,4 +1,4 @@
-// Exact oracle (exact.hpp, exact_mp.hpp): textbook attention, DESIGN §1, in MPFR multiprecision.
+// Exact oracle (exact.hpp, exact_mp.hpp): textbook attention, docs/SEMANTICS.md, in MPFR multiprecision.
 // Nothing is clever here on purpose: scores (softcap through MPFR's tanh, ALiBi's bias exact),
 // one softmax per row over its visible keys (mask and window), P·V, and the backward formulas
 // written as sums, all at `bits` of precision, rounded to double once at the end. Every variant's

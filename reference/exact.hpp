@@ -1,4 +1,4 @@
-// Exact oracle: textbook attention (DESIGN §1) in Boost.Multiprecision with the MPFR backend at a
+// Exact oracle: textbook attention (docs/SEMANTICS.md) in Boost.Multiprecision with the MPFR backend at a
 // chosen precision, rounded to the nearest double once at the end. Slow; small shapes.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The references' own reading of the masks and the sliding window, written from the definitions in
-// DESIGN §1 and deliberately not calling fc::visible / fc::visible_keys (the references share
+// docs/SEMANTICS.md and deliberately not calling fc::visible / fc::visible_keys (the references share
 // nothing with kernels/ but the types); visibility tests check the two agree.
 #pragma once
 

@@ -1,7 +1,7 @@
 // libFuzzer: cpu_tiled and cpu_naive, forward and backward, on cases from the structured decoder
 // (fuzz/decode.hpp: shape, mask, GQA, tiles, scale, value regimes down to raw bit patterns), judged
 // by fuzz/judge.hpp: empty rows exact, the blast radius of non-finite inputs bitwise, and within the
-// error model's domain the certified reference within its bound plus one law of DESIGN §5. A failed
+// error model's domain the certified reference within its bound plus one law (docs/laws.md). A failed
 // judgement prints the case and aborts, so libFuzzer saves the input as a crash to minimise.
 #include <cstdint>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// Variant input files for tests (contract v2, DESIGN §3): good varlen, paged, windowed, softcapped,
+// Variant input files for tests (contract v2, docs/SEMANTICS.md): good varlen, paged, windowed, softcapped,
 // ALiBi and d_v != d inputs, and one bad file per malformed variant case, each with the FileError
 // it must raise and a word its one-line message must contain. Shared by the io tests and the cli
 // tests (io/tests/variant_io_test.cpp, cli/tests/variants_cli_test.cpp).

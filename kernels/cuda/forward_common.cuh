@@ -40,7 +40,7 @@ FwdParams<T> make_fwd_params(const Problem& pr, const ForwardArgs& a) {
                       pr.heads_q,
                       pr.heads_kv,
                       pr.mask,
-                      float(pr.scale * 1.4426950408889634)};
+                      float(pr.scale * rules::kLog2e)};
 }
 
 // The online-softmax step for a 16-row block of this warp against kNB * 8 keys [n0, n0 + 8 kNB), in
@@ -145,25 +145,9 @@ __device__ __forceinline__ void store_o_lse(const FwdParams<T>& p, const float (
     if (t == 0) {
       // lse = ln 2 * (m + log2 l): m is in base-2 units.
       const float lse2 = rules::finalize_lse(m[r], l_row, [](float x) { return log2f(x); });
-      p.lse[(int64_t(b) * p.heads_q + h) * p.n_q + i] = lse2 * 0.6931471805599453f;
+      p.lse[(int64_t(b) * p.heads_q + h) * p.n_q + i] = lse2 * float(rules::kLn2);
     }
   }
-}
-
-// Keys [0, n_end) are visible to some row of the query tile [m0, m0 + block_m): later key tiles are
-// skipped entirely. Returns the number of block_n key tiles to walk.
-__device__ __forceinline__ int key_tiles(Mask mask, int n_q, int n_k, int m0, int block_m, int block_n) {
-  const int64_t off = mask == Mask::CausalBottomRight ? int64_t(n_k) - n_q : 0;
-  int64_t n_end = n_k;
-  if (mask != Mask::None) n_end = min(n_end, int64_t(m0) + block_m + off);
-  return n_end <= 0 ? 0 : int((n_end + block_n - 1) / block_n);
-}
-
-// Whether the key tile [n0, n0 + block_n) has a key past n_k or one masked for some row of a query
-// tile starting at row m0 (its first row sees the fewest keys).
-__device__ __forceinline__ bool tile_needs_mask(Mask mask, int n_q, int n_k, int m0, int n0, int block_n) {
-  const int64_t off = mask == Mask::CausalBottomRight ? int64_t(n_k) - n_q : 0;
-  return n0 + block_n > n_k || (mask != Mask::None && int64_t(n0) + block_n - 1 > m0 + off);
 }
 
 }  // namespace fc::cuda

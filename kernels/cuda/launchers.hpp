@@ -1,13 +1,18 @@
-// Host-side entry points of the CUDA kernels, on device pointers. Declared here, defined at the bottom
-// of each .cu file; the registry rows (cuda_kernels.cpp), the GPU tests and the benchmark call these.
-// Layouts and dtypes are the contract's (kernels/attention.h); dtype must be F16 or BF16.
+// The CUDA kernels on device pointers: their arguments, their tiles, and the table through which the
+// registry rows (cuda_kernels.cpp), the GPU tests and the benchmark (bench/bench_api.cpp) reach a
+// kernel by its registry name. Each kernel's traits header (tiled_traits.hpp, wgmma_traits.hpp,
+// naive_traits.hpp) lists its dtypes, head dims and tiles and declares its launchers; kernel_table.cpp
+// makes one CudaKernel of each. Layouts and dtypes are the contract's (kernels/attention.h). Host only.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/exactness.hpp"
 
 namespace fc::cuda {
 
@@ -33,45 +38,80 @@ struct BackwardArgs {
   void* d_v = nullptr;
 };
 
-// A (kBlockM, kBlockN) tile configuration of cuda_tiled; {0, 0} asks for the default for d.
+// A (kBlockM, kBlockN) tile: a forward's (query rows, keys) per step; a backward's (queries per step,
+// keys per CTA). {0, 0} asks a launcher for its default for the head dim.
 struct Tile {
   int block_m = 0;
   int block_n = 0;
 };
+constexpr bool operator==(Tile a, Tile b) { return a.block_m == b.block_m && a.block_n == b.block_n; }
 
-// The forward tiles instantiated for head dim d (first = default), and whether p runs on them.
-int tiled_forward_tiles(int d, Tile* out, int max_out);
-bool tiled_forward_supports(const Problem& p, Tile t);
-cudaError_t tiled_forward(const Problem& p, Tile t, const ForwardArgs& a, cudaStream_t stream);
+// A tile a kernel is built with, for head dim d only (d = 0: for every head dim it supports).
+struct BuiltTile {
+  int block_m = 0;
+  int block_n = 0;
+  int d = 0;
+};
 
-// The Hopper forward (wgmma, sm_90a; wgmma_forward.cu): same contract and arguments as tiled_forward.
-// Supported only where the current device has compute capability 9.x. Tiles: (64 * warpgroups, kBlockN).
+// A head dim's tile (the per-head-dim defaults).
+struct DimTile {
+  int d = 0;  // 0: every head dim
+  Tile tile;
+};
+
+// A registry config: its forward tile, and the backward tile that runs with it for head dim d (d = 0:
+// every head dim; backward {0, 0}: the backward's default). A config's rows sit together in a list.
+struct ConfigTile {
+  Tile forward;
+  int d = 0;
+  Tile backward;
+};
+
+// The tile listed for head dim d (an entry with d = 0 matches every head dim); {0, 0} if none.
+template <size_t N>
+constexpr Tile tile_for(const DimTile (&list)[N], int d) {
+  for (const DimTile& x : list)
+    if (x.d == d || x.d == 0) return x.tile;
+  return Tile{};
+}
+
+using ForwardLauncher = cudaError_t (*)(const Problem&, Tile, const ForwardArgs&, void* workspace, cudaStream_t);
+using BackwardLauncher = cudaError_t (*)(const Problem&, Tile, bool deterministic, const BackwardArgs&, void* workspace,
+                                         cudaStream_t);
+
+// One CUDA kernel as the registry and the benchmark see it, made from its traits (kernel_table.cpp).
+struct CudaKernel {
+  std::string name;  // the registry name
+  std::string description;
+  std::vector<DType> dtypes;
+  std::vector<int> head_dims;  // empty: any
+  bool hopper_only = false;    // claims problems only on a device of compute capability 9.x
+  bool stores_s_p = false;     // S and P go through HBM in the storage type (KernelInfo::stores_s_p)
+  std::vector<Tile> configs;   // the registry's configs (forward tiles); the first leads the list
+  Exactness exact;             // what the metamorphic laws may ask for bit for bit (KernelInfo::exact)
+
+  // Whether p (dtype, head dim, the kernel's own limits, the device) can run on forward tile t.
+  bool (*supports)(const Problem& p, Tile t) = nullptr;
+  // The forward tile a Config without a tile (block_m = block_n = 0) runs for head dim d.
+  Tile (*config_default)(int d) = nullptr;
+  // The tiles built for head dim d, the launcher's default first: what the benchmark sweeps.
+  std::vector<Tile> (*forward_tiles)(int d) = nullptr;
+  std::vector<Tile> (*backward_tiles)(int d) = nullptr;  // null: forward only
+  // The backward tile that runs with a config's forward tile (registry configs and block-size
+  // invariance): the pairing the traits list, else the backward's default for d.
+  Tile (*backward_tile)(Tile forward, int d) = nullptr;
+
+  ForwardLauncher forward = nullptr;
+  size_t (*forward_workspace_bytes)(const Problem&) = nullptr;
+  BackwardLauncher backward = nullptr;  // null: forward only
+  size_t (*backward_workspace_bytes)(const Problem&) = nullptr;
+};
+
+// Every CUDA kernel, in registry order; the one named `name`, or nullptr.
+const std::vector<CudaKernel>& cuda_kernel_table();
+const CudaKernel* find_cuda_kernel(const std::string& name);
+
+// Whether the current device has compute capability 9.x (wgmma_forward.cu).
 bool device_is_sm90();
-int wgmma_forward_tiles(int d, Tile* out, int max_out);
-Tile wgmma_forward_default(int d);
-bool wgmma_forward_supports(const Problem& p, Tile t);
-cudaError_t wgmma_forward(const Problem& p, Tile t, const ForwardArgs& a, cudaStream_t stream);
-
-// The Hopper backward (wgmma + TMA, sm_90a; wgmma_backward.cu): same contract, arguments and
-// workspace as tiled_backward, one tile (128 keys per CTA; 64 queries per step at d = 128, 128 at
-// d = 64). d_q by TMA reduce-add into the fp32 accumulator; the deterministic variant computes it
-// instead with an atomic-free kernel (wgmma_backward_dq.cu) that owns query rows.
-bool wgmma_backward_supports(const Problem& p);
-cudaError_t wgmma_backward(const Problem& p, bool deterministic, const BackwardArgs& a, void* workspace,
-                           cudaStream_t stream);
-
-// Backward by recomputation. The tile is (queries per step, keys per CTA). Workspace: fp32 d_q
-// accumulator (b, h_q, n_q, d) and D (b, h_q, n_q); query backward_workspace_bytes.
-int tiled_backward_tiles(int d, Tile* out, int max_out);
-bool tiled_backward_supports(const Problem& p, Tile t);
-size_t tiled_backward_workspace_bytes(const Problem& p);
-cudaError_t tiled_backward(const Problem& p, Tile t, bool deterministic, const BackwardArgs& a, void* workspace,
-                           cudaStream_t stream);
-
-// Naive three-kernel forward: S = scale q k^T and P = softmax(S) materialised in HBM in the storage
-// type, then O = P v. Workspace: S and P, (b, h_q, n_q, n_k) each.
-bool naive_forward_supports(const Problem& p);
-size_t naive_forward_workspace_bytes(const Problem& p);
-cudaError_t naive_forward(const Problem& p, const ForwardArgs& a, void* workspace, cudaStream_t stream);
 
 }  // namespace fc::cuda

@@ -17,6 +17,10 @@
 
 namespace fc::cuda {
 
+// Opt-in dynamic shared memory of one CTA on sm_80 (an sm_90 CTA may have 227 KiB): the limit of the
+// mma.sync kernels, which are built for both.
+constexpr int kMaxSmemSm80 = 163 * 1024;
+
 // Storage type traits: T is __half or __nv_bfloat16.
 template <class T>
 struct Storage;

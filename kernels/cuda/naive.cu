@@ -1,13 +1,14 @@
 // cuda_naive: standard attention as three kernels with S and P materialised in HBM in the storage
-// type, the GPU's same-precision baseline (DESIGN §2, oracle 4) and the quadratic-memory "crime
+// type, the GPU's same-precision baseline (docs/ARCHITECTURE.md, oracle 4) and the quadratic-memory "crime
 // scene" of the seeds. Plain CUDA-core GEMM tiles with fp32 accumulation; any head dim.
 //   1. scores:  S = T(scale q k^T), invisible entries -inf            S: (b, h_q, n_q, n_k)
 //   2. softmax: P = T(exp(S - max) / sum), lse = max + log(sum)       P: (b, h_q, n_q, n_k)
 //   3. pv:      O = T(P v)
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/naive_traits.hpp"
+#include "kernels/cuda/static_switch.cuh"
 #include "kernels/rules.h"
 
 namespace fc::cuda {
@@ -145,19 +146,18 @@ cudaError_t launch(const Problem& p, const ForwardArgs& a, void* workspace, cuda
 
 }  // namespace
 
-bool naive_forward_supports(const Problem& p) {
-  return well_formed(p) && (p.dtype == DType::F16 || p.dtype == DType::BF16) &&
-         int64_t(p.n_q + kTile - 1) / kTile <= 65535 && int64_t(p.batch) * p.heads_q <= 65535;
+bool NaiveTraits::supports(const Problem& p) {
+  return int64_t(p.n_q + kTile - 1) / kTile <= 65535 && int64_t(p.batch) * p.heads_q <= 65535;
 }
 
-size_t naive_forward_workspace_bytes(const Problem& p) {
+size_t NaiveTraits::forward_workspace_bytes(const Problem& p) {
   return 2 * size_t(p.batch) * p.heads_q * p.n_q * size_t(p.n_k) * 2;  // S and P, 2 bytes each
 }
 
-cudaError_t naive_forward(const Problem& p, const ForwardArgs& a, void* workspace, cudaStream_t stream) {
-  if (!naive_forward_supports(p)) return cudaErrorInvalidValue;
-  if (p.dtype == DType::F16) return launch<__half>(p, a, workspace, stream);
-  return launch<__nv_bfloat16>(p, a, workspace, stream);
+cudaError_t NaiveTraits::forward(const Problem& p, Tile, const ForwardArgs& a, void* workspace, cudaStream_t stream) {
+  if (!well_formed(p) || !supports(p)) return cudaErrorInvalidValue;
+  return dtype_switch<NaiveTraits>(
+      p.dtype, [&](auto type) { return launch<typename decltype(type)::type>(p, a, workspace, stream); });
 }
 
 }  // namespace fc::cuda

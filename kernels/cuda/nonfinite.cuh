@@ -1,4 +1,4 @@
-// NaN blast radius for the tiled forward (DESIGN §1). Host and device; included by tiled_forward.cu.
+// NaN blast radius for the tiled forward (docs/SEMANTICS.md). Host and device; included by tiled_forward.cu.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -32,7 +32,7 @@ struct NamedSync {
   }
 };
 
-// NaN blast radius (DESIGN §1): in a tile straddling the mask, a row that cannot see key j still
+// NaN blast radius (docs/SEMANTICS.md): in a tile straddling the mask, a row that cannot see key j still
 // multiplies P_ij = 0 by v_j inside the mma, and 0 * NaN (or 0 * inf) = NaN would poison it. Where
 // such a tile's v holds a non-finite value (rare: one scan of the tile, only on masked tiles), zero
 // it in shared memory -- the blind rows then get exactly the bits of a finite run -- and true

@@ -10,10 +10,11 @@
 // Each warp owns 16 rows (keys in bwd_kv, queries in bwd_dq); layouts as in mma.cuh.
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/nonfinite.cuh"
+#include "kernels/cuda/static_switch.cuh"
 #include "kernels/cuda/tiled_backward.cuh"
+#include "kernels/cuda/tiled_traits.hpp"
 #include "kernels/rules.h"
 
 namespace fc::cuda {
@@ -39,7 +40,7 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(BwdParams p, bool zero_ac
   if (lane == 0) {
     p.dd[row] = dot;
     p.dd_pad[prow] = dot;
-    p.lse2_pad[prow] = p.lse[row] * 1.4426950408889634f;
+    p.lse2_pad[prow] = p.lse[row] * float(rules::kLog2e);
   }
 }
 
@@ -49,10 +50,22 @@ __global__ void __launch_bounds__(256) bwd_dq_convert_kernel(const float* acc, T
     d_q[x] = Storage<T>::from_float(acc[x] * scale);
 }
 
+// Shared memory of one CTA: the k and v tiles, two stages of q and d_o, two of lse2 and D (fp32), and
+// with kAtomicDq the dS^T tile of the d_q GEMM.
+template <class T, int kD, int kBlockM, int kBlockN, bool kAtomicDq>
+constexpr int kv_smem_bytes() {
+  return (2 * kBlockN + 4 * kBlockM) * kD * int(sizeof(T)) + 4 * kBlockM * int(sizeof(float)) +
+         (kAtomicDq ? kBlockN * kBlockM * int(sizeof(T)) : 0);
+}
+
 template <class T, int kD, int kBlockM, int kBlockN, bool kAtomicDq>
 __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) {
   constexpr int kThreads = kBlockN * 2, kWarps = kBlockN / 16;
   constexpr int kMB = kBlockM / 8, kDB = kD / 8;
+  static_assert(kBlockN % 16 == 0, "a warp owns 16 keys");
+  static_assert(kBlockM % 32 == 0, "q and d_o are read two 8-query n-blocks at a time; dS^T rows are swizzled");
+  static_assert(kD % 64 == 0, "d_q units of 32 columns; rows of k, v, q and d_o of 8 chunks");
+  static_assert(kv_smem_bytes<T, kD, kBlockM, kBlockN, kAtomicDq>() <= kMaxSmemSm80, "shared memory of an sm_80 CTA");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* s_k = reinterpret_cast<T*>(smem_raw);  // (kBlockN, kD)
   T* s_v = s_k + kBlockN * kD;              // (kBlockN, kD)
@@ -68,12 +81,11 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
   const T* k = static_cast<const T*>(p.k) + offset_kv(p.pr, b, h_kv, n0);  // (kBlockN, kD) tile
   const T* v = static_cast<const T*>(p.v) + offset_kv(p.pr, b, h_kv, n0);  // (kBlockN, kD) tile
 
-  // Query tiles [mb_begin, mb_end) can see some key of this tile (causal: rows i >= n0 - off).
-  const int64_t off = p.mask == Mask::CausalBottomRight ? int64_t(p.n_k) - p.n_q : 0;
+  // Query tiles [mb_begin, mb_end) can see some key of this tile.
   const int mb_end = (p.n_q + kBlockM - 1) / kBlockM;
   int mb_begin = 0;
   if (p.mask != Mask::None) {
-    const int64_t first = n0 - off > 0 ? (n0 - off) / kBlockM : 0;  // first query tile that sees key n0
+    const int64_t first = rules::first_query_tile(p.mask, p.n_q, p.n_k, n0, kBlockM);
     mb_begin = first < mb_end ? int(first) : mb_end;
   }
   const int n_mb = mb_end - mb_begin, n_iters = group * n_mb;
@@ -85,7 +97,7 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
     load_tile<kBlockM, kD, kThreads>(s_do + buf * kBlockM * kD, static_cast<const T*>(p.d_o) + row0 * kD, p.n_q - m0);
     for (int x = threadIdx.x; x < kBlockM; x += kThreads) {
       const bool in = m0 + x < p.n_q;  // rows past n_q: lse = -inf makes their P exactly 0
-      s_lse[buf * kBlockM + x] = in ? p.lse[row0 + x] * 1.4426950408889634f : rules::neg_inf<float>();
+      s_lse[buf * kBlockM + x] = in ? p.lse[row0 + x] * float(rules::kLog2e) : rules::neg_inf<float>();
       s_dd[buf * kBlockM + x] = in ? p.dd[row0 + x] : 0.f;
     }
   };
@@ -128,7 +140,7 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
         mma<T>(dpt[mb + 1], va, ob[2], ob[3]);
       }
     }
-    const bool need_mask = n0 + kBlockN > p.n_k || (p.mask != Mask::None && n0 + kBlockN - 1 > m0 + off);
+    const bool need_mask = rules::key_tile_straddles(p.mask, p.n_q, p.n_k, m0, n0, kBlockN);
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
@@ -237,12 +249,12 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
 template <class T, int kD, int kBlockM, int kBlockN>
 cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) {
   backward_prep(p, !deterministic, stream);
-  const int smem_base = (2 * kBlockN + 4 * kBlockM) * kD * int(sizeof(T)) + 4 * kBlockM * int(sizeof(float));
+  constexpr int smem_base = kv_smem_bytes<T, kD, kBlockM, kBlockN, false>();
   const dim3 grid((p.n_k + kBlockN - 1) / kBlockN, p.heads_kv, p.batch);
   cudaError_t e;
   if (!deterministic) {
     auto kernel = bwd_kv_kernel<T, kD, kBlockM, kBlockN, true>;
-    const int smem = smem_base + kBlockN * kBlockM * int(sizeof(T));
+    constexpr int smem = kv_smem_bytes<T, kD, kBlockM, kBlockN, true>();
     if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess) return e;
     kernel<<<grid, kBlockN * 2, smem, stream>>>(p);
     backward_dq_convert(p, stream);
@@ -257,26 +269,6 @@ cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) 
   return cudaGetLastError();
 }
 
-// (queries per step, keys per CTA); the first is the default (fastest measured on the H200).
-constexpr Tile kTiles64[] = {{128, 128}, {64, 64}, {64, 128}};
-constexpr Tile kTiles128[] = {{64, 64}, {64, 128}, {32, 64}};
-
-template <class T, int kD>
-cudaError_t dispatch_tile(const BwdParams& p, Tile t, bool det, cudaStream_t s) {
-  if (t.block_m == 64 && t.block_n == 128) return launch<T, kD, 64, 128>(p, det, s);
-  if (t.block_m == 64 && t.block_n == 64) return launch<T, kD, 64, 64>(p, det, s);
-  if constexpr (kD == 64)
-    if (t.block_m == 128 && t.block_n == 128) return launch<T, kD, 128, 128>(p, det, s);
-  if constexpr (kD == 128)
-    if (t.block_m == 32 && t.block_n == 64) return launch<T, kD, 32, 64>(p, det, s);
-  return cudaErrorInvalidValue;
-}
-
-template <class T>
-cudaError_t dispatch_dim(const BwdParams& p, Tile t, bool det, cudaStream_t s) {
-  return p.d == 64 ? dispatch_tile<T, 64>(p, t, det, s) : dispatch_tile<T, 128>(p, t, det, s);
-}
-
 }  // namespace
 
 void backward_prep(const BwdParams& p, bool zero_acc, cudaStream_t stream) {
@@ -287,42 +279,29 @@ void backward_prep(const BwdParams& p, bool zero_acc, cudaStream_t stream) {
 void backward_dq_convert(const BwdParams& p, cudaStream_t stream) {
   const int64_t n = int64_t(p.batch) * p.heads_q * p.n_q * p.d;
   const unsigned blocks = unsigned((n + 255) / 256 < 65536 ? (n + 255) / 256 : 65536);
-  if (p.dtype == DType::F16)
-    bwd_dq_convert_kernel<__half><<<blocks, 256, 0, stream>>>(p.dq_acc, static_cast<__half*>(p.d_q), n, p.scale);
-  else
-    bwd_dq_convert_kernel<__nv_bfloat16>
-        <<<blocks, 256, 0, stream>>>(p.dq_acc, static_cast<__nv_bfloat16*>(p.d_q), n, p.scale);
+  (void)dtype_switch<TiledTraits>(p.dtype, [&](auto type) {  // the wgmma backward's dtypes are the same
+    using T = typename decltype(type)::type;
+    bwd_dq_convert_kernel<T><<<blocks, 256, 0, stream>>>(p.dq_acc, static_cast<T*>(p.d_q), n, p.scale);
+    return cudaSuccess;
+  });
 }
 
-int tiled_backward_tiles(int d, Tile* out, int max_out) {
-  const Tile* tiles = d == 64 ? kTiles64 : d == 128 ? kTiles128 : nullptr;
-  if (!tiles) return 0;
-  int n = 0;
-  for (; n < 3 && n < max_out; ++n) out[n] = tiles[n];
-  return n;
-}
+size_t TiledTraits::backward_workspace_bytes(const Problem& p) { return backward_workspace_bytes_of(p); }
 
-bool tiled_backward_supports(const Problem& p, Tile t) {
-  if (!well_formed(p) || (p.dtype != DType::F16 && p.dtype != DType::BF16)) return false;
-  Tile tiles[3];
-  const int n = tiled_backward_tiles(p.d, tiles, 3);
-  for (int i = 0; i < n; ++i)
-    if (tiles[i].block_m == t.block_m && tiles[i].block_n == t.block_n) return true;
-  return false;
-}
-
-size_t tiled_backward_workspace_bytes(const Problem& p) {
-  const size_t rows_pad = size_t(p.batch) * p.heads_q * padded_rows(p.n_q);
-  return backward_workspace_pad_offset(p) + 2 * rows_pad * sizeof(float);  // d_q accumulator, D, padded lse2 and D
-}
-
-cudaError_t tiled_backward(const Problem& pr, Tile t, bool deterministic, const BackwardArgs& a, void* workspace,
-                           cudaStream_t stream) {
-  if (t.block_m == 0 && t.block_n == 0) tiled_backward_tiles(pr.d, &t, 1);  // the default tile
-  if (!tiled_backward_supports(pr, t)) return cudaErrorInvalidValue;
-  BwdParams p = make_bwd_params(pr, a, workspace);
-  if (pr.dtype == DType::F16) return dispatch_dim<__half>(p, t, deterministic, stream);
-  return dispatch_dim<__nv_bfloat16>(p, t, deterministic, stream);
+// The tiles of tiled_traits.hpp, for its dtypes and head dims.
+cudaError_t TiledTraits::backward(const Problem& pr, Tile t, bool deterministic, const BackwardArgs& a, void* workspace,
+                                  cudaStream_t stream) {
+  if (!well_formed(pr)) return cudaErrorInvalidValue;
+  if (t == Tile{}) t = tile_for(kBackwardDefault, pr.d);
+  const BwdParams p = make_bwd_params(pr, a, workspace);
+  return dtype_dim_switch<TiledTraits>(pr.dtype, pr.d, [&](auto type, auto dim) {
+    using T = typename decltype(type)::type;
+    constexpr int kD = decltype(dim)::value;
+    return tile_switch<kBackwardTiles, kD>(t, [&](auto i) {
+      constexpr BuiltTile x = kBackwardTiles[decltype(i)::value];
+      return launch<T, kD, x.block_m, x.block_n>(p, deterministic, stream);
+    });
+  });
 }
 
 }  // namespace fc::cuda

@@ -9,6 +9,7 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/rules.h"
 
 namespace fc::cuda {
 
@@ -45,6 +46,12 @@ inline size_t backward_workspace_pad_offset(const Problem& pr) {
   return ((rows * pr.d + rows) * sizeof(float) + 255) / 256 * 256;
 }
 
+// Backward workspace (both CUDA backwards): the fp32 d_q accumulator, D, and the padded lse2 and D.
+inline size_t backward_workspace_bytes_of(const Problem& pr) {
+  const size_t rows_pad = size_t(pr.batch) * pr.heads_q * padded_rows(pr.n_q);
+  return backward_workspace_pad_offset(pr) + 2 * rows_pad * sizeof(float);
+}
+
 inline BwdParams make_bwd_params(const Problem& pr, const BackwardArgs& a, void* workspace) {
   float* acc = static_cast<float*>(workspace);
   const int64_t rows = int64_t(pr.batch) * pr.heads_q * pr.n_q;
@@ -71,7 +78,7 @@ inline BwdParams make_bwd_params(const Problem& pr, const BackwardArgs& a, void*
                    pr.mask,
                    pr.dtype,
                    float(pr.scale),
-                   float(pr.scale * 1.4426950408889634),
+                   float(pr.scale * rules::kLog2e),
                    padded_rows(pr.n_q),
                    pad,
                    pad + rows_pad};

@@ -6,15 +6,27 @@
 
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/nonfinite.cuh"
+#include "kernels/cuda/static_switch.cuh"
 #include "kernels/cuda/tiled_backward.cuh"
+#include "kernels/cuda/tiled_traits.hpp"
 #include "kernels/rules.h"
 
 namespace fc::cuda {
 namespace {
 
+// Shared memory of one CTA: the q and d_o tiles, two stages of the k and v tiles.
+template <class T, int kD, int kBlockM, int kBlockN>
+constexpr int dq_smem_bytes() {
+  return (2 * kBlockM + 4 * kBlockN) * kD * int(sizeof(T));
+}
+
 template <class T, int kD, int kBlockM, int kBlockN>
 __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) {
   constexpr int kThreads = kBlockM * 2, kNB = kBlockN / 8, kDB = kD / 8;
+  static_assert(kBlockM % 16 == 0, "a warp owns 16 query rows");
+  static_assert(kBlockN % 16 == 0, "k and v are read two 8-key n-blocks at a time; dS K steps 16 keys");
+  static_assert(kD % 64 == 0, "rows of q, d_o, k and v of at least 8 chunks");
+  static_assert(dq_smem_bytes<T, kD, kBlockM, kBlockN>() <= kMaxSmemSm80, "shared memory of an sm_80 CTA");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* s_q = reinterpret_cast<T*>(smem_raw);  // (kBlockM, kD)
   T* s_do = s_q + kBlockM * kD;             // (kBlockM, kD)
@@ -28,16 +40,13 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
   const T* k = static_cast<const T*>(p.k) + offset_kv(p.pr, b, h_kv, 0);  // (n_k, kD)
   const T* v = static_cast<const T*>(p.v) + offset_kv(p.pr, b, h_kv, 0);  // (n_k, kD)
 
-  const int64_t off = p.mask == Mask::CausalBottomRight ? int64_t(p.n_k) - p.n_q : 0;
-  int64_t n_end = p.n_k;
-  if (p.mask != Mask::None) n_end = min(n_end, int64_t(m0) + kBlockM + off);
-  const int n_tiles = n_end <= 0 ? 0 : int((n_end + kBlockN - 1) / kBlockN);
+  const int n_tiles = rules::key_tile_count(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
 
   float lse2[2], dd[2];  // rows g and g + 8: lse in base 2 (-inf past n_q: P = 0), D
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int i = m0 + warp * 16 + g + 8 * r;
-    lse2[r] = i < p.n_q ? p.lse[row0 + i - m0] * 1.4426950408889634f : rules::neg_inf<float>();
+    lse2[r] = i < p.n_q ? p.lse[row0 + i - m0] * float(rules::kLog2e) : rules::neg_inf<float>();
     dd[r] = i < p.n_q ? p.dd[row0 + i - m0] : 0.f;
   }
   float dq[kDB][4] = {};                    // (16, kD) per warp, fp32
@@ -83,7 +92,7 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
         mma<T>(dp[nb], of[ks], vb[0], vb[1]);
         mma<T>(dp[nb + 1], of[ks], vb[2], vb[3]);
       }
-    const bool need_mask = n0 + kBlockN > p.n_k || (p.mask != Mask::None && n0 + kBlockN - 1 > m0 + off);
+    const bool need_mask = rules::key_tile_straddles(p.mask, p.n_q, p.n_k, m0, n0, kBlockN);
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb)
 #pragma unroll
@@ -120,8 +129,8 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
 
 template <class T, int kD>
 cudaError_t launch(const BwdParams& p, cudaStream_t stream) {
-  constexpr int kBlockM = 64, kBlockN = 32;
-  constexpr int smem = (2 * kBlockM + 4 * kBlockN) * kD * int(sizeof(T));
+  constexpr int kBlockM = TiledTraits::kDqTile.block_m, kBlockN = TiledTraits::kDqTile.block_n;
+  constexpr int smem = dq_smem_bytes<T, kD, kBlockM, kBlockN>();
   auto kernel = bwd_dq_kernel<T, kD, kBlockM, kBlockN>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
@@ -132,10 +141,9 @@ cudaError_t launch(const BwdParams& p, cudaStream_t stream) {
 }  // namespace
 
 cudaError_t tiled_backward_dq(const BwdParams& p, cudaStream_t stream) {
-  const bool f16 = p.dtype == DType::F16;
-  if (p.d == 64) return f16 ? launch<__half, 64>(p, stream) : launch<__nv_bfloat16, 64>(p, stream);
-  if (p.d == 128) return f16 ? launch<__half, 128>(p, stream) : launch<__nv_bfloat16, 128>(p, stream);
-  return cudaErrorInvalidValue;
+  return dtype_dim_switch<TiledTraits>(p.dtype, p.d, [&](auto type, auto dim) {
+    return launch<typename decltype(type)::type, decltype(dim)::value>(p, stream);
+  });
 }
 
 }  // namespace fc::cuda

@@ -5,13 +5,20 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/forward_common.cuh"
-#include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/nonfinite.cuh"
+#include "kernels/cuda/static_switch.cuh"
+#include "kernels/cuda/tiled_traits.hpp"
 #include "kernels/rules.h"
 
 namespace fc::cuda {
 namespace {
+
+// Shared memory of one CTA: the q tile and two stages of the k and v tiles.
+template <class T, int kD, int kBlockM, int kBlockN>
+constexpr int forward_smem_bytes() {
+  return (kBlockM + 4 * kBlockN) * kD * int(sizeof(T));
+}
 
 // kMT: 16-row m-tiles per warp. kMT = 1 keeps the warp's q fragments in registers; kMT = 2 reads
 // them from shared memory at every k-step but reuses each k / v fragment for two m-tiles, halving
@@ -21,6 +28,11 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
   constexpr int kThreads = kBlockM * 2 / kMT;  // kBlockM / (16 kMT) warps
   constexpr int kNB = kBlockN / 8;             // score n-blocks per m-tile
   constexpr int kDB = kD / 8;                  // o n-blocks
+  static_assert(kMT == 1 || kMT == 2, "a warp owns one or two 16-row m-tiles");
+  static_assert(kBlockM % (16 * kMT) == 0, "a warp owns 16 kMT query rows");
+  static_assert(kBlockN % 16 == 0, "k is read two 8-key n-blocks at a time; o += P v steps 16 keys");
+  static_assert(kD % 64 == 0, "SwzLane: rows of q, k and v of at least 8 chunks");
+  static_assert(forward_smem_bytes<T, kD, kBlockM, kBlockN>() <= kMaxSmemSm80, "shared memory of an sm_80 CTA");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* s_q = reinterpret_cast<T*>(smem_raw);  // (kBlockM, kD)
   T* s_k = s_q + kBlockM * kD;              // (2, kBlockN, kD)
@@ -34,7 +46,7 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
   const T* k = p.k + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
   const T* v = p.v + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
 
-  const int n_tiles = key_tiles(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
+  const int n_tiles = rules::key_tile_count(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
 
   float o[kMT][kDB][4] = {};   // (16 kMT, kD) per warp, fp32
   float m[kMT][2], l[kMT][2];  // rows g and g + 8 of each m-tile: running max (base 2), partial sum
@@ -97,7 +109,7 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
         }
       }
     }
-    const bool need_mask = tile_needs_mask(p.mask, p.n_q, p.n_k, m0, n0, kBlockN);
+    const bool need_mask = rules::key_tile_straddles(p.mask, p.n_q, p.n_k, m0, n0, kBlockN);
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
       online_softmax_step<T, kNB, kDB>(s[mt], m[mt], l[mt], o[mt], pa[mt], p, need_mask, m0 + w0 + mt * 16, n0);
@@ -134,7 +146,7 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
 template <class T, int kD, int kBlockM, int kBlockN, int kMT>
 cudaError_t launch(const Problem& pr, const ForwardArgs& a, cudaStream_t stream) {
   const FwdParams<T> p = make_fwd_params<T>(pr, a);
-  constexpr int smem = (kBlockM + 4 * kBlockN) * kD * int(sizeof(T));
+  constexpr int smem = forward_smem_bytes<T, kD, kBlockM, kBlockN>();
   auto kernel = tiled_forward_kernel<T, kD, kBlockM, kBlockN, kMT>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
@@ -143,53 +155,20 @@ cudaError_t launch(const Problem& pr, const ForwardArgs& a, cudaStream_t stream)
   return cudaGetLastError();
 }
 
-// The registry's configs first (same three for both head dims), then extra tiles for the benchmark.
-constexpr Tile kTiles64[] = {{64, 64}, {128, 64}, {128, 32}, {128, 128}};
-constexpr Tile kTiles128[] = {{64, 64}, {128, 64}, {128, 32}};
-
-// Rows per warp are fixed per tile, by what ran fastest on the H200: 16 (q fragments in registers)
-// for 64 x 64 and 128 x 128, 32 (each k / v fragment feeds two m-tiles) for 128 x 64 and 128 x 32.
-template <class T, int kD>
-cudaError_t dispatch_tile(const Problem& pr, Tile t, const ForwardArgs& a, cudaStream_t s) {
-  if (t.block_m == 64 && t.block_n == 64) return launch<T, kD, 64, 64, 1>(pr, a, s);
-  if (t.block_m == 128 && t.block_n == 64) return launch<T, kD, 128, 64, 2>(pr, a, s);
-  if (t.block_m == 128 && t.block_n == 32) return launch<T, kD, 128, 32, 2>(pr, a, s);
-  if constexpr (kD == 64)
-    if (t.block_m == 128 && t.block_n == 128) return launch<T, kD, 128, 128, 1>(pr, a, s);
-  return cudaErrorInvalidValue;
-}
-
-template <class T>
-cudaError_t dispatch_dim(const Problem& pr, Tile t, const ForwardArgs& a, cudaStream_t s) {
-  if (pr.d == 64) return dispatch_tile<T, 64>(pr, t, a, s);
-  if (pr.d == 128) return dispatch_tile<T, 128>(pr, t, a, s);
-  return cudaErrorInvalidValue;
-}
-
 }  // namespace
 
-int tiled_forward_tiles(int d, Tile* out, int max_out) {
-  const Tile* tiles = d == 64 ? kTiles64 : d == 128 ? kTiles128 : nullptr;
-  const int count = d == 64 ? 4 : d == 128 ? 3 : 0;
-  int n = 0;
-  for (; n < count && n < max_out; ++n) out[n] = tiles[n];
-  return n;
-}
-
-bool tiled_forward_supports(const Problem& p, Tile t) {
-  if (!well_formed(p) || (p.dtype != DType::F16 && p.dtype != DType::BF16)) return false;
-  Tile tiles[4];
-  const int n = tiled_forward_tiles(p.d, tiles, 4);
-  for (int i = 0; i < n; ++i)
-    if (tiles[i].block_m == t.block_m && tiles[i].block_n == t.block_n) return true;
-  return false;
-}
-
-cudaError_t tiled_forward(const Problem& p, Tile t, const ForwardArgs& a, cudaStream_t stream) {
-  if (t.block_m == 0 && t.block_n == 0) t = p.d == 64 ? Tile{128, 64} : Tile{128, 32};  // fastest measured
-  if (!tiled_forward_supports(p, t)) return cudaErrorInvalidValue;
-  if (p.dtype == DType::F16) return dispatch_dim<__half>(p, t, a, stream);
-  return dispatch_dim<__nv_bfloat16>(p, t, a, stream);
+// The tiles of tiled_traits.hpp, for its dtypes and head dims.
+cudaError_t TiledTraits::forward(const Problem& p, Tile t, const ForwardArgs& a, void*, cudaStream_t stream) {
+  if (!well_formed(p)) return cudaErrorInvalidValue;
+  if (t == Tile{}) t = tile_for(kForwardDefault, p.d);
+  return dtype_dim_switch<TiledTraits>(p.dtype, p.d, [&](auto type, auto dim) {
+    using T = typename decltype(type)::type;
+    constexpr int kD = decltype(dim)::value;
+    return tile_switch<kForwardTiles, kD>(t, [&](auto i) {
+      constexpr TiledForwardTile x = kForwardTiles[decltype(i)::value];
+      return launch<T, kD, x.block_m, x.block_n, x.warp_m_tiles>(p, a, stream);
+    });
+  });
 }
 
 }  // namespace fc::cuda

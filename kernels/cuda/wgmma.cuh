@@ -153,16 +153,26 @@ __device__ __forceinline__ void named_barrier_sync(int id) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kThreads) : "memory");
 }
 
-// The mbarriers of a resident-tile + streamed-k/v pipeline (the forward's and the deterministic d_q
-// kernel's), 8 bytes apart from `first`: the resident tile's full, k_full[2], v_full[2] (one arrival:
-// the producer's expect_tx) and k_empty[2], v_empty[2] (one arrival per consumer warp). Thread 0 only.
+// An mbarrier is 8 bytes of shared memory; a pipeline's barriers sit in numbered slots from its first,
+// and the two stages of a pair in consecutive slots: bar_slot(k_full, stage).
+constexpr uint32_t kBarBytes = 8;
+__host__ __device__ constexpr uint32_t bar_slot(uint32_t first, uint32_t slot) { return first + kBarBytes * slot; }
+
+// Slots of a resident-tile + streamed-k/v pipeline (the forward's and the deterministic d_q kernel's):
+// the resident tile's full barrier, then two stages each of k_full, v_full (one arrival: the
+// producer's expect_tx), k_empty, v_empty (one arrival per consumer warp).
+struct KvPipeline {
+  enum Slot : uint32_t { kResidentFull = 0, kKFull = 1, kVFull = 3, kKEmpty = 5, kVEmpty = 7, kSlots = 9 };
+};
+
+// Initialises a KvPipeline's barriers from `first`. Thread 0 only.
 __device__ __forceinline__ void init_kv_pipeline_barriers(uint32_t first, int consumer_warps) {
-  mbar_init(first, 1);
+  mbar_init(bar_slot(first, KvPipeline::kResidentFull), 1);
   for (int i = 0; i < 2; ++i) {
-    mbar_init(first + 8 + 8 * i, 1);                // k_full
-    mbar_init(first + 24 + 8 * i, 1);               // v_full
-    mbar_init(first + 40 + 8 * i, consumer_warps);  // k_empty: lane 0 of every consumer warp
-    mbar_init(first + 56 + 8 * i, consumer_warps);  // v_empty
+    mbar_init(bar_slot(first, KvPipeline::kKFull + i), 1);
+    mbar_init(bar_slot(first, KvPipeline::kVFull + i), 1);
+    mbar_init(bar_slot(first, KvPipeline::kKEmpty + i), consumer_warps);  // lane 0 of every consumer warp
+    mbar_init(bar_slot(first, KvPipeline::kVEmpty + i), consumer_warps);
   }
   mbar_init_fence();
 }
@@ -170,7 +180,7 @@ __device__ __forceinline__ void init_kv_pipeline_barriers(uint32_t first, int co
 // A producer thread's walk over n_tiles key tiles (the forward's and the deterministic d_q kernel's):
 // k and v of tile n, kPanels SW128 panels of kBlockN rows each, into stage n % 2 of s_k / s_v
 // (kv_bytes apart), each once the consumers have released that stage's previous use. Barriers:
-// k_full[2], v_full[2], k_empty[2], v_empty[2], 8 bytes apart.
+// k_full[2], v_full[2], k_empty[2], v_empty[2] (each pair in consecutive slots).
 template <int kPanels, int kBlockN>
 __device__ __forceinline__ void tma_stream_kv(const void* tm_k, const void* tm_v, uint32_t s_k, uint32_t s_v,
                                               uint32_t kv_bytes, int n_tiles, int bh_kv, uint32_t k_full,
@@ -178,14 +188,14 @@ __device__ __forceinline__ void tma_stream_kv(const void* tm_k, const void* tm_v
   for (int n = 0; n < n_tiles; ++n) {
     const int st = n & 1;
     const uint32_t parity = ((n / 2) & 1) ^ 1;  // the consumers' release of this stage's previous use
-    if (n >= 2) mbar_wait(k_empty + 8 * st, parity);
-    mbar_arrive_expect_tx(k_full + 8 * st, kv_bytes);
+    if (n >= 2) mbar_wait(bar_slot(k_empty, st), parity);
+    mbar_arrive_expect_tx(bar_slot(k_full, st), kv_bytes);
     for (int c = 0; c < kPanels; ++c)
-      tma_load_3d(s_k + st * kv_bytes + c * kBlockN * 128, tm_k, 64 * c, n * kBlockN, bh_kv, k_full + 8 * st);
-    if (n >= 2) mbar_wait(v_empty + 8 * st, parity);
-    mbar_arrive_expect_tx(v_full + 8 * st, kv_bytes);
+      tma_load_3d(s_k + st * kv_bytes + c * kBlockN * 128, tm_k, 64 * c, n * kBlockN, bh_kv, bar_slot(k_full, st));
+    if (n >= 2) mbar_wait(bar_slot(v_empty, st), parity);
+    mbar_arrive_expect_tx(bar_slot(v_full, st), kv_bytes);
     for (int c = 0; c < kPanels; ++c)
-      tma_load_3d(s_v + st * kv_bytes + c * kBlockN * 128, tm_v, 64 * c, n * kBlockN, bh_kv, v_full + 8 * st);
+      tma_load_3d(s_v + st * kv_bytes + c * kBlockN * 128, tm_v, 64 * c, n * kBlockN, bh_kv, bar_slot(v_full, st));
   }
 }
 

@@ -24,20 +24,28 @@
 
 #include <type_traits>
 
-#include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/nonfinite.cuh"
+#include "kernels/cuda/static_switch.cuh"
 #include "kernels/cuda/tiled_backward.cuh"
 #include "kernels/cuda/wgmma.cuh"
 #include "kernels/cuda/wgmma_ops.cuh"
+#include "kernels/cuda/wgmma_traits.hpp"
 #include "kernels/rules.h"
 
 namespace fc::cuda {
 
-// Queries per step: the N of S^T and dP^T, the K of dV and dK.
+// Queries per step: the N of S^T and dP^T, the K of dV and dK (wgmma_traits.hpp).
 template <int kD>
 constexpr int bwd_block_m() {
-  return kD == 64 ? 128 : 64;
+  return tile_for(WgmmaTraits::kBackwardDefault, kD).block_m;
 }
+
+// mbarrier slots (wgmma.cuh's bar_slot): k and v resident for the CTA's life, then two stages each of
+// the q / d_o full barriers (one arrival: the producer's expect_tx) and their empty barriers (one
+// arrival per consumer warp).
+struct BwdPipeline {
+  enum Slot : uint32_t { kKvFull = 0, kQdoFull = 1, kQdoEmpty = 3, kSlots = 5 };
+};
 
 // Shared memory of one CTA, in bytes from a 1024-byte-aligned base. (Outside an anonymous namespace:
 // the sm_80 pass, which compiles no kernel body, would warn that its members go unused.)
@@ -50,8 +58,8 @@ struct BwdSmem {
   static constexpr uint32_t rows = ds + (kAtomicDq ? 2 * kDsBytes : 0);    // lse2[2][kBlockM], D[2][kBlockM] (fp32)
   static constexpr uint32_t kDqBytes = 64 * 64 * 4;                        // a consumer's (64, 64) fp32 d_q block
   static constexpr uint32_t dq = rows + 4 * kBlockM * 4;                   // [kWG] blocks, SW128 fp32 panels
-  static constexpr uint32_t bars = dq + (kAtomicDq ? kWG * kDqBytes : 0);  // kv_full, qdo_full[2], qdo_empty[2]
-  static constexpr uint32_t bytes = bars + 5 * 8 + 1024;                   // + alignment slack
+  static constexpr uint32_t bars = dq + (kAtomicDq ? kWG * kDqBytes : 0);  // BwdPipeline slots
+  static constexpr uint32_t bytes = bars + BwdPipeline::kSlots * kBarBytes + 1024;  // + alignment slack
   static_assert(dq % 1024 == 0, "SW128 panels start on 1024-byte boundaries");
   static_assert(bytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
 };
@@ -81,17 +89,18 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   const uint32_t s_rows = base + L::rows;
   const float* const s_lse2 = reinterpret_cast<const float*>(smem_raw + (base - raw) + L::rows);  // (2, kBlockM)
   const float* const s_dd = s_lse2 + 2 * kBlockM;                                                 // (2, kBlockM)
-  const uint32_t kv_full = base + L::bars, qdo_full = kv_full + 8, qdo_empty = kv_full + 24;      // [2] each
+  const uint32_t kv_full = base + L::bars, qdo_full = bar_slot(kv_full, BwdPipeline::kQdoFull),
+                 qdo_empty = bar_slot(kv_full, BwdPipeline::kQdoEmpty);  // [2] each
 
   const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int n0 = blockIdx.x * kBlockN, h_kv = blockIdx.y, b = blockIdx.z;
   const int group = p.heads_q / p.heads_kv;
-  // Query tiles [mb_begin, mb_end) can see some key of this tile (causal: rows i >= n0 - off).
-  const int64_t off = p.mask == Mask::CausalBottomRight ? int64_t(p.n_k) - p.n_q : 0;
+  // Query tiles [mb_begin, mb_end) can see some key of this tile.
+  const int64_t off = rules::causal_offset(p.mask, p.n_q, p.n_k);
   const int mb_end = (p.n_q + kBlockM - 1) / kBlockM;
   int mb_begin = 0;
   if (p.mask != Mask::None) {
-    const int64_t first = n0 - off > 0 ? (n0 - off) / kBlockM : 0;
+    const int64_t first = rules::first_query_tile(p.mask, p.n_q, p.n_k, n0, kBlockM);
     mb_begin = first < mb_end ? int(first) : mb_end;
   }
   const int n_mb = mb_end - mb_begin, n_iters = group * n_mb;
@@ -99,8 +108,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   if (threadIdx.x == 0) {
     mbar_init(kv_full, 1);
     for (int i = 0; i < 2; ++i) {
-      mbar_init(qdo_full + 8 * i, 1);
-      mbar_init(qdo_empty + 8 * i, 4 * kWG);  // lane 0 of every consumer warp
+      mbar_init(bar_slot(qdo_full, i), 1);
+      mbar_init(bar_slot(qdo_empty, i), 4 * kWG);  // lane 0 of every consumer warp
     }
     mbar_init_fence();
   }
@@ -118,15 +127,15 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
       }
       for (int it = 0; it < n_iters; ++it) {
         const int st = it & 1, bh_q = b * p.heads_q + h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
-        if (it >= 2) mbar_wait(qdo_empty + 8 * st, ((it / 2) & 1) ^ 1);
-        mbar_arrive_expect_tx(qdo_full + 8 * st, 2 * kQBytes + 2 * kBlockM * 4);
+        if (it >= 2) mbar_wait(bar_slot(qdo_empty, st), ((it / 2) & 1) ^ 1);
+        mbar_arrive_expect_tx(bar_slot(qdo_full, st), 2 * kQBytes + 2 * kBlockM * 4);
         for (int c = 0; c < kPanels; ++c) {
-          tma_load_3d(s_q + st * kQBytes + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, qdo_full + 8 * st);
-          tma_load_3d(s_do + st * kQBytes + c * kBlockM * 128, &tm_do, 64 * c, m0, bh_q, qdo_full + 8 * st);
+          tma_load_3d(s_q + st * kQBytes + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, bar_slot(qdo_full, st));
+          tma_load_3d(s_do + st * kQBytes + c * kBlockM * 128, &tm_do, 64 * c, m0, bh_q, bar_slot(qdo_full, st));
         }
         // lse2 and D of the step's queries, from the prep pass's padded copies (in bounds).
-        tma_load_2d(s_rows + st * kBlockM * 4, &tm_lse2, m0, bh_q, qdo_full + 8 * st);
-        tma_load_2d(s_rows + (2 + st) * kBlockM * 4, &tm_dd, m0, bh_q, qdo_full + 8 * st);
+        tma_load_2d(s_rows + st * kBlockM * 4, &tm_lse2, m0, bh_q, bar_slot(qdo_full, st));
+        tma_load_2d(s_rows + (2 + st) * kBlockM * 4, &tm_dd, m0, bh_q, bar_slot(qdo_full, st));
       }
     }
     return;
@@ -163,7 +172,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     }
   for (int it = 0; it < n_iters; ++it) {
     const int st = it & 1, h = h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
-    mbar_wait(qdo_full + 8 * st, (it / 2) & 1);
+    mbar_wait(bar_slot(qdo_full, st), (it / 2) & 1);
     // S^T and dP^T as two commit groups: P^T is computed from S^T while the dP^T GEMM still runs.
     wgmma_fence();
     wgmma_kmajor<T, kBlockM, kD>(reinterpret_cast<float(&)[kBlockM / 2]>(st_), desc_k, kBlockN * 128, desc_q,
@@ -178,8 +187,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb) fence_operands(st_[mb]);
 
-    const bool need_mask =
-        n0 + kBlockN > p.n_k || m0 + kBlockM > p.n_q || (p.mask != Mask::None && int64_t(n0) + kBlockN - 1 > m0 + off);
+    const bool need_mask =  // and queries past n_q
+        rules::key_tile_straddles(p.mask, p.n_q, p.n_k, m0, n0, kBlockN) || m0 + kBlockM > p.n_q;
     const float* const lse2_st = s_lse2 + st * kBlockM;  // (kBlockM) base-2 lse of this step's queries
     const float* const dd_st = s_dd + st * kBlockM;      // (kBlockM) D
     // Key j is visible to the queries i in [first(j), n_q), relative to m0 (visible keys form a
@@ -317,7 +326,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) fence_operands(pa[kk]), fence_operands(sa[kk]);
     __syncwarp();  // every lane's reads of the stage (lse2, D) are ordered before lane 0's (release) arrive
-    if (lane == 0) mbar_arrive(qdo_empty + 8 * st);  // this warp no longer reads the q / d_o stage
+    if (lane == 0) mbar_arrive(bar_slot(qdo_empty, st));  // this warp no longer reads the q / d_o stage
   }
 
   if (kAtomicDq && threadIdx.x % 128 == 0) bulk_wait<0>();  // the last reduce has read its buffer (and landed)
@@ -335,7 +344,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     }
   }
 #else
-  __trap();  // built without sm_90a: wgmma_backward_supports() keeps launches away from here
+  __trap();  // built without sm_90a: the launchers check device_is_sm90() first
 #endif
 }
 
@@ -350,9 +359,8 @@ cudaError_t launch_kv(const BwdParams& p, const CUtensorMap (&maps)[7], cudaStre
   return cudaGetLastError();
 }
 
-template <class T, int kD>
+template <class T, int kD, int kWG>
 cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) {
-  constexpr int kWG = 2;
   CUtensorMap maps[7];  // k, v, q, d_o, padded lse2, padded D, the fp32 d_q accumulator
   const Problem& pr = p.pr;
   if (!tensor_map(&maps[0], p.k, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, 64 * kWG) ||
@@ -377,19 +385,23 @@ cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) 
 
 }  // namespace
 
-bool wgmma_backward_supports(const Problem& p) {
-  return well_formed(p) && (p.dtype == DType::F16 || p.dtype == DType::BF16) && (p.d == 64 || p.d == 128) &&
-         device_is_sm90();
-}
+size_t WgmmaTraits::backward_workspace_bytes(const Problem& p) { return backward_workspace_bytes_of(p); }
 
-cudaError_t wgmma_backward(const Problem& pr, bool deterministic, const BackwardArgs& a, void* workspace,
-                           cudaStream_t stream) {
-  if (!wgmma_backward_supports(pr)) return cudaErrorInvalidValue;
+// The tile of wgmma_traits.hpp for p.d (keys per CTA = 64 x consumer warpgroups), for its dtypes.
+cudaError_t WgmmaTraits::backward(const Problem& pr, Tile t, bool deterministic, const BackwardArgs& a, void* workspace,
+                                  cudaStream_t stream) {
+  if (!well_formed(pr) || !device_is_sm90()) return cudaErrorInvalidValue;
+  if (t == Tile{}) t = tile_for(kBackwardDefault, pr.d);
   const BwdParams p = make_bwd_params(pr, a, workspace);
-  if (pr.dtype == DType::F16)
-    return pr.d == 64 ? launch<__half, 64>(p, deterministic, stream) : launch<__half, 128>(p, deterministic, stream);
-  return pr.d == 64 ? launch<__nv_bfloat16, 64>(p, deterministic, stream)
-                    : launch<__nv_bfloat16, 128>(p, deterministic, stream);
+  return dtype_dim_switch<WgmmaTraits>(pr.dtype, pr.d, [&](auto type, auto dim) {
+    using T = typename decltype(type)::type;
+    constexpr int kD = decltype(dim)::value;
+    return tile_switch<kBackwardTiles, kD>(t, [&](auto i) {
+      constexpr BuiltTile x = kBackwardTiles[decltype(i)::value];
+      static_assert(x.block_m == bwd_block_m<kD>() && x.block_n % 64 == 0, "one tile per head dim, 64 keys a consumer");
+      return launch<T, kD, x.block_n / 64>(p, deterministic, stream);
+    });
+  });
 }
 
 }  // namespace fc::cuda

@@ -16,29 +16,27 @@
 
 #include "kernels/cuda/forward_common.cuh"
 #include "kernels/cuda/nonfinite.cuh"
+#include "kernels/cuda/static_switch.cuh"
 #include "kernels/cuda/tiled_backward.cuh"
 #include "kernels/cuda/wgmma.cuh"
 #include "kernels/cuda/wgmma_ops.cuh"
+#include "kernels/cuda/wgmma_traits.hpp"
 #include "kernels/rules.h"
 
 namespace fc::cuda {
-
-// Keys per tile: 128 at d = 64 (short GEMMs, as the key-tile kernel's longer step), 64 at d = 128
-// (S, dP and d_q of a consumer then fit its 240 registers).
-template <int kD>
-constexpr int dq_block_n() {
-  return kD == 64 ? 128 : 64;
-}
 
 // Shared memory of one CTA, in bytes from a 1024-byte-aligned base. (Outside an anonymous namespace:
 // the sm_80 pass, which compiles no kernel body, would warn that its members go unused.)
 template <int kD>
 struct DqSmem {
-  static constexpr int kBlockM = 128, kBlockN = dq_block_n<kD>();
+  // (queries per CTA, keys per tile) of wgmma_traits.hpp: two consumers of 64 query rows.
+  static constexpr int kBlockM = tile_for(WgmmaTraits::kDqTile, kD).block_m;
+  static constexpr int kBlockN = tile_for(WgmmaTraits::kDqTile, kD).block_n;
+  static_assert(kBlockM == 128, "two consumer warpgroups of 64 query rows");
   static constexpr uint32_t kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
   static constexpr uint32_t q = 0, d_o = kQBytes, k = 2 * kQBytes, v = k + 2 * kKVBytes;
-  static constexpr uint32_t bars = v + 2 * kKVBytes;      // qdo_full, k_full[2], v_full[2], k_empty[2], v_empty[2]
-  static constexpr uint32_t bytes = bars + 9 * 8 + 1024;  // + alignment slack
+  static constexpr uint32_t bars = v + 2 * kKVBytes;  // a KvPipeline (wgmma.cuh), q and d_o resident
+  static constexpr uint32_t bytes = bars + KvPipeline::kSlots * kBarBytes + 1024;  // + alignment slack
   static_assert(bytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
 };
 
@@ -57,14 +55,15 @@ __global__ void __launch_bounds__(384, 1)
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
   const uint32_t s_q = base + L::q, s_do = base + L::d_o, s_k = base + L::k, s_v = base + L::v;
-  const uint32_t qdo_full = base + L::bars, k_full = qdo_full + 8, v_full = qdo_full + 24, k_empty = qdo_full + 40,
-                 v_empty = qdo_full + 56;  // [2] each, 8 bytes apart
+  const uint32_t qdo_full = base + L::bars, k_full = bar_slot(qdo_full, KvPipeline::kKFull),
+                 v_full = bar_slot(qdo_full, KvPipeline::kVFull), k_empty = bar_slot(qdo_full, KvPipeline::kKEmpty),
+                 v_empty = bar_slot(qdo_full, KvPipeline::kVEmpty);  // [2] each
 
   const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first: better tail balance
   const int h = blockIdx.y, b = blockIdx.z, h_kv = h / (p.heads_q / p.heads_kv);
   const int m0 = m_block * kBlockM;
-  const int n_tiles = key_tiles(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
+  const int n_tiles = rules::key_tile_count(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
 
   if (threadIdx.x == 0) init_kv_pipeline_barriers(qdo_full, 8);
   __syncthreads();  // the last CTA-wide barrier
@@ -117,8 +116,8 @@ __global__ void __launch_bounds__(384, 1)
   if (n_tiles > 0) mbar_wait(qdo_full, 0);
   for (int n = 0; n < n_tiles; ++n) {
     const int cur = n & 1, n0 = n * kBlockN;
-    mbar_wait(k_full + 8 * cur, (n / 2) & 1);
-    mbar_wait(v_full + 8 * cur, (n / 2) & 1);
+    mbar_wait(bar_slot(k_full, cur), (n / 2) & 1);
+    mbar_wait(bar_slot(v_full, cur), (n / 2) & 1);
     wgmma_fence();
     wgmma_kmajor<T, kBlockN, kD>(reinterpret_cast<float(&)[kBlockN / 2]>(s), desc_q, kBlockM * 128, desc_k,
                                  kBlockN * 128, cur * kKVBytes);
@@ -133,7 +132,7 @@ __global__ void __launch_bounds__(384, 1)
     for (int nb = 0; nb < kNB; ++nb) fence_operands(s[nb]);
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) fence_operands(sa[kk]);
-    if (n > 0) release(k_empty + 8 * (cur ^ 1));  // tile n - 1's k stage: its dQ GEMM is done
+    if (n > 0) release(bar_slot(k_empty, cur ^ 1));  // tile n - 1's k stage: its dQ GEMM is done
 
     // Key j = n0 + col is visible to row i iff j < nv(i) (which also stops at n_k).
     int lim[2];
@@ -154,10 +153,10 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_wait<0>();  // dP of tile n is done: v's stage is free
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb) fence_operands(dp[nb]);
-    release(v_empty + 8 * cur);
+    release(bar_slot(v_empty, cur));
     // dS = P (dP - D); where masked, 0 whatever dP (a non-finite v_j: 0 * inf). Two loops on a uniform
     // branch, so a tile without masked pairs runs no compare.
-    const bool need_mask = tile_needs_mask(p.mask, p.n_q, p.n_k, m0, n0, kBlockN);
+    const bool need_mask = rules::key_tile_straddles(p.mask, p.n_q, p.n_k, m0, n0, kBlockN);
     if (need_mask) {
 #pragma unroll
       for (int nb = 0; nb < kNB; ++nb)
@@ -207,7 +206,7 @@ __global__ void __launch_bounds__(384, 1)
 
   store_dq_rows<T, kDB>(p, dq, b, h, row0);
 #else
-  __trap();  // built without sm_90a: wgmma_backward_supports() keeps launches away from here
+  __trap();  // built without sm_90a: the launchers check device_is_sm90() first
 #endif
 }
 
@@ -232,10 +231,9 @@ cudaError_t launch(const BwdParams& p, cudaStream_t stream) {
 }  // namespace
 
 cudaError_t wgmma_backward_dq(const BwdParams& p, cudaStream_t stream) {
-  const bool f16 = p.dtype == DType::F16;
-  if (p.d == 64) return f16 ? launch<__half, 64>(p, stream) : launch<__nv_bfloat16, 64>(p, stream);
-  if (p.d == 128) return f16 ? launch<__half, 128>(p, stream) : launch<__nv_bfloat16, 128>(p, stream);
-  return cudaErrorInvalidValue;
+  return dtype_dim_switch<WgmmaTraits>(p.dtype, p.d, [&](auto type, auto dim) {
+    return launch<typename decltype(type)::type, decltype(dim)::value>(p, stream);
+  });
 }
 
 }  // namespace fc::cuda

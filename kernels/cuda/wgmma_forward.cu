@@ -12,14 +12,14 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
-#include <iterator>
 #include <type_traits>
 
 #include "kernels/cuda/forward_common.cuh"
-#include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/nonfinite.cuh"
+#include "kernels/cuda/static_switch.cuh"
 #include "kernels/cuda/wgmma.cuh"
 #include "kernels/cuda/wgmma_ops.cuh"
+#include "kernels/cuda/wgmma_traits.hpp"
 
 namespace fc::cuda {
 
@@ -31,8 +31,8 @@ struct Smem {
   static constexpr int kBlockM = 64 * kWG;
   static constexpr uint32_t kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
   static constexpr uint32_t q = 0, k = kQBytes, v = k + 2 * kKVBytes, scratch = v + 2 * kKVBytes;
-  static constexpr uint32_t bars = scratch + kD * kBlockN * 2;  // q_full, k_full[2], v_full[2], k_empty[2], v_empty[2]
-  static constexpr uint32_t bytes = bars + 9 * 8 + 1024;        // + alignment slack
+  static constexpr uint32_t bars = scratch + kD * kBlockN * 2;                     // a KvPipeline (wgmma.cuh)
+  static constexpr uint32_t bytes = bars + KvPipeline::kSlots * kBarBytes + 1024;  // + alignment slack
 };
 
 namespace {
@@ -53,14 +53,15 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
   unsigned char* const base_ptr = smem_raw + (base - raw);
   const uint32_t s_q = base + L::q, s_k = base + L::k, s_v = base + L::v;  // (kBlockM, kD), (2, kBlockN, kD) x 2
-  const uint32_t q_full = base + L::bars, k_full = q_full + 8, v_full = q_full + 24, k_empty = q_full + 40,
-                 v_empty = q_full + 56;  // [2] each, 8 bytes apart
+  const uint32_t q_full = base + L::bars, k_full = bar_slot(q_full, KvPipeline::kKFull),
+                 v_full = bar_slot(q_full, KvPipeline::kVFull), k_empty = bar_slot(q_full, KvPipeline::kKEmpty),
+                 v_empty = bar_slot(q_full, KvPipeline::kVEmpty);  // [2] each
 
   const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first: better tail balance
   const int h = blockIdx.y, b = blockIdx.z, h_kv = h / (p.heads_q / p.heads_kv);
   const int m0 = m_block * kBlockM;
-  const int n_tiles = key_tiles(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
+  const int n_tiles = rules::key_tile_count(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
 
   if (threadIdx.x == 0) init_kv_pipeline_barriers(q_full, 4 * kWG);
   __syncthreads();  // the last CTA-wide barrier: from here producer and consumers meet only on mbarriers
@@ -125,7 +126,8 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     wgmma_wait<0>();
     fence_all();
     release(k_empty);
-    softmax_update<T, kNB>(s, m, l, corr, p, tile_needs_mask(p.mask, p.n_q, p.n_k, m0, 0, kBlockN), m0 + w0, 0);
+    softmax_update<T, kNB>(s, m, l, corr, p, rules::key_tile_straddles(p.mask, p.n_q, p.n_k, m0, 0, kBlockN), m0 + w0,
+                           0);
     rescale_and_pack<T, kNB, kDB>(s, corr, o, pa);
   }
   // Step n issues S_{n+1} = q k_{n+1}^T, then o += P_n v_n, and runs the softmax of S_{n+1} while
@@ -135,12 +137,12 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   auto step = [&](int n, auto more_tag) {
     constexpr bool kMore = decltype(more_tag)::value;
     const int n0 = n * kBlockN, cur = n & 1, next = cur ^ 1;
-    if constexpr (kMore) mbar_wait(k_full + 8 * next, ((n + 1) / 2) & 1);
-    mbar_wait(v_full + 8 * cur, (n / 2) & 1);
+    if constexpr (kMore) mbar_wait(bar_slot(k_full, next), ((n + 1) / 2) & 1);
+    mbar_wait(bar_slot(v_full, cur), (n / 2) & 1);
 
     // NaN blast radius: a non-finite v in a tile straddling the mask is scrubbed to 0 here and its
     // true contributions re-added (o is at max m_n and holds no GEMM now).
-    if (tile_needs_mask(p.mask, p.n_q, p.n_k, m0, n0, kBlockN)) {
+    if (rules::key_tile_straddles(p.mask, p.n_q, p.n_k, m0, n0, kBlockN)) {
       T* const v_tile = reinterpret_cast<T*>(base_ptr + L::v + cur * kKVBytes);
       if (scrub_nonfinite<kBlockN, kD, kConsumers, ConsumerSync>(v_tile)) {  // uniform over the consumers, rare
         float(&o1)[1][kDB][4] = reinterpret_cast<float(&)[1][kDB][4]>(o);
@@ -163,13 +165,14 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
       wgmma_wait<1>();  // S_{n+1} is done; P_n v_n may still run
 #pragma unroll
       for (int nb = 0; nb < kNB; ++nb) fence_operands(s[nb]);
-      release(k_empty + 8 * next);
-      softmax_update<T, kNB>(s, m, l, corr, p, tile_needs_mask(p.mask, p.n_q, p.n_k, m0, n0 + kBlockN, kBlockN),
-                             m0 + w0, n0 + kBlockN);
+      release(bar_slot(k_empty, next));
+      softmax_update<T, kNB>(s, m, l, corr, p,
+                             rules::key_tile_straddles(p.mask, p.n_q, p.n_k, m0, n0 + kBlockN, kBlockN), m0 + w0,
+                             n0 + kBlockN);
     }
     wgmma_wait<0>();  // P_n v_n is done: o and pa are free, and so is v_n's stage
     fence_all();
-    release(v_empty + 8 * cur);
+    release(bar_slot(v_empty, cur));
     if constexpr (kMore) rescale_and_pack<T, kNB, kDB>(s, corr, o, pa);
   };
   int n = 0;
@@ -177,7 +180,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   if (n_tiles > 0) step(n, std::false_type{});
   store_o_lse<T, kDB>(p, o, m, l, b, h, m0 + w0);
 #else
-  __trap();  // built without sm_90a: wgmma_forward_supports() keeps launches away from here
+  __trap();  // built without sm_90a: the launchers check device_is_sm90() first
 #endif
 }
 
@@ -195,26 +198,6 @@ cudaError_t launch(const Problem& pr, const ForwardArgs& a, cudaStream_t stream)
   dim3 grid((pr.n_q + L::kBlockM - 1) / L::kBlockM, pr.heads_q, pr.batch);
   kernel<<<grid, (kWG + 1) * 128, L::bytes, stream>>>(tm_q, tm_k, tm_v, make_fwd_params<T>(pr, a));
   return cudaGetLastError();
-}
-
-// The registry's configs first (the same three for both head dims: two and three consumer
-// warpgroups, two key-tile widths), then tiles for the benchmark and the defaults.
-constexpr Tile kTiles128[] = {{128, 128}, {128, 64}, {192, 64}, {64, 128}};
-constexpr Tile kTiles64[] = {{128, 128}, {128, 64}, {192, 64}, {64, 128}, {192, 128}};
-// The default tile per head dim: the fastest measured on the H200 (reports/h200/BENCH.md). At d = 64
-// the softmax, not the GEMMs, bounds a warpgroup: three consumers keep the tensor cores busier.
-// (192 x 128 at d = 128 would need more registers than three consumers have: it is not built.)
-constexpr Tile kDefault128{128, 128}, kDefault64{192, 128};
-
-template <class T, int kD>
-cudaError_t dispatch_tile(const Problem& pr, Tile t, const ForwardArgs& a, cudaStream_t s) {
-  if (t.block_m == 128 && t.block_n == 128) return launch<T, kD, 128, 2>(pr, a, s);
-  if (t.block_m == 128 && t.block_n == 64) return launch<T, kD, 64, 2>(pr, a, s);
-  if (t.block_m == 64 && t.block_n == 128) return launch<T, kD, 128, 1>(pr, a, s);
-  if (t.block_m == 192 && t.block_n == 64) return launch<T, kD, 64, 3>(pr, a, s);
-  if constexpr (kD == 64)
-    if (t.block_m == 192 && t.block_n == 128) return launch<T, kD, 128, 3>(pr, a, s);
-  return cudaErrorInvalidValue;
 }
 
 }  // namespace
@@ -281,32 +264,19 @@ bool tensor_map_f32_sw128(CUtensorMap* map, float* base, int d, int rows, int he
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-int wgmma_forward_tiles(int d, Tile* out, int max_out) {
-  const Tile* tiles = d == 64 ? kTiles64 : d == 128 ? kTiles128 : nullptr;
-  const int count = d == 64 ? int(std::size(kTiles64)) : d == 128 ? int(std::size(kTiles128)) : 0;
-  int n = 0;
-  for (; n < count && n < max_out; ++n) out[n] = tiles[n];
-  return n;
-}
-
-Tile wgmma_forward_default(int d) { return d == 64 ? kDefault64 : kDefault128; }
-
-bool wgmma_forward_supports(const Problem& p, Tile t) {
-  if (!well_formed(p) || (p.dtype != DType::F16 && p.dtype != DType::BF16) || !device_is_sm90()) return false;
-  Tile tiles[std::size(kTiles64)];
-  const int n = wgmma_forward_tiles(p.d, tiles, int(std::size(kTiles64)));
-  for (int i = 0; i < n; ++i)
-    if (tiles[i].block_m == t.block_m && tiles[i].block_n == t.block_n) return true;
-  return false;
-}
-
-cudaError_t wgmma_forward(const Problem& p, Tile t, const ForwardArgs& a, cudaStream_t stream) {
-  if (t.block_m == 0 && t.block_n == 0) t = wgmma_forward_default(p.d);
-  if (!wgmma_forward_supports(p, t)) return cudaErrorInvalidValue;
-  if (p.dtype == DType::F16)
-    return p.d == 64 ? dispatch_tile<__half, 64>(p, t, a, stream) : dispatch_tile<__half, 128>(p, t, a, stream);
-  return p.d == 64 ? dispatch_tile<__nv_bfloat16, 64>(p, t, a, stream)
-                   : dispatch_tile<__nv_bfloat16, 128>(p, t, a, stream);
+// The tiles of wgmma_traits.hpp (block_m = 64 x consumer warpgroups), for its dtypes and head dims.
+cudaError_t WgmmaTraits::forward(const Problem& p, Tile t, const ForwardArgs& a, void*, cudaStream_t stream) {
+  if (!well_formed(p) || !device_is_sm90()) return cudaErrorInvalidValue;
+  if (t == Tile{}) t = tile_for(kForwardDefault, p.d);
+  return dtype_dim_switch<WgmmaTraits>(p.dtype, p.d, [&](auto type, auto dim) {
+    using T = typename decltype(type)::type;
+    constexpr int kD = decltype(dim)::value;
+    return tile_switch<kForwardTiles, kD>(t, [&](auto i) {
+      constexpr BuiltTile x = kForwardTiles[decltype(i)::value];
+      static_assert(x.block_m % 64 == 0, "a consumer warpgroup owns 64 query rows");
+      return launch<T, kD, x.block_n, x.block_m / 64>(p, a, stream);
+    });
+  });
 }
 
 }  // namespace fc::cuda

@@ -1,4 +1,4 @@
-// The seeds' worked examples (DESIGN §5) as golden fixtures, for cpu_tiled with fp64 storage at
+// The seeds' worked examples (docs/laws.md) as golden fixtures, for cpu_tiled with fp64 storage at
 // every block size 1..N (block_m and block_n independently) in both loop orders, and for cpu_naive.
 // Each printed figure is checked to its printed precision: |x - printed| <= half a unit of its
 // last printed digit.

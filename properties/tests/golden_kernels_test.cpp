@@ -1,4 +1,4 @@
-// The seeds' worked examples (DESIGN §5) on every registered correct kernel that claims them, in
+// The seeds' worked examples (docs/laws.md) on every registered correct kernel that claims them, in
 // each storage type it offers where the inputs are exact. Expected values are the seeds' printed
 // numbers; the tolerance is their printing (half a unit in the last printed digit) plus the
 // kernel's error bound, nothing else.

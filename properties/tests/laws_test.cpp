@@ -1,4 +1,4 @@
-// One TEST_CASE per law of DESIGN §5, each run over every registered (non-mutant) kernel of this
+// One TEST_CASE per law (docs/laws.md), each run over every registered (non-mutant) kernel of this
 // executable's device that claims what the law needs: >= 100 random cases per kernel (FC_CASES to
 // change), regression files first, shrinking, a replay line on failure and the coverage check.
 // Compiled twice: device cpu (label cpu) and device cuda (label gpu, skipped without a GPU).

@@ -1,4 +1,4 @@
-// The seeds' worked examples (DESIGN §5) as attention problems, shared by the golden tests of both
+// The seeds' worked examples (docs/laws.md) as attention problems, shared by the golden tests of both
 // oracles. The expected numbers are the seeds' printed ones; they are compared at their printed
 // precision: half a unit of the last printed digit.
 #pragma once

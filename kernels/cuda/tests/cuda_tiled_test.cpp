@@ -45,9 +45,9 @@ std::vector<double> plus(const std::vector<double>& a, const std::vector<double>
   return c;
 }
 
-// The backward's tile: cuda_wgmma's CTA owns 128 keys (its query step does not enter the bound).
+// The backward's tile that runs with cfg (the kernel's traits pair them): (queries per step, keys per CTA).
 cuda::Tile backward_tile_of(const Kernel& kern, const Config& cfg, int32_t d) {
-  return kern.info.name == "cuda_wgmma" ? cuda::Tile{64, 128} : cuda::backward_tile(cfg, d);
+  return cuda::backward_tile(*cuda::find_cuda_kernel(kern.info.name), cfg, d);
 }
 
 // o and lse come from the forward on cfg's tile (its rescales count), P is recomputed per (query, key)

@@ -83,7 +83,7 @@ inline ref::Tensors64 tensors64(const Inputs& in, bool with_d_o) {
 }
 
 // cuda_tiled: S in fp32 registers, P and dS rounded to storage before their GEMMs, mma.sync
-// accumulation that truncates (DESIGN §4: a whole fp32 ulp per step), kBlockN keys per tile.
+// accumulation that truncates (docs/ERROR_MODEL.md: a whole fp32 ulp per step), kBlockN keys per tile.
 inline ref::Precision tiled_precision(DType t, int32_t block_n) {
   ref::Precision pr;
   pr.storage = t;
