@@ -21,6 +21,10 @@ for t in "${targets[@]:1}"; do
   exe=$(find "$build" -type f -name "$t" -perm -u+x | head -1)
   cp "$exe" "$root/.carry/tests/" && strip "$root/.carry/tests/$t"
 done
+# The shared libraries the device image lacks (it has CUDA and Python, not fmt, MPFR or GMP).
+for exe in "$root"/.carry/tests/* "$root/.carry/libfcbench.so"; do
+  for lib in $(ldd "$exe" | awk '/libfmt|libmpfr|libgmp/ {print $3}'); do cp -L "$lib" "$root/.carry/lib/"; done
+done
 git -C "$root" rev-parse --short HEAD > "$root/.carry/COMMIT"
 [ -n "$(git -C "$root" status --porcelain --untracked-files=no)" ] && echo "+ uncommitted changes" >> "$root/.carry/COMMIT"
 mkdir -p "$root/.carry-z"

@@ -13,24 +13,27 @@
 #   ab         perf of .carry/libfcbench.so and of .carry/base/libfcbench.so (an older build, its COMMIT
 #              beside it), each in its own pass beside torch; options in AB_OPTS (default --wgmma-only
 #              --ns 4096,16384); bench/ab_compare.py RUN.json prints them side by side
-# Output: $OUT/<date>_<commit>.json, the run (bench/report.py collect: the command, each step's exit
+# Output: $OUT/<YYYY-MM-DD-HHMM>_<commit>.json, the run (bench/report.py collect: the command, each step's exit
 # status, time and summary, the JSON results), and $OUT/logs.tar.gz (every log; not for git). Copy
 # the JSON into reports/h200/runs/ and regenerate BENCH.md with bench/report.py render.
 set -uo pipefail
+# shellcheck source=bench/device_env.sh
 source "$(dirname "$0")/device_env.sh"  # root, out, .carry/ unpacked, LD_LIBRARY_PATH
 work=$(mktemp -d)  # logs and step results; only the run JSON and the log archive go to $out
 export PYTHONUNBUFFERED=1
-export FC_COMMIT=$(head -n1 "$root/.carry/COMMIT" 2>/dev/null || echo unknown)
+FC_COMMIT=$(head -n1 "$root/.carry/COMMIT" 2>/dev/null || echo unknown)
+export FC_COMMIT
 bin=$root/.carry/tests
 lib=$root/.carry/libfcbench.so
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$work/device.txt" 2>&1
 
 # step NAME SECONDS CMD...: run CMD with a time limit, its output in $work/NAME.log; one line in
-# $work/steps.tsv (name, exit status, seconds). A binary that was not carried is a step that did not run.
+# $work/steps.tsv (name, exit status, seconds). A step whose carried binary (the first argument under
+# .carry/) is missing did not run, and says so.
 step() {
   local name=$1 secs=$2 exe="" a
   shift 2
-  for a in "$@"; do case $a in */*) exe=$a && break ;; esac; done
+  for a in "$@"; do case $a in "$root"/.carry/*) exe=$a && break ;; esac; done  # the carried binary, if any
   if [ -n "$exe" ] && [ ! -e "$exe" ]; then
     printf '%s\tnot carried\t0\n' "$name" >> "$work/steps.tsv"
     return
@@ -41,7 +44,7 @@ step() {
   echo "$name: rc=$(tail -n1 "$work/steps.tsv" | cut -f2), $((SECONDS - t0)) s"
 }
 
-sdpa() { python3 "$root/bench/bench_sdpa.py" --lib "$lib" "$@"; }
+sdpa=(python3 "$root/bench/bench_sdpa.py" --lib "$lib")
 
 for s in "$@"; do
   case $s in
@@ -50,19 +53,19 @@ for s in "$@"; do
       step cuda_tiled_test 120 "$bin/cuda_tiled_test" -r compact
       step cuda_naive_test 60 "$bin/cuda_naive_test" -r compact ;;
     laws)
-      for k in cuda_tiled cuda_wgmma; do step "check_$k" 120 "$bin/flashcheck" check --kernel "$k" --seed 7; done
+      for k in cuda_tiled cuda_wgmma; do step "check_$k" 400 "$bin/flashcheck" check --kernel "$k" --seed 7; done
       step audit 180 "$bin/flashcheck" audit --quick --out "$work/audit" ;;
     sanitize)
       for tool in memcheck racecheck; do
         step "sanitize_$tool" 300 compute-sanitizer --tool "$tool" --error-exitcode 3 "$bin/cuda_tiled_test" "[sanitize]"
       done ;;
-    check) step check 540 sdpa --jobs check --out "$work/check.json" ;;
-    perf) step perf 540 sdpa --jobs perf --out "$work/perf.json" ;;
-    perf-quick) step perf 540 sdpa --jobs perf --quick --out "$work/perf.json" ;;
-    memory) step memory 540 sdpa --jobs memory --out "$work/memory.json" ;;
+    check) step check 540 "${sdpa[@]}" --jobs check --out "$work/check.json" ;;
+    perf) step perf 540 "${sdpa[@]}" --jobs perf --out "$work/perf.json" ;;
+    perf-quick) step perf 540 "${sdpa[@]}" --jobs perf --quick --out "$work/perf.json" ;;
+    memory) step memory 540 "${sdpa[@]}" --jobs memory --out "$work/memory.json" ;;
     ab)
       # shellcheck disable=SC2086
-      step perf 540 sdpa --jobs perf ${AB_OPTS:---wgmma-only --ns 4096,16384} --out "$work/perf.json"
+      step perf 540 "${sdpa[@]}" --jobs perf ${AB_OPTS:---wgmma-only --ns 4096,16384} --out "$work/perf.json"
       # shellcheck disable=SC2086
       FC_COMMIT="base $(head -n1 "$root/.carry/base/COMMIT" 2>/dev/null || echo unknown)" \
         step perf_base 540 python3 "$root/bench/bench_sdpa.py" --lib "$root/.carry/base/libfcbench.so" --jobs perf \

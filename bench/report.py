@@ -4,7 +4,7 @@
   bench/report.py collect WORK --command CMD --out DIR
       (bench/device.sh) WORK holds a run's logs and JSON: steps.tsv (name, exit status, seconds), NAME.log,
       check.json, perf.json, perf_base.json, memory.json, audit/report.json, device.txt. Writes
-      DIR/<date>_<commit>.json and prints its path. Numbers are copied, never recomputed.
+      DIR/<YYYY-MM-DD-HHMM>_<commit>.json and prints its path. Numbers are copied, never recomputed.
   bench/report.py render RUN.json... --out reports/h200/BENCH.md [--main RUN.json]
       The main run (default: the newest with perf at three sequence lengths and memory) in full; every
       run in the table of runs; a later run's perf beside the main run's.
@@ -57,7 +57,8 @@ def collect(a):
         meta["device"] = open(os.path.join(w, "device.txt")).read().split(",")[0].strip()
     meta["command"] = a.command
     commit = (meta.get("commit") or "unknown").split()[0]
-    path = os.path.join(a.out, f"{meta['date'][:10]}_{commit}.json")
+    date = meta["date"]  # "YYYY-MM-DD HH:MM:SS UTC"
+    path = os.path.join(a.out, f"{date[:10]}-{date[11:13]}{date[14:16]}_{commit}.json")
     json.dump(run, open(path, "w"), indent=1)
     print(path)
 

@@ -193,6 +193,15 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
     const int32_t n_cap = std::max<int32_t>(2, int32_t(std::sqrt(kMaxWork / per)));
     p.n_k = std::min(p.n_k, n_cap), p.n_q = std::min(p.n_q, n_cap + (c.regime == Regime::FullyMasked));
     if (c.regime == Regime::FullyMasked) p.n_q = std::max(p.n_q, p.n_k + 1);
+    if (spec.large_percent > 0 && c.regime != Regime::FullyMasked &&
+        *uniform_index(100) >= size_t(100 - spec.large_percent)) {  // shrinks toward the ordinary shape
+      // Uniform at every size (inRange would favour the shortest rows at small sizes).
+      const int32_t bm = std::max(1, c.cfg.block_m > 0 ? c.cfg.block_m : 64);
+      p.batch = p.heads_kv = 1;
+      p.heads_q = spec.gqa ? *rc::gen::inRange(1, 3) : 1;
+      p.n_k = 3 * bn + int32_t(*uniform_index(size_t(3 * bn + 1)));
+      p.n_q = 2 * bm + int32_t(*uniform_index(size_t(bm + 1)));
+    }
     p.n_q = std::max(p.n_q, spec.min_n), p.n_k = std::max(p.n_k, spec.min_n);
     const double dflt = default_scale(p.d);
     if (spec.pow2_scale)  // 1 first, then 2^-1 .. 2^-4 (1/sqrt(d) rounded to a power of two) and 2

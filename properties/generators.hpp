@@ -28,6 +28,10 @@ struct GenSpec {
   bool s_in_storage = false;     // S materialised in storage: Huge stays within its range
   int32_t min_n = 1, min_d = 1;  // statistical laws (the FA rule) need sizable tensors
   bool pow2_scale = false;       // scales are powers of two (laws that need exact scores)
+  // GPU-sized shapes: this percentage of cases is one head (two with GQA) whose rows span 3..6 key
+  // tiles and 2..3 query tiles of the case's tile (64 x 64 when it names none), past the work cap:
+  // a pipeline ring wraps, a backward runs >= 2 key blocks. 0 (CPU kernels) draws nothing for it.
+  int32_t large_percent = 0;
 };
 
 rc::Gen<Case> gen_case(const GenSpec& spec);

@@ -11,6 +11,10 @@
 namespace fc::props {
 namespace {
 
+// The share of a GPU kernel's cases drawn GPU-sized (GenSpec::large_percent): >= 30 % of them span
+// >= 3 key tiles; the rest keep the small shapes that shrink well and the oracle judges fast.
+constexpr int32_t kLargePercent = 40;
+
 template <class V, class X>
 bool has(const V& v, X x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -30,6 +34,7 @@ const std::vector<Law>& laws() {
     add_metamorphic_laws(t);
     add_structural_laws(t);
     add_softmax_laws(t);
+    add_large_laws(t);  // last: one huge case per run
     return t;
   }();
   return table;
@@ -48,6 +53,7 @@ bool law_applies(const Law& law, const Kernel& k) {
   if (law.mask_none_only && !has(i.masks, Mask::None)) return false;
   if (law.needs_causal && std::none_of(i.masks.begin(), i.masks.end(), is_causal)) return false;
   if (law.needs_tiles && !i.any_tile && i.configs.size() < 2) return false;
+  if (law.needs_large_offsets && !i.large_offsets) return false;
   if (!law.only_dtypes.empty() &&
       std::none_of(law.only_dtypes.begin(), law.only_dtypes.end(), [&](DType t) { return has(i.dtypes, t); }))
     return false;
@@ -95,6 +101,7 @@ GenSpec spec_for(const Law& law, const Kernel& k) {
   s.min_n = law.min_n, s.min_d = law.min_d;
   s.s_in_storage = i.stores_s_p;  // as precision_of decides
   s.pow2_scale = law.pow2_scale;
+  s.large_percent = i.device == "cpu" ? 0 : kLargePercent;
   return s;
 }
 

@@ -2,6 +2,7 @@
 // cover, and a check that returns "" when the law holds on a case or says how it broke.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,10 @@ struct Law {
   // What the law needs the kernel to declare (KernelInfo::exact): "" when it has it, else why not.
   std::function<std::string(const KernelInfo&)> needs_exact{};
   std::function<std::string(const Kernel&, const Case&)> check{};
+  bool needs_large_offsets = false;  // only for kernels that declare KernelInfo::large_offsets
+  // A law judged on one case it builds from the seed (too large for RapidCheck to hold, copy and
+  // shrink: laws_large.cpp): the runner calls it once instead of `check` on random cases.
+  std::function<std::string(const Kernel&, uint64_t seed)> check_once{};
 };
 
 const std::vector<Law>& laws();
@@ -56,6 +61,7 @@ void add_structural_laws(std::vector<Law>& out);   // laws_structural.cpp
 void add_softmax_laws(std::vector<Law>& out);      // laws_softmax.cpp
 void add_order_laws(std::vector<Law>& out);        // laws_order.cpp
 void add_hull_laws(std::vector<Law>& out);         // laws_hull.cpp
+void add_large_laws(std::vector<Law>& out);        // laws_large.cpp
 void add_variant_laws(std::vector<Law>& out);      // laws_variants.cpp, laws_window.cpp
 
 // Helpers shared by the law files.

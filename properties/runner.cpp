@@ -62,6 +62,26 @@ bool replay_files(const Law& law, const Kernel& k, const RunOptions& opt, LawRes
   return false;
 }
 
+// A law that builds its one case from the seed (Law::check_once): no regressions, no shrinking; the
+// replay line names the seed.
+LawResult run_once(const Law& law, const Kernel& k, const RunOptions& opt) {
+  LawResult res;
+  try {
+    res.message = law.check_once(k, opt.seed);
+  } catch (const NotApplicable& e) {
+    res.applies = false, res.not_applicable = e.what();
+    return res;
+  } catch (const std::exception& e) {
+    res.message = fmt::format("threw: {}\n", e.what());
+  }
+  res.cases = 1;
+  if (res.message.empty()) return res;
+  res.ok = false;
+  res.counterexample = "the case is the law's own, built from the seed\n";
+  res.replay = fmt::format("{} --law {} --seed {}", replay_prefix(k, opt), law.id, opt.seed);
+  return res;
+}
+
 // One RapidCheck run of the law over `spec` under property id `id`. Returns false when it failed
 // (res holds the message, minimal case and replay line) or RapidCheck gave up or erred.
 bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std::string& id, uint64_t seed, int cases,
@@ -181,6 +201,14 @@ LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt) {
     res.applies = false;
     res.not_applicable = "the kernel does not claim what the law needs";
     return res;
+  }
+  if (law.check_once) {  // its own case from the seed: no files, no random cases
+    if (!opt.case_file.empty() || !opt.reproduce.empty()) {
+      res.applies = false;
+      res.not_applicable = "the law builds its one case from the seed (--seed replays it)";
+      return res;
+    }
+    return run_once(law, k, opt);
   }
   if (!opt.case_file.empty()) return run_law_on_file(law, k, opt.case_file, "--case", replay_prefix(k, opt));
   if (opt.reproduce.empty() && replay_files(law, k, opt, res)) return res;

@@ -39,6 +39,7 @@ LawResult run_law_on_file(const Law& law, const Kernel& k, const std::string& fi
     return res;
   };
   if (!law_applies(law, k)) return not_applicable("the kernel does not claim what the law needs");
+  if (law.check_once) return not_applicable("the law builds its one case from the seed, not from a file");
   std::map<std::string, std::string> meta;
   Case c = read_case(file, nullptr, &meta);  // a malformed file is bad input: it throws
   if (!meta.count("fc.block_m")) c.cfg = config_at(k, 0), c.cfg2 = config_at(k, 1);

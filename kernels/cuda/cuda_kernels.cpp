@@ -57,6 +57,8 @@ void backward_host(const CudaKernel& ck, Tile t, bool deterministic, const Probl
   bdv.download(d_v);
 }
 
+}  // namespace
+
 // The registry row of a table entry: every mask, GQA; configs are its forward tiles.
 Kernel registry_row(const CudaKernel& ck) {
   Kernel k;
@@ -68,6 +70,7 @@ Kernel registry_row(const CudaKernel& ck) {
   k.info.head_dims.assign(ck.head_dims.begin(), ck.head_dims.end());
   k.info.backward = ck.backward != nullptr;
   k.info.stores_s_p = ck.stores_s_p;
+  k.info.large_offsets = ck.large_offsets;
   k.info.exact = ck.exact;
   for (Tile t : ck.configs) {
     Config c;
@@ -89,8 +92,6 @@ Kernel registry_row(const CudaKernel& ck) {
   return k;
 }
 
-}  // namespace
-
 Tile forward_tile(const CudaKernel& k, const Config& cfg, int d) {
   if (cfg.block_m == 0 && cfg.block_n == 0) return k.config_default(d);
   return Tile{cfg.block_m, cfg.block_n};
@@ -104,6 +105,7 @@ Tile backward_tile(const CudaKernel& k, const Config& cfg, int d) {
 
 void register_cuda_kernels(std::vector<Kernel>& out) {
   for (const cuda::CudaKernel& ck : cuda::cuda_kernel_table()) out.push_back(cuda::registry_row(ck));
+  cuda::register_cuda_mutants(out);
 }
 
 }  // namespace fc

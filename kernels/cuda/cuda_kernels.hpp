@@ -13,4 +13,11 @@ Tile forward_tile(const CudaKernel& k, const Config& cfg, int d);
 // The backward tile that runs with it for head dim d (CudaKernel::backward_tile).
 Tile backward_tile(const CudaKernel& k, const Config& cfg, int d);
 
+// The registry row of a kernel-table entry (its host-tensor glue around the entry's launchers). ck
+// must outlive the row.
+Kernel registry_row(const CudaKernel& ck);
+
+// Appends the CUDA mutants' rows (cuda_mutants.cpp) to `out`, which holds their base kernels' rows.
+void register_cuda_mutants(std::vector<Kernel>& out);
+
 }  // namespace fc::cuda

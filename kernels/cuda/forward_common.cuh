@@ -50,8 +50,9 @@ FwdParams<T> make_fwd_params(const Problem& pr, const ForwardArgs& a) {
 // softmax_update: s (raw q.k, C layout) becomes the fp32 weights P = exp2(x - m_new); the running max
 // m and partial sum l (rows g and g + 8; l per thread, quad-summed at the end) move to the new max;
 // corr = exp2(m_old - m_new) is what o must still be scaled by. row0: the block's first query row.
-// need_mask: some key of the block is masked or past n_k.
-template <class T, int kNB>
+// need_mask: some key of the block is masked or past n_k. kClampNk = false is a CUDA mutant's fault
+// (mutant_traits.hpp): the causal limit only, keys past n_k kept.
+template <class T, int kNB, bool kClampNk = true>
 __device__ __forceinline__ void softmax_update(float (&s)[kNB][4], float (&m)[2], float (&l)[2], float (&corr)[2],
                                                const FwdParams<T>& p, bool need_mask, int64_t row0, int64_t n0) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -67,7 +68,9 @@ __device__ __forceinline__ void softmax_update(float (&s)[kNB][4], float (&m)[2]
     int lim[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int64_t nv = n_visible(p.mask, row0 + g + 8 * r, p.n_q, p.n_k) - n0;
+      int64_t nv = n_visible(p.mask, row0 + g + 8 * r, p.n_q, p.n_k) - n0;
+      if constexpr (!kClampNk)
+        nv = p.mask == Mask::None ? 8 * kNB : row0 + g + 8 * r + rules::causal_offset(p.mask, p.n_q, p.n_k) + 1 - n0;
       lim[r] = nv < 0 ? 0 : nv > 8 * kNB ? 8 * kNB : int(nv);
     }
 #pragma unroll
@@ -116,12 +119,12 @@ __device__ __forceinline__ void rescale_and_pack(const float (&s)[kNB][4], const
   }
 }
 
-template <class T, int kNB, int kDB>
+template <class T, int kNB, int kDB, bool kClampNk = true>
 __device__ __forceinline__ void online_softmax_step(float (&s)[kNB][4], float (&m)[2], float (&l)[2],
                                                     float (&o)[kDB][4], uint32_t (&pa)[kNB / 2][4],
                                                     const FwdParams<T>& p, bool need_mask, int64_t row0, int64_t n0) {
   float corr[2];
-  softmax_update<T, kNB>(s, m, l, corr, p, need_mask, row0, n0);
+  softmax_update<T, kNB, kClampNk>(s, m, l, corr, p, need_mask, row0, n0);
   rescale_and_pack<T, kNB, kDB>(s, corr, o, pa);
 }
 

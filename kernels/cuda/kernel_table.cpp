@@ -35,6 +35,10 @@ template <class Tr, class = void>
 struct StoresSP : std::false_type {};
 template <class Tr>
 struct StoresSP<Tr, std::void_t<decltype(Tr::kStoresSP)>> : std::bool_constant<Tr::kStoresSP> {};
+template <class Tr, class = void>
+struct LargeOffsets : std::false_type {};
+template <class Tr>
+struct LargeOffsets<Tr, std::void_t<decltype(Tr::kLargeOffsets)>> : std::bool_constant<Tr::kLargeOffsets> {};
 
 // The tiles of `list` built for head dim d, `first` (the default) leading.
 template <class List>
@@ -76,6 +80,7 @@ CudaKernel row() {
   if constexpr (HasHeadDims<Tr>::value) k.head_dims.assign(std::begin(Tr::kHeadDims), std::end(Tr::kHeadDims));
   k.hopper_only = Tr::kHopperOnly;
   k.stores_s_p = StoresSP<Tr>::value;
+  k.large_offsets = LargeOffsets<Tr>::value;
   if constexpr (HasConfigs<Tr>::value)
     for (const ConfigTile& c : Tr::kConfigs)
       if (std::find(k.configs.begin(), k.configs.end(), c.forward) == k.configs.end()) k.configs.push_back(c.forward);

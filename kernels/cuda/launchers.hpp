@@ -87,6 +87,7 @@ struct CudaKernel {
   std::vector<int> head_dims;  // empty: any
   bool hopper_only = false;    // claims problems only on a device of compute capability 9.x
   bool stores_s_p = false;     // S and P go through HBM in the storage type (KernelInfo::stores_s_p)
+  bool large_offsets = false;  // 64-bit element offsets: tensors past 2^31 elements (KernelInfo::large_offsets)
   std::vector<Tile> configs;   // the registry's configs (forward tiles); the first leads the list
   Exactness exact;             // what the metamorphic laws may ask for bit for bit (KernelInfo::exact)
 

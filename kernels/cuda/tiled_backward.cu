@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/mutant_switch.cuh"
 #include "kernels/cuda/nonfinite.cuh"
 #include "kernels/cuda/static_switch.cuh"
 #include "kernels/cuda/tiled_backward.cuh"
@@ -58,7 +59,8 @@ constexpr int kv_smem_bytes() {
          (kAtomicDq ? kBlockN * kBlockM * int(sizeof(T)) : 0);
 }
 
-template <class T, int kD, int kBlockM, int kBlockN, bool kAtomicDq>
+// kFault: a planted fault of a CUDA mutant (mutant_traits.hpp), Fault::None for the real kernel.
+template <class T, int kD, int kBlockM, int kBlockN, bool kAtomicDq, Fault kFault = Fault::None>
 __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) {
   constexpr int kThreads = kBlockN * 2, kWarps = kBlockN / 16;
   constexpr int kMB = kBlockM / 8, kDB = kD / 8;
@@ -219,6 +221,12 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
             const int row = r0 + g + 8 * r;
             if (m0 + row >= p.n_q) continue;
             float* dst = acc_bh + int64_t(row) * kD + c0 + cb * 8 + 2 * t;  // 8-byte aligned pair
+            if constexpr (kFault == Fault::TiledDqPlainAdd) {  // not atomic: other CTAs add to the same rows
+              float2* d2 = reinterpret_cast<float2*>(dst);
+              const float2 x = *d2;
+              *d2 = make_float2(x.x + dq[cb][2 * r], x.y + dq[cb][2 * r + 1]);
+              continue;
+            }
 #if __CUDA_ARCH__ >= 900
             atomicAdd(reinterpret_cast<float2*>(dst), make_float2(dq[cb][2 * r], dq[cb][2 * r + 1]));
 #else
@@ -246,18 +254,21 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
   }
 }
 
-template <class T, int kD, int kBlockM, int kBlockN>
+// A mutant (kFault set) runs the atomic variant only.
+template <class T, int kD, int kBlockM, int kBlockN, Fault kFault = Fault::None>
 cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) {
   backward_prep(p, !deterministic, stream);
   constexpr int smem_base = kv_smem_bytes<T, kD, kBlockM, kBlockN, false>();
   const dim3 grid((p.n_k + kBlockN - 1) / kBlockN, p.heads_kv, p.batch);
   cudaError_t e;
   if (!deterministic) {
-    auto kernel = bwd_kv_kernel<T, kD, kBlockM, kBlockN, true>;
+    auto kernel = bwd_kv_kernel<T, kD, kBlockM, kBlockN, true, kFault>;
     constexpr int smem = kv_smem_bytes<T, kD, kBlockM, kBlockN, true>();
     if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess) return e;
     kernel<<<grid, kBlockN * 2, smem, stream>>>(p);
     backward_dq_convert(p, stream);
+  } else if constexpr (kFault != Fault::None) {
+    return cudaErrorInvalidValue;
   } else {
     auto kernel = bwd_kv_kernel<T, kD, kBlockM, kBlockN, false>;
     if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_base)) != cudaSuccess)
@@ -301,6 +312,19 @@ cudaError_t TiledTraits::backward(const Problem& pr, Tile t, bool deterministic,
       constexpr BuiltTile x = kBackwardTiles[decltype(i)::value];
       return launch<T, kD, x.block_m, x.block_n>(p, deterministic, stream);
     });
+  });
+}
+
+// A CUDA mutant's backward (mutant_traits.hpp): its one tile, dtype and head dim, with its fault
+// (the atomic d_q variant).
+cudaError_t tiled_backward_mutant(Fault f, const Problem& pr, const BackwardArgs& a, void* workspace,
+                                  cudaStream_t stream) {
+  if (!well_formed(pr)) return cudaErrorInvalidValue;
+  const BwdParams p = make_bwd_params(pr, a, workspace);
+  return mutant_switch<FaultSite::TiledBackward>(f, pr, [&](auto i) {
+    constexpr CudaMutant m = kCudaMutants[decltype(i)::value];
+    return launch<MutantStorage<decltype(i)::value>, m.d, m.backward.block_m, m.backward.block_n, m.fault>(p, false,
+                                                                                                           stream);
   });
 }
 

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/forward_common.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/mutant_switch.cuh"
 #include "kernels/cuda/nonfinite.cuh"
 #include "kernels/cuda/static_switch.cuh"
 #include "kernels/cuda/tiled_traits.hpp"
@@ -20,10 +21,14 @@ constexpr int forward_smem_bytes() {
   return (kBlockM + 4 * kBlockN) * kD * int(sizeof(T));
 }
 
+// An element offset as 32-bit arithmetic leaves it: wrapped modulo 2^32, read as signed (Fault::TiledOffset32).
+__device__ __forceinline__ int64_t wrap32(int64_t x) { return int32_t(uint32_t(uint64_t(x))); }
+
 // kMT: 16-row m-tiles per warp. kMT = 1 keeps the warp's q fragments in registers; kMT = 2 reads
 // them from shared memory at every k-step but reuses each k / v fragment for two m-tiles, halving
-// the shared-memory traffic per mma (the FlashAttention-2 layout).
-template <class T, int kD, int kBlockM, int kBlockN, int kMT>
+// the shared-memory traffic per mma (the FlashAttention-2 layout). kFault: a planted fault of a CUDA
+// mutant (mutant_traits.hpp), Fault::None for the real kernel.
+template <class T, int kD, int kBlockM, int kBlockN, int kMT, Fault kFault = Fault::None>
 __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const FwdParams<T> p) {
   constexpr int kThreads = kBlockM * 2 / kMT;  // kBlockM / (16 kMT) warps
   constexpr int kNB = kBlockN / 8;             // score n-blocks per m-tile
@@ -45,8 +50,19 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
   const T* q = p.q + ((int64_t(b) * p.heads_q + h) * p.n_q + m0) * kD;  // (kBlockM, kD) tile
   const T* k = p.k + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
   const T* v = p.v + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
+  if constexpr (kFault == Fault::TiledOffset32) {                       // the same offsets in 32-bit int arithmetic
+    q = p.q + wrap32(((int64_t(b) * p.heads_q + h) * p.n_q + m0) * kD);
+    k = p.k + wrap32((int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD);
+    v = p.v + wrap32((int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD);
+  }
+  // Rows of k and v the loads treat as present: TiledTail assumes whole key tiles (rows past n_k are
+  // the next head's).
+  int n_k_rows = p.n_k;
+  if constexpr (kFault == Fault::TiledTail) n_k_rows = (p.n_k + kBlockN - 1) / kBlockN * kBlockN;
 
-  const int n_tiles = rules::key_tile_count(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
+  int n_tiles = rules::key_tile_count(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
+  if constexpr (kFault == Fault::TiledCausalSkip)  // the diagonal key tile is not walked
+    if (p.mask != Mask::None && n_tiles > 0) --n_tiles;
 
   float o[kMT][kDB][4] = {};   // (16 kMT, kD) per warp, fp32
   float m[kMT][2], l[kMT][2];  // rows g and g + 8 of each m-tile: running max (base 2), partial sum
@@ -64,17 +80,19 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
   // S = q k^T, v_n only before o += P v, so v_n's copy overlaps the scores and the softmax.
   if (n_tiles > 0) {
     load_tile<kBlockM, kD, kThreads>(s_q, q, p.n_q - m0);
-    load_tile<kBlockN, kD, kThreads>(s_k, k, p.n_k);
+    load_tile<kBlockN, kD, kThreads>(s_k, k, n_k_rows);
     cp_async_commit();
-    load_tile<kBlockN, kD, kThreads>(s_v, v, p.n_k);
+    load_tile<kBlockN, kD, kThreads>(s_v, v, n_k_rows);
     cp_async_commit();
   }
   for (int n = 0; n < n_tiles; ++n) {
     const int n0 = n * kBlockN, next = (n + 1) & 1;
     cp_async_wait<1>();  // all but v_n: k_n has landed
-    __syncthreads();     // ... for every thread; and every warp is done with k_{n-1}'s buffer
+    // ... for every thread; and every warp is done with k_{n-1}'s buffer (TiledNoSync: no barrier).
+    if constexpr (kFault != Fault::TiledNoSync) __syncthreads();
     if (n + 1 < n_tiles)
-      load_tile<kBlockN, kD, kThreads>(s_k + next * kBlockN * kD, k + int64_t(n0 + kBlockN) * kD, p.n_k - n0 - kBlockN);
+      load_tile<kBlockN, kD, kThreads>(s_k + next * kBlockN * kD, k + int64_t(n0 + kBlockN) * kD,
+                                       n_k_rows - n0 - kBlockN);
     cp_async_commit();
     if constexpr (kMT == 1) {
       if (n == 0) {
@@ -109,14 +127,18 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
         }
       }
     }
-    const bool need_mask = rules::key_tile_straddles(p.mask, p.n_q, p.n_k, m0, n0, kBlockN);
+    bool need_mask = rules::key_tile_straddles(p.mask, p.n_q, p.n_k, m0, n0, kBlockN);
+    if constexpr (kFault == Fault::TiledTail)  // only the causal mask's straddle
+      need_mask = p.mask != Mask::None && int64_t(n0) + kBlockN - 1 > m0 + rules::causal_offset(p.mask, p.n_q, p.n_k);
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
-      online_softmax_step<T, kNB, kDB>(s[mt], m[mt], l[mt], o[mt], pa[mt], p, need_mask, m0 + w0 + mt * 16, n0);
+      online_softmax_step<T, kNB, kDB, kFault != Fault::TiledTail>(s[mt], m[mt], l[mt], o[mt], pa[mt], p, need_mask,
+                                                                   m0 + w0 + mt * 16, n0);
     cp_async_wait<1>();  // all but k_{n+1}: v_n has landed
     __syncthreads();     // ... for every thread; and every warp is done with v_{n-1}'s buffer
     if (n + 1 < n_tiles)
-      load_tile<kBlockN, kD, kThreads>(s_v + next * kBlockN * kD, v + int64_t(n0 + kBlockN) * kD, p.n_k - n0 - kBlockN);
+      load_tile<kBlockN, kD, kThreads>(s_v + next * kBlockN * kD, v + int64_t(n0 + kBlockN) * kD,
+                                       n_k_rows - n0 - kBlockN);
     cp_async_commit();
     const bool v_poisoned = need_mask && scrub_nonfinite<kBlockN, kD, kThreads>(s_v + (n & 1) * kBlockN * kD);
     // o += P v, P rounded to the storage type (the tensor cores take T operands).
@@ -143,16 +165,23 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
   for (int mt = 0; mt < kMT; ++mt) store_o_lse<T, kDB>(p, o[mt], m[mt], l[mt], b, h, m0 + w0 + mt * 16);
 }
 
-template <class T, int kD, int kBlockM, int kBlockN, int kMT>
+template <class T, int kD, int kBlockM, int kBlockN, int kMT, Fault kFault = Fault::None>
 cudaError_t launch(const Problem& pr, const ForwardArgs& a, cudaStream_t stream) {
   const FwdParams<T> p = make_fwd_params<T>(pr, a);
   constexpr int smem = forward_smem_bytes<T, kD, kBlockM, kBlockN>();
-  auto kernel = tiled_forward_kernel<T, kD, kBlockM, kBlockN, kMT>;
+  auto kernel = tiled_forward_kernel<T, kD, kBlockM, kBlockN, kMT, kFault>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
   dim3 grid((pr.n_q + kBlockM - 1) / kBlockM, pr.heads_q, pr.batch);
   kernel<<<grid, kBlockM * 2 / kMT, smem, stream>>>(p);
   return cudaGetLastError();
+}
+
+// The forward tile of tiled_traits.hpp that (block_m, block_n) is at head dim d.
+constexpr TiledForwardTile tiled_forward_tile(Tile t, int d) {
+  for (const TiledForwardTile& x : TiledTraits::kForwardTiles)
+    if (x.block_m == t.block_m && x.block_n == t.block_n && (x.d == 0 || x.d == d)) return x;
+  return TiledForwardTile{};
 }
 
 }  // namespace
@@ -168,6 +197,17 @@ cudaError_t TiledTraits::forward(const Problem& p, Tile t, const ForwardArgs& a,
       constexpr TiledForwardTile x = kForwardTiles[decltype(i)::value];
       return launch<T, kD, x.block_m, x.block_n, x.warp_m_tiles>(p, a, stream);
     });
+  });
+}
+
+// A CUDA mutant's forward (mutant_traits.hpp): its one tile, dtype and head dim, with its fault.
+cudaError_t tiled_forward_mutant(Fault f, const Problem& p, const ForwardArgs& a, cudaStream_t stream) {
+  if (!well_formed(p)) return cudaErrorInvalidValue;
+  return mutant_switch<FaultSite::TiledForward>(f, p, [&](auto i) {
+    constexpr CudaMutant m = kCudaMutants[decltype(i)::value];
+    constexpr TiledForwardTile x = tiled_forward_tile(m.forward, m.d);
+    static_assert(x.block_m > 0, "a mutant runs a tile tiled_traits.hpp lists");
+    return launch<MutantStorage<decltype(i)::value>, m.d, x.block_m, x.block_n, x.warp_m_tiles, m.fault>(p, a, stream);
   });
 }
 

@@ -24,6 +24,7 @@ struct TiledTraits {
   static constexpr DType kDTypes[] = {DType::F16, DType::BF16};
   static constexpr int kHeadDims[] = {64, 128};
   static constexpr bool kHopperOnly = false;
+  static constexpr bool kLargeOffsets = true;  // every element offset is 64-bit
   // Rows never interact in the forward (the backward's d_q is summed by atomics or a reduce-add); S
   // is an MMA chain over d, the same for every key and tile; P = exp2(s c - m) with m the running max
   // at the tile's end. The scale is folded with log2 e before the max is subtracted, so scores are

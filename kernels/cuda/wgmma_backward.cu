@@ -24,6 +24,7 @@
 
 #include <type_traits>
 
+#include "kernels/cuda/mutant_switch.cuh"
 #include "kernels/cuda/nonfinite.cuh"
 #include "kernels/cuda/static_switch.cuh"
 #include "kernels/cuda/tiled_backward.cuh"
@@ -66,7 +67,8 @@ struct BwdSmem {
 
 namespace {
 
-template <class T, int kD, int kWG, bool kAtomicDq>
+// kFault: a planted fault of a CUDA mutant (mutant_traits.hpp), Fault::None for the real kernel.
+template <class T, int kD, int kWG, bool kAtomicDq, Fault kFault = Fault::None>
 __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     wgmma_bwd_kv_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                         const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_do,
@@ -274,8 +276,10 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 #pragma unroll
         for (int x = 0; x < 4; ++x) {
           const int row = cw * 64 + warp * 16 + g + 8 * (x % 2), col = kk * 16 + 8 * (x / 2) + 2 * t;
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds + sw128_offset<kBlockN>(row, col)), "r"(sa[kk][x])
-                       : "memory");
+          uint32_t at = sw128_offset<kBlockN>(row, col);
+          if constexpr (kFault == Fault::WgmmaDsNoSwizzle)  // the same panels, chunks unswizzled
+            at = uint32_t((col / 64) * kBlockN * 128 + row * 128 + (col % 64) * 2);
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds + at), "r"(sa[kk][x]) : "memory");
         }
       fence_proxy_async();  // generic stores -> wgmma's async-proxy reads
     }
@@ -288,8 +292,11 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     if constexpr (kAtomicDq) {
       // This consumer's d_q block buffer: the previous step's reduce has read it before anyone writes.
       if (threadIdx.x % 128 == 0) bulk_wait_read<0>();
-      ConsumerSync::sync();  // every consumer's dS^T rows are in the stage
-      float dq[8][4];        // (16 queries, 64 columns) per warp
+      if constexpr (kFault == Fault::WgmmaDsSyncScope)
+        named_barrier_sync<128>(2 + cw);  // this warpgroup only
+      else
+        ConsumerSync::sync();  // every consumer's dS^T rows are in the stage
+      float dq[8][4];          // (16 queries, 64 columns) per warp
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kBlockN / 16; ++ks)
@@ -348,10 +355,10 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 #endif
 }
 
-template <class T, int kD, int kWG, bool kAtomicDq>
+template <class T, int kD, int kWG, bool kAtomicDq, Fault kFault = Fault::None>
 cudaError_t launch_kv(const BwdParams& p, const CUtensorMap (&maps)[7], cudaStream_t stream) {
   using L = BwdSmem<kD, kWG, kAtomicDq>;
-  auto kernel = wgmma_bwd_kv_kernel<T, kD, kWG, kAtomicDq>;
+  auto kernel = wgmma_bwd_kv_kernel<T, kD, kWG, kAtomicDq, kFault>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::bytes));
   if (e != cudaSuccess) return e;
   const dim3 grid((p.n_k + L::kBlockN - 1) / L::kBlockN, p.heads_kv, p.batch);
@@ -359,7 +366,8 @@ cudaError_t launch_kv(const BwdParams& p, const CUtensorMap (&maps)[7], cudaStre
   return cudaGetLastError();
 }
 
-template <class T, int kD, int kWG>
+// A mutant (kFault set) runs the d_q-by-reduce variant only.
+template <class T, int kD, int kWG, Fault kFault = Fault::None>
 cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) {
   CUtensorMap maps[7];  // k, v, q, d_o, padded lse2, padded D, the fp32 d_q accumulator
   const Problem& pr = p.pr;
@@ -374,8 +382,10 @@ cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) 
   backward_prep(p, !deterministic, stream);
   cudaError_t e;
   if (!deterministic) {
-    if ((e = launch_kv<T, kD, kWG, true>(p, maps, stream)) != cudaSuccess) return e;
+    if ((e = launch_kv<T, kD, kWG, true, kFault>(p, maps, stream)) != cudaSuccess) return e;
     backward_dq_convert(p, stream);
+  } else if constexpr (kFault != Fault::None) {
+    return cudaErrorInvalidValue;
   } else {
     if ((e = launch_kv<T, kD, kWG, false>(p, maps, stream)) != cudaSuccess) return e;
     if ((e = wgmma_backward_dq(p, stream)) != cudaSuccess) return e;  // d_q without atomics
@@ -401,6 +411,19 @@ cudaError_t WgmmaTraits::backward(const Problem& pr, Tile t, bool deterministic,
       static_assert(x.block_m == bwd_block_m<kD>() && x.block_n % 64 == 0, "one tile per head dim, 64 keys a consumer");
       return launch<T, kD, x.block_n / 64>(p, deterministic, stream);
     });
+  });
+}
+
+// A CUDA mutant's backward (mutant_traits.hpp): its dtype and head dim, with its fault (the d_q
+// reduce-add variant).
+cudaError_t wgmma_backward_mutant(Fault f, const Problem& pr, const BackwardArgs& a, void* workspace,
+                                  cudaStream_t stream) {
+  if (!well_formed(pr) || !device_is_sm90()) return cudaErrorInvalidValue;
+  const BwdParams p = make_bwd_params(pr, a, workspace);
+  return mutant_switch<FaultSite::WgmmaBackward>(f, pr, [&](auto i) {
+    constexpr CudaMutant m = kCudaMutants[decltype(i)::value];
+    static_assert(m.backward.block_m == bwd_block_m<m.d>() && m.backward.block_n % 64 == 0, "the backward's tile");
+    return launch<MutantStorage<decltype(i)::value>, m.d, m.backward.block_n / 64, m.fault>(p, false, stream);
   });
 }
 

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/forward_common.cuh"
+#include "kernels/cuda/mutant_switch.cuh"
 #include "kernels/cuda/nonfinite.cuh"
 #include "kernels/cuda/static_switch.cuh"
 #include "kernels/cuda/wgmma.cuh"
@@ -37,7 +38,8 @@ struct Smem {
 
 namespace {
 
-template <class T, int kD, int kBlockN, int kWG>
+// kFault: a planted fault of a CUDA mutant (mutant_traits.hpp), Fault::None for the real kernel.
+template <class T, int kD, int kBlockN, int kWG, Fault kFault = Fault::None>
 __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     wgmma_forward_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const FwdParams<T> p) {
@@ -120,7 +122,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 
   if (n_tiles > 0) {
     mbar_wait(q_full, 0);
-    mbar_wait(k_full, 0);
+    if constexpr (kFault != Fault::WgmmaSkipKFull) mbar_wait(k_full, 0);
     wgmma_fence();
     issue_scores(0);
     wgmma_wait<0>();
@@ -137,13 +139,17 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   auto step = [&](int n, auto more_tag) {
     constexpr bool kMore = decltype(more_tag)::value;
     const int n0 = n * kBlockN, cur = n & 1, next = cur ^ 1;
-    if constexpr (kMore) mbar_wait(bar_slot(k_full, next), ((n + 1) / 2) & 1);
+    // The stages the GEMMs read. WgmmaRingWrap: an index that wraps when it passes the last stage
+    // instead of when it reaches it (0, 1, 2, 0, ...): stage 2 of k is v's first, stage 2 of v the scratch.
+    const int cur_st = kFault == Fault::WgmmaRingWrap ? n % 3 : cur;
+    const int next_st = kFault == Fault::WgmmaRingWrap ? (n + 1) % 3 : next;
+    if constexpr (kMore && kFault != Fault::WgmmaSkipKFull) mbar_wait(bar_slot(k_full, next), ((n + 1) / 2) & 1);
     mbar_wait(bar_slot(v_full, cur), (n / 2) & 1);
 
     // NaN blast radius: a non-finite v in a tile straddling the mask is scrubbed to 0 here and its
     // true contributions re-added (o is at max m_n and holds no GEMM now).
     if (rules::key_tile_straddles(p.mask, p.n_q, p.n_k, m0, n0, kBlockN)) {
-      T* const v_tile = reinterpret_cast<T*>(base_ptr + L::v + cur * kKVBytes);
+      T* const v_tile = reinterpret_cast<T*>(base_ptr + L::v + cur_st * kKVBytes);
       if (scrub_nonfinite<kBlockN, kD, kConsumers, ConsumerSync>(v_tile)) {  // uniform over the consumers, rare
         float(&o1)[1][kDB][4] = reinterpret_cast<float(&)[1][kDB][4]>(o);
         const uint32_t(&pa1)[1][kBlockN / 16][4] = reinterpret_cast<const uint32_t(&)[1][kBlockN / 16][4]>(pa);
@@ -155,11 +161,11 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     }
 
     wgmma_fence();
-    if constexpr (kMore) issue_scores(next);
+    if constexpr (kMore) issue_scores(next_st);
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
       wgmma_rs_tb<T, kD>(reinterpret_cast<float(&)[kD / 2]>(o), pa[kk],
-                         desc_v + ((cur * kKVBytes + kk * 16 * 128) >> 4), 1);
+                         desc_v + ((cur_st * kKVBytes + kk * 16 * 128) >> 4), 1);
     wgmma_commit();
     if constexpr (kMore) {
       wgmma_wait<1>();  // S_{n+1} is done; P_n v_n may still run
@@ -173,7 +179,11 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     wgmma_wait<0>();  // P_n v_n is done: o and pa are free, and so is v_n's stage
     fence_all();
     release(bar_slot(v_empty, cur));
-    if constexpr (kMore) rescale_and_pack<T, kNB, kDB>(s, corr, o, pa);
+    if constexpr (kMore) {
+      if constexpr (kFault == Fault::WgmmaNoRescale)
+        if (cw == 1) corr[0] = corr[1] = 1.f;  // this warpgroup's o keeps the old max's scale
+      rescale_and_pack<T, kNB, kDB>(s, corr, o, pa);
+    }
   };
   int n = 0;
   for (; n + 1 < n_tiles; ++n) step(n, std::true_type{});
@@ -184,7 +194,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 #endif
 }
 
-template <class T, int kD, int kBlockN, int kWG>
+template <class T, int kD, int kBlockN, int kWG, Fault kFault = Fault::None>
 cudaError_t launch(const Problem& pr, const ForwardArgs& a, cudaStream_t stream) {
   using L = Smem<kD, kBlockN, kWG>;
   CUtensorMap tm_q, tm_k, tm_v;
@@ -192,7 +202,7 @@ cudaError_t launch(const Problem& pr, const ForwardArgs& a, cudaStream_t stream)
       !tensor_map(&tm_k, a.k, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, kBlockN) ||
       !tensor_map(&tm_v, a.v, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, kBlockN))
     return cudaErrorInvalidValue;  // no driver entry point, or a pointer TMA cannot address (16-byte alignment)
-  auto kernel = wgmma_forward_kernel<T, kD, kBlockN, kWG>;
+  auto kernel = wgmma_forward_kernel<T, kD, kBlockN, kWG, kFault>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::bytes));
   if (e != cudaSuccess) return e;
   dim3 grid((pr.n_q + L::kBlockM - 1) / L::kBlockM, pr.heads_q, pr.batch);
@@ -276,6 +286,17 @@ cudaError_t WgmmaTraits::forward(const Problem& p, Tile t, const ForwardArgs& a,
       static_assert(x.block_m % 64 == 0, "a consumer warpgroup owns 64 query rows");
       return launch<T, kD, x.block_n, x.block_m / 64>(p, a, stream);
     });
+  });
+}
+
+// A CUDA mutant's forward (mutant_traits.hpp): its one tile, dtype and head dim, with its fault.
+cudaError_t wgmma_forward_mutant(Fault f, const Problem& p, const ForwardArgs& a, cudaStream_t stream) {
+  if (!well_formed(p) || !device_is_sm90()) return cudaErrorInvalidValue;
+  return mutant_switch<FaultSite::WgmmaForward>(f, p, [&](auto i) {
+    constexpr CudaMutant m = kCudaMutants[decltype(i)::value];
+    static_assert(m.forward.block_m % 64 == 0, "a consumer warpgroup owns 64 query rows");
+    return launch<MutantStorage<decltype(i)::value>, m.d, m.forward.block_n, m.forward.block_m / 64, m.fault>(p, a,
+                                                                                                              stream);
   });
 }
 

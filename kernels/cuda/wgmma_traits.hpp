@@ -16,6 +16,7 @@ struct WgmmaTraits {
   static constexpr DType kDTypes[] = {DType::F16, DType::BF16};
   static constexpr int kHeadDims[] = {64, 128};
   static constexpr bool kHopperOnly = true;
+  static constexpr bool kLargeOffsets = true;  // 64-bit offsets; TMA coordinates are per head
   // As cuda_tiled's: rows never interact in the forward (the backward's d_q is summed by atomics or a reduce-add); S
   // is an MMA chain over d, the same for every key and tile; P = exp2(s c - m) with m the running max
   // at the tile's end. The scale is folded with log2 e before the max is subtracted, so scores are

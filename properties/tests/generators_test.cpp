@@ -105,3 +105,26 @@ TEST_CASE("shrinking reaches the smallest shape and the plainest values", "[cpu]
     for (int64_t i = 0; i < t->numel(); ++i) CHECK(std::fabs(t->get(i)) <= 2);  // small integers
   for (int64_t i = 0; i < minimal.in.q.numel(); ++i) CHECK(minimal.in.q.get(i) == std::nearbyint(minimal.in.q.get(i)));
 }
+
+TEST_CASE("GPU-sized cases span >= 3 key tiles and >= 2 query tiles of the case's tile", "[cpu]") {
+  GenSpec s;
+  s.dtypes = {fc::DType::F16};
+  s.head_dims = {64};
+  s.configs = {fc::Config{.block_m = 128, .block_n = 64}};
+  s.regimes = {Regime::Normal, Regime::Outliers};
+  for (int percent : {0, 40, 100}) {
+    s.large_percent = percent;
+    int spans = 0;
+    for (uint64_t seed = 1; seed <= 200; ++seed) {
+      const Case c = draw(s, seed, int(seed % 101));
+      const bool wide = c.in.p.n_k >= 3 * 64 && c.in.p.n_q >= 2 * 128;
+      spans += wide;
+      if (wide) CHECK(c.in.p.n_k <= 6 * 64);
+      if (wide) CHECK(c.in.p.n_q <= 3 * 128);
+    }
+    INFO("large_percent " << percent << ": " << spans << " of 200 cases GPU-sized");
+    if (percent == 0) CHECK(spans == 0);  // the ordinary shapes stay within the work cap
+    if (percent == 40) CHECK((spans >= 60 && spans <= 100));
+    if (percent == 100) CHECK(spans == 200);
+  }
+}

@@ -14,7 +14,7 @@ namespace {
 
 using testing::first_violation;
 
-constexpr double kTarget = 1e-13;  // the target for o (relative to o_mag) and gradients (normwise)
+constexpr double kTarget = 1e-13;  // the certified oracle's stated target for o (relative to o_mag) and gradients (normwise)
 
 struct Run {
   testing::Case c;

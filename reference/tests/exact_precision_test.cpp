@@ -29,7 +29,7 @@ TEST_CASE("visibility: the references' masks agree with fc::visible, and visible
 
 // Precision: at b bits every rounding is within 2^-b relative; on this problem (n_k = 6, d = 4,
 // O(1) data) the longest chain has < 2^5 roundings, so the 113-bit result is within 2^-108 of the
-// 256-bit one relative to the magnitudes involved (1 + |x|). We check 2^-100 (the issue's "~2^-100")
+// 256-bit one relative to the magnitudes involved (1 + |x|). We check 2^-100 (the exact oracle's stated "~2^-100")
 // and that the two precisions do differ somewhere, so the knob is live.
 TEST_CASE("exact: 113 and 256 bits agree to 2^-100 relative, and the precision knob is live", "[cpu]") {
   const Problem p{.batch = 1,

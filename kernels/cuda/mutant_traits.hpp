@@ -1,0 +1,95 @@
+// The CUDA mutants: realistic faults of a Hopper / Ampere attention kernel, planted into the real
+// kernels (tiled_forward.cu, tiled_backward.cu, wgmma_forward.cu, wgmma_backward.cu) through their last
+// template parameter, `Fault kFault = Fault::None`. Every fault is an `if constexpr` on that parameter,
+// so the correct kernels' device code is the same bytes with or without this file
+// (scripts/sass_dump.sh, docs/cuda-mutants.md). Each mutant is instantiated for one dtype, head dim and
+// tile only (nvcc's build time); the rest of its kernel pair (the forward of a backward fault, and
+// the reverse) is the correct kernel. The registry rows (mutant = true) come from cuda_mutants.cpp.
+// Host and device.
+#pragma once
+
+#include "kernels/cuda/launchers.hpp"
+
+namespace fc::cuda {
+
+enum class Fault : int {
+  None = 0,
+  TiledNoSync,       // cuda_tiled forward: no __syncthreads after cp.async.wait_group (a race)
+  TiledTail,         // cuda_tiled forward: the last partial key tile read and used without the n_k predicate
+  TiledCausalSkip,   // cuda_tiled forward: the causal walk one key tile short
+  TiledOffset32,     // cuda_tiled forward: head offsets of q, k, v, o, lse in 32 bits
+  TiledDqPlainAdd,   // cuda_tiled backward: d_q += by a plain load-add-store instead of an atomic
+  WgmmaSkipKFull,    // cuda_wgmma forward: S GEMMs issued without waiting on k_full (a race with the TMA)
+  WgmmaRingWrap,     // cuda_wgmma forward: the consumers' stage index wraps at 3, not 2
+  WgmmaNoRescale,    // cuda_wgmma forward: consumer warpgroup 1 never rescales o
+  WgmmaDsNoSwizzle,  // cuda_wgmma backward: dS^T stored without the 128-byte swizzle its GEMM reads
+  WgmmaDsSyncScope,  // cuda_wgmma backward: the barrier before the d_q GEMM spans one warpgroup (a race)
+};
+
+// The launcher whose kernel carries the fault.
+enum class FaultSite { TiledForward, TiledBackward, WgmmaForward, WgmmaBackward };
+
+struct CudaMutant {
+  const char* name;         // the registry name
+  const char* description;  // one line
+  Fault fault;
+  FaultSite site;
+  DType dtype;  // the one dtype, head dim and tile pair it is built for
+  int d;
+  Tile forward;        // the registry's one config
+  Tile backward;       // the backward tile that runs with it
+  bool race;           // a missing barrier or wait: compute-sanitizer racecheck may see it too
+  bool large_offsets;  // claims tensors past 2^31 elements, as its base kernel does (the large_offsets law)
+};
+
+// One row per fault. The tiles are ones the base kernel lists (tiled_traits.hpp, wgmma_traits.hpp).
+// One mutant per row, its build on one line.
+// clang-format off
+inline constexpr CudaMutant kCudaMutants[] = {
+    {"cuda_mutant_tiled_no_sync",
+     "cuda_tiled forward without the __syncthreads after cp.async.wait_group: a warp reads q and k rows other "
+     "threads' copies have not landed",
+     Fault::TiledNoSync, FaultSite::TiledForward, DType::F16, 64, {128, 64}, {64, 64}, true, false},
+    {"cuda_mutant_tiled_tail",
+     "cuda_tiled forward with no n_k predicate on the last partial key tile: it reads and weighs the next head's keys",
+     Fault::TiledTail, FaultSite::TiledForward, DType::BF16, 128, {128, 32}, {32, 64}, false, false},
+    {"cuda_mutant_tiled_causal_skip",
+     "cuda_tiled forward whose causal walk stops one key tile short: the diagonal tile is skipped",
+     Fault::TiledCausalSkip, FaultSite::TiledForward, DType::F16, 128, {64, 64}, {64, 64}, false, false},
+    {"cuda_mutant_tiled_offset32",
+     "cuda_tiled forward computing head offsets in 32 bits: they wrap once a tensor passes 2^31 elements",
+     Fault::TiledOffset32, FaultSite::TiledForward, DType::F16, 128, {128, 64}, {64, 128}, false, true},
+    {"cuda_mutant_tiled_dq_plain_add",
+     "cuda_tiled backward adding d_q by a plain load-add-store: key tiles' CTAs lose each other's contributions",
+     Fault::TiledDqPlainAdd, FaultSite::TiledBackward, DType::BF16, 64, {128, 64}, {64, 64}, false, false},
+    {"cuda_mutant_wgmma_skip_k_full",
+     "cuda_wgmma forward issuing S = q k_n^T without waiting on k_full: the stage may still hold k_{n-2} or k_n "
+     "half-landed",
+     Fault::WgmmaSkipKFull, FaultSite::WgmmaForward, DType::F16, 128, {128, 128}, {64, 128}, true, false},
+    {"cuda_mutant_wgmma_ring_wrap",
+     "cuda_wgmma forward whose consumers' k/v stage index wraps at 3 instead of 2: key tile 2 reads past the ring",
+     Fault::WgmmaRingWrap, FaultSite::WgmmaForward, DType::BF16, 64, {128, 64}, {128, 128}, false, false},
+    {"cuda_mutant_wgmma_no_rescale",
+     "cuda_wgmma forward in which consumer warpgroup 1 never rescales o when its running max grows",
+     Fault::WgmmaNoRescale, FaultSite::WgmmaForward, DType::F16, 64, {192, 64}, {128, 128}, false, false},
+    {"cuda_mutant_wgmma_ds_no_swizzle",
+     "cuda_wgmma backward storing dS^T row-major where the d_q GEMM's descriptor reads it 128-byte swizzled",
+     Fault::WgmmaDsNoSwizzle, FaultSite::WgmmaBackward, DType::F16, 128, {128, 128}, {64, 128}, false, false},
+    {"cuda_mutant_wgmma_ds_sync_scope",
+     "cuda_wgmma backward whose barrier before the d_q GEMM spans its own warpgroup only: it reads the other "
+     "consumer's dS^T rows before they are stored",
+     Fault::WgmmaDsSyncScope, FaultSite::WgmmaBackward, DType::BF16, 64, {128, 128}, {128, 128}, true, false},
+};
+// clang-format on
+
+// The faulty launchers, one per site (the .cu file of the kernel): run mutant kCudaMutants[i]'s fault
+// on its one instantiation. cudaErrorInvalidValue for a fault of another site or a problem of
+// another dtype or head dim.
+cudaError_t tiled_forward_mutant(Fault f, const Problem& p, const ForwardArgs& a, cudaStream_t stream);
+cudaError_t tiled_backward_mutant(Fault f, const Problem& p, const BackwardArgs& a, void* workspace,
+                                  cudaStream_t stream);
+cudaError_t wgmma_forward_mutant(Fault f, const Problem& p, const ForwardArgs& a, cudaStream_t stream);
+cudaError_t wgmma_backward_mutant(Fault f, const Problem& p, const BackwardArgs& a, void* workspace,
+                                  cudaStream_t stream);
+
+}  // namespace fc::cuda
