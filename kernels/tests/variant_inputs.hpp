@@ -19,12 +19,12 @@ struct VariantSpec {
   Mask mask = Mask::None;
   double scale = 0.5;
   int32_t batch = 1, n_q = 5, n_k = 7;  // dense shape (len_q empty)
-  std::vector<int32_t> len_q, len_k;    // varlen: per-sequence lengths
+  std::vector<int32_t> len_q{}, len_k{};  // varlen: per-sequence lengths
   int32_t page_size = 0;                // paged (varlen only): keys per page
   bool repeat_pages = false;            // paged: the last sequence reuses the first sequence's first page
   int32_t window_left = -1, window_right = -1;
   double softcap = 0;
-  std::vector<double> slopes;  // ALiBi: one per query head (empty: none)
+  std::vector<double> slopes{};  // ALiBi: one per query head (empty: none)
   uint64_t seed = 1;
   double range = 2;  // values on a 1/64 grid in [-range, range]: exact in every storage dtype
 };
