@@ -56,8 +56,6 @@ Inputs dense(int32_t n_q, int32_t n_k, Mask m) {
   return in;
 }
 
-std::string bytes_of(const Inputs& in) { return serialize_safetensors(inputs_file(in)); }
-
 }  // namespace
 
 std::vector<GoodVariant> good_variants() {
