@@ -49,7 +49,14 @@ sdpa=(python3 "$root/bench/bench_sdpa.py" --lib "$lib")
 for s in "$@"; do
   case $s in
     tests)
-      step laws_gpu_test 180 env FC_SEED=1 "$bin/laws_gpu_test" -r compact
+      # One process per law (its test case on every CUDA kernel), eight at a time: the oracle runs on
+      # the host's cores while the GPU serves them all. laws.tsv maps laws_gpu_N to the law's test.
+      "$bin/laws_gpu_test" --list-test-names-only 2>/dev/null | grep -v '^$' | nl -w1 -s$'\t' > "$work/laws.tsv"
+      while IFS=$'\t' read -r i name; do
+        step "laws_gpu_$i" 540 env FC_SEED=1 FC_THREADS=2 "$bin/laws_gpu_test" "${name//,/\\,}" -r compact &
+        while [ "$(jobs -rp | wc -l)" -ge 8 ]; do wait -n; done
+      done < "$work/laws.tsv"
+      wait
       step cuda_tiled_test 120 "$bin/cuda_tiled_test" -r compact
       step cuda_naive_test 60 "$bin/cuda_naive_test" -r compact ;;
     laws)

@@ -33,12 +33,16 @@ struct Options {
   uint64_t seed = 1;
   std::string out = "reports/out", junit, shard, save_case;
   int jobs = 0;
-  PluginArgs plugin;  // --plugin lib.so: a kernel of the user's, audited like a registry kernel
+  PluginArgs plugin;                    // --plugin lib.so: a kernel of the user's, audited like a registry kernel
+  const ExternalKernel* ext = nullptr;  // or one given by the program embedding flashcheck (the C API)
 };
 
 // `plugin_prefix` ("flashcheck audit --plugin /abs/lib.so ...") replays the plugin's cells.
 std::string replay_line(const Options& o, const std::string& plugin_prefix, const report::CaseSpec& c,
                         const report::Subject& s) {
+  if (o.ext && s.device == "plugin")  // the embedding program's own command, e.g. python -m flashcheck audit
+    return fmt::format("{}{} --case {} --seed {}", plugin_prefix, o.accumulation ? " --accumulation" : "", c.id,
+                       o.seed);
   const std::string who = !plugin_prefix.empty() && s.device == "plugin"
                               ? plugin_prefix.substr(std::string("flashcheck audit").size())
                               : " --kernel " + s.name;
@@ -48,8 +52,16 @@ std::string replay_line(const Options& o, const std::string& plugin_prefix, cons
 
 // The plugin as one more subject (it runs in a worker process: one call at a time).
 std::string add_plugin(const Options& o, std::unique_ptr<plugin::Subject>& plug, report::Selection& sel) {
-  if (o.plugin.path.empty()) return "";
-  plug = open_plugin(o.plugin);
+  if (o.plugin.path.empty() && !o.ext) return "";
+  if (o.ext) {
+    try {
+      plug = o.ext->open(o.plugin);
+    } catch (const plugin::LoadError& e) {
+      throw UsageError(e.what());
+    }
+  } else {
+    plug = open_plugin(o.plugin);
+  }
   const Kernel& k = plug->kernel();
   report::Subject s = report::subject_of(k, report::audit_config(k));
   s.device = "plugin";
@@ -57,6 +69,7 @@ std::string add_plugin(const Options& o, std::unique_ptr<plugin::Subject>& plug,
   s.backward = s.backward && !o.accumulation;
   sel.subjects.push_back(std::move(s));
   sel.names.push_back(k.info.name);
+  if (o.ext) return o.ext->replay_for("audit");
   std::string prefix = plugin_replay_prefix(o.plugin, *plug);  // "flashcheck check --plugin ..."
   return "flashcheck audit" + prefix.substr(std::string("flashcheck check").size());
 }
@@ -84,7 +97,7 @@ int run_audit(const Options& o) {
   report::Selection sel;
   try {
     // With --plugin and no --kernel, the plugin alone (the baseline still lends its errors).
-    if (!o.plugin.path.empty() && o.kernels.empty())
+    if ((!o.plugin.path.empty() || o.ext) && o.kernels.empty())
       sel = report::Selection{};
     else
       sel = o.accumulation ? report::accumulation_subjects(o.kernels) : select_kernels(o.kernels);
@@ -146,13 +159,16 @@ int run_audit(const Options& o) {
 
 }  // namespace
 
-Run setup_audit(CLI::App& app) {
+Run setup_audit(CLI::App& app) { return setup_audit(app, nullptr); }
+
+Run setup_audit(CLI::App& app, const ExternalKernel* ext) {
   auto* sub = app.add_subcommand("audit",
                                  "Audit kernels over a sweep of shapes, dtypes and regimes against the "
                                  "certified reference and their error bounds (docs/audit.md)");
   auto o = std::make_shared<Options>();
+  o->ext = ext;
   sub->add_option("--kernel", o->kernels, "Kernel to audit (repeatable; default: every available non-mutant)");
-  add_plugin_options(sub, o->plugin, true);
+  add_plugin_options(sub, o->plugin, ext ? PluginOptions::Embedded : PluginOptions::Run);
   sub->add_option("--dtype", o->dtypes, "F16, BF16, F32 (repeatable; default: all three)")->delimiter(',');
   sub->add_option("--regime", o->regimes, "normal, outliers, scores, causal_top_left, causal_bottom_right, gqa")
       ->delimiter(',');

@@ -3,7 +3,8 @@
 // line are printed), 2 bad usage. `--reproduce TOKEN` (with --law) replays exactly one minimal case;
 // `--case FILE` one regression file. Regression files in --regressions DIR (default the source
 // tree's properties/regressions) are replayed before the random cases; --save-regressions writes
-// each new minimal counterexample there. A plugin runs in a worker process (cli/plugin_options.hpp).
+// each new minimal counterexample there; --json-out FILE writes every law's result. A plugin runs in a
+// worker process (cli/plugin_options.hpp).
 // `--inputs FILE` runs every law that applies to that one input (exit 2 when none does).
 // `--kill-matrix [--kernels A,B] [--json]` runs every law on every mutant whose device is present (or
 // on the kernels named) and prints which law kills which (exit 1 when a mutant survives every law or
@@ -14,11 +15,13 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "cli/command.hpp"
 #include "cli/options.hpp"
 #include "cli/plugin_options.hpp"
+#include "io/atomic_file.hpp"
 #include "io/errors.hpp"
 #include "kernels/registry.hpp"
 #include "properties/kill_matrix.hpp"
@@ -26,6 +29,28 @@
 
 namespace fc::cli {
 namespace {
+
+std::string results_json(const Kernel& k, const props::RunOptions& opt,
+                         const std::vector<std::pair<std::string, props::LawResult>>& results, bool ok) {
+  nlohmann::json laws = nlohmann::json::array();
+  for (const auto& [id, r] : results) {
+    const props::Law* law = props::find_law(id);
+    const char* status = !r.applies ? (r.declined > 0 ? "unsupported" : "n/a") : r.ok ? "pass" : "fail";
+    laws.push_back({{"id", id},
+                    {"sentence", law ? law->sentence : ""},
+                    {"status", status},
+                    {"cases", r.cases},
+                    {"declined", r.declined},
+                    {"message", r.message},
+                    {"counterexample", r.counterexample},
+                    {"replay", r.replay},
+                    {"saved", r.saved}});
+  }
+  return nlohmann::json{{"kernel", k.info.name}, {"device", k.info.device},    {"description", k.info.description},
+                        {"seed", opt.seed},      {"cases_per_law", opt.cases}, {"ok", ok},
+                        {"laws", laws}}
+      .dump(2);
+}
 
 // --kill-matrix: every law on every mutant whose device is present (or on `names`).
 int run_kill_matrix(const std::vector<std::string>& names, int cases, uint64_t seed, const std::string& regressions,
@@ -58,7 +83,7 @@ int run_kill_matrix(const std::vector<std::string>& names, int cases, uint64_t s
 
 Run setup_check(CLI::App& app, const ExternalKernel* ext) {
   struct Options {
-    std::string kernel, law, reproduce, case_file, inputs, regressions = props::default_regressions_dir();
+    std::string kernel, law, reproduce, case_file, inputs, json_out, regressions = props::default_regressions_dir();
     std::vector<std::string> kernels;
     int cases = 100;
     uint64_t seed = 0;
@@ -69,8 +94,10 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
   CLI::App* sub = app.add_subcommand("check", "run the property suite (every law of docs/laws.md) on one kernel");
   if (!ext) {
     CLI::Option* kernel = sub->add_option("--kernel", o->kernel, "kernel name (see `flashcheck kernels`)");
-    CLI::Option* plugin = add_plugin_options(sub, o->plugin, true);
+    CLI::Option* plugin = add_plugin_options(sub, o->plugin, PluginOptions::Run);
     kernel->excludes(plugin);
+  } else {
+    add_plugin_options(sub, o->plugin, PluginOptions::Embedded);
   }
   sub->add_option("--cases", o->cases, "random cases per law")
       ->check(decimal_unsigned())
@@ -84,6 +111,7 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
   CLI::Option* regressions =
       sub->add_option("--regressions", o->regressions, "regression folder replayed before random cases");
   sub->add_flag("--save-regressions", o->save, "save each minimal counterexample to the regression folder");
+  sub->add_option("--json-out", o->json_out, "also write every law's result to this file (JSON)");
   if (!ext) {
     sub->add_flag("--kill-matrix", o->kill_matrix, "every law on every mutant (or --kernels): which law kills which");
     sub->add_option("--kernels", o->kernels,
@@ -116,9 +144,13 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
     const Kernel* k = nullptr;
     props::RunOptions opt;
     if (ext) {
-      subject = ext->open();
+      try {
+        subject = ext->open(o->plugin);
+      } catch (const plugin::LoadError& e) {
+        throw UsageError(e.what());
+      }
       k = &subject->kernel();
-      opt.replay_prefix = ext->replay_prefix;
+      opt.replay_prefix = ext->replay_for("check");
     } else if (!o->plugin.path.empty()) {
       subject = open_plugin(o->plugin);
       k = &subject->kernel();
@@ -139,6 +171,7 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
       if (!claims(*k, c.in.p))
         throw UsageError(fmt::format("{}: kernel {} does not claim this case's problem", o->case_file, k->info.name));
     }
+    if (!o->json_out.empty()) io::check_output_path(o->json_out);
     if (!o->inputs.empty()) {  // one input file: every law that applies to it
       out << fmt::format("flashcheck check: kernel {} ({}), the laws on {}\n", k->info.name,
                          k->info.mutant ? "mutant" : k->info.device, o->inputs);
@@ -159,7 +192,9 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
     out << fmt::format("flashcheck check: kernel {} ({}), {} cases per law, seed {}\n", k->info.name,
                        k->info.mutant ? "mutant" : k->info.device, opt.cases, opt.seed);
     if (subject) out << fmt::format("  {}; {}\n", k->info.description, subject->notes());
-    const bool ok = props::run_suite(*k, opt, out, o->law);
+    std::vector<std::pair<std::string, props::LawResult>> results;
+    const bool ok = props::run_suite(*k, opt, out, o->law, &results);
+    if (!o->json_out.empty()) io::write_file_atomic(o->json_out, results_json(*k, opt, results, ok) + "\n");
     if (subject && subject->restarts() > 0)
       out << fmt::format("the worker was restarted {} times after faults\n", subject->restarts());
     out << (ok ? "every law holds\n" : "a law failed\n");

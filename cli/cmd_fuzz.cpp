@@ -122,7 +122,7 @@ Run setup_fuzz(CLI::App& app) {
   auto* sub = app.add_subcommand("fuzz", "Random extreme-range cases on one kernel against the certified reference");
   auto o = std::make_shared<Options>();
   CLI::Option* kernel = sub->add_option("--kernel", o->kernel, "kernel name (see `flashcheck kernels`)");
-  kernel->excludes(add_plugin_options(sub, o->plugin, true));
+  kernel->excludes(add_plugin_options(sub, o->plugin, PluginOptions::Run));
   sub->add_option("--seconds", o->seconds, "stop after T seconds")->check(decimal_unsigned());
   sub->add_option("--cases", o->cases, "stop after N cases (whole batches; shards merge exactly)")
       ->check(decimal_unsigned());

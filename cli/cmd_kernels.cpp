@@ -82,7 +82,7 @@ Run setup_kernels(CLI::App& app) {
   auto as_json = std::make_shared<bool>(false);
   auto plugin = std::make_shared<PluginArgs>();
   sub->add_flag("--json", *as_json, "Print {\"kernels\": [...]} as JSON");
-  add_plugin_options(sub, *plugin, false);  // --plugin PATH: that plugin's row (probed capabilities)
+  add_plugin_options(sub, *plugin, PluginOptions::Path);  // --plugin PATH: that plugin's row (probed capabilities)
   return [as_json, plugin] {
     std::vector<const Kernel*> kernels;
     std::unique_ptr<plugin::Subject> subject;

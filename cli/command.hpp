@@ -46,14 +46,22 @@ Run setup_merge(CLI::App& app);      // cmd_merge.cpp:     flashcheck merge --ou
 Run setup_fuzz(CLI::App& app);       // cmd_fuzz.cpp:      flashcheck fuzz --kernel NAME --seconds T ...
 Run register_check_command(CLI::App& app);  // cmd_check.cpp: flashcheck check --kernel NAME [--cases N] [--seed S]
 
-// `check` on a kernel given by the program embedding flashcheck (the C API, the Python bridge): no
-// --kernel/--plugin options; `open` makes the kernel, replay lines start with `replay_prefix`, and
-// the report goes to `out` (std::cout when null).
+struct PluginArgs;
+// `check` or `audit` on a kernel given by the program embedding flashcheck (the C API, the Python
+// bridge): no --plugin option; `open` makes the kernel (--timeout and --layout given), replay lines
+// start with `replay_prefix` ("{cmd}" in it becomes the subcommand), and `check`'s report goes to
+// `out` (std::cout when null).
 struct ExternalKernel {
-  std::function<std::unique_ptr<plugin::Subject>()> open;
-  std::string replay_prefix;
+  std::function<std::unique_ptr<plugin::Subject>(const PluginArgs&)> open;
+  std::string replay_prefix;  // e.g. "python -m flashcheck {cmd} mypkg.attn:kernel"
   std::ostream* out = nullptr;
+  std::string replay_for(const std::string& cmd) const {
+    std::string s = replay_prefix;
+    const auto at = s.find("{cmd}");
+    return at == std::string::npos ? s : s.replace(at, 5, cmd);
+  }
 };
 Run setup_check(CLI::App& app, const ExternalKernel* ext);
+Run setup_audit(CLI::App& app, const ExternalKernel* ext);
 
 }  // namespace fc::cli

@@ -20,23 +20,30 @@ std::string self_exe() {
 
 }  // namespace
 
-CLI::Option* add_plugin_options(CLI::App* sub, PluginArgs& a, bool running) {
-  CLI::Option* opt = sub->add_option("--plugin", a.path, "a kernel as a shared library (<flashcheck/plugin.h>)");
-  if (!running) return opt;
-  sub->add_option("--timeout", a.timeout_s, "seconds one plugin call may take before it fails (default 60)")
+CLI::Option* add_plugin_options(CLI::App* sub, PluginArgs& a, PluginOptions which) {
+  CLI::Option* opt = nullptr;
+  if (which != PluginOptions::Embedded)
+    opt = sub->add_option("--plugin", a.path, "a kernel as a shared library (<flashcheck/plugin.h>)");
+  if (which == PluginOptions::Path) return opt;
+  sub->add_option("--timeout", a.timeout_s, "seconds one kernel call may take before it fails (default 60)")
       ->check(CLI::Range(0.001, 1e6));
-  sub->add_option("--isolation", a.isolation, "process: the plugin runs in a worker process (default); none: here")
-      ->check(CLI::IsMember({"process", "none"}));
+  if (which == PluginOptions::Run)
+    sub->add_option("--isolation", a.isolation, "process: the plugin runs in a worker process (default); none: here")
+        ->check(CLI::IsMember({"process", "none"}));
   sub->add_option("--layout", a.layout, "mixed: compact and strided tensors (default); compact: compact only")
       ->check(CLI::IsMember({"mixed", "compact"}));
   return opt;
+}
+
+plugin::LayoutPolicy layout_policy(const PluginArgs& a) {
+  return a.layout == "compact" ? plugin::LayoutPolicy::Compact : plugin::LayoutPolicy::Mixed;
 }
 
 std::unique_ptr<plugin::Subject> open_plugin(const PluginArgs& a) {
   std::error_code ec;
   const std::string path = std::filesystem::absolute(a.path, ec).lexically_normal().string();
   plugin::SubjectOptions so;
-  so.layout = a.layout == "compact" ? plugin::LayoutPolicy::Compact : plugin::LayoutPolicy::Mixed;
+  so.layout = layout_policy(a);
   so.description = "plugin " + path;
   try {
     std::unique_ptr<plugin::Backend> b = a.isolation == "none"

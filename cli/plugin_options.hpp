@@ -17,8 +17,12 @@ struct PluginArgs {
   std::string layout = "mixed";       // --layout mixed|compact
 };
 
-// Adds --plugin (and, with `running`, the options that matter when cases run).
-CLI::Option* add_plugin_options(CLI::App* sub, PluginArgs& a, bool running);
+// Which options a subcommand offers: --plugin alone (kernels), --plugin with --timeout, --isolation
+// and --layout (check), or --timeout and --layout alone (check on a kernel given by the C API).
+enum class PluginOptions { Path, Run, Embedded };
+// Returns the --plugin option (nullptr for Embedded).
+CLI::Option* add_plugin_options(CLI::App* sub, PluginArgs& a, PluginOptions which);
+plugin::LayoutPolicy layout_policy(const PluginArgs& a);
 
 // Loads (and, isolated, starts the worker for) the plugin; UsageError, one line, when it cannot.
 std::unique_ptr<plugin::Subject> open_plugin(const PluginArgs& a);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "arithmetic.h"
 #include "exactness.hpp"
 #include "tensor.hpp"
 
@@ -55,9 +56,12 @@ struct KernelInfo {
   bool any_tile = false;        // accepts any block_m x block_n >= 1
   std::vector<Config> configs;  // tile configs offered (block-size invariance ranges over these)
   bool writes_lse = true;
-  bool stores_s_p = false;     // S and P rounded to storage before use (a 3-pass baseline); the
-                               // error model charges those roundings (reference/bounds)
-  Variants variants;           // contract v2 variants implemented (none: dense attention only)
+  bool stores_s_p = false;  // S and P rounded to storage before use (a 3-pass baseline); the
+                            // error model charges those roundings (reference/bounds)
+  Variants variants;        // contract v2 variants implemented (none: dense attention only)
+  // How the kernel computes a problem under a config: the rounding chain of every sum, for the error
+  // model (kernels/arithmetic.h). Empty: charged as undeclared_arithmetic (any order, any rounding).
+  std::function<Arithmetic(const Problem&, const Config&)> arithmetic;
   Exactness exact;             // what the metamorphic laws may ask for bit for bit
   bool large_offsets = false;  // indexes tensors of more than 2^31 elements (64-bit offsets): the
                                // large_offsets law holds it to one such case

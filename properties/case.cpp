@@ -16,8 +16,9 @@
 namespace fc::props {
 namespace {
 
-const char* const kRegimeNames[] = {"normal",    "outliers",    "huge",   "far_below",    "fp16_max", "ties",
-                                    "all_equal", "subnormal_p", "poison", "fully_masked", "grid",     "subnormal", "ones"};
+const char* const kRegimeNames[] = {"normal", "outliers",  "huge",        "far_below", "fp16_max",
+                                    "ties",   "all_equal", "subnormal_p", "poison",    "fully_masked",
+                                    "grid",   "subnormal", "ones",        "long_row"};
 static_assert(sizeof(kRegimeNames) / sizeof(kRegimeNames[0]) == size_t(Regime::kCount));
 
 std::string values(const char* name, const HostTensor& t) {

@@ -29,6 +29,7 @@ enum class Regime : int32_t {
   Grid,         // coarse-grid values so that metamorphic transforms stay exact in storage
   Subnormal,    // inputs in the storage type's subnormal range (outputs there too)
   Ones,         // V = 1: every output is 1 (rows sum to one), 0 on a row with no visible key
+  LongRow,      // thousands of keys per row, values that make the accumulation chain err (long_rows.hpp)
   kCount
 };
 const char* regime_name(Regime r);

@@ -93,6 +93,7 @@ Regime classify(const Case& c) {
       case Regime::AllEqual: return st.multi_rows > 0 && st.equal_rows == st.multi_rows;
       case Regime::SubnormalP: return st.subnormal_p > 0;
       case Regime::FullyMasked: return st.empty_rows > 0;
+      case Regime::LongRow: return n_visible(in.p.mask, in.p.n_q - 1, in.p.n_q, in.p.n_k) >= 256;
       default: return false;
     }
   }();

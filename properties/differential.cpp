@@ -36,7 +36,7 @@ struct RunModel {
   double u, u_out, u_p, u_pl, u_sx, tiny_p, tiny_out, acc_floor;
   int64_t block_n;  // keys per tile (n_k when untiled)
   RunModel(const Kernel& k, const Config& cfg, const Problem& p) {
-    const ref::Precision pr = precision_of(k, cfg, p);
+    const ref::Coarse pr = ref::coarse(precision_of(k, cfg, p));
     u = pr.u_acc, u_out = ref::unit_roundoff(pr.storage), u_p = ref::unit_roundoff(pr.p_dtype);
     u_pl = u_p + (pr.l_sums_rounded_p ? u_p : 0.0);
     u_sx = ref::unit_roundoff(pr.s_dtype) > u ? ref::unit_roundoff(pr.s_dtype) : 0.0;

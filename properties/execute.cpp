@@ -10,16 +10,8 @@ namespace fc::props {
 
 ref::Precision precision_of(const Kernel& k, const Config& cfg, const Problem& p) {
   ref::Precision pr;
-  const DType acc = p.dtype == DType::F64 ? DType::F64 : cfg.accum;
-  const bool naive = k.info.stores_s_p;
   pr.storage = p.dtype;
-  // Tensor cores truncate: a whole ulp per accumulation step (docs/ERROR_MODEL.md), not half of one.
-  pr.u_acc = ref::unit_roundoff(acc) * (k.info.device == "cuda" ? 2 : 1);
-  pr.s_dtype = naive ? p.dtype : acc;
-  pr.p_dtype = p.dtype;
-  pr.block_n = naive ? 0 : (cfg.block_n > 0 ? cfg.block_n : 64);
-  pr.l_sums_rounded_p = naive;
-  pr.flush_subnormals = k.info.device == "cuda";  // GPU kernels build with flush-to-zero exp and MMA
+  pr.ar = k.info.arithmetic ? k.info.arithmetic(p, cfg) : undeclared_arithmetic(p.dtype);
   return pr;
 }
 

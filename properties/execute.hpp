@@ -9,10 +9,8 @@
 
 namespace fc::props {
 
-// The arithmetic the error model assumes for kernel k under cfg on p: storage = p.dtype,
-// accumulation = cfg.accum (fp64 for fp64 storage), u_acc doubled on CUDA (tensor cores truncate),
-// S and P materialised in storage for a 3-pass baseline (KernelInfo::stores_s_p),
-// kBlockN from cfg (0 means 64, the FlashAttention and cpu_tiled default).
+// The arithmetic the error model charges kernel k under cfg on p: storage = p.dtype and what the
+// kernel declares (KernelInfo::arithmetic; undeclared_arithmetic when it declares nothing).
 ref::Precision precision_of(const Kernel& k, const Config& cfg, const Problem& p);
 
 ref::Tensors64 tensors64(const Inputs& in);

@@ -1,5 +1,8 @@
 #include "properties/generators.hpp"
 
+#include "properties/long_rows.hpp"
+#include "reference/bounds.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -74,6 +77,9 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
     case Regime::Normal:
     case Regime::Poison:
     case Regime::FullyMasked: break;
+    case Regime::LongRow:  // the shape is long_row_case's; here only the values
+      fill_long_row(c, LongPattern(seed % uint64_t(LongPattern::kCount)), seed, backward);
+      break;
     case Regime::Grid: {  // k/8 with |k| <= 31 whatever `plain` says: transforms stay exact
       auto grid = [](Draw& dr) { return double(dr.below(63) - 31) / 8; };
       fill(c.in.q, r, grid), fill(c.in.k, r, grid), fill(c.in.v, r, grid);
@@ -139,7 +145,9 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
       break;
     }
     case Regime::Subnormal: {  // q k v d_o below the smallest normal: scores ~ 0, o subnormal
-      const double tiny = p.dtype == DType::F16 ? 0x1p-14 : p.dtype == DType::F64 ? 0x1p-1022 : 0x1p-126;
+      // The largest subnormal: tiny * u never rounds up to the smallest normal, which would take the
+      // case out of its regime (a GPU-sized case of 10^4 values nearly always has some |u| that close to 1).
+      const double tiny = ref::min_normal(p.dtype) * (1 - 2 * ref::unit_roundoff(p.dtype));
       for (HostTensor* t : {&c.in.q, &c.in.k, &c.in.v, &c.in.d_o})
         for (int64_t i = 0; !t->shape.empty() && i < t->numel(); ++i) t->set(i, tiny * r.uniform(-1, 1));
       break;
@@ -151,6 +159,38 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
   }
 }
 
+namespace {
+
+// A long row (long_rows.hpp): few queries and small heads (the kernel's own head dims where it
+// has them), n_k log-uniform up to spec.long_n, one of the adversarial patterns.
+Case long_row_case(Case c, const GenSpec& spec) {
+  Problem& p = c.in.p;
+  p.mask = pick(spec.masks);
+  p.batch = 1;
+  p.heads_kv = *rc::gen::inRange(1, 3);
+  p.heads_q = p.heads_kv * (spec.gqa ? *rc::gen::inRange(1, 3) : 1);
+  p.d = spec.head_dims.empty() ? std::max(*rc::gen::inRange(1, 9), spec.min_d) : pick(spec.head_dims);
+  p.n_q = std::max(*rc::gen::inRange(1, 5), spec.min_n);
+  const double lo = std::log(256.0), hi = std::log(double(std::max(spec.long_n, 257)));
+  const double f = double(*rc::gen::inRange(0, 1001)) / 1000;
+  p.n_k = std::max(int32_t(std::exp(lo + f * (hi - lo))), spec.min_n);
+  p.scale = default_scale(p.d);
+  if (spec.any_tile) {
+    c.cfg.block_m = *rc::gen::inRange(1, 65);
+    c.cfg.block_n = pick(std::vector<int32_t>{64, 1, 16, 17, 128});
+    c.cfg.order = pick(std::vector<LoopOrder>{LoopOrder::FA2, LoopOrder::FA1});
+  } else {
+    c.cfg = pick(spec.configs);
+  }
+  c.cfg2 = c.cfg;
+  const uint64_t seed = *rc::gen::noShrink(rc::gen::arbitrary<uint64_t>());
+  c.aux = *rc::gen::noShrink(rc::gen::arbitrary<uint64_t>());
+  fill_values(c, 2, seed, spec.backward, 0);
+  return c;
+}
+
+}  // namespace
+
 rc::Gen<Case> gen_case(const GenSpec& spec) {
   return rc::gen::exec([spec] {
     Case c;
@@ -159,6 +199,7 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
     const int size = *rc::gen::withSize([](int s) { return rc::gen::just(s); });
     const int32_t n_max = 1 + (spec.max_n - 1) * std::min(size, 100) / 100;
     p.dtype = c.regime == Regime::Fp16Max ? DType::F16 : pick(spec.dtypes);
+    if (c.regime == Regime::LongRow) return long_row_case(c, spec);
     p.mask = c.regime == Regime::FullyMasked ? Mask::CausalBottomRight : pick(spec.masks);
     p.batch = *rc::gen::inRange(1, 3);
     p.heads_kv = *rc::gen::inRange(1, 3);

@@ -27,6 +27,7 @@ struct GenSpec {
   int32_t max_n = 80;            // n_q, n_k at the largest size (well past 2 x kBlockN)
   bool s_in_storage = false;     // S materialised in storage: Huge stays within its range
   int32_t min_n = 1, min_d = 1;  // statistical laws (the FA rule) need sizable tensors
+  int32_t long_n = 4096;         // LongRow: the longest rows (n_k) it draws
   bool pow2_scale = false;       // scales are powers of two (laws that need exact scores)
   // GPU-sized shapes: this percentage of cases is one head (two with GQA) whose rows span 3..6 key
   // tiles and 2..3 query tiles of the case's tile (64 x 64 when it names none), past the work cap:

@@ -21,7 +21,7 @@ double gamma(double n, double u) { return n * u < 1 ? n * u / (1 - n * u) : kInf
 
 // Row maxima of the scores in fp64 and, per row, the kernel's score error at the max (d products
 // and sums, the scale, a score rounded to a narrower type) plus fp64's own evaluation error.
-void row_maxima(const Inputs& in, const ref::Precision& pr, std::vector<double>& m, std::vector<double>& err) {
+void row_maxima(const Inputs& in, const ref::Coarse& pr, std::vector<double>& m, std::vector<double>& err) {
   const Problem& p = in.p;
   const std::vector<double> q = in.q.to_f64(), k = in.k.to_f64();
   const double u_sx = ref::unit_roundoff(pr.s_dtype) > pr.u_acc ? ref::unit_roundoff(pr.s_dtype) : 0.0;
@@ -47,7 +47,7 @@ std::string law_lse_bracket(const Kernel& k, const Case& c) {
   const Run r = execute(k, c.in, c.cfg, false);
   if (!r.error.empty()) return r.error;
   const Problem& p = c.in.p;
-  const ref::Precision pr = precision_of(k, c.cfg, p);
+  const ref::Coarse pr = ref::coarse(precision_of(k, c.cfg, p));
   const double u = pr.u_acc, u32 = ref::unit_roundoff(DType::F32);
   // Exact scores (grid inputs, a power-of-two scale, a kernel that computes s - m from s itself):
   // the kernel's max is the exact max, its weight exactly 1, and lse >= max s exactly.
@@ -100,7 +100,7 @@ std::string law_convex_hull(const Kernel& k, const Case& c) {
   const Run r = execute(k, in, c.cfg, false);
   if (!r.error.empty()) return r.error;
   const Problem& p = in.p;
-  const ref::Precision pr = precision_of(k, c.cfg, p);
+  const ref::Coarse pr = ref::coarse(precision_of(k, c.cfg, p));
   const double u = pr.u_acc, u_out = ref::unit_roundoff(pr.storage), u_p = ref::unit_roundoff(pr.p_dtype);
   const double u_pl = u_p + (pr.l_sums_rounded_p ? u_p : 0.0);
   const bool ftz = pr.flush_subnormals;

@@ -57,7 +57,7 @@ std::string law_shift(const Kernel& k, const Case& c) {
     if (round_to(p.dtype, y) != y) throw NotApplicable("the shifted keys are not exact in the storage type");
     in2.k.set(x, y);
   }
-  const double u = precision_of(k, c.cfg, p).u_acc;
+  const double u = ref::coarse(precision_of(k, c.cfg, p)).u_acc;
   if (!dots_exact(c.in, u) || !dots_exact(in2, u))
     throw NotApplicable("the dot products are not exact (grid values): the shifted scores would round apart");
   const Run a = execute(k, c.in, c.cfg, false), b = execute(k, in2, c.cfg, false);
@@ -86,7 +86,7 @@ std::string law_shift(const Kernel& k, const Case& c) {
 
 // |y_2 - a y_1| per element allowed by gradual underflow: a scaling by a power of two is exact for
 // every rounding above the subnormal ranges (of the accumulator, P's type and the output).
-std::vector<double> underflow_floor_tol(const ref::Precision& pr, const Problem& p, double a, int64_t n) {
+std::vector<double> underflow_floor_tol(const ref::Coarse& pr, const Problem& p, double a, int64_t n) {
   const bool ftz = pr.flush_subnormals;
   auto floor_of = [ftz](DType t) { return ftz ? ref::min_normal(t) : ref::underflow_floor(t); };
   const double acc = floor_of(pr.u_acc >= 0x1p-12 ? DType::F16 : pr.u_acc >= 0x1p-25 ? DType::F32 : DType::F64);
@@ -114,7 +114,7 @@ std::string law_affine_v(const Kernel& k, const Case& c) {
   const bool bwd = has_backward(k, c);
   const Run r1 = execute(k, c.in, c.cfg, bwd), ra = execute(k, in_a, c.cfg, bwd), rb = execute(k, in_b, c.cfg, bwd);
   if (const std::string e = run_errors(r1, ra) + run_errors(rb, rb); !e.empty()) return e;
-  const ref::Precision pr = precision_of(k, c.cfg, p);
+  const ref::Coarse pr = ref::coarse(precision_of(k, c.cfg, p));
   // Step 1: o(aV) = a o(V), lse(aV) = lse(V), d_v(aV) = d_v(V); for |a| = 1 also d_q, d_k scaled.
   std::vector<double> scaled = r1.out.o.to_f64();
   for (double& x : scaled) x *= a;

@@ -119,7 +119,7 @@ std::string law_kv_permutation(const Kernel& k, const Case& c) {
   const Problem& p = c.in.p;
   std::mt19937_64 rng(c.aux);
   const bool in_tiles = k.info.exact.tile_weights && (c.aux % 4 == 0 || !k.info.exact.shared_scores);
-  const int64_t block_n = precision_of(k, c.cfg, p).block_n;
+  const int64_t block_n = ref::coarse(precision_of(k, c.cfg, p)).block_n;
   const int64_t tile = in_tiles && block_n > 0 ? block_n : p.n_k;
   std::vector<std::vector<int64_t>> perms;
   for (int64_t g = 0; g < p.batch * p.heads_kv; ++g) perms.push_back(block_permutation(p.n_k, tile, rng));

@@ -23,11 +23,12 @@ std::string law_reference(const Kernel& k, const Case& c) {
 
 void add_reference_laws(std::vector<Law>& out) {
   using R = Regime;
-  out.push_back({.id = "reference",
-                 .sentence = "every output agrees with the certified reference within its error bound",
-                 .regimes = {R::Normal, R::Outliers, R::Ties, R::AllEqual, R::Grid, R::FullyMasked, R::Ones},
-                 .backward = true,
-                 .check = law_reference});
+  out.push_back(
+      {.id = "reference",
+       .sentence = "every output agrees with the certified reference within its error bound",
+       .regimes = {R::Normal, R::Outliers, R::Ties, R::AllEqual, R::Grid, R::FullyMasked, R::Ones, R::LongRow},
+       .backward = true,
+       .check = law_reference});
   out.push_back({.id = "extreme",
                  .sentence = "extreme inputs stay within the bound and finite where the reference is finite",
                  .regimes = {R::Huge, R::FarBelow, R::Fp16Max, R::SubnormalP, R::Subnormal, R::Outliers},

@@ -64,11 +64,18 @@ std::string law_softmax_row(const Kernel& k, const Case& c) {
     lse_got = lse;
   }
   const ref::Precision pr = precision_of(k, c.cfg, p);
-  const double u = pr.u_acc, u_p = ref::unit_roundoff(pr.p_dtype), u_out = ref::unit_roundoff(pr.storage);
+  // The kernel's u: its row sum's unit, a whole ulp where it truncates (tensor cores, an undeclared
+  // kernel's directed rounding); P's rounding before P.V, the declared one (kernels/arithmetic.h).
+  const bool whole_ulp = pr.ar.pv.adder == Adder::TensorCore || pr.ar.l.truncates;
+  const double u = ref::unit_roundoff(pr.ar.l.acc) * (whole_ulp ? 2 : 1);
+  const ref::PRounding pround = ref::p_rounding(pr);
+  const double u_p = pround.u, u_out = ref::unit_roundoff(pr.storage);
   const bool folded = !k.info.exact.exact_scores;
   // A baseline that sums l over P after its rounding (KernelInfo::stores_s_p) carries u_p in l.
-  const double l_round = pr.l_sums_rounded_p ? u_p : 0.0;
-  auto floor_of = [&](DType t) { return pr.flush_subnormals ? ref::min_normal(t) : ref::underflow_floor(t); };
+  const double l_round = pr.ar.l_sums_stored_p ? u_p : 0.0;
+  auto floor_of = [&](DType t) { return pr.ar.flush_subnormals ? ref::min_normal(t) : ref::underflow_floor(t); };
+  const double floor_p =
+      (pround.to_first ? floor_of(pround.first) : 0.0) + (pround.to_second ? floor_of(pround.second) : 0.0);
   for (int64_t i = 0; i < p.n_q; ++i) {
     const int64_t n = n_visible(p.mask, i, p.n_q, p.n_k);
     if (n == 0) continue;  // reference's fully masked rows
@@ -79,13 +86,13 @@ std::string law_softmax_row(const Kernel& k, const Case& c) {
     // BHH's single-pass terms, plus what the online algorithm adds: T rescale factors
     // exp(m_old - m_new), each an argument rounding of at most (x_max - x_min) u and an exp; the
     // normalising product (u), P's rounding to its type before P.V (u_p) and the store (u_out).
-    const double T = pr.block_n > 0 ? std::ceil(double(n) / double(pr.block_n)) : 1.0;
+    const double T = pr.ar.pv.block > 0 ? std::ceil(double(n) / double(pr.ar.pv.block)) : 1.0;
     const double spread = x_max - x_min;
     const double rel_base = (double(n) + 2 + 2 * spread + T * (spread + 4) + 1) * u + u_p + u_out + l_round;
     // BHH assume no underflow: a subnormal P also carries gradual underflow's absolute error, one
     // floor for the exponential, one for the normalising product and one per rescale (<= n), and
     // P's and the output's own.
-    const double floor_abs = double(2 * n + 4) * floor_of(DType::F32) + floor_of(pr.p_dtype) + floor_of(pr.storage);
+    const double floor_abs = double(2 * n + 4) * floor_of(DType::F32) + floor_p + floor_of(pr.storage);
     double sum = 0;
     for (int64_t j = 0; j < n; ++j) {
       const double got = P_got[size_t(i * p.n_k + j)];

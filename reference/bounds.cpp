@@ -1,292 +1,284 @@
-// The error model (docs/ERROR_MODEL.md), element by element. Derivation and the meaning of every term:
-// reports/ERROR_MODEL.md. Notation follows it: s scores, a = |scale| |q||k|^T their condition,
-// m the row max, M the largest |s| of the row, T the KV tiles a row visits, Bc = kBlockN,
-// u the accumulation unit (Precision::u_acc), u_p P's storage unit, u_out the output's.
-// Magnitudes (P, dP, D, dS) are recomputed here in fp64 from the inputs and the certified lse; they
-// only scale error terms, so their own ~1e-16 relative error is second order.
-#include "bounds.hpp"
-
+// The error model, element by element: head by head, row block by row block, the scores and dP from
+// GEMMs, then each row's forward (o, lse) here and its backward terms in bounds_backward.cpp; every
+// sum's rounding chain as per-term weights (bounds_chain.cpp). Derivation and the meaning of every
+// term: reports/ERROR_MODEL.md (summary: docs/ERROR_MODEL.md). Notation: s scores, m the row max, T the key tiles a row visits,
+// delta_j the exponent-argument error of weight j, W the weights' deviation term. Magnitudes (P,
+// dP, D, dS) are recomputed here in fp64 from the inputs and the certified lse; their own evaluation
+// error (zeta) is charged where it matters (the weights of a row), and kSlack covers the rest.
 #include <algorithm>
 #include <cmath>
-#include <limits>
+#include <stdexcept>
+
+#include "bounds_model.hpp"
 
 namespace fc::ref {
+namespace model {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-// exp argument: s and m are each rounded once on the way in (e.g. times log2 e) plus the
-// subtraction -> at most 2 u (|s| + |m|).
-constexpr double kArgRoundings = 2;
-// exp/exp2 evaluation: <= 2 ulp (glibc expf, CUDA ex2.approx) = 4 u with u half an ulp.
-constexpr double kExpUnits = 4;
-
-// gamma_n = n u / (1 - n u): n chained roundings (Higham, Accuracy and Stability, §3.1); infinite
-// (a vacuous bound that says so) once n u >= 1.
-double gamma(double n, double u) {
-  const double nu = n * u;
-  return nu < 1 ? nu / (1 - nu) : kInf;
-}
-
-double at(const std::vector<double>& v, int64_t i) { return v.empty() ? 0.0 : v[size_t(i)]; }
-
-// A factor times a magnitude, where a zero magnitude contributes nothing even when the factor has
-// overflowed (a vacuous inf * 0 must not become a NaN bound).
-double times(double factor, double magnitude) { return magnitude == 0 ? 0.0 : factor * magnitude; }
+bool coarser(DType a, DType b) { return unit_roundoff(a) > unit_roundoff(b); }
+// Relative error of a constant rounded to float from its double value (which carries 2^-53 itself).
+double const_err(double x) { return x == 0 ? 0.0 : std::fabs(double(float(x)) - x) / std::fabs(x) + 0x1p-52; }
 
 }  // namespace
 
-double unit_roundoff(DType t) {
-  switch (t) {
-    case DType::F16: return 0x1p-11;
-    case DType::BF16: return 0x1p-8;
-    case DType::F32: return 0x1p-24;
-    case DType::F64: return 0x1p-53;
-    case DType::I32: break;  // an index dtype, never a problem's storage
+Consts::Consts(const Problem& p_, const Tensors64& in_, const Certified& ref_, const Precision& prec)
+    : p(p_), in(in_), ref(ref_), ar(prec.ar), storage(prec.storage) {
+  lse_type = storage == DType::F64 ? DType::F64 : DType::F32;
+  ftz = ar.flush_subnormals;
+  us = unit_roundoff(ar.soft);
+  // FTZ flushes arithmetic results below the smallest normal; conversions to 16-bit keep subnormals.
+  floor_s = ftz ? min_normal(ar.soft) : underflow_floor(ar.soft);
+  // Inputs converted to a narrower operand type: its unit, and its underflow where its range is smaller.
+  if (ar.operand != storage) {
+    u_in = coarser(ar.operand, storage) ? unit_roundoff(ar.operand) : 0.0;
+    floor_in = min_normal(ar.operand) > min_normal(storage) ? underflow_floor(ar.operand) : 0.0;
   }
-  return 1;
+  // P (and dS): to storage when the kernel rounds them there, then to the operand type if narrower.
+  const PRounding pr = p_rounding(prec);
+  u_p = pr.u;
+  floor_p = (pr.to_first ? underflow_floor(pr.first) : 0.0) + (pr.to_second ? underflow_floor(pr.second) : 0.0);
+  u_store_s = ar.stores_s && coarser(storage, ar.soft) ? unit_roundoff(storage) : 0.0;
+  constexpr double kLog2e = 1.4426950408889634, kLn2 = 0.6931471805599453;
+  const double c = ar.base2 ? p.scale * kLog2e : p.scale;
+  delta_c = ar.soft == DType::F64 ? 0.0 : const_err(c) + (ar.base2 ? 0x1p-52 : 0.0);
+  delta_out = ar.soft == DType::F64 ? 0.0 : const_err(p.scale);
+  delta_l2e = const_err(kLog2e), delta_ln2 = const_err(kLn2);
+  const double r_exp = ar.exp_ulps * 2 * us;  // an ulp is at most 2u of a normal result
+  e_exp = r_exp / (1 - r_exp);                // |log(1 + r)| <= r / (1 - r)
+  log_rel = ar.log_ulps * 2 * us;
+  group = p.heads_q / p.heads_kv;
+  n_q16 = (int64_t(p.n_q) + 15) / 16 * 16;
+  w_s = chain_weights(ar.s, p.d, ftz), w_dp = chain_weights(ar.dp, p.d, ftz), w_D = chain_weights(ar.d_o_o, p.d, ftz);
+  // Absent rows (masked) counted as present: an exact add of zero, so only looser.
+  if (!is_plain(ar.dkv)) w_kv_full = chain_weights(ar.dkv, group * n_q16, ftz);
 }
 
-double underflow_floor(DType t) {
-  switch (t) {
-    case DType::F16: return 0x1p-25;
-    case DType::BF16: return 0x1p-134;
-    case DType::F32: return 0x1p-150;
-    case DType::F64: return std::numeric_limits<double>::denorm_min();  // 2^-1075 is not a double
-    case DType::I32: break;
+// Rows per block: the block's (rows, n_k) matrices stay within ~64 MiB.
+int64_t block_rows(int64_t n_k) { return std::clamp<int64_t>((int64_t(1) << 20) / std::max<int64_t>(n_k, 1), 1, 64); }
+
+void HeadPass::kv_head(int64_t b_, int64_t g_) {
+  const Problem& p = k.p;
+  b = b_, g = g_;
+  const int64_t ok = offset_kv(p, b, g, 0);
+  K = Eigen::Map<const Mat>(&k.in.k[size_t(ok)], p.n_k, p.d);
+  V = Eigen::Map<const Mat>(&k.in.v[size_t(ok)], p.n_k, p.d);
+  Kabs = K.cwiseAbs();
+  k_abs_sum.assign(size_t(p.n_k), 0.0), v_abs_sum = k_abs_sum;
+  for (int64_t j = 0; j < p.n_k; ++j)
+    k_abs_sum[size_t(j)] = Kabs.row(j).sum(), v_abs_sum[size_t(j)] = V.row(j).cwiseAbs().sum();
+  if (bwd) {
+    E_dk.setZero(p.n_k, p.d), E_dv.setZero(p.n_k, p.d);
+    beta0_k.assign(size_t(p.n_k), 0.0), beta0_v = beta0_k;
   }
-  return 1;
 }
 
-double min_normal(DType t) {
-  switch (t) {
-    case DType::F16: return 0x1p-14;
-    case DType::BF16:
-    case DType::F32: return 0x1p-126;
-    case DType::F64: return 0x1p-1022;
-    case DType::I32: break;
+void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows) {
+  const Problem& p = k.p;
+  h = h_, i0 = i0_;
+  const Eigen::Map<const Mat> Q(&k.in.q[size_t(offset_q(p, b, h, i0))], rows, p.d);  // (R, d)
+  const Mat Qabs = Q.cwiseAbs();
+  const Eigen::Map<const Eigen::RowVectorXd> ks(k.w_s.kappa.data(), p.d);
+  S.noalias() = Q * K.transpose();  // (R, n_k) q.k (the scale is applied per element)
+  A.noalias() = Qabs * Kabs.transpose();
+  Es.noalias() = (Qabs.array().rowwise() * ks.array()).matrix() * Kabs.transpose();
+  if (bwd) {
+    const Eigen::Map<const Mat> dO(&k.in.d_o[size_t(offset_q(p, b, h, i0))], rows, p.d);  // (R, d)
+    const Mat dOabs = dO.cwiseAbs(), Vabs = V.cwiseAbs();
+    const Eigen::Map<const Eigen::RowVectorXd> kd(k.w_dp.kappa.data(), p.d);
+    DP.noalias() = dO * V.transpose();
+    MDP.noalias() = dOabs * Vabs.transpose();
+    Edp.noalias() = (dOabs.array().rowwise() * kd.array()).matrix() * Vabs.transpose();
+    alpha.setZero(rows, p.n_k), beta_k.setZero(rows, p.n_k), beta_v.setZero(rows, p.n_k);
+    alpha0.assign(size_t(rows), 0.0), dq_scale.assign(size_t(rows), 1.0), dq_floor.assign(size_t(rows), 0.0);
   }
-  return 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r, n_v = n_visible(p.mask, i, p.n_q, p.n_k), oq = offset_q(p, b, h, i);
+    const int64_t ol = offset_lse(p, b, h, i);
+    RowInfo row;
+    if (n_v == 0) {  // the contract fixes o = 0, lse = -inf, d_q = 0 exactly
+      for (int64_t c = 0; c < p.d; ++c) {
+        B.o[size_t(oq + c)] = at(k.ref.err.o, oq + c);
+        if (bwd) B.d_q[size_t(oq + c)] = at(k.ref.err.d_q, oq + c);
+      }
+      B.lse[size_t(ol)] = at(k.ref.err.lse, ol);
+      continue;
+    }
+    forward(r, n_v, row);
+    if (bwd) backward(r, n_v, row);
+  }
+  if (!bwd) return;
+  finish_dq(rows);
+  const Eigen::Map<const Mat> dO(&k.in.d_o[size_t(offset_q(p, b, h, i0))], rows, p.d);
+  E_dk.noalias() += beta_k.transpose() * Q.cwiseAbs();
+  E_dv.noalias() += beta_v.transpose() * dO.cwiseAbs();
 }
+
+void HeadPass::forward(int64_t r, int64_t n_v, RowInfo& row) {
+  const Problem& p = k.p;
+  const Arithmetic& ar = k.ar;
+  const int64_t i = i0 + r, oq = offset_q(p, b, h, i), ol = offset_lse(p, b, h, i);
+  const double* q = &k.in.q[size_t(oq)];  // (d)
+  const double lse = k.ref.value.lse[size_t(ol)], err_lse = at(k.ref.err.lse, ol), scale = std::fabs(p.scale);
+  double q_abs_sum = 0;
+  for (int64_t c = 0; c < p.d; ++c) q_abs_sum += std::fabs(q[c]);
+  sc.resize(size_t(n_v));
+  double m = -kInf, hi_all = -kInf, e_dot_max = 0, e_hat_max = 0;
+  for (int64_t j = 0; j < n_v; ++j) {
+    Score& s = sc[size_t(j)];
+    s.s = p.scale * S(r, j), s.a = scale * A(r, j);
+    const double e_dot = scale * k.dot_error(k.w_s, Es(r, j), A(r, j), q_abs_sum, k_abs_sum[size_t(j)]);
+    s.e_c = k.delta_c * (std::fabs(s.s) + e_dot);
+    // The product with the (rounded) scale: one rounding; a baseline then stores S in storage.
+    const double after = e_dot + s.e_c + k.us * (std::fabs(s.s) + e_dot + s.e_c);
+    s.e_hat = after + k.u_store_s * (std::fabs(s.s) + after);
+    m = std::max(m, s.s), hi_all = std::max(hi_all, s.s + s.e_hat);
+    e_dot_max = std::max(e_dot_max, e_dot), e_hat_max = std::max(e_hat_max, s.e_hat);
+  }
+  // Key tiles: the running max can move at tile t only if some score of t may exceed every earlier
+  // one; a rescale by exp(m_old - m_new) errs only then (exp(0) = 1 when declared exact). Its
+  // argument's roundings telescope: together at most u (max s - the running max at the weight's tile).
+  const int64_t bt = ar.pv.block > 0 ? ar.pv.block : n_v, n_t = (n_v + bt - 1) / bt;
+  std::vector<double> t_lo(size_t(n_t), -kInf), t_hi(size_t(n_t), -kInf);                  // (T) max s -+ e
+  std::vector<double> pre_lo(static_cast<size_t>(n_t)), pre_hi(static_cast<size_t>(n_t));  // (T) through t
+  std::vector<double> moves_after(static_cast<size_t>(n_t), 0.0);  // (T) rescales that may err after t
+  for (int64_t j = 0; j < n_v; ++j) {
+    t_lo[size_t(j / bt)] = std::max(t_lo[size_t(j / bt)], sc[size_t(j)].s - sc[size_t(j)].e_hat);
+    t_hi[size_t(j / bt)] = std::max(t_hi[size_t(j / bt)], sc[size_t(j)].s + sc[size_t(j)].e_hat);
+  }
+  for (int64_t t = 0; t < n_t; ++t) {
+    pre_lo[size_t(t)] = std::max(t ? pre_lo[size_t(t - 1)] : -kInf, t_lo[size_t(t)]);
+    pre_hi[size_t(t)] = std::max(t ? pre_hi[size_t(t - 1)] : -kInf, t_hi[size_t(t)]);
+  }
+  for (int64_t t = n_t - 2; t >= 0; --t)
+    moves_after[size_t(t)] =
+        moves_after[size_t(t + 1)] + (!ar.exp_exact_at_zero || t_hi[size_t(t + 1)] >= pre_lo[size_t(t)] ? 1.0 : 0.0);
+  // The row's maximum, when no other score can reach it: its weight is exp(0) = 1 exactly (the max
+  // subtracts itself exactly), so rounding it to storage is exact too.
+  int64_t j_max = 0;
+  for (int64_t j = 1; j < n_v; ++j)
+    if (sc[size_t(j)].s > sc[size_t(j_max)].s) j_max = j;
+  double others = -kInf;
+  for (int64_t j = 0; j < n_v; ++j)
+    if (j != j_max) others = std::max(others, sc[size_t(j)].s + sc[size_t(j)].e_hat);
+  const bool exact_max =
+      ar.exp_exact_at_zero && !ar.p_normalised && sc[size_t(j_max)].s - sc[size_t(j_max)].e_hat > others;
+  auto p_rounds = [&](int64_t j) { return !(exact_max && j == j_max); };
+  const bool fa1 = ar.pv.merge == Merge::Serial;  // o kept normalised: each tile also scales its own P V
+  const double u = k.us, stored = ar.l_sums_stored_p ? k.u_p / (1 - k.u_p) : 0.0;
+  logP.resize(size_t(n_v)), zeta.resize(size_t(n_v)), d_o_w.resize(size_t(n_v)), d_l.resize(size_t(n_v));
+  w_hat.resize(size_t(n_v));
+  double eps = 0, eps_lse = 0;
+  for (int64_t j = 0; j < n_v; ++j) {
+    const Score& s = sc[size_t(j)];
+    const int64_t t = j / bt;
+    double common = k.e_exp + u * (std::fabs(s.s - m) + 2 * e_hat_max) + (p_rounds(j) ? stored : 0.0);
+    common += moves_after[size_t(t)] * k.e_exp + u * std::max(0.0, hi_all - pre_lo[size_t(t)]);
+    if (fa1) common += k.e_exp + u * std::max(0.0, pre_hi[size_t(t)] - t_lo[size_t(t)]);
+    // o: the constant's rounding scales every s - m alike; lse: it shifts the scores themselves.
+    d_o_w[size_t(j)] = (s.e_hat - s.e_c) + k.delta_c * (std::fabs(s.s - m) + 2 * e_dot_max) + common;
+    d_l[size_t(j)] = s.e_hat + common;
+    eps = std::max(eps, d_o_w[size_t(j)]), eps_lse = std::max(eps_lse, d_l[size_t(j)]);
+    // The exact log P <= 0; its fp64 evaluation errs by zeta (s in fp64, the certified lse's error).
+    logP[size_t(j)] = std::min(0.0, s.s - lse);
+    zeta[size_t(j)] = double(p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (std::fabs(s.s) + std::fabs(lse) + 1) + err_lse;
+  }
+  // Computed weights, normalised by their own exact sum: P^_j = P_j e^eta_j / Z, |eta_j| <= delta_j,
+  // Z >= e^-eps, so P^_j <= P_j e^(delta_j + eps) (and <= 1).
+  for (int64_t j = 0; j < n_v; ++j)
+    w_hat[size_t(j)] = std::min(1.0, std::exp(logP[size_t(j)] + zeta[size_t(j)] + d_o_w[size_t(j)] + eps));
+  // l: the declared chain over the weights; each exp may underflow (absolute floor_s against a
+  // largest weight exp(0) = 1, up to the exp's own error).
+  const double tiny_w = k.floor_s / (ar.exp_exact_at_zero ? 1.0 : 1 - k.e_exp);
+  // The key tiles the row's query tile walks past the row's last key: FA1 merges each (an empty
+  // partial); a rescale there multiplies by exp(0), exact only when declared so.
+  const int64_t bm = std::max(1, ar.block_m), i_last = std::min<int64_t>(p.n_q, (i / bm + 1) * bm) - 1;
+  const int64_t walked = (n_visible(p.mask, i_last, p.n_q, p.n_k) + bt - 1) / bt;
+  auto extra = [&](const Chain& c) {
+    if (c.block <= 0 || (c.merge == Merge::Rescale && ar.exp_exact_at_zero)) return int64_t(0);
+    return std::max<int64_t>(0, walked - n_t);
+  };
+  const ChainWeights wl = chain_weights(ar.l, n_v, k.ftz, extra(ar.l));
+  const ChainWeights wpv = chain_weights(ar.pv, n_v, k.ftz, extra(ar.pv));
+  double E_l = 0;
+  for (int64_t j = 0; j < n_v; ++j) E_l += wl.kappa[size_t(j)] * w_hat[size_t(j)] + (1 + wl.kappa[size_t(j)]) * tiny_w;
+  E_l = E_l * wl.scale() + wl.events * wl.floor;
+  // o, column by column at once: W's coefficients, and P V's chain, term j's weight on |v_jc|.
+  const double pv_up = (ar.l_sums_stored_p ? 0.0 : k.u_p) + (ar.p_normalised ? gamma(ar.o_normalise + 1, u) : 0.0);
+  coef_w.resize(size_t(n_v)), coef_acc.resize(size_t(n_v));
+  double acc0 = 0;  // the operands' underflow, the same for every column
+  for (int64_t j = 0; j < n_v; ++j) {
+    const double w = w_hat[size_t(j)], kap = wpv.kappa[size_t(j)];
+    // Sum_j (P^_j - P_j)(v_j - o) = (1/Z) sum_j P_j (e^eta_j - 1)(v_j - o): o is P's own average.
+    coef_w[size_t(j)] = p_expm1(logP[size_t(j)] + zeta[size_t(j)], d_o_w[size_t(j)]);
+    coef_acc[size_t(j)] = kap * w + (1 + kap) * ((p_rounds(j) ? pv_up : 0.0) * w + k.floor_p + tiny_w + w * k.u_in);
+    acc0 += (1 + kap) * w * k.floor_in;
+  }
+  const double* o = &k.ref.value.o[size_t(oq)];  // (d)
+  err_o.assign(size_t(p.d), 0.0);                // (d) the certified o's own error: o_exact is within it
+  for (int64_t c = 0; c < p.d; ++c) err_o[size_t(c)] = at(k.ref.err.o, oq + c);
+  w_sum.assign(size_t(p.d), 0.0), R_max.assign(size_t(p.d), 0.0), e_acc.assign(size_t(p.d), 0.0);
+  for (int64_t j = 0; j < n_v; ++j) {
+    const double* v = V.data() + j * p.d;  // (d)
+    const double cw = coef_w[size_t(j)], ca = coef_acc[size_t(j)];
+    for (int64_t c = 0; c < p.d; ++c) {
+      const double dv = std::fabs(v[c] - o[c]) + err_o[size_t(c)];
+      w_sum[size_t(c)] += times(cw, dv), R_max[size_t(c)] = std::max(R_max[size_t(c)], dv);
+      e_acc[size_t(c)] += ca * std::fabs(v[c]);
+    }
+  }
+  e_o.assign(size_t(p.d), 0.0);
+  for (int64_t c = 0; c < p.d; ++c) {
+    const double ao = std::fabs(o[c]);
+    const double W = std::min(times(std::exp(eps), w_sum[size_t(c)]), 2 * R_max[size_t(c)]);
+    const double E_acc = (e_acc[size_t(c)] + acc0) * wpv.scale() + wpv.events * wpv.floor;
+    double e = E_l < 1 ? W + (E_acc + E_l * (ao + W)) / (1 - E_l) : kInf;
+    if (!ar.p_normalised) e += gamma(ar.o_normalise, u) * (ao + e);  // 1/l rounded
+    e += k.ftz ? k.floor_s : 0.0;                                    // the product flushed
+    B.o[size_t(oq + c)] = rounded_bound(o[c], e, err_o[size_t(c)], ar.soft, k.storage, true) * kSlack;
+    e_o[size_t(c)] = B.o[size_t(oq + c)];  // |kernel o - exact o|, for D
+  }
+  // lse = m + log l (base 2: ln 2 (m2 + log2 l)): the shift m cancels; the weights' arguments, l's
+  // chain and the log remain; then the add (base 2: and the product with a rounded ln 2). The
+  // weights' share: lse^ - lse = log sum_j P_j e^eta_j, |eta_j| <= d_l_j, lies between
+  // log(1 - sum_j P_j (1 - e^-d_l_j)) and log(1 + sum_j P_j (e^d_l_j - 1)).
+  double up = 0, down = 0;
+  for (int64_t j = 0; j < n_v; ++j) {
+    const double lp = std::min(0.0, logP[size_t(j)] + zeta[size_t(j)]);
+    up += p_expm1(lp, d_l[size_t(j)]), down += std::exp(lp) * -std::expm1(-d_l[size_t(j)]);
+  }
+  const double e_w = std::min(eps_lse, std::max(up, down < 1 ? -std::log1p(-down) : kInf));
+  const double e_log_l = E_l < 0.5 ? -std::log1p(-E_l) : kInf;
+  double e_lse = e_w + e_log_l + k.log_rel * (std::fabs(lse - m) + e_w + e_log_l) + k.floor_s;
+  if (ar.base2) e_lse += (u + k.delta_ln2) * (std::fabs(lse) + e_lse);
+  B.lse[size_t(ol)] = rounded_bound(lse, e_lse, err_lse, ar.soft, k.lse_type, true) * kSlack;
+  row.e_lse = B.lse[size_t(ol)];
+}
+
+}  // namespace model
+
+using namespace model;
 
 Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec) {
-  const int64_t d = p.d, n_q = p.n_q, n_k = p.n_k, group = p.heads_q / p.heads_kv;
-  const double u = prec.u_acc, u_out = unit_roundoff(prec.storage), u_p = unit_roundoff(prec.p_dtype);
-  const double u32 = unit_roundoff(DType::F32);  // lse is stored as float32 whatever the storage
-  // S rounded to a type coarser than the accumulator (a baseline materialising S in fp16/bf16).
-  const double u_sx = unit_roundoff(prec.s_dtype) > u ? unit_roundoff(prec.s_dtype) : 0.0;
-  // Absolute floor of a rounded weight: P's subnormal spacing, plus exp's own fp32 underflow; with
-  // flush-to-zero arithmetic anything below the smallest normal may become 0.
-  const bool ftz = prec.flush_subnormals;
-  auto floor_of = [ftz](DType t) { return ftz ? min_normal(t) : underflow_floor(t); };
-  const double tiny_p = floor_of(prec.p_dtype) + floor_of(DType::F32);
-  const double tiny_out = underflow_floor(prec.storage) + (ftz ? min_normal(DType::F32) : 0.0);
-  // Each product accumulated may underflow: an absolute error of the accumulator's subnormal floor.
-  const double acc_floor = floor_of(u >= 0x1p-12 ? DType::F16 : u >= 0x1p-25 ? DType::F32 : DType::F64);
-  const double l_round = prec.l_sums_rounded_p ? u_p : 0.0;  // relative error of l from P's rounding
-  const double u_pl = u_p + l_round;                         // output rounding below the normal range
-  const double scale = std::fabs(p.scale);
-  const int64_t bc = prec.block_n > 0 ? std::min<int64_t>(prec.block_n, n_k) : n_k;
+  const int64_t group = p.heads_q / p.heads_kv;
+  if (p.n_k > kMaxTerms || group * p.n_q > kMaxTerms || p.d > kMaxTerms)
+    throw std::invalid_argument(
+        "error model: a sum of more than 2^20 terms (n_k, heads_q/heads_kv * n_q or d) is "
+        "beyond what its evaluation covers");
+  const Consts k(p, in, ref, prec);
   const bool bwd = !in.d_o.empty();
-
   Bounds B;
-  B.o.assign(size_t(numel_q(p)), 0.0);
-  B.lse.assign(size_t(numel_lse(p)), 0.0);
-  std::vector<double> mag_dq, mag_dk, mag_dv;  // sums of |terms| the gradient GEMMs accumulate
-  if (bwd) {
-    B.d_q.assign(size_t(numel_q(p)), 0.0), mag_dq = B.d_q;
-    B.d_k.assign(size_t(numel_kv(p)), 0.0), mag_dk = B.d_k, B.d_v = B.d_k, mag_dv = B.d_k;
-  }
-  std::vector<double> s(static_cast<size_t>(n_k)), a(static_cast<size_t>(n_k)),
-      e_s(static_cast<size_t>(n_k));  // (n_k,)
-  std::vector<double> P(static_cast<size_t>(n_k)), logP(static_cast<size_t>(n_k)), dev(static_cast<size_t>(n_k)),
-      w_hat(static_cast<size_t>(n_k));              // (n_k,)
-  std::vector<double> e_o(static_cast<size_t>(d));  // (d,) the kernel's own o error, feeding D in the backward
-
+  B.o.assign(size_t(numel_q(p)), 0.0), B.lse.assign(size_t(numel_lse(p)), 0.0);
+  if (bwd) B.d_q.assign(size_t(numel_q(p)), 0.0), B.d_k.assign(size_t(numel_kv(p)), 0.0), B.d_v = B.d_k;
+  HeadPass hp(k, B, bwd);
+  const int64_t rows = block_rows(p.n_k);
   for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t h = 0; h < p.heads_q; ++h) {
-      const int64_t g = kv_head(p, int32_t(h));
-      for (int64_t i = 0; i < n_q; ++i) {
-        const int64_t n_v = n_visible(p.mask, i, n_q, n_k), oq = offset_q(p, b, h, i);
-        const int64_t ol = offset_lse(p, b, h, i);
-        const double* q = &in.q[size_t(oq)];  // (d,)
-        if (n_v == 0) {                       // the contract fixes o = 0, lse = -inf, d_q = 0 exactly
-          for (int64_t k = 0; k < d; ++k) B.o[size_t(oq + k)] = at(ref.err.o, oq + k);
-          continue;
-        }
-        double m = -kInf, M = 0;
-        for (int64_t j = 0; j < n_v; ++j) {
-          const double* kr = &in.k[size_t(offset_kv(p, b, g, j))];  // (d,)
-          double dot = 0, abs_dot = 0;
-          for (int64_t c = 0; c < d; ++c) dot += q[c] * kr[c], abs_dot += std::fabs(q[c] * kr[c]);
-          s[size_t(j)] = p.scale * dot, a[size_t(j)] = scale * abs_dot;
-          m = std::max(m, s[size_t(j)]), M = std::max(M, std::fabs(s[size_t(j)]));
-        }
-        const int64_t T = (n_v + bc - 1) / bc;
-        // Exponent-argument error of each weight relative to a common shift (the shift itself
-        // cancels in o and lse): score error, argument rounding, exp, and up to 2 rescale factors
-        // per tile (FA1 rescales the old state and the new tile) whose arguments carry 2 kArg u M.
-        double eps = 0;
-        for (int64_t j = 0; j < n_v; ++j) {
-          // d products and sums, the scale multiply, the score's own rounding: gamma_{d+2}.
-          e_s[size_t(j)] = gamma(double(d + 2), u) * a[size_t(j)] + u_sx * std::fabs(s[size_t(j)]);
-          const double delta = e_s[size_t(j)] + kArgRoundings * u * (std::fabs(s[size_t(j)]) + std::fabs(m)) +
-                               kExpUnits * u + double(2 * T) * (2 * kArgRoundings * u * M + kExpUnits * u);
-          eps = std::max(eps, delta);
-        }
-        const double lse = ref.value.lse[size_t(ol)];
-        // The exact log P is <= 0: clamping the fp64 estimate there only moves it toward the truth.
-        // At huge scores the plain fp64 s carries u|s| (1e8 at 1e24) and s - lse > 0 would give
-        // P = inf, then inf * 0 = NaN in the backward's P (dP - D) terms where dP = D.
-        for (int64_t j = 0; j < n_v; ++j)
-          logP[size_t(j)] = std::min(0.0, s[size_t(j)] - lse), P[size_t(j)] = std::exp(logP[size_t(j)]);
-        // A weight perturbed by e^{+-eps} and renormalised lies in [P e^{-2 eps}, min(P e^{2 eps}, 1)]:
-        // dev_j bounds |P^_j - P_j| and w_hat_j the computed weight, both in the log domain so
-        // that an exact weight below fp64's range still counts when eps is large.
-        for (int64_t j = 0; j < n_v; ++j) {
-          const double up = std::min(1.0, std::exp(logP[size_t(j)] + 2 * eps));
-          w_hat[size_t(j)] = up;
-          dev[size_t(j)] = std::max(up - P[size_t(j)], -P[size_t(j)] * std::expm1(-2 * eps));
-        }
-        // Each weight's products and sums into o and l (3 Bc), then per tile the rescale-and-merge
-        // of everything so far (FA1 also renormalises: l update 3, merge 5, 1/l 1 = 9 per tile).
-        const double g_pv = gamma(double(3 * bc + 9 * T + 4), u);
-        for (int64_t k = 0; k < d; ++k) {
-          const double o = ref.value.o[size_t(oq + k)];
-          double c = 0, R = 0, mag = 0, sum_v = 0;
-          for (int64_t j = 0; j < n_v; ++j) {
-            const double v = in.v[size_t(offset_kv(p, b, g, j) + k)];
-            c += times(dev[size_t(j)], std::fabs(v - o)), R = std::max(R, std::fabs(v - o));
-            mag += times(w_hat[size_t(j)], std::fabs(v)), sum_v += std::fabs(v);
-          }
-          // Sum_j |P^_j - P_j| <= 2 always, so the weight term never exceeds 2 max_j |v_j - o|.
-          // P's rounding enters the numerator (u_p); where l sums the rounded P it enters l too.
-          const double e = std::min(c, 2 * R) + times(u_pl + g_pv, mag) + tiny_p * sum_v + double(2 * n_v) * acc_floor;
-          e_o[size_t(k)] = (1 + u_out) * e + u_out * std::fabs(o) + tiny_out;  // then rounded to storage
-          B.o[size_t(oq + k)] = e_o[size_t(k)] + at(ref.err.o, oq + k);
-        }
-        // lse = m + log l: the weights' exponent errors, l's accumulation, log and the add, f32 store.
-        const double e_lse = eps + g_pv + kArgRoundings * u * (std::fabs(lse - m) + std::fabs(lse)) +
-                             u32 * std::fabs(lse) + l_round * (1 + double(n_v) * tiny_p);
-        B.lse[size_t(ol)] = e_lse + at(ref.err.lse, ol);
-        if (!bwd) continue;
-
-        const double* d_o = &in.d_o[size_t(oq)];  // (d,)
-        double D = 0, e_D = 0, mag_D = 0;
-        for (int64_t k = 0; k < d; ++k) {
-          const double o = ref.value.o[size_t(oq + k)];
-          D += d_o[k] * o, e_D += std::fabs(d_o[k]) * e_o[size_t(k)];
-          mag_D += std::fabs(d_o[k]) * (std::fabs(o) + e_o[size_t(k)]);
-        }
-        e_D += gamma(double(d + 1), u) * mag_D;  // D = d_o . o in the accumulator, from the kernel's o
-        for (int64_t j = 0; j < n_v; ++j) {
-          const int64_t okv = offset_kv(p, b, g, j);
-          double dP = 0, b_abs = 0;
-          for (int64_t k = 0; k < d; ++k)
-            dP += d_o[k] * in.v[size_t(okv + k)], b_abs += std::fabs(d_o[k] * in.v[size_t(okv + k)]);
-          const double e_dP =
-              gamma(double(d + 1), u) * b_abs + u_sx * (std::fabs(dP) + gamma(double(d + 1), u) * b_abs);
-          // P recomputed as exp(s - lse) from the kernel's saved lse: its error does not cancel here.
-          double xi =
-              e_s[size_t(j)] + e_lse + kArgRoundings * u * (std::fabs(s[size_t(j)]) + std::fabs(lse)) + kExpUnits * u;
-          xi = std::max(xi, 2 * eps + g_pv);  // a baseline keeping the forward's normalised P
-          // |P^ - P| <= P (e^xi - 1), from the log domain (P may underflow where P e^xi does not).
-          const double Pj = P[size_t(j)];
-          const double dPj = Pj > 0 ? times(std::expm1(xi), Pj) : std::exp(logP[size_t(j)] + xi);
-          const double P_bar = Pj + dPj, gap = std::fabs(dP - D);
-          const double e_pre = times(dPj, gap) + times(P_bar, e_dP + e_D);
-          const double dS_bar = Pj * gap + e_pre;
-          // dS = P (dP - D): a subtraction and a product in the accumulator, then rounded to P's
-          // type; a baseline also rounds P itself to storage before the product (2 u_p).
-          const double e_dS = e_pre + times((2 * u + 2 * u_p) * (1 + u_p), dS_bar) +
-                              tiny_p * (1 + gap + e_dP + e_D);  // ... and P's own subnormal floor
-          for (int64_t k = 0; k < d; ++k) {
-            const double ad_o = std::fabs(d_o[k]);
-            const double ak = scale * std::fabs(in.k[size_t(okv + k)]), aq = scale * std::fabs(q[k]);
-            B.d_v[size_t(okv + k)] += times(dPj + u_p * P_bar + tiny_p, ad_o);
-            mag_dv[size_t(okv + k)] += times(P_bar * (1 + u_p) + tiny_p, ad_o);
-            B.d_q[size_t(oq + k)] += times(e_dS, ak);
-            mag_dq[size_t(oq + k)] += times(dS_bar * (1 + u_p) + tiny_p, ak);
-            B.d_k[size_t(okv + k)] += times(e_dS, aq);
-            mag_dk[size_t(okv + k)] += times(dS_bar * (1 + u_p) + tiny_p, aq);
-          }
-        }
-      }
+    for (int64_t g = 0; g < p.heads_kv; ++g) {
+      hp.kv_head(b, g);
+      for (int64_t h = g * group; h < (g + 1) * group; ++h)
+        for (int64_t i0 = 0; i0 < p.n_q; i0 += rows) hp.block(h, i0, std::min<int64_t>(rows, p.n_q - i0));
+      if (bwd) hp.finish_kv();
     }
-  if (!bwd) return B;
-  // Accumulation of the gradient GEMMs (d_q: n_k terms and the scale; d_k, d_v: every query row of
-  // the kv head's group), then rounding to storage, then the certified reference's own error.
-  // The underflow floor is charged before the scale: kernels (ours, FlashAttention's) accumulate
-  // dS k and dSᵀ q unscaled and multiply by the scale at the end, so a product lost below the
-  // accumulator's subnormal floor comes out multiplied by |scale| (floor_scale).
-  auto finish = [&](std::vector<double>& e, const std::vector<double>& mag, double n_terms, double floor_scale,
-                    const std::vector<double>& value, const std::vector<double>& err) {
-    for (size_t x = 0; x < e.size(); ++x) {
-      const double acc = e[x] + times(gamma(n_terms, u), mag[x]) + (n_terms + 1) * acc_floor * floor_scale;
-      e[x] = (1 + u_out) * acc + u_out * std::fabs(value[x]) + tiny_out + at(err, int64_t(x));
-    }
-  };
-  finish(B.d_q, mag_dq, double(n_k + 2), std::max(1.0, scale), ref.value.d_q, ref.err.d_q);
-  finish(B.d_k, mag_dk, double(group * n_q + 2), std::max(1.0, scale), ref.value.d_k, ref.err.d_k);
-  finish(B.d_v, mag_dv, double(group * n_q + 1), 1.0, ref.value.d_v, ref.err.d_v);
   return B;
-}
-
-Verdict within_bound(const std::vector<double>& kernel, const std::vector<double>& ref,
-                     const std::vector<double>& bound, DType out) {
-  Verdict v;
-  auto fail = [&](size_t x, const char* why) {
-    v.ok = false, v.worst = int64_t(x), v.measured = std::fabs(kernel[x] - ref[x]), v.bound = bound[x];
-    v.why = why;
-    return v;
-  };
-  if (kernel.size() != ref.size() || bound.size() != ref.size()) {
-    v.ok = false, v.why = "size mismatch";
-    return v;
-  }
-  for (size_t x = 0; x < ref.size(); ++x) {
-    const double y = kernel[x], r = ref[x], bd = bound[x];
-    if (std::isnan(bd)) return fail(x, "NaN bound");
-    if (std::isnan(r)) {
-      if (!std::isnan(y)) return fail(x, "finite where the reference is NaN");
-      continue;
-    }
-    if (std::isinf(r)) {
-      if (y != r) return fail(x, "not the reference's infinity");
-      continue;
-    }
-    if (std::isnan(y)) return fail(x, "NaN where the reference is finite");
-    if (std::isinf(y)) {
-      // Overflow of the output type is legitimate only where reference ± bound can reach it, on
-      // that side: +inf when r + bound >= max, -inf when r - bound <= -max (a bound past the whole
-      // range admits either sign, whatever the sign of r).
-      if (y > 0 ? r + bd >= max_finite(out) : r - bd <= -max_finite(out)) continue;
-      return fail(x, "infinite where the reference is finite");
-    }
-    const double e = std::fabs(y - r);
-    const double ratio = e == 0 ? 0.0 : (bd > 0 ? e / bd : kInf);
-    if (ratio > v.ratio || v.worst < 0)
-      v.ratio = std::max(v.ratio, ratio), v.worst = int64_t(x), v.measured = e, v.bound = bd;
-    if (e > bd) return fail(x, "error exceeds the bound");
-  }
-  return v;
-}
-
-FaRule fa_rule(const std::vector<double>& kernel, const std::vector<double>& baseline, const std::vector<double>& ref,
-               const std::vector<double>& ref_err, DType out) {
-  FaRule f;
-  double ref_max = 0, err_max = 0;
-  for (size_t x = 0; x < ref.size(); ++x) {
-    if (!std::isfinite(ref[x])) continue;  // non-finite values are within_bound's business
-    auto err = [&](double y) { return std::isfinite(y) ? std::fabs(y - ref[x]) : kInf; };
-    f.kernel_err = std::max(f.kernel_err, err(kernel[x]));
-    f.baseline_err = std::max(f.baseline_err, err(baseline[x]));
-    ref_max = std::max(ref_max, std::fabs(ref[x])), err_max = std::max(err_max, at(ref_err, int64_t(x)));
-  }
-  // FlashAttention's atol: twice the round trip fl(fl(x + 0.3) - 0.3) - x in the output type,
-  // whose size is at most 2 u (|x| + 0.3).
-  f.noise = 4 * unit_roundoff(out) * (ref_max + 0.3) + err_max;
-  f.holds = f.kernel_err <= 2 * f.baseline_err + f.noise;
-  return f;
 }
 
 }  // namespace fc::ref

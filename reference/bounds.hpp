@@ -1,7 +1,8 @@
-// A-priori error bounds (docs/ERROR_MODEL.md, derived in reports/ERROR_MODEL.md): for every output element of
-// a kernel, a rigorous first-principles bound on |kernel - exact| computed from the inputs, the
-// certified reference and what the kernel declares about its arithmetic. No fudge factors: every
-// term is one rounding (or one chain of roundings) of the algorithm, named in bounds.cpp.
+// A-priori error bounds (docs/ERROR_MODEL.md, derived in reports/ERROR_MODEL.md): for every output element of a kernel, a
+// rigorous first-principles bound on |kernel - exact| computed from the inputs, the certified
+// reference and what the kernel declares about its arithmetic (kernels/arithmetic.h). No fudge
+// factors: every term is one rounding (or one chain of roundings) of the algorithm, named in
+// bounds.cpp, bounds_backward.cpp and bounds_chain.cpp.
 //
 // Also the comparator that applies a bound (non-finite values handled exactly) and the
 // FlashAttention rule (kernel error <= 2 x same-precision baseline error + output rounding noise).
@@ -12,22 +13,15 @@
 #include <vector>
 
 #include "certified.hpp"
+#include "kernels/arithmetic.h"
 
 namespace fc::ref {
 
-// What the error model needs to know about how a kernel computes.
+// What the error model needs to know about how a kernel computes: the storage type of its inputs and
+// outputs, and its declared arithmetic (the rounding chain of every sum, kernels/arithmetic.h).
 struct Precision {
-  DType storage = DType::F32;     // q k v o d_o d_q d_k d_v (outputs are rounded to it)
-  DType s_dtype = DType::F32;     // S (and dP) rounded to this: the accumulation type for fused kernels,
-                                  // the storage type for a 3-pass baseline that materialises S and P
-  DType p_dtype = DType::F32;     // P (and dS) rounded to this before the P.V / dS GEMMs
-  double u_acc = 0x1p-24;         // error per accumulation step: 2^-24 fp32 round-to-nearest (CPU),
-                                  // 2^-23 on tensor cores (truncation, docs/ERROR_MODEL.md); 2^-11 / 2^-10 for fp16
-  int64_t block_n = 0;            // kBlockN: keys per tile; 0 = one tile of n_k (untiled)
-  bool l_sums_rounded_p = false;  // l sums P after its rounding to p_dtype (a baseline storing P);
-                                  // FlashAttention kernels sum the unrounded P
-  bool flush_subnormals = false;  // FTZ arithmetic (CUDA's .ftz, ex2.approx.ftz): a result below
-                                  // the smallest normal becomes 0, so the underflow floor is that
+  DType storage = DType::F32;  // q k v o d_o d_q d_k d_v (outputs are rounded to it)
+  Arithmetic ar;
 };
 
 // Unit roundoff of a dtype (2^-p for p significand bits) and half its smallest subnormal (the
@@ -35,6 +29,41 @@ struct Precision {
 double unit_roundoff(DType t);
 double underflow_floor(DType t);
 double min_normal(DType t);
+
+// P's (and dS's) rounding before its GEMM, as declared: to storage (or Arithmetic::p_type where that
+// is coarser) when the kernel rounds P there and that is coarser than the element-wise type, then to
+// the operand type if coarser still. u: the relative error of both together.
+struct PRounding {
+  bool to_first = false, to_second = false;
+  DType first = DType::F32, second = DType::F32;
+  double u = 0;
+};
+PRounding p_rounding(const Precision& prec);
+
+// The declared arithmetic summarised for criteria that bound a row's sums in any order (the
+// metamorphic laws' differential bounds, properties/differential.cpp): the largest unit of an
+// accumulation step (a whole ulp where a chain truncates: tensor cores, directed rounding), the
+// types S and P are rounded to, the key tile, and the flags the bounds need.
+struct Coarse {
+  DType storage = DType::F32;
+  double u_acc = 0x1p-24;
+  DType s_dtype = DType::F32, p_dtype = DType::F32;  // p_dtype: P's coarsest rounding, else `soft`
+  int64_t block_n = 0;                               // o's key tile (0: one tile)
+  bool l_sums_rounded_p = false, flush_subnormals = false;
+};
+Coarse coarse(const Precision& prec);
+
+// A bound on |y - exact| and on |y - r| for every y = RN_out(RN_soft(x)) (the output's last
+// operation, rounded to nearest in `soft`, then converted to `out`; soft_round = false: the
+// conversion only) with |x - exact| <= e and |exact - r| <= err_r. Rounding is monotone, so y lies
+// between the roundings of r -+ (e + err_r): within a rounding step the bound is the distance to the
+// neighbour the rounding can reach (plus err_r), never more than e + 2 err_r + half an ulp.
+double rounded_bound(double r, double e, double err_r, DType soft, DType out, bool soft_round);
+
+// The largest number of terms one sum of the model may have (n_k for d_q and o; group * n_q for
+// d_k, d_v): past it the fp64 evaluation of the bound itself is not covered by its slack, and
+// error_bounds refuses (std::invalid_argument).
+inline constexpr int64_t kMaxTerms = int64_t(1) << 20;
 
 // Elementwise bounds on |kernel - exact|, shaped like Result64 (gradients when in.d_o is given).
 // The certified reference's own error is included, so a kernel passes iff
@@ -45,8 +74,12 @@ struct Bounds {
 Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec);
 
 // One tensor held against its reference and bound. Non-finite values are exact: NaN only where the
-// reference is NaN, infinities with the reference's sign, an infinite kernel value accepted only
-// where reference + bound overflows the output dtype; a NaN bound is a failure, never a skip.
+// reference is NaN, infinities with the reference's sign, an infinite kernel value accepted only on
+// the side where reference -+ bound reaches past the output dtype's largest value; a NaN bound is a
+// failure, never a skip. An infinite bound where the reference is finite is a failure too (a vacuous
+// bound proves nothing: the error model's bounds, Infinite::Fails), or, for a criterion that declares
+// it makes no claim there (Infinite::NoClaim: a differential tolerance at huge scores), accepts any
+// value but NaN.
 struct Verdict {
   bool ok = true;
   int64_t worst = -1;   // flat index of the largest measured/bound (or of the first failure)
@@ -55,8 +88,9 @@ struct Verdict {
   double ratio = 0;     // max measured/bound over the tensor (0/0 counts as 0)
   std::string why;      // empty when ok
 };
+enum class Infinite : int32_t { Fails, NoClaim };
 Verdict within_bound(const std::vector<double>& kernel, const std::vector<double>& ref,
-                     const std::vector<double>& bound, DType out);
+                     const std::vector<double>& bound, DType out, Infinite infinite = Infinite::Fails);
 
 // FlashAttention's gate on one tensor: max|kernel - ref| <= 2 max|baseline - ref| + noise, with
 // noise = FlashAttention's atol (twice the round trip x + 0.3 - 0.3 in the output type, at most

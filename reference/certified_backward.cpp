@@ -111,13 +111,19 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
   bw.d_q_err.resize(m, d);
   bw.d_k_err.resize(n, d);
   bw.d_v_err.resize(n, dv);
+  // The sums of squared weights are rounded, and squares below 2^-1022 underflow (a dropped weight's
+  // 2^-1008, squared, is 0 in fp64): each of the 2 n operations loses at most 2^-1074 absolutely,
+  // so Sum w^2 <= computed + 2 n 2^-1074, and the norms below stay upper bounds however small w is.
+  const auto norm = [](double sum_sq, Index terms) {
+    return std::sqrt(sum_sq * (1 + 4 * kU) + 2 * double(terms) * 0x1p-1074);
+  };
   for (Index r = 0; r < m; ++r) {
-    const double wr = std::sqrt(w_row[r]);
+    const double wr = norm(w_row[r], n);
     for (Index k = 0; k < d; ++k)
       bw.d_q_err(r, k) = (abs_scale * wr * k_col(k) + kU * std::fabs(bw.d_q(r, k))) * kSlack;
   }
   for (Index j = 0; j < n; ++j) {
-    const double wc = std::sqrt(w_col[j]), wvc = std::sqrt(wv_col[j]);
+    const double wc = norm(w_col[j], m), wvc = norm(wv_col[j], m);
     for (Index k = 0; k < d; ++k)
       bw.d_k_err(j, k) = (abs_scale * wc * q_col(k) + kU * std::fabs(bw.d_k(j, k))) * kSlack;
     for (Index k = 0; k < dv; ++k) bw.d_v_err(j, k) = wvc * do_col(k) * kSlack;

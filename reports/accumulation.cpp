@@ -31,13 +31,13 @@ Subject tiled_variant(const std::string& name, cpu::Tiling t, DType accum) {
     cpu::tiled_forward(in, t, accum, out);
     return out;
   };
-  s.precision = [t, accum](const Problem& p) {
+  s.precision = [t, accum](const Problem& p) {  // cpu_tiled's declaration for this tiling
+    Config cfg;
+    cfg.block_m = t.block_m, cfg.block_n = t.block_n, cfg.order = t.order, cfg.accum = accum;
     ref::Precision pr;
     pr.storage = p.dtype;
-    pr.s_dtype = accum;
-    pr.p_dtype = t.round_p ? p.dtype : DType::F32;
-    pr.u_acc = ref::unit_roundoff(accum);
-    pr.block_n = t.block_n;
+    pr.ar = cpu::tiled_arithmetic(p, cfg);
+    pr.ar.rounds_p = t.round_p;
     return pr;
   };
   return s;
@@ -61,11 +61,12 @@ Subject mini_variant(const std::string& name, mutants::Fault f) {
     mutants::faulty_forward(f, in.p, cfg, in.q, in.k, in.v, out.o, out.lse);
     return out;
   };
-  s.precision = [f](const Problem& p) {
+  const Kernel clean = mutants::make_faulty_kernel(mutants::Fault::None, "mini_fa2", "");
+  s.precision = [f, cfg, clean](const Problem& p) {  // the emulation's declaration, P's type its own
     ref::Precision pr;
     pr.storage = p.dtype;
-    pr.p_dtype = f == mutants::Fault::PBf16 ? DType::BF16 : p.dtype;
-    pr.block_n = 64;
+    pr.ar = clean.info.arithmetic(p, cfg);
+    if (f == mutants::Fault::PBf16) pr.ar.p_type = DType::BF16;
     return pr;
   };
   return s;

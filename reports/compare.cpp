@@ -8,6 +8,7 @@
 
 #include "io/attention_io.hpp"
 #include "io/safetensors.hpp"
+#include "kernels/cpu/cpu_kernels.hpp"
 #include "properties/execute.hpp"
 #include "reports/cell.hpp"
 #include "reports/report.hpp"
@@ -65,15 +66,25 @@ ref::Precision precision(const CompareOptions& o, const Problem& p, int32_t bloc
     throw std::invalid_argument(fmt::format("--rounding {}: expected truncate or nearest", o.rounding));
   if (o.model != "flash" && o.model != "naive")
     throw std::invalid_argument(fmt::format("--model {}: expected flash or naive", o.model));
+  // The arithmetic of a kernel of that kind (kernels/arithmetic.h): "truncate" one on tensor cores
+  // (every row of the problem in one query tile: the walk past a row's keys is the longest it can
+  // be), "nearest" cpu_tiled's (FA2) or cpu_naive's on acc; P rounded to storage or kept.
+  Config cfg;
+  cfg.block_m = p.n_q, cfg.block_n = block_n, cfg.accum = acc;
   ref::Precision pr;
   pr.storage = p.dtype;
-  pr.u_acc = ref::unit_roundoff(acc) * (o.rounding == "truncate" ? 2 : 1);
-  const bool naive = o.model == "naive";
-  pr.s_dtype = naive ? p.dtype : acc;
-  pr.p_dtype = naive || o.p_in_storage ? p.dtype : DType::F32;
-  pr.block_n = naive ? 0 : block_n;
-  pr.l_sums_rounded_p = naive;
-  pr.flush_subnormals = o.rounding == "truncate";  // a GPU's arithmetic
+  if (o.model == "naive") {
+    pr.ar = cpu::naive_arithmetic(p, cfg);
+    if (o.rounding == "truncate")  // directed rounding in an unknown order, FTZ: what a GPU may do
+      for (Chain* c : {&pr.ar.s, &pr.ar.pv, &pr.ar.l, &pr.ar.d_o_o, &pr.ar.dp, &pr.ar.dq, &pr.ar.dkv})
+        c->adder = Adder::AnyOrder, c->truncates = true, c->block = 0;
+  } else if (o.rounding == "truncate") {
+    pr.ar = tensor_core_arithmetic(p.dtype, p.n_q, block_n, 0);  // d_q one chain: longer than any split
+  } else {
+    pr.ar = cpu::tiled_arithmetic(p, cfg);
+  }
+  if (o.rounding == "truncate") pr.ar.flush_subnormals = true;
+  if (o.model != "naive") pr.ar.rounds_p = o.p_in_storage;
   return pr;
 }
 

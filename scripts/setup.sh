@@ -38,7 +38,8 @@ export DEBIAN_FRONTEND=noninteractive
 # One entry per need; "a|b" lists the names it has across Debian 12, Debian 13 and Ubuntu 24.04, the
 # first the distribution offers is installed. Catch2 is v2 on Debian 12 and v3 elsewhere (both work).
 packages=(g++ cmake ninja-build pkg-config librapidcheck-dev "catch2|libcatch2-dev" libeigen3-dev libboost-dev
-          libmpfr-dev libgmp-dev libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev python3)
+          libmpfr-dev libgmp-dev libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev python3 python3-pytest
+          python3-numpy)
 # clang and its sanitizer runtimes build the second build; the suite renders report.html in headless
 # Chromium and decodes its screenshot (zlib).
 if [ "$mode" = test ]; then

@@ -23,4 +23,8 @@ void tiled_backward(const Inputs& in, const Tiling& t, DType accum, Outputs& out
 void tiled_forward(const Inputs& in, const Config& cfg, Outputs& out);
 void tiled_backward(const Inputs& in, const Config& cfg, Outputs& out);
 
+// What each kernel declares about its arithmetic for the error model (arithmetic.cpp).
+Arithmetic tiled_arithmetic(const Problem& p, const Config& cfg);
+Arithmetic naive_arithmetic(const Problem& p, const Config& cfg);
+
 }  // namespace fc::cpu

@@ -49,6 +49,7 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
                         "fp16 S overflows past 65504 like any same-precision baseline");
   naive.info.configs = {Config{}};
   naive.info.stores_s_p = true;
+  naive.info.arithmetic = cpu::naive_arithmetic;
   // Rows never interact. Its scores come from Eigen's vectorised products (a key's dot may take a
   // packet or a tail path) and its P is normalised by an order-dependent sum: nothing else is shared.
   naive.info.exact = {.rows = true, .d_q_rows = true};
@@ -65,6 +66,7 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
                         "backward by recomputation from lse");
   tiled.info.any_tile = true;
   tiled.info.configs = tiled_configs();
+  tiled.info.arithmetic = cpu::tiled_arithmetic;
   // Rows never interact (d_q summed over keys in order); a score is one dot in index order times the
   // scale; a weight is exp(s - m) with m the running max at its tile's end (FA2) or its tile's own
   // max (FA1); s - m is computed from s itself.

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/arithmetic.hpp"
 #include "kernels/cuda/device_buffer.hpp"
 
 namespace fc {
@@ -72,6 +73,7 @@ Kernel registry_row(const CudaKernel& ck) {
   k.info.stores_s_p = ck.stores_s_p;
   k.info.large_offsets = ck.large_offsets;
   k.info.exact = ck.exact;
+  k.info.arithmetic = declared_arithmetic(ck);  // empty for a kernel that declares none
   for (Tile t : ck.configs) {
     Config c;
     c.block_m = t.block_m;

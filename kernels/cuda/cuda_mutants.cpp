@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/arithmetic.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/cuda/mutant_traits.hpp"
 #include "kernels/cuda/tiled_traits.hpp"
@@ -97,6 +98,7 @@ void register_cuda_mutants(std::vector<Kernel>& out) {
     info.head_dims = row.info.head_dims;
     info.configs = row.info.configs;
     info.large_offsets = row.info.large_offsets;
+    info.arithmetic = declared_arithmetic(table[i], base);  // the base's arithmetic on the mutant's tiles
     row.info = std::move(info);
     out.push_back(std::move(row));
   }

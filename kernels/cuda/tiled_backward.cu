@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
         // P = exp2(x - lse2) with x = q.k * scale log2 e; an empty row (lse = -inf) gives P = 0.
         float pe = rules::recompute_p(pt[mb][e] * p.scale_log2, s_lse[buf * kBlockM + il],
                                       [](float x) { return exp2_approx(x); });
-        const bool masked = need_mask && (j >= p.n_k || !visible(p.mask, i, j, p.n_q, p.n_k));
+        const bool masked = need_mask && (j >= p.n_k || i >= p.n_q || !visible(p.mask, i, j, p.n_q, p.n_k));
         pt[mb][e] = masked ? 0.f : pe;
         // dS = P (dP - D); 0 where masked, whatever dP (a non-finite v_j)
         dpt[mb][e] = masked ? 0.f : pe * (dpt[mb][e] - s_dd[buf * kBlockM + il]);

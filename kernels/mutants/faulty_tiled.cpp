@@ -69,6 +69,20 @@ float dot(const float* a, const float* b, int64_t d) {
 }
 int64_t block_n_of(const Config& cfg) { return cfg.block_n > 0 ? cfg.block_n : kDefaultBlock; }
 
+// The fault-free kernel's arithmetic (every mutant declares it: the fault is what the suite must
+// find): FA2 with one running fp32 <l, o> per row rescaled per key tile, every other sum one fp32
+// accumulator in loop order; products exact for 16-bit storage.
+Arithmetic faulty_arithmetic(const Problem& p, const Config& cfg) {
+  const bool exact = p.dtype != DType::F32;
+  Arithmetic a;
+  declare_glibc_libm(a);
+  a.s = a.d_o_o = a.dp = a.dq = a.dkv = a.pv = serial_chain(DType::F32, exact);
+  a.l = serial_chain(DType::F32, true);
+  a.pv.block = a.l.block = int32_t(block_n_of(cfg));
+  a.pv.merge = a.l.merge = Merge::Rescale;
+  return a;
+}
+
 }  // namespace
 
 void faulty_forward(Fault f, const Problem& p, const Config& cfg, const HostTensor& q_t, const HostTensor& k_t,
@@ -219,6 +233,7 @@ Kernel make_faulty_kernel(Fault f, const std::string& name, const std::string& d
   info.backward = true;
   info.any_tile = true;
   info.configs = {Config{kDefaultBlock, kDefaultBlock}, Config{4, 8}, Config{8, 3}};
+  info.arithmetic = faulty_arithmetic;
   // What the FA2 emulation computes the same way on two runs (the faults break one of them).
   info.exact = {
       .rows = true, .d_q_rows = f != Fault::RacyDq, .shared_scores = true, .tile_weights = true, .exact_scores = true};

@@ -22,8 +22,13 @@ TEST_CASE("within_bound treats non-finite values exactly", "[cpu]") {
   CHECK(within_bound({1.5}, {1.0}, {0.5}, DType::F32).ok);
   CHECK_FALSE(within_bound({1.5001}, {1.0}, {0.5}, DType::F32).ok);  // just past the bound
   CHECK_FALSE(within_bound({kNaN}, {1.0}, {kInf}, DType::F32).ok);   // NaN is never "within"
-  CHECK_FALSE(within_bound({1.0}, {1.0}, {kNaN}, DType::F32).ok);    // a NaN bound fails
-  CHECK_FALSE(within_bound({1.0}, {kNaN}, {1.0}, DType::F32).ok);    // NaN expected
+  // An infinite bound where the reference is finite proves nothing: it is a failure (of the bound),
+  // and never licenses an infinite kernel value.
+  CHECK_FALSE(within_bound({1.0}, {1.0}, {kInf}, DType::F32).ok);
+  CHECK_FALSE(within_bound({kInf}, {1.0}, {kInf}, DType::F32).ok);
+  CHECK(within_bound({kInf}, {3.0e38}, {1.0e38}, DType::F32).ok);  // a finite bound reaching overflow
+  CHECK_FALSE(within_bound({1.0}, {1.0}, {kNaN}, DType::F32).ok);  // a NaN bound fails
+  CHECK_FALSE(within_bound({1.0}, {kNaN}, {1.0}, DType::F32).ok);  // NaN expected
   CHECK(within_bound({kNaN}, {kNaN}, {0.0}, DType::F32).ok);
   CHECK(within_bound({-kInf}, {-kInf}, {0.0}, DType::F32).ok);       // lse of an empty row
   CHECK_FALSE(within_bound({kInf}, {-kInf}, {0.0}, DType::F32).ok);  // wrong sign
@@ -32,8 +37,16 @@ TEST_CASE("within_bound treats non-finite values exactly", "[cpu]") {
   CHECK_FALSE(within_bound({kInf}, {65000.0}, {1.0}, DType::F16).ok);
   CHECK_FALSE(within_bound({-kInf}, {65000.0}, {600.0}, DType::F16).ok);
   // A bound past the whole range admits an overflow of either sign (the fuzz campaign's F16 d_q at
-  // huge scores: reference 9.5e-7, bound inf, kernel -inf): reference - bound <= -max.
-  CHECK(within_bound({-kInf}, {9.5e-7}, {kInf}, DType::F16).ok);
+  // huge scores: reference 9.5e-7, kernel -inf): reference - bound <= -max. The bound must be
+  // finite to say so (an infinite one fails above).
+  CHECK(within_bound({-kInf}, {9.5e-7}, {65505.0}, DType::F16).ok);
+  CHECK(within_bound({kInf}, {-9.5e-7}, {65505.0}, DType::F16).ok);
+  CHECK_FALSE(within_bound({-kInf}, {9.5e-7}, {kInf}, DType::F16).ok);
+  // A criterion that makes no claim where its tolerance is infinite: anything but NaN passes there.
+  CHECK(within_bound({-kInf}, {9.5e-7}, {kInf}, DType::F16, ref::Infinite::NoClaim).ok);
+  CHECK(within_bound({3.0}, {1.0}, {kInf}, DType::F32, ref::Infinite::NoClaim).ok);
+  CHECK_FALSE(within_bound({kNaN}, {1.0}, {kInf}, DType::F32, ref::Infinite::NoClaim).ok);
+  CHECK_FALSE(within_bound({3.0}, {1.0}, {1.0}, DType::F32, ref::Infinite::NoClaim).ok);
   CHECK(within_bound({-kInf}, {1.0}, {65505.0}, DType::F16).ok);
   CHECK_FALSE(within_bound({-kInf}, {1.0}, {65000.0}, DType::F16).ok);
   CHECK_FALSE(within_bound({1.0, 2.0}, {1.0}, {1.0}, DType::F16).ok);  // size mismatch
@@ -54,22 +67,38 @@ TEST_CASE("error bounds of a hand-checked problem", "[cpu]") {
   const Problem p{.n_q = 2, .n_k = 2, .d = 1, .dtype = DType::F16, .mask = Mask::CausalTopLeft, .scale = 1};
   ref::Tensors64 in{{1.0, 0.5}, {1.0, 0.0}, {2.0, -1.0}, {1.0, 1.0}};
   const ref::Certified c = ref::certified(p, in);
+  // A CPU FlashAttention kernel: fp32 running sums, one key per tile, P rounded to fp16.
   ref::Precision fp16;
-  fp16.storage = fp16.p_dtype = DType::F16;
-  fp16.block_n = 1;
+  fp16.storage = DType::F16;
+  fp16.ar.s = fp16.ar.pv = fp16.ar.d_o_o = fp16.ar.dp = fp16.ar.dq = fp16.ar.dkv = serial_chain(DType::F32, true);
+  fp16.ar.l = serial_chain(DType::F32, true);
+  fp16.ar.pv.block = fp16.ar.l.block = 1;
+  fp16.ar.pv.merge = fp16.ar.l.merge = Merge::Rescale;
+  declare_glibc_libm(fp16.ar);
+  fp16.ar.operand = DType::F16;
   const ref::Bounds B = ref::error_bounds(p, in, c, fp16);
-  // Row 0 sees one key: o = v_0 = 2; the weight is exp(0) = 1 exactly, so only roundings of
-  // magnitude |v| remain, the largest being P's (u_p = 2^-11) and the output's (u_out = 2^-11).
-  CHECK(B.o[0] >= 2 * 0x1p-11 * 2.0);
-  CHECK(B.o[0] <= 3 * 0x1p-11 * 2.0);
-  // Row 1 sees both keys: the bound grows with the spread of v about o but stays a few ulps.
-  CHECK(B.o[1] > B.o[0] * 0.5);
-  CHECK(B.o[1] < 8 * 0x1p-11 * 2.0);
-  // bf16 P and storage loosen it by 2^3; tighter accumulation does not change P's share.
+  // Row 0 sees one key: its weight is exp(0) = 1 exactly, so P V = v_0 = 2 exactly and the only
+  // rounding left is fp32's on the way (6e-8 of 2): it rounds back to 2 in fp16. The bound admits 2
+  // and nothing else: one fp16 ulp off (2^-10 below, 2^-9 above) is outside it.
+  CHECK(B.o[0] < 0x1p-12);
+  CHECK(ref::within_bound({2.0}, {c.value.o[0]}, {B.o[0]}, DType::F16).ok);
+  CHECK_FALSE(ref::within_bound({2.0 - 0x1p-10}, {c.value.o[0]}, {B.o[0]}, DType::F16).ok);
+  // Row 1 sees both keys (s = 0.5, 0): o = 2 P_0 - P_1 = 0.86738. P_0's weight is exp(0) = 1
+  // exactly; P_1 = e^-0.5 / (1 + e^-0.5) is rounded to fp16 before P V: 2^-11 P_1 = 1.84e-4 (the
+  // fp32 roundings are 1000x smaller). So the kernel's o before its output rounding lies within
+  // about 1.84e-4 of 0.86738, and rounds to fp16 0.8671875 or 0.86767578 (spacing 2^-11 = 4.9e-4):
+  // the bound is the distance to the farther, 2.98e-4.
+  const double o1 = c.value.o[1], P1 = 1 / (1 + std::exp(0.5));
+  CHECK(std::fabs(o1 - (2 * (1 - P1) - P1)) < 1e-12);
+  CHECK(B.o[1] == Approx(std::max(1777 * 0x1p-11 - o1, o1 - 1776 * 0x1p-11)).epsilon(1e-9));
+  CHECK(B.o[1] < 0x1p-11);  // less than a whole ulp: the P rounding cannot reach a third value
+  // bf16 (spacing 2^-8 = 3.9e-3 there): 2^-8 P_1 = 1.5e-3 either side still rounds to 222/256
+  // only, so the bound is that value's own distance, and a one-ulp neighbour fails it.
   ref::Precision bf16 = fp16;
-  bf16.storage = bf16.p_dtype = DType::BF16;
+  bf16.storage = bf16.ar.operand = DType::BF16;
   const ref::Bounds Bb = ref::error_bounds(p, in, c, bf16);
-  CHECK(Bb.o[0] > 6 * B.o[0]);
+  CHECK(Bb.o[1] == Approx(std::fabs(222 * 0x1p-8 - o1)).epsilon(1e-9));
+  CHECK_FALSE(ref::within_bound({223 * 0x1p-8}, {o1}, {Bb.o[1]}, DType::BF16).ok);
   // Gradients: present, finite, non-negative.
   for (const auto* v : {&B.d_q, &B.d_k, &B.d_v})
     for (double x : *v) CHECK((std::isfinite(x) && x >= 0));

@@ -18,7 +18,7 @@ TEST_CASE("cuda_naive forward stays within the error bound of the certified refe
         const Inputs in = random_inputs(p, seed++);
         const ref::Tensors64 in64 = tensors64(in, false);
         const ref::Certified c = ref::certified(p, in64);
-        const ref::Bounds bd = ref::error_bounds(p, in64, c, naive_precision(t));
+        const ref::Bounds bd = ref::error_bounds(p, in64, c, declared_precision(kern, p));
         const Outputs out = run_fwd(kern, in);
         require_within("o", out.o, c.value.o, bd.o, t);
         require_within("lse", out.lse, c.value.lse, bd.lse, DType::F32);

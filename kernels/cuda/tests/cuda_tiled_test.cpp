@@ -50,12 +50,6 @@ cuda::Tile backward_tile_of(const Kernel& kern, const Config& cfg, int32_t d) {
   return cuda::backward_tile(*cuda::find_cuda_kernel(kern.info.name), cfg, d);
 }
 
-// o and lse come from the forward on cfg's tile (its rescales count), P is recomputed per (query, key)
-// pair in the backward's: the smaller key tile of the two sets the bound.
-ref::Precision backward_precision(const Kernel& kern, const Config& cfg, DType t, int32_t d) {
-  return tiled_precision(t, std::min(cfg.block_n, backward_tile_of(kern, cfg, d).block_n));
-}
-
 // Every registered config of kern, with the atomic and the deterministic backward.
 std::vector<Config> backward_configs(const Kernel& kern) {
   std::vector<Config> out;
@@ -86,7 +80,7 @@ TEST_CASE("CUDA forwards stay within the error bound of the certified reference"
               INFO(dtype_name(t) << " d=" << d << " " << mask_name(mask) << " n_q=" << s.n_q << " n_k=" << s.n_k
                                  << " h_q=" << s.h_q << " h_kv=" << s.h_kv << " tile " << cfg.block_m << "x"
                                  << cfg.block_n);
-              const ref::Bounds bd = ref::error_bounds(p, in64, c, tiled_precision(t, cfg.block_n));
+              const ref::Bounds bd = ref::error_bounds(p, in64, c, declared_precision(kern, p, cfg));
               const Outputs out = run_fwd(kern, in, cfg);
               require_within("o", out.o, c.value.o, bd.o, t);
               require_within("lse", out.lse, c.value.lse, bd.lse, DType::F32);
@@ -113,7 +107,7 @@ TEST_CASE("CUDA backwards stay within the error bound of the certified reference
                                   << " n_k=" << s.n_k << " forward tile " << cfg.block_m << "x" << cfg.block_n
                                   << " backward tile " << bt.block_m << "x" << bt.block_n
                                   << (cfg.deterministic ? " deterministic" : " atomic"));
-              const ref::Bounds bd = ref::error_bounds(p, in64, c, backward_precision(kern, cfg, t, d));
+              const ref::Bounds bd = ref::error_bounds(p, in64, c, declared_precision(kern, p, cfg));
               require_gradients_within(run_fwd_bwd(kern, in, cfg), c, bd, t);
             }
           }
@@ -133,11 +127,11 @@ TEST_CASE("CUDA forwards: block size never changes the answer beyond the bound, 
         const ref::Certified c = ref::certified(p, in64);
         const Config first = kern.info.configs.front();
         const Outputs o_first = run_fwd(kern, in, first);
-        const ref::Bounds b_first = ref::error_bounds(p, in64, c, tiled_precision(t, first.block_n));
+        const ref::Bounds b_first = ref::error_bounds(p, in64, c, declared_precision(kern, p, first));
         for (const Config& cfg : kern.info.configs) {
           INFO(dtype_name(t) << " " << mask_name(mask) << " tile " << cfg.block_m << "x" << cfg.block_n);
           const Outputs gpu = run_fwd(kern, in, cfg);
-          const ref::Bounds b_gpu = ref::error_bounds(p, in64, c, tiled_precision(t, cfg.block_n));
+          const ref::Bounds b_gpu = ref::error_bounds(p, in64, c, declared_precision(kern, p, cfg));
           // Both runs lie within their bounds of the exact o, so they lie within the sum of each other.
           require_within("o vs first tile", gpu.o, o_first.o.to_f64(), plus(b_gpu.o, b_first.o), t);
           Outputs cpu_out;
@@ -145,9 +139,9 @@ TEST_CASE("CUDA forwards: block size never changes the answer beyond the bound, 
           cpu_out.lse = HostTensor(DType::F32, shape_lse(p));  // (b, h_q, n_q)
           cpu::tiled_forward(in, cfg, cpu_out);
           const HostTensor& o_cpu = cpu_out.o;
-          ref::Precision cpu_prec = tiled_precision(t, cfg.block_n);
-          cpu_prec.u_acc = 0x1p-24;  // the CPU emulation rounds to nearest
-          const ref::Bounds b_cpu = ref::error_bounds(p, in64, c, cpu_prec);
+          // The CPU emulation on the same tile: its own declaration (round to nearest, glibc's exp).
+          const ref::Bounds b_cpu =
+              ref::error_bounds(p, in64, c, declared_precision(*find_kernel("cpu_tiled"), p, cfg));
           require_within("o vs cpu_tiled", gpu.o, o_cpu.to_f64(), plus(b_gpu.o, b_cpu.o), t);
         }
       }
@@ -218,7 +212,7 @@ TEST_CASE("CUDA forward and backward on one causal GQA case (the sanitizer's run
       const ref::Tensors64 in64 = tensors64(in, true);
       const ref::Certified c = ref::certified(p, in64);
       for (const Config& cfg : backward_configs(kern)) {
-        const ref::Bounds bd = ref::error_bounds(p, in64, c, backward_precision(kern, cfg, p.dtype, d));
+        const ref::Bounds bd = ref::error_bounds(p, in64, c, declared_precision(kern, p, cfg));
         const Outputs out = run_fwd_bwd(kern, in, cfg);
         require_within("o", out.o, c.value.o, bd.o, p.dtype);
         require_gradients_within(out, c, bd, p.dtype);

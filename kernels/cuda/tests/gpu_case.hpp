@@ -82,26 +82,12 @@ inline ref::Tensors64 tensors64(const Inputs& in, bool with_d_o) {
   return t;
 }
 
-// cuda_tiled: S in fp32 registers, P and dS rounded to storage before their GEMMs, mma.sync
-// accumulation that truncates (docs/ERROR_MODEL.md: a whole fp32 ulp per step), kBlockN keys per tile.
-inline ref::Precision tiled_precision(DType t, int32_t block_n) {
+// What kern declares about its arithmetic under cfg on p (KernelInfo::arithmetic): the error model
+// charges exactly that.
+inline ref::Precision declared_precision(const Kernel& kern, const Problem& p, const Config& cfg = {}) {
   ref::Precision pr;
-  pr.storage = t;
-  pr.s_dtype = DType::F32;
-  pr.p_dtype = t;
-  pr.u_acc = 0x1p-23;
-  pr.block_n = block_n;
-  return pr;
-}
-
-// cuda_naive: S and P materialised in storage, fp32 fused multiply-adds (round to nearest), untiled.
-inline ref::Precision naive_precision(DType t) {
-  ref::Precision pr;
-  pr.storage = t;
-  pr.s_dtype = t;
-  pr.p_dtype = t;
-  pr.u_acc = 0x1p-24;
-  pr.block_n = 0;
+  pr.storage = p.dtype;
+  pr.ar = kern.info.arithmetic(p, cfg);
   return pr;
 }
 

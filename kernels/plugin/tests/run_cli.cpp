@@ -44,7 +44,8 @@ Ran run_cli(const std::vector<std::string>& args, int timeout_s) {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("fc_plugin_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
   std::filesystem::create_directories(dir);
-  std::string cmd = "timeout " + std::to_string(timeout_s) + " " + quote(FLASHCHECK_BIN);
+  const char* bin = std::getenv("FLASHCHECK_BIN");  // a carried build (the GPU machine) says where it is
+  std::string cmd = "timeout " + std::to_string(timeout_s) + " " + quote(bin ? bin : FLASHCHECK_BIN);
   for (const std::string& a : args) cmd += ' ' + quote(a);
   cmd += fmt::format(" >{} 2>{}", quote((dir / "out").string()), quote((dir / "err").string()));
   const auto t0 = std::chrono::steady_clock::now();
@@ -58,7 +59,16 @@ Ran run_cli(const std::vector<std::string>& args, int timeout_s) {
   return r;
 }
 
-std::string plugin_path(const std::string& target) { return std::string(FC_PLUGIN_DIR) + "/lib" + target + ".so"; }
+std::string plugin_path(const std::string& target) {
+  const char* dir = std::getenv("FC_PLUGIN_DIR");
+  return std::string(dir ? dir : FC_PLUGIN_DIR) + "/lib" + target + ".so";
+}
+
+std::string no_regressions() {
+  const auto dir = std::filesystem::temp_directory_path() / ("fc_plugin_no_regressions_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
 
 std::string replay_of(const std::string& out) {
   const auto at = out.find("replay: ");

@@ -1,0 +1,252 @@
+"""A Python callable as a kernel of the plugin ABI (<flashcheck/plugin.h>): ctypes callbacks that
+present the suite's tensors to the callable through DLPack and copy its outputs back. A Python
+exception, a wrong shape, dtype or device is the case's failure (last_error's text), never a crash."""
+import ctypes
+import dataclasses
+import os
+import traceback
+
+from . import _capi, _tensors
+
+DTYPES = ("F16", "BF16", "F32", "F64")
+VARIANTS = ("d_v", "window", "softcap", "varlen", "paged", "alibi")
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """What one call computes: the shapes (q (batch, heads_q, n_q, d), k (batch, heads_kv, n_k, d),
+    v (batch, heads_kv, n_k, d_v)), the mask ("none", "causal_top_left" as SDPA's is_causal,
+    "causal_bottom_right" as FlashAttention's), scale, the variants, and the storage dtype."""
+
+    batch: int
+    heads_q: int
+    heads_kv: int
+    n_q: int
+    n_k: int
+    d: int
+    d_v: int
+    mask: str
+    window_left: int
+    window_right: int
+    scale: float
+    softcap: float
+    dtype: str
+    cu_seqlens_q: object = None  # the variants' tensors, in the kernel's framework, when present
+    cu_seqlens_k: object = None
+    page_table: object = None
+    alibi_slopes: object = None
+    strides: dict = None  # {"q", "k", "v", "o": strides in elements} of this call's tensors
+
+    @property
+    def is_causal(self):
+        return self.mask != "none"
+
+    @property
+    def gqa_group(self):
+        return self.heads_q // self.heads_kv
+
+
+def _variants_of(p, a):
+    used = set()
+    if p.d_v != p.d:
+        used.add("d_v")
+    if p.window_left != -1 or p.window_right != -1:
+        used.add("window")
+    if p.softcap != 0:
+        used.add("softcap")
+    if a.cu_seqlens_q.data or a.cu_seqlens_k.data:
+        used.add("varlen")
+    if a.page_table.data:
+        used.add("paged")
+    if a.alibi_slopes.data:
+        used.add("alibi")
+    return used
+
+
+def _one_line(exc):
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    if frames:
+        f = frames[-1]
+        where = " (%s:%d in %s)" % (os.path.basename(f.filename), f.lineno, f.name)
+    text = "%s: %s" % (type(exc).__name__, exc) if not isinstance(exc, _tensors.CaseError) else str(exc)
+    return (" ".join(text.split()) + where)[:1500]
+
+
+class Kernel:
+    """An attention kernel written in Python, with what it implements.
+
+    forward(q, k, v, problem) -> a tuple (o, lse), or o: q, k, v are framework tensors (torch, jax, or
+    flashcheck HostViews for framework "python") shaped (batch, heads, n, d) in the suite's memory;
+    o must be (batch, heads_q, n_q, d_v) in q's dtype and device, lse (batch, heads_q, n_q) float32.
+    backward: "autograd" (torch autograd / jax.vjp through forward), None (no backward), or a callable
+    (q, k, v, o, lse, d_o, problem) -> (d_q, d_k, d_v).
+    framework: "torch", "jax", "numpy" (host only; read-only arrays, no BF16) or "python"."""
+
+    def __init__(self, forward, backward="autograd", *, name=None, device=None, dtypes=None,
+                 masks=_capi.MASKS, head_dims=None, gqa=True, writes_lse=True, variants=(), contiguous=False,
+                 supports=None, framework=None):
+        if not callable(forward):
+            raise TypeError("forward must be callable")
+        self.forward = forward
+        self.framework = framework or _default_framework()
+        if self.framework in ("numpy", "python") and backward == "autograd":
+            backward = None  # no autograd there: a callable or nothing
+        self.backward = backward
+        if device is None:  # host arrays for NumPy and plain Python, the GPU for torch and JAX
+            device = "cpu" if self.framework in ("numpy", "python") else "cuda"
+        if dtypes is None:  # NumPy has no bfloat16
+            dtypes = ("F16", "F32") if self.framework == "numpy" else ("F16", "BF16", "F32")
+        self.name = name or getattr(forward, "__name__", "python_kernel").replace("<", "").replace(">", "")
+        self.device = device
+        bad = [x for x in dtypes if x not in DTYPES] + [m for m in masks if m not in _capi.MASKS]
+        bad += [v for v in variants if v not in VARIANTS]
+        bad += [device] if device not in ("cpu", "cuda") else []
+        bad += [self.framework] if self.framework not in ("torch", "jax", "numpy", "python") else []
+        if bad:
+            raise ValueError("unknown dtype, mask, variant, device or framework: %s" % ", ".join(map(str, bad)))
+        if self.framework in ("numpy", "python") and device != "cpu":
+            raise ValueError("framework %r runs on host tensors: device='cpu'" % self.framework)
+        if self.framework == "numpy" and "BF16" in dtypes:
+            raise ValueError("NumPy has no bfloat16: leave BF16 out of dtypes")
+        if backward is not None and not callable(backward) and backward != "autograd":
+            raise ValueError("backward is 'autograd', None or a callable (q, k, v, o, lse, d_o, problem)")
+        self.dtypes, self.masks, self.variants = tuple(dtypes), tuple(masks), set(variants)
+        self.head_dims = None if head_dims is None else set(head_dims)
+        self.gqa, self.writes_lse, self.contiguous, self.user_supports = gqa, writes_lse, contiguous, supports
+        self.interrupted = False
+        self._error = ctypes.create_string_buffer(2048)
+        self._c = None
+
+    # -- the ABI struct (built once, kept alive with its callbacks) --
+    def c_kernel(self):
+        if self._c is None:
+            self._callbacks = (_capi.SUPPORTS(self._supports), _capi.FORWARD(self._forward),
+                               _capi.BACKWARD(self._backward) if self.backward else _capi.BACKWARD(),
+                               _capi.LAST_ERROR(self._last_error))
+            self._name = self.name.encode()
+            self._c = _capi.FcKernel(_capi.FC_ABI_VERSION, self._name,
+                                     _capi.kDLCUDA if self.device == "cuda" else _capi.kDLCPU,
+                                     1 if self.writes_lse else 0, *self._callbacks)
+        return self._c
+
+    def _last_error(self):
+        return ctypes.addressof(self._error)
+
+    def _fail(self, exc):
+        if isinstance(exc, KeyboardInterrupt):
+            self.interrupted = True
+        self._error.value = _one_line(exc).encode(errors="replace")[: len(self._error) - 1]
+        return 1
+
+    def _problem(self, p, a):
+        extra = {}
+        for field in ("cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes"):
+            dl = getattr(a, field)
+            if dl.data:
+                extra[field] = _tensors.import_tensor(dl, self.framework)
+        strides = {t: _tensors.strides_of(getattr(a, t)) for t in ("q", "k", "v", "o")}
+        return Problem(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, p.d_v, _capi.MASKS[p.mask], p.window_left,
+                       p.window_right, p.scale, p.softcap, _tensors.dtype_name(a.q), strides=strides, **extra)
+
+    def _supports(self, pp, pa):
+        try:
+            p, a = pp.contents, pa.contents
+            if self.interrupted or _tensors.dtype_name(a.q) not in self.dtypes:
+                return 0
+            if not 0 <= p.mask < 3 or _capi.MASKS[p.mask] not in self.masks:
+                return 0
+            if (self.head_dims is not None and p.d not in self.head_dims) or (not self.gqa and p.heads_q != p.heads_kv):
+                return 0
+            if not _variants_of(p, a) <= self.variants:
+                return 0
+            dense = ("q", "k", "v", "o")
+            if self.contiguous and not all(_tensors.is_compact(getattr(a, t)) for t in dense):
+                return 0
+            if self.user_supports is not None:
+                return 1 if self.user_supports(self._problem(p, a)) else 0
+            return 1
+        except BaseException:  # noqa: B902 - a supports() that raises declines
+            return 0
+
+    def _forward(self, pp, pa, stream):
+        try:
+            if self.interrupted:
+                raise KeyboardInterrupt
+            p, a = pp.contents, pa.contents
+            fw = self.framework
+            q, k, v = (_tensors.import_tensor(getattr(a, t), fw) for t in ("q", "k", "v"))
+            o, lse = _split(self.forward(q, k, v, self._problem(p, a)))
+            _tensors.copy_out(o, a.o, "o")
+            if self.writes_lse:
+                if lse is None:
+                    raise _tensors.CaseError("the callable returned no lse (declare writes_lse=False)")
+                _tensors.copy_out(lse, a.lse, "lse")
+            return 0
+        except BaseException as exc:  # noqa: B902 - every exception is the case's failure
+            return self._fail(exc)
+
+    def _backward(self, pp, pa, stream):
+        try:
+            if self.interrupted:
+                raise KeyboardInterrupt
+            p, g = pp.contents, pa.contents
+            a, fw = g.fwd, self.framework
+            q, k, v, d_o = (_tensors.import_tensor(t, fw) for t in (a.q, a.k, a.v, g.d_o))
+            problem = self._problem(p, a)
+            if callable(self.backward):
+                o, lse = (_tensors.import_tensor(t, fw) for t in (a.o, a.lse))
+                grads = self.backward(q, k, v, o, lse, d_o, problem)
+            elif fw == "torch":
+                grads = _torch_grads(self.forward, q, k, v, d_o, problem)
+            else:
+                grads = _jax_grads(self.forward, q, k, v, d_o, problem)
+            if not isinstance(grads, (tuple, list)) or len(grads) != 3:
+                raise _tensors.CaseError("backward must return (d_q, d_k, d_v)")
+            for value, dst, what in zip(grads, (g.d_q, g.d_k, g.d_v), ("d_q", "d_k", "d_v")):
+                _tensors.copy_out(value, dst, what)
+            return 0
+        except BaseException as exc:  # noqa: B902
+            return self._fail(exc)
+
+
+def _split(result):
+    """(o, lse) from a tuple (o, lse) / (o,) or a bare o (a tensor, or nested lists)."""
+    if isinstance(result, tuple):
+        if len(result) == 2:
+            return result
+        if len(result) == 1:
+            return result[0], None
+        raise _tensors.CaseError("the callable returned a tuple of %d items, not (o, lse)" % len(result))
+    return result, None
+
+
+def _torch_grads(forward, q, k, v, d_o, problem):
+    import torch
+
+    leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+    with torch.enable_grad():
+        o, _ = _split(forward(*leaves, problem))
+        torch.autograd.backward(o, d_o)
+    return tuple(t.grad if t.grad is not None else torch.zeros_like(t) for t in leaves)
+
+
+def _jax_grads(forward, q, k, v, d_o, problem):
+    import jax
+
+    _, vjp = jax.vjp(lambda q_, k_, v_: _split(forward(q_, k_, v_, problem))[0], q, k, v)
+    return vjp(d_o)
+
+
+def _default_framework():
+    for name in ("torch", "jax"):
+        try:
+            __import__(name)
+            return name
+        except ImportError:
+            continue
+    return "python"
+
+
+def as_kernel(obj):
+    return obj if isinstance(obj, Kernel) else Kernel(obj)

@@ -1,0 +1,108 @@
+"""flashcheck.check on pure-Python kernels: the C++ suite's laws, shrinking, replay and exit codes
+through the ctypes bridge, in-process and isolated in a worker process."""
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+import flashcheck
+import py_kernels
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_replay(line):
+    """Runs a replay line ("python -m flashcheck check ...") as a subprocess."""
+    argv = shlex.split(line)
+    assert argv[:3] == ["python", "-m", "flashcheck"], line
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE]))
+    return subprocess.run([sys.executable] + argv[1:], capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.mark.parametrize("law", ["reference", "lse_bracket", "nan_blast", "invisible_keys"])
+def test_a_correct_python_kernel_passes(law):
+    result = flashcheck.check(py_kernels.correct, law=law, seed=3, quiet=True)
+    assert result.ok, result.report
+    assert [x["status"] for x in result.laws] == ["pass"]
+
+
+def test_a_planted_bug_is_killed_with_a_minimal_case_and_a_replay_line(tmp_path):
+    # An empty regression folder: the repository's saved cases would catch the bug before any random one.
+    result = flashcheck.check(py_kernels.planted_bug, law="reference", seed=2, regressions=str(tmp_path), quiet=True)
+    assert result.exit_code == 1
+    (failure,) = result.failures
+    assert "mask=causal" in failure["counterexample"]
+    assert failure["replay"].startswith("python -m flashcheck check py_kernels:planted_bug --isolation none "
+                                        "--law reference --reproduce ")
+    again = run_replay(failure["replay"])
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert failure["counterexample"].splitlines()[0] in again.stdout
+
+
+@pytest.mark.parametrize("kernel, why", [
+    (py_kernels.raising, "ValueError: n_k = 4 is too long for me (py_kernels.py:"),
+    (py_kernels.misshapen, "o: expected shape"),
+    (py_kernels.nan_kernel, "o: o[b=0,h=0,i=0,c=0] = nan"),
+])
+def test_what_a_callable_gets_wrong_is_a_failing_case(kernel, why, tmp_path):
+    # An empty regression folder: the random cases and their shrinking, not the repository's saved cases.
+    result = flashcheck.check(kernel, law="reference", cases=30, seed=5, regressions=str(tmp_path), quiet=True)
+    assert result.exit_code == 1
+    assert why in result.failures[0]["message"], result.report
+    assert re.search(r"n_k=4\b", result.failures[0]["counterexample"])
+
+
+@pytest.mark.parametrize("spec, why, options", [
+    ("py_kernels:crashing", "SIGSEGV", {}),
+    ("py_kernels:hanging", "did not return within 1 s", {"timeout": 1}),
+])
+def test_an_isolated_kernel_that_crashes_or_hangs_fails_its_case(spec, why, options, tmp_path):
+    result = flashcheck.check(spec, law="reference", cases=20, seed=5, regressions=str(tmp_path), quiet=True,
+                              **options)
+    assert result.exit_code == 1, result.report
+    assert why in result.failures[0]["message"]
+    assert re.search(r"n_k=4\b", result.failures[0]["counterexample"])
+    assert "the worker was restarted" in result.report
+
+
+def test_an_isolated_correct_kernel_passes():
+    result = flashcheck.check("py_kernels:correct", law="reference", cases=40, seed=9, quiet=True)
+    assert result.ok, result.report
+
+
+def test_bad_usage_is_one_line():
+    for spec in ["no_such_module:kernel", "py_kernels:no_such_name", "not a spec"]:
+        with pytest.raises(flashcheck.UsageError) as info:
+            flashcheck.check(spec, quiet=True)
+        assert "\n" not in str(info.value)
+    with pytest.raises(flashcheck.UsageError, match="unknown law"):
+        flashcheck.check(py_kernels.correct, law="no_such_law", quiet=True)
+    cli = run_replay("python -m flashcheck check no_such_module:kernel")
+    assert cli.returncode == 2 and cli.stderr.count("\n") == 1, cli.stderr
+
+
+def test_the_pytest_fixture(flashcheck_check):
+    result = flashcheck_check(py_kernels.forward_only, law="lse_bracket")
+    assert result.ok
+
+
+def test_the_audit_runs_a_python_kernel(tmp_path):
+    code, report = flashcheck.audit(py_kernels.any_head_dim, str(tmp_path), cases=["F32/normal/n16", "F16/normal/n64"])
+    assert code == 0, report.get("verdict")
+    cells = [c for c in report["cells"] if c["kernel"] == "py_attention"]
+    assert len(cells) == 2 and all(c["status"] == "pass" for c in cells)
+    assert cells[0]["replay"].startswith("python -m flashcheck audit py_kernels:any_head_dim --isolation none --case ")
+    assert "d_q" in cells[0]["tensors"]  # the backward too
+
+
+def test_the_command_line_writes_the_json_it_is_asked_for(tmp_path):
+    out = tmp_path / "laws.json"
+    cli = run_replay("python -m flashcheck check py_kernels:correct --isolation none --law lse_bracket --cases 5 "
+                     "--seed 1 --json-out %s" % out)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    data = json.loads(out.read_text())
+    assert [law["id"] for law in data["laws"]] == ["lse_bracket"] and data["laws"][0]["status"] == "pass"

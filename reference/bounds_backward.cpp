@@ -1,0 +1,159 @@
+// The error model's backward (recomputation from the saved lse): each (query, key) pair's
+// recomputed P and dS with their errors, turned into the coefficients of the gradients' chain sums
+// (alpha: d_q over keys; beta: d_k, d_v over the group's query rows), which bounds.cpp multiplies
+// out with |k|, |q|, |d_o| as GEMMs. reports/ERROR_MODEL.md, "Backward".
+#include <algorithm>
+#include <cmath>
+
+#include "bounds_model.hpp"
+
+namespace fc::ref::model {
+
+Pair backward_pair(const Consts& k, const Score& s, double dp, double mag_dp, double e_dp, double lse, double err_lse,
+                   const RowInfo& row) {
+  const Problem& p = k.p;
+  const Arithmetic& ar = k.ar;
+  e_dp += k.u_store_s * (std::fabs(dp) + e_dp);  // a baseline stores dP in storage
+  // P^ = exp(s^ - lse^): the kernel's lse error does not cancel here, nor the scale constant's; base 2
+  // also rounds lse2 = lse log2 e (a rounded constant and the product).
+  const double e_lse = row.e_lse + (ar.base2 ? (k.delta_l2e + k.us) * (std::fabs(lse) + row.e_lse) : 0.0);
+  const double e_arg = s.e_hat + e_lse;
+  const double xi = e_arg + k.us * (std::fabs(s.s - lse) + e_arg) + k.e_exp;
+  // The exact log P <= 0 (fp64 evaluation error zeta); P^ and P both lie in [0, 1].
+  const double logP = std::min(0.0, s.s - lse);
+  const double zeta = double(p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (std::fabs(s.s) + std::fabs(lse) + 1) + err_lse;
+  Pair pr;
+  pr.P_hi = std::min(1.0, std::exp(logP + zeta));
+  pr.dP_w = std::min(1.0, p_expm1(std::min(0.0, logP + zeta), xi)) + k.floor_s;  // the exp may underflow
+  pr.P_bar = std::min(1.0, pr.P_hi + pr.dP_w);
+  // dS = P (dP - D): the fp64 gap is within gap_err of the exact one.
+  const double gap = std::fabs(dp - row.D) + double(p.d + 1) * 0x1p-53 * mag_dp + row.err_D64;
+  const double e_gap = e_dp + row.e_D;
+  double e_ds = pr.dP_w * gap + pr.P_bar * e_gap;
+  // A baseline rounds P to storage before the product.
+  if (ar.ds_from_stored_p) e_ds += (k.u_p * pr.P_bar + k.floor_p) * (gap + e_gap);
+  // The subtraction and the product, in the element-wise type (each may underflow).
+  e_ds += gamma(2, k.us) * pr.P_bar * (gap + e_gap) + 2 * k.floor_s;
+  pr.e_ds = e_ds, pr.ds_hi = pr.P_hi * gap, pr.ds_bar = pr.ds_hi + e_ds;
+  return pr;
+}
+
+namespace {
+
+// The rows of the group that see key j: rows i >= i_first(j) of every head (visibility is a prefix of
+// keys growing with i), in the kernel's order, head-major. Tensor-core steps of kTensorCoreFused rows
+// start at multiples of it in every head (n_q16 is a multiple of 16).
+struct KvRows {
+  int64_t i_first, per_head, n, steps_per_head, n_steps;
+};
+KvRows kv_rows(const Consts& k, int64_t j) {
+  const Problem& p = k.p;
+  const int64_t off = p.mask == Mask::CausalBottomRight ? int64_t(p.n_k) - p.n_q : 0;
+  KvRows r;
+  r.i_first = p.mask == Mask::None ? 0 : std::max<int64_t>(0, j - off);
+  r.per_head = std::max<int64_t>(0, p.n_q - r.i_first), r.n = k.group * r.per_head;
+  r.steps_per_head = r.per_head > 0 ? (p.n_q - 1) / kTensorCoreFused - r.i_first / kTensorCoreFused + 1 : 0;
+  r.n_steps = k.group * r.steps_per_head;
+  return r;
+}
+
+}  // namespace
+
+double kv_kappa(const Consts& k, int64_t j, int64_t hl, int64_t i) {
+  if (!is_plain(k.ar.dkv)) return k.w_kv_full.kappa[size_t(hl * k.n_q16 + i)];
+  const KvRows r = kv_rows(k, j);
+  const int64_t step = hl * r.steps_per_head + i / kTensorCoreFused - r.i_first / kTensorCoreFused;
+  return plain_kappa(k.ar.dkv, hl * r.per_head + i - r.i_first, r.n, step, r.n_steps);
+}
+
+double kv_kappa_max(const Consts& k, int64_t j) {
+  if (!is_plain(k.ar.dkv)) return k.w_kv_full.kappa_max;
+  const KvRows r = kv_rows(k, j);
+  return r.n > 0 ? plain_kappa(k.ar.dkv, 0, r.n, 0, r.n_steps) : 0.0;
+}
+
+double kv_events(const Consts& k, int64_t j) {
+  if (!is_plain(k.ar.dkv)) return k.w_kv_full.events;
+  const KvRows r = kv_rows(k, j);
+  return double(r.n) * 3 + double(r.n_steps);
+}
+
+void HeadPass::backward(int64_t r, int64_t n_v, RowInfo& row) {
+  const Problem& p = k.p;
+  const int64_t i = i0 + r, oq = offset_q(p, b, h, i), ol = offset_lse(p, b, h, i), hl = h - g * k.group;
+  const double* d_o = &k.in.d_o[size_t(oq)];     // (d)
+  const double* o = &k.ref.value.o[size_t(oq)];  // (d)
+  // D = d_o . o along its chain, from the kernel's own o (within e_o of the exact one).
+  double D = 0, weighted = 0, plain = 0, from_o = 0, sum_do = 0, sum_o = 0, err_D64 = 0;
+  for (int64_t c = 0; c < p.d; ++c) {
+    const double ad = std::fabs(d_o[c]), kap = k.w_D.kappa[size_t(c)];
+    D += d_o[c] * o[c];
+    weighted += kap * ad * std::fabs(o[c]), plain += ad * std::fabs(o[c]);
+    from_o += (1 + kap) * ad * e_o[size_t(c)], sum_do += ad, sum_o += std::fabs(o[c]);
+    err_D64 += ad * at(k.ref.err.o, oq + c);
+  }
+  row.D = D;
+  row.e_D = k.dot_error(k.w_D, weighted, plain, sum_do, sum_o) + from_o * k.w_D.scale();
+  row.err_D64 = err_D64 + double(p.d + 1) * 0x1p-53 * plain;
+  const double lse = k.ref.value.lse[size_t(ol)], err_lse = at(k.ref.err.lse, ol);
+  const ChainWeights wdq = chain_weights(k.ar.dq, n_v, k.ftz);
+  dq_scale[size_t(r)] = wdq.scale(), dq_floor[size_t(r)] = wdq.events * wdq.floor;
+  for (int64_t j = 0; j < n_v; ++j) {
+    const double mag = MDP(r, j);
+    const double e_dp = k.dot_error(k.w_dp, Edp(r, j), mag, sum_do, v_abs_sum[size_t(j)]);
+    const Pair pr = backward_pair(k, sc[size_t(j)], DP(r, j), mag, e_dp, lse, err_lse, row);
+    // Each term of the sums carries its own error (dS^ or P^, its rounding to the operand type) and
+    // its operand's rounding; the chain charges the rest.
+    const double e_ds = pr.e_ds + k.u_p * pr.ds_bar + k.floor_p + pr.ds_bar * k.u_in;
+    const double e_p = pr.dP_w + k.u_p * pr.P_bar + k.floor_p + pr.P_bar * k.u_in;
+    const double kq = wdq.kappa[size_t(j)], kk = kv_kappa(k, j, hl, i);
+    alpha(r, j) = kq * pr.ds_hi + (1 + kq) * e_ds;
+    alpha0[size_t(r)] += (1 + kq) * pr.ds_bar * k.floor_in;
+    beta_k(r, j) = kk * pr.ds_hi + (1 + kk) * e_ds;
+    beta_v(r, j) = kk * pr.P_hi + (1 + kk) * e_p;
+    beta0_k[size_t(j)] += (1 + kk) * pr.ds_bar * k.floor_in, beta0_v[size_t(j)] += (1 + kk) * pr.P_bar * k.floor_in;
+  }
+}
+
+void HeadPass::finish_dq(int64_t rows) {
+  const Problem& p = k.p;
+  const Mat E = alpha * Kabs;  // (R, d): sum_j alpha_ij |k_jc|
+  const double scale = std::fabs(p.scale), floor = k.ftz ? k.floor_s : 0.0, floor_scale = std::max(1.0, scale);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r, oq = offset_q(p, b, h, i);
+    if (n_visible(p.mask, i, p.n_q, p.n_k) == 0) continue;
+    for (int64_t c = 0; c < p.d; ++c) {
+      const double dq = k.ref.value.d_q[size_t(oq + c)], err = at(k.ref.err.d_q, oq + c);
+      const double chain = (E(r, c) + alpha0[size_t(r)]) * dq_scale[size_t(r)];
+      // d_q = scale' * acc: the constant's rounding; the product is the output's last rounding. The
+      // chain's underflow floor times max(1, |scale|): a kernel that scales its terms before the sum
+      // loses them unscaled, one that scales the sum loses them scaled.
+      const double e = scale * (1 + k.delta_out) * chain + floor_scale * (1 + k.delta_out) * dq_floor[size_t(r)] +
+                       k.delta_out * (std::fabs(dq) + err) + floor;
+      B.d_q[size_t(oq + c)] = rounded_bound(dq, e, err, k.ar.soft, k.storage, true) * kSlack;
+    }
+  }
+}
+
+void HeadPass::finish_kv() {
+  const Problem& p = k.p;
+  const double scale = std::fabs(p.scale), floor = k.ftz ? k.floor_s : 0.0, floor_scale = std::max(1.0, scale);
+  const double f_kv = k.ftz ? min_normal(k.ar.dkv.acc) : underflow_floor(k.ar.dkv.acc);
+  for (int64_t j = 0; j < p.n_k; ++j) {
+    const double km = kv_kappa_max(k, j), sc_j = km < 1 ? 1 / (1 - km) : kInf, fl = kv_events(k, j) * f_kv;
+    for (int64_t c = 0; c < p.d; ++c) {
+      const int64_t x = offset_kv(p, b, g, j) + c;
+      const double dk = k.ref.value.d_k[size_t(x)], ek = at(k.ref.err.d_k, x);
+      const double dv = k.ref.value.d_v[size_t(x)], ev = at(k.ref.err.d_v, x);
+      // d_k = scale' * acc (the product is the last rounding); d_v = acc, converted to storage.
+      const double chain_k = (E_dk(j, c) + beta0_k[size_t(j)]) * sc_j;
+      const double e_k = scale * (1 + k.delta_out) * chain_k + floor_scale * (1 + k.delta_out) * fl +
+                         k.delta_out * (std::fabs(dk) + ek) + floor;
+      const double e_v = (E_dv(j, c) + beta0_v[size_t(j)]) * sc_j + fl + floor;
+      B.d_k[size_t(x)] = rounded_bound(dk, e_k, ek, k.ar.soft, k.storage, true) * kSlack;
+      B.d_v[size_t(x)] = rounded_bound(dv, e_v, ev, k.ar.soft, k.storage, false) * kSlack;
+    }
+  }
+}
+
+}  // namespace fc::ref::model

@@ -1,0 +1,169 @@
+// Units of the dtypes, the rounding of a bounded value to an output type, the comparator that holds
+// a tensor to its bound (non-finite values exact), and the FlashAttention rule.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "bounds.hpp"
+#include "kernels/tensor.hpp"
+
+namespace fc::ref {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double at(const std::vector<double>& v, int64_t i) { return v.empty() ? 0.0 : v[size_t(i)]; }
+
+}  // namespace
+
+double unit_roundoff(DType t) {
+  switch (t) {
+    case DType::F16: return 0x1p-11;
+    case DType::BF16: return 0x1p-8;
+    case DType::F32: return 0x1p-24;
+    case DType::F64: return 0x1p-53;
+    case DType::I32: break;  // an index dtype, never a problem's storage
+  }
+  return 1;
+}
+
+double underflow_floor(DType t) {
+  switch (t) {
+    case DType::F16: return 0x1p-25;
+    case DType::BF16: return 0x1p-134;
+    case DType::F32: return 0x1p-150;
+    case DType::F64: return std::numeric_limits<double>::denorm_min();  // 2^-1075 is not a double
+    case DType::I32: break;
+  }
+  return 1;
+}
+
+double min_normal(DType t) {
+  switch (t) {
+    case DType::F16: return 0x1p-14;
+    case DType::BF16:
+    case DType::F32: return 0x1p-126;
+    case DType::F64: return 0x1p-1022;
+    case DType::I32: break;
+  }
+  return 1;
+}
+
+namespace {
+bool coarser(DType a, DType b) { return unit_roundoff(a) > unit_roundoff(b); }
+}  // namespace
+
+PRounding p_rounding(const Precision& prec) {
+  const Arithmetic& ar = prec.ar;
+  PRounding r;
+  r.first = coarser(ar.p_type, prec.storage) ? ar.p_type : prec.storage;
+  r.to_first = ar.rounds_p && coarser(r.first, ar.soft);
+  const DType before = r.to_first ? r.first : ar.soft;
+  r.second = ar.operand, r.to_second = coarser(ar.operand, before);
+  const double u1 = r.to_first ? unit_roundoff(r.first) : 0.0, u2 = r.to_second ? unit_roundoff(r.second) : 0.0;
+  r.u = u1 + u2 + u1 * u2;
+  return r;
+}
+
+Coarse coarse(const Precision& prec) {
+  const Arithmetic& ar = prec.ar;
+  Coarse c;
+  c.storage = prec.storage;
+  double u = 0;
+  for (const Chain* ch : {&ar.s, &ar.pv, &ar.l, &ar.d_o_o, &ar.dp, &ar.dq, &ar.dkv}) {
+    const bool whole_ulp = ch->adder == Adder::TensorCore || ch->truncates;
+    u = std::max(u, unit_roundoff(ch->acc) * (whole_ulp ? 2 : 1));
+  }
+  c.u_acc = std::max(u, unit_roundoff(ar.soft));
+  c.s_dtype = ar.stores_s && coarser(prec.storage, ar.s.acc) ? prec.storage : ar.s.acc;
+  const PRounding pr = p_rounding(prec);
+  c.p_dtype = pr.to_second ? pr.second : pr.to_first ? pr.first : ar.soft;
+  c.block_n = ar.pv.block;
+  c.l_sums_rounded_p = ar.l_sums_stored_p;
+  c.flush_subnormals = ar.flush_subnormals;
+  return c;
+}
+
+double rounded_bound(double r, double e, double err_r, DType soft, DType out, bool soft_round) {
+  const double w = e + err_r;
+  if (std::isnan(r) || !(w < kInf)) return w;  // NaN stays NaN, a vacuous bound stays vacuous
+  // The kernel's value before its last rounding lies in [lo, hi] (outward by the fp64 sums' own
+  // rounding); rounding is monotone, so the stored value lies between the roundings of lo and hi.
+  double lo = std::nextafter(r - w, -kInf), hi = std::nextafter(r + w, kInf);
+  if (soft_round) {
+    if (soft == DType::F64)  // an fp64 rounding moves a value by at most 2^-53 of it
+      lo -= 0x1p-53 * std::fabs(lo) + std::numeric_limits<double>::denorm_min(),
+          hi += 0x1p-53 * std::fabs(hi) + std::numeric_limits<double>::denorm_min();
+    else
+      lo = round_to(soft, lo), hi = round_to(soft, hi);
+  }
+  lo = round_to(out, lo), hi = round_to(out, hi);
+  // The kernel may overflow to +-inf there: the bound reaches past the largest finite value (finite,
+  // so that within_bound accepts that infinity and no other).
+  if (std::isinf(lo) || std::isinf(hi)) return w + 2 * unit_roundoff(out) * max_finite(out);
+  // Measured from the exact value (within err_r of r) the stored value is err_r further at most: the
+  // bound holds against the exact result and against r alike, so two kernels' bounds add up.
+  return std::max(hi - r, r - lo) + err_r;
+}
+
+Verdict within_bound(const std::vector<double>& kernel, const std::vector<double>& ref,
+                     const std::vector<double>& bound, DType out, Infinite infinite) {
+  Verdict v;
+  auto fail = [&](size_t x, const char* why) {
+    v.ok = false, v.worst = int64_t(x), v.measured = std::fabs(kernel[x] - ref[x]), v.bound = bound[x];
+    v.why = why;
+    return v;
+  };
+  if (kernel.size() != ref.size() || bound.size() != ref.size()) {
+    v.ok = false, v.why = "size mismatch";
+    return v;
+  }
+  for (size_t x = 0; x < ref.size(); ++x) {
+    const double y = kernel[x], r = ref[x], bd = bound[x];
+    if (std::isnan(bd)) return fail(x, "NaN bound");
+    if (std::isnan(r)) {
+      if (!std::isnan(y)) return fail(x, "finite where the reference is NaN");
+      continue;
+    }
+    if (std::isinf(r)) {
+      if (y != r) return fail(x, "not the reference's infinity");
+      continue;
+    }
+    // A bound of +inf where the reference is finite accepts anything: it is a defect of the bound.
+    if (std::isinf(bd) && infinite == Infinite::Fails) return fail(x, "infinite bound where the reference is finite");
+    if (std::isnan(y)) return fail(x, "NaN where the reference is finite");
+    if (std::isinf(y)) {
+      // Overflow of the output type is legitimate only where reference ± bound can reach it, on
+      // that side: +inf when r + bound >= max, -inf when r - bound <= -max (a bound past the whole
+      // range admits either sign, whatever the sign of r).
+      if (y > 0 ? r + bd >= max_finite(out) : r - bd <= -max_finite(out)) continue;
+      return fail(x, "infinite where the reference is finite");
+    }
+    const double e = std::fabs(y - r);
+    const double ratio = e == 0 ? 0.0 : (bd > 0 ? e / bd : kInf);
+    if (ratio > v.ratio || v.worst < 0)
+      v.ratio = std::max(v.ratio, ratio), v.worst = int64_t(x), v.measured = e, v.bound = bd;
+    if (e > bd) return fail(x, "error exceeds the bound");
+  }
+  return v;
+}
+
+FaRule fa_rule(const std::vector<double>& kernel, const std::vector<double>& baseline, const std::vector<double>& ref,
+               const std::vector<double>& ref_err, DType out) {
+  FaRule f;
+  double ref_max = 0, err_max = 0;
+  for (size_t x = 0; x < ref.size(); ++x) {
+    if (!std::isfinite(ref[x])) continue;  // non-finite values are within_bound's business
+    auto err = [&](double y) { return std::isfinite(y) ? std::fabs(y - ref[x]) : kInf; };
+    f.kernel_err = std::max(f.kernel_err, err(kernel[x]));
+    f.baseline_err = std::max(f.baseline_err, err(baseline[x]));
+    ref_max = std::max(ref_max, std::fabs(ref[x])), err_max = std::max(err_max, at(ref_err, int64_t(x)));
+  }
+  // FlashAttention's atol: twice the round trip fl(fl(x + 0.3) - 0.3) - x in the output type,
+  // whose size is at most 2 u (|x| + 0.3).
+  f.noise = 4 * unit_roundoff(out) * (ref_max + 0.3) + err_max;
+  f.holds = f.kernel_err <= 2 * f.baseline_err + f.noise;
+  return f;
+}
+
+}  // namespace fc::ref

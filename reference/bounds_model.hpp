@@ -1,0 +1,140 @@
+// Internals of the error model (bounds.cpp: the head loop, scores and the forward; bounds_backward.cpp:
+// the recomputed weights, dS and the gradient sums): the per-problem constants a declared arithmetic
+// implies and the per-element pieces. Notation of reports/ERROR_MODEL.md: u_s the unit of the
+// element-wise (softmax) arithmetic, u_p the rounding of P and dS to the GEMM operand type, e_exp the
+// exp's relative error, kappa a chain's per-term rounding weight (bounds_chain.hpp).
+#pragma once
+
+#include <Eigen/Core>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "bounds.hpp"
+#include "bounds_chain.hpp"
+
+namespace fc::ref::model {
+
+using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Every finished bound is multiplied by this: it covers the rounding of the bound's own fp64
+// evaluation (sums of at most kMaxTerms non-negative terms, GEMMs of as many, a few products:
+// relative < 2^-32).
+constexpr double kSlack = 1.0 + 0x1p-30;
+
+inline double at(const std::vector<double>& v, int64_t i) { return v.empty() ? 0.0 : v[size_t(i)]; }
+// A factor times a magnitude, where a zero magnitude contributes nothing even when the factor has
+// overflowed (a vacuous inf * 0 must not become a NaN bound).
+inline double times(double factor, double magnitude) { return magnitude == 0 ? 0.0 : factor * magnitude; }
+inline double gamma(double n, double u) { return n * u < 1 ? n * u / (1 - n * u) : kInf; }
+// An upper bound on P (e^x - 1) for P = e^log_p <= 1 and x >= 0, in the log domain: P may underflow
+// where P e^x does not (an exponent argument's error can be hundreds at huge scores).
+inline double p_expm1(double log_p, double x) {
+  if (!(log_p > -kInf)) return 0.0;
+  if (x > 0.5) return std::exp(log_p + x);  // >= P (e^x - 1)
+  const double p = std::exp(log_p);
+  return p > 0 ? p * std::expm1(x) : 0x1p-1074;  // below the smallest subnormal: one of it covers it
+}
+
+// One score s = scale q.k as the kernel computes it.
+struct Score {
+  double s = 0;      // the exact score's fp64 value (within zeta of it)
+  double a = 0;      // |scale| sum_c |q_c k_c|
+  double e_c = 0;    // the rounded scale constant's share: delta_c (|s| + e_dot), common to a row
+  double e_hat = 0;  // |s^ - s|: the dot's chain, the constant, the product (and a baseline's store)
+};
+
+// The constants of one problem under one declared arithmetic.
+struct Consts {
+  const Problem& p;
+  const Tensors64& in;
+  const Certified& ref;
+  const Arithmetic& ar;
+  DType storage, lse_type;
+  bool ftz;
+  double us;        // unit roundoff of the element-wise arithmetic
+  double floor_s;   // its underflow floor (exp, products of weights)
+  double u_in = 0;  // inputs rounded to a narrower operand type: relative and absolute parts
+  double floor_in = 0;
+  double u_p = 0;               // P and dS rounded to the operand type: relative ...
+  double floor_p = 0;           // ... and absolute (the subnormal spacing of storage and operand)
+  double u_store_s;             // S and dP stored in storage (a baseline), else 0
+  double delta_c;               // relative error of the scale constant (scale, or scale log2 e when base2)
+  double delta_out;             // relative error of the scale d_q and d_k are multiplied by (float(scale))
+  double delta_l2e;             // base2 backward: lse2 = lse * log2 e (its rounded constant)
+  double delta_ln2;             // base2 forward: lse = lse2 * ln 2 (its rounded constant)
+  double e_exp;                 // exp's relative error, as an exponent-argument error
+  double log_rel;               // log's relative error
+  int64_t group;                // query heads per kv head
+  int64_t n_q16;                // n_q rounded up to 16: a head's query rows in the d_k, d_v chains
+  ChainWeights w_s, w_dp, w_D;  // the chains over d (scores, dP, D)
+  ChainWeights w_kv_full;       // d_k, d_v chains with blocks or lanes: every row position counted
+
+  Consts(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec);
+
+  // |computed - exact| of a sum over d whose terms' magnitudes are |x_c| = |a_c b_c| and whose
+  // weighted sum sum_c kappa_c |x_c| is `weighted`, `plain` = sum_c |x_c| (the operands' rounding).
+  double dot_error(const ChainWeights& w, double weighted, double plain, double sum_a, double sum_b) const {
+    double e = weighted;
+    if (u_in > 0)
+      e += (1 + w.kappa_max) * (gamma(2, u_in) * plain + floor_in * (sum_a + sum_b + double(p.d) * floor_in));
+    return e * w.scale() + w.events * w.floor;
+  }
+};
+
+// Per row of the forward, what the backward needs again.
+struct RowInfo {
+  double e_lse = 0;    // |kernel lse - exact lse|
+  double D = 0;        // d_o . o (fp64, from the certified o)
+  double e_D = 0;      // |kernel D - exact D|
+  double err_D64 = 0;  // |D - exact D|
+};
+
+// One (query row, key) pair of the backward: the recomputed weight and dS with their errors.
+struct Pair {
+  double P_hi = 0;    // upper bound on the exact P
+  double dP_w = 0;    // |P^ - P|: the recomputed weight's error
+  double P_bar = 0;   // upper bound on |P^|
+  double ds_hi = 0;   // upper bound on the exact |dS|
+  double e_ds = 0;    // |dS^ - dS| before its rounding to the operand type
+  double ds_bar = 0;  // upper bound on |dS^|
+};
+Pair backward_pair(const Consts& k, const Score& s, double dp, double mag_dp, double e_dp, double lse, double err_lse,
+                   const RowInfo& row);
+
+// One (batch, kv head) of the problem, row block by row block: the scores and dP of a block come
+// from GEMMs; the forward and the backward's per-pair terms are row loops; the gradients' chain sums
+// are GEMMs of per-pair coefficients (alpha for d_q, beta for d_k and d_v) with |k|, |q|, |d_o|.
+struct HeadPass {
+  const Consts& k;
+  Bounds& B;
+  bool bwd;
+  int64_t b = 0, g = 0;
+  Mat K, Kabs, V;                            // (n_k, d) the kv head's k, |k|, v
+  std::vector<double> k_abs_sum, v_abs_sum;  // (n_k) sum_c |k_jc|, |v_jc|
+  // The current row block [i0, i0 + R) of head h: (R, n_k) each.
+  int64_t h = 0, i0 = 0;
+  Mat S, A, Es, DP, MDP, Edp, alpha, beta_k, beta_v;
+  std::vector<double> alpha0, dq_scale, dq_floor;  // (R) per row: constants, chain scale and floors
+  Mat E_dk, E_dv;                                  // (n_k, d) accumulated over the group's heads
+  std::vector<double> beta0_k, beta0_v;            // (n_k)
+  // Per row, reused: the scores, the kernel's o error (for D).
+  std::vector<Score> sc;
+  std::vector<double> e_o, err_o, logP, zeta, d_o_w, d_l, w_hat, coef_w, coef_acc, w_sum, R_max, e_acc;
+
+  HeadPass(const Consts& k, Bounds& B, bool bwd) : k(k), B(B), bwd(bwd) {}
+  void kv_head(int64_t b, int64_t g);                   // k, v of (b, g); zero the d_k, d_v sums
+  void block(int64_t h, int64_t i0, int64_t rows);      // GEMMs of the block, then its rows
+  void forward(int64_t r, int64_t n_v, RowInfo& row);   // o, lse of row i0 + r (bounds.cpp)
+  void backward(int64_t r, int64_t n_v, RowInfo& row);  // its pairs' alpha, beta (bounds_backward.cpp)
+  void finish_dq(int64_t rows);                         // d_q of the block's rows
+  void finish_kv();                                     // d_k, d_v of the kv head
+};
+
+// The d_k, d_v chain weight of row i of the group's head hl for key j (rows a causal mask hides from
+// j hold no term), and the largest weight of key j's chain.
+double kv_kappa(const Consts& k, int64_t j, int64_t hl, int64_t i);
+double kv_kappa_max(const Consts& k, int64_t j);
+double kv_events(const Consts& k, int64_t j);
+
+}  // namespace fc::ref::model
