@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/cpu_kernels.hpp"
 #include "kernels/cpu/glue.hpp"
 #include "kernels/cpu/tile.hpp"
 
@@ -159,6 +160,12 @@ Kernel make_variant_faulty_kernel(F f, const std::string& name, const std::strin
   i.variants = {
       .varlen = true, .paged = true, .window = true, .softcap = true, .alibi = true, .d_v = true, .strides = true};
   i.exact = {.rows = true, .shared_scores = true, .tile_weights = true, .exact_scores = true};
+  // cpu_tiled's FA2 arithmetic (the fault is what the suite must find), in the order it forces.
+  i.arithmetic = [](const Problem& p, const Config& c) {
+    Config fa2 = c;
+    fa2.order = LoopOrder::FA2;
+    return cpu::tiled_arithmetic(p, fa2);
+  };
   k.supports = [](const Problem& p) { return well_formed(p); };
   k.forward = [f](const Inputs& in, const Config& c, Outputs& out) {
     cpu::expect_forward(in, out);
