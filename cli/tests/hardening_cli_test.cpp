@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/tests/subprocess.hpp"
 #include "io/attention_io.hpp"

@@ -1,6 +1,6 @@
 // The campaign: packed batches judge exactly as cases one by one would, shards merge into the
 // unsharded report, and a failing case is saved as a regression case whose replay fails the same way.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <filesystem>
 #include <sstream>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // The structured decoder: every byte string is a case the kernel claims, within the limits, and the
 // value modes reach what the campaign is for (NaN, +-inf, subnormals, the dtype's largest values).
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <random>
 #include <set>

@@ -1,6 +1,6 @@
 // The judge: correct kernels pass on decoded cases, and each kind of fault is caught by the check
 // meant for it — mutants as negative controls (a judge that cannot fail tests nothing).
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 #include <cmath>
 #include <limits>
 

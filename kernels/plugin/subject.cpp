@@ -108,21 +108,25 @@ void Subject::probe() {
 bool Subject::supports(const Problem& p) {
   std::string fault;
   const CallPlan plan = plan_call(p, layout_for(p, opt_.layout), false);
+  const std::lock_guard<std::mutex> lock(mutex_);
   const bool yes = backend_->supports(plan, &fault);
   if (fault.empty()) return yes;
   // The case is claimed so that it runs, and fails with the fault (shrinking then minimises it).
-  pending_fault_ = "supports(): " + fault, pending_problem_ = plan.problem, pending_dtype_ = p.dtype;
+  if (pending_.size() >= 64) pending_.erase(pending_.begin());  // claimed cases that never ran
+  pending_.push_back({plan.problem, p.dtype, "supports(): " + fault});
   return true;
 }
 
 void Subject::run(const CallPlan& plan, const HostArgs& in, const HostOuts& out) {
-  if (!pending_fault_.empty()) {
-    const bool same = std::memcmp(&plan.problem, &pending_problem_, sizeof plan.problem) == 0 &&
-                      plan.slot[kQ].dtype.code == dl_dtype(pending_dtype_).code &&
-                      plan.slot[kQ].dtype.bits == dl_dtype(pending_dtype_).bits;
-    std::string fault;
-    std::swap(fault, pending_fault_);
-    if (same) throw std::runtime_error(fault);
+  const std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    const bool same = std::memcmp(&plan.problem, &it->problem, sizeof plan.problem) == 0 &&
+                      plan.slot[kQ].dtype.code == dl_dtype(it->dtype).code &&
+                      plan.slot[kQ].dtype.bits == dl_dtype(it->dtype).bits;
+    if (!same) continue;
+    const std::string fault = std::move(it->fault);
+    pending_.erase(it);
+    throw std::runtime_error(fault);
   }
   unsigned char* arena = backend_->arena(plan.bytes);
   pack(plan, in, arena);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -39,10 +40,16 @@ class Subject {
   SubjectOptions opt_;
   Kernel kernel_;
   std::string notes_;
+  struct Pending {  // supports() faulted on this problem: its case fails with that
+    fc_problem problem{};
+    DType dtype = DType::F32;
+    std::string fault;
+  };
+  // One worker and one arena serve every thread of a sweep (the audit runs cases in parallel): each
+  // call into the backend, and the faults kept between supports() and the case's run, under mutex_.
+  std::mutex mutex_;
   std::vector<unsigned char> before_;  // the arena as packed, held against the arena after the call
-  std::string pending_fault_;          // supports() faulted on this problem: its case fails with that
-  fc_problem pending_problem_{};
-  DType pending_dtype_ = DType::F32;
+  std::vector<Pending> pending_;
 };
 
 }  // namespace fc::plugin

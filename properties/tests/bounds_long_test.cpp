@@ -4,7 +4,7 @@
 // a running fp32 sum near 1 rounds up by 0.49 ulp, so the error grows linearly with n_k; it took
 // cpu_tiled (FA2, fp32, 64x64) to 1.15 and 1.51 times a bound that charged a tile's chain only. The
 // other long-row patterns (properties/long_rows.hpp) over every loop order and dtype follow.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <cmath>
 

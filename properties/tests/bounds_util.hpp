@@ -2,7 +2,7 @@
 // largest measured/bound of a run over every output tensor, and long-row inputs.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <cmath>
 #include <limits>

@@ -5,7 +5,7 @@
 // step model that bounds_chain charges, on random and adversarial operands. Also printed: whether
 // ex2.approx(0) is exactly 1 and whether a k16 instruction truncates once or twice (the model
 // assumes neither).
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <cmath>
 #include <random>

@@ -3,7 +3,7 @@
 // nearest, and the tensor-core step of the H200 measurement (docs/ERROR_MODEL.md): addends aligned to the largest
 // with 2 extra bits and truncated, the result truncated) on random and adversarial terms, exact sums
 // alongside. Whether the hardware behaves like that model is kernels' GPU test's business.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <cmath>
 #include <random>

@@ -7,10 +7,11 @@
 // Built twice: libm_test (label cpu) holds a strided sample of every float argument against MPFR;
 // libm_long_test (FC_LIBM_EXHAUSTIVE, label long) holds every float argument against glibc's fp64
 // exp and log, whose own error it measures against MPFR first and allows for.
-#include <catch2/catch.hpp>
+#include "tests/catch.hpp"
 
 #include <mpfr.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
