@@ -25,6 +25,7 @@ struct Law {
   std::vector<DType> only_dtypes{};  // non-empty: the storage types the law is defined for
   int32_t min_n = 1, min_d = 1;      // smallest n_q, n_k and d (a statistical law needs sizable tensors)
   bool pow2_scale = false;           // scales are powers of two (exact scores on grid inputs)
+  Variants needs_variants{};         // the contract v2 variants the kernel must declare (variant laws)
   // What the law needs the kernel to declare (KernelInfo::exact): "" when it has it, else why not.
   std::function<std::string(const KernelInfo&)> needs_exact{};
   std::function<std::string(const Kernel&, const Case&)> check{};
@@ -61,6 +62,7 @@ void add_softmax_laws(std::vector<Law>& out);      // laws_softmax.cpp
 void add_order_laws(std::vector<Law>& out);        // laws_order.cpp
 void add_hull_laws(std::vector<Law>& out);         // laws_hull.cpp
 void add_large_laws(std::vector<Law>& out);        // laws_large.cpp
+void add_variant_laws(std::vector<Law>& out);      // laws_variants.cpp, laws_window.cpp
 
 // Helpers shared by the law files.
 // The same bits, element by element ("" or the first element that differs).

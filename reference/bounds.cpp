@@ -259,6 +259,12 @@ void HeadPass::forward(int64_t r, int64_t n_v, RowInfo& row) {
 using namespace model;
 
 Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec) {
+  // The model walks dense rows of width d (offset_q, offset_kv, n_visible): the variants' layouts,
+  // windows, softcap, ALiBi and d_v have no bound terms here yet, so it refuses them.
+  if (p.varlen || is_paged(p) || has_window(p) || p.softcap > 0 || p.alibi || head_dim_v(p) != p.d)
+    throw std::invalid_argument(
+        "error model: dense attention only (no bound for varlen, paged, window, softcap, "
+        "ALiBi or d_v != d problems)");
   const int64_t group = p.heads_q / p.heads_kv;
   if (p.n_k > kMaxTerms || group * p.n_q > kMaxTerms || p.d > kMaxTerms)
     throw std::invalid_argument(

@@ -118,6 +118,7 @@ DLDataType dl_dtype(DType t) {
     case DType::BF16: return {kDLBfloat, 16, 1};
     case DType::F32: return {kDLFloat, 32, 1};
     case DType::F64: return {kDLFloat, 64, 1};
+    case DType::I32: return {kDLInt, 32, 1};
   }
   return {kDLFloat, 32, 1};
 }

@@ -34,17 +34,14 @@ Subject::Subject(std::unique_ptr<Backend> backend, SubjectOptions opt)
   i.configs = {Config{}};
   probe();
   kernel_.supports = [this](const Problem& p) { return supports(p); };
-  kernel_.forward = [this](const Problem& p, const Config&, const HostTensor& q, const HostTensor& k,
-                           const HostTensor& v, HostTensor& o, HostTensor& lse) {
-    run(plan_call(p, layout_for(p, opt_.layout), false), {&q, &k, &v}, {&o, &lse});
+  kernel_.forward = [this](const Inputs& in, const Config&, Outputs& out) {
+    run(plan_call(in.p, layout_for(in.p, opt_.layout), false), {&in.q, &in.k, &in.v}, {&out.o, &out.lse});
   };
   if (m.backward)
-    kernel_.backward = [this](const Problem& p, const Config&, const HostTensor& q, const HostTensor& k,
-                              const HostTensor& v, const HostTensor& o, const HostTensor& lse, const HostTensor& d_o,
-                              HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
-      HostOuts out;
-      out.d_q = &d_q, out.d_k = &d_k, out.d_v = &d_v;
-      run(plan_call(p, layout_for(p, opt_.layout), true), {&q, &k, &v, &o, &lse, &d_o}, out);
+    kernel_.backward = [this](const Inputs& in, const Config&, Outputs& out) {
+      HostOuts outs;
+      outs.d_q = &out.d_q, outs.d_k = &out.d_k, outs.d_v = &out.d_v;
+      run(plan_call(in.p, layout_for(in.p, opt_.layout), true), {&in.q, &in.k, &in.v, &out.o, &out.lse, &in.d_o}, outs);
     };
 }
 

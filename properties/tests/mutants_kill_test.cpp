@@ -11,8 +11,9 @@
 
 namespace {
 
-// The registered mutants: kernels/mutants/mutants.cpp's table, one row per planted fault.
-constexpr int kMutants = 24;
+// The registered mutants: kernels/mutants/mutants.cpp's table, one row per planted fault, and the
+// variants' (variant_faulty.cpp).
+constexpr int kMutants = 24 + 9;
 
 // The first law that fails on k, or "" when every law holds.
 std::string first_failing_law(const fc::Kernel& k, const fc::props::RunOptions& opt) {
@@ -48,12 +49,26 @@ TEST_CASE("check kills every mutant within the default budget", "[cpu]") {
 TEST_CASE("every law but reference kills a mutant that reference does not", "[cpu]") {
   // One witness per law (the kill matrix, `flashcheck check --kill-matrix`, shows them all).
   const std::map<std::string, std::string> witness = {
-      {"extreme", "mutant_exp_early_out"},          {"block_size", "mutant_tail_rows_prescaled"},
-      {"kv_permutation", "mutant_tail_keys_scale"}, {"q_permutation", "mutant_tail_rows_prescaled"},
-      {"lse_bracket", "mutant_additive_mask"},      {"convex_hull", "mutant_underflow_forgets_l"},
-      {"shift", "mutant_tail_keys_scale"},          {"affine_v", "mutant_acc_round_down"},
-      {"invisible_keys", "mutant_additive_mask"},   {"determinism", "mutant_racy_dq"},
-      {"nan_blast", "mutant_masked_products"},      {"softmax_row", "mutant_exp_early_out"},
+      {"extreme", "mutant_exp_early_out"},
+      {"block_size", "mutant_tail_rows_prescaled"},
+      {"kv_permutation", "mutant_tail_keys_scale"},
+      {"q_permutation", "mutant_tail_rows_prescaled"},
+      {"lse_bracket", "mutant_additive_mask"},
+      {"convex_hull", "mutant_underflow_forgets_l"},
+      {"shift", "mutant_tail_keys_scale"},
+      {"affine_v", "mutant_acc_round_down"},
+      {"invisible_keys", "mutant_additive_mask"},
+      {"determinism", "mutant_racy_dq"},
+      {"nan_blast", "mutant_masked_products"},
+      {"softmax_row", "mutant_exp_early_out"},
+      {"varlen_split", "mutant_varlen_max_alignment"},
+      {"paged", "mutant_page_size_128"},
+      {"strides", "mutant_strides_ignored"},
+      {"window_mask", "mutant_window_right_exclusive"},
+      {"window_invisible", "mutant_window_left_wide"},
+      {"softcap", "mutant_softcap_dropped"},
+      {"alibi_zero", "mutant_alibi_forces_causal"},
+      {"zero_length", "mutant_zero_keys_nan"},
   };
   for (const fc::props::Law& law : fc::props::laws()) {
     // large_offsets judges CUDA kernels only; its witness is a CUDA mutant (kernels/cuda/tests/cuda_mutants_test.cpp).
