@@ -139,7 +139,11 @@ def render(data, out):
          "`docs/external-audit.md`.", "",
          "- command: `%s`" % data["command"], "- device: %s" % (" / ".join(device) or "(device.txt absent)"),
          "- %d random cases per law (seed %d) after the saved regression cases; wall %.0f s of a %.0f s budget"
-         % (data["cases_per_law"], data["seed"], data["seconds"], data["budget_s"]), ""]
+         % (data["cases_per_law"], data["seed"], data["seconds"], data["budget_s"]),
+         "- laws: tensors compact, BSHD or padded per case (a kernel that declines strides gets compact ones); "
+         "audit: compact tensors, fp16 and bf16, the quick sweep (N <= 256) and N = 1024 and 16384",
+         "- scope: %s" % (", ".join("%s=%s" % kv for kv in sorted(data.get("scope", {}).items())) or "everything the "
+                          "adapters declare"), ""]
     L += ["## Verdicts", "",
           "Laws: held / broken / not applicable / not reached (the run's time ran out first). Audit: cells whose every "
           "output lies within flashcheck's certified bound, of the cells run; the worst ratio |error| / bound over them.",
