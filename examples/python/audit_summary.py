@@ -11,7 +11,8 @@ import re
 FA3_TABLE = [("Baseline attention, FP16", 3.2e-4), ("FlashAttention-2, FP16", 1.9e-4),
              ("FlashAttention-3, FP16", 1.9e-4), ("Baseline attention, FP8 (e4m3)", 2.4e-2),
              ("FlashAttention-3, FP8 (e4m3)", 9.1e-3)]
-# What a failure of a known kind means (docs/external-audit.md argues each): (law, text in its message, note).
+# What a failure of a known kind means (docs/external-audit.md argues each): (law, text in its message, note,
+# the kernels it is about: a name prefix).
 NOTES = [
     ("nan_blast", "a key no poisoned row sees changed",
      "dense backward: dK = dS^T Q (dV = P^T dO) multiplies a masked pair's dS = 0 (P = 0) by the poisoned q "
@@ -20,6 +21,9 @@ NOTES = [
      "the library accepted these strides (its own support check says yes) and faulted: its bug"),
     ("", "not correctly aligned", "a limit the library documents: the adapter should decline this case"),
     ("", "no kernel found to launch", "a limit the library documents: the adapter should decline this case"),
+    ("varlen_split", "", "a library without packed varlen (JAX) runs the batch padded to its longest sequence with "
+     "sequence lengths: a padded row's sums run over more (masked, zero) terms than its own run's, and may round "
+     "differently", "jax_"),
 ]
 _STATUS = re.compile(r"^  (PASS|FAIL|n/a)\s+(\S+)\s+(.*?)(?: \((\d+) cases?\))?$")
 
@@ -119,9 +123,10 @@ def _replay_file(r, law, out):
     return "%s --law %s --case %s" % (head, law["id"], saved)
 
 
-def _note(law):
+def _note(kernel, law):
     text = law.get("message", "") + law.get("counterexample", "")
-    return "; ".join(n for lid, key, n in NOTES if (not lid or lid == law["id"]) and key in text)
+    return "; ".join(n[2] for n in NOTES if (not n[0] or n[0] == law["id"]) and n[1] in text and
+                     kernel.startswith(n[3] if len(n) > 3 else ""))
 
 
 def _run_cell(run):
@@ -219,7 +224,7 @@ def _broken(ks, out):
             any_broken = True
             message = " ".join(law.get("message", "").split())[:600]
             L += ["### %s: `%s` (%s)" % (r["name"], law["id"], law.get("sentence", "")), "", message, ""]
-            note = _note(law)
+            note = _note(r["name"], law)
             if note:
                 L += ["Reading: %s." % note, ""]
             if law.get("counterexample"):

@@ -39,7 +39,7 @@ def forward(q, k, v, p):
         cu_k = torch.arange(0, (p.batch + 1) * p.n_k, p.n_k, dtype=torch.int32, device="cuda")
         # Packed as a user of varlen_attn packs: into new contiguous (total, heads, d) tensors.
         max_q, max_k, packed = p.n_q, p.n_k, tuple(_pack(x).contiguous() for x in (q, k, v))
-    kwargs = {"scale": p.scale}
+    kwargs = {"scale": p.scale} if "scale" in _PARAMS else {}
     if _HAS_WINDOW:
         kwargs["window_size"] = _window(p)  # a tuple: varlen_attn reads (-1, 0) as is_causal
     else:
@@ -61,6 +61,8 @@ def forward(q, k, v, p):
 def supports(p):
     if p.d != p.d_v:  # FlashAttention-2: one head dim for q, k and v
         return False
+    if "scale" not in _PARAMS and abs(p.scale - p.d ** -0.5) > 1e-12 * p.scale:
+        return False  # a varlen_attn without `scale` computes 1/sqrt(d) only
     if not p.varlen:
         return True  # packed into contiguous tensors by forward()
     # The contract's packed tensors go in as they are. FlashAttention reads rows with 16-byte vector
