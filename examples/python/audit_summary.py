@@ -102,8 +102,9 @@ def _laws(r):
 
 def _cells(r):
     cells = {}
-    for kind in ("quick", "long"):
-        cells.update(r["runs"].get(kind, {}).get("cells", {}))
+    for kind, run in r["runs"].items():
+        if kind != "check":
+            cells.update(run.get("cells", {}))
     return cells
 
 
@@ -166,7 +167,7 @@ def render(data, out):
         cells = _cells(r)
         ok = sum(1 for c in cells.values() if c["status"] == "pass")
         ratios = [t["ratio"] for c in cells.values() for t in c["tensors"].values() if isinstance(t["ratio"], (int, float))]
-        audits = ", ".join("%s %s" % (k, _run_cell(r["runs"].get(k))) for k in ("quick", "long") if k in r["runs"])
+        audits = ", ".join("%s %s" % (k, _run_cell(run)) for k, run in r["runs"].items() if k != "check")
         L.append("| %s (%s) | %d | %d | %d | %d | %s | %s | %s | %s |" % (
             r["name"], r["about"], count("pass"), count("fail"), count("n/a") + count("unsupported"),
             len([i for i in all_ids if i not in reached]), "%d/%d" % (ok, len(cells)) if cells else "–",
