@@ -47,13 +47,17 @@ def read_check(json_path, log_path):
                 law["why"] = law["sentence"].rpartition(" (")[2].rstrip(")")
             laws.append(law)
             where = "message"
-        elif law is not None and law["status"] == "fail" and line.startswith("  "):
+        elif law is not None and law["status"] == "fail" and where != "done":
+            # A failure prints its message (any lines), "minimal counterexample:" and the case (indented),
+            # then "replay: ..." and "saved: ...".
             text = line.strip()
             if text == "minimal counterexample:":
                 where = "counterexample"
-            elif text.startswith(("replay: ", "saved: ")):
+            elif line.startswith("  ") and text.startswith(("replay: ", "saved: ")):
                 key, _, value = text.partition(": ")
                 law[key] = value
+            elif where == "counterexample" and not line.startswith("  "):
+                where = "done"  # the run's closing lines
             else:
                 law[where] += line + "\n"
     out = {"laws": laws, "complete": False, "log_tail": _lines(log_path)[-4:]}
