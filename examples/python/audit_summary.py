@@ -272,7 +272,7 @@ def _broken(ks, out):
     for r in ks:
         for kind, run in r["runs"].items():
             if run.get("exit") not in (0, 1):
-                tail = run.get("log_tail") or [run.get("error", "")] if run.get("exit") != "not run" else [run.get("note")]
+                tail = [run["note"]] if run.get("note") else run.get("log_tail") or [run.get("error", "")]
                 unfinished.append("- %s %s: exit %s after %s s (limit %s s): %s" % (
                     r["name"], kind, run.get("exit"), run.get("seconds"), run.get("limit_s"),
                     " / ".join(x.strip() for x in tail if x)[:400]))
