@@ -22,8 +22,9 @@ NOTES = [
      "the library accepted these strides (its own support check says yes) and faulted: its bug"),
     ("", "not correctly aligned", "a limit the library documents: the adapter should decline this case"),
     ("", "no kernel found to launch", "a limit the library documents: the adapter should decline this case"),
-    ("window_invisible", "", "jax.nn masks with a large negative logit, not -inf: a row that sees no key gets the "
-     "mean of every v (the contract: 0), masked ones included", "jax_xla"),
+    ("window_invisible", "", "a dense forward: P V runs over every key, and a masked key's P = 0 times its NaN v is "
+     "NaN (jax.nn also masks with a large negative logit, not -inf: a row that sees no key gets the mean of every v, "
+     "where the contract says 0); the same reading as nan_blast's (docs/external-audit.md)", "jax_xla"),
     ("varlen_split", "", "a library without packed varlen (JAX) runs the batch padded to its longest sequence with "
      "sequence lengths: a padded row's sums run over more (masked, zero) terms than its own run's, and may round "
      "differently", "jax_"),
