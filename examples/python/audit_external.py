@@ -166,6 +166,15 @@ class Runner:
         return argv
 
     def run_one(self, kind, kernel):
+        try:
+            self._run_one(kind, kernel)
+        except Exception as exc:  # noqa: B902 - one run's trouble is its row's, never the whole audit's
+            with self.lock:
+                self.results[kernel[0]]["runs"][kind] = {"exit": "error", "seconds": 0,
+                                                         "note": "%s: %s" % (type(exc).__name__, exc)}
+                self.write()
+
+    def _run_one(self, kind, kernel):
         name = kernel[0]
         budget = self.a.check_budget if kind == "check" else self.a.audit_budget
         limit = min(budget, self.deadline - time.time())
