@@ -50,7 +50,8 @@ Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n,
     parts.push_back(fmt::format("window ({}, {})", p.window_left, p.window_right));
   }
   if (have.softcap && rng() % 2) {
-    p.softcap = draw_softcap(rng, score_stats(dense).max_abs);
+    // Not below 2^-20: a cap far under fp32's normal range is no cap a kernel can hold.
+    p.softcap = std::max(draw_softcap(rng, score_stats(dense).max_abs), 0x1p-20);
     parts.push_back(fmt::format("softcap {:.9g}", p.softcap));
   }
   if (have.alibi && rng() % 2) {
