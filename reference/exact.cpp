@@ -162,29 +162,21 @@ Result64 exact(const Problem& p, const Tensors64& in, unsigned bits) {
                   detail::to_double(r.d_v)};
 }
 
-// The softmax unit: one row x as an attention problem with q = [1], k_j = x_j, scale 1 (so the
-// scores are exactly x), and V the identity, so o is the softmax row itself.
-std::vector<double> exact_softmax(const std::vector<double>& x, unsigned bits) {
-  const int32_t n = static_cast<int32_t>(x.size());
-  if (n == 0) return {};
-  const Problem p{.n_q = 1, .n_k = n, .d = n, .dtype = DType::F64, .scale = 1.0};
-  Tensors64 in;
-  in.q.assign(n, 0.0);  // (1, n): q = e_0
-  in.q[0] = 1.0;
-  in.k.assign(int64_t(n) * n, 0.0);  // (n, n): k_j = x_j e_0
-  in.v.assign(int64_t(n) * n, 0.0);  // (n, n): identity
-  for (int32_t j = 0; j < n; ++j) {
-    in.k[int64_t(j) * n] = x[j];
-    in.v[int64_t(j) * n + j] = 1.0;
-  }
-  return exact(p, in, bits).o;
+// The softmax unit: softmax_row above on one row x of scores (every key live), at `bits`. O(n): the
+// law that checks kernels' softmax rows calls it once per distinct row length. The test
+// (exact_golden_test) holds it against exact() of the row as an attention problem (q = [1], k_j = x_j,
+// scale 1, V the identity, so o is the softmax row).
+SoftmaxRow exact_softmax_row(const std::vector<double>& x, unsigned bits) {
+  detail::PrecisionGuard guard(bits < 113 ? 113 : bits);
+  const std::vector<detail::mp> s = detail::to_mp(x);
+  std::vector<detail::mp> pr(x.size());
+  detail::mp lse;
+  if (!x.empty()) detail::softmax_row(s, std::vector<char>(x.size(), 1), pr, lse);
+  return {detail::to_double(pr), x.empty() ? -std::numeric_limits<double>::infinity() : lse.convert_to<double>()};
 }
 
-double exact_lse(const std::vector<double>& x, unsigned bits) {
-  if (x.empty()) return -std::numeric_limits<double>::infinity();
-  const Problem p{.n_q = 1, .n_k = static_cast<int32_t>(x.size()), .d = 1, .dtype = DType::F64, .scale = 1.0};
-  Tensors64 in{{1.0}, x, std::vector<double>(x.size(), 0.0), {}};  // q = [1], k_j = x_j, v = 0
-  return exact(p, in, bits).lse[0];
-}
+std::vector<double> exact_softmax(const std::vector<double>& x, unsigned bits) { return exact_softmax_row(x, bits).p; }
+
+double exact_lse(const std::vector<double>& x, unsigned bits) { return exact_softmax_row(x, bits).lse; }
 
 }  // namespace fc::ref
