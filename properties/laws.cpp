@@ -49,6 +49,7 @@ const Law* find_law(const std::string& id) {
 bool law_applies(const Law& law, const Kernel& k) {
   const KernelInfo& i = k.info;
   if (law.needs_backward && !i.backward) return false;
+  if (law.needs_lse && !i.writes_lse) return false;
   if (!covers(i.variants, law.needs_variants)) return false;
   if (law.mask_none_only && !has(i.masks, Mask::None)) return false;
   if (law.needs_causal && std::none_of(i.masks.begin(), i.masks.end(), is_causal)) return false;

@@ -36,6 +36,7 @@ struct Law {
   // A law judged on one case it builds from the seed (too large for RapidCheck to hold, copy and
   // shrink: laws_large.cpp): the runner calls it once instead of `check` on random cases.
   std::function<std::string(const Kernel&, uint64_t seed)> check_once{};
+  bool needs_lse = false;  // reads the kernel's lse: n/a for a kernel that writes none (KernelInfo::writes_lse)
 };
 
 const std::vector<Law>& laws();

@@ -204,7 +204,8 @@ void add_variant_laws(std::vector<Law>& out) {
                  .sentence = "with softcap c every score stays within (-c, c), and c -> infinity is no softcap",
                  .regimes = {R::Normal, R::Outliers, R::Huge},
                  .needs_variants = {.softcap = true},
-                 .check = law_softcap});
+                 .check = law_softcap,
+                 .needs_lse = true});
   out.push_back({.id = "alibi_zero",
                  .sentence = "ALiBi with zero slopes equals no ALiBi (bitwise)",
                  .regimes = plain,
