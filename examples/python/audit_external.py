@@ -69,7 +69,10 @@ SELF_TEST = [
 ]
 # The audit cases: the quick sweep (N <= 256, every regime), then the long ones (the FA3 paper's outlier
 # distribution and the normal one at N = 1024 and 16384; the 16384 cells check the last 1024 rows).
-LONG_CASES = ["%s/%s/n%d" % (t, r, n) for t in ("F16", "BF16") for r in ("outliers", "normal") for n in (1024, 16384)]
+# Two runs (an audit writes its report at its end: a run cut short keeps nothing, so each stays small).
+LONG_CASES = {"n%d" % n: ["%s/%s/n%d" % (t, r, n) for t in ("F16", "BF16") for r in ("outliers", "normal")]
+              for n in (1024, 16384)}
+AUDIT_KINDS = ("quick",) + tuple(LONG_CASES)
 SELF_TEST_CASES = ["F16/normal/n16", "BF16/normal/n16", "F16/causal_top_left/q64k32"]
 
 
@@ -80,7 +83,8 @@ def parse_args(argv=None):
                     help="random cases per law (default 12: with 30%% of a GPU kernel's cases drawn multi-tile, "
                          "P(a law sees none) = 0.7^12 < 1.5%%)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--jobs", type=int, default=12, help="runs at once (default 12: one GPU, 16 cores)")
+    ap.add_argument("--jobs", type=int, default=16, help="runs at once (default 16: one GPU, 16 cores; the law "
+                    "runs take the first slots, the audits the rest as they free)")
     ap.add_argument("--budget", type=float, default=480, help="seconds for everything (default 480)")
     ap.add_argument("--check-budget", type=float, default=300, help="seconds for one kernel's laws (default 300)")
     ap.add_argument("--audit-budget", type=float, default=150, help="seconds for one audit run (default 150)")
@@ -131,9 +135,8 @@ class Runner:
     def plan(self):
         jobs = [("check", k) for k in self.kernels]
         if not self.a.no_audit:
-            jobs += [("quick", k) for k in self.audited]
-            if not self.a.no_long:
-                jobs += [("long", k) for k in self.audited]
+            kinds = AUDIT_KINDS[:1] if self.a.no_long else AUDIT_KINDS[:2] if self.a.self_test else AUDIT_KINDS
+            jobs += [(kind, k) for kind in kinds for k in self.audited]
         return jobs
 
     def argv(self, kind, kernel):
@@ -153,16 +156,25 @@ class Runner:
             argv += ["--out", self.path("audit", name + "-" + kind), "--seed", str(a.seed), "--jobs", str(a.threads)]
             if a.self_test:
                 argv += sum((["--case", c] for c in SELF_TEST_CASES[:2] if kind == "quick"), [])
-                argv += sum((["--case", c] for c in SELF_TEST_CASES[2:] if kind == "long"), [])
+                argv += sum((["--case", c] for c in SELF_TEST_CASES[2:] if kind == "n1024"), [])
             elif kind == "quick":
                 argv += ["--quick", "--dtype", "F16", "--dtype", "BF16"]
             else:
-                argv += sum((["--case", c] for c in LONG_CASES), [])
+                argv += sum((["--case", c] for c in LONG_CASES[kind]), [])
         if spec is not None:
             argv += ["--timeout", str(max(a.timeout, CALL_TIMEOUT.get(name, 0)))]
         return argv
 
     def run_one(self, kind, kernel):
+        try:
+            self._run_one(kind, kernel)
+        except Exception as exc:  # noqa: B902 - one run's trouble is its row's, never the whole audit's
+            with self.lock:
+                self.results[kernel[0]]["runs"][kind] = {"exit": "error", "seconds": 0,
+                                                         "note": "%s: %s" % (type(exc).__name__, exc)}
+                self.write()
+
+    def _run_one(self, kind, kernel):
         name = kernel[0]
         budget = self.a.check_budget if kind == "check" else self.a.audit_budget
         limit = min(budget, self.deadline - time.time())

@@ -2,6 +2,7 @@
 short; an audit's report.json) and rendered as OUT/summary.md. No number is written here that a run did
 not produce: every figure comes from the results passed in, except the FlashAttention-3 paper's table."""
 import json
+import math
 import os
 import re
 
@@ -21,6 +22,9 @@ NOTES = [
      "the library accepted these strides (its own support check says yes) and faulted: its bug"),
     ("", "not correctly aligned", "a limit the library documents: the adapter should decline this case"),
     ("", "no kernel found to launch", "a limit the library documents: the adapter should decline this case"),
+    ("window_invisible", "", "a dense forward: P V runs over every key, and a masked key's P = 0 times its NaN v is "
+     "NaN (jax.nn also masks with a large negative logit, not -inf: a row that sees no key gets the mean of every v, "
+     "where the contract says 0); the same reading as nan_blast's (docs/external-audit.md)", "jax_xla"),
     ("varlen_split", "", "a library without packed varlen (JAX) runs the batch padded to its longest sequence with "
      "sequence lengths: a padded row's sums run over more (masked, zero) terms than its own run's, and may round "
      "differently", "jax_"),
@@ -47,13 +51,17 @@ def read_check(json_path, log_path):
                 law["why"] = law["sentence"].rpartition(" (")[2].rstrip(")")
             laws.append(law)
             where = "message"
-        elif law is not None and law["status"] == "fail" and line.startswith("  "):
+        elif law is not None and law["status"] == "fail" and where != "done":
+            # A failure prints its message (any lines), "minimal counterexample:" and the case (indented),
+            # then "replay: ..." and "saved: ...".
             text = line.strip()
             if text == "minimal counterexample:":
                 where = "counterexample"
-            elif text.startswith(("replay: ", "saved: ")):
+            elif line.startswith("  ") and text.startswith(("replay: ", "saved: ")):
                 key, _, value = text.partition(": ")
                 law[key] = value
+            elif where == "counterexample" and not line.startswith("  "):
+                where = "done"  # the run's closing lines
             else:
                 law[where] += line + "\n"
     out = {"laws": laws, "complete": False, "log_tail": _lines(log_path)[-4:]}
@@ -102,8 +110,9 @@ def _laws(r):
 
 def _cells(r):
     cells = {}
-    for kind in ("quick", "long"):
-        cells.update(r["runs"].get(kind, {}).get("cells", {}))
+    for kind, run in r["runs"].items():
+        if kind != "check":
+            cells.update(run.get("cells", {}))
     return cells
 
 
@@ -152,8 +161,11 @@ def render(data, out):
     L += ["## Verdicts", "",
           "Laws: held / broken / not applicable / not reached (the run's time ran out first). Audit: cells whose every "
           "output lies within flashcheck's certified bound, of the cells run; the worst ratio |error| / bound over them.",
-          "", "| implementation | laws held | broken | n/a | not reached | audit within bound | worst ratio | laws run "
-          "| audit runs |", "|---|---|---|---|---|---|---|---|---|"]
+          "o RMSE vs %s: the geometric mean, over the audit cells both ran, of this implementation's o RMSE over "
+          "%s's." % ((base or {}).get("name", "the comparison"), (base or {}).get("name", "its")),
+          "", "| implementation | laws held | broken | n/a | not reached | audit within bound | worst ratio "
+          "| o RMSE vs %s | laws run | audit runs |" % ((base or {}).get("name", "comparison")),
+          "|---|---|---|---|---|---|---|---|---|---|"]
     all_ids = []
     for r in ks:
         for law in _laws(r):
@@ -166,11 +178,12 @@ def render(data, out):
         cells = _cells(r)
         ok = sum(1 for c in cells.values() if c["status"] == "pass")
         ratios = [t["ratio"] for c in cells.values() for t in c["tensors"].values() if isinstance(t["ratio"], (int, float))]
-        audits = ", ".join("%s %s" % (k, _run_cell(r["runs"].get(k))) for k in ("quick", "long") if k in r["runs"])
-        L.append("| %s (%s) | %d | %d | %d | %d | %s | %s | %s | %s |" % (
+        audits = ", ".join("%s %s" % (k, _run_cell(run)) for k, run in r["runs"].items() if k != "check")
+        L.append("| %s (%s) | %d | %d | %d | %d | %s | %s | %s | %s | %s |" % (
             r["name"], r["about"], count("pass"), count("fail"), count("n/a") + count("unsupported"),
             len([i for i in all_ids if i not in reached]), "%d/%d" % (ok, len(cells)) if cells else "–",
-            fmt(max(ratios)) if ratios else "–", _run_cell(r["runs"].get("check")), audits or "–"))
+            fmt(max(ratios)) if ratios else "–", _rmse_vs(r, base), _run_cell(r["runs"].get("check")),
+            audits or "–"))
     L += ["", "## Law by law", "", "✓ held, ✗ broken, n/a not applicable (reason in kernels/NAME.json), – not reached.", "",
           "| law | " + " | ".join(r["name"] for r in ks) + " |", "|---" * (len(ks) + 1) + "|"]
     mark = {"pass": "✓", "fail": "✗", "n/a": "n/a", "unsupported": "n/a"}
@@ -183,6 +196,20 @@ def render(data, out):
     L += _errors(ks, base)
     L += _broken(ks, out)
     return "\n".join(L) + "\n"
+
+
+def _rmse_vs(r, base):
+    """Geometric mean over the cells both ran of o's RMSE over the comparison's ("–" when none)."""
+    if base is None or r is base:
+        return "–"
+    mine, theirs = _cells(r), _cells(base)
+    logs = []
+    for case, c in mine.items():
+        a = c["tensors"].get("o", {}).get("rmse")
+        b = theirs.get(case, {}).get("tensors", {}).get("o", {}).get("rmse")
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 and b > 0:
+            logs.append(math.log(a / b))
+    return "%.2f (%d cells)" % (math.exp(sum(logs) / len(logs)), len(logs)) if logs else "–"
 
 
 def _errors(ks, base):
@@ -246,7 +273,7 @@ def _broken(ks, out):
     for r in ks:
         for kind, run in r["runs"].items():
             if run.get("exit") not in (0, 1):
-                tail = run.get("log_tail") or [run.get("error", "")] if run.get("exit") != "not run" else [run.get("note")]
+                tail = [run["note"]] if run.get("note") else run.get("log_tail") or [run.get("error", "")]
                 unfinished.append("- %s %s: exit %s after %s s (limit %s s): %s" % (
                     r["name"], kind, run.get("exit"), run.get("seconds"), run.get("limit_s"),
                     " / ".join(x.strip() for x in tail if x)[:400]))

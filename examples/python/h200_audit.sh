@@ -87,7 +87,7 @@ for step in "${steps[@]}"; do
       # -d yes: each case's time as it finishes, so a case that hangs is the one after the last line.
       FC_PLUGIN_DIR=$work/plugins timeout 300 "$work/bin/plugin_gpu_test" -d yes > "$out/external/plugin_gpu_test.log" 2>&1
       echo "plugin_gpu_test exit $?" | tee -a "$out/external/tests.txt"
-      (cd "$root/python/tests" && timeout 300 python3 run_gpu.py -rs) > "$out/external/python_gpu_tests.log" 2>&1
+      (cd "$root/python/tests" && timeout 480 python3 run_gpu.py -rs) > "$out/external/python_gpu_tests.log" 2>&1
       echo "python_bridge_gpu exit $?" | tee -a "$out/external/tests.txt"
       tail -5 "$out/external/python_gpu_tests.log"
       ;;

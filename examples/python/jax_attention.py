@@ -23,7 +23,7 @@ for _key, _value in (("jax_compilation_cache_dir", os.environ.get("FC_JAX_CACHE"
                      ("jax_persistent_cache_min_compile_time_secs", 0.0)):
     try:
         jax.config.update(_key, _value)
-    except (AttributeError, ValueError):  # an older JAX without the persistent cache
+    except Exception:  # noqa: B902 - an older JAX without the persistent cache: compile per process
         pass
 
 

@@ -122,27 +122,36 @@ void Subject::probe() {
   notes_ += names.empty() ? "; no variant of contract v2" : fmt::format("; variants: {}", fmt::join(names, ", "));
 }
 
-// Each variant of contract v2 on one problem of the first accepted kind (supports() sees the
-// variant's fields and which of its tensors are present; their data are NULL while probing).
+// Each variant of contract v2 on one problem of the first accepted kind, under each accepted mask (a
+// kernel may take a window only with a causal mask). supports() sees the variant's fields and which of
+// its tensors are present; their data are NULL while probing.
 void Subject::probe_variants(const Problem& plain) {
   Variants& v = kernel_.info.variants;
+  const std::vector<Mask> masks = kernel_.info.masks;
+  auto any_mask = [&](Problem p) {
+    for (Mask m : masks) {
+      p.mask = m;
+      if (accepts(p, Layout::Compact)) return true;
+    }
+    return false;
+  };
   Problem p = plain;
   for (int32_t d_v : {plain.d / 2, plain.d * 2, plain.d + 8}) {
     p.d_v = d_v;
-    if (d_v >= 1 && d_v != plain.d && (v.d_v = accepts(p, Layout::Compact))) break;
+    if (d_v >= 1 && d_v != plain.d && (v.d_v = any_mask(p))) break;
   }
   p = plain, p.window_left = 3, p.window_right = 0;
   Problem wide = plain;
   wide.window_left = 2, wide.window_right = 5;
-  v.window = accepts(p, Layout::Compact) || accepts(wide, Layout::Compact);
+  v.window = any_mask(p) || any_mask(wide);
   p = plain, p.softcap = 10;
-  v.softcap = accepts(p, Layout::Compact);
+  v.softcap = any_mask(p);
   p = plain, p.alibi = true;
-  v.alibi = accepts(p, Layout::Compact);
+  v.alibi = any_mask(p);
   p = plain, p.varlen = true, p.batch = 2, p.total_q = p.n_q + p.n_q / 2, p.total_k = p.n_k + p.n_k / 2;
-  v.varlen = accepts(p, Layout::Compact);
+  v.varlen = any_mask(p);
   p.page_size = 16, p.num_pages = 3, p.pages_per_seq = (p.n_k + 15) / 16;
-  v.paged = v.varlen && accepts(p, Layout::Compact);
+  v.paged = v.varlen && any_mask(p);
   // The suite's own strided inputs are not offered: every call is re-laid out here (layout_for).
   v.strides = false;
 }

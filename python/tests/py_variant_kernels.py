@@ -75,3 +75,13 @@ def _kernel(forward, name, variants=("window", "softcap", "d_v", "varlen")):
 
 correct = _kernel(attention, "py_variants")
 planted_window = _kernel(window_too_wide, "py_window_too_wide", variants=("window",))
+
+
+def _causal_window_only(p):
+    return p.window_left < 0 and p.window_right < 0 or p.mask != "none"
+
+
+# A window only under a causal mask (as JAX's cuDNN path): the probe finds the variant under that mask.
+causal_windows = flashcheck.Kernel(attention, backward=None, name="py_causal_windows", device="cpu",
+                                   framework="python", dtypes=("F16", "F32"), head_dims=range(1, 9),
+                                   variants=("window",), supports=_causal_window_only)

@@ -29,3 +29,10 @@ def test_a_window_off_by_one_is_caught(tmp_path):
     assert any(r.exit_code == 1 for r in results), "\n".join(r.report for r in results)
     failed = next(r for r in results if r.exit_code == 1)
     assert "window" in failed.failures[0]["message"] + failed.failures[0]["counterexample"]
+
+
+def test_a_window_taken_only_under_a_causal_mask_is_found_and_run(tmp_path):
+    result = flashcheck.check(py_variant_kernels.causal_windows, law="window_invisible", cases=6, seed=4,
+                              regressions=str(tmp_path), quiet=True)
+    assert "variants: window" in result.report
+    assert result.ok and result.laws[0]["status"] == "pass" and result.laws[0]["cases"] > 0, result.report
