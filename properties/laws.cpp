@@ -110,7 +110,7 @@ std::string case_outside_law(const Law& law, const Kernel& k, const Case& c) {
   const Problem& p = c.in.p;
   if (!claims(k, p)) return fmt::format("{} does not claim this problem", k.info.name);
   if (law.mask_none_only && p.mask != Mask::None) return "holds only without a mask";
-  if (covers(Variants{}, law.needs_variants) && !covers(Variants{}, variants_of(c.in)))
+  if (!law.judges_variants && covers(Variants{}, law.needs_variants) && !covers(Variants{}, variants_of(c.in)))
     return "a law of dense attention: the inputs use a variant";
   if (law.needs_causal && p.mask == Mask::None) return "needs a causal mask";
   if (law.needs_backward && !c.in.has_d_o()) return "needs d_o (a backward)";

@@ -26,6 +26,9 @@ struct Law {
   int32_t min_n = 1, min_d = 1;      // smallest n_q, n_k and d (a statistical law needs sizable tensors)
   bool pow2_scale = false;           // scales are powers of two (exact scores on grid inputs)
   Variants needs_variants{};         // the contract v2 variants the kernel must declare (variant laws)
+  bool judges_variants = false;      // a dense law that holds on variant problems too: its check draws the
+                                     // kernel's declared variants into half the cases, and an input file
+                                     // may use any variant the kernel declares
   // What the law needs the kernel to declare (KernelInfo::exact): "" when it has it, else why not.
   std::function<std::string(const KernelInfo&)> needs_exact{};
   std::function<std::string(const Kernel&, const Case&)> check{};

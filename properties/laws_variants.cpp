@@ -202,7 +202,7 @@ void add_variant_laws(std::vector<Law>& out) {
                  .needs_variants = {.window = true},
                  .check = law_window_invisible});
   out.push_back({.id = "softcap",
-                 .sentence = "with softcap c every score stays within (-c, c): |lse - log n| <= c",
+                 .sentence = "with softcap c every score stays within (-c, c), and c -> infinity is no softcap",
                  .regimes = {R::Normal, R::Outliers, R::Huge},
                  .needs_variants = {.softcap = true},
                  .check = law_softcap,

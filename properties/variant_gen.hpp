@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/registry.hpp"
 #include "kernels/tensor.hpp"
 
 namespace fc::props {
@@ -57,6 +58,16 @@ HostTensor draw_strided(const HostTensor& t, Rng& rng, std::string* how);
 
 // A softcap near the scores' range: max_abs times one of 0.01, 0.1, 0.3, 0.6, 0.9, 1.1, 2, 8.
 double draw_softcap(Rng& rng, double max_abs);
+
+// A head dim of v different from d: 1, d/2, d + 1, d + 8, 2d or 3 (variant_mix.cpp).
+int32_t draw_d_v(Rng& rng, int32_t d);
+// The dense case with v and d_o cut or repeated column-wise to width d_v (the same values).
+Inputs with_d_v(const Inputs& dense, int32_t d_v);
+
+// A variant problem from a dense case: each variant in `have` joins with probability one half (strides
+// one quarter): a window (tiles of block_n), a softcap near the scores' range, ALiBi slopes, d_v != d,
+// varlen lengths and then paged K/V. how: a one-line description ("dense" when none joined).
+Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n, Rng& rng, std::string* how);
 
 // Sequence b of a varlen batch as a dense batch-1 problem (its lengths must be >= 1).
 Inputs dense_sequence(const Inputs& varlen, int64_t b);

@@ -1,7 +1,7 @@
 // `flashcheck reference` on variant input files (contract v2): each malformed variant file exits 2
 // with one line naming the file and the problem and leaves no output; each good one writes the
 // certified o, lse and gradients in the variant's layout with the variant's metadata, within the
-// oracle's own bound of the 256-bit exact oracle.
+// oracle's own bound of the 256-bit exact oracle; `flashcheck compare` judges the same files.
 #include "tests/catch.hpp"
 #include <cmath>
 #include <filesystem>
@@ -88,4 +88,26 @@ TEST_CASE("flashcheck kernels --json lists each kernel's variants: every one for
       CHECK(k.at("variants") == nlohmann::json(variant_names(all_variants())));
     if (k.at("device") == "cuda") CHECK(k.at("variants").empty());
   }
+}
+
+TEST_CASE("flashcheck compare judges variant files: cpu_tiled's outputs pass, a planted error fails", "[cpu]") {
+  const std::string dir = scratch_dir("variant_compare");
+  for (const io::testing::GoodVariant& g : io::testing::good_variants()) {
+    CAPTURE(g.label);
+    const std::string in = dir + "/in.safetensors", out = dir + "/out.safetensors", bad = dir + "/bad.safetensors";
+    io::write_safetensors(in, io::inputs_file(g.in));
+    const Outputs o = run_forward_backward(*find_kernel("cpu_tiled"), g.in);
+    io::write_outputs(out, o, {});
+    const RunResult ok = run_flashcheck({"compare", "--inputs", in, "--outputs", out, "--rounding", "nearest"}, 120);
+    CAPTURE(ok.out, ok.err);
+    CHECK(ok.code == 0);
+    if (o.o.numel() == 0) continue;  // a batch without queries has no o to plant an error in
+    Outputs wrong = o;
+    wrong.o.set(0, wrong.o.get(0) + 0.25);  // far beyond any bound
+    io::write_outputs(bad, wrong, {});
+    const RunResult fail = run_flashcheck({"compare", "--inputs", in, "--outputs", bad, "--rounding", "nearest"}, 120);
+    CAPTURE(fail.out, fail.err);
+    CHECK(fail.code == 1);
+  }
+  std::filesystem::remove_all(dir);
 }

@@ -3,6 +3,7 @@
 #include "kernels/mutants/variant_faulty.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.hpp"
@@ -30,12 +31,43 @@ KeyRange faulty_keys(F f, const Problem& p, int64_t i, int64_t n_q, int64_t n_k,
   return {begin, std::max(begin, end)};
 }
 
-// cpu_tiled's fa2_forward_head with faulty_keys for keys() and the ZeroKeysNaN finalisation.
-template <class T, class A>
+// exp evaluated in a wider type and rounded once: within half an ulp and a hair, as good as glibc's,
+// but not always its bits.
+struct WideExp {
+  float operator()(float x) const { return float(std::exp(double(x))); }
+  double operator()(double x) const { return double(std::exp((long double)x)); }
+};
+
+// The score with softcap's tanh flushing tiny arguments to 0 (SoftcapTinyZero), else cpu::score.
+template <class A, class X>
+cpu::Soft<A> faulty_score(F f, const cpu::Head<X>& h, int64_t i, int64_t j) {
+  using L = cpu::Soft<A>;
+  if (f != F::SoftcapTinyZero || !(h.p.softcap > 0)) return cpu::score<A>(h, i, j);
+  L s = cpu::scaled_score<A>(h, i, j);
+  const L y = s / L(h.p.softcap);
+  s = L(h.p.softcap) * (std::fabs(y) < L(0x1p-40) ? L(0) : cpu::Tanh{}(y));
+  if (h.p.alibi) s -= L(h.slope) * L(alibi_distance(h.p.mask, i, j, h.n_q, h.n_k));
+  return s;
+}
+
+// Does the fault's second code path (a wide exp) run on these inputs?
+bool wide_exp(F f, const Inputs& in) {
+  const Problem& p = in.p;
+  bool empty = false;
+  for (int64_t b = 0; p.varlen && b < p.batch; ++b)
+    empty |= seq_n_q(p, in.seqs(), b) == 0 || seq_n_k(p, in.seqs(), b) == 0;
+  return (f == F::VarlenWideExp && p.varlen) || (f == F::PagedWideExp && is_paged(p)) ||
+         (f == F::StridedWideExp && in.strided()) || (f == F::WindowWideExp && has_window(p)) ||
+         (f == F::AlibiWideExp && p.alibi) || (f == F::EmptySeqWideExp && empty);
+}
+
+// cpu_tiled's fa2_forward_head with faulty_keys for keys(), the exp Exp, and the ZeroKeysNaN
+// finalisation.
+template <class T, class A, class Exp>
 void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, const cpu::Tiling& t, T* o, double* lse) {
   using L = cpu::Soft<A>;
   using cpu::cvt;
-  const cpu::Exp exp_fn;
+  const Exp exp_fn;
   const int64_t d = h.d_v;
   auto keys = [&](int64_t i) { return faulty_keys(f, h.p, i, h.n_q, h.n_k, max_q, max_k); };
   for (int64_t i0 = 0; i0 < h.n_q; i0 += t.block_m) {
@@ -52,9 +84,14 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
         const int64_t jb = std::max(j0, vis.begin), jv = std::min(j1, vis.end);
         L m_new = m[size_t(r)];
         for (int64_t j = jb; j < jv; ++j) {
-          s[size_t(j - j0)] = cpu::score<A>(h, i0 + r, j);
+          s[size_t(j - j0)] = faulty_score<A>(f, h, i0 + r, j);
           m_new = rules::running_max(m_new, s[size_t(j - j0)]);
         }
+        // MaxOverTile: the window is applied after the max, so the tile's keys that only the window
+        // hides join it (a shift: the same o in exact arithmetic, other bits).
+        for (int64_t j = j0; f == F::MaxOverTile && jb < jv && j < j1; ++j)
+          if (visible(Problem{.mask = h.p.mask}, i0 + r, j, h.n_q, h.n_k))
+            m_new = rules::running_max(m_new, faulty_score<A>(f, h, i0 + r, j));
         const L alpha = rules::rescale(m[size_t(r)], m_new, exp_fn);
         const L shift = rules::safe_shift(m_new);
         A* acc_r = acc.data() + r * d;  // (d_v)
@@ -132,7 +169,10 @@ void faulty_forward(F f, const Inputs& given, const cpu::Tiling& t, Outputs& out
       const cpu::WideHead<A> wide = cpu::widen_head<A, T>(in, b, h);
       std::vector<T> o_h(size_t(wide.n_q * wide.d_v));  // (n_q, d_v)
       std::vector<double> lse_h(size_t(wide.n_q));      // (n_q)
-      forward_head<T, A>(f, wide.view(), p.n_q, p.n_k, t, o_h.data(), lse_h.data());
+      if (wide_exp(f, given))
+        forward_head<T, A, WideExp>(f, wide.view(), p.n_q, p.n_k, t, o_h.data(), lse_h.data());
+      else
+        forward_head<T, A, cpu::Exp>(f, wide.view(), p.n_q, p.n_k, t, o_h.data(), lse_h.data());
       for (int64_t i = 0; i < wide.n_q; ++i) {
         cpu::write_row<T>(out.o, q_row(p, seqs, b, h, i), wide.d_v, o_h.data() + i * wide.d_v);
         out.lse.set(lse_index(p, seqs, b, h, i), lse_h[size_t(i)]);
@@ -150,6 +190,9 @@ Kernel make_variant_faulty_kernel(F f, const std::string& name, const std::strin
   i.mutant = f != F::None;
   i.description = description;
   i.dtypes = {DType::F16, DType::BF16, DType::F32, DType::F64};
+  // The window after the max is this kernel's fp32 path only: in 16-bit storage the shifted weights
+  // reach P's subnormals and the error model rightly rejects it (bounds_variants_test).
+  if (f == F::MaxOverTile) i.dtypes = {DType::F32};
   i.masks = {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight};
   i.any_tile = true;
   for (auto [bm, bn] : {std::pair{64, 64}, std::pair{16, 16}, std::pair{17, 33}}) {
@@ -196,6 +239,22 @@ void register_variant_mutants(std::vector<Kernel>& out) {
        "varlen rows aligned with the batch's longest lengths instead of the sequence's own"},
       {F::StridesIgnored, "mutant_strides_ignored", "q, k, v read as contiguous whatever their strides"},
       {F::ZeroKeysNaN, "mutant_zero_keys_nan", "a sequence with no key gives o = 0/0 = NaN"},
+      {F::VarlenWideExp, "mutant_varlen_wide_exp",
+       "the varlen path computes exp in double: right values, not the dense bits"},
+      {F::PagedWideExp, "mutant_paged_wide_exp",
+       "the paged path computes exp in double: right values, not the contiguous bits"},
+      {F::StridedWideExp, "mutant_strided_wide_exp",
+       "the strided-input path computes exp in double: right values, not the compact bits"},
+      {F::WindowWideExp, "mutant_window_wide_exp",
+       "the windowed path computes exp in double: window (n, 0) is not causal's bits"},
+      {F::AlibiWideExp, "mutant_alibi_wide_exp",
+       "the ALiBi path computes exp in double: zero slopes are not no ALiBi's bits"},
+      {F::EmptySeqWideExp, "mutant_empty_seq_wide_exp",
+       "a batch with an empty sequence takes a path with exp in double: the other sequences' bits change"},
+      {F::MaxOverTile, "mutant_max_over_tile",
+       "fp32: the window applied after the row max, so keys of the tile only the window hides join it"},
+      {F::SoftcapTinyZero, "mutant_softcap_tiny_zero",
+       "softcap's tanh flushes |s/c| < 2^-40 to 0: right near the scores, every score 0 at a huge cap"},
   };
   for (const Row& r : rows) out.push_back(make_variant_faulty_kernel(r.fault, r.name, r.description));
 }

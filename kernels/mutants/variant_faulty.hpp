@@ -26,6 +26,18 @@ enum class VariantFault {
   VarlenMaxAlignment,    // varlen rows aligned with the batch's longest lengths, not the sequence's own
   StridesIgnored,        // q, k, v read as if contiguous whatever their strides
   ZeroKeysNaN,           // a sequence with no key gives o = 0 / 0 = NaN (no l = 0 guard)
+  // Within every error bound, but not the bits the contract promises: a second code path for one
+  // variant computes exp in double (each weight within an ulp, as the dense path's), so the variant
+  // and the dense problem it equals give different bits. Only the variants' bitwise laws see them.
+  VarlenWideExp,    // the varlen path
+  PagedWideExp,     // the paged path
+  StridedWideExp,   // the path for strided inputs
+  WindowWideExp,    // the windowed path
+  AlibiWideExp,     // the ALiBi path
+  EmptySeqWideExp,  // the path taken when a batch holds a sequence of no query or no key
+  MaxOverTile,      // the running max over the whole key tile, keys outside the row's range included
+  SoftcapTinyZero,  // softcap's tanh flushes |s / c| < 2^-40 to 0 (an approximate tanh): harmless at
+                    // any c near the scores, every score 0 when c is huge
 };
 
 // The registry row of the kernel with fault f (mutant = f != None): declares every variant.

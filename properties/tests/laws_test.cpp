@@ -71,6 +71,6 @@ FC_LAW("paged", "paged K/V equals the same keys contiguous, for every page size 
 FC_LAW("strides", "the same data in any strides gives the same bits")
 FC_LAW("window_mask", "window (n, 0) is the causal mask of its alignment and (n, n) no mask (bitwise)")
 FC_LAW("window_invisible", "a key outside a row's window never influences the row (bitwise)")
-FC_LAW("softcap", "with softcap c every score stays within (-c, c): |lse - log n| <= c")
+FC_LAW("softcap", "with softcap c every score stays within (-c, c), and c -> infinity is no softcap")
 FC_LAW("alibi_zero", "ALiBi with zero slopes equals no ALiBi (bitwise)")
 FC_LAW("zero_length", "zero-length sequences produce nothing and disturb nothing")

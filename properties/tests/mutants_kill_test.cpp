@@ -13,7 +13,7 @@ namespace {
 
 // The registered mutants: kernels/mutants/mutants.cpp's table, one row per planted fault, and the
 // variants' (variant_faulty.cpp).
-constexpr int kMutants = 24 + 9;
+constexpr int kMutants = 24 + 9 + 8;
 
 // The first law that fails on k, or "" when every law holds.
 std::string first_failing_law(const fc::Kernel& k, const fc::props::RunOptions& opt) {
@@ -61,14 +61,17 @@ TEST_CASE("every law but reference kills a mutant that reference does not", "[cp
       {"determinism", "mutant_racy_dq"},
       {"nan_blast", "mutant_masked_products"},
       {"softmax_row", "mutant_exp_early_out"},
-      {"varlen_split", "mutant_varlen_max_alignment"},
-      {"paged", "mutant_page_size_128"},
-      {"strides", "mutant_strides_ignored"},
-      {"window_mask", "mutant_window_right_exclusive"},
-      {"window_invisible", "mutant_window_left_wide"},
-      {"softcap", "mutant_softcap_dropped"},
-      {"alibi_zero", "mutant_alibi_forces_causal"},
-      {"zero_length", "mutant_zero_keys_nan"},
+      // The variant laws' witnesses are within every error bound (reference judges variant problems
+      // too, and kills the variants' gross faults): a second code path with other bits, a max shifted
+      // by keys the window hides, a tanh that fails only at a huge cap.
+      {"varlen_split", "mutant_varlen_wide_exp"},
+      {"paged", "mutant_paged_wide_exp"},
+      {"strides", "mutant_strided_wide_exp"},
+      {"window_mask", "mutant_window_wide_exp"},
+      {"window_invisible", "mutant_max_over_tile"},
+      {"softcap", "mutant_softcap_tiny_zero"},
+      {"alibi_zero", "mutant_alibi_wide_exp"},
+      {"zero_length", "mutant_empty_seq_wide_exp"},
   };
   for (const fc::props::Law& law : fc::props::laws()) {
     // large_offsets judges CUDA kernels only; its witness is a CUDA mutant (kernels/cuda/tests/cuda_mutants_test.cpp).
