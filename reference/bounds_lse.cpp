@@ -29,9 +29,12 @@ void HeadPass::lse_normalised(int64_t r, KeyRange vis, const ChainWeights& wpv, 
     const Score& s = sc[size_t(j)];
     const double e_arg = s.e_hat + e_lse;
     const double delta = e_arg + k.us * (std::fabs(s.s - lse) + e_arg) + k.e_exp;
-    // |P^_j - P_j| <= P_j expm1(delta_j) (in the log domain, P_j within zeta of its fp64 value).
-    const double cw = p_expm1(logP[size_t(j)] + zeta[size_t(j)], delta);
-    const double wh = std::min(1.0, std::exp(logP[size_t(j)] + zeta[size_t(j)] + delta));  // >= P^_j
+    // |P^_j - P_j| <= P_j expm1(delta_j) (in the log domain, P_j within zeta of its fp64 value). The
+    // kernel's lse is at least its largest score (m + log l, l >= 1, rounded monotonically), so
+    // s^ - lse^ <= 0 and P^_j <= exp(0) <= 1 + the exp's error: a huge delta leaves a finite bound.
+    const double p_top = 1 + 2 * k.e_exp;
+    const double cw = std::min(p_top, p_expm1(logP[size_t(j)] + zeta[size_t(j)], delta));
+    const double wh = std::min(p_top, std::exp(logP[size_t(j)] + zeta[size_t(j)] + delta));  // >= P^_j
     const double kap = wpv.kappa[size_t(o_pv + j)];
     const double ca = kap * wh + (1 + kap) * (pv_up * wh + k.floor_p + tiny_w + wh * k.u_in);
     acc0 += (1 + kap) * wh * k.floor_in;
