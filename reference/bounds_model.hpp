@@ -159,8 +159,12 @@ struct HeadPass {
   void block(int64_t h, int64_t i0, int64_t rows);       // GEMMs of the block, then its rows
   void forward(int64_t r, KeyRange vis, RowInfo& row);   // o, lse of row i0 + r, keys vis (bounds.cpp)
   void backward(int64_t r, KeyRange vis, RowInfo& row);  // its pairs' alpha, beta (bounds_backward.cpp)
-  void finish_dq(int64_t rows);                          // d_q of the block's rows
-  void finish_kv();                                      // d_k, d_v of the kv head
+  // o of a kernel whose weights are exp(s - lse) with its own lse (Arithmetic::p_from): replaces
+  // (PFrom::Lse) or widens to cover (PFrom::Either) the bound forward() gave (bounds_lse.cpp).
+  void lse_normalised(int64_t r, KeyRange vis, const ChainWeights& wpv, int64_t o_pv, double tiny_w,
+                      const RowInfo& row);
+  void finish_dq(int64_t rows);  // d_q of the block's rows
+  void finish_kv();              // d_k, d_v of the kv head
 };
 
 // The model on a problem in the dense layout (any mask, window, softcap, ALiBi, d_v; bounds.cpp);
