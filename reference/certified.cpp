@@ -244,12 +244,101 @@ constexpr double kParallelWork = 1 << 24;
 
 bool certifiable(double x) { return std::isfinite(x) && std::fabs(x) < std::ldexp(1.0, cert::kMaxExp); }
 
-}  // namespace
-
-Certified certified(const Problem& p, const Tensors64& in) {
+// The rows of one (batch b, kv head h_kv) group as the oracle's input: the group's query heads stacked
+// (m = group·n_q rows), what each row sees, which rows hold an uncertifiable value (g.bad) and which
+// only an uncertifiable d_o (bad_d_o: their gradients, not their forward, are given up).
+cert::GroupIn gather_group(const Problem& p, const Tensors64& in, int64_t b, int32_t h_kv, std::vector<char>& bad_d_o) {
   using cert::Index;
   const bool grads = !in.d_o.empty();
   const Index d = p.d, n = p.n_k, group = p.heads_q / p.heads_kv, m = group * p.n_q;
+  cert::GroupIn g;
+  g.scale = p.scale;
+  g.q.resize(m, d);
+  g.k.resize(n, d);
+  g.v.resize(n, d);
+  if (grads) g.d_o.resize(m, d);
+  g.n_vis.assign(m, 0);
+  g.bad.assign(m, 0);
+  bad_d_o.assign(m, 0);             // (m)
+  std::vector<char> bad_key(n, 0);  // (n_k)
+  for (Index j = 0; j < n; ++j)
+    for (Index l = 0; l < d; ++l) {
+      const int64_t o = offset_kv(p, b, h_kv, j) + l;
+      const bool ok = certifiable(in.k[o]) && certifiable(in.v[o]);
+      bad_key[j] |= !ok;
+      g.k(j, l) = ok ? in.k[o] : 0.0;
+      g.v(j, l) = ok ? in.v[o] : 0.0;
+    }
+  for (Index r = 0; r < m; ++r) {
+    const int32_t h = int32_t(h_kv * group + r / p.n_q);
+    const int64_t i = r % p.n_q, oq = offset_q(p, b, h, i);
+    Index nv = 0;
+    while (nv < n && sees(p.mask, i, nv, p.n_q, p.n_k)) ++nv;
+    g.n_vis[r] = nv;
+    for (Index j = 0; j < nv; ++j) g.bad[r] |= bad_key[j];
+    for (Index l = 0; l < d; ++l) {
+      // q reaches the forward and the backward, d_o only the backward; a row that sees no key has
+      // o = 0, lse = -inf and d_q = 0 whatever its q and d_o hold (the contract: never NaN there).
+      const bool q_ok = certifiable(in.q[oq + l]);
+      const bool d_o_ok = !grads || certifiable(in.d_o[oq + l]);
+      g.bad[r] |= !q_ok && nv > 0;
+      bad_d_o[r] |= !d_o_ok && nv > 0;
+      g.q(r, l) = q_ok ? in.q[oq + l] : 0.0;
+      if (grads) g.d_o(r, l) = d_o_ok ? in.d_o[oq + l] : 0.0;
+    }
+  }
+  return g;
+}
+
+// The group's rows of o, lse (and d_q with gradients) into c: NaN with an infinite error where the
+// row is uncertified.
+void scatter_rows(const Problem& p, int64_t b, int32_t h_kv, const cert::GroupFwd& f, const cert::GroupBwd* bw,
+                  const std::vector<char>& bad_d_o, Certified& c) {
+  using cert::Index;
+  const Index d = p.d, group = p.heads_q / p.heads_kv, m = group * p.n_q;
+  for (Index r = 0; r < m; ++r) {
+    const int32_t h = int32_t(h_kv * group + r / p.n_q);
+    const int64_t i = r % p.n_q, oq = offset_q(p, b, h, i), ol = offset_lse(p, b, h, i);
+    const bool bad = f.bad[r];
+    c.value.lse[ol] = bad ? kNaN : f.lse[r];
+    c.err.lse[ol] = bad ? kInf : f.lse_err[r];
+    for (Index l = 0; l < d; ++l) {
+      c.value.o[oq + l] = bad ? kNaN : f.o(r, l);
+      c.err.o[oq + l] = bad ? kInf : f.o_err(r, l);
+      c.o_mag[oq + l] = bad ? kNaN : f.o_mag(r, l);
+      if (!bw) continue;
+      const bool bad_grad = bad || bad_d_o[r];
+      c.value.d_q[oq + l] = bad_grad ? kNaN : bw->d_q(r, l);
+      c.err.d_q[oq + l] = bad_grad ? kInf : bw->d_q_err(r, l);
+    }
+  }
+}
+
+// The group's d_k and d_v into c: NaN with an infinite error for every key an uncertified row sees.
+void scatter_keys(const Problem& p, int64_t b, int32_t h_kv, const cert::GroupIn& g, const cert::GroupFwd& f,
+                  const cert::GroupBwd& bw, const std::vector<char>& bad_d_o, Certified& c) {
+  using cert::Index;
+  const Index d = p.d, n = p.n_k, m = g.q.rows();
+  std::vector<char> poisoned(n, 0);  // (n_k): keys seen by an uncertified row
+  for (Index r = 0; r < m; ++r)
+    if (f.bad[r] || bad_d_o[r])
+      for (Index j = 0; j < g.n_vis[r]; ++j) poisoned[j] = 1;
+  for (Index j = 0; j < n; ++j) {
+    const int64_t ok = offset_kv(p, b, h_kv, j);
+    for (Index l = 0; l < d; ++l) {
+      c.value.d_k[ok + l] = poisoned[j] ? kNaN : bw.d_k(j, l);
+      c.err.d_k[ok + l] = poisoned[j] ? kInf : bw.d_k_err(j, l);
+      c.value.d_v[ok + l] = poisoned[j] ? kNaN : bw.d_v(j, l);
+      c.err.d_v[ok + l] = poisoned[j] ? kInf : bw.d_v_err(j, l);
+    }
+  }
+}
+
+}  // namespace
+
+Certified certified(const Problem& p, const Tensors64& in) {
+  const bool grads = !in.d_o.empty();
+  const int64_t n = p.n_k, m = int64_t(p.heads_q / p.heads_kv) * p.n_q;
   Certified c;
   for (Result64* r : {&c.value, &c.err}) {
     r->o.assign(numel_q(p), 0.0);
@@ -267,77 +356,16 @@ Certified certified(const Problem& p, const Tensors64& in) {
   auto one_group = [&](int64_t task) {
     const int64_t b = task / p.heads_kv;
     const int32_t h_kv = int32_t(task % p.heads_kv);
-    {
-      cert::GroupIn g;
-      g.scale = p.scale;
-      g.q.resize(m, d);
-      g.k.resize(n, d);
-      g.v.resize(n, d);
-      if (grads) g.d_o.resize(m, d);
-      g.n_vis.assign(m, 0);
-      g.bad.assign(m, 0);
-      std::vector<char> bad_key(n, 0);  // (n_k)
-      std::vector<char> bad_d_o(m, 0);  // (m): a non-finite d_o in a row that sees keys: gradients only
-      for (Index j = 0; j < n; ++j)
-        for (Index l = 0; l < d; ++l) {
-          const int64_t o = offset_kv(p, b, h_kv, j) + l;
-          const bool ok = certifiable(in.k[o]) && certifiable(in.v[o]);
-          bad_key[j] |= !ok;
-          g.k(j, l) = ok ? in.k[o] : 0.0;
-          g.v(j, l) = ok ? in.v[o] : 0.0;
-        }
-      for (Index r = 0; r < m; ++r) {
-        const int32_t h = int32_t(h_kv * group + r / p.n_q);
-        const int64_t i = r % p.n_q, oq = offset_q(p, b, h, i);
-        Index nv = 0;
-        while (nv < n && sees(p.mask, i, nv, p.n_q, p.n_k)) ++nv;
-        g.n_vis[r] = nv;
-        for (Index j = 0; j < nv; ++j) g.bad[r] |= bad_key[j];
-        for (Index l = 0; l < d; ++l) {
-          // q reaches the forward and the backward, d_o only the backward; a row that sees no key has
-          // o = 0, lse = -inf and d_q = 0 whatever its q and d_o hold (the contract: never NaN there).
-          const bool q_ok = certifiable(in.q[oq + l]);
-          const bool d_o_ok = !grads || certifiable(in.d_o[oq + l]);
-          g.bad[r] |= !q_ok && nv > 0;
-          bad_d_o[r] |= !d_o_ok && nv > 0;
-          g.q(r, l) = q_ok ? in.q[oq + l] : 0.0;
-          if (grads) g.d_o(r, l) = d_o_ok ? in.d_o[oq + l] : 0.0;
-        }
-      }
-      const cert::GroupFwd f = cert::forward(g);
-      cert::GroupBwd bw;
-      if (grads) bw = cert::backward(g, f);
-      for (Index r = 0; r < m; ++r) {
-        const int32_t h = int32_t(h_kv * group + r / p.n_q);
-        const int64_t i = r % p.n_q, oq = offset_q(p, b, h, i), ol = offset_lse(p, b, h, i);
-        const bool bad = f.bad[r];
-        c.value.lse[ol] = bad ? kNaN : f.lse[r];
-        c.err.lse[ol] = bad ? kInf : f.lse_err[r];
-        for (Index l = 0; l < d; ++l) {
-          c.value.o[oq + l] = bad ? kNaN : f.o(r, l);
-          c.err.o[oq + l] = bad ? kInf : f.o_err(r, l);
-          c.o_mag[oq + l] = bad ? kNaN : f.o_mag(r, l);
-          if (!grads) continue;
-          const bool bad_grad = bad || bad_d_o[r];
-          c.value.d_q[oq + l] = bad_grad ? kNaN : bw.d_q(r, l);
-          c.err.d_q[oq + l] = bad_grad ? kInf : bw.d_q_err(r, l);
-        }
-      }
-      if (!grads) return;
-      std::vector<char> poisoned(n, 0);  // (n_k): keys seen by an uncertified row
-      for (Index r = 0; r < m; ++r)
-        if (f.bad[r] || bad_d_o[r])
-          for (Index j = 0; j < g.n_vis[r]; ++j) poisoned[j] = 1;
-      for (Index j = 0; j < n; ++j) {
-        const int64_t ok = offset_kv(p, b, h_kv, j);
-        for (Index l = 0; l < d; ++l) {
-          c.value.d_k[ok + l] = poisoned[j] ? kNaN : bw.d_k(j, l);
-          c.err.d_k[ok + l] = poisoned[j] ? kInf : bw.d_k_err(j, l);
-          c.value.d_v[ok + l] = poisoned[j] ? kNaN : bw.d_v(j, l);
-          c.err.d_v[ok + l] = poisoned[j] ? kInf : bw.d_v_err(j, l);
-        }
-      }
+    std::vector<char> bad_d_o;  // (m): a non-finite d_o in a row that sees keys: gradients only
+    const cert::GroupIn g = gather_group(p, in, b, h_kv, bad_d_o);
+    const cert::GroupFwd f = cert::forward(g);
+    if (!grads) {
+      scatter_rows(p, b, h_kv, f, nullptr, bad_d_o, c);
+      return;
     }
+    const cert::GroupBwd bw = cert::backward(g, f);
+    scatter_rows(p, b, h_kv, f, &bw, bad_d_o, c);
+    scatter_keys(p, b, h_kv, g, f, bw, bad_d_o, c);
   };
   // Small groups run side by side; large ones one after another, each parallel inside (their
   // (m, n_k) matrices would not fit in memory many at a time).
