@@ -114,18 +114,10 @@ BatchResult run_batch(const Kernel& k, const CampaignOptions& o, uint64_t b, int
   });
   Problem packed_p = p;
   packed_p.batch = o.batch;
-  res.item = {{"seq", b},
-              {"dtype", dtype_name(p.dtype)},
-              {"mask", mask_name(p.mask)},
-              {"heads_q", p.heads_q},
-              {"heads_kv", p.heads_kv},
-              {"n_q", p.n_q},
-              {"n_k", p.n_k},
-              {"d", p.d},
-              {"scale", fmt::format("{}", p.scale)},
-              {"config", fmt::format("{}x{}{}", skeleton.cfg.block_m, skeleton.cfg.block_n,
-                                     skeleton.cfg.order == LoopOrder::FA1 ? "/FA1" : "")},
-              {"backward", skeleton.in.has_d_o()}};
+  res.item = problem_item(b, p);
+  res.item["config"] = fmt::format("{}x{}{}", skeleton.cfg.block_m, skeleton.cfg.block_n,
+                                   skeleton.cfg.order == LoopOrder::FA1 ? "/FA1" : "");
+  res.item["backward"] = skeleton.in.has_d_o();
   if (!claims(k, packed_p)) {
     res.item["cases"] = 0;
     res.item["declined"] = true;  // the kernel does not take this shape: nothing ran, nothing counted
@@ -183,6 +175,18 @@ std::string save_failure(const std::string& dir, const std::string& law, const K
                          const std::map<std::string, std::string>& extra) {
   auto it = extra.find("fc.fuzz.file");
   return props::write_case(dir, law, k.info.name, c, extra, it == extra.end() ? "" : it->second);
+}
+
+json problem_item(uint64_t seq, const Problem& p) {
+  return {{"seq", seq},
+          {"dtype", dtype_name(p.dtype)},
+          {"mask", mask_name(p.mask)},
+          {"heads_q", p.heads_q},
+          {"heads_kv", p.heads_kv},
+          {"n_q", p.n_q},
+          {"n_k", p.n_k},
+          {"d", p.d},
+          {"scale", fmt::format("{}", p.scale)}};
 }
 
 json fuzz_report_envelope(const CampaignOptions& o, json options) {

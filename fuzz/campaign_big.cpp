@@ -110,20 +110,6 @@ BigCase draw_big_case(ByteSource& src, const Kernel& k, const CampaignOptions& o
   return big;
 }
 
-json big_item(uint64_t b, const Problem& p, bool bwd) {
-  return {{"seq", b},
-          {"dtype", dtype_name(p.dtype)},
-          {"mask", mask_name(p.mask)},
-          {"heads_q", p.heads_q},
-          {"heads_kv", p.heads_kv},
-          {"n_q", p.n_q},
-          {"n_k", p.n_k},
-          {"d", p.d},
-          {"scale", fmt::format("{}", p.scale)},
-          {"backward", bwd},
-          {"elements_q", double(numel_q(p))}};
-}
-
 // The rows checked: the first, the last, those holding q's elements 2^31 and 2^32 (and k's), random ones.
 std::vector<int64_t> rows_to_check(const Problem& p, ByteSource& src, int count) {
   std::vector<int64_t> rows = {0, numel_lse(p) - 1};
@@ -170,7 +156,8 @@ json run_big_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& l
     BigCase big = draw_big_case(src, k, o);
     props::Case& c = big.c;
     const Problem& p = c.in.p;
-    json item = big_item(b, p, big.bwd);
+    json item = problem_item(b, p);
+    item["backward"] = big.bwd, item["elements_q"] = double(numel_q(p));
     if (!claims(k, p)) {
       item["cases"] = 0, item["declined"] = true;
       r["batches"].push_back(item);
