@@ -4,5 +4,15 @@
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/reports/out}
 mkdir -p "$out"
-if [ -f "$root/.carry-z/bundle.tar.gz" ]; then tar xzf "$root/.carry-z/bundle.tar.gz" -C "$root"; fi
+# Unpacked once per bundle: scripts started side by side (one per GPU) share it, under a lock, and a
+# warm machine's older .carry/ is replaced when the bundle differs.
+if [ -f "$root/.carry-z/bundle.tar.gz" ]; then
+  (
+    flock 9
+    sum=$(md5sum < "$root/.carry-z/bundle.tar.gz")
+    if [ "$(cat "$root/.carry/.bundle" 2>/dev/null)" != "$sum" ]; then
+      tar xzf "$root/.carry-z/bundle.tar.gz" -C "$root" && echo "$sum" > "$root/.carry/.bundle"
+    fi
+  ) 9> "$root/.carry-z.lock"
+fi
 export LD_LIBRARY_PATH=$root/.carry/lib:${LD_LIBRARY_PATH:-}

@@ -46,6 +46,7 @@ nlohmann::json kernel_json(const KernelInfo& i) {
           {"head_dims", i.head_dims},
           {"any_tile", i.any_tile},
           {"writes_lse", i.writes_lse},
+          {"variants", variant_names(i.variants)},
           {"configs", configs},
           {"description", i.description}};
 }

@@ -12,6 +12,8 @@
 #include "io/atomic_file.hpp"
 #include "io/attention_io.hpp"
 #include "reference/certified.hpp"
+#include "kernels/registry.hpp"
+#include "reference/inputs64.hpp"
 
 namespace fc::cli {
 
@@ -46,7 +48,7 @@ int run_reference(const Options& o) {
   const Inputs in = io::read_inputs(o.inputs);
   const Problem& p = in.p;
   require_affordable(o.inputs, p, in.has_d_o(), o.limits);
-  ref::Tensors64 t{in.q.to_f64(), in.k.to_f64(), in.v.to_f64(), in.has_d_o() ? in.d_o.to_f64() : std::vector<double>{}};
+  const ref::Tensors64 t = ref::tensors64(in);
   check_range(o.inputs, "q", t.q);
   check_range(o.inputs, "k", t.k);
   check_range(o.inputs, "v", t.v);
@@ -54,25 +56,25 @@ int run_reference(const Options& o) {
   const ref::Certified c = ref::certified(p, t);
 
   Outputs out;
-  out.o = HostTensor::from_f64(DType::F64, shape_q(p), c.value.o);        // (batch, heads_q, n_q, d)
-  out.lse = HostTensor::from_f64(DType::F64, shape_lse(p), c.value.lse);  // (batch, heads_q, n_q)
+  // The inputs' layout: dense (batch, heads, n, d), varlen (total, heads, d), paged k-side.
+  out.o = HostTensor::from_f64(DType::F64, shape_o(p), c.value.o);        // o: like q, head dim d_v
+  out.lse = HostTensor::from_f64(DType::F64, shape_lse(p), c.value.lse);  // (batch, heads_q, n_q) | (heads_q, total_q)
   if (in.has_d_o()) {
-    out.d_q = HostTensor::from_f64(DType::F64, shape_q(p), c.value.d_q);   // (batch, heads_q, n_q, d)
-    out.d_k = HostTensor::from_f64(DType::F64, shape_kv(p), c.value.d_k);  // (batch, heads_kv, n_k, d)
-    out.d_v = HostTensor::from_f64(DType::F64, shape_kv(p), c.value.d_v);  // (batch, heads_kv, n_k, d)
+    out.d_q = HostTensor::from_f64(DType::F64, shape_q(p), c.value.d_q);   // like q
+    out.d_k = HostTensor::from_f64(DType::F64, shape_kv(p), c.value.d_k);  // like k
+    out.d_v = HostTensor::from_f64(DType::F64, shape_v(p), c.value.d_v);   // like v
   }
-  std::map<std::string, std::string> meta = {
-      {"mask", mask_name(p.mask)},
-      {"scale", io::exact_decimal(p.scale)},
-      {"input_dtype", dtype_name(p.dtype)},
-      {"oracle", "certified"},
-      {"max_err_o", io::exact_decimal(max_of(c.err.o))},  // the oracle's own bound on |o - exact|
-      {"max_err_lse", io::exact_decimal(max_of(c.err.lse))},
-  };
+  // The problem's metadata as the input file carries it (mask, scale, window, softcap), and the oracle's.
+  std::map<std::string, std::string> meta = io::problem_metadata(p);
+  meta["input_dtype"] = dtype_name(p.dtype);
+  meta["oracle"] = "certified";
+  meta["max_err_o"] = io::exact_decimal(max_of(c.err.o));  // the oracle's own bound on |o - exact|
+  meta["max_err_lse"] = io::exact_decimal(max_of(c.err.lse));
   io::write_outputs(o.out, out, meta, {o.inputs});
-  fmt::print("reference: {} -> {} (b={} h_q={} h_kv={} n_q={} n_k={} d={} {} {}{})\n", o.inputs, o.out, p.batch,
+  const std::vector<std::string> variants = variant_names(variants_of(p));
+  fmt::print("reference: {} -> {} (b={} h_q={} h_kv={} n_q={} n_k={} d={} {} {}{}{}{})\n", o.inputs, o.out, p.batch,
              p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype), mask_name(p.mask),
-             in.has_d_o() ? ", with gradients" : "");
+             variants.empty() ? "" : ", ", fmt::join(variants, " "), in.has_d_o() ? ", with gradients" : "");
   return kExitPass;
 }
 
@@ -82,7 +84,10 @@ Run setup_reference(CLI::App& app) {
   auto* sub = app.add_subcommand("reference",
                                  "Certified reference o, lse (+ d_q, d_k, d_v) of a safetensors input file, as F64");
   auto o = std::make_shared<Options>();
-  sub->add_option("--inputs", o->inputs, "Input safetensors: q, k, v (+ d_o); metadata mask, scale")->required();
+  sub->add_option("--inputs", o->inputs,
+                  "Input safetensors: q, k, v (+ d_o, cu_seqlens_q/k, page_table, alibi_slopes); metadata mask, "
+                  "scale, window_left, window_right, softcap")
+      ->required();
   sub->add_option("--out", o->out, "Output safetensors: o, lse (+ d_q, d_k, d_v) as F64")->required();
   add_limit_options(sub, o->limits);
   return [o] { return run_reference(*o); };

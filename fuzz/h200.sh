@@ -4,6 +4,8 @@
 # with every host core, the big-shape mode (n up to 131072, q past 2^31 elements), and with `x2`
 # the two-GPU job array whose merged report must equal the one-GPU run's byte for byte.
 #   bash fuzz/h200.sh [small] [big] [x2]        (default: small big; x2 needs the 2-GPU machine)
+#   FUZZ_SECONDS=T sets each small-shape campaign's length (default 60).
+#   X2_CASES=N sets the x2 job array's case count (default 262144).
 # Everything lands in $OUT/fuzz.tar.gz (reports, failing cases, logs) plus $OUT/fuzz_summary.txt.
 set -uo pipefail
 source "$(dirname "$0")/../bench/device_env.sh"  # root, out, .carry/ unpacked, LD_LIBRARY_PATH
@@ -23,15 +25,15 @@ step() {  # step NAME SECONDS CMD...: the log under $work, the last lines shown,
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$work/device.txt"
 echo "commit $(cat "$root/.carry/COMMIT" 2>/dev/null); $(nproc) host threads" | tee -a "$work/device.txt"
 modes=${*:-small big}
+secs=${FUZZ_SECONDS:-60}  # each small-shape campaign's length
 for mode in $modes; do
   case $mode in
     small)
       # Throughput: every host thread judges; cases of one shape share a launch (--batch).
-      step cpu_tiled_threads 100 "$fc" fuzz --kernel cpu_tiled --seconds 60 --out "$work/cpu_tiled"
-      for k in cuda_tiled cuda_wgmma; do
-        step "$k" 150 "$fc" fuzz --kernel "$k" --seconds 120 --batch 1024 --out "$work/$k"
+      step cpu_tiled_threads $((secs + 40)) "$fc" fuzz --kernel cpu_tiled --seconds "$secs" --out "$work/cpu_tiled"
+      for k in cuda_tiled cuda_wgmma cuda_naive; do
+        step "$k" $((secs + 40)) "$fc" fuzz --kernel "$k" --seconds "$secs" --batch 1024 --out "$work/$k"
       done
-      step cuda_naive 100 "$fc" fuzz --kernel cuda_naive --seconds 60 --batch 1024 --out "$work/cuda_naive"
       ;;
     big)
       # Past 2^31 elements of q (and of k, v for some cases): 32-bit offsets overflow there.
@@ -42,11 +44,11 @@ for mode in $modes; do
     x2)
       # A job array of two shards, one GPU each, merged; then the same cases on one GPU.
       for i in 0 1; do
-        CUDA_VISIBLE_DEVICES=$i timeout 200 "$fc" fuzz --kernel cuda_wgmma --cases 262144 --batch 1024 \
+        CUDA_VISIBLE_DEVICES=$i timeout 200 "$fc" fuzz --kernel cuda_wgmma --cases "${X2_CASES:-262144}" --batch 1024 \
           --shard "$i/2" --out "$work/shard$i" > "$work/shard$i.log" 2>&1 &
       done
       wait
-      step x2_one_gpu 300 env CUDA_VISIBLE_DEVICES=0 "$fc" fuzz --kernel cuda_wgmma --cases 262144 --batch 1024 \
+      step x2_one_gpu 300 env CUDA_VISIBLE_DEVICES=0 "$fc" fuzz --kernel cuda_wgmma --cases "${X2_CASES:-262144}" --batch 1024 \
         --out "$work/one_gpu"
       step x2_merge 60 "$fc" merge --out "$work/merged" "$work/shard0/fuzz.json" "$work/shard1/fuzz.json"
       if cmp "$work/merged/report.json" "$work/one_gpu/fuzz.json"; then

@@ -86,6 +86,7 @@ std::string blast_radius(const Kernel& k, const props::Case& c, const props::Run
   for (int64_t b = 0; b < p.batch; ++b)
     for (int32_t hk = 0; hk < p.heads_kv; ++hk) {
       std::vector<char> bad_key(size_t(p.n_k)), key_reached(size_t(p.n_k));
+      bool group_reached = false;  // a non-finite d_o row of this (batch, kv head) reaches all its keys
       for (int64_t j = 0; j < p.n_k; ++j)
         bad_key[size_t(j)] =
             row_bad(c.in.k, offset_kv(p, b, hk, j), p.d) || row_bad(c.in.v, offset_kv(p, b, hk, j), p.d);
@@ -95,9 +96,14 @@ std::string blast_radius(const Kernel& k, const props::Case& c, const props::Run
           const int64_t nv = n_visible(p.mask, i, p.n_q, p.n_k), oq = offset_q(p, b, h, i);
           bool fwd = nv > 0 && row_bad(c.in.q, oq, p.d);
           for (int64_t j = 0; j < nv && !fwd; ++j) fwd = bad_key[size_t(j)];
-          const bool grad = fwd || (bwd && nv > 0 && row_bad(c.in.d_o, oq, p.d));
+          const bool bad_d_o = bwd && nv > 0 && row_bad(c.in.d_o, oq, p.d);
+          const bool grad = fwd || bad_d_o;
           if (grad)
             for (int64_t j = 0; j < nv; ++j) key_reached[size_t(j)] = 1;
+          // d_v = P^T d_o and d_k = scale dS^T Q as a tile's products also multiply the masked pairs'
+          // P = 0 and dS = 0 by d_o_i's row: IEEE makes 0 * NaN a NaN, so a non-finite d_o_i may reach
+          // the gradients of every key of its group (docs/SEMANTICS.md), never another group's.
+          group_reached = group_reached || bad_d_o;
           const int64_t ol = offset_lse(p, b, h, i);
           if (!fwd && k.info.writes_lse && !same_bits(dirty.out.lse, ref.out.lse, ol))
             return fmt::format("{} outside the blast radius changed: {} became {}\n", props::element_name(p, "lse", ol),
@@ -113,7 +119,7 @@ std::string blast_radius(const Kernel& k, const props::Case& c, const props::Run
         }
       }
       if (!bwd) continue;
-      for (int64_t j = 0; j < p.n_k; ++j) {
+      for (int64_t j = 0; j < p.n_k && !group_reached; ++j) {
         if (key_reached[size_t(j)]) continue;
         for (int64_t x = offset_kv(p, b, hk, j); x < offset_kv(p, b, hk, j) + p.d; ++x)
           for (const auto& [name, got, want] :

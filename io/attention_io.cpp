@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <fmt/format.h>
+#include <functional>
 #include <limits>
 
 #include "io/numbers.hpp"
@@ -38,7 +39,8 @@ void require_names(const std::string& name, const TensorFile& file, const std::v
 }
 
 const std::vector<std::string>& input_names() {
-  static const std::vector<std::string> names = {"q", "k", "v", "d_o"};
+  static const std::vector<std::string> names = {
+      "q", "k", "v", "d_o", "cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes"};
   return names;
 }
 
@@ -47,54 +49,118 @@ const std::vector<std::string>& output_names() {
   return names;
 }
 
+namespace {
+
+using Fail = std::function<FileError(Fault, const std::string&)>;
+
+// q, k, v (+ d_o): one floating dtype, the expected rank, dimensions in [1, 2^31) but for the token
+// axis of a packed tensor (first, `packed`), which may be 0.
+void check_attention_tensors(const TensorFile& file, const std::vector<std::string>& names, const Fail& fail,
+                             bool varlen, bool paged) {
+  const HostTensor& q = file.tensors.at("q");
+  for (const std::string& t : names) {
+    const HostTensor& x = file.tensors.at(t);
+    const bool kv = t == "k" || t == "v";
+    const size_t rank = !varlen || (kv && paged) ? 4 : 3;
+    const char* layout = !varlen       ? "(batch, heads, n, d)"
+                         : kv && paged ? "(pages, page_size, heads_kv, d): paged"
+                         : kv          ? "(total_k, heads_kv, d): varlen"
+                                       : "(total_q, heads_q, d): varlen";
+    if (!is_float(x.dtype))
+      throw fail(Fault::UnknownDtype,
+                 fmt::format("tensor \"{}\" is {}: q, k, v, d_o are F16, BF16, F32 or F64", t, dtype_name(x.dtype)));
+    if (x.shape.size() != rank)
+      throw fail(Fault::WrongRank, fmt::format("tensor \"{}\" has rank {} (shape {}), expected {}: {}", t,
+                                               x.shape.size(), shape_str(x.shape), rank, layout));
+    if (x.dtype != q.dtype)
+      throw fail(Fault::MixedDtypes, fmt::format("tensor \"{}\" is {} but q is {}: q, k, v, d_o must share one dtype",
+                                                 t, dtype_name(x.dtype), dtype_name(q.dtype)));
+    const bool packed = varlen && !(kv && paged);
+    for (size_t a = 0; a < x.shape.size(); ++a)
+      if (x.shape[a] < (packed && a == 0 ? 0 : 1) || x.shape[a] > std::numeric_limits<int32_t>::max())
+        throw fail(Fault::BadShape, fmt::format("tensor \"{}\" has shape {}: every dimension must be in [{}, 2^31)", t,
+                                                shape_str(x.shape), packed && a == 0 ? "0 (tokens)" : "1"));
+  }
+}
+
+// The head dims and heads of q, k, v, d_o in any layout: heads are axis 1 (paged k, v: axis 2), the
+// head dim the last axis (d for q, k; d_v for v, d_o).
+void check_heads_and_dims(const TensorFile& file, const Fail& fail, bool varlen, bool paged) {
+  const HostTensor& q = file.tensors.at("q");
+  const HostTensor& k = file.tensors.at("k");
+  const HostTensor& v = file.tensors.at("v");
+  const int64_t heads_q = q.shape[1], heads_kv = k.shape[paged ? 2 : 1];
+  if (k.shape.back() != q.shape.back())
+    throw fail(Fault::BadShape,
+               fmt::format("head dim d differs: q {} vs k {}", shape_str(q.shape), shape_str(k.shape)));
+  std::vector<int64_t> v_like_k = k.shape;
+  v_like_k.back() = v.shape.back();
+  if (v.shape != v_like_k)
+    throw fail(Fault::BadShape, fmt::format("v {} must have the shape of k {} (its last axis, d_v, may differ)",
+                                            shape_str(v.shape), shape_str(k.shape)));
+  if (heads_q % heads_kv != 0)
+    throw fail(Fault::BadShape, fmt::format("heads_q = {} is not a multiple of heads_kv = {}", heads_q, heads_kv));
+  if (!varlen && k.shape[0] != q.shape[0])
+    throw fail(Fault::BadShape, fmt::format("batch differs: q {} vs k {}", shape_str(q.shape), shape_str(k.shape)));
+  if (auto it = file.tensors.find("d_o"); it != file.tensors.end()) {
+    std::vector<int64_t> o_shape = q.shape;
+    o_shape.back() = v.shape.back();
+    if (it->second.shape != o_shape)
+      throw fail(Fault::BadShape, fmt::format("d_o {} must have the shape of o {} (q's, with v's head dim)",
+                                              shape_str(it->second.shape), shape_str(o_shape)));
+  }
+}
+
+// An integer metadata value >= -1 (a window side), or a finite decimal >= 0 (softcap).
+int32_t window_side(const std::map<std::string, std::string>& meta, const char* key, const Fail& fail) {
+  auto it = meta.find(key);
+  if (it == meta.end()) return -1;
+  int64_t x = 0;
+  if (!parse_decimal_i64(it->second, &x) || x < -1 || x > std::numeric_limits<int32_t>::max())
+    throw fail(Fault::BadMetadata,
+               fmt::format("{} {} is not an integer in [-1, 2^31) (-1: unbounded)", key, quoted(it->second)));
+  return int32_t(x);
+}
+
+}  // namespace
+
 Inputs inputs_from(const std::string& name, TensorFile file) {
-  auto fail = [&](Fault f, const std::string& what) { return FileError(f, name, what); };
+  const Fail fail = [&](Fault f, const std::string& what) { return FileError(f, name, what); };
   require_names(name, file, input_names(), "an input");
   for (const char* t : {"q", "k", "v"})
     if (!file.tensors.count(t)) throw fail(Fault::MissingTensor, fmt::format("missing tensor \"{}\"", t));
   const bool with_d_o = file.tensors.count("d_o") != 0;
+  const bool varlen = file.tensors.count("cu_seqlens_q") || file.tensors.count("cu_seqlens_k");
+  const bool paged = file.tensors.count("page_table") != 0;
+  if (varlen && !(file.tensors.count("cu_seqlens_q") && file.tensors.count("cu_seqlens_k")))
+    throw fail(Fault::BadVariant, "cu_seqlens_q and cu_seqlens_k come together: a varlen file needs both");
+  if (paged && !varlen)
+    throw fail(Fault::BadVariant, "page_table needs cu_seqlens_q and cu_seqlens_k (paged K/V is a varlen layout)");
   std::vector<std::string> names = {"q", "k", "v"};
   if (with_d_o) names.push_back("d_o");
-
-  const HostTensor& q = file.tensors.at("q");
-  for (const std::string& t : names) {
-    const HostTensor& x = file.tensors.at(t);
-    if (x.shape.size() != 4)
-      throw fail(Fault::WrongRank, fmt::format("tensor \"{}\" has rank {} (shape {}), expected 4: (batch, heads, n, d)",
-                                               t, x.shape.size(), shape_str(x.shape)));
-    if (x.dtype != q.dtype)
-      throw fail(Fault::MixedDtypes, fmt::format("tensor \"{}\" is {} but q is {}: q, k, v, d_o must share one dtype",
-                                                 t, dtype_name(x.dtype), dtype_name(q.dtype)));
-    for (int64_t s : x.shape)
-      if (s <= 0 || s > std::numeric_limits<int32_t>::max())
-        throw fail(Fault::BadShape, fmt::format("tensor \"{}\" has shape {}: every dimension must be in [1, 2^31)", t,
-                                                shape_str(x.shape)));
-  }
-  const HostTensor& k = file.tensors.at("k");
-  const HostTensor& v = file.tensors.at("v");
-  if (k.shape[0] != q.shape[0])
-    throw fail(Fault::BadShape, fmt::format("batch differs: q {} vs k {}", shape_str(q.shape), shape_str(k.shape)));
-  if (k.shape[3] != q.shape[3])
-    throw fail(Fault::BadShape,
-               fmt::format("head dim d differs: q {} vs k {}", shape_str(q.shape), shape_str(k.shape)));
-  if (v.shape != k.shape)
-    throw fail(Fault::BadShape,
-               fmt::format("v {} must have the shape of k {}", shape_str(v.shape), shape_str(k.shape)));
-  if (q.shape[1] % k.shape[1] != 0)
-    throw fail(Fault::BadShape, fmt::format("heads_q = {} is not a multiple of heads_kv = {}", q.shape[1], k.shape[1]));
-  if (with_d_o && file.tensors.at("d_o").shape != q.shape)
-    throw fail(Fault::BadShape, fmt::format("d_o {} must have the shape of q {}",
-                                            shape_str(file.tensors.at("d_o").shape), shape_str(q.shape)));
+  check_attention_tensors(file, names, fail, varlen, paged);
+  check_heads_and_dims(file, fail, varlen, paged);
 
   Inputs in;
   Problem& p = in.p;
-  p.batch = int32_t(q.shape[0]);
-  p.heads_q = int32_t(q.shape[1]);
-  p.n_q = int32_t(q.shape[2]);
-  p.d = int32_t(q.shape[3]);
-  p.heads_kv = int32_t(k.shape[1]);
-  p.n_k = int32_t(k.shape[2]);
+  const HostTensor& q = file.tensors.at("q");
+  const HostTensor& k = file.tensors.at("k");
+  const HostTensor& v = file.tensors.at("v");
+  p.d = int32_t(q.shape.back());
+  p.d_v = v.shape.back() == q.shape.back() ? 0 : int32_t(v.shape.back());
   p.dtype = q.dtype;
+  p.heads_q = int32_t(q.shape[1]);
+  p.heads_kv = int32_t(k.shape[paged ? 2 : 1]);
+  if (varlen) {
+    read_varlen(file, fail, paged, p);  // batch, lengths, totals, paging (variant_io.cpp)
+    in.cu_seqlens_q = std::move(file.tensors.at("cu_seqlens_q"));
+    in.cu_seqlens_k = std::move(file.tensors.at("cu_seqlens_k"));
+    if (paged) in.page_table = std::move(file.tensors.at("page_table"));
+  } else {
+    p.batch = int32_t(q.shape[0]);
+    p.n_q = int32_t(q.shape[2]);
+    p.n_k = int32_t(k.shape[2]);
+  }
   p.mask = Mask::None;
   p.scale = default_scale(p.d);
   if (auto it = file.metadata.find("mask"); it != file.metadata.end()) {
@@ -109,12 +175,24 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
   if (auto it = file.metadata.find("scale"); it != file.metadata.end())
     if (!parse_decimal(it->second, &p.scale))
       throw fail(Fault::BadScale, fmt::format("scale {} is not a finite decimal number", quoted(it->second)));
-  if (!well_formed(p)) throw fail(Fault::BadShape, "not a well-formed attention problem");
+  p.window_left = window_side(file.metadata, "window_left", fail);
+  p.window_right = window_side(file.metadata, "window_right", fail);
+  if (auto it = file.metadata.find("softcap"); it != file.metadata.end())
+    if (!parse_decimal(it->second, &p.softcap) || p.softcap < 0)
+      throw fail(Fault::BadMetadata,
+                 fmt::format("softcap {} is not a finite decimal >= 0 (0: none)", quoted(it->second)));
+  if (auto it = file.tensors.find("alibi_slopes"); it != file.tensors.end()) {
+    p.alibi = true;
+    in.alibi_slopes = std::move(it->second);
+  }
 
   in.q = std::move(file.tensors.at("q"));
   in.k = std::move(file.tensors.at("k"));
   in.v = std::move(file.tensors.at("v"));
   if (with_d_o) in.d_o = std::move(file.tensors.at("d_o"));
+  // Everything the shapes above did not settle: the offsets' values, the page table's, the slopes.
+  if (std::string e = validate(in); !e.empty())
+    throw fail(varlen || paged || p.alibi ? Fault::BadVariant : Fault::BadShape, e);
   return in;
 }
 
@@ -124,23 +202,33 @@ std::string exact_decimal(double x) { return fmt::format("{}", x); }  // shortes
 
 TensorFile inputs_file(const Inputs& in) {
   TensorFile f;
-  f.tensors["q"] = in.q;
-  f.tensors["k"] = in.k;
-  f.tensors["v"] = in.v;
-  if (in.has_d_o()) f.tensors["d_o"] = in.d_o;
-  f.metadata["mask"] = mask_name(in.p.mask);
-  f.metadata["scale"] = exact_decimal(in.p.scale);
+  f.tensors["q"] = in.q.contiguous();
+  f.tensors["k"] = in.k.contiguous();
+  f.tensors["v"] = in.v.contiguous();
+  if (in.has_d_o()) f.tensors["d_o"] = in.d_o.contiguous();
+  if (in.p.varlen) f.tensors["cu_seqlens_q"] = in.cu_seqlens_q, f.tensors["cu_seqlens_k"] = in.cu_seqlens_k;
+  if (is_paged(in.p)) f.tensors["page_table"] = in.page_table;
+  if (in.p.alibi) f.tensors["alibi_slopes"] = in.alibi_slopes;
+  f.metadata = problem_metadata(in.p);
   return f;
+}
+
+std::map<std::string, std::string> problem_metadata(const Problem& p) {
+  std::map<std::string, std::string> m = {{"mask", mask_name(p.mask)}, {"scale", exact_decimal(p.scale)}};
+  if (p.window_left >= 0) m["window_left"] = fmt::format("{}", p.window_left);
+  if (p.window_right >= 0) m["window_right"] = fmt::format("{}", p.window_right);
+  if (p.softcap > 0) m["softcap"] = exact_decimal(p.softcap);
+  return m;
 }
 
 TensorFile outputs_file(const Outputs& out, const std::map<std::string, std::string>& metadata) {
   TensorFile f;
-  f.tensors["o"] = out.o;
-  f.tensors["lse"] = out.lse;
+  f.tensors["o"] = out.o.contiguous();
+  f.tensors["lse"] = out.lse.contiguous();
   if (out.has_grads()) {
-    f.tensors["d_q"] = out.d_q;
-    f.tensors["d_k"] = out.d_k;
-    f.tensors["d_v"] = out.d_v;
+    f.tensors["d_q"] = out.d_q.contiguous();
+    f.tensors["d_k"] = out.d_k.contiguous();
+    f.tensors["d_v"] = out.d_v.contiguous();
   }
   f.metadata = metadata;
   return f;

@@ -3,6 +3,7 @@
 // 1/sqrt(d)); an output file holds o, lse (+ d_q, d_k, d_v) and metadata.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,15 +21,26 @@ const std::vector<std::string>& output_names();
 void require_names(const std::string& name, const TensorFile& file, const std::vector<std::string>& allowed,
                    const char* role);
 
-// Validate a parsed file as attention inputs and derive its Problem: q (batch, heads_q, n_q, d),
-// k and v (batch, heads_kv, n_k, d), d_o shaped like q, one dtype, heads_q % heads_kv == 0, no other
-// tensor, "scale" a plain decimal (io/numbers.hpp).
+// Validate a parsed file as attention inputs and derive its Problem (docs/SEMANTICS.md):
+// dense q (batch, heads_q, n_q, d), k (batch, heads_kv, n_k, d), v (..., d_v), d_o shaped like o;
+// varlen (cu_seqlens_q, cu_seqlens_k I32 (batch + 1)) q (total_q, heads_q, d), k, v (total_k,
+// heads_kv, d | d_v); paged (page_table I32 (batch, pages per sequence)) k, v (num_pages, page_size,
+// heads_kv, d | d_v); alibi_slopes F32 (heads_q). One floating dtype, heads_q % heads_kv == 0, no
+// other tensor. Metadata: "mask", "scale" (a plain decimal, io/numbers.hpp), "window_left" and
+// "window_right" (integers >= -1, default -1), "softcap" (decimal >= 0, default 0).
 // `name` is used in error messages. Every problem is a FileError.
 Inputs inputs_from(const std::string& name, TensorFile file);
 Inputs read_inputs(const std::string& path);
 
-// The inverse, for tests and tools: q k v (+ d_o) with metadata mask and scale ("%.17g").
+// The inverse, for tests and tools: every tensor of in (compacted) with problem_metadata.
 TensorFile inputs_file(const Inputs& in);
+// A problem's metadata as a file carries it: mask, scale, and window_left / window_right / softcap
+// when they are set.
+std::map<std::string, std::string> problem_metadata(const Problem& p);
+// The varlen and paged part of inputs_from (variant_io.cpp): the offsets' and the page table's
+// shapes, and p's batch, lengths, totals and paging from them.
+void read_varlen(const TensorFile& file, const std::function<FileError(Fault, const std::string&)>& fail, bool paged,
+                 Problem& p);
 
 // Outputs o, lse (+ d_q, d_k, d_v when present) with `metadata`.
 TensorFile outputs_file(const Outputs& out, const std::map<std::string, std::string>& metadata);

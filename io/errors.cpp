@@ -40,6 +40,7 @@ const char* fault_name(Fault f) {
     case Fault::OutOfRange: return "out_of_range";
     case Fault::BadMetadata: return "bad_metadata";
     case Fault::TooLarge: return "too_large";
+    case Fault::BadVariant: return "bad_variant";
   }
   return "?";
 }

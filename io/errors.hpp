@@ -15,7 +15,7 @@ enum class Fault {
   BadJson,        // header is not JSON
   BadHeader,      // JSON, but not a safetensors header (wrong types, missing or duplicate fields, nesting)
   BadOffsets,     // data_offsets reversed or past the end of the data buffer
-  UnknownDtype,   // dtype other than F16 BF16 F32 F64
+  UnknownDtype,   // dtype other than F16 BF16 F32 F64 I32
   AbsurdShape,    // shape product overflows or exceeds what the file can hold
   SizeMismatch,   // byte size != shape x dtype size
   MissingTensor,  // q, k or v absent
@@ -28,6 +28,7 @@ enum class Fault {
   OutOfRange,     // values a consumer cannot take (e.g. |x| >= 2^500 for the certified oracle)
   BadMetadata,    // a metadata value that does not parse or is out of range (e.g. a regression case's fields)
   TooLarge,       // a well-formed problem whose oracle run would exceed the memory or time limit
+  BadVariant,     // variant data that disagree (cu_seqlens, page_table, alibi_slopes; their shapes and values)
 };
 
 const char* fault_name(Fault f);

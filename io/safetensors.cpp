@@ -23,7 +23,7 @@ using nlohmann::json;
 std::string shape_str(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 bool parse_storage_dtype(const std::string& s, DType* out) {
-  for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64})
+  for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64, DType::I32})
     if (s == dtype_name(t)) return *out = t, true;
   return false;
 }
@@ -43,7 +43,7 @@ Entry parse_entry(const std::string& file, const HeaderEntry& h, uint64_t data_b
   };
   Entry e{h.name, DType::F32, {}, h.begin, h.end};
   if (!parse_storage_dtype(h.dtype, &e.dtype))
-    throw fail(Fault::UnknownDtype, fmt::format("unknown dtype {} (expected F16, BF16, F32 or F64)", quoted(h.dtype)));
+    throw fail(Fault::UnknownDtype, fmt::format("unknown dtype {} (expected F16, BF16, F32, F64 or I32)", quoted(h.dtype)));
   if (e.begin > e.end) throw fail(Fault::BadOffsets, fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
   if (e.end > data_bytes)
     throw fail(Fault::BadOffsets,

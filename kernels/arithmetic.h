@@ -70,9 +70,17 @@ inline Chain tensor_core_chain() {
 }
 
 // glibc's expf / logf (exp / log for fp64) as the CPU kernels call them: within 1 ulp, and exp(0) is
-// exactly 1 (reference/tests/libm_test.cpp measures both over the arguments the kernels use).
+// exactly 1; tanhf / tanh within 2 ulp (glibc's documented bound; reference/tests/libm_test.cpp
+// measures all three over the arguments the kernels use).
 struct Arithmetic;
 void declare_glibc_libm(Arithmetic& a);
+
+// Where the forward's weights get their normaliser. Max: the online softmax, P = exp(s - m) and o =
+// (sum P v) / l: the weights' common errors cancel in the division. Lse: a two-pass kernel that
+// normalises each weight by the lse it computed first, P = exp(s - lse) and o = sum P v: nothing
+// renormalises, so the lse's error and the rounding of s - lse (u |s - lse|, of order u |lse| for the
+// large weights) enter every weight. Either: one of the two (what an undeclared kernel is charged).
+enum class PFrom : int32_t { Max, Lse, Either };
 
 // A kernel's arithmetic for one problem and config.
 struct Arithmetic {
@@ -88,6 +96,7 @@ struct Arithmetic {
                                    // storage type, or an accumulation type narrower than it
   double exp_ulps = 2;             // |exp (exp2) - exact| <= exp_ulps ulp of `soft`, over the arguments used
   double log_ulps = 2;             // likewise log (log2)
+  double tanh_ulps = 4;            // likewise tanh (softcap's c tanh(s / c))
   bool exp_exact_at_zero = false;  // exp(0) == 1 exactly: a running max that does not move rescales by 1
   bool base2 = false;         // scores times the rounded constant scale·log2 e, exp2 and log2; lse = ln 2 (m + log2 l)
                               // with a rounded ln 2; the backward's lse2 = lse·log2 e with a rounded log2 e
@@ -96,6 +105,7 @@ struct Arithmetic {
   int32_t o_normalise = 1;    // roundings of 1/l before o = acc · (1/l) (the product itself is the
                               // output's last rounding); 0: o is already normalised in the chain
   bool p_normalised = false;  // P = exp(s - m) (1/l) rounded before P·V (cuda_naive)
+  PFrom p_from = PFrom::Max;  // the forward's normaliser (PFrom)
   bool stores_s = false;      // S and dP rounded to storage before use (a 3-pass baseline)
   bool l_sums_stored_p = false;   // l sums P after its rounding to storage (cpu_naive): that rounding
                                   // renormalises, so it perturbs each weight's exponent instead
@@ -106,7 +116,7 @@ struct Arithmetic {
 };
 
 inline void declare_glibc_libm(Arithmetic& a) {
-  a.exp_ulps = 1, a.log_ulps = 1;
+  a.exp_ulps = 1, a.log_ulps = 1, a.tanh_ulps = 2;
   a.exp_exact_at_zero = true;
 }
 
@@ -137,7 +147,8 @@ inline Arithmetic tensor_core_arithmetic(DType storage, int32_t block_m, int32_t
 }
 
 // The arithmetic charged to a kernel that declares none: every sum in any order with directed
-// rounding in fp32 (fp64 for fp64 storage), exp and log within 4 ulp, P and dS rounded to storage, FTZ.
+// rounding in fp32 (fp64 for fp64 storage), exp, log and tanh within 4 ulp, P and dS rounded to
+// storage, FTZ, and the weights normalised by the running max or by the lse (PFrom::Either).
 inline Arithmetic undeclared_arithmetic(DType storage) {
   const DType wide = storage == DType::F64 ? DType::F64 : DType::F32;
   Chain any;
@@ -145,7 +156,8 @@ inline Arithmetic undeclared_arithmetic(DType storage) {
   Arithmetic a;
   a.s = a.pv = a.l = a.d_o_o = a.dp = a.dq = a.dkv = any;
   a.soft = wide, a.operand = storage;
-  a.exp_ulps = a.log_ulps = 4;
+  a.exp_ulps = a.log_ulps = a.tanh_ulps = 4;
+  a.p_from = PFrom::Either;
   a.flush_subnormals = true;
   return a;
 }

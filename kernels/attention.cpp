@@ -15,6 +15,7 @@ const char* dtype_name(DType t) {
     case DType::F16: return "F16";
     case DType::BF16: return "BF16";
     case DType::F64: return "F64";
+    case DType::I32: return "I32";
   }
   return "?";
 }
@@ -46,6 +47,7 @@ double max_finite(DType t) {
     case DType::BF16: return 0x1.fep127;
     case DType::F32: return double(std::numeric_limits<float>::max());
     case DType::F64: return std::numeric_limits<double>::max();
+    case DType::I32: return double(std::numeric_limits<int32_t>::max());
   }
   return 0;
 }
@@ -54,7 +56,8 @@ int dtype_size(DType t) {
   switch (t) {
     case DType::F16:
     case DType::BF16: return 2;
-    case DType::F32: return 4;
+    case DType::F32:
+    case DType::I32: return 4;
     case DType::F64: return 8;
   }
   return 0;

@@ -14,30 +14,51 @@
 namespace fc {
 
 // Storage dtypes. F64 exists on the CPU only (references, cpu_tiled with fp64 storage).
-enum class DType : int32_t { F32 = 0, F16 = 1, BF16 = 2, F64 = 3 };
+// I32 is for the variants' offsets and page tables only, never a problem's storage.
+enum class DType : int32_t { F32 = 0, F16 = 1, BF16 = 2, F64 = 3, I32 = 4 };
+FC_HD inline bool is_float(DType t) { return t != DType::I32; }
 
 // Masks. top-left: key j visible to query i iff j <= i (PyTorch SDPA is_causal).
 // bottom-right: j <= i + n_k - n_q (FlashAttention >= 2.1): the last query sees every key.
 enum class Mask : int32_t { None = 0, CausalTopLeft = 1, CausalBottomRight = 2 };
 
-// One attention problem. q, o, d_o, d_q: (batch, heads_q, n_q, d); k, v, d_k, d_v:
-// (batch, heads_kv, n_k, d); lse: (batch, heads_q, n_q), float32 natural-log. Contiguous row-major.
+// One attention problem. Dense: q, o, d_o, d_q (batch, heads_q, n_q, d); k, v, d_k, d_v
+// (batch, heads_kv, n_k, d); lse (batch, heads_q, n_q), float32 natural-log; contiguous row-major
+// unless a tensor carries strides (kernels/tensor.hpp). The fields after `scale` are the variants of
+// contract v2 (docs/SEMANTICS.md); their defaults are dense attention, and a kernel sees a variant
+// only if it declares it (KernelInfo::variants).
 struct Problem {
   int32_t batch = 1;
   int32_t heads_q = 1;
   int32_t heads_kv = 1;  // heads_q % heads_kv == 0 (MQA/GQA)
-  int32_t n_q = 1;
-  int32_t n_k = 1;
-  int32_t d = 1;
+  int32_t n_q = 1;       // varlen: the longest sequence's query count
+  int32_t n_k = 1;       // varlen: the longest sequence's key count
+  int32_t d = 1;         // head dim of q, k
   DType dtype = DType::F32;
   Mask mask = Mask::None;
-  double scale = 1.0;  // s_ij = scale * q_i . k_j; callers default it with default_scale(d)
+  double scale = 1.0;         // s_ij = scale * q_i . k_j; callers default it with default_scale(d)
+  int32_t d_v = 0;            // head dim of v, o, d_o, d_v; 0: d
+  int32_t window_left = -1;   // sliding window: key j visible to row i iff i' - left <= j <= i' + right
+  int32_t window_right = -1;  // (i' = aligned_row); -1: unbounded on that side
+  double softcap = 0;         // c > 0: s <- c tanh(s / c) on the scaled score, before ALiBi and masking
+  bool alibi = false;         // s_ij -= slope_h |i' - j| after softcap; slopes fp32, one per query head
+  bool varlen = false;        // sequences packed on one token axis by cu_seqlens_q / cu_seqlens_k
+  int64_t total_q = 0;        // varlen: cu_seqlens_q[batch], the packed query tokens
+  int64_t total_k = 0;        // varlen: cu_seqlens_k[batch], the keys (paged: the keys in use)
+  int32_t page_size = 0;      // paged K/V (varlen only): keys per page; 0: k, v not paged
+  int32_t num_pages = 0;      // paged: physical pages of k and v
+  int32_t pages_per_seq = 0;  // paged: columns of the page table
 };
 
 // Query head h reads kv head h / (heads_q / heads_kv).
 FC_HD inline int32_t kv_head(const Problem& p, int32_t h) { return h / (p.heads_q / p.heads_kv); }
 
-// Is key j visible to query i?  The one definition of the three masks.
+// Head dim of v, o, d_o and d_v.
+FC_HD inline int32_t head_dim_v(const Problem& p) { return p.d_v > 0 ? p.d_v : p.d; }
+FC_HD inline bool has_window(const Problem& p) { return p.window_left >= 0 || p.window_right >= 0; }
+FC_HD inline bool is_paged(const Problem& p) { return p.page_size > 0; }
+
+// Is key j visible to query i?  The one definition of the three masks (dense, no window).
 FC_HD inline bool visible(Mask mask, int64_t i, int64_t j, int64_t n_q, int64_t n_k) {
   switch (mask) {
     case Mask::None: return true;
@@ -47,7 +68,7 @@ FC_HD inline bool visible(Mask mask, int64_t i, int64_t j, int64_t n_q, int64_t 
   return false;
 }
 
-// Number of keys visible to query i: visible keys always form the prefix [0, n_visible).
+// Number of keys visible to query i under a mask alone: they form the prefix [0, n_visible).
 FC_HD inline int64_t n_visible(Mask mask, int64_t i, int64_t n_q, int64_t n_k) {
   int64_t last = n_k - 1;  // last visible key index
   if (mask == Mask::CausalTopLeft) last = i;
@@ -56,34 +77,128 @@ FC_HD inline int64_t n_visible(Mask mask, int64_t i, int64_t n_q, int64_t n_k) {
   return last < 0 ? 0 : last + 1;
 }
 
-// Element counts and flat offsets of the contract's tensors.
-inline int64_t numel_q(const Problem& p) { return int64_t(p.batch) * p.heads_q * p.n_q * p.d; }
-inline int64_t numel_kv(const Problem& p) { return int64_t(p.batch) * p.heads_kv * p.n_k * p.d; }
-inline int64_t numel_lse(const Problem& p) { return int64_t(p.batch) * p.heads_q * p.n_q; }
+// The row i' that aligns query i with the keys (FlashAttention's convention): i under
+// causal_top_left, i + n_k - n_q under causal_bottom_right and under no mask. The window and ALiBi
+// are measured from it; n_q, n_k are the sequence's own.
+FC_HD inline int64_t aligned_row(Mask mask, int64_t i, int64_t n_q, int64_t n_k) {
+  return mask == Mask::CausalTopLeft ? i : i + n_k - n_q;
+}
+
+// The keys visible to query i: the causal mask (j <= i') intersected with the window
+// (i' - left <= j <= i' + right) and [0, n_k). Always one range [begin, end), possibly empty.
+struct KeyRange {
+  int64_t begin = 0, end = 0;
+};
+FC_HD inline KeyRange visible_keys(const Problem& p, int64_t i, int64_t n_q, int64_t n_k) {
+  const int64_t a = aligned_row(p.mask, i, n_q, n_k);
+  int64_t begin = 0, end = n_k;
+  if (p.mask != Mask::None && a + 1 < end) end = a + 1;
+  if (p.window_right >= 0 && a + p.window_right + 1 < end) end = a + p.window_right + 1;
+  if (p.window_left >= 0 && a - p.window_left > begin) begin = a - p.window_left;
+  if (end < begin) end = begin;
+  return {begin, end};
+}
+FC_HD inline bool visible(const Problem& p, int64_t i, int64_t j, int64_t n_q, int64_t n_k) {
+  const KeyRange r = visible_keys(p, i, n_q, n_k);
+  return r.begin <= j && j < r.end;
+}
+
+// Softcap of a scaled score: c tanh(s / c) (c > 0). Tanh is the tanh of the caller's arithmetic.
+template <class T, class Tanh>
+FC_HD inline T softcapped(T s, T c, Tanh tanh_fn) {
+  return c * tanh_fn(s / c);
+}
+
+// ALiBi's distance |i' - j|: the bias of key j in row i is -slope_h times it.
+FC_HD inline int64_t alibi_distance(Mask mask, int64_t i, int64_t j, int64_t n_q, int64_t n_k) {
+  const int64_t x = aligned_row(mask, i, n_q, n_k) - j;
+  return x < 0 ? -x : x;
+}
+
+// The per-sequence structure of a problem: null pointers for dense attention. Varlen:
+// cu_q, cu_k are the cumulative offsets (batch + 1 entries, cu[0] = 0); paged: page_table is
+// (batch, pages_per_seq), row b mapping sequence b's logical pages to physical ones.
+struct Seqs {
+  const int32_t* cu_q = nullptr;
+  const int32_t* cu_k = nullptr;
+  const int32_t* page_table = nullptr;
+};
+
+// Sequence b's query and key counts.
+FC_HD inline int64_t seq_n_q(const Problem& p, const Seqs& s, int64_t b) {
+  return p.varlen ? int64_t(s.cu_q[b + 1]) - s.cu_q[b] : p.n_q;
+}
+FC_HD inline int64_t seq_n_k(const Problem& p, const Seqs& s, int64_t b) {
+  return p.varlen ? int64_t(s.cu_k[b + 1]) - s.cu_k[b] : p.n_k;
+}
+
+// Rows of the contract's tensors: the element (b, h, i, c) of a query-side tensor (q, o, d_o, d_q)
+// is at q_row(...) * width + c, width d or d_v; likewise kv_row for k, v, d_k, d_v.
+//   dense  (batch, heads, n, width):            row (b heads + h) n + i
+//   varlen (total, heads, width):               row (cu[b] + i) heads + h
+//   paged  (num_pages, page_size, heads, width): row (page_table[b][j / page_size] page_size +
+//                                                    j % page_size) heads + h
+FC_HD inline int64_t q_row(const Problem& p, const Seqs& s, int64_t b, int64_t h, int64_t i) {
+  return p.varlen ? (s.cu_q[b] + i) * p.heads_q + h : (b * p.heads_q + h) * p.n_q + i;
+}
+FC_HD inline int64_t kv_row(const Problem& p, const Seqs& s, int64_t b, int64_t h_kv, int64_t j) {
+  if (p.page_size > 0) {
+    const int64_t page = s.page_table[b * p.pages_per_seq + j / p.page_size];
+    return (page * p.page_size + j % p.page_size) * p.heads_kv + h_kv;
+  }
+  return p.varlen ? (s.cu_k[b] + j) * p.heads_kv + h_kv : (b * p.heads_kv + h_kv) * p.n_k + j;
+}
+// lse: dense (batch, heads_q, n_q); varlen (heads_q, total_q).
+FC_HD inline int64_t lse_index(const Problem& p, const Seqs& s, int64_t b, int64_t h, int64_t i) {
+  return p.varlen ? h * p.total_q + s.cu_q[b] + i : (b * p.heads_q + h) * p.n_q + i;
+}
+
+// Row counts of the query-side and key-side tensors, and element counts of the contract's tensors.
+inline int64_t rows_q(const Problem& p) {
+  return p.varlen ? p.total_q * p.heads_q : int64_t(p.batch) * p.heads_q * p.n_q;
+}
+inline int64_t rows_kv(const Problem& p) {
+  if (p.page_size > 0) return int64_t(p.num_pages) * p.page_size * p.heads_kv;
+  return p.varlen ? p.total_k * p.heads_kv : int64_t(p.batch) * p.heads_kv * p.n_k;
+}
+inline int64_t numel_q(const Problem& p) { return rows_q(p) * p.d; }             // q, d_q
+inline int64_t numel_o(const Problem& p) { return rows_q(p) * head_dim_v(p); }   // o, d_o
+inline int64_t numel_kv(const Problem& p) { return rows_kv(p) * p.d; }           // k, d_k
+inline int64_t numel_v(const Problem& p) { return rows_kv(p) * head_dim_v(p); }  // v, d_v
+inline int64_t numel_lse(const Problem& p) { return rows_q(p); }
+
+// Dense flat offsets (no varlen, no paging), kept for the dense kernels.
 FC_HD inline int64_t offset_q(const Problem& p, int64_t b, int64_t h, int64_t i) {
-  return ((b * p.heads_q + h) * p.n_q + i) * p.d;  // row i of q/o/d_o/d_q
+  return ((b * p.heads_q + h) * p.n_q + i) * p.d;  // row i of q/d_q
 }
 FC_HD inline int64_t offset_kv(const Problem& p, int64_t b, int64_t h_kv, int64_t j) {
-  return ((b * p.heads_kv + h_kv) * p.n_k + j) * p.d;  // row j of k/v/d_k/d_v
+  return ((b * p.heads_kv + h_kv) * p.n_k + j) * p.d;  // row j of k/d_k
 }
 FC_HD inline int64_t offset_lse(const Problem& p, int64_t b, int64_t h, int64_t i) {
   return (b * p.heads_q + h) * p.n_q + i;
 }
 
-// Is the problem well-formed? (Positive sizes, GQA divisibility, finite positive scale is NOT
-// required: scale may be any finite value, including negative.)
+// Is the problem well-formed? Positive sizes (varlen: lengths may be 0), GQA divisibility, a finite
+// scale (any sign), windows >= -1, a finite softcap >= 0, paging only with varlen and a page table
+// wide enough for the longest sequence. The per-sequence data are checked by validate (tensor.hpp).
 inline bool well_formed(const Problem& p) {
-  return p.batch > 0 && p.heads_q > 0 && p.heads_kv > 0 && p.n_q > 0 && p.n_k > 0 && p.d > 0 &&
-         p.heads_q % p.heads_kv == 0 && p.scale == p.scale && p.scale != std::numeric_limits<double>::infinity() &&
-         p.scale != -std::numeric_limits<double>::infinity();
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const bool sizes = p.batch > 0 && p.heads_q > 0 && p.heads_kv > 0 && p.d > 0 && p.d_v >= 0 &&
+                     (p.varlen ? p.n_q >= 0 && p.n_k >= 0 && p.total_q >= 0 && p.total_k >= 0
+                               : p.n_q > 0 && p.n_k > 0 && p.total_q == 0 && p.total_k == 0);
+  const bool paging = p.page_size == 0 ? p.num_pages == 0 && p.pages_per_seq == 0
+                                       : p.varlen && p.page_size > 0 && p.num_pages > 0 && p.pages_per_seq >= 0 &&
+                                             int64_t(p.pages_per_seq) * p.page_size >= p.n_k;
+  return sizes && paging && p.heads_q % p.heads_kv == 0 && p.scale == p.scale && p.scale != inf && p.scale != -inf &&
+         p.window_left >= -1 && p.window_right >= -1 && p.softcap >= 0 && p.softcap < inf && is_float(p.dtype);
 }
 
 // Default scale 1/sqrt(d).
 double default_scale(int32_t d);
 
-const char* dtype_name(DType t);  // "F16" "BF16" "F32" "F64" (safetensors spelling)
-const char* mask_name(Mask m);    // "none" "causal_top_left" "causal_bottom_right"
-bool parse_dtype(const char* s, DType* out);
+const char* dtype_name(DType t);              // "F16" "BF16" "F32" "F64" "I32" (safetensors spelling)
+const char* mask_name(Mask m);                // "none" "causal_top_left" "causal_bottom_right"
+bool parse_dtype(const char* s, DType* out);  // the floating dtypes only
 bool parse_mask(const char* s, Mask* out);
 int dtype_size(DType t);     // bytes per element
 double max_finite(DType t);  // largest finite value of the dtype

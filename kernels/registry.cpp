@@ -42,20 +42,78 @@ bool device_present(const std::string& device) {
   return false;
 }
 
+Variants all_variants() { return {true, true, true, true, true, true, true}; }
+
+std::vector<std::string> variant_names(const Variants& v) {
+  std::vector<std::string> out;
+  const std::pair<bool, const char*> named[] = {{v.varlen, "varlen"},   {v.paged, "paged"}, {v.window, "window"},
+                                                {v.softcap, "softcap"}, {v.alibi, "alibi"}, {v.d_v, "d_v"},
+                                                {v.strides, "strides"}};
+  for (auto [on, name] : named)
+    if (on) out.emplace_back(name);
+  return out;
+}
+
+Variants variants_of(const Problem& p) {
+  Variants v;
+  v.varlen = p.varlen;
+  v.paged = p.page_size > 0;
+  v.window = has_window(p);
+  v.softcap = p.softcap > 0;
+  v.alibi = p.alibi;
+  v.d_v = head_dim_v(p) != p.d;
+  return v;
+}
+
+Variants variants_of(const Inputs& in) {
+  Variants v = variants_of(in.p);
+  v.strides = in.strided();
+  return v;
+}
+
+bool covers(const Variants& have, const Variants& need) {
+  return (have.varlen || !need.varlen) && (have.paged || !need.paged) && (have.window || !need.window) &&
+         (have.softcap || !need.softcap) && (have.alibi || !need.alibi) && (have.d_v || !need.d_v) &&
+         (have.strides || !need.strides);
+}
+
 bool claims(const Kernel& k, const Problem& p) {
   const KernelInfo& i = k.info;
   auto has = [](const auto& v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
   if (!well_formed(p) || !has(i.dtypes, p.dtype) || !has(i.masks, p.mask)) return false;
   if (!i.head_dims.empty() && !has(i.head_dims, p.d)) return false;
   if (!i.gqa && p.heads_q != p.heads_kv) return false;
+  if (!covers(i.variants, variants_of(p))) return false;
   return !k.supports || k.supports(p);
 }
 
-Outputs run_forward(const Kernel& k, const Inputs& in, const Config& cfg) {
+bool claims(const Kernel& k, const Inputs& in) { return claims(k, in.p) && (k.info.variants.strides || !in.strided()); }
+
+Outputs alloc_outputs(const Inputs& in, bool grads) {
+  const Problem& p = in.p;
   Outputs out;
-  out.o = HostTensor(in.p.dtype, shape_q(in.p));
-  out.lse = HostTensor(lse_dtype(in.p.dtype), shape_lse(in.p));
-  k.forward(in.p, cfg, in.q, in.k, in.v, out.o, out.lse);
+  out.o = HostTensor(p.dtype, shape_o(p));
+  out.lse = HostTensor(lse_dtype(p.dtype), shape_lse(p));
+  if (grads) {
+    out.d_q = HostTensor(p.dtype, shape_q(p));
+    out.d_k = HostTensor(p.dtype, shape_kv(p));
+    out.d_v = HostTensor(p.dtype, shape_v(p));
+  }
+  return out;
+}
+
+namespace {
+void check_sendable(const Kernel& k, const Inputs& in) {
+  if (std::string e = validate(in); !e.empty()) throw std::invalid_argument(k.info.name + ": inputs: " + e);
+  if (!covers(k.info.variants, variants_of(in)))
+    throw std::invalid_argument(k.info.name + " does not declare every variant the inputs use");
+}
+}  // namespace
+
+Outputs run_forward(const Kernel& k, const Inputs& in, const Config& cfg) {
+  check_sendable(k, in);
+  Outputs out = alloc_outputs(in, false);
+  k.forward(in, cfg, out);
   return out;
 }
 
@@ -63,10 +121,11 @@ Outputs run_forward_backward(const Kernel& k, const Inputs& in, const Config& cf
   if (!k.backward) throw std::invalid_argument(k.info.name + " has no backward");
   if (!in.has_d_o()) throw std::invalid_argument("backward needs d_o");
   Outputs out = run_forward(k, in, cfg);
-  out.d_q = HostTensor(in.p.dtype, shape_q(in.p));
-  out.d_k = HostTensor(in.p.dtype, shape_kv(in.p));
-  out.d_v = HostTensor(in.p.dtype, shape_kv(in.p));
-  k.backward(in.p, cfg, in.q, in.k, in.v, out.o, out.lse, in.d_o, out.d_q, out.d_k, out.d_v);
+  Outputs grads = alloc_outputs(in, true);
+  out.d_q = std::move(grads.d_q);
+  out.d_k = std::move(grads.d_k);
+  out.d_v = std::move(grads.d_v);
+  k.backward(in, cfg, out);
   return out;
 }
 

@@ -23,6 +23,26 @@ struct Config {
   bool deterministic = false;  // backward: bitwise-repeatable variant where offered
 };
 
+// The variants of contract v2 a kernel implements (docs/SEMANTICS.md). Inputs that use a variant
+// the kernel does not declare are never sent to it (claims, run_forward).
+struct Variants {
+  bool varlen = false;   // sequences packed by cu_seqlens_q/k, zero-length ones included
+  bool paged = false;    // paged K/V through a page table (always with varlen)
+  bool window = false;   // sliding window (window_left, window_right)
+  bool softcap = false;  // s <- c tanh(s / c)
+  bool alibi = false;    // s -= slope_h |i' - j|
+  bool d_v = false;      // d_v != d
+  bool strides = false;  // strided q, k, v, d_o (and strided outputs when the caller allocates them so)
+};
+// Every variant, and the names `flashcheck kernels` prints.
+Variants all_variants();
+std::vector<std::string> variant_names(const Variants& v);
+// The variants a problem (and its inputs' strides) use.
+Variants variants_of(const Problem& p);
+Variants variants_of(const Inputs& in);
+// Whether `have` covers every variant `need` uses.
+bool covers(const Variants& have, const Variants& need);
+
 struct KernelInfo {
   std::string name;
   std::string device;         // "cpu" or "cuda"
@@ -38,6 +58,7 @@ struct KernelInfo {
   bool writes_lse = true;
   bool stores_s_p = false;  // S and P rounded to storage before use (a 3-pass baseline); the
                             // error model charges those roundings (reference/bounds)
+  Variants variants;        // contract v2 variants implemented (none: dense attention only)
   // How the kernel computes a problem under a config: the rounding chain of every sum, for the error
   // model (kernels/arithmetic.h). Empty: charged as undeclared_arithmetic (any order, any rounding).
   std::function<Arithmetic(const Problem&, const Config&)> arithmetic;
@@ -46,13 +67,14 @@ struct KernelInfo {
                                // large_offsets law holds it to one such case
 };
 
-using ForwardFn = std::function<void(const Problem&, const Config&, const HostTensor& q, const HostTensor& k,
-                                     const HostTensor& v, HostTensor& o, HostTensor& lse)>;
-// Backward: o and lse are the forward's outputs (the kernel's own, or the suite's when the kernel
-// writes no lse); d_q, d_k, d_v come out shaped and typed like q, k, v.
-using BackwardFn = std::function<void(const Problem&, const Config&, const HostTensor& q, const HostTensor& k,
-                                      const HostTensor& v, const HostTensor& o, const HostTensor& lse,
-                                      const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v)>;
+// Forward: reads in (q, k, v and the variants' data), writes out.o and out.lse, which the caller
+// allocates (compact, shaped by shape_o / shape_lse, unless it offers strided outputs to a kernel
+// declaring strides).
+using ForwardFn = std::function<void(const Inputs& in, const Config&, Outputs& out)>;
+// Backward: reads in (with d_o) and out.o, out.lse as the forward wrote them (the kernel's own, or
+// the suite's when the kernel writes no lse); writes out.d_q, out.d_k, out.d_v, allocated by the
+// caller shaped and typed like q, k, v.
+using BackwardFn = std::function<void(const Inputs& in, const Config&, Outputs& out)>;
 
 struct Kernel {
   KernelInfo info;
@@ -66,7 +88,11 @@ struct Kernel {
 const std::vector<Kernel>& registry();
 const Kernel* find_kernel(const std::string& name);  // nullptr when unknown
 
-// Helpers for running a kernel: allocate outputs of the right shape/dtype and call it.
+// Compact outputs of the contract's shapes for in: o and lse; with grads also d_q, d_k, d_v.
+Outputs alloc_outputs(const Inputs& in, bool grads);
+
+// Helpers for running a kernel: allocate outputs of the right shape/dtype and call it. Inputs that
+// are inconsistent (validate) or use a variant the kernel does not declare: std::invalid_argument.
 Outputs run_forward(const Kernel& k, const Inputs& in, const Config& cfg = {});
 // Forward then backward (needs in.d_o); fills every field of Outputs.
 Outputs run_forward_backward(const Kernel& k, const Inputs& in, const Config& cfg = {});
@@ -75,8 +101,9 @@ Outputs run_forward_backward(const Kernel& k, const Inputs& in, const Config& cf
 // a device answers). Callers skip, and report as skipped, the kernels whose device is absent.
 bool device_present(const std::string& device);
 
-// Whether k claims (and its supports() accepts) the problem.
+// Whether k claims (and its supports() accepts) the problem; with Inputs, also their strides.
 bool claims(const Kernel& k, const Problem& p);
+bool claims(const Kernel& k, const Inputs& in);
 
 // Registration hooks, one per family; registry.cpp calls each (CUDA only when built with it).
 void register_cpu_kernels(std::vector<Kernel>& out);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fmt/format.h>
 #include <stdexcept>
 
 namespace fc {
@@ -18,23 +19,37 @@ int64_t HostTensor::numel() const {
   return n;
 }
 
+int64_t HostTensor::storage_index(int64_t i) const {
+  if (strides.empty()) return i;
+  int64_t at = offset;
+  for (size_t a = shape.size(); a-- > 0;) {
+    at += (i % shape[a]) * strides[a];
+    i /= shape[a];
+  }
+  return at;
+}
+
 double HostTensor::get(int64_t i) const {
+  const int64_t at = storage_index(i);
   switch (dtype) {
-    case DType::F16: return double(static_cast<float>(data<Eigen::half>()[i]));
-    case DType::BF16: return double(static_cast<float>(data<Eigen::bfloat16>()[i]));
-    case DType::F32: return double(data<float>()[i]);
-    case DType::F64: return data<double>()[i];
+    case DType::F16: return double(static_cast<float>(storage<Eigen::half>()[at]));
+    case DType::BF16: return double(static_cast<float>(storage<Eigen::bfloat16>()[at]));
+    case DType::F32: return double(storage<float>()[at]);
+    case DType::F64: return storage<double>()[at];
+    case DType::I32: return double(storage<int32_t>()[at]);
   }
   throw std::logic_error("bad dtype");
 }
 
 void HostTensor::set(int64_t i, double x) {
+  const int64_t at = storage_index(i);
   switch (dtype) {
     // Round once, from double: going through float first would double-round.
-    case DType::F16: data<Eigen::half>()[i] = Eigen::half(round_to(DType::F16, x)); return;
-    case DType::BF16: data<Eigen::bfloat16>()[i] = Eigen::bfloat16(round_to(DType::BF16, x)); return;
-    case DType::F32: data<float>()[i] = float(x); return;
-    case DType::F64: data<double>()[i] = x; return;
+    case DType::F16: storage<Eigen::half>()[at] = Eigen::half(round_to(DType::F16, x)); return;
+    case DType::BF16: storage<Eigen::bfloat16>()[at] = Eigen::bfloat16(round_to(DType::BF16, x)); return;
+    case DType::F32: storage<float>()[at] = float(x); return;
+    case DType::F64: storage<double>()[at] = x; return;
+    case DType::I32: storage<int32_t>()[at] = int32_t(round_to(DType::I32, x)); return;
   }
   throw std::logic_error("bad dtype");
 }
@@ -49,6 +64,39 @@ HostTensor HostTensor::from_f64(DType t, std::vector<int64_t> s, const std::vect
   HostTensor out(t, std::move(s));
   if (int64_t(x.size()) != out.numel()) throw std::invalid_argument("from_f64: size mismatch");
   for (int64_t i = 0; i < out.numel(); ++i) out.set(i, x[size_t(i)]);
+  return out;
+}
+
+HostTensor HostTensor::contiguous() const {
+  if (strides.empty()) return *this;
+  HostTensor out(dtype, shape);
+  const size_t size = size_t(dtype_size(dtype));
+  for (int64_t i = 0; i < numel(); ++i)
+    std::memcpy(out.bytes.data() + size_t(i) * size, bytes.data() + size_t(storage_index(i)) * size, size);
+  return out;
+}
+
+bool HostTensor::strides_in_bounds() const {
+  if (strides.empty()) return bytes.size() == size_t(numel()) * size_t(dtype_size(dtype));
+  if (strides.size() != shape.size()) return false;
+  if (numel() == 0) return true;
+  int64_t lo = offset, hi = offset;  // the smallest and largest storage element addressed
+  for (size_t a = 0; a < shape.size(); ++a) (strides[a] < 0 ? lo : hi) += (shape[a] - 1) * strides[a];
+  return lo >= 0 && hi < int64_t(bytes.size() / size_t(dtype_size(dtype)));
+}
+
+HostTensor HostTensor::restrided(std::vector<int64_t> new_strides, int64_t new_offset, int64_t storage_elems) const {
+  HostTensor out;
+  out.dtype = dtype;
+  out.shape = shape;
+  out.strides = std::move(new_strides);
+  out.offset = new_offset;
+  out.bytes.assign(size_t(storage_elems) * size_t(dtype_size(dtype)), 0);
+  if (!out.strides_in_bounds()) throw std::invalid_argument("restrided: an element falls outside the storage");
+  const size_t size = size_t(dtype_size(dtype));
+  for (int64_t i = 0; i < numel(); ++i)
+    std::memcpy(out.bytes.data() + size_t(out.storage_index(i)) * size, bytes.data() + size_t(storage_index(i)) * size,
+                size);
   return out;
 }
 
@@ -73,12 +121,53 @@ double round_to(DType t, double x) {
     case DType::BF16: return round_binary(x, 8, -126, 127);
     case DType::F32: return double(float(x));
     case DType::F64: return x;
+    case DType::I32:
+      if (!(std::nearbyint(x) == x && std::fabs(x) <= max_finite(DType::I32)))
+        throw std::invalid_argument(fmt::format("{} is not an I32 value", x));
+      return x;
   }
   throw std::logic_error("bad dtype");
 }
 
-std::vector<int64_t> shape_q(const Problem& p) { return {p.batch, p.heads_q, p.n_q, p.d}; }
-std::vector<int64_t> shape_kv(const Problem& p) { return {p.batch, p.heads_kv, p.n_k, p.d}; }
-std::vector<int64_t> shape_lse(const Problem& p) { return {p.batch, p.heads_q, p.n_q}; }
+std::vector<int64_t> shape_q(const Problem& p) {
+  if (p.varlen) return {p.total_q, p.heads_q, p.d};
+  return {p.batch, p.heads_q, p.n_q, p.d};
+}
+std::vector<int64_t> shape_o(const Problem& p) {
+  std::vector<int64_t> s = shape_q(p);
+  s.back() = head_dim_v(p);
+  return s;
+}
+std::vector<int64_t> shape_kv(const Problem& p) {
+  if (p.page_size > 0) return {p.num_pages, p.page_size, p.heads_kv, p.d};
+  if (p.varlen) return {p.total_k, p.heads_kv, p.d};
+  return {p.batch, p.heads_kv, p.n_k, p.d};
+}
+std::vector<int64_t> shape_v(const Problem& p) {
+  std::vector<int64_t> s = shape_kv(p);
+  s.back() = head_dim_v(p);
+  return s;
+}
+std::vector<int64_t> shape_lse(const Problem& p) {
+  if (p.varlen) return {p.heads_q, p.total_q};
+  return {p.batch, p.heads_q, p.n_q};
+}
+
+Seqs Inputs::seqs() const {
+  Seqs s;
+  if (p.varlen) {
+    s.cu_q = cu_seqlens_q.data<int32_t>();
+    s.cu_k = cu_seqlens_k.data<int32_t>();
+  }
+  if (p.page_size > 0) s.page_table = page_table.data<int32_t>();
+  return s;
+}
+
+Inputs contiguous(const Inputs& in) {
+  Inputs out = in;
+  for (HostTensor* t : {&out.q, &out.k, &out.v, &out.d_o})
+    if (!t->is_compact()) *t = t->contiguous();
+  return out;
+}
 
 }  // namespace fc

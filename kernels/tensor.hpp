@@ -1,8 +1,10 @@
-// Host tensors: raw little-endian bytes in one of the contract's dtypes, plus a shape. The common
-// currency between tensor files, kernels, references and reports. Host only.
+// Host tensors: raw little-endian bytes in one of the contract's dtypes, plus a shape and, for a
+// strided view, strides. The common currency between tensor files, kernels, references and reports.
+// Host only.
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -10,47 +12,98 @@
 
 namespace fc {
 
+// A tensor of `shape` whose element (x_0, ..., x_{r-1}) lives at storage element
+// offset + sum_a x_a strides[a] of `bytes`. Compact tensors (the default, and every tensor a file
+// holds) have no strides: row-major, offset 0, bytes = numel() elements. Strided tensors (the "any
+// strides" variant: BSHD views of BHSD data, padding between rows, reversed axes) keep their
+// storage as it is; numel, get, set and to_f64 always speak of the logical row-major order.
 struct HostTensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
-  std::vector<unsigned char> bytes;  // numel() * dtype_size(dtype)
+  std::vector<unsigned char> bytes;  // the storage
+  std::vector<int64_t> strides;      // elements per step of each dimension; empty: compact
+  int64_t offset = 0;                // storage element of element (0, ..., 0) (strided only)
 
   HostTensor() = default;
-  HostTensor(DType t, std::vector<int64_t> s);  // zero-filled
+  HostTensor(DType t, std::vector<int64_t> s);  // compact, zero-filled
 
   int64_t numel() const;
-  double get(int64_t i) const;    // exact widening to double
-  void set(int64_t i, double x);  // round-to-nearest-even into dtype
+  bool is_compact() const { return strides.empty(); }
+  // Storage element of the element at logical row-major index i.
+  int64_t storage_index(int64_t i) const;
+  double get(int64_t i) const;    // exact widening to double (logical index)
+  void set(int64_t i, double x);  // round-to-nearest-even into dtype (I32: x must be an integer)
   std::vector<double> to_f64() const;
   static HostTensor from_f64(DType t, std::vector<int64_t> s, const std::vector<double>& x);
+  // The same values, compact (a copy).
+  HostTensor contiguous() const;
+  // The same values laid out with `strides` and `offset` in a storage of `storage_elems` elements
+  // (zero elsewhere). Throws std::invalid_argument when an element would fall outside the storage.
+  HostTensor restrided(std::vector<int64_t> strides, int64_t offset, int64_t storage_elems) const;
+  // Whether every element the strides address lies inside the storage.
+  bool strides_in_bounds() const;
+
+  // Element pointer of a compact tensor; a strided one throws (read it through storage() and
+  // storage_index(), or contiguous()), so code written for compact data cannot misread a view.
   template <class T>
   T* data() {
+    if (!strides.empty()) throw std::logic_error("HostTensor::data() on a strided tensor");
     return reinterpret_cast<T*>(bytes.data());
   }
   template <class T>
   const T* data() const {
+    if (!strides.empty()) throw std::logic_error("HostTensor::data() on a strided tensor");
     return reinterpret_cast<const T*>(bytes.data());
+  }
+  template <class T>
+  const T* storage() const {
+    return reinterpret_cast<const T*>(bytes.data());
+  }
+  template <class T>
+  T* storage() {
+    return reinterpret_cast<T*>(bytes.data());
   }
 };
 
 // Round x to the nearest value of dtype t (ties to even), returned as double.
 double round_to(DType t, double x);
 
-// Canonical shapes of the contract's tensors for a problem.
-std::vector<int64_t> shape_q(const Problem& p);    // (batch, heads_q, n_q, d)
-std::vector<int64_t> shape_kv(const Problem& p);   // (batch, heads_kv, n_k, d)
-std::vector<int64_t> shape_lse(const Problem& p);  // (batch, heads_q, n_q)
+// Canonical shapes of the contract's tensors for a problem (docs/SEMANTICS.md):
+std::vector<int64_t> shape_q(const Problem& p);    // q, d_q: (batch, heads_q, n_q, d); varlen (total_q, heads_q, d)
+std::vector<int64_t> shape_o(const Problem& p);    // o, d_o: the same with d_v
+std::vector<int64_t> shape_kv(const Problem& p);   // k, d_k: (batch, heads_kv, n_k, d); varlen (total_k, heads_kv, d);
+                                                   // paged (num_pages, page_size, heads_kv, d)
+std::vector<int64_t> shape_v(const Problem& p);    // v, d_v: the same with d_v
+std::vector<int64_t> shape_lse(const Problem& p);  // (batch, heads_q, n_q); varlen (heads_q, total_q)
 
 // lse is F32 by the contract; F64-storage runs (a CPU-only oracle-grade mode) keep it in F64 so that
 // a backward recomputing P from lse stays at fp64 accuracy.
 inline DType lse_dtype(DType storage) { return storage == DType::F64 ? DType::F64 : DType::F32; }
 
-// A problem's inputs: q, k, v in p.dtype; d_o optional (empty shape = absent).
+// A problem's inputs: q, k, v in p.dtype; d_o optional (empty shape = absent); the variants'
+// per-sequence data, present exactly when the problem uses them.
 struct Inputs {
   Problem p;
   HostTensor q, k, v, d_o;
+  HostTensor cu_seqlens_q = {}, cu_seqlens_k = {};  // I32 (batch + 1): varlen
+  HostTensor page_table = {};                       // I32 (batch, pages_per_seq): paged
+  HostTensor alibi_slopes = {};                     // F32 (heads_q): ALiBi
   bool has_d_o() const { return !d_o.shape.empty(); }
+  // Pointers into cu_seqlens_q/k and page_table (null where the problem does not use them).
+  Seqs seqs() const;
+  // Whether q, k, v or d_o is a strided view.
+  bool strided() const { return !q.is_compact() || !k.is_compact() || !v.is_compact() || !d_o.is_compact(); }
+  // The slope of query head h (0 without ALiBi).
+  double slope(int64_t h) const { return p.alibi ? alibi_slopes.get(h) : 0.0; }
 };
+
+// "" when in is a consistent problem (well-formed, every tensor of the right dtype and shape, strides
+// inside their storage, cu_seqlens from 0 non-decreasing to total with n_q / n_k the longest, page
+// table entries in [0, num_pages), finite slopes), else one line saying what is wrong.
+std::string validate(const Inputs& in);
+
+// in with compact q, k, v, d_o (the same values).
+Inputs contiguous(const Inputs& in);
 
 // What a kernel returns: o (and d_q, d_k, d_v) in p.dtype, lse in lse_dtype(p.dtype).
 struct Outputs {

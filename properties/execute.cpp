@@ -1,5 +1,7 @@
 #include "properties/execute.hpp"
 
+#include "reference/inputs64.hpp"
+
 #include <fmt/format.h>
 
 #include <exception>
@@ -13,12 +15,7 @@ ref::Precision precision_of(const Kernel& k, const Config& cfg, const Problem& p
   return pr;
 }
 
-ref::Tensors64 tensors64(const Inputs& in) {
-  ref::Tensors64 t;
-  t.q = in.q.to_f64(), t.k = in.k.to_f64(), t.v = in.v.to_f64();
-  if (in.has_d_o()) t.d_o = in.d_o.to_f64();
-  return t;
-}
+ref::Tensors64 tensors64(const Inputs& in) { return ref::tensors64(in); }
 
 ref::Certified certify(const Inputs& in) { return ref::certified(in.p, tensors64(in)); }
 
@@ -34,8 +31,8 @@ Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward)
     }
     r.out.d_q = HostTensor(p.dtype, shape_q(p));
     r.out.d_k = HostTensor(p.dtype, shape_kv(p));
-    r.out.d_v = HostTensor(p.dtype, shape_kv(p));
-    k.backward(p, cfg, in.q, in.k, in.v, r.out.o, r.out.lse, in.d_o, r.out.d_q, r.out.d_k, r.out.d_v);
+    r.out.d_v = HostTensor(p.dtype, shape_v(p));
+    k.backward(in, cfg, r.out);
   } catch (const std::exception& e) {
     r.error = fmt::format("{} failed: {}\n", k.info.name, e.what());
   }

@@ -28,6 +28,7 @@ const std::vector<Law>& laws() {
   static const std::vector<Law> table = [] {
     std::vector<Law> t;
     add_reference_laws(t);
+    add_variant_laws(t);  // n/a at once for kernels without variants; first for the variant mutants
     add_order_laws(t);
     add_hull_laws(t);
     add_metamorphic_laws(t);
@@ -48,6 +49,8 @@ const Law* find_law(const std::string& id) {
 bool law_applies(const Law& law, const Kernel& k) {
   const KernelInfo& i = k.info;
   if (law.needs_backward && !i.backward) return false;
+  if (law.needs_lse && !i.writes_lse) return false;
+  if (!covers(i.variants, law.needs_variants)) return false;
   if (law.mask_none_only && !has(i.masks, Mask::None)) return false;
   if (law.needs_causal && std::none_of(i.masks.begin(), i.masks.end(), is_causal)) return false;
   if (law.needs_tiles && !i.any_tile && i.configs.size() < 2) return false;
@@ -107,6 +110,8 @@ std::string case_outside_law(const Law& law, const Kernel& k, const Case& c) {
   const Problem& p = c.in.p;
   if (!claims(k, p)) return fmt::format("{} does not claim this problem", k.info.name);
   if (law.mask_none_only && p.mask != Mask::None) return "holds only without a mask";
+  if (!law.judges_variants && covers(Variants{}, law.needs_variants) && !covers(Variants{}, variants_of(c.in)))
+    return "a law of dense attention: the inputs use a variant";
   if (law.needs_causal && p.mask == Mask::None) return "needs a causal mask";
   if (law.needs_backward && !c.in.has_d_o()) return "needs d_o (a backward)";
   if (!law.only_dtypes.empty() && !has(law.only_dtypes, p.dtype))

@@ -25,6 +25,10 @@ struct Law {
   std::vector<DType> only_dtypes{};  // non-empty: the storage types the law is defined for
   int32_t min_n = 1, min_d = 1;      // smallest n_q, n_k and d (a statistical law needs sizable tensors)
   bool pow2_scale = false;           // scales are powers of two (exact scores on grid inputs)
+  Variants needs_variants{};         // the contract v2 variants the kernel must declare (variant laws)
+  bool judges_variants = false;      // a dense law that holds on variant problems too: its check draws the
+                                     // kernel's declared variants into half the cases, and an input file
+                                     // may use any variant the kernel declares
   // What the law needs the kernel to declare (KernelInfo::exact): "" when it has it, else why not.
   std::function<std::string(const KernelInfo&)> needs_exact{};
   std::function<std::string(const Kernel&, const Case&)> check{};
@@ -32,6 +36,7 @@ struct Law {
   // A law judged on one case it builds from the seed (too large for RapidCheck to hold, copy and
   // shrink: laws_large.cpp): the runner calls it once instead of `check` on random cases.
   std::function<std::string(const Kernel&, uint64_t seed)> check_once{};
+  bool needs_lse = false;  // reads the kernel's lse: n/a for a kernel that writes none (KernelInfo::writes_lse)
 };
 
 const std::vector<Law>& laws();
@@ -61,6 +66,7 @@ void add_softmax_laws(std::vector<Law>& out);      // laws_softmax.cpp
 void add_order_laws(std::vector<Law>& out);        // laws_order.cpp
 void add_hull_laws(std::vector<Law>& out);         // laws_hull.cpp
 void add_large_laws(std::vector<Law>& out);        // laws_large.cpp
+void add_variant_laws(std::vector<Law>& out);      // laws_variants.cpp, laws_window.cpp
 
 // Helpers shared by the law files.
 // The same bits, element by element ("" or the first element that differs).

@@ -142,7 +142,8 @@ void add_hull_laws(std::vector<Law>& out) {
                  .regimes = {R::Grid, R::Normal, R::Outliers, R::Huge, R::FarBelow, R::Ties, R::AllEqual, R::SubnormalP,
                              R::FullyMasked},
                  .pow2_scale = true,
-                 .check = law_lse_bracket});
+                 .check = law_lse_bracket,
+                 .needs_lse = true});
   out.push_back(
       {.id = "convex_hull",
        .sentence = "every output lies within its column's range of V",

@@ -46,9 +46,23 @@ Consts::Consts(const Problem& p_, const Tensors64& in_, const Certified& ref_, c
   const double r_exp = ar.exp_ulps * 2 * us;  // an ulp is at most 2u of a normal result
   e_exp = r_exp / (1 - r_exp);                // |log(1 + r)| <= r / (1 - r)
   log_rel = ar.log_ulps * 2 * us;
+  dv = head_dim_v(p);
+  common_scale = !(p.softcap > 0) && !p.alibi;
+  // Softcap: c rounded to the element-wise type; the tanh within tanh_ulps ulp (an ulp of a normal
+  // result is at most 2u of it, of a subnormal one twice the underflow floor).
+  delta_cap = p.softcap > 0 && ar.soft != DType::F64 ? const_err(p.softcap) : 0.0;
+  e_tanh = ar.tanh_ulps * 2 * us, tanh_floor = ar.tanh_ulps * 2 * underflow_floor(ar.soft);
+  // The rows that see key j: both ends of a row's visible range grow with i (attention.h), so they
+  // form one range [kv_i0, kv_i1), found by two pointers.
+  kv_i0.assign(size_t(p.n_k), 0), kv_i1.assign(size_t(p.n_k), 0);
+  for (int64_t j = 0, a = 0, z = 0; j < p.n_k; ++j) {
+    while (a < p.n_q && visible_keys(p, a, p.n_q, p.n_k).end <= j) ++a;    // first row whose range ends past j
+    while (z < p.n_q && visible_keys(p, z, p.n_q, p.n_k).begin <= j) ++z;  // first row whose range starts past j
+    kv_i0[size_t(j)] = a, kv_i1[size_t(j)] = std::max(a, z);
+  }
   group = p.heads_q / p.heads_kv;
   n_q16 = (int64_t(p.n_q) + 15) / 16 * 16;
-  w_s = chain_weights(ar.s, p.d, ftz), w_dp = chain_weights(ar.dp, p.d, ftz), w_D = chain_weights(ar.d_o_o, p.d, ftz);
+  w_s = chain_weights(ar.s, p.d, ftz), w_dp = chain_weights(ar.dp, dv, ftz), w_D = chain_weights(ar.d_o_o, dv, ftz);
   // Absent rows (masked) counted as present: an exact add of zero, so only looser.
   if (!is_plain(ar.dkv)) w_kv_full = chain_weights(ar.dkv, group * n_q16, ftz);
 }
@@ -61,13 +75,13 @@ void HeadPass::kv_head(int64_t b_, int64_t g_) {
   b = b_, g = g_;
   const int64_t ok = offset_kv(p, b, g, 0);
   K = Eigen::Map<const Mat>(&k.in.k[size_t(ok)], p.n_k, p.d);
-  V = Eigen::Map<const Mat>(&k.in.v[size_t(ok)], p.n_k, p.d);
+  V = Eigen::Map<const Mat>(&k.in.v[size_t(offset_v(p, b, g, 0))], p.n_k, k.dv);
   Kabs = K.cwiseAbs();
   k_abs_sum.assign(size_t(p.n_k), 0.0), v_abs_sum = k_abs_sum;
   for (int64_t j = 0; j < p.n_k; ++j)
     k_abs_sum[size_t(j)] = Kabs.row(j).sum(), v_abs_sum[size_t(j)] = V.row(j).cwiseAbs().sum();
   if (bwd) {
-    E_dk.setZero(p.n_k, p.d), E_dv.setZero(p.n_k, p.d);
+    E_dk.setZero(p.n_k, p.d), E_dv.setZero(p.n_k, k.dv);
     beta0_k.assign(size_t(p.n_k), 0.0), beta0_v = beta0_k;
   }
 }
@@ -82,9 +96,9 @@ void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows) {
   A.noalias() = Qabs * Kabs.transpose();
   Es.noalias() = (Qabs.array().rowwise() * ks.array()).matrix() * Kabs.transpose();
   if (bwd) {
-    const Eigen::Map<const Mat> dO(&k.in.d_o[size_t(offset_q(p, b, h, i0))], rows, p.d);  // (R, d)
+    const Eigen::Map<const Mat> dO(&k.in.d_o[size_t(offset_o(p, b, h, i0))], rows, k.dv);  // (R, d_v)
     const Mat dOabs = dO.cwiseAbs(), Vabs = V.cwiseAbs();
-    const Eigen::Map<const Eigen::RowVectorXd> kd(k.w_dp.kappa.data(), p.d);
+    const Eigen::Map<const Eigen::RowVectorXd> kd(k.w_dp.kappa.data(), k.dv);
     DP.noalias() = dO * V.transpose();
     MDP.noalias() = dOabs * Vabs.transpose();
     Edp.noalias() = (dOabs.array().rowwise() * kd.array()).matrix() * Vabs.transpose();
@@ -92,31 +106,32 @@ void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows) {
     alpha0.assign(size_t(rows), 0.0), dq_scale.assign(size_t(rows), 1.0), dq_floor.assign(size_t(rows), 0.0);
   }
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = i0 + r, n_v = n_visible(p.mask, i, p.n_q, p.n_k), oq = offset_q(p, b, h, i);
+    const int64_t i = i0 + r, oq = offset_q(p, b, h, i), oo = offset_o(p, b, h, i);
     const int64_t ol = offset_lse(p, b, h, i);
+    const KeyRange vis = visible_keys(p, i, p.n_q, p.n_k);
     RowInfo row;
-    if (n_v == 0) {  // the contract fixes o = 0, lse = -inf, d_q = 0 exactly
-      for (int64_t c = 0; c < p.d; ++c) {
-        B.o[size_t(oq + c)] = at(k.ref.err.o, oq + c);
-        if (bwd) B.d_q[size_t(oq + c)] = at(k.ref.err.d_q, oq + c);
-      }
+    if (vis.end == vis.begin) {  // the contract fixes o = 0, lse = -inf, d_q = 0 exactly
+      for (int64_t c = 0; c < k.dv; ++c) B.o[size_t(oo + c)] = at(k.ref.err.o, oo + c);
+      for (int64_t c = 0; bwd && c < p.d; ++c) B.d_q[size_t(oq + c)] = at(k.ref.err.d_q, oq + c);
       B.lse[size_t(ol)] = at(k.ref.err.lse, ol);
       continue;
     }
-    forward(r, n_v, row);
-    if (bwd) backward(r, n_v, row);
+    forward(r, vis, row);
+    if (bwd) backward(r, vis, row);
   }
   if (!bwd) return;
   finish_dq(rows);
-  const Eigen::Map<const Mat> dO(&k.in.d_o[size_t(offset_q(p, b, h, i0))], rows, p.d);
+  const Eigen::Map<const Mat> dO(&k.in.d_o[size_t(offset_o(p, b, h, i0))], rows, k.dv);  // (R, d_v)
   E_dk.noalias() += beta_k.transpose() * Q.cwiseAbs();
   E_dv.noalias() += beta_v.transpose() * dO.cwiseAbs();
 }
 
-void HeadPass::forward(int64_t r, int64_t n_v, RowInfo& row) {
+void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
   const Problem& p = k.p;
   const Arithmetic& ar = k.ar;
-  const int64_t i = i0 + r, oq = offset_q(p, b, h, i), ol = offset_lse(p, b, h, i);
+  // Row i sees keys [jb, jb + n_v); local index j is key jb + j.
+  const int64_t jb = vis.begin, n_v = vis.end - vis.begin;
+  const int64_t i = i0 + r, oq = offset_q(p, b, h, i), oo = offset_o(p, b, h, i), ol = offset_lse(p, b, h, i);
   const double* q = &k.in.q[size_t(oq)];  // (d)
   const double lse = k.ref.value.lse[size_t(ol)], err_lse = at(k.ref.err.lse, ol), scale = std::fabs(p.scale);
   double q_abs_sum = 0;
@@ -125,25 +140,31 @@ void HeadPass::forward(int64_t r, int64_t n_v, RowInfo& row) {
   double m = -kInf, hi_all = -kInf, e_dot_max = 0, e_hat_max = 0;
   for (int64_t j = 0; j < n_v; ++j) {
     Score& s = sc[size_t(j)];
-    s.s = p.scale * S(r, j), s.a = scale * A(r, j);
-    const double e_dot = scale * k.dot_error(k.w_s, Es(r, j), A(r, j), q_abs_sum, k_abs_sum[size_t(j)]);
+    const int64_t ja = jb + j;
+    s = Score{};
+    s.s = p.scale * S(r, ja), s.a = scale * A(r, ja);
+    const double e_dot = scale * k.dot_error(k.w_s, Es(r, ja), A(r, ja), q_abs_sum, k_abs_sum[size_t(ja)], p.d);
     s.e_c = k.delta_c * (std::fabs(s.s) + e_dot);
     // The product with the (rounded) scale: one rounding; a baseline then stores S in storage.
     const double after = e_dot + s.e_c + k.us * (std::fabs(s.s) + e_dot + s.e_c);
     s.e_hat = after + k.u_store_s * (std::fabs(s.s) + after);
+    k.transform(s, h, i, ja);
     m = std::max(m, s.s), hi_all = std::max(hi_all, s.s + s.e_hat);
     e_dot_max = std::max(e_dot_max, e_dot), e_hat_max = std::max(e_hat_max, s.e_hat);
   }
   // Key tiles: the running max can move at tile t only if some score of t may exceed every earlier
   // one; a rescale by exp(m_old - m_new) errs only then (exp(0) = 1 when declared exact). Its
   // argument's roundings telescope: together at most u (max s - the running max at the weight's tile).
-  const int64_t bt = ar.pv.block > 0 ? ar.pv.block : n_v, n_t = (n_v + bt - 1) / bt;
+  // Tiles start at multiples of the block in key index: a window's first key sits `off` into its tile.
+  const int64_t bt = ar.pv.block > 0 ? ar.pv.block : n_v, off = ar.pv.block > 0 ? jb % bt : 0;
+  const int64_t n_t = (off + n_v + bt - 1) / bt;
   std::vector<double> t_lo(size_t(n_t), -kInf), t_hi(size_t(n_t), -kInf);                  // (T) max s -+ e
   std::vector<double> pre_lo(static_cast<size_t>(n_t)), pre_hi(static_cast<size_t>(n_t));  // (T) through t
   std::vector<double> moves_after(static_cast<size_t>(n_t), 0.0);  // (T) rescales that may err after t
   for (int64_t j = 0; j < n_v; ++j) {
-    t_lo[size_t(j / bt)] = std::max(t_lo[size_t(j / bt)], sc[size_t(j)].s - sc[size_t(j)].e_hat);
-    t_hi[size_t(j / bt)] = std::max(t_hi[size_t(j / bt)], sc[size_t(j)].s + sc[size_t(j)].e_hat);
+    const size_t t = size_t((off + j) / bt);
+    t_lo[t] = std::max(t_lo[t], sc[size_t(j)].s - sc[size_t(j)].e_hat);
+    t_hi[t] = std::max(t_hi[t], sc[size_t(j)].s + sc[size_t(j)].e_hat);
   }
   for (int64_t t = 0; t < n_t; ++t) {
     pre_lo[size_t(t)] = std::max(t ? pre_lo[size_t(t - 1)] : -kInf, t_lo[size_t(t)]);
@@ -170,17 +191,19 @@ void HeadPass::forward(int64_t r, int64_t n_v, RowInfo& row) {
   double eps = 0, eps_lse = 0;
   for (int64_t j = 0; j < n_v; ++j) {
     const Score& s = sc[size_t(j)];
-    const int64_t t = j / bt;
+    const int64_t t = (off + j) / bt;
     double common = k.e_exp + u * (std::fabs(s.s - m) + 2 * e_hat_max) + (p_rounds(j) ? stored : 0.0);
     common += moves_after[size_t(t)] * k.e_exp + u * std::max(0.0, hi_all - pre_lo[size_t(t)]);
     if (fa1) common += k.e_exp + u * std::max(0.0, pre_hi[size_t(t)] - t_lo[size_t(t)]);
-    // o: the constant's rounding scales every s - m alike; lse: it shifts the scores themselves.
-    d_o_w[size_t(j)] = (s.e_hat - s.e_c) + k.delta_c * (std::fabs(s.s - m) + 2 * e_dot_max) + common;
+    // o: the constant's rounding scales every s - m alike (not through softcap or ALiBi); lse: it
+    // shifts the scores themselves.
+    d_o_w[size_t(j)] =
+        (k.common_scale ? (s.e_hat - s.e_c) + k.delta_c * (std::fabs(s.s - m) + 2 * e_dot_max) : s.e_hat) + common;
     d_l[size_t(j)] = s.e_hat + common;
     eps = std::max(eps, d_o_w[size_t(j)]), eps_lse = std::max(eps_lse, d_l[size_t(j)]);
     // The exact log P <= 0; its fp64 evaluation errs by zeta (s in fp64, the certified lse's error).
     logP[size_t(j)] = std::min(0.0, s.s - lse);
-    zeta[size_t(j)] = double(p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (std::fabs(s.s) + std::fabs(lse) + 1) + err_lse;
+    zeta[size_t(j)] = double(p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (std::fabs(s.s) + std::fabs(lse) + 1) + s.z + err_lse;
   }
   // Computed weights, normalised by their own exact sum: P^_j = P_j e^eta_j / Z, |eta_j| <= delta_j,
   // Z >= e^-eps, so P^_j <= P_j e^(delta_j + eps) (and <= 1).
@@ -192,50 +215,53 @@ void HeadPass::forward(int64_t r, int64_t n_v, RowInfo& row) {
   // The key tiles the row's query tile walks past the row's last key: FA1 merges each (an empty
   // partial); a rescale there multiplies by exp(0), exact only when declared so.
   const int64_t bm = std::max(1, ar.block_m), i_last = std::min<int64_t>(p.n_q, (i / bm + 1) * bm) - 1;
-  const int64_t walked = (n_visible(p.mask, i_last, p.n_q, p.n_k) + bt - 1) / bt;
+  const int64_t walked = (visible_keys(p, i_last, p.n_q, p.n_k).end - (jb - off) + bt - 1) / bt;
   auto extra = [&](const Chain& c) {
     if (c.block <= 0 || (c.merge == Merge::Rescale && ar.exp_exact_at_zero)) return int64_t(0);
     return std::max<int64_t>(0, walked - n_t);
   };
-  const ChainWeights wl = chain_weights(ar.l, n_v, k.ftz, extra(ar.l));
-  const ChainWeights wpv = chain_weights(ar.pv, n_v, k.ftz, extra(ar.pv));
+  const int64_t o_l = key_offset(ar.l, jb), o_pv = key_offset(ar.pv, jb);
+  const ChainWeights wl = chain_weights(ar.l, o_l + n_v, k.ftz, extra(ar.l));
+  const ChainWeights wpv = chain_weights(ar.pv, o_pv + n_v, k.ftz, extra(ar.pv));
   double E_l = 0;
-  for (int64_t j = 0; j < n_v; ++j) E_l += wl.kappa[size_t(j)] * w_hat[size_t(j)] + (1 + wl.kappa[size_t(j)]) * tiny_w;
+  for (int64_t j = 0; j < n_v; ++j)
+    E_l += wl.kappa[size_t(o_l + j)] * w_hat[size_t(j)] + (1 + wl.kappa[size_t(o_l + j)]) * tiny_w;
   E_l = E_l * wl.scale() + wl.events * wl.floor;
   // o, column by column at once: W's coefficients, and P V's chain, term j's weight on |v_jc|.
   const double pv_up = (ar.l_sums_stored_p ? 0.0 : k.u_p) + (ar.p_normalised ? gamma(ar.o_normalise + 1, u) : 0.0);
   coef_w.resize(size_t(n_v)), coef_acc.resize(size_t(n_v));
   double acc0 = 0;  // the operands' underflow, the same for every column
   for (int64_t j = 0; j < n_v; ++j) {
-    const double w = w_hat[size_t(j)], kap = wpv.kappa[size_t(j)];
+    const double w = w_hat[size_t(j)], kap = wpv.kappa[size_t(o_pv + j)];
     // Sum_j (P^_j - P_j)(v_j - o) = (1/Z) sum_j P_j (e^eta_j - 1)(v_j - o): o is P's own average.
     coef_w[size_t(j)] = p_expm1(logP[size_t(j)] + zeta[size_t(j)], d_o_w[size_t(j)]);
     coef_acc[size_t(j)] = kap * w + (1 + kap) * ((p_rounds(j) ? pv_up : 0.0) * w + k.floor_p + tiny_w + w * k.u_in);
     acc0 += (1 + kap) * w * k.floor_in;
   }
-  const double* o = &k.ref.value.o[size_t(oq)];  // (d)
-  err_o.assign(size_t(p.d), 0.0);                // (d) the certified o's own error: o_exact is within it
-  for (int64_t c = 0; c < p.d; ++c) err_o[size_t(c)] = at(k.ref.err.o, oq + c);
-  w_sum.assign(size_t(p.d), 0.0), R_max.assign(size_t(p.d), 0.0), e_acc.assign(size_t(p.d), 0.0);
+  const int64_t dv = k.dv;
+  const double* o = &k.ref.value.o[size_t(oo)];  // (d_v)
+  err_o.assign(size_t(dv), 0.0);                 // (d_v) the certified o's own error: o_exact is within it
+  for (int64_t c = 0; c < dv; ++c) err_o[size_t(c)] = at(k.ref.err.o, oo + c);
+  w_sum.assign(size_t(dv), 0.0), R_max.assign(size_t(dv), 0.0), e_acc.assign(size_t(dv), 0.0);
   for (int64_t j = 0; j < n_v; ++j) {
-    const double* v = V.data() + j * p.d;  // (d)
+    const double* v = V.data() + (jb + j) * dv;  // (d_v)
     const double cw = coef_w[size_t(j)], ca = coef_acc[size_t(j)];
-    for (int64_t c = 0; c < p.d; ++c) {
+    for (int64_t c = 0; c < dv; ++c) {
       const double dv = std::fabs(v[c] - o[c]) + err_o[size_t(c)];
       w_sum[size_t(c)] += times(cw, dv), R_max[size_t(c)] = std::max(R_max[size_t(c)], dv);
       e_acc[size_t(c)] += ca * std::fabs(v[c]);
     }
   }
-  e_o.assign(size_t(p.d), 0.0);
-  for (int64_t c = 0; c < p.d; ++c) {
+  e_o.assign(size_t(dv), 0.0);
+  for (int64_t c = 0; c < dv; ++c) {
     const double ao = std::fabs(o[c]);
     const double W = std::min(times(std::exp(eps), w_sum[size_t(c)]), 2 * R_max[size_t(c)]);
     const double E_acc = (e_acc[size_t(c)] + acc0) * wpv.scale() + wpv.events * wpv.floor;
     double e = E_l < 1 ? W + (E_acc + E_l * (ao + W)) / (1 - E_l) : kInf;
     if (!ar.p_normalised) e += gamma(ar.o_normalise, u) * (ao + e);  // 1/l rounded
     e += k.ftz ? k.floor_s : 0.0;                                    // the product flushed
-    B.o[size_t(oq + c)] = rounded_bound(o[c], e, err_o[size_t(c)], ar.soft, k.storage, true) * kSlack;
-    e_o[size_t(c)] = B.o[size_t(oq + c)];  // |kernel o - exact o|, for D
+    B.o[size_t(oo + c)] = rounded_bound(o[c], e, err_o[size_t(c)], ar.soft, k.storage, true) * kSlack;
+    e_o[size_t(c)] = B.o[size_t(oo + c)];  // |kernel o - exact o|, for D
   }
   // lse = m + log l (base 2: ln 2 (m2 + log2 l)): the shift m cancels; the weights' arguments, l's
   // chain and the log remain; then the add (base 2: and the product with a rounded ln 2). The
@@ -260,15 +286,25 @@ using namespace model;
 
 Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec) {
   const int64_t group = p.heads_q / p.heads_kv;
-  if (p.n_k > kMaxTerms || group * p.n_q > kMaxTerms || p.d > kMaxTerms)
+  if (p.n_k > kMaxTerms || group * p.n_q > kMaxTerms || p.d > kMaxTerms || head_dim_v(p) > kMaxTerms)
     throw std::invalid_argument(
-        "error model: a sum of more than 2^20 terms (n_k, heads_q/heads_kv * n_q or d) is "
+        "error model: a sum of more than 2^20 terms (n_k, heads_q/heads_kv * n_q, d or d_v) is "
         "beyond what its evaluation covers");
+  // Varlen and paged problems: one dense problem per sequence (bounds_variants.cpp).
+  if (p.varlen || is_paged(p)) return sequence_bounds(p, in, ref, prec);
+  return dense_bounds(p, in, ref, prec);
+}
+
+namespace model {
+
+Bounds dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec) {
+  const int64_t group = p.heads_q / p.heads_kv;
   const Consts k(p, in, ref, prec);
   const bool bwd = !in.d_o.empty();
   Bounds B;
-  B.o.assign(size_t(numel_q(p)), 0.0), B.lse.assign(size_t(numel_lse(p)), 0.0);
-  if (bwd) B.d_q.assign(size_t(numel_q(p)), 0.0), B.d_k.assign(size_t(numel_kv(p)), 0.0), B.d_v = B.d_k;
+  B.o.assign(size_t(numel_o(p)), 0.0), B.lse.assign(size_t(numel_lse(p)), 0.0);
+  if (bwd) B.d_q.assign(size_t(numel_q(p)), 0.0), B.d_k.assign(size_t(numel_kv(p)), 0.0);
+  if (bwd) B.d_v.assign(size_t(numel_v(p)), 0.0);
   HeadPass hp(k, B, bwd);
   const int64_t rows = block_rows(p.n_k);
   for (int64_t b = 0; b < p.batch; ++b)
@@ -281,4 +317,5 @@ Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
   return B;
 }
 
+}  // namespace model
 }  // namespace fc::ref

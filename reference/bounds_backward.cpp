@@ -9,6 +9,21 @@
 
 namespace fc::ref::model {
 
+// Softcap's chain rule: dS = P (dP - D) g with g = 1 - tanh^2(s/c) = sech^2, which the kernel computes
+// as 1 - t^ t^ from its own tanh t^ (|t^ - t| <= dt): |t^2 - t^2| <= dt (2|t| + dt), then the square's
+// and the subtraction's roundings; the product with the raw dS (stored first by a baseline) is one more.
+void cap_derivative(const Consts& k, const Score& s, Pair& pr) {
+  const double t = std::fabs(s.t) + 0x1p-40, th = t + s.dt;
+  const double e_sq = s.dt * (2 * t + s.dt);
+  const double e_g = e_sq + k.us * th * th + k.us * (s.g_hi + e_sq + k.us * th * th) + k.floor_s;
+  const double g_bar = std::min(1.0 + e_g, s.g_hi + e_g);
+  const double raw_bar = pr.ds_bar * (1 + k.u_store_s) + k.floor_p;
+  pr.e_ds = pr.e_ds * g_bar + pr.ds_hi * e_g + k.u_store_s * pr.ds_bar * g_bar + k.floor_p * g_bar +
+            k.us * raw_bar * g_bar + k.floor_s;
+  pr.ds_hi *= s.g_hi;
+  pr.ds_bar = pr.ds_hi + pr.e_ds;
+}
+
 Pair backward_pair(const Consts& k, const Score& s, double dp, double mag_dp, double e_dp, double lse, double err_lse,
                    const RowInfo& row) {
   const Problem& p = k.p;
@@ -21,13 +36,13 @@ Pair backward_pair(const Consts& k, const Score& s, double dp, double mag_dp, do
   const double xi = e_arg + k.us * (std::fabs(s.s - lse) + e_arg) + k.e_exp;
   // The exact log P <= 0 (fp64 evaluation error zeta); P^ and P both lie in [0, 1].
   const double logP = std::min(0.0, s.s - lse);
-  const double zeta = double(p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (std::fabs(s.s) + std::fabs(lse) + 1) + err_lse;
+  const double zeta = double(p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (std::fabs(s.s) + std::fabs(lse) + 1) + s.z + err_lse;
   Pair pr;
   pr.P_hi = std::min(1.0, std::exp(logP + zeta));
   pr.dP_w = std::min(1.0, p_expm1(std::min(0.0, logP + zeta), xi)) + k.floor_s;  // the exp may underflow
   pr.P_bar = std::min(1.0, pr.P_hi + pr.dP_w);
   // dS = P (dP - D): the fp64 gap is within gap_err of the exact one.
-  const double gap = std::fabs(dp - row.D) + double(p.d + 1) * 0x1p-53 * mag_dp + row.err_D64;
+  const double gap = std::fabs(dp - row.D) + double(k.dv + 1) * 0x1p-53 * mag_dp + row.err_D64;
   const double e_gap = e_dp + row.e_D;
   double e_ds = pr.dP_w * gap + pr.P_bar * e_gap;
   // A baseline rounds P to storage before the product.
@@ -35,24 +50,24 @@ Pair backward_pair(const Consts& k, const Score& s, double dp, double mag_dp, do
   // The subtraction and the product, in the element-wise type (each may underflow).
   e_ds += gamma(2, k.us) * pr.P_bar * (gap + e_gap) + 2 * k.floor_s;
   pr.e_ds = e_ds, pr.ds_hi = pr.P_hi * gap, pr.ds_bar = pr.ds_hi + e_ds;
+  if (s.capped) cap_derivative(k, s, pr);
   return pr;
 }
 
 namespace {
 
-// The rows of the group that see key j: rows i >= i_first(j) of every head (visibility is a prefix of
-// keys growing with i), in the kernel's order, head-major. Tensor-core steps of kTensorCoreFused rows
+// The rows of the group that see key j: rows i_first(j) <= i < i_end(j) of every head (a row's
+// visible keys are one range whose ends grow with i), in the kernel's order, head-major. Tensor-core steps of kTensorCoreFused rows
 // start at multiples of it in every head (n_q16 is a multiple of 16).
 struct KvRows {
   int64_t i_first, per_head, n, steps_per_head, n_steps;
 };
 KvRows kv_rows(const Consts& k, int64_t j) {
-  const Problem& p = k.p;
-  const int64_t off = p.mask == Mask::CausalBottomRight ? int64_t(p.n_k) - p.n_q : 0;
   KvRows r;
-  r.i_first = p.mask == Mask::None ? 0 : std::max<int64_t>(0, j - off);
-  r.per_head = std::max<int64_t>(0, p.n_q - r.i_first), r.n = k.group * r.per_head;
-  r.steps_per_head = r.per_head > 0 ? (p.n_q - 1) / kTensorCoreFused - r.i_first / kTensorCoreFused + 1 : 0;
+  const int64_t i_end = k.kv_i1[size_t(j)];  // the rows [i_first, i_end) of each head see key j
+  r.i_first = k.kv_i0[size_t(j)];
+  r.per_head = std::max<int64_t>(0, i_end - r.i_first), r.n = k.group * r.per_head;
+  r.steps_per_head = r.per_head > 0 ? (i_end - 1) / kTensorCoreFused - r.i_first / kTensorCoreFused + 1 : 0;
   r.n_steps = k.group * r.steps_per_head;
   return r;
 }
@@ -78,40 +93,43 @@ double kv_events(const Consts& k, int64_t j) {
   return double(r.n) * 3 + double(r.n_steps);
 }
 
-void HeadPass::backward(int64_t r, int64_t n_v, RowInfo& row) {
+void HeadPass::backward(int64_t r, KeyRange vis, RowInfo& row) {
   const Problem& p = k.p;
-  const int64_t i = i0 + r, oq = offset_q(p, b, h, i), ol = offset_lse(p, b, h, i), hl = h - g * k.group;
-  const double* d_o = &k.in.d_o[size_t(oq)];     // (d)
-  const double* o = &k.ref.value.o[size_t(oq)];  // (d)
+  const int64_t jb = vis.begin, n_v = vis.end - vis.begin;  // local key j is key jb + j
+  const int64_t i = i0 + r, oo = offset_o(p, b, h, i), ol = offset_lse(p, b, h, i), hl = h - g * k.group;
+  const double* d_o = &k.in.d_o[size_t(oo)];     // (d_v)
+  const double* o = &k.ref.value.o[size_t(oo)];  // (d_v)
   // D = d_o . o along its chain, from the kernel's own o (within e_o of the exact one).
   double D = 0, weighted = 0, plain = 0, from_o = 0, sum_do = 0, sum_o = 0, err_D64 = 0;
-  for (int64_t c = 0; c < p.d; ++c) {
+  for (int64_t c = 0; c < k.dv; ++c) {
     const double ad = std::fabs(d_o[c]), kap = k.w_D.kappa[size_t(c)];
     D += d_o[c] * o[c];
     weighted += kap * ad * std::fabs(o[c]), plain += ad * std::fabs(o[c]);
     from_o += (1 + kap) * ad * e_o[size_t(c)], sum_do += ad, sum_o += std::fabs(o[c]);
-    err_D64 += ad * at(k.ref.err.o, oq + c);
+    err_D64 += ad * at(k.ref.err.o, oo + c);
   }
   row.D = D;
-  row.e_D = k.dot_error(k.w_D, weighted, plain, sum_do, sum_o) + from_o * k.w_D.scale();
-  row.err_D64 = err_D64 + double(p.d + 1) * 0x1p-53 * plain;
+  row.e_D = k.dot_error(k.w_D, weighted, plain, sum_do, sum_o, k.dv) + from_o * k.w_D.scale();
+  row.err_D64 = err_D64 + double(k.dv + 1) * 0x1p-53 * plain;
   const double lse = k.ref.value.lse[size_t(ol)], err_lse = at(k.ref.err.lse, ol);
-  const ChainWeights wdq = chain_weights(k.ar.dq, n_v, k.ftz);
+  const int64_t o_dq = key_offset(k.ar.dq, jb);
+  const ChainWeights wdq = chain_weights(k.ar.dq, o_dq + n_v, k.ftz);
   dq_scale[size_t(r)] = wdq.scale(), dq_floor[size_t(r)] = wdq.events * wdq.floor;
   for (int64_t j = 0; j < n_v; ++j) {
-    const double mag = MDP(r, j);
-    const double e_dp = k.dot_error(k.w_dp, Edp(r, j), mag, sum_do, v_abs_sum[size_t(j)]);
-    const Pair pr = backward_pair(k, sc[size_t(j)], DP(r, j), mag, e_dp, lse, err_lse, row);
+    const int64_t ja = jb + j;
+    const double mag = MDP(r, ja);
+    const double e_dp = k.dot_error(k.w_dp, Edp(r, ja), mag, sum_do, v_abs_sum[size_t(ja)], k.dv);
+    const Pair pr = backward_pair(k, sc[size_t(j)], DP(r, ja), mag, e_dp, lse, err_lse, row);
     // Each term of the sums carries its own error (dS^ or P^, its rounding to the operand type) and
     // its operand's rounding; the chain charges the rest.
     const double e_ds = pr.e_ds + k.u_p * pr.ds_bar + k.floor_p + pr.ds_bar * k.u_in;
     const double e_p = pr.dP_w + k.u_p * pr.P_bar + k.floor_p + pr.P_bar * k.u_in;
-    const double kq = wdq.kappa[size_t(j)], kk = kv_kappa(k, j, hl, i);
-    alpha(r, j) = kq * pr.ds_hi + (1 + kq) * e_ds;
+    const double kq = wdq.kappa[size_t(o_dq + j)], kk = kv_kappa(k, ja, hl, i);
+    alpha(r, ja) = kq * pr.ds_hi + (1 + kq) * e_ds;
     alpha0[size_t(r)] += (1 + kq) * pr.ds_bar * k.floor_in;
-    beta_k(r, j) = kk * pr.ds_hi + (1 + kk) * e_ds;
-    beta_v(r, j) = kk * pr.P_hi + (1 + kk) * e_p;
-    beta0_k[size_t(j)] += (1 + kk) * pr.ds_bar * k.floor_in, beta0_v[size_t(j)] += (1 + kk) * pr.P_bar * k.floor_in;
+    beta_k(r, ja) = kk * pr.ds_hi + (1 + kk) * e_ds;
+    beta_v(r, ja) = kk * pr.P_hi + (1 + kk) * e_p;
+    beta0_k[size_t(ja)] += (1 + kk) * pr.ds_bar * k.floor_in, beta0_v[size_t(ja)] += (1 + kk) * pr.P_bar * k.floor_in;
   }
 }
 
@@ -121,7 +139,8 @@ void HeadPass::finish_dq(int64_t rows) {
   const double scale = std::fabs(p.scale), floor = k.ftz ? k.floor_s : 0.0, floor_scale = std::max(1.0, scale);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r, oq = offset_q(p, b, h, i);
-    if (n_visible(p.mask, i, p.n_q, p.n_k) == 0) continue;
+    const KeyRange vis = visible_keys(p, i, p.n_q, p.n_k);
+    if (vis.end == vis.begin) continue;
     for (int64_t c = 0; c < p.d; ++c) {
       const double dq = k.ref.value.d_q[size_t(oq + c)], err = at(k.ref.err.d_q, oq + c);
       const double chain = (E(r, c) + alpha0[size_t(r)]) * dq_scale[size_t(r)];
@@ -144,13 +163,16 @@ void HeadPass::finish_kv() {
     for (int64_t c = 0; c < p.d; ++c) {
       const int64_t x = offset_kv(p, b, g, j) + c;
       const double dk = k.ref.value.d_k[size_t(x)], ek = at(k.ref.err.d_k, x);
-      const double dv = k.ref.value.d_v[size_t(x)], ev = at(k.ref.err.d_v, x);
-      // d_k = scale' * acc (the product is the last rounding); d_v = acc, converted to storage.
+      // d_k = scale' * acc (the product is the last rounding).
       const double chain_k = (E_dk(j, c) + beta0_k[size_t(j)]) * sc_j;
       const double e_k = scale * (1 + k.delta_out) * chain_k + floor_scale * (1 + k.delta_out) * fl +
                          k.delta_out * (std::fabs(dk) + ek) + floor;
-      const double e_v = (E_dv(j, c) + beta0_v[size_t(j)]) * sc_j + fl + floor;
       B.d_k[size_t(x)] = rounded_bound(dk, e_k, ek, k.ar.soft, k.storage, true) * kSlack;
+    }
+    for (int64_t c = 0; c < k.dv; ++c) {  // d_v = acc, converted to storage
+      const int64_t x = offset_v(p, b, g, j) + c;
+      const double dv = k.ref.value.d_v[size_t(x)], ev = at(k.ref.err.d_v, x);
+      const double e_v = (E_dv(j, c) + beta0_v[size_t(j)]) * sc_j + fl + floor;
       B.d_v[size_t(x)] = rounded_bound(dv, e_v, ev, k.ar.soft, k.storage, false) * kSlack;
     }
   }

@@ -22,6 +22,7 @@ double unit_roundoff(DType t) {
     case DType::BF16: return 0x1p-8;
     case DType::F32: return 0x1p-24;
     case DType::F64: return 0x1p-53;
+    case DType::I32: break;  // an index dtype, never a problem's storage
   }
   return 1;
 }
@@ -32,6 +33,7 @@ double underflow_floor(DType t) {
     case DType::BF16: return 0x1p-134;
     case DType::F32: return 0x1p-150;
     case DType::F64: return std::numeric_limits<double>::denorm_min();  // 2^-1075 is not a double
+    case DType::I32: break;
   }
   return 1;
 }
@@ -42,6 +44,7 @@ double min_normal(DType t) {
     case DType::BF16:
     case DType::F32: return 0x1p-126;
     case DType::F64: return 0x1p-1022;
+    case DType::I32: break;
   }
   return 1;
 }

@@ -38,11 +38,25 @@ inline double p_expm1(double log_p, double x) {
 
 // One score s = scale q.k as the kernel computes it.
 struct Score {
-  double s = 0;      // the exact score's fp64 value (within zeta of it)
-  double a = 0;      // |scale| sum_c |q_c k_c|
-  double e_c = 0;    // the rounded scale constant's share: delta_c (|s| + e_dot), common to a row
-  double e_hat = 0;  // |s^ - s|: the dot's chain, the constant, the product (and a baseline's store)
+  double s = 0;         // the exact score's fp64 value (within zeta of it)
+  double a = 0;         // |scale| sum_c |q_c k_c|
+  double e_c = 0;       // the rounded scale constant's share: delta_c (|s| + e_dot), common to a row
+  double e_hat = 0;     // |s^ - s|: the dot's chain, the constant, the product (and a baseline's store),
+                        // then softcap's and ALiBi's roundings (bounds_variants.cpp)
+  double z = 0;         // the fp64 evaluation error of s beyond the dot's (softcap's tanh, ALiBi's subtraction)
+  bool capped = false;  // softcap: the backward multiplies dS by 1 - tanh^2
+  double t = 0;         // tanh(s_dot / c) in fp64
+  double dt = 0;        // |the kernel's tanh - exact tanh(s_dot / c)|
+  double g_hi = 1;      // upper bound on the exact derivative sech^2(s_dot / c)
 };
+
+// Flat offsets of the dense layout for the tensors of width d_v (o, d_o: query side; v, d_v: key side).
+inline int64_t offset_o(const Problem& p, int64_t b, int64_t h, int64_t i) {
+  return ((b * p.heads_q + h) * p.n_q + i) * head_dim_v(p);
+}
+inline int64_t offset_v(const Problem& p, int64_t b, int64_t h_kv, int64_t j) {
+  return ((b * p.heads_kv + h_kv) * p.n_k + j) * head_dim_v(p);
+}
 
 // The constants of one problem under one declared arithmetic.
 struct Consts {
@@ -56,30 +70,37 @@ struct Consts {
   double floor_s;   // its underflow floor (exp, products of weights)
   double u_in = 0;  // inputs rounded to a narrower operand type: relative and absolute parts
   double floor_in = 0;
-  double u_p = 0;               // P and dS rounded to the operand type: relative ...
-  double floor_p = 0;           // ... and absolute (the subnormal spacing of storage and operand)
-  double u_store_s;             // S and dP stored in storage (a baseline), else 0
-  double delta_c;               // relative error of the scale constant (scale, or scale log2 e when base2)
-  double delta_out;             // relative error of the scale d_q and d_k are multiplied by (float(scale))
-  double delta_l2e;             // base2 backward: lse2 = lse * log2 e (its rounded constant)
-  double delta_ln2;             // base2 forward: lse = lse2 * ln 2 (its rounded constant)
-  double e_exp;                 // exp's relative error, as an exponent-argument error
-  double log_rel;               // log's relative error
-  int64_t group;                // query heads per kv head
-  int64_t n_q16;                // n_q rounded up to 16: a head's query rows in the d_k, d_v chains
-  ChainWeights w_s, w_dp, w_D;  // the chains over d (scores, dP, D)
-  ChainWeights w_kv_full;       // d_k, d_v chains with blocks or lanes: every row position counted
+  double u_p = 0;                     // P and dS rounded to the operand type: relative ...
+  double floor_p = 0;                 // ... and absolute (the subnormal spacing of storage and operand)
+  double u_store_s;                   // S and dP stored in storage (a baseline), else 0
+  double delta_c;                     // relative error of the scale constant (scale, or scale log2 e when base2)
+  double delta_out;                   // relative error of the scale d_q and d_k are multiplied by (float(scale))
+  double delta_l2e;                   // base2 backward: lse2 = lse * log2 e (its rounded constant)
+  double delta_ln2;                   // base2 forward: lse = lse2 * ln 2 (its rounded constant)
+  double e_exp;                       // exp's relative error, as an exponent-argument error
+  double log_rel;                     // log's relative error
+  int64_t dv;                         // head dim of v, o, d_o
+  bool common_scale;                  // no softcap, no ALiBi: the scale constant's rounding scales every s - m alike
+  double delta_cap;                   // softcap: relative error of c rounded to the element-wise type
+  double e_tanh, tanh_floor;          // softcap: the kernel's tanh, relative (tanh_ulps ulp) and below the normal range
+  std::vector<int64_t> kv_i0, kv_i1;  // (n_k) key j is seen by the rows [kv_i0, kv_i1) of each head
+  int64_t group;                      // query heads per kv head
+  int64_t n_q16;                      // n_q rounded up to 16: a head's query rows in the d_k, d_v chains
+  ChainWeights w_s, w_dp, w_D;        // the chains over d (scores, dP, D)
+  ChainWeights w_kv_full;             // d_k, d_v chains with blocks or lanes: every row position counted
 
   Consts(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec);
 
-  // |computed - exact| of a sum over d whose terms' magnitudes are |x_c| = |a_c b_c| and whose
-  // weighted sum sum_c kappa_c |x_c| is `weighted`, `plain` = sum_c |x_c| (the operands' rounding).
-  double dot_error(const ChainWeights& w, double weighted, double plain, double sum_a, double sum_b) const {
+  // |computed - exact| of a sum over n (d or d_v) whose terms' magnitudes are |x_c| = |a_c b_c| and
+  // whose weighted sum sum_c kappa_c |x_c| is `weighted`, `plain` = sum_c |x_c| (the operands' rounding).
+  double dot_error(const ChainWeights& w, double weighted, double plain, double sum_a, double sum_b, int64_t n) const {
     double e = weighted;
-    if (u_in > 0)
-      e += (1 + w.kappa_max) * (gamma(2, u_in) * plain + floor_in * (sum_a + sum_b + double(p.d) * floor_in));
+    if (u_in > 0) e += (1 + w.kappa_max) * (gamma(2, u_in) * plain + floor_in * (sum_a + sum_b + double(n) * floor_in));
     return e * w.scale() + w.events * w.floor;
   }
+  // Softcap, then ALiBi, on score s of key j in row i of query head h, as the kernel computes them in
+  // the element-wise type: s.s becomes the exact transformed score, s.e_hat its error (bounds_variants.cpp).
+  void transform(Score& s, int64_t h, int64_t i, int64_t j) const;
 };
 
 // Per row of the forward, what the backward needs again.
@@ -102,6 +123,14 @@ struct Pair {
 Pair backward_pair(const Consts& k, const Score& s, double dp, double mag_dp, double e_dp, double lse, double err_lse,
                    const RowInfo& row);
 
+// A chain over keys whose row starts at key jb: the position of its first term. Blocks (key tiles)
+// and lanes are dealt from key 0, so a blocked chain starts jb % block into its first block and a
+// laned one at jb (its leading positions counted as present: only looser); a plain chain at 0.
+inline int64_t key_offset(const Chain& c, int64_t jb) {
+  if (c.block > 0) return jb % c.block;
+  return c.lanes > 1 || c.pre > 1 ? jb : 0;
+}
+
 // One (batch, kv head) of the problem, row block by row block: the scores and dP of a block come
 // from GEMMs; the forward and the backward's per-pair terms are row loops; the gradients' chain sums
 // are GEMMs of per-pair coefficients (alpha for d_q, beta for d_k and d_v) with |k|, |q|, |d_o|.
@@ -123,13 +152,18 @@ struct HeadPass {
   std::vector<double> e_o, err_o, logP, zeta, d_o_w, d_l, w_hat, coef_w, coef_acc, w_sum, R_max, e_acc;
 
   HeadPass(const Consts& k, Bounds& B, bool bwd) : k(k), B(B), bwd(bwd) {}
-  void kv_head(int64_t b, int64_t g);                   // k, v of (b, g); zero the d_k, d_v sums
-  void block(int64_t h, int64_t i0, int64_t rows);      // GEMMs of the block, then its rows
-  void forward(int64_t r, int64_t n_v, RowInfo& row);   // o, lse of row i0 + r (bounds.cpp)
-  void backward(int64_t r, int64_t n_v, RowInfo& row);  // its pairs' alpha, beta (bounds_backward.cpp)
-  void finish_dq(int64_t rows);                         // d_q of the block's rows
-  void finish_kv();                                     // d_k, d_v of the kv head
+  void kv_head(int64_t b, int64_t g);                    // k, v of (b, g); zero the d_k, d_v sums
+  void block(int64_t h, int64_t i0, int64_t rows);       // GEMMs of the block, then its rows
+  void forward(int64_t r, KeyRange vis, RowInfo& row);   // o, lse of row i0 + r, keys vis (bounds.cpp)
+  void backward(int64_t r, KeyRange vis, RowInfo& row);  // its pairs' alpha, beta (bounds_backward.cpp)
+  void finish_dq(int64_t rows);                          // d_q of the block's rows
+  void finish_kv();                                      // d_k, d_v of the kv head
 };
+
+// The model on a problem in the dense layout (any mask, window, softcap, ALiBi, d_v; bounds.cpp);
+// error_bounds cuts varlen and paged problems into such problems, one per sequence (bounds_variants.cpp).
+Bounds dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec);
+Bounds sequence_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec);
 
 // The d_k, d_v chain weight of row i of the group's head hl for key j (rows a causal mask hides from
 // j hold no term), and the largest weight of key j's chain.

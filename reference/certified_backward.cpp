@@ -1,6 +1,7 @@
 // Certified oracle, backward (docs/SEMANTICS.md): D_i = d_o_i·o_i (compensated Dot2), dP = d_o·vᵀ (exact
 // by Ozaki splitting for fp16/bf16 inputs, else plain with a |d_o||v|ᵀ bound), dS = P̂ ∘ (dP - D)
-// with an elementwise bound e_ij, then the long products d_q = scale·dS·K, d_k = scale·dSᵀ·Q,
+// with an elementwise bound e_ij (under softcap times the cap's derivative ĝ = sech²(s/c) from the
+// forward, its error carried), then the long products d_q = scale·dS·K, d_k = scale·dSᵀ·Q,
 // d_v = P̂ᵀ·d_o as chunked GEMMs.
 // Bounds on the long products use Cauchy–Schwarz, sum_j w_ij |b_jk| <= |w_i|_2 |b_:k|_2, so no extra
 // GEMM is spent on them: elementwise they are rigorous, normwise they are the textbook
@@ -33,15 +34,15 @@ double dot2(const Mat& x, const Mat& y, Index r, double& abs_dot) {
 }  // namespace
 
 GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
-  const Index m = g.q.rows(), n = g.k.rows(), d = g.q.cols();
+  const Index m = g.q.rows(), n = g.k.rows(), d = g.q.cols(), dv = g.v.cols();
   const double abs_scale = std::fabs(g.scale);
   std::vector<double> big_d(m), err_d(m);  // (m): D̂ and its bound
   for (Index r = 0; r < m; ++r) {
     double abs_dot;
     big_d[r] = dot2(g.d_o, f.o, r, abs_dot);
     double from_o = 0;  // |d_o|·err_o: D uses the exact o, we hold ô
-    for (Index k = 0; k < d; ++k) from_o += std::fabs(g.d_o(r, k)) * f.o_err(r, k);
-    const double gd = gamma(double(d));
+    for (Index k = 0; k < dv; ++k) from_o += std::fabs(g.d_o(r, k)) * f.o_err(r, k);
+    const double gd = gamma(double(dv));
     err_d[r] = (kU * (1 + 3 * kU) * std::fabs(big_d[r]) + 2 * gd * gd * abs_dot * 1.01 + from_o) * kSlack;
   }
   double a_max = 0, b_max = 0;
@@ -67,18 +68,24 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
     std::vector<double>& col_wv = part_wv[size_t(blk)];
     col_w.assign(size_t(n), 0.0), col_wv.assign(size_t(n), 0.0);
     for (Index r = blk * kRowBlock; r < std::min(m, (blk + 1) * kRowBlock); ++r) {
-      const Index nv = f.bad[r] ? 0 : g.n_vis[r];
+      const Index j0 = g.first[size_t(r)], nv = f.bad[r] ? j0 : g.n_vis[size_t(r)];  // visible: [j0, nv)
       const double kp = f.kappa[r] * (1 + f.kappa[r]);  // |P̂ - P| <= kp P̂ on kept entries
       const double tail = f.dropped[r];                 // dropped entries: P̂ = 0, P <= tail
-      for (Index j = 0; j < nv; ++j) {
+      for (Index j = 0; j < j0; ++j) ds(r, j) = 0;
+      for (Index j = j0; j < nv; ++j) {
         const double dpv = dp.any_lo ? ds(r, j) + dp.lo_at(r, j) : ds(r, j);
         const double e_p = kU * std::fabs(dpv) * 1.01 + dp.bound(r, j);  // |dP - dpv|
         const double t = dpv - big_d[r];  // cancels when dP ≈ D: its error is what e_p, err_d carry
         const double pr = f.p(r, j);
-        const double dsv = pr * t;
+        double dsv = pr * t;
         // |dS - dsv| <= |P - P̂||dP - D| + P̂|(dP - D) - t| + rounding of P̂·t
         double e = pr * ((kp + kU) * (1 + 3 * kU) * std::fabs(t) + (1 + kp) * (e_p + err_d[r])) + kU * std::fabs(dsv);
         e += tail * (std::fabs(dpv) + e_p + std::fabs(big_d[r]) + err_d[r]);
+        if (f.g.size()) {  // softcap: dS times the cap's derivative ĝ, |ĝ - g| <= eg
+          const double gh = f.g(r, j), eg = f.g_rel[size_t(r)] * gh + f.g_abs[size_t(r)], base = dsv;
+          dsv = base * gh;
+          e = e * (gh + eg) + std::fabs(base) * eg + kU * std::fabs(dsv);
+        }
         const double w = e + gam_qk * std::fabs(dsv);
         w_row[r] += w * w;
         col_w[j] += w * w;
@@ -99,11 +106,11 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
   bw.d_q *= g.scale;  // one rounding each: u|d_q|
   bw.d_k *= g.scale;
   const Eigen::RowVectorXd k_col = g.k.colwise().stableNorm(), q_col = g.q.colwise().stableNorm(),
-                           do_col = g.d_o.colwise().stableNorm();  // (d) each
+                           do_col = g.d_o.colwise().stableNorm();  // (d), (d), (d_v)
 
   bw.d_q_err.resize(m, d);
   bw.d_k_err.resize(n, d);
-  bw.d_v_err.resize(n, d);
+  bw.d_v_err.resize(n, dv);
   // The sums of squared weights are rounded, and squares below 2^-1022 underflow (a dropped weight's
   // 2^-1008, squared, is 0 in fp64): each of the 2 n operations loses at most 2^-1074 absolutely,
   // so Sum w^2 <= computed + 2 n 2^-1074, and the norms below stay upper bounds however small w is.
@@ -117,10 +124,9 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
   }
   for (Index j = 0; j < n; ++j) {
     const double wc = norm(w_col[j], m), wvc = norm(wv_col[j], m);
-    for (Index k = 0; k < d; ++k) {
+    for (Index k = 0; k < d; ++k)
       bw.d_k_err(j, k) = (abs_scale * wc * q_col(k) + kU * std::fabs(bw.d_k(j, k))) * kSlack;
-      bw.d_v_err(j, k) = wvc * do_col(k) * kSlack;
-    }
+    for (Index k = 0; k < dv; ++k) bw.d_v_err(j, k) = wvc * do_col(k) * kSlack;
   }
   return bw;
 }

@@ -112,14 +112,21 @@ struct ExactProduct {
 // for callers whose error scale is |A||B|ᵀ itself (dP, whose natural scale is |d_o||v|).
 ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_plain = false);
 
-// One (batch, kv head) group: the g query heads that share the kv head, stacked row-wise
-// (row r = local head · n_q + i), so GQA sums over heads fall out of the GEMMs.
+// One (sequence, kv head) group: the g query heads that share the kv head, stacked row-wise
+// (row r = local head · n_q + i), so GQA sums over heads fall out of the GEMMs. n_q, n_k are the
+// sequence's own.
 struct GroupIn {
   double scale = 1;
-  Mat q, d_o;                // (m, d), m = g·n_q; d_o empty: forward only
-  Mat k, v;                  // (n_k, d)
-  std::vector<Index> n_vis;  // (m): row r sees keys [0, n_vis[r]) (every mask's visible set is a prefix)
-  std::vector<char> bad;     // (m): reached by a non-finite input: NaN, uncertified (bound +inf)
+  double softcap = 0;          // c > 0: the score used is c·tanh(s/c) (before ALiBi and masking)
+  Mat q, d_o;                  // (m, d), (m, d_v), m = g·n_q; d_o empty: forward only
+  Mat k, v;                    // (n_k, d), (n_k, d_v)
+  std::vector<Index> first;    // (m): row r sees keys [first[r], n_vis[r]) (mask and window: one range)
+  std::vector<Index> n_vis;    // (m): the end of row r's visible keys
+  std::vector<double> slope;   // (m): ALiBi slope of row r's head; empty: no ALiBi
+  std::vector<Index> aligned;  // (m): row r's aligned row i' (ALiBi's bias is -slope·|i' - j|)
+  std::vector<char> bad;       // (m): reached by a non-finite input: NaN, uncertified (bound +inf)
+  std::vector<char> bad_d_o;   // (m): a non-finite d_o in a row that sees keys: its gradients only
+  Index key_end(Index r) const { return bad[size_t(r)] ? first[size_t(r)] : n_vis[size_t(r)]; }
 };
 
 struct GroupFwd {
@@ -127,17 +134,34 @@ struct GroupFwd {
   Mat p;                             // (m, n_k): P̂, 0 where masked or dropped
   std::vector<double> kappa;         // (m): |P̂ - P| <= kappa P on kept entries
   std::vector<double> dropped;       // (m): bound on the weight of dropped entries (absolute, each)
-  Mat o, o_err, o_mag;               // (m, d)
+  Mat o, o_err, o_mag;               // (m, d_v)
   std::vector<double> lse, lse_err;  // (m)
+  // Softcap only: ĝ_rj ~ sech²(s_rj / c), the derivative of the cap, with |ĝ - g| <= g_rel[r] ĝ + g_abs[r].
+  Mat g;                             // (m, n_k) or empty
+  std::vector<double> g_rel, g_abs;  // (m) or empty
 };
 
 struct GroupBwd {
   Mat d_q, d_q_err;  // (m, d)
   Mat d_k, d_k_err;  // (n_k, d)
-  Mat d_v, d_v_err;  // (n_k, d)
+  Mat d_v, d_v_err;  // (n_k, d_v)
 };
 
 GroupFwd forward(const GroupIn& g);
+
+// Row r's scores in MPFR (certified_mp.cpp): for j in [first, key_end), xh[j] + xl[j] = s_j - s_max
+// to within err_x[j] (absolute), softcap and ALiBi included; returns round(s_max) and sets
+// *mx_err >= |s_max - round(s_max)|.
+double mp_row(const GroupIn& g, Index r, double* xh, double* xl, double* err_x, double* mx_err);
+// Softcap of one row's scores in place (certified_variants.cpp): on entry s_row[j] + sl[j] is the
+// scaled score (error <= eps), on exit s_row[j] = fl(c·tanh(fl(s/c))) and sl[j] = 0; returns the
+// bound on |s_row[j] - c·tanh(s_j/c)| over [j0, j1). g_row[j] gets ĝ ~ sech²(s_j/c) with
+// |ĝ - g| <= *g_rel ĝ + *g_abs.
+double cap_row(double c, Index j0, Index j1, double eps, double* s_row, double* sl, double* g_row, double* g_rel,
+               double* g_abs);
+// ALiBi: subtracts slope·|aligned - j| from the double-double (s_row[j], sl[j]) for j in [j0, j1);
+// returns the bound on the roundings this adds.
+double bias_row(double slope, Index aligned, Index j0, Index j1, double* s_row, double* sl);
 GroupBwd backward(const GroupIn& g, const GroupFwd& f);
 
 }  // namespace fc::ref::cert

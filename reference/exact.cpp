@@ -1,6 +1,8 @@
 // Exact oracle (exact.hpp, exact_mp.hpp): textbook attention, docs/SEMANTICS.md, in MPFR multiprecision.
-// Nothing is clever here on purpose: scores, one softmax per row, P·V, and the backward formulas
-// written as sums, all at `bits` of precision, rounded to double once at the end.
+// Nothing is clever here on purpose: scores (softcap through MPFR's tanh, ALiBi's bias exact),
+// one softmax per row over its visible keys (mask and window), P·V, and the backward formulas
+// written as sums, all at `bits` of precision, rounded to double once at the end. Every variant's
+// layout is read through attention.h's q_row / kv_row / lse_index.
 //
 // Non-finite scores (they arise only from non-finite inputs):
 //   NaN or +inf among a row's visible scores -> the whole row is NaN (o, lse, d_q, and the d_k/d_v
@@ -80,58 +82,73 @@ bool softmax_row(const std::vector<mp>& s, const std::vector<char>& live, std::v
 
 }  // namespace
 
+// Row i of sequence b, query head h: its scores (softcap and ALiBi applied), softmax, o, and its
+// contributions to the gradients.
 ResultMP exact_mp(const Problem& p, const TensorsMP& in) {
-  const bool grads = !in.d_o.empty();
-  const int64_t d = p.d;
+  // A batch without queries has an empty d_o whether or not gradients were asked: give them (zeros).
+  const bool grads = !in.d_o.empty() || numel_o(p) == 0;
+  const int64_t d = p.d, dv = head_dim_v(p);
+  const Seqs seqs = in.seq.seqs();
   ResultMP r;
-  r.o.assign(numel_q(p), mp(0));
+  r.o.assign(numel_o(p), mp(0));
   r.lse.assign(numel_lse(p), mp(0));
   if (grads) {
     r.d_q.assign(numel_q(p), mp(0));
     r.d_k.assign(numel_kv(p), mp(0));
-    r.d_v.assign(numel_kv(p), mp(0));
+    r.d_v.assign(numel_v(p), mp(0));
   }
-  const mp scale(p.scale);
-  std::vector<mp> s(p.n_k), pr(p.n_k);  // (n_k): one row of scores and of P
-  std::vector<char> live(p.n_k);        // (n_k): visible keys of the row
-  for (int64_t b = 0; b < p.batch; ++b)
+  const mp scale(p.scale), cap(p.softcap);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t n_q = seq_n_q(p, seqs, b), n_k = seq_n_k(p, seqs, b);
+    std::vector<mp> s(n_k), pr(n_k), slope_d(n_k);  // (n_k): one row of scores, of P, of d(softcap)/ds
+    std::vector<char> live(n_k);                    // (n_k): visible keys of the row
     for (int32_t h = 0; h < p.heads_q; ++h) {
       const int32_t h_kv = kv_head(p, h);
-      for (int64_t i = 0; i < p.n_q; ++i) {
-        const int64_t oq = offset_q(p, b, h, i);
-        for (int64_t j = 0; j < p.n_k; ++j) {
-          live[j] = sees(p.mask, i, j, p.n_q, p.n_k);
+      const mp slope(p.alibi ? in.seq.alibi_slopes[h] : 0.0);
+      for (int64_t i = 0; i < n_q; ++i) {
+        const int64_t row = q_row(p, seqs, b, h, i), oq = row * d, oo = row * dv;
+        for (int64_t j = 0; j < n_k; ++j) {
+          live[j] = sees(p, i, j, n_q, n_k);
           if (!live[j]) continue;
-          const int64_t ok = offset_kv(p, b, h_kv, j);
+          const int64_t ok = kv_row(p, seqs, b, h_kv, j) * d;
           mp dot = 0;
           for (int64_t c = 0; c < d; ++c) dot += in.q[oq + c] * in.k[ok + c];
           s[j] = scale * dot;
+          slope_d[j] = 1;
+          if (p.softcap > 0) {  // c tanh(s/c) on the scaled score, before masking
+            const mp y = s[j] / cap, ch = cosh(y);
+            s[j] = cap * tanh(y);
+            slope_d[j] = 1 / (ch * ch);  // sech²(y) = 1 - tanh²(y), without the cancellation at large |y|
+          }
+          if (p.alibi) s[j] -= slope * mp(std::abs(aligned(p.mask, i, n_q, n_k) - j));  // exact
         }
-        mp& lse = r.lse[offset_lse(p, b, h, i)];
+        mp& lse = r.lse[lse_index(p, seqs, b, h, i)];
         if (!softmax_row(s, live, pr, lse)) continue;  // empty row: o = 0, d_q = 0, no d_k/d_v
-        for (int64_t j = 0; j < p.n_k; ++j) {
+        for (int64_t j = 0; j < n_k; ++j) {
           if (!live[j]) continue;
-          const int64_t ok = offset_kv(p, b, h_kv, j);
-          for (int64_t c = 0; c < d; ++c) r.o[oq + c] += pr[j] * in.v[ok + c];
+          const int64_t ov = kv_row(p, seqs, b, h_kv, j) * dv;
+          for (int64_t c = 0; c < dv; ++c) r.o[oo + c] += pr[j] * in.v[ov + c];
         }
         if (!grads) continue;
         mp big_d = 0;  // D_i = d_o_i . o_i
-        for (int64_t c = 0; c < d; ++c) big_d += in.d_o[oq + c] * r.o[oq + c];
-        for (int64_t j = 0; j < p.n_k; ++j) {
+        for (int64_t c = 0; c < dv; ++c) big_d += in.d_o[oo + c] * r.o[oo + c];
+        for (int64_t j = 0; j < n_k; ++j) {
           if (!live[j]) continue;
-          const int64_t ok = offset_kv(p, b, h_kv, j);
+          const int64_t kr = kv_row(p, seqs, b, h_kv, j), ok = kr * d, ov = kr * dv;
           mp dp = 0;  // dP_ij = d_o_i . v_j
-          for (int64_t c = 0; c < d; ++c) dp += in.d_o[oq + c] * in.v[ok + c];
-          const mp ds = pr[j] * (dp - big_d);  // dS_ij = P_ij (dP_ij - D_i)
+          for (int64_t c = 0; c < dv; ++c) dp += in.d_o[oo + c] * in.v[ov + c];
+          // dS_ij = P_ij (dP_ij - D_i), times d(softcap)/ds: the gradient of the scaled score
+          const mp ds = pr[j] * (dp - big_d) * slope_d[j];
           const mp scaled_ds = scale * ds;
           for (int64_t c = 0; c < d; ++c) {
             r.d_q[oq + c] += scaled_ds * in.k[ok + c];
-            r.d_k[ok + c] += scaled_ds * in.q[oq + c];
-            r.d_v[ok + c] += pr[j] * in.d_o[oq + c];
+            r.d_k[ok + c] += scaled_ds * in.q[oq + c];  // paged: repeated pages sum
           }
+          for (int64_t c = 0; c < dv; ++c) r.d_v[ov + c] += pr[j] * in.d_o[oo + c];
         }
       }
     }
+  }
   return r;
 }
 
@@ -139,35 +156,27 @@ ResultMP exact_mp(const Problem& p, const TensorsMP& in) {
 
 Result64 exact(const Problem& p, const Tensors64& in, unsigned bits) {
   detail::PrecisionGuard guard(bits < 113 ? 113 : bits);
-  detail::TensorsMP t{detail::to_mp(in.q), detail::to_mp(in.k), detail::to_mp(in.v), detail::to_mp(in.d_o)};
+  detail::TensorsMP t{detail::to_mp(in.q), detail::to_mp(in.k), detail::to_mp(in.v), detail::to_mp(in.d_o), in.seq};
   const detail::ResultMP r = detail::exact_mp(p, t);
   return Result64{detail::to_double(r.o), detail::to_double(r.lse), detail::to_double(r.d_q), detail::to_double(r.d_k),
                   detail::to_double(r.d_v)};
 }
 
-// The softmax unit: one row x as an attention problem with q = [1], k_j = x_j, scale 1 (so the
-// scores are exactly x), and V the identity, so o is the softmax row itself.
-std::vector<double> exact_softmax(const std::vector<double>& x, unsigned bits) {
-  const int32_t n = static_cast<int32_t>(x.size());
-  if (n == 0) return {};
-  const Problem p{.n_q = 1, .n_k = n, .d = n, .dtype = DType::F64, .scale = 1.0};
-  Tensors64 in;
-  in.q.assign(n, 0.0);  // (1, n): q = e_0
-  in.q[0] = 1.0;
-  in.k.assign(int64_t(n) * n, 0.0);  // (n, n): k_j = x_j e_0
-  in.v.assign(int64_t(n) * n, 0.0);  // (n, n): identity
-  for (int32_t j = 0; j < n; ++j) {
-    in.k[int64_t(j) * n] = x[j];
-    in.v[int64_t(j) * n + j] = 1.0;
-  }
-  return exact(p, in, bits).o;
+// The softmax unit: softmax_row above on one row x of scores (every key live), at `bits`. O(n): the
+// law that checks kernels' softmax rows calls it once per distinct row length. The test
+// (exact_golden_test) holds it against exact() of the row as an attention problem (q = [1], k_j = x_j,
+// scale 1, V the identity, so o is the softmax row).
+SoftmaxRow exact_softmax_row(const std::vector<double>& x, unsigned bits) {
+  detail::PrecisionGuard guard(bits < 113 ? 113 : bits);
+  const std::vector<detail::mp> s = detail::to_mp(x);
+  std::vector<detail::mp> pr(x.size());
+  detail::mp lse;
+  if (!x.empty()) detail::softmax_row(s, std::vector<char>(x.size(), 1), pr, lse);
+  return {detail::to_double(pr), x.empty() ? -std::numeric_limits<double>::infinity() : lse.convert_to<double>()};
 }
 
-double exact_lse(const std::vector<double>& x, unsigned bits) {
-  if (x.empty()) return -std::numeric_limits<double>::infinity();
-  const Problem p{.n_q = 1, .n_k = static_cast<int32_t>(x.size()), .d = 1, .dtype = DType::F64, .scale = 1.0};
-  Tensors64 in{{1.0}, x, std::vector<double>(x.size(), 0.0), {}};  // q = [1], k_j = x_j, v = 0
-  return exact(p, in, bits).lse[0];
-}
+std::vector<double> exact_softmax(const std::vector<double>& x, unsigned bits) { return exact_softmax_row(x, bits).p; }
+
+double exact_lse(const std::vector<double>& x, unsigned bits) { return exact_softmax_row(x, bits).lse; }
 
 }  // namespace fc::ref

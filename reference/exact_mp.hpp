@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "reference/oracle.hpp"
 
 namespace fc::ref::detail {
 
@@ -24,19 +25,21 @@ class PrecisionGuard {
   unsigned old_digits10_;
 };
 
+// Layouts as in Tensors64 / Result64 (oracle.hpp): dense, varlen packed or paged, compact.
 struct TensorsMP {
-  std::vector<mp> q;    // (batch, heads_q, n_q, d)
-  std::vector<mp> k;    // (batch, heads_kv, n_k, d)
-  std::vector<mp> v;    // (batch, heads_kv, n_k, d)
-  std::vector<mp> d_o;  // (batch, heads_q, n_q, d); empty: forward only
+  std::vector<mp> q;    // shape_q
+  std::vector<mp> k;    // shape_kv
+  std::vector<mp> v;    // shape_v
+  std::vector<mp> d_o;  // shape_o; empty: forward only
+  SeqData seq = {};     // the variants' data (slopes are fp32 values, exact in double and in mp)
 };
 
 struct ResultMP {
-  std::vector<mp> o;    // (batch, heads_q, n_q, d)
-  std::vector<mp> lse;  // (batch, heads_q, n_q)
-  std::vector<mp> d_q;  // (batch, heads_q, n_q, d)   } only when d_o is given
-  std::vector<mp> d_k;  // (batch, heads_kv, n_k, d)  }
-  std::vector<mp> d_v;  // (batch, heads_kv, n_k, d)  }
+  std::vector<mp> o;    // shape_o
+  std::vector<mp> lse;  // shape_lse
+  std::vector<mp> d_q;  // shape_q   } only when d_o is given
+  std::vector<mp> d_k;  // shape_kv  }
+  std::vector<mp> d_v;  // shape_v   }
 };
 
 // Textbook attention at the current default precision (call inside a PrecisionGuard).

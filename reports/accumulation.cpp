@@ -28,7 +28,7 @@ Subject tiled_variant(const std::string& name, cpu::Tiling t, DType accum) {
     Outputs out;
     out.o = HostTensor(in.p.dtype, shape_q(in.p));      // (batch, heads_q, n_q, d)
     out.lse = HostTensor(DType::F32, shape_lse(in.p));  // (batch, heads_q, n_q)
-    cpu::tiled_forward(in.p, t, accum, in.q, in.k, in.v, out.o, out.lse);
+    cpu::tiled_forward(in, t, accum, out);
     return out;
   };
   s.precision = [t, accum](const Problem& p) {  // cpu_tiled's declaration for this tiling

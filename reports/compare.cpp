@@ -44,7 +44,7 @@ Outputs read_outputs(const std::string& path, const Inputs& in) {
       throw io::FileError(io::Fault::BadHeader, path,
                           fmt::format("unknown tensor {} (outputs are o, lse, d_q, d_k, d_v)", io::quoted(name)));
   if (!f.tensors.count("o")) throw io::FileError(io::Fault::MissingTensor, path, "no tensor \"o\"");
-  take("o", out.o, p.dtype, shape_q(p));
+  take("o", out.o, p.dtype, shape_o(p));
   take("lse", out.lse, lse_dtype(p.dtype), shape_lse(p));
   const int grads = int(f.tensors.count("d_q") + f.tensors.count("d_k") + f.tensors.count("d_v"));
   if (grads > 0) {
@@ -53,7 +53,7 @@ Outputs read_outputs(const std::string& path, const Inputs& in) {
       throw io::FileError(io::Fault::MissingTensor, path, "holds gradients but the inputs have no d_o");
     take("d_q", out.d_q, p.dtype, shape_q(p));
     take("d_k", out.d_k, p.dtype, shape_kv(p));
-    take("d_v", out.d_v, p.dtype, shape_kv(p));
+    take("d_v", out.d_v, p.dtype, shape_v(p));
   }
   return out;
 }

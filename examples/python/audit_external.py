@@ -1,215 +1,262 @@
-"""Every law of flashcheck, and its error-bound audit up to N = 16384, on the attention kernels of other
-libraries, through the Python bridge: PyTorch SDPA's flash, efficient, cuDNN and math backends,
-FlexAttention (compiled; plain, softcap score_mod, sliding-window block mask), torch.nn.attention.varlen,
-and JAX's dot_product_attention (cudnn, xla). cuda_wgmma, flashcheck's own kernel, runs the same audit
-sweep for comparison.
+"""Every law of flashcheck and its error-bound audit on the attention kernels of other libraries, through
+the Python bridge: PyTorch SDPA's flash, efficient, cuDNN and math backends, FlexAttention (compiled;
+plain, softcap score_mod, sliding-window block mask), torch.nn.attention.varlen, and JAX's
+dot_product_attention (cudnn, xla). cuda_wgmma, flashcheck's own kernel, runs the same laws and the same
+audit in the same run, for comparison.
 
-Each kernel runs in its own `python -m flashcheck` subprocess (whose kernel runs in a worker process),
-under a time limit, so a library that fails to import, raises, crashes or hangs costs its own row and
-nothing else. Writes OUT/summary.md, OUT/results.json, OUT/command.txt, per kernel OUT/check/NAME.json
-and OUT/audit/NAME/report.json, and every minimal counterexample as a regression case under
-OUT/regressions/NAME/ (with its replay line in the summary).
+Each run (a kernel's laws, its quick audit, its long audit) is its own subprocess (whose kernel runs in a
+worker process) under its own wall-clock limit inside one overall deadline, several at once: a library that
+fails to import, raises, crashes or hangs costs its own row and nothing else. Results are written as they
+come: OUT/kernels/NAME.json after each run, OUT/summary.md and OUT/results.json rewritten each time, so a
+run stopped at any point leaves everything finished so far. A law run cut short keeps every law it printed
+(the log is parsed). Minimal counterexamples are saved under OUT/regressions/NAME/ (replayed first by the
+next run when OUT/regressions is carried over from reports/h200/external/regressions).
 
-    python3 examples/python/audit_external.py --out reports/h200/external [--quick] [--only flex,jax_xla]
+    python3 examples/python/audit_external.py --out DIR [--budget 480] [--only flex,jax_xla]
+    python3 examples/python/audit_external.py --self-test --out /tmp/x     # no GPU, no torch: pure Python
 """
 import argparse
 import concurrent.futures
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
+import audit_summary
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-KERNELS = [  # (name, spec), in the order of the summary
-    ("sdpa_flash", "torch_sdpa:flash"),
-    ("sdpa_efficient", "torch_sdpa:efficient"),
-    ("sdpa_cudnn", "torch_sdpa:cudnn"),
-    ("sdpa_math", "torch_sdpa:math"),
-    ("flex", "flex_attention:flex"),
-    ("torch_varlen", "torch_varlen:varlen"),
-    ("jax_cudnn", "jax_attention:cudnn"),
-    ("jax_xla", "jax_attention:xla"),
+ROOT = os.path.dirname(os.path.dirname(HERE))
+# (name, spec or None for a flashcheck registry kernel, what it covers, extra `check` options). The order
+# is the summary's. sdpa_flash_any_stride is SDPA's flash backend without the adapter's decline of rows
+# that are not 16-byte aligned: one law, to keep the counterexample of the fault it meets (no audit).
+KERNELS = [
+    ("cuda_wgmma", None, "flashcheck's own Hopper kernel (the comparison)", []),
+    ("sdpa_flash", "torch_sdpa:flash", "SDPA, FlashAttention-2 backend", []),
+    ("sdpa_efficient", "torch_sdpa:efficient", "SDPA, memory-efficient (cutlass) backend", []),
+    ("sdpa_cudnn", "torch_sdpa:cudnn", "SDPA, cuDNN backend", []),
+    ("sdpa_math", "torch_sdpa:math", "SDPA, math (reference) backend", []),
+    ("flex", "flex_attention:flex", "FlexAttention, compiled; masks as block masks", []),
+    ("flex_softcap", "flex_attention:flex_softcap", "FlexAttention, softcap score_mod", []),
+    ("flex_window", "flex_attention:flex_window", "FlexAttention, sliding-window block mask", []),
+    ("torch_varlen", "torch_varlen:varlen", "torch.nn.attention.varlen (FlashAttention-2 varlen)", []),
+    ("jax_cudnn", "jax_attention:cudnn", "jax.nn.dot_product_attention, cudnn", []),
+    ("jax_xla", "jax_attention:xla", "jax.nn.dot_product_attention, xla", []),
+    ("sdpa_flash_any_stride", "torch_sdpa:flash_any_stride", "SDPA flash, unaligned rows not declined",
+     ["--law", "reference"]),
 ]
-# Run only when named with --only: the contract (fc::Problem, hence the generators) has no softcap or
-# window cases yet, so these would see exactly flex's plain problems.
-VARIANT_KERNELS = [("flex_softcap", "flex_attention:flex_softcap"), ("flex_window", "flex_attention:flex_window")]
-# FlashAttention-3 paper, Table 3: RMSE of O against an fp64 reference, N(0,1) + N(0,100)*Bernoulli(0.001).
-FA3_RMSE = {"baseline fp16": 3.2e-4, "FlashAttention-2 fp16": 1.9e-4, "FlashAttention-3 fp16": 1.9e-4}
+NO_AUDIT = {"sdpa_flash_any_stride", "py_variants", "py_off_by_one"}  # (the last two: head dims 1..8)
+# The scope of this audit where an adapter offers more than one run can compile in its budget: FlexAttention
+# compiles one kernel per dtype and head dim (forward and backward), so its runs take fp16 and bf16 at
+# d = 64 and 128 (the issue's), as the summary says.
+SCOPE = {"FC_FLEX_DTYPES": "F16,BF16", "FC_FLEX_HEAD_DIMS": "64,128"}
+# Seconds one call may take where the first call of a dtype and head dim compiles (Triton, cold cache).
+CALL_TIMEOUT = {"flex": 240, "flex_softcap": 240, "flex_window": 240}
+# Cases per law where every new shape is a new compilation (JAX jits per shape, forward and backward):
+# 8 keeps P(a law sees no multi-tile case) = 0.7^8 < 6 % while halving the compilations of the default.
+CASES = {"jax_cudnn": 8, "jax_xla": 8}
+# --self-test: the same pipeline on pure-Python kernels (python/tests/py_kernels.py: a correct one and one
+# with a planted causal off-by-one) and cpu_tiled as the comparison; small audit cases.
+SELF_TEST = [
+    ("cpu_tiled", None, "flashcheck's tiled CPU kernel (the comparison)", []),
+    ("py_attention", "py_kernels:any_head_dim", "pure Python, correct", []),
+    ("py_variants", "py_variant_kernels:correct", "pure Python, windows, softcap, d_v, varlen", []),
+    ("py_off_by_one", "py_kernels:planted_bug", "pure Python, causal mask off by one (planted)", []),
+]
+# The audit cases: the quick sweep (N <= 256, every regime), then the long ones (the FA3 paper's outlier
+# distribution and the normal one at N = 1024 and 16384; the 16384 cells check the last 1024 rows).
+# Two runs (an audit writes its report at its end: a run cut short keeps nothing, so each stays small).
+LONG_CASES = {"n%d" % n: ["%s/%s/n%d" % (t, r, n) for t in ("F16", "BF16") for r in ("outliers", "normal")]
+              for n in (1024, 16384)}
+AUDIT_KINDS = ("quick",) + tuple(LONG_CASES)
+SELF_TEST_CASES = ["F16/normal/n16", "BF16/normal/n16", "F16/causal_top_left/q64k32"]
 
 
-def parse_args():
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="reports/h200/external")
-    ap.add_argument("--quick", action="store_true", help="a first smoke run: few cases, the quick audit sweep")
-    ap.add_argument("--cases", type=int, help="random cases per law (default 40; --quick 6)")
+    ap.add_argument("--cases", type=int, default=12,
+                    help="random cases per law (default 12: with 30%% of a GPU kernel's cases drawn multi-tile, "
+                         "P(a law sees none) = 0.7^12 < 1.5%%)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--jobs", type=int, default=3, help="kernels checked at once (one GPU, many CPU cores)")
-    ap.add_argument("--budget", type=float, default=450, help="seconds for everything (default 450)")
-    ap.add_argument("--timeout", type=float, default=120, help="seconds one kernel call may take")
+    ap.add_argument("--jobs", type=int, default=16, help="runs at once (default 16: one GPU, 16 cores; the law "
+                    "runs take the first slots, the audits the rest as they free)")
+    ap.add_argument("--budget", type=float, default=480, help="seconds for everything (default 480)")
+    ap.add_argument("--check-budget", type=float, default=300, help="seconds for one kernel's laws (default 300)")
+    ap.add_argument("--audit-budget", type=float, default=150, help="seconds for one audit run (default 150)")
+    ap.add_argument("--timeout", type=float, default=60, help="seconds one kernel call may take (default 60)")
+    ap.add_argument("--threads", type=int, default=2, help="oracle threads per run (FC_THREADS, default 2)")
     ap.add_argument("--only", help="comma-separated kernel names")
     ap.add_argument("--no-audit", action="store_true", help="the laws only")
-    ap.add_argument("--flashcheck", default=os.environ.get("FLASHCHECK_BIN", "flashcheck"),
-                    help="the flashcheck CLI (for cuda_wgmma's audit)")
-    return ap.parse_args()
+    ap.add_argument("--no-long", action="store_true", help="the quick audit sweep only")
+    ap.add_argument("--regressions-from", default=os.path.join(ROOT, "reports", "h200", "external", "regressions"),
+                    help="saved counterexamples replayed first (copied into OUT/regressions)")
+    ap.add_argument("--flashcheck", default=os.environ.get("FLASHCHECK_BIN", "flashcheck"), help="the flashcheck CLI")
+    ap.add_argument("--self-test", action="store_true", help="the pipeline on pure-Python kernels, no GPU")
+    a = ap.parse_args(argv)
+    if a.only:
+        names = {k[0] for k in (SELF_TEST if a.self_test else KERNELS)}
+        bad = [x for x in a.only.split(",") if x not in names]
+        if bad:
+            ap.error("--only: unknown kernel(s) %s (known: %s)" % (", ".join(bad), ", ".join(sorted(names))))
+    return a
+
+
+class Runner:
+    """Runs the planned subprocesses under one deadline and records each result as it comes."""
+
+    def __init__(self, a):
+        self.a, self.started = a, time.time()
+        self.deadline = self.started + a.budget
+        self.lock = threading.Lock()
+        self.kernels = SELF_TEST if a.self_test else KERNELS
+        if a.only:
+            self.kernels = [k for k in self.kernels if k[0] in a.only.split(",")]
+        self.results = {k[0]: {"name": k[0], "spec": k[1], "about": k[2], "runs": {}} for k in self.kernels}
+        self.audited = [k for k in self.kernels if k[0] not in NO_AUDIT]
+        self.env = self._env()
+
+    def _env(self):
+        a = self.a
+        paths = [HERE, os.path.join(ROOT, "python")] + ([os.path.join(ROOT, "python", "tests")] if a.self_test else [])
+        return dict(os.environ, PYTHONPATH=os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(":"),
+                    FC_THREADS=str(a.threads), OMP_NUM_THREADS=str(a.threads), PYTHONUNBUFFERED="1",
+                    TORCHINDUCTOR_COMPILE_THREADS="4", XLA_PYTHON_CLIENT_PREALLOCATE="false", TF_CPP_MIN_LOG_LEVEL="2",
+                    **SCOPE)
+
+    def path(self, *parts):
+        return os.path.join(self.a.out, *parts)
+
+    # -- the plan: every kernel's laws first, then the quick audits, then the long ones --
+    def plan(self):
+        jobs = [("check", k) for k in self.kernels]
+        if not self.a.no_audit:
+            kinds = AUDIT_KINDS[:1] if self.a.no_long else AUDIT_KINDS[:2] if self.a.self_test else AUDIT_KINDS
+            jobs += [(kind, k) for kind in kinds for k in self.audited]
+        return jobs
+
+    def argv(self, kind, kernel):
+        a = self.a
+        name, spec, _, extra = kernel
+        head = [a.flashcheck] if spec is None else [sys.executable, "-m", "flashcheck"]
+        if kind == "check":
+            regressions = self.path("regressions", name)
+            os.makedirs(regressions, exist_ok=True)
+            argv = head + ["check"] + (["--kernel", name] if spec is None else [spec])
+            cases = min(a.cases, CASES.get(name, a.cases))
+            argv += ["--cases", str(cases), "--seed", str(a.seed), "--json-out", self.path("check", name + ".json"),
+                     "--regressions", regressions, "--save-regressions"] + extra
+        else:
+            # Compact tensors: the audit measures errors, the laws (mixed layouts) hold the strides.
+            argv = head + ["audit"] + (["--kernel", name] if spec is None else [spec, "--layout", "compact"])
+            argv += ["--out", self.path("audit", name + "-" + kind), "--seed", str(a.seed), "--jobs", str(a.threads)]
+            if a.self_test:
+                argv += sum((["--case", c] for c in SELF_TEST_CASES[:2] if kind == "quick"), [])
+                argv += sum((["--case", c] for c in SELF_TEST_CASES[2:] if kind == "n1024"), [])
+            elif kind == "quick":
+                argv += ["--quick", "--dtype", "F16", "--dtype", "BF16"]
+            else:
+                argv += sum((["--case", c] for c in LONG_CASES[kind]), [])
+        if spec is not None:
+            argv += ["--timeout", str(max(a.timeout, CALL_TIMEOUT.get(name, 0)))]
+        return argv
+
+    def run_one(self, kind, kernel):
+        try:
+            self._run_one(kind, kernel)
+        except Exception as exc:  # noqa: B902 - one run's trouble is its row's, never the whole audit's
+            with self.lock:
+                self.results[kernel[0]]["runs"][kind] = {"exit": "error", "seconds": 0,
+                                                         "note": "%s: %s" % (type(exc).__name__, exc)}
+                self.write()
+
+    def _run_one(self, kind, kernel):
+        name = kernel[0]
+        budget = self.a.check_budget if kind == "check" else self.a.audit_budget
+        limit = min(budget, self.deadline - time.time())
+        argv = self.argv(kind, kernel)
+        log = self.path("logs", "%s.%s.log" % (name, kind))
+        result = {"command": shlex.join(argv[1:] if argv[0] == sys.executable else argv), "limit_s": round(limit)}
+        if limit < 5:
+            result.update(exit="not run", seconds=0, note="no time left before the overall deadline")
+        else:
+            code, seconds = run(argv, limit, log, self.env)
+            result.update(exit=code, seconds=seconds)
+            if kind == "check":
+                result.update(audit_summary.read_check(self.path("check", name + ".json"), log))
+            else:
+                result.update(audit_summary.read_audit(self.path("audit", name + "-" + kind, "report.json"), log))
+        with self.lock:
+            self.results[name]["runs"][kind] = result
+            self.write()
+        print("%6.0f s  %-15s %-5s exit %s after %s s" % (time.time() - self.started, name, kind, result["exit"],
+                                                         result["seconds"]), flush=True)
+
+    def write(self):
+        """OUT/kernels/NAME.json, OUT/results.json and OUT/summary.md as they stand (under the lock)."""
+        for name, r in self.results.items():
+            atomic_write(self.path("kernels", name + ".json"), json.dumps(r, indent=1) + "\n")
+        data = {"command": shlex.join([sys.executable] + sys.argv), "seed": self.a.seed, "cases_per_law": self.a.cases,
+                "scope": {} if self.a.self_test else SCOPE,
+                "budget_s": self.a.budget, "seconds": round(time.time() - self.started, 1),
+                "baseline": self.kernels[0][0] if self.kernels and self.kernels[0][1] is None else None,
+                "kernels": [self.results[k[0]] for k in self.kernels]}
+        atomic_write(self.path("results.json"), json.dumps(data, indent=1) + "\n")
+        atomic_write(self.path("summary.md"), audit_summary.render(data, self.a.out))
 
 
 def run(argv, limit, log_path, env):
-    """Runs argv in its own process group under a wall-clock limit: (exit code or 'timeout', seconds)."""
+    """argv in its own process group under a wall-clock limit: (exit code or 'timeout', seconds)."""
     t0 = time.time()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                    cwd=HERE)
+        except OSError as exc:
+            log.write("cannot start %s: %s\n" % (argv[0], exc))
+            return "cannot start", 0.0
         try:
             code = proc.wait(timeout=max(limit, 1))
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGKILL)  # the run, its worker and any compiler it started
             proc.wait()
             code = "timeout"
     return code, round(time.time() - t0, 1)
 
 
-def tail(path, n=3):
-    try:
-        with open(path, errors="replace") as f:
-            return [line.rstrip() for line in f.readlines()[-n:]]
-    except OSError:
-        return []
+def atomic_write(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
-def check_kernel(name, spec, a, deadline, env):
-    """Every law on one kernel: its JSON, with how the run ended."""
-    json_path = os.path.join(a.out, "check", name + ".json")
-    regressions = os.path.join(a.out, "regressions", name)
-    os.makedirs(regressions, exist_ok=True)
-    argv = [sys.executable, "-m", "flashcheck", "check", spec, "--cases", str(a.cases), "--seed", str(a.seed),
-            "--timeout", str(a.timeout), "--json-out", json_path, "--regressions", regressions, "--save-regressions"]
-    log = os.path.join(a.out, "logs", name + ".check.log")
-    code, seconds = run(argv, deadline - time.time(), log, env)
-    result = {"name": name, "spec": spec, "exit": code, "seconds": seconds, "command": shlex.join(argv[1:])}
-    try:
-        with open(json_path) as f:
-            result["check"] = json.load(f)
-    except (OSError, ValueError):
-        result["error"] = " ".join(tail(log, 2)) or "no output"
-    return result
-
-
-def audit_kernel(name, spec, a, deadline, env):
-    out = os.path.join(a.out, "audit", name)
-    argv = ([sys.executable, "-m", "flashcheck", "audit", spec] if spec else [a.flashcheck, "audit", "--kernel", name])
-    argv += ["--out", out, "--seed", str(a.seed), "--dtype", "F16,BF16"] + (["--quick"] if a.quick else [])
-    if spec:
-        argv += ["--timeout", str(a.timeout)]
-    code, seconds = run(argv, deadline - time.time(), os.path.join(a.out, "logs", name + ".audit.log"), env)
-    result = {"exit": code, "seconds": seconds, "command": shlex.join(argv if not spec else argv[1:])}
-    try:
-        with open(os.path.join(out, "report.json")) as f:
-            result["cells"] = cells_of(json.load(f))
-    except (OSError, ValueError):
-        result["error"] = " ".join(tail(os.path.join(a.out, "logs", name + ".audit.log"), 2)) or "no output"
-    return result
-
-
-def cells_of(report):
-    """Per case: pass, the worst ratio to the bound and o's RMSE (the report's own fields)."""
-    out = {}
-    for cell in report.get("cells", []):
-        if cell.get("kernel") == "cpu_naive":
-            continue
-        o = cell.get("tensors", {}).get("o", {})
-        out[cell.get("case", "?")] = {"pass": cell.get("status") == "pass", "status": cell.get("status"),
-                                      "ratio": o.get("ratio", {}).get("max"), "rmse": o.get("rmse"),
-                                      "why": cell.get("error") or o.get("why", ""), "replay": cell.get("replay", "")}
-    return out
-
-
-def fmt(x):
-    return "-" if x is None else ("%.2e" % x if isinstance(x, (int, float)) else str(x))
-
-
-def summary(results, wgmma, a, started):
-    lines = ["# External kernels under flashcheck", "",
-             "Command: `%s`" % shlex.join([sys.executable] + sys.argv), "",
-             "Every law (`python -m flashcheck check`, %d cases per law, seed %d) and the error-bound audit "
-             "(`python -m flashcheck audit`, F16 and BF16%s) per kernel; cuda_wgmma runs the same audit. "
-             "Wall time %.0f s." % (a.cases, a.seed, ", quick sweep" if a.quick else "", time.time() - started),
-             "", "FlexAttention's softcap and sliding-window variants are not in the table: the contract has "
-             "no softcap or window problems yet, so they would run flex's plain problems "
-             "(`--only flex_softcap,flex_window` runs them).",
-             "", "| kernel | laws pass | fail | n/a | unsupported | check | audit cells pass | worst o ratio | note |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    failures = []
-    for r in results:
-        laws = r.get("check", {}).get("laws", [])
-        count = {s: sum(1 for x in laws if x["status"] == s) for s in ("pass", "fail", "n/a", "unsupported")}
-        cells = r.get("audit", {}).get("cells", {})
-        passed = sum(1 for c in cells.values() if c["pass"])
-        ratios = [c["ratio"] for c in cells.values()]
-        worst = "nan" if "nan" in ratios else max((x for x in ratios if isinstance(x, (int, float))), default=None)
-        note = r.get("error") or r.get("audit", {}).get("error", "")
-        lines.append("| %s | %d | %d | %d | %d | exit %s, %s s | %s | %s | %s |" % (
-            r["name"], count["pass"], count["fail"], count["n/a"], count["unsupported"], r["exit"], r["seconds"],
-            "%d/%d" % (passed, len(cells)) if cells else "-", fmt(worst), note[:120].replace("|", "/")))
-        for law in laws:
-            if law["status"] == "fail":
-                failures.append((r["name"], law))
-    lines += ["", "## Laws that failed", ""]
-    for name, law in failures:
-        first = (law.get("message") or "").strip().splitlines()[:1]
-        lines += ["- **%s / %s** (%s): %s" % (name, law["id"], law.get("sentence", ""), first[0] if first else ""),
-                  "  - replay: `%s`" % law.get("replay", ""), "  - saved: `%s`" % law.get("saved", "")]
-    if not failures:
-        lines.append("None.")
-    lines += ["", "## Audit cells that failed", ""]
-    bad = [(r["name"], case, c) for r in results for case, c in r.get("audit", {}).get("cells", {}).items()
-           if not c["pass"]]
-    lines += ["- **%s %s** (%s): %s; replay: `%s`" % (n, case, c["status"], str(c["why"])[:200], c["replay"])
-              for n, case, c in bad] or ["None."]
-    lines += ["", "## o's RMSE per audit case, beside cuda_wgmma", "",
-              "FlashAttention-3 paper, Table 3 (fp16, outliers): %s." % ", ".join(
-                  "%s %.1e" % kv for kv in FA3_RMSE.items()), ""]
-    cases = sorted({c for r in results for c in r.get("audit", {}).get("cells", {})} | set(wgmma.get("cells", {})))
-    names = [r["name"] for r in results if r.get("audit", {}).get("cells")]
-    lines += ["| case | cuda_wgmma | " + " | ".join(names) + " |", "|---" * (len(names) + 2) + "|"]
-    for case in cases:
-        row = [fmt(wgmma.get("cells", {}).get(case, {}).get("rmse"))]
-        row += [fmt(r["audit"]["cells"].get(case, {}).get("rmse")) for r in results if r["name"] in names]
-        lines.append("| %s | %s |" % (case, " | ".join(row)))
-    return "\n".join(lines) + "\n"
-
-
-def main():
-    a = parse_args()
-    a.cases = a.cases or (6 if a.quick else 40)
-    started, deadline = time.time(), time.time() + a.budget
-    for sub in ("check", "audit", "logs", "regressions"):
+def main(argv=None):
+    a = parse_args(argv)
+    if a.self_test and a.flashcheck == "flashcheck" and os.path.exists(os.path.join(ROOT, "build", "cli", "flashcheck")):
+        a.flashcheck = os.path.join(ROOT, "build", "cli", "flashcheck")
+    a.out = os.path.abspath(a.out)
+    for sub in ("check", "audit", "logs", "regressions", "kernels"):
         os.makedirs(os.path.join(a.out, sub), exist_ok=True)
+    if not a.self_test and os.path.isdir(a.regressions_from) and \
+            os.path.abspath(a.regressions_from) != os.path.join(a.out, "regressions"):
+        shutil.copytree(a.regressions_from, os.path.join(a.out, "regressions"), dirs_exist_ok=True)
     with open(os.path.join(a.out, "command.txt"), "w") as f:
         f.write(shlex.join([sys.executable] + sys.argv) + "\n")
-    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONPATH=os.pathsep.join(
-        [HERE, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"), os.environ.get("PYTHONPATH", "")]))
-    chosen = [k for k in KERNELS if not a.only or k[0] in a.only.split(",")]
-    chosen += [k for k in VARIANT_KERNELS if a.only and k[0] in a.only.split(",")]
-    # The laws first, then the audits, each phase with its share of the budget.
-    check_deadline = started + a.budget * (1.0 if a.no_audit else 0.6)
+    r = Runner(a)
+    with r.lock:
+        r.write()
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        results = list(pool.map(lambda k: check_kernel(k[0], k[1], a, check_deadline, env), chosen))
-        wgmma = {}
-        if not a.no_audit:
-            jobs = [pool.submit(audit_kernel, n, s, a, deadline, env) for n, s in chosen]
-            wgmma_job = pool.submit(audit_kernel, "cuda_wgmma", None, a, deadline, env)
-            for r, job in zip(results, jobs):
-                r["audit"] = job.result()
-            wgmma = wgmma_job.result()
-    with open(os.path.join(a.out, "results.json"), "w") as f:
-        json.dump({"seed": a.seed, "cases_per_law": a.cases, "quick": a.quick, "kernels": results,
-                   "cuda_wgmma_audit": wgmma, "seconds": round(time.time() - started, 1)}, f, indent=1)
-    text = summary(results, wgmma, a, started)
-    with open(os.path.join(a.out, "summary.md"), "w") as f:
-        f.write(text)
-    print(text)
+        futures = [pool.submit(r.run_one, kind, k) for kind, k in r.plan()]
+        for f in futures:
+            f.result()
+    with r.lock:
+        r.write()
+    print(open(os.path.join(a.out, "summary.md")).read())
     return 0
 
 

@@ -9,7 +9,9 @@
 #            none), into .carry-external/bundle.tar.gz (git-ignored; ~10-20 MB)
 #   device:  bash examples/python/h200_audit.sh STEP... [-- audit_external.py options]
 #            STEPs: tests (plugin_gpu_test + the bridge's torch tests), audit (every external kernel),
-#            with carry=[".carry-external"]; everything lands in $OUT/external.tar.gz
+#            with carry=[".carry-external"]; everything lands in $OUT/external.tar.gz (summary.md,
+#            results.json, kernels/*.json, check/, audit/, logs/, regressions/), packed even when a run
+#            is cut short: `audit` alone takes at most AUDIT_WALL (510) s, its own budget AUDIT_BUDGET (470) s
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bundle=$root/.carry-external/bundle.tar.gz
@@ -82,15 +84,19 @@ for step in "${steps[@]}"; do
   echo "=== $step $(date -u +%T)"
   case $step in
     tests)
-      FC_PLUGIN_DIR=$work/plugins timeout 120 "$work/bin/plugin_gpu_test" > "$out/external/plugin_gpu_test.log" 2>&1
+      # -d yes: each case's time as it finishes, so a case that hangs is the one after the last line.
+      FC_PLUGIN_DIR=$work/plugins timeout 300 "$work/bin/plugin_gpu_test" -d yes > "$out/external/plugin_gpu_test.log" 2>&1
       echo "plugin_gpu_test exit $?" | tee -a "$out/external/tests.txt"
-      (cd "$root/python/tests" && timeout 300 python3 run_gpu.py -rs) > "$out/external/python_gpu_tests.log" 2>&1
+      (cd "$root/python/tests" && timeout 480 python3 run_gpu.py -rs) > "$out/external/python_gpu_tests.log" 2>&1
       echo "python_bridge_gpu exit $?" | tee -a "$out/external/tests.txt"
       tail -5 "$out/external/python_gpu_tests.log"
       ;;
     audit)
-      python3 "$root/examples/python/audit_external.py" --out "$out/external" --flashcheck "$FLASHCHECK_BIN" "$@" ||
-        rc=$?
+      # The audit keeps to its own --budget (default 470 s) and writes its results as they come; the
+      # outer limit only guards against the orchestrator itself hanging, so the tar below always runs.
+      timeout -k 5 "${AUDIT_WALL:-510}" python3 "$root/examples/python/audit_external.py" --out "$out/external" \
+        --flashcheck "$FLASHCHECK_BIN" --budget "${AUDIT_BUDGET:-470}" "$@" > "$out/external/audit.log" 2>&1 || rc=$?
+      tail -25 "$out/external/audit.log"
       ;;
     *) echo "unknown step $step" >&2; rc=2 ;;
   esac

@@ -1,33 +1,131 @@
-"""jax.nn.dot_product_attention as flashcheck kernels, implementation="cudnn" and "xla". JAX's layout is
-(batch, seq, heads, dim), so q, k, v are swapped into it and o back; is_causal is the top-left
-alignment; the backward is jax.vjp. JAX imports the suite's tensors through DLPack, which it accepts
-compact only (contiguous=True: strided cases are declined).
+"""jax.nn.dot_product_attention as flashcheck kernels, implementation="cudnn" and "xla", with
+local_window_size and query/key sequence lengths. JAX's layout is (batch, seq, heads, dim), so q, k, v
+are swapped into it and o back; is_causal and the window are top-left aligned (jax.nn's
+_get_causal_mask and _get_window_mask count query and key positions from 0 alike). The contract's varlen
+batches go in padded, with query_seq_lengths and key_value_seq_lengths. Forward and backward (jax.vjp)
+are jitted, once per shape, and compiled programs persist on disk across the worker's restarts. JAX
+imports the suite's tensors through DLPack only compact (contiguous=True: strided cases are declined).
 
     python -m flashcheck check jax_attention:cudnn
 """
+import functools
 import os
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # share the GPU with the suite
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
 import flashcheck  # noqa: E402
 
+for _key, _value in (("jax_compilation_cache_dir", os.environ.get("FC_JAX_CACHE", "/tmp/flashcheck_jax_cache")),
+                     ("jax_persistent_cache_min_compile_time_secs", 0.0)):
+    try:
+        jax.config.update(_key, _value)
+    except Exception:  # noqa: B902 - an older JAX without the persistent cache: compile per process
+        pass
 
-def _dpa(implementation):
+
+def _attend(q, k, v, lengths, impl, scale, causal, window):
+    """q (B, T, N, H), k, v (B, S, K, H) -> (B, T, N, H)."""
+    kw = {} if lengths is None else {"query_seq_lengths": lengths[0], "key_value_seq_lengths": lengths[1]}
+    return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=causal, local_window_size=window,
+                                        implementation=impl, **kw)
+
+
+def _dense(q, k, v, impl, scale, causal, window):  # (B, N, T, H) in and out, the suite's layout
+    o = _attend(*(jnp.swapaxes(x, 1, 2) for x in (q, k, v)), None, impl, scale, causal, window)
+    return jnp.swapaxes(o, 1, 2)
+
+
+def _varlen(q, k, v, gather_q, gather_k, scatter_q, lengths, impl, scale, causal, window):
+    """Packed (total, heads, H) in and out: padded to (B, n, heads, H) by index arrays (the padding
+    reads an appended zero row), attended with the sequence lengths, and packed again."""
+    def pad(x, index):
+        return jnp.concatenate([x, jnp.zeros((1,) + x.shape[1:], x.dtype)])[index]
+    o = _attend(pad(q, gather_q), pad(k, gather_k), pad(v, gather_k), lengths, impl, scale, causal, window)
+    return o[scatter_q[0], scatter_q[1]]
+
+
+_STATIC = ("impl", "scale", "causal", "window")
+_dense_fwd = jax.jit(_dense, static_argnames=_STATIC)
+_varlen_fwd = jax.jit(_varlen, static_argnames=_STATIC)
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _dense_bwd(q, k, v, d_o, impl, scale, causal, window):
+    _, vjp = jax.vjp(lambda a, b, c: _dense(a, b, c, impl, scale, causal, window), q, k, v)
+    return vjp(d_o)
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _varlen_bwd(q, k, v, d_o, gather_q, gather_k, scatter_q, lengths, impl, scale, causal, window):
+    _, vjp = jax.vjp(lambda a, b, c: _varlen(a, b, c, gather_q, gather_k, scatter_q, lengths, impl, scale, causal,
+                                             window), q, k, v)
+    return vjp(d_o)
+
+
+def _window(p, impl):
+    """JAX's local_window_size for the contract's window (None: no window)."""
+    if p.window_left < 0 and p.window_right < 0:
+        return None
+    big = max(p.n_q, p.n_k) + 1  # an unbounded side
+    if impl == "cudnn":  # only the left side, with the causal mask (supports() sees to it)
+        return None if p.window_left < 0 else (p.window_left, 0)
+    return (p.window_left if p.window_left >= 0 else big, p.window_right if p.window_right >= 0 else big)
+
+
+def _indices(p):
+    """Index arrays between the packed tokens and the padded (batch, n) grid, and the lengths."""
+    cu_q, cu_k = (np.asarray(x).astype(np.int64) for x in (p.cu_seqlens_q, p.cu_seqlens_k))
+    len_q, len_k = np.diff(cu_q), np.diff(cu_k)
+    n_q, n_k = max(p.n_q, 1), max(p.n_k, 1)
+    gather_q = np.full((p.batch, n_q), cu_q[-1], np.int32)  # the appended zero row
+    gather_k = np.full((p.batch, n_k), cu_k[-1], np.int32)
+    scatter = np.zeros((2, int(cu_q[-1])), np.int32)
+    for b in range(p.batch):
+        gather_q[b, :len_q[b]] = np.arange(cu_q[b], cu_q[b + 1])
+        gather_k[b, :len_k[b]] = np.arange(cu_k[b], cu_k[b + 1])
+        scatter[0, cu_q[b]:cu_q[b + 1]], scatter[1, cu_q[b]:cu_q[b + 1]] = b, np.arange(len_q[b])
+    lengths = (jnp.asarray(len_q, jnp.int32), jnp.asarray(len_k, jnp.int32))
+    return jnp.asarray(gather_q), jnp.asarray(gather_k), jnp.asarray(scatter), lengths
+
+
+def _kernel(impl):
+    def static(p):
+        return dict(impl=impl, scale=float(p.scale), causal=p.is_causal, window=_window(p, impl))
+
     def forward(q, k, v, p):
-        qt, kt, vt = (jnp.swapaxes(x, 1, 2) for x in (q, k, v))
-        o = jax.nn.dot_product_attention(qt, kt, vt, scale=p.scale, is_causal=p.is_causal,
-                                         implementation=implementation)
-        return jnp.swapaxes(o, 1, 2)
+        if p.varlen:
+            return _varlen_fwd(q, k, v, *_indices(p), **static(p))
+        return _dense_fwd(q, k, v, **static(p))
 
-    cudnn = implementation == "cudnn"
-    return flashcheck.Kernel(forward, name="jax_" + implementation, device="cuda", framework="jax",
+    def backward(q, k, v, o, lse, d_o, p):
+        if p.varlen:
+            return _varlen_bwd(q, k, v, d_o, *_indices(p), **static(p))
+        return _dense_bwd(q, k, v, d_o, **static(p))
+
+    def supports(p):
+        if p.window_left < 0 and p.window_right < 0:
+            return True
+        if impl == "cudnn":
+            # jax.nn: cuDNN takes only a left window, and a right one only under the causal mask
+            # ("cuDNN doesn't support right window ... when causal mask is not used").
+            return p.mask == "causal_top_left"
+        # Windows are top-left aligned in JAX; the contract's are too under causal_top_left, and
+        # without a mask only where n_q == n_k (per sequence: not known here for varlen).
+        return p.mask == "causal_top_left" or (not p.varlen and p.n_q == p.n_k)
+
+    cudnn = impl == "cudnn"
+    return flashcheck.Kernel(forward, backward, name="jax_" + impl, device="cuda", framework="jax",
                              dtypes=("F16", "BF16") if cudnn else ("F16", "BF16", "F32"),
                              masks=("none", "causal_top_left"), writes_lse=False, contiguous=True,
-                             head_dims=range(8, 129, 8) if cudnn else None)
+                             # cuDNN's fused attention: head dims multiple of 8 up to 128 (jax's
+                             # check_is_flash_attention)
+                             head_dims=range(8, 129, 8) if cudnn else None,
+                             variants=("window", "varlen"), supports=supports)
 
 
-cudnn = _dpa("cudnn")
-xla = _dpa("xla")
+cudnn = _kernel("cudnn")
+xla = _kernel("xla")

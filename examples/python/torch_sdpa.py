@@ -1,7 +1,12 @@
 """PyTorch's scaled_dot_product_attention as flashcheck kernels, one per backend (flash, efficient,
-cuDNN, math). SDPA's is_causal is the top-left alignment; its backward comes through autograd.
+cuDNN, math). SDPA's is_causal is the top-left alignment; its backward comes through autograd; d_v != d
+is offered to every backend and declined where SDPA's own support check says no.
 
     python -m flashcheck check torch_sdpa:flash       # from this folder, every law, isolated
+
+What a backend cannot run is declined in supports(), never failed: first SDPA's own check
+(torch.backends.cuda.can_use_*_attention on tensors of this call's shapes and strides), then the limits
+the kernels themselves enforce but that check does not look at (each with its rule below).
 """
 import torch
 import torch.nn.functional as F
@@ -14,35 +19,60 @@ _CAN_USE = {
     SDPBackend.EFFICIENT_ATTENTION: "can_use_efficient_attention",
     SDPBackend.CUDNN_ATTENTION: "can_use_cudnn_attention",
 }
+_DTYPES = {"F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32}
 
 
 def _tensors(p):
     """Empty tensors with the call's shapes, strides and dtype (for SDPA's own support checks)."""
-    dtype = {"F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32}[p.dtype]
-    shapes = {"q": (p.batch, p.heads_q, p.n_q, p.d), "k": (p.batch, p.heads_kv, p.n_k, p.d),
-              "v": (p.batch, p.heads_kv, p.n_k, p.d_v)}
-    return [torch.empty_strided(shapes[t], p.strides[t], dtype=dtype, device="cuda") for t in ("q", "k", "v")]
+    return [torch.empty_strided(p.shapes[t], p.strides[t], dtype=_DTYPES[p.dtype], device="cuda")
+            for t in ("q", "k", "v")]
 
 
-def sdpa(backend):
+def rows_aligned(p, elems):
+    """Whether every stride of q, k and v but the last (over axes longer than 1) is a multiple of
+    `elems` elements: the 16-byte rows the vectorised loads of the fused kernels need."""
+    return all(stride % elems == 0 for t in ("q", "k", "v")
+               for n, stride in zip(p.shapes[t][:-1], p.strides[t][:-1]) if n > 1)
+
+
+def sdpa(backend, check_alignment=True):
     def forward(q, k, v, p):
         with sdpa_kernel(backend):
             return F.scaled_dot_product_attention(q, k, v, is_causal=p.is_causal, scale=p.scale,
                                                   enable_gqa=p.heads_q != p.heads_kv)
 
-    def supports(p):  # what SDPA itself says it runs (so an unsupported shape is declined, not failed)
+    def supports(p):
         name = _CAN_USE.get(backend)
-        if name is None:
+        if name is None:  # math runs everything
             return True
         params = torch.backends.cuda.SDPAParams(*_tensors(p), None, 0.0, p.is_causal, p.heads_q != p.heads_kv)
-        return bool(getattr(torch.backends.cuda, name)(params, False))
+        if not getattr(torch.backends.cuda, name)(params, False):
+            return False
+        elems = 16 // _DTYPES[p.dtype].itemsize
+        if backend == SDPBackend.EFFICIENT_ATTENTION and check_alignment:
+            # The memory-efficient (cutlass) kernels are built for sm80+ only in their aligned variants:
+            # kernel_forward.h's check_supported requires q/k/v strides along the sequence, head and batch
+            # axes to be multiples of 128 bits ("query is not correctly aligned (strideM)"), and with no
+            # aligned kernel applicable the dispatcher raises "cutlassF: no kernel found to launch!".
+            return rows_aligned(p, elems)
+        if backend == SDPBackend.FLASH_ATTENTION and check_alignment:
+            # FlashAttention-2 reads q/k/v rows with 16-byte vector loads; flash_api.cpp checks only
+            # stride(-1) == 1 (and flash_attn's Python interface makes inputs contiguous), so SDPA's check
+            # accepts rows that are not 16-byte aligned and the kernel faults with "misaligned address",
+            # which breaks the CUDA context. Declined here; `flash_any_stride` runs them (the audit's
+            # counterexample for that fault).
+            return rows_aligned(p, elems)
+        return True
 
-    return flashcheck.Kernel(forward, name="sdpa_" + backend.name.lower(), device="cuda",
-                             dtypes=("F16", "BF16") if backend != SDPBackend.MATH else ("F16", "BF16", "F32"),
-                             masks=("none", "causal_top_left"), writes_lse=False, supports=supports)
+    name = "sdpa_" + backend.name.lower() + ("" if check_alignment else "_any_stride")
+    # Every dtype is offered: SDPA's check says which each backend takes (flash and cuDNN: fp16, bf16).
+    return flashcheck.Kernel(forward, name=name, device="cuda", dtypes=("F16", "BF16", "F32"),
+                             masks=("none", "causal_top_left"), writes_lse=False, variants=("d_v",),
+                             supports=supports)
 
 
 flash = sdpa(SDPBackend.FLASH_ATTENTION)
 efficient = sdpa(SDPBackend.EFFICIENT_ATTENTION)
 cudnn = sdpa(SDPBackend.CUDNN_ATTENTION)
 math = sdpa(SDPBackend.MATH)
+flash_any_stride = sdpa(SDPBackend.FLASH_ATTENTION, check_alignment=False)

@@ -1,7 +1,8 @@
-"""torch.nn.attention.varlen as a flashcheck kernel: a dense batch packed into one token axis
-(cu_seqlens from the batch's lengths), attention through varlen_attn, unpacked again. Its causal mask is
-taken to be FlashAttention's bottom-right alignment (the varlen kernels are FlashAttention's); the
-contract's own varlen problems are passed through once the generators make them.
+"""torch.nn.attention.varlen as a flashcheck kernel: FlashAttention's varlen kernels behind PyTorch's
+varlen_attn. The contract's varlen problems (packed (total, heads, d) tensors, cu_seqlens) pass straight
+through; a dense batch is packed into one token axis (equal lengths) and unpacked again. Causal is
+FlashAttention's bottom-right alignment (window_size=(-1, 0)); windows (left, right) are FlashAttention's,
+aligned the same way, so the contract's windows map one to one. lse comes back when varlen_attn offers it.
 
     python -m flashcheck check torch_varlen:varlen
 """
@@ -13,6 +14,8 @@ from torch.nn.attention import varlen as _varlen
 import flashcheck
 
 _PARAMS = inspect.signature(_varlen.varlen_attn).parameters
+_HAS_WINDOW = "window_size" in _PARAMS
+_HAS_LSE = "return_aux" in _PARAMS and hasattr(_varlen, "AuxRequest")
 
 
 def _pack(x):  # (batch, heads, n, d) -> (batch * n, heads, d)
@@ -20,22 +23,56 @@ def _pack(x):  # (batch, heads, n, d) -> (batch * n, heads, d)
     return x.transpose(1, 2).reshape(b * n, h, d)
 
 
+def _window(p):
+    """FlashAttention's (left, right): -1 unbounded; the causal mask is right = 0."""
+    left, right = p.window_left, p.window_right
+    if p.is_causal:
+        right = 0 if right < 0 else min(right, 0)
+    return left, right
+
+
 def forward(q, k, v, p):
-    cu_q = torch.arange(0, (p.batch + 1) * p.n_q, p.n_q, dtype=torch.int32, device="cuda")
-    cu_k = torch.arange(0, (p.batch + 1) * p.n_k, p.n_k, dtype=torch.int32, device="cuda")
-    kwargs = {}
-    if "scale" in _PARAMS:
-        kwargs["scale"] = p.scale
-    if "is_causal" in _PARAMS:
+    if p.varlen:
+        cu_q, cu_k, max_q, max_k, packed = p.cu_seqlens_q, p.cu_seqlens_k, p.n_q, p.n_k, (q, k, v)
+    else:
+        cu_q = torch.arange(0, (p.batch + 1) * p.n_q, p.n_q, dtype=torch.int32, device="cuda")
+        cu_k = torch.arange(0, (p.batch + 1) * p.n_k, p.n_k, dtype=torch.int32, device="cuda")
+        # Packed as a user of varlen_attn packs: into new contiguous (total, heads, d) tensors.
+        max_q, max_k, packed = p.n_q, p.n_k, tuple(_pack(x).contiguous() for x in (q, k, v))
+    kwargs = {"scale": p.scale} if "scale" in _PARAMS else {}
+    if _HAS_WINDOW:
+        kwargs["window_size"] = _window(p)  # a tuple: varlen_attn reads (-1, 0) as is_causal
+    else:
         kwargs["is_causal"] = p.is_causal
-    elif p.is_causal:
-        kwargs["window_size"] = (-1, 0)
-    o = _varlen.varlen_attn(_pack(q), _pack(k), _pack(v), cu_q, cu_k, p.n_q, p.n_k, **kwargs)
-    o = o[0] if isinstance(o, tuple) else o
-    return o.reshape(p.batch, p.n_q, p.heads_q, p.d_v).transpose(1, 2)
+    if _HAS_LSE:
+        kwargs["return_aux"] = _varlen.AuxRequest(lse=True)
+    out = _varlen.varlen_attn(*packed, cu_q, cu_k, max_q, max_k, **kwargs)
+    o, lse = out if isinstance(out, tuple) else (out, None)
+    # lse: (heads_q, total_q), as FlashAttention's varlen forward returns it (varlen_attn's fake kernel
+    # for CUDA says the same; its docstring's (T_q, H) is not what comes back).
+    if p.varlen:
+        return o, lse  # (total_q, heads_q, d_v), (heads_q, total_q)
+    o = o.reshape(p.batch, p.n_q, p.heads_q, p.d_v).transpose(1, 2)
+    if lse is not None:
+        lse = lse.reshape(p.heads_q, p.batch, p.n_q).transpose(0, 1)
+    return o, lse
+
+
+def supports(p):
+    if p.d != p.d_v:  # FlashAttention-2: one head dim for q, k and v
+        return False
+    if "scale" not in _PARAMS and abs(p.scale - p.d ** -0.5) > 1e-12 * p.scale:
+        return False  # a varlen_attn without `scale` computes 1/sqrt(d) only
+    if not p.varlen:
+        return True  # packed into contiguous tensors by forward()
+    # The contract's packed tensors go in as they are. FlashAttention reads rows with 16-byte vector
+    # loads and its C++ entry checks only stride(-1) == 1: rows that are not 16-byte aligned fault
+    # ("misaligned address", and the CUDA context is lost), so such strides are declined.
+    return all(stride % 8 == 0 for t in ("q", "k", "v")
+               for n, stride in zip(p.shapes[t][:-1], p.strides[t][:-1]) if n > 1)
 
 
 varlen = flashcheck.Kernel(
     forward, name="torch_varlen", device="cuda", dtypes=("F16", "BF16"), masks=("none", "causal_bottom_right"),
-    head_dims=range(8, 257, 8), writes_lse=False,
-    supports=lambda p: "scale" in _PARAMS or abs(p.scale - p.d ** -0.5) < 1e-12 * p.scale)
+    head_dims=range(8, 257, 8),  # FlashAttention-2: head dims multiple of 8, up to 256
+    writes_lse=_HAS_LSE, supports=supports, variants=("varlen",) + (("window",) if _HAS_WINDOW else ()))

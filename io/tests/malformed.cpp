@@ -9,7 +9,7 @@ using nlohmann::json;
 namespace {
 int64_t elem_size(const std::string& dtype) {
   if (dtype == "F64") return 8;
-  if (dtype == "F32") return 4;
+  if (dtype == "F32" || dtype == "I32") return 4;
   if (dtype == "F16" || dtype == "BF16") return 2;
   return 1;
 }

@@ -13,6 +13,7 @@ int32_t bits(DType t) {
     case DType::BF16: return 8;
     case DType::F32: return 24;
     case DType::F64: return 53;
+    case DType::I32: break;  // an index dtype, never a problem's storage
   }
   return 0;
 }

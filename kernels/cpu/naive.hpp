@@ -3,13 +3,14 @@
 // row max, P = exp(S - m) stored in storage, l = rowsum(P), O = P·V / l rounded to storage.
 // The backward materialises likewise: P = exp(S - lse), dP = d_o Vᵀ and dS = P (dP - D) stored in
 // storage, then d_v = Pᵀ d_o, d_q = scale·dS K, d_k = scale·dSᵀ Q accumulated in A.
-// Every product runs over a row's visible prefix only, so masked keys never touch a row (a NaN in
+// Every product runs over a row's visible range only, so masked keys never touch a row (a NaN in
 // an invisible v_j would otherwise reach it as 0·NaN).
 #pragma once
 
 #include <Eigen/Core>
 #include <vector>
 
+#include "kernels/cpu/layout.hpp"
 #include "kernels/cpu/scalar.hpp"
 #include "kernels/rules.h"
 
@@ -20,106 +21,157 @@ using RowMat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>
 template <class S>
 using ConstMap = Eigen::Map<const RowMat<S>>;
 
-// A storage-typed matrix widened to A (exactly, or rounding once when A is narrower).
-template <class A, class M>
-RowMat<A> widen(const M& x) {
-  return x.unaryExpr([](typename M::Scalar e) { return cvt<A>(e); });
+// One (sequence, query head), gathered compact and widened to A: q (n_q, d), k (n_k, d), v (n_k, d_v).
+template <class A>
+struct NaiveHead {
+  RowMat<A> q, k, v;
+  int64_t n_q, n_k;
+  Problem p;
+  double slope;  // ALiBi slope of the head (0: none)
+};
+
+template <class A, class T>
+RowMat<A> gathered(const HostTensor& t, int64_t n, int64_t w, const auto& row) {
+  RowMat<A> out(n, w);  // (n, w)
+  for (int64_t i = 0; i < n; ++i) read_row<A, T>(t, row(i), w, out.data() + i * w);
+  return out;
 }
 
-// S for one head, materialised in storage: (n_q, n_k); invisible entries are -inf.
+template <class A, class T>
+NaiveHead<A> naive_head(const Inputs& in, int64_t b, int64_t h) {
+  const Problem& p = in.p;
+  const Seqs seqs = in.seqs();
+  const int64_t kv = kv_head(p, int32_t(h)), n_q = seq_n_q(p, seqs, b), n_k = seq_n_k(p, seqs, b);
+  auto q_rows = [&](int64_t i) { return q_row(p, seqs, b, h, i); };
+  auto kv_rows = [&](int64_t j) { return kv_row(p, seqs, b, kv, j); };
+  return {gathered<A, T>(in.q, n_q, p.d, q_rows),
+          gathered<A, T>(in.k, n_k, p.d, kv_rows),
+          gathered<A, T>(in.v, n_k, head_dim_v(p), kv_rows),
+          n_q,
+          n_k,
+          p,
+          in.slope(h)};
+}
+
+// S for one head, materialised in storage: (n_q, n_k); invisible entries are -inf. As an eager
+// framework computes it, each step is its own stored tensor: S = scale·QKᵀ, then softcap
+// c·tanh(S/c), then S - ALiBi bias, each rounded to storage. raw (when given) keeps scale·QKᵀ as
+// stored, for the backward's softcap derivative.
 template <class T, class A>
-RowMat<T> naive_scores(const Problem& p, const RowMat<A>& q, const RowMat<A>& k) {
+RowMat<T> naive_scores(const NaiveHead<A>& hd, RowMat<T>* raw = nullptr) {
   using L = Soft<A>;
-  RowMat<T> s = RowMat<T>::Constant(p.n_q, p.n_k, cvt<T>(rules::neg_inf<L>()));  // (n_q, n_k)
-  for (int64_t i = 0; i < p.n_q; ++i) {
-    const int64_t vis = n_visible(p.mask, i, p.n_q, p.n_k);
-    if (vis == 0) continue;
-    Eigen::Matrix<A, 1, Eigen::Dynamic> dots = q.row(i) * k.topRows(vis).transpose();  // (vis)
-    for (int64_t j = 0; j < vis; ++j) s(i, j) = cvt<T>(cvt<L>(dots(j)) * L(p.scale));
+  const Problem& p = hd.p;
+  RowMat<T> s = RowMat<T>::Constant(hd.n_q, hd.n_k, cvt<T>(rules::neg_inf<L>()));  // (n_q, n_k)
+  if (raw) *raw = s;
+  for (int64_t i = 0; i < hd.n_q; ++i) {
+    const KeyRange vis = visible_keys(p, i, hd.n_q, hd.n_k);
+    if (vis.end == vis.begin) continue;
+    Eigen::Matrix<A, 1, Eigen::Dynamic> dots =
+        hd.q.row(i) * hd.k.middleRows(vis.begin, vis.end - vis.begin).transpose();  // (visible keys)
+    for (int64_t j = vis.begin; j < vis.end; ++j) {
+      T x = cvt<T>(cvt<L>(dots(j - vis.begin)) * L(p.scale));
+      if (raw) (*raw)(i, j) = x;
+      if (p.softcap > 0) x = cvt<T>(softcapped(cvt<L>(x), L(p.softcap), Tanh{}));
+      if (p.alibi) x = cvt<T>(cvt<L>(x) - L(hd.slope) * L(alibi_distance(p.mask, i, j, hd.n_q, hd.n_k)));
+      s(i, j) = x;
+    }
   }
   return s;
 }
 
 template <class T, class A>
-void naive_forward(const Problem& p, const T* q, const T* k, const T* v, T* o, double* lse) {
+void naive_forward(const Inputs& in, Outputs& out) {
   using L = Soft<A>;
   const Exp exp_fn;
+  const Problem& p = in.p;
+  const Seqs seqs = in.seqs();
+  const int64_t dv = head_dim_v(p);
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h) {
-      const int64_t kv = kv_head(p, int32_t(h));
-      const RowMat<A> q_h = widen<A>(ConstMap<T>(q + offset_q(p, b, h, 0), p.n_q, p.d));    // (n_q, d)
-      const RowMat<A> k_h = widen<A>(ConstMap<T>(k + offset_kv(p, b, kv, 0), p.n_k, p.d));  // (n_k, d)
-      const RowMat<A> v_h = widen<A>(ConstMap<T>(v + offset_kv(p, b, kv, 0), p.n_k, p.d));  // (n_k, d)
-      const RowMat<T> s = naive_scores<T, A>(p, q_h, k_h);                                  // (n_q, n_k)
-      for (int64_t i = 0; i < p.n_q; ++i) {
-        const int64_t vis = n_visible(p.mask, i, p.n_q, p.n_k);
+      const NaiveHead<A> hd = naive_head<A, T>(in, b, h);
+      const RowMat<T> s = naive_scores<T, A>(hd);     // (n_q, n_k)
+      std::vector<T> o_row(static_cast<size_t>(dv));  // (d_v)
+      for (int64_t i = 0; i < hd.n_q; ++i) {
+        const KeyRange vis = visible_keys(p, i, hd.n_q, hd.n_k);
+        const int64_t n_vis = vis.end - vis.begin;
         L m = rules::neg_inf<L>();
-        for (int64_t j = 0; j < vis; ++j) m = rules::running_max(m, cvt<L>(s(i, j)));
-        const L shift = rules::safe_shift(m);          // -inf - -inf guard for a row with no visible key
-        Eigen::Matrix<A, 1, Eigen::Dynamic> p_i(vis);  // (vis) P row, stored in storage, widened
+        for (int64_t j = vis.begin; j < vis.end; ++j) m = rules::running_max(m, cvt<L>(s(i, j)));
+        const L shift = rules::safe_shift(m);            // -inf - -inf guard for a row with no visible key
+        Eigen::Matrix<A, 1, Eigen::Dynamic> p_i(n_vis);  // (visible keys) P row, stored in storage, widened
         A l = A(0.0f);
-        for (int64_t j = 0; j < vis; ++j) {
-          p_i(j) = cvt<A>(cvt<T>(exp_fn(cvt<L>(s(i, j)) - shift)));  // P materialised in storage
-          l = l + p_i(j);                                            // the rowsum of the stored P
+        for (int64_t j = 0; j < n_vis; ++j) {
+          p_i(j) = cvt<A>(cvt<T>(exp_fn(cvt<L>(s(i, vis.begin + j)) - shift)));  // P materialised in storage
+          l = l + p_i(j);                                                        // the rowsum of the stored P
         }
-        Eigen::Matrix<A, 1, Eigen::Dynamic> o_i = Eigen::Matrix<A, 1, Eigen::Dynamic>::Zero(p.d);  // (d)
-        if (vis > 0) o_i = p_i * v_h.topRows(vis);
+        Eigen::Matrix<A, 1, Eigen::Dynamic> o_i = Eigen::Matrix<A, 1, Eigen::Dynamic>::Zero(dv);  // (d_v)
+        if (n_vis > 0) o_i = p_i * hd.v.middleRows(vis.begin, n_vis);
         const L inv = rules::inv_l(cvt<L>(l));  // l = 0 (no visible key): o = 0, not 0/0
-        T* o_row = o + offset_q(p, b, h, i);    // (d)
-        for (int64_t c = 0; c < p.d; ++c) o_row[c] = cvt<T>(cvt<L>(o_i(c)) * inv);
-        lse[offset_lse(p, b, h, i)] = double(rules::finalize_lse(m, cvt<L>(l), Log{}));
+        for (int64_t c = 0; c < dv; ++c) o_row[size_t(c)] = cvt<T>(cvt<L>(o_i(c)) * inv);
+        write_row<T>(out.o, q_row(p, seqs, b, h, i), dv, o_row.data());
+        out.lse.set(lse_index(p, seqs, b, h, i), double(rules::finalize_lse(m, cvt<L>(l), Log{})));
       }
     }
 }
 
 template <class T, class A>
-void naive_backward(const Problem& p, const T* q, const T* k, const T* v, const T* o, const double* lse, const T* d_o,
-                    T* d_q, T* d_k, T* d_v) {
+void naive_backward(const Inputs& in, Outputs& out) {
   using L = Soft<A>;
   const Exp exp_fn;
-  const int64_t group = p.heads_q / p.heads_kv;
+  const Problem& p = in.p;
+  const Seqs seqs = in.seqs();
+  const int64_t group = p.heads_q / p.heads_kv, d = p.d, dv = head_dim_v(p);
+  KvGrads<T, L> kv_out(p, out.d_k, out.d_v);
+  std::vector<T> row(size_t(std::max(d, dv)));  // (max(d, d_v)) one output row in storage
+  std::vector<L> dk_row(static_cast<size_t>(d)), dv_row(static_cast<size_t>(dv));  // (d), (d_v)
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t kv = 0; kv < p.heads_kv; ++kv) {
-      const RowMat<A> k_h = widen<A>(ConstMap<T>(k + offset_kv(p, b, kv, 0), p.n_k, p.d));  // (n_k, d)
-      const RowMat<A> v_h = widen<A>(ConstMap<T>(v + offset_kv(p, b, kv, 0), p.n_k, p.d));  // (n_k, d)
-      RowMat<A> dk_acc = RowMat<A>::Zero(p.n_k, p.d);  // (n_k, d) summed over the group's query heads
-      RowMat<A> dv_acc = RowMat<A>::Zero(p.n_k, p.d);  // (n_k, d)
+      const int64_t n_q = seq_n_q(p, seqs, b), n_k = seq_n_k(p, seqs, b);
+      RowMat<A> dk_acc = RowMat<A>::Zero(n_k, d);   // (n_k, d) summed over the group's query heads
+      RowMat<A> dv_acc = RowMat<A>::Zero(n_k, dv);  // (n_k, d_v)
       for (int64_t h = kv * group; h < (kv + 1) * group; ++h) {
-        const RowMat<A> q_h = widen<A>(ConstMap<T>(q + offset_q(p, b, h, 0), p.n_q, p.d));      // (n_q, d)
-        const RowMat<A> o_h = widen<A>(ConstMap<T>(o + offset_q(p, b, h, 0), p.n_q, p.d));      // (n_q, d)
-        const RowMat<A> d_o_h = widen<A>(ConstMap<T>(d_o + offset_q(p, b, h, 0), p.n_q, p.d));  // (n_q, d)
-        const RowMat<T> s = naive_scores<T, A>(p, q_h, k_h);                                    // (n_q, n_k)
-        for (int64_t i = 0; i < p.n_q; ++i) {
-          const int64_t vis = n_visible(p.mask, i, p.n_q, p.n_k);
-          T* d_q_row = d_q + offset_q(p, b, h, i);                                                    // (d)
-          Eigen::Matrix<A, 1, Eigen::Dynamic> dq_i = Eigen::Matrix<A, 1, Eigen::Dynamic>::Zero(p.d);  // (d)
-          if (vis > 0) {
-            const L lse_i = L(lse[offset_lse(p, b, h, i)]);
+        const NaiveHead<A> hd = naive_head<A, T>(in, b, h);
+        auto rows = [&](int64_t i) { return q_row(p, seqs, b, h, i); };
+        const RowMat<A> o_h = gathered<A, T>(out.o, n_q, dv, rows);     // (n_q, d_v)
+        const RowMat<A> d_o_h = gathered<A, T>(in.d_o, n_q, dv, rows);  // (n_q, d_v)
+        RowMat<T> raw;                                                  // (n_q, n_k) scale·QKᵀ as stored
+        const RowMat<T> s = naive_scores<T, A>(hd, &raw);               // (n_q, n_k)
+        for (int64_t i = 0; i < n_q; ++i) {
+          const KeyRange vis = visible_keys(p, i, n_q, n_k);
+          const int64_t n_vis = vis.end - vis.begin;
+          Eigen::Matrix<A, 1, Eigen::Dynamic> dq_i = Eigen::Matrix<A, 1, Eigen::Dynamic>::Zero(d);  // (d)
+          if (n_vis > 0) {
+            const L lse_i = L(out.lse.get(lse_index(p, seqs, b, h, i)));
             const A D = d_o_h.row(i).dot(o_h.row(i));
-            Eigen::Matrix<A, 1, Eigen::Dynamic> dp = d_o_h.row(i) * v_h.topRows(vis).transpose();  // (vis)
-            Eigen::Matrix<A, 1, Eigen::Dynamic> p_i(vis), ds_i(vis);  // (vis) stored in storage
-            for (int64_t j = 0; j < vis; ++j) {
+            Eigen::Matrix<A, 1, Eigen::Dynamic> dp =
+                d_o_h.row(i) * hd.v.middleRows(vis.begin, n_vis).transpose();  // (visible keys)
+            Eigen::Matrix<A, 1, Eigen::Dynamic> p_i(n_vis), ds_i(n_vis);       // (visible keys) stored in storage
+            for (int64_t j = 0; j < n_vis; ++j) {
               // P resurrected from lse (0, not NaN, for lse = -inf), then stored in storage.
-              const T p_t = cvt<T>(rules::recompute_p(cvt<L>(s(i, j)), lse_i, exp_fn));
+              const T p_t = cvt<T>(rules::recompute_p(cvt<L>(s(i, vis.begin + j)), lse_i, exp_fn));
               const T dp_t = cvt<T>(dp(j));  // dP materialised in storage
               p_i(j) = cvt<A>(p_t);
-              ds_i(j) = cvt<A>(cvt<T>(cvt<L>(p_t) * (cvt<L>(dp_t) - cvt<L>(D))));  // dS in storage
+              T ds_t = cvt<T>(cvt<L>(p_t) * (cvt<L>(dp_t) - cvt<L>(D)));  // dS in storage
+              if (p.softcap > 0) {  // times 1 - tanh²(S/c), the softcap's derivative, stored again
+                const L t = Tanh{}(cvt<L>(raw(i, vis.begin + j)) / L(p.softcap));
+                ds_t = cvt<T>(cvt<L>(ds_t) * (L(1) - t * t));
+              }
+              ds_i(j) = cvt<A>(ds_t);
             }
-            dv_acc.topRows(vis).noalias() += p_i.transpose() * d_o_h.row(i);
-            dk_acc.topRows(vis).noalias() += ds_i.transpose() * q_h.row(i);
-            dq_i = ds_i * k_h.topRows(vis);
+            dv_acc.middleRows(vis.begin, n_vis).noalias() += p_i.transpose() * d_o_h.row(i);
+            dk_acc.middleRows(vis.begin, n_vis).noalias() += ds_i.transpose() * hd.q.row(i);
+            dq_i = ds_i * hd.k.middleRows(vis.begin, n_vis);
           }
-          for (int64_t c = 0; c < p.d; ++c) d_q_row[c] = cvt<T>(cvt<L>(dq_i(c)) * L(p.scale));
+          for (int64_t c = 0; c < d; ++c) row[size_t(c)] = cvt<T>(cvt<L>(dq_i(c)) * L(p.scale));
+          write_row<T>(out.d_q, q_row(p, seqs, b, h, i), d, row.data());
         }
       }
-      for (int64_t j = 0; j < p.n_k; ++j) {
-        const int64_t off = offset_kv(p, b, kv, j);
-        for (int64_t c = 0; c < p.d; ++c) {
-          d_k[off + c] = cvt<T>(cvt<L>(dk_acc(j, c)) * L(p.scale));
-          d_v[off + c] = cvt<T>(dv_acc(j, c));
-        }
+      for (int64_t j = 0; j < n_k; ++j) {
+        for (int64_t c = 0; c < d; ++c) dk_row[size_t(c)] = cvt<L>(dk_acc(j, c)) * L(p.scale);
+        for (int64_t c = 0; c < dv; ++c) dv_row[size_t(c)] = cvt<L>(dv_acc(j, c));
+        kv_out.put(kv_row(p, seqs, b, kv, j), dk_row.data(), dv_row.data());
       }
     }
+  kv_out.finish();
 }
 
 }  // namespace fc::cpu

@@ -1,5 +1,6 @@
 // The CPU rows of the kernel table: cpu_naive (the same-precision baseline) and cpu_tiled (the
-// FlashAttention algorithm, any tile shape, both loop orders).
+// FlashAttention algorithm, any tile shape, both loop orders). Both implement every variant of
+// contract v2, so each variant's laws have a correct subject.
 #include "kernels/cpu/cpu_kernels.hpp"
 #include "kernels/registry.hpp"
 
@@ -18,6 +19,7 @@ KernelInfo cpu_info(const char* name, const char* description) {
   i.masks = {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight};
   i.gqa = true;
   i.backward = true;
+  i.variants = all_variants();
   return i;
 }
 
@@ -52,8 +54,8 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
   // packet or a tail path) and its P is normalised by an order-dependent sum: nothing else is shared.
   naive.info.exact = {.rows = true, .d_q_rows = true};
   naive.supports = cpu_supports;
-  naive.forward = cpu::naive_forward;
-  naive.backward = cpu::naive_backward;
+  naive.forward = [](const Inputs& in, const Config& c, Outputs& out) { cpu::naive_forward(in, c, out); };
+  naive.backward = [](const Inputs& in, const Config& c, Outputs& out) { cpu::naive_backward(in, c, out); };
   out.push_back(std::move(naive));
 
   Kernel tiled;
@@ -71,12 +73,8 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
   tiled.info.exact = {
       .rows = true, .d_q_rows = true, .shared_scores = true, .tile_weights = true, .exact_scores = true};
   tiled.supports = cpu_supports;
-  tiled.forward = [](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k, const HostTensor& v,
-                     HostTensor& o, HostTensor& lse) { cpu::tiled_forward(p, c, q, k, v, o, lse); };
-  tiled.backward = [](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k, const HostTensor& v,
-                      const HostTensor& o, const HostTensor& lse, const HostTensor& d_o, HostTensor& d_q,
-                      HostTensor& d_k,
-                      HostTensor& d_v) { cpu::tiled_backward(p, c, q, k, v, o, lse, d_o, d_q, d_k, d_v); };
+  tiled.forward = [](const Inputs& in, const Config& c, Outputs& out) { cpu::tiled_forward(in, c, out); };
+  tiled.backward = [](const Inputs& in, const Config& c, Outputs& out) { cpu::tiled_backward(in, c, out); };
   out.push_back(std::move(tiled));
 }
 

@@ -73,6 +73,10 @@ struct Log {
   float operator()(float x) const { return std::log(x); }
   double operator()(double x) const { return std::log(x); }
 };
+struct Tanh {
+  float operator()(float x) const { return std::tanh(x); }
+  double operator()(double x) const { return std::tanh(x); }
+};
 
 // Call f.template operator()<T, A>() for storage dtype `storage` and accumulation dtype `accum`.
 // F64 storage always accumulates in fp64 (the oracle-grade configuration); otherwise accum selects
@@ -98,8 +102,9 @@ void with_types(DType storage, DType accum, F&& f) {
     case DType::BF16: return with_acc.template operator()<Eigen::bfloat16>();
     case DType::F32: return with_acc.template operator()<float>();
     case DType::F64: return with_acc.template operator()<double>();
+    case DType::I32: break;
   }
-  throw std::invalid_argument("cpu kernels: unknown storage dtype");
+  throw std::invalid_argument("cpu kernels: storage must be F16, BF16, F32 or F64");
 }
 
 }  // namespace fc::cpu

@@ -1,5 +1,5 @@
 // Pieces shared by the tiled CPU emulation's forward and backward: the tiling parameters, one head's
-// views, the score s_ij and the tile-skipping rule.
+// views, the score s_ij (with softcap and ALiBi), the visible key ranges and the tile-skipping rule.
 //
 // Hand-written loops rather than Eigen products, on purpose: the emulation must fix where every
 // rounding happens (one fp16 rounding per multiply-add when accumulating in fp16, P rounded to
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/cpu/layout.hpp"
 #include "kernels/cpu/scalar.hpp"
 #include "kernels/registry.hpp"
 #include "kernels/rules.h"
@@ -39,15 +40,17 @@ inline Tiling tiling_of(const Config& c) {
   return t;
 }
 
-// One (batch, query head) slice of the inputs, element type X, and where its k, v rows live.
+// One (sequence, query head) slice of the inputs, element type X, gathered compact: q rows
+// (n_q, d), and the k, v rows of the kv head this query head reads, (n_k, d) and (n_k, d_v).
+// n_q, n_k are the sequence's own (varlen: possibly 0).
 template <class X>
 struct Head {
   const X* q;  // (n_q, d)
-  const X* k;  // (n_k, d) the kv head this query head reads
-  const X* v;  // (n_k, d)
-  int64_t n_q, n_k, d;
-  Mask mask;
-  double scale;
+  const X* k;  // (n_k, d)
+  const X* v;  // (n_k, d_v)
+  int64_t n_q, n_k, d, d_v;
+  Problem p;     // mask, window, scale, softcap (the sequence lengths are n_q, n_k above)
+  double slope;  // ALiBi slope of this head; 0 without ALiBi
 };
 
 // One head's q, k, v converted once to the accumulation type A, so that inner loops convert
@@ -57,55 +60,91 @@ template <class A>
 struct WideHead {
   std::vector<A> q;  // (n_q, d)
   std::vector<A> k;  // (n_k, d)
-  std::vector<A> v;  // (n_k, d)
-  int64_t n_q, n_k, d;
-  Mask mask;
-  double scale;
-  Head<A> view() const { return {q.data(), k.data(), v.data(), n_q, n_k, d, mask, scale}; }
+  std::vector<A> v;  // (n_k, d_v)
+  int64_t n_q, n_k, d, d_v;
+  Problem p;
+  double slope;
+  Head<A> view() const { return {q.data(), k.data(), v.data(), n_q, n_k, d, d_v, p, slope}; }
 };
 
-template <class A, class T>
-std::vector<A> widen_rows(const T* x, int64_t n) {
-  std::vector<A> out(static_cast<size_t>(n));  // (n) the same elements in A
-  for (int64_t e = 0; e < n; ++e) out[size_t(e)] = cvt<A>(x[e]);
+// Rows i in [0, n) of a query-side tensor (row(i) = q_row(...)) or key-side one, widened to A.
+template <class A, class T, class Row>
+std::vector<A> gather_rows(const HostTensor& t, int64_t n, int64_t w, Row row) {
+  std::vector<A> out(static_cast<size_t>(n * w));  // (n, w)
+  for (int64_t i = 0; i < n; ++i) read_row<A, T>(t, row(i), w, out.data() + i * w);
   return out;
 }
 
+// Sequence b, query head h: its q rows and the k, v rows of its kv head, wherever they live.
 template <class A, class T>
-WideHead<A> widen_head(const Problem& p, int64_t b, int64_t h, const T* q, const T* k, const T* v) {
-  const int64_t kv = kv_head(p, int32_t(h));
-  return {widen_rows<A>(q + offset_q(p, b, h, 0), int64_t(p.n_q) * p.d),
-          widen_rows<A>(k + offset_kv(p, b, kv, 0), int64_t(p.n_k) * p.d),
-          widen_rows<A>(v + offset_kv(p, b, kv, 0), int64_t(p.n_k) * p.d),
-          p.n_q,
-          p.n_k,
+WideHead<A> widen_head(const Inputs& in, int64_t b, int64_t h) {
+  const Problem& p = in.p;
+  const Seqs seqs = in.seqs();
+  const int64_t kv = kv_head(p, int32_t(h)), n_q = seq_n_q(p, seqs, b), n_k = seq_n_k(p, seqs, b);
+  const int64_t dv = head_dim_v(p);
+  auto q_rows = [&](int64_t i) { return q_row(p, seqs, b, h, i); };
+  auto kv_rows = [&](int64_t j) { return kv_row(p, seqs, b, kv, j); };
+  return {gather_rows<A, T>(in.q, n_q, p.d, q_rows),
+          gather_rows<A, T>(in.k, n_k, p.d, kv_rows),
+          gather_rows<A, T>(in.v, n_k, dv, kv_rows),
+          n_q,
+          n_k,
           p.d,
-          p.mask,
-          p.scale};
+          dv,
+          p,
+          in.slope(h)};
 }
 
 // s_ij = scale · q_i·k_j: the dot product accumulated in A, in index order; the scale is applied
 // once, in the softmax type, to the finished accumulator (as GPU epilogues do).
 template <class A, class X>
-Soft<A> score(const Head<X>& h, int64_t i, int64_t j) {
+Soft<A> scaled_score(const Head<X>& h, int64_t i, int64_t j) {
   const X* q_i = h.q + i * h.d;  // (d)
   const X* k_j = h.k + j * h.d;  // (d)
   A acc = A(0.0f);
   for (int64_t c = 0; c < h.d; ++c) acc = mac<A>(acc, cvt<A>(q_i[c]), cvt<A>(k_j[c]));
-  return cvt<Soft<A>>(acc) * Soft<A>(h.scale);
+  return cvt<Soft<A>>(acc) * Soft<A>(h.p.scale);
 }
 
-// Keys visible to row i: the prefix [0, visible_end(i)).
-template <class X>
-int64_t visible_end(const Head<X>& h, int64_t i) {
-  return n_visible(h.mask, i, h.n_q, h.n_k);
+// The score the softmax uses, from the scaled one: softcap c·tanh(s/c) (before masking), then
+// ALiBi's -slope·|i' - j|, each a rounding in the softmax type. *tanh_out (when given) receives
+// tanh(s/c) under softcap, for the backward's derivative 1 - tanh².
+template <class A, class X>
+Soft<A> biased(const Head<X>& h, int64_t i, int64_t j, Soft<A> s, Soft<A>* tanh_out = nullptr) {
+  using L = Soft<A>;
+  if (h.p.softcap > 0) {
+    const L t = Tanh{}(s / L(h.p.softcap));
+    if (tanh_out) *tanh_out = t;
+    s = L(h.p.softcap) * t;  // softcapped(s, c, tanh) of attention.h, with tanh kept
+  }
+  if (h.p.alibi) s -= L(h.slope) * L(alibi_distance(h.p.mask, i, j, h.n_q, h.n_k));
+  return s;
 }
 
-// A tile of rows [i0, i1) x keys [j0, ...) is fully invisible, and skipped, when even its last row
-// (which sees the most keys: visibility is a prefix growing with i) sees none of it.
+template <class A, class X>
+Soft<A> score(const Head<X>& h, int64_t i, int64_t j) {
+  return biased<A>(h, i, j, scaled_score<A>(h, i, j));
+}
+
+// The keys row i sees: one range [begin, end) (attention.h).
 template <class X>
-bool tile_invisible(const Head<X>& h, int64_t i1, int64_t j0) {
-  return visible_end(h, i1 - 1) <= j0;
+KeyRange keys(const Head<X>& h, int64_t i) {
+  return visible_keys(h.p, i, h.n_q, h.n_k);
+}
+
+// Keys some row of [i0, i1) may see. Both ends of a row's range grow with i, so they lie in
+// [keys(i0).begin, keys(i1 - 1).end); a tile outside it is skipped, as FlashAttention skips the
+// key blocks before the window and after the causal diagonal.
+template <class X>
+KeyRange block_keys(const Head<X>& h, int64_t i0, int64_t i1) {
+  return {keys(h, i0).begin, keys(h, i1 - 1).end};
+}
+
+// Is the tile of rows [i0, i1) x keys [j0, j1) fully invisible?
+template <class X>
+bool tile_invisible(const Head<X>& h, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  const KeyRange r = block_keys(h, i0, i1);
+  return r.end <= j0 || j1 <= r.begin || r.end <= r.begin;
 }
 
 // The operand a GEMM reads for a probability-like value x (P or dS): rounded to storage first when

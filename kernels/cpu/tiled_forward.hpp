@@ -11,12 +11,12 @@
 
 namespace fc::cpu {
 
-// FA2 order for one head. o: (n_q, d) in storage; lse: (n_q) widened from the softmax type.
+// FA2 order for one head. o: (n_q, d_v) in storage; lse: (n_q) widened from the softmax type.
 template <class T, class A>
 void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
   using L = Soft<A>;
   const Exp exp_fn;
-  const int64_t d = h.d;
+  const int64_t d = h.d_v;
   for (int64_t i0 = 0; i0 < h.n_q; i0 += t.block_m) {
     const int64_t i1 = std::min<int64_t>(i0 + t.block_m, h.n_q);
     const int64_t rows = i1 - i0;
@@ -24,12 +24,14 @@ void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
     std::vector<L> l(size_t(rows), L(0));                           // (kBlockM) running sum of exp(s - m)
     std::vector<A> acc(size_t(rows * d), A(0.0f));                  // (kBlockM, d) unnormalised o
     std::vector<L> s(size_t(std::min<int64_t>(t.block_n, h.n_k)));  // (kBlockN) one score row
-    for (int64_t j0 = 0; !tile_invisible(h, i1, j0); j0 += t.block_n) {
+    const KeyRange blk = block_keys(h, i0, i1);                     // the key tiles this row block visits
+    for (int64_t j0 = blk.begin / t.block_n * t.block_n; j0 < blk.end && blk.begin < blk.end; j0 += t.block_n) {
       const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
       for (int64_t r = 0; r < rows; ++r) {
-        const int64_t jv = std::min(j1, visible_end(h, i0 + r));  // visible keys: [j0, jv)
+        const KeyRange vis = keys(h, i0 + r);
+        const int64_t jb = std::max(j0, vis.begin), jv = std::min(j1, vis.end);  // visible keys: [jb, jv)
         L m_new = m[size_t(r)];
-        for (int64_t j = j0; j < jv; ++j) {
+        for (int64_t j = jb; j < jv; ++j) {
           s[size_t(j - j0)] = score<A>(h, i0 + r, j);
           m_new = rules::running_max(m_new, s[size_t(j - j0)]);
         }
@@ -39,7 +41,7 @@ void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
         A* acc_r = acc.data() + r * d;             // (d)
         l[size_t(r)] *= alpha;
         for (int64_t c = 0; c < d; ++c) acc_r[c] = cvt<A>(cvt<L>(acc_r[c]) * alpha);
-        for (int64_t j = j0; j < jv; ++j) {
+        for (int64_t j = jb; j < jv; ++j) {
           const L p = exp_fn(s[size_t(j - j0)] - shift);
           l[size_t(r)] += p;  // the row sum takes P before rounding, as FA2 sums its fp32 scores
           // P is rounded to storage before P·V because GPU kernels convert the P fragment to the
@@ -64,28 +66,29 @@ template <class T, class A>
 void fa1_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
   using L = Soft<A>;
   const Exp exp_fn;
-  const int64_t d = h.d;
+  const int64_t d = h.d_v;
   std::vector<L> m(size_t(h.n_q), rules::neg_inf<L>());           // (n_q)
   std::vector<L> l(size_t(h.n_q), L(0));                          // (n_q)
-  std::vector<A> o_acc(size_t(h.n_q * d), A(0.0f));               // (n_q, d) normalised O between steps
+  std::vector<A> o_acc(size_t(h.n_q * d), A(0.0f));               // (n_q, d_v) normalised O between steps
   std::vector<L> s(size_t(std::min<int64_t>(t.block_n, h.n_k)));  // (kBlockN) one score row
-  std::vector<A> pv(static_cast<size_t>(d));                      // (d) P̃·V of one row of one tile
+  std::vector<A> pv(static_cast<size_t>(d));                      // (d_v) P̃·V of one row of one tile
   for (int64_t j0 = 0; j0 < h.n_k; j0 += t.block_n) {
     const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
     for (int64_t i0 = 0; i0 < h.n_q; i0 += t.block_m) {
       const int64_t i1 = std::min<int64_t>(i0 + t.block_m, h.n_q);
-      if (tile_invisible(h, i1, j0)) continue;
+      if (tile_invisible(h, i0, i1, j0, j1)) continue;
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t jv = std::min(j1, visible_end(h, i));  // visible keys: [j0, jv)
-        L m_tile = rules::neg_inf<L>();                      // m̃: the tile's own row max
-        for (int64_t j = j0; j < jv; ++j) {
+        const KeyRange vis = keys(h, i);
+        const int64_t jb = std::max(j0, vis.begin), jv = std::min(j1, vis.end);  // visible keys: [jb, jv)
+        L m_tile = rules::neg_inf<L>();                                          // m̃: the tile's own row max
+        for (int64_t j = jb; j < jv; ++j) {
           s[size_t(j - j0)] = score<A>(h, i, j);
           m_tile = rules::running_max(m_tile, s[size_t(j - j0)]);
         }
         const L shift = rules::safe_shift(m_tile);  // -inf - -inf guard: row sees nothing in this tile
         L l_tile = L(0);
         std::fill(pv.begin(), pv.end(), A(0.0f));
-        for (int64_t j = j0; j < jv; ++j) {
+        for (int64_t j = jb; j < jv; ++j) {
           const L p = exp_fn(s[size_t(j - j0)] - shift);  // P̃ relative to the tile max
           l_tile += p;
           // P̃ rounded to storage before P̃·V, as the GPU kernel's MMA operand is (see FA2 above).
@@ -113,20 +116,27 @@ void fa1_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
   }
 }
 
-// Forward over every (batch, query head). q, o: (batch, heads_q, n_q, d); k, v: (batch, heads_kv,
-// n_k, d); lse: (batch, heads_q, n_q), natural log, -inf for rows with no visible key.
+// Forward over every (sequence, query head): each head gathered compact (widen_head), computed in
+// the chosen loop order into compact buffers, then written to o and lse wherever their layout puts
+// the rows. o: shape_o(p), lse: shape_lse(p) (attention.h, tensor.hpp).
 template <class T, class A>
-void tiled_forward(const Problem& p, const Tiling& t, const T* q, const T* k, const T* v, T* o, double* lse) {
+void tiled_forward(const Inputs& in, const Tiling& t, Outputs& out) {
   if (t.block_m < 1 || t.block_n < 1) throw std::invalid_argument("cpu_tiled: block sizes must be >= 1");
+  const Problem& p = in.p;
+  const Seqs seqs = in.seqs();
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h) {
-      const WideHead<A> wide = widen_head<A>(p, b, h, q, k, v);
-      T* o_h = o + offset_q(p, b, h, 0);             // (n_q, d)
-      double* lse_h = lse + offset_lse(p, b, h, 0);  // (n_q)
+      const WideHead<A> wide = widen_head<A, T>(in, b, h);
+      std::vector<T> o_h(size_t(wide.n_q * wide.d_v));  // (n_q, d_v)
+      std::vector<double> lse_h(size_t(wide.n_q));      // (n_q)
       if (t.order == LoopOrder::FA1)
-        fa1_forward_head<T, A>(wide.view(), t, o_h, lse_h);
+        fa1_forward_head<T, A>(wide.view(), t, o_h.data(), lse_h.data());
       else
-        fa2_forward_head<T, A>(wide.view(), t, o_h, lse_h);
+        fa2_forward_head<T, A>(wide.view(), t, o_h.data(), lse_h.data());
+      for (int64_t i = 0; i < wide.n_q; ++i) {
+        write_row<T>(out.o, q_row(p, seqs, b, h, i), wide.d_v, o_h.data() + i * wide.d_v);
+        out.lse.set(lse_index(p, seqs, b, h, i), lse_h[size_t(i)]);  // F32: the L value is a float
+      }
     }
 }
 

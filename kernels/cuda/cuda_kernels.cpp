@@ -82,14 +82,14 @@ Kernel registry_row(const CudaKernel& ck) {
   }
   const CudaKernel* kp = &ck;  // the table outlives the registry
   k.supports = [kp](const Problem& p) { return kp->supports(p, Tile{}); };
-  k.forward = [kp](const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k, const HostTensor& v,
-                   HostTensor& o,
-                   HostTensor& lse) { forward_host(*kp, forward_tile(*kp, cfg, p.d), p, q, k, v, o, lse); };
+  // Dense attention only: KernelInfo::variants stays empty, so no variant is ever sent here.
+  k.forward = [kp](const Inputs& in, const Config& cfg, Outputs& out) {
+    forward_host(*kp, forward_tile(*kp, cfg, in.p.d), in.p, in.q, in.k, in.v, out.o, out.lse);
+  };
   if (ck.backward)
-    k.backward = [kp](const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
-                      const HostTensor& v, const HostTensor& o, const HostTensor& lse, const HostTensor& d_o,
-                      HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
-      backward_host(*kp, backward_tile(*kp, cfg, p.d), cfg.deterministic, p, q, k, v, o, lse, d_o, d_q, d_k, d_v);
+    k.backward = [kp](const Inputs& in, const Config& cfg, Outputs& out) {
+      backward_host(*kp, backward_tile(*kp, cfg, in.p.d), cfg.deterministic, in.p, in.q, in.k, in.v, out.o, out.lse,
+                    in.d_o, out.d_q, out.d_k, out.d_v);
     };
   return k;
 }

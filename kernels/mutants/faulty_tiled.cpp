@@ -238,12 +238,12 @@ Kernel make_faulty_kernel(Fault f, const std::string& name, const std::string& d
   info.exact = {
       .rows = true, .d_q_rows = f != Fault::RacyDq, .shared_scores = true, .tile_weights = true, .exact_scores = true};
   kern.supports = [](const Problem&) { return true; };
-  kern.forward = [f](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k, const HostTensor& v,
-                     HostTensor& o, HostTensor& lse) { faulty_forward(f, p, c, q, k, v, o, lse); };
-  kern.backward = [f](const Problem& p, const Config& c, const HostTensor& q, const HostTensor& k, const HostTensor& v,
-                      const HostTensor& o, const HostTensor& lse, const HostTensor& d_o, HostTensor& d_q,
-                      HostTensor& d_k,
-                      HostTensor& d_v) { faulty_backward(f, p, c, q, k, v, o, lse, d_o, d_q, d_k, d_v); };
+  kern.forward = [f](const Inputs& in, const Config& c, Outputs& out) {
+    faulty_forward(f, in.p, c, in.q, in.k, in.v, out.o, out.lse);
+  };
+  kern.backward = [f](const Inputs& in, const Config& c, Outputs& out) {
+    faulty_backward(f, in.p, c, in.q, in.k, in.v, out.o, out.lse, in.d_o, out.d_q, out.d_k, out.d_v);
+  };
   return kern;
 }
 

@@ -2,6 +2,7 @@
 // fault planted (faulty_tiled.hpp). Registered with mutant = true: `flashcheck check` must kill
 // every one of them within its default budget (properties/tests/mutants_kill_test.cpp).
 #include "kernels/mutants/faulty_tiled.hpp"
+#include "kernels/mutants/variant_faulty.hpp"
 
 namespace fc {
 
@@ -48,6 +49,7 @@ void register_mutant_kernels(std::vector<Kernel>& out) {
        "the unnormalised o converted to the storage type before the division by l"},
   };
   for (const Row& r : rows) out.push_back(mutants::make_faulty_kernel(r.fault, r.name, r.description));
+  mutants::register_variant_mutants(out);  // the variants' bugs (variant_faulty.hpp)
 }
 
 }  // namespace fc

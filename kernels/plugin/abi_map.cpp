@@ -21,29 +21,43 @@ bool is_output(const CallPlan& plan, int32_t id) {
   return plan.backward ? (id == kDq || id == kDk || id == kDv) : (id == kO || id == kLse);
 }
 
-// A dense (batch, heads, n, x) tensor in `layout`.
-Slot dense(DType t, int64_t batch, int64_t heads, int64_t n, int64_t x, Layout layout) {
+// A tensor of `shape` in `layout` (the contract's shapes: dense (batch, heads, n, x), varlen (total,
+// heads, x), paged (pages, page_size, heads, x)). Compact: row-major. Bshd: the heads axis and the one
+// before it swapped in storage (dense: PyTorch's (batch, n, heads, x) buffer). Padded: gaps of 3, 5
+// and 7 elements after each row, each run of the next axis and the next (row stride > x).
+Slot tensor_slot(DLDataType dt, const std::vector<int64_t>& shape, Layout layout) {
   Slot s;
-  s.present = 1, s.ndim = 4, s.dtype = dl_dtype(t);
-  const int64_t shape[4] = {batch, heads, n, x};
-  std::copy(shape, shape + 4, s.shape);
-  int64_t st[4] = {heads * n * x, n * x, x, 1};
-  if (layout == Layout::Bshd) st[0] = n * heads * x, st[1] = x, st[2] = heads * x;
-  if (layout == Layout::Padded) {  // gaps of 3, 5 and 7 elements after each row, head and batch
-    st[2] = x + 3, st[1] = n * st[2] + 5, st[0] = heads * st[1] + 7;
+  s.present = 1, s.ndim = int32_t(shape.size()), s.dtype = dt;
+  const int n = s.ndim;
+  std::copy(shape.begin(), shape.end(), s.shape);
+  int64_t st[4] = {0, 0, 0, 0};
+  int64_t step = 1;
+  for (int a = n - 1; a >= 0; --a) st[a] = step, step *= std::max<int64_t>(shape[size_t(a)], 1);
+  if (layout == Layout::Bshd && n >= 3) {  // storage (..., axis n-2, axis n-3, x)
+    const int64_t x = shape[size_t(n - 1)], m = std::max<int64_t>(shape[size_t(n - 3)], 1);
+    st[n - 3] = x, st[n - 2] = m * x;
+    step = m * std::max<int64_t>(shape[size_t(n - 2)], 1) * x;
+    for (int a = n - 4; a >= 0; --a) st[a] = step, step *= std::max<int64_t>(shape[size_t(a)], 1);
   }
-  s.has_strides = layout != Layout::Compact;
-  std::copy(st, st + 4, s.strides);
+  if (layout == Layout::Padded) {
+    const int64_t gap[3] = {3, 5, 7};
+    for (int a = n - 2, g = 0; a >= 0; --a, ++g) st[a] = shape[size_t(a + 1)] * st[a + 1] + gap[std::min(g, 2)];
+  }
+  s.has_strides = layout != Layout::Compact && n >= 2;
+  std::copy(st, st + n, s.strides);
   return s;
 }
 
-// lse (batch, heads_q, n_q): compact, or padded (gaps after each head's row and each batch).
-Slot lse_slot(DType t, int64_t batch, int64_t heads, int64_t n, Layout layout) {
-  Slot s;
-  s.present = 1, s.ndim = 3, s.dtype = dl_dtype(t);
-  s.shape[0] = batch, s.shape[1] = heads, s.shape[2] = n;
-  s.strides[2] = 1, s.strides[1] = n, s.strides[0] = heads * n;
-  if (layout == Layout::Padded) s.strides[1] = n + 2, s.strides[0] = heads * (n + 2) + 1, s.has_strides = 1;
+// lse (batch, heads_q, n_q), varlen (heads_q, total_q): compact, or padded (gaps of 2 after each row
+// of a head, 1 after each batch).
+Slot lse_slot(DType t, const std::vector<int64_t>& shape, Layout layout) {
+  Slot s = tensor_slot(dl_dtype(t), shape, Layout::Compact);
+  if (layout == Layout::Padded) {
+    const int n = s.ndim;
+    s.strides[n - 2] = s.shape[n - 1] + 2;
+    if (n == 3) s.strides[0] = s.shape[1] * s.strides[1] + 1;
+    s.has_strides = 1;
+  }
   return s;
 }
 
@@ -118,21 +132,21 @@ DLDataType dl_dtype(DType t) {
     case DType::BF16: return {kDLBfloat, 16, 1};
     case DType::F32: return {kDLFloat, 32, 1};
     case DType::F64: return {kDLFloat, 64, 1};
+    case DType::I32: return {kDLInt, 32, 1};
   }
   return {kDLFloat, 32, 1};
 }
 
-// Every field of fc::Problem. The contract's variants (windows, softcap, d_v) take their neutral
-// values until fc::Problem carries them.
+// Every field of fc::Problem the ABI carries (the variants' per-sequence data travel as tensors).
 fc_problem to_abi(const Problem& p) {
   fc_problem a{};
   a.batch = p.batch, a.heads_q = p.heads_q, a.heads_kv = p.heads_kv;
   a.n_q = p.n_q, a.n_k = p.n_k;
-  a.d = p.d, a.d_v = p.d;
+  a.d = p.d, a.d_v = head_dim_v(p);
   a.mask = int32_t(p.mask);
-  a.window_left = -1, a.window_right = -1;
+  a.window_left = p.window_left, a.window_right = p.window_right;
   a.scale = p.scale;
-  a.softcap = 0;
+  a.softcap = p.softcap;
   return a;
 }
 
@@ -141,13 +155,19 @@ CallPlan plan_call(const Problem& p, Layout layout, bool backward) {
   plan.problem = to_abi(p);
   plan.backward = backward;
   plan.layout = int32_t(layout);
-  const fc_problem& a = plan.problem;
-  const DType t = p.dtype;
-  plan.slot[kQ] = dense(t, a.batch, a.heads_q, a.n_q, a.d, layout);             // (batch, heads_q, n_q, d)
-  plan.slot[kK] = dense(t, a.batch, a.heads_kv, a.n_k, a.d, layout);            // (batch, heads_kv, n_k, d)
-  plan.slot[kV] = dense(t, a.batch, a.heads_kv, a.n_k, a.d_v, layout);          // (batch, heads_kv, n_k, d_v)
-  plan.slot[kO] = dense(t, a.batch, a.heads_q, a.n_q, a.d_v, layout);           // (batch, heads_q, n_q, d_v)
-  plan.slot[kLse] = lse_slot(lse_dtype(t), a.batch, a.heads_q, a.n_q, layout);  // (batch, heads_q, n_q)
+  const DLDataType t = dl_dtype(p.dtype), i32 = dl_dtype(DType::I32);
+  plan.slot[kQ] = tensor_slot(t, shape_q(p), layout);   // (batch, heads_q, n_q, d); varlen (total_q, heads_q, d)
+  plan.slot[kK] = tensor_slot(t, shape_kv(p), layout);  // (batch, heads_kv, n_k, d); varlen, paged: tensor.hpp
+  plan.slot[kV] = tensor_slot(t, shape_v(p), layout);   // k's with d_v
+  plan.slot[kO] = tensor_slot(t, shape_o(p), layout);   // q's with d_v
+  plan.slot[kLse] =
+      lse_slot(lse_dtype(p.dtype), shape_lse(p), layout);  // (batch, heads_q, n_q); varlen (heads_q, total_q)
+  if (p.varlen) {
+    plan.slot[kCuSeqlensQ] = tensor_slot(i32, {int64_t(p.batch) + 1}, Layout::Compact);  // (batch + 1)
+    plan.slot[kCuSeqlensK] = tensor_slot(i32, {int64_t(p.batch) + 1}, Layout::Compact);  // (batch + 1)
+  }
+  if (is_paged(p)) plan.slot[kPageTable] = tensor_slot(i32, {p.batch, p.pages_per_seq}, Layout::Compact);
+  if (p.alibi) plan.slot[kAlibi] = tensor_slot(dl_dtype(DType::F32), {p.heads_q}, Layout::Compact);  // (heads_q)
   if (backward) {
     plan.slot[kDo] = plan.slot[kO], plan.slot[kDq] = plan.slot[kQ];
     plan.slot[kDk] = plan.slot[kK], plan.slot[kDv] = plan.slot[kV];
@@ -165,13 +185,23 @@ CallPlan plan_call(const Problem& p, Layout layout, bool backward) {
 
 void pack(const CallPlan& plan, const HostArgs& in, unsigned char* arena) {
   std::memset(arena, kFill, plan.bytes);
-  const std::pair<int32_t, const HostTensor*> inputs[] = {{kQ, in.q}, {kK, in.k},     {kV, in.v},
-                                                          {kO, in.o}, {kLse, in.lse}, {kDo, in.d_o}};
+  const std::pair<int32_t, const HostTensor*> inputs[] = {{kQ, in.q},
+                                                          {kK, in.k},
+                                                          {kV, in.v},
+                                                          {kO, in.o},
+                                                          {kLse, in.lse},
+                                                          {kDo, in.d_o},
+                                                          {kCuSeqlensQ, in.cu_q},
+                                                          {kCuSeqlensK, in.cu_k},
+                                                          {kPageTable, in.page_table},
+                                                          {kAlibi, in.alibi}};
   for (const auto& entry : inputs) {
     const int32_t id = entry.first;
-    const HostTensor* t = entry.second;  // a named copy: clang before 16 cannot capture a structured binding
     const Slot& s = plan.slot[id];
-    if (!s.present || !t || is_output(plan, id)) continue;
+    if (!s.present || !entry.second || is_output(plan, id)) continue;
+    HostTensor compact;  // a strided input (the suite's own "any strides" views) gathered first
+    if (!entry.second->is_compact()) compact = entry.second->contiguous();
+    const HostTensor* t = entry.second->is_compact() ? entry.second : &compact;
     check_tensor(s, *t, id);
     for_rows(s, [&](uint64_t at, int64_t bytes, int64_t from) {
       std::memcpy(arena + at, t->bytes.data() + from, size_t(bytes));

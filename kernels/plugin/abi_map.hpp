@@ -20,9 +20,10 @@
 
 namespace fc::plugin {
 
-// How the dense tensors are laid out. Compact: (batch, heads, n, d) row-major, strides NULL. Bshd:
-// the same logical shape over a (batch, n, heads, d) buffer (PyTorch's transposed view). Padded:
-// (batch, heads, n, d) with gaps after every row, head and batch (row stride > d).
+// How q, k, v, o (and d_o, d_q, d_k, d_v) are laid out, in the contract's shapes (dense, varlen or
+// paged). Compact: row-major, strides NULL. Bshd: the heads axis and the one before it exchanged in
+// storage (dense: a (batch, n, heads, d) buffer, PyTorch's transposed view). Padded: gaps after every
+// row, head and batch (row stride > d). The variants' small tensors are always compact.
 enum class Layout : int32_t { Compact = 0, Bshd = 1, Padded = 2 };
 // Compact: every call compact. Mixed: the layout is a hash of the problem (so every run of one case
 // shares it, replays reproduce it, and about two cases in three are non-contiguous).
@@ -78,6 +79,7 @@ CallPlan plan_call(const Problem& p, Layout layout, bool backward);
 struct HostArgs {
   const HostTensor *q = nullptr, *k = nullptr, *v = nullptr;
   const HostTensor *o = nullptr, *lse = nullptr, *d_o = nullptr;  // backward: the forward's o and lse
+  const HostTensor *cu_q = nullptr, *cu_k = nullptr, *page_table = nullptr, *alibi = nullptr;  // the variants'
 };
 struct HostOuts {
   HostTensor *o = nullptr, *lse = nullptr, *d_q = nullptr, *d_k = nullptr, *d_v = nullptr;

@@ -1,6 +1,7 @@
 #include "kernels/plugin/subject.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstring>
 #include <stdexcept>
@@ -12,6 +13,15 @@ namespace {
 constexpr int32_t kProbeDims[] = {64, 128, 32, 16, 96, 256, 8, 80, 40, 192, 1, 7};
 constexpr DType kProbeDtypes[] = {DType::F16, DType::BF16, DType::F32, DType::F64};
 constexpr Mask kProbeMasks[] = {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight};
+
+// The variants' tensors of a call (null where the problem does not use them).
+HostArgs variant_args(const Inputs& in) {
+  HostArgs a;
+  if (in.p.varlen) a.cu_q = &in.cu_seqlens_q, a.cu_k = &in.cu_seqlens_k;
+  if (is_paged(in.p)) a.page_table = &in.page_table;
+  if (in.p.alibi) a.alibi = &in.alibi_slopes;
+  return a;
+}
 
 Problem probe_problem(DType t, Mask m, int32_t d) {
   Problem p;
@@ -34,17 +44,18 @@ Subject::Subject(std::unique_ptr<Backend> backend, SubjectOptions opt)
   i.configs = {Config{}};
   probe();
   kernel_.supports = [this](const Problem& p) { return supports(p); };
-  kernel_.forward = [this](const Problem& p, const Config&, const HostTensor& q, const HostTensor& k,
-                           const HostTensor& v, HostTensor& o, HostTensor& lse) {
-    run(plan_call(p, layout_for(p, opt_.layout), false), {&q, &k, &v}, {&o, &lse});
+  kernel_.forward = [this](const Inputs& in, const Config&, Outputs& out) {
+    HostArgs args = variant_args(in);
+    args.q = &in.q, args.k = &in.k, args.v = &in.v;
+    run(plan_call(in.p, layout_for(in.p, opt_.layout), false), args, {&out.o, &out.lse});
   };
   if (m.backward)
-    kernel_.backward = [this](const Problem& p, const Config&, const HostTensor& q, const HostTensor& k,
-                              const HostTensor& v, const HostTensor& o, const HostTensor& lse, const HostTensor& d_o,
-                              HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
-      HostOuts out;
-      out.d_q = &d_q, out.d_k = &d_k, out.d_v = &d_v;
-      run(plan_call(p, layout_for(p, opt_.layout), true), {&q, &k, &v, &o, &lse, &d_o}, out);
+    kernel_.backward = [this](const Inputs& in, const Config&, Outputs& out) {
+      HostArgs args = variant_args(in);
+      args.q = &in.q, args.k = &in.k, args.v = &in.v, args.o = &out.o, args.lse = &out.lse, args.d_o = &in.d_o;
+      HostOuts outs;
+      outs.d_q = &out.d_q, outs.d_k = &out.d_k, outs.d_v = &out.d_v;
+      run(plan_call(in.p, layout_for(in.p, opt_.layout), true), args, outs);
     };
 }
 
@@ -96,6 +107,7 @@ void Subject::probe() {
   Problem mqa = g;
   mqa.heads_kv = 1;
   i.gqa = accepts(g, Layout::Compact) || accepts(mqa, Layout::Compact);
+  probe_variants(probe_problem(t0, m0, d0));
   const Problem plain = probe_problem(t0, m0, d0);
   const bool bshd = accepts(plain, Layout::Bshd), padded = accepts(plain, Layout::Padded);
   if (opt_.layout == LayoutPolicy::Mixed && !bshd && !padded) {
@@ -106,6 +118,42 @@ void Subject::probe() {
   } else {
     notes_ = "tensors compact";
   }
+  const std::vector<std::string> names = variant_names(i.variants);
+  notes_ += names.empty() ? "; no variant of contract v2" : fmt::format("; variants: {}", fmt::join(names, ", "));
+}
+
+// Each variant of contract v2 on one problem of the first accepted kind, under each accepted mask (a
+// kernel may take a window only with a causal mask). supports() sees the variant's fields and which of
+// its tensors are present; their data are NULL while probing.
+void Subject::probe_variants(const Problem& plain) {
+  Variants& v = kernel_.info.variants;
+  const std::vector<Mask> masks = kernel_.info.masks;
+  auto any_mask = [&](Problem p) {
+    for (Mask m : masks) {
+      p.mask = m;
+      if (accepts(p, Layout::Compact)) return true;
+    }
+    return false;
+  };
+  Problem p = plain;
+  for (int32_t d_v : {plain.d / 2, plain.d * 2, plain.d + 8}) {
+    p.d_v = d_v;
+    if (d_v >= 1 && d_v != plain.d && (v.d_v = any_mask(p))) break;
+  }
+  p = plain, p.window_left = 3, p.window_right = 0;
+  Problem wide = plain;
+  wide.window_left = 2, wide.window_right = 5;
+  v.window = any_mask(p) || any_mask(wide);
+  p = plain, p.softcap = 10;
+  v.softcap = any_mask(p);
+  p = plain, p.alibi = true;
+  v.alibi = any_mask(p);
+  p = plain, p.varlen = true, p.batch = 2, p.total_q = p.n_q + p.n_q / 2, p.total_k = p.n_k + p.n_k / 2;
+  v.varlen = any_mask(p);
+  p.page_size = 16, p.num_pages = 3, p.pages_per_seq = (p.n_k + 15) / 16;
+  v.paged = v.varlen && any_mask(p);
+  // The suite's own strided inputs are not offered: every call is re-laid out here (layout_for).
+  v.strides = false;
 }
 
 bool Subject::supports(const Problem& p) {

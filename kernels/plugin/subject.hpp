@@ -32,6 +32,7 @@ class Subject {
 
  private:
   void probe();
+  void probe_variants(const Problem& plain);
   bool accepts(const Problem& p, Layout layout);  // supports(), a fault while probing is a LoadError
   bool supports(const Problem& p);                // a fault is kept for the case's forward
   void run(const CallPlan& plan, const HostArgs& in, const HostOuts& out);

@@ -100,12 +100,15 @@ TEST_CASE("forward rounds P to storage before P·V", "[cpu]") {
     const double unrounded = round_to(t, delta / (2 - delta));
     REQUIRE(rounded != unrounded);  // the case distinguishes the two
     INFO(dtype_name(t));
-    HostTensor o(t, shape_q(p)), lse(DType::F32, shape_lse(p));  // (1,1,1,1), (1,1,1)
+    Outputs out;
+    out.o = HostTensor(t, shape_q(p));               // (1,1,1,1)
+    out.lse = HostTensor(DType::F32, shape_lse(p));  // (1,1,1)
+    const HostTensor& o = out.o;
     cpu::Tiling tiling;
-    cpu::tiled_forward(p, tiling, DType::F32, in.q, in.k, in.v, o, lse);
+    cpu::tiled_forward(in, tiling, DType::F32, out);
     CHECK(o.get(0) == rounded);
     tiling.round_p = false;  // the same algorithm keeping P in fp32
-    cpu::tiled_forward(p, tiling, DType::F32, in.q, in.k, in.v, o, lse);
+    cpu::tiled_forward(in, tiling, DType::F32, out);
     CHECK(o.get(0) != rounded);
     CHECK(std::fabs(o.get(0) - unrounded) < std::fabs(o.get(0) - rounded));
     for (const char* name : {"cpu_tiled", "cpu_naive"}) {  // both registered kernels round P

@@ -50,14 +50,14 @@ inline Inputs random_inputs(const Problem& p, uint64_t seed, double r = 2.0) {
 // kept in `lse_dtype` (F64 lets fp64-storage runs keep full precision; F32 is the contract's).
 inline Outputs run(const Kernel& kern, const Inputs& in, const Config& cfg, DType lse_dtype = DType::F32) {
   Outputs out;
-  out.o = HostTensor(in.p.dtype, shape_q(in.p));     // (batch, heads_q, n_q, d)
+  out.o = HostTensor(in.p.dtype, shape_o(in.p));     // (batch, heads_q, n_q, d_v)
   out.lse = HostTensor(lse_dtype, shape_lse(in.p));  // (batch, heads_q, n_q)
-  kern.forward(in.p, cfg, in.q, in.k, in.v, out.o, out.lse);
+  kern.forward(in, cfg, out);
   if (!in.has_d_o()) return out;
   out.d_q = HostTensor(in.p.dtype, shape_q(in.p));   // (batch, heads_q, n_q, d)
   out.d_k = HostTensor(in.p.dtype, shape_kv(in.p));  // (batch, heads_kv, n_k, d)
-  out.d_v = HostTensor(in.p.dtype, shape_kv(in.p));  // (batch, heads_kv, n_k, d)
-  kern.backward(in.p, cfg, in.q, in.k, in.v, out.o, out.lse, in.d_o, out.d_q, out.d_k, out.d_v);
+  out.d_v = HostTensor(in.p.dtype, shape_v(in.p));   // (batch, heads_kv, n_k, d_v)
+  kern.backward(in, cfg, out);
   return out;
 }
 

@@ -36,6 +36,11 @@ class Problem:
     page_table: object = None
     alibi_slopes: object = None
     strides: dict = None  # {"q", "k", "v", "o": strides in elements} of this call's tensors
+    shapes: dict = None   # {"q", "k", "v", "o": shapes} (varlen (total, heads, d); paged k, v (pages, page_size,
+    #                       heads_kv, d))
+    varlen: bool = False  # the variants in use (also known in supports(), where their tensors are None)
+    page_size: int = 0    # paged K/V: keys per page; 0: not paged
+    alibi: bool = False
 
     @property
     def is_causal(self):
@@ -54,11 +59,13 @@ def _variants_of(p, a):
         used.add("window")
     if p.softcap != 0:
         used.add("softcap")
-    if a.cu_seqlens_q.data or a.cu_seqlens_k.data:
+    # A variant's tensors are present (ndim > 0) exactly when the problem uses it; their data are NULL
+    # while flashcheck probes supports().
+    if a.cu_seqlens_q.ndim or a.cu_seqlens_k.ndim:
         used.add("varlen")
-    if a.page_table.data:
+    if a.page_table.ndim:
         used.add("paged")
-    if a.alibi_slopes.data:
+    if a.alibi_slopes.ndim:
         used.add("alibi")
     return used
 
@@ -145,9 +152,14 @@ class Kernel:
             dl = getattr(a, field)
             if dl.data:
                 extra[field] = _tensors.import_tensor(dl, self.framework)
-        strides = {t: _tensors.strides_of(getattr(a, t)) for t in ("q", "k", "v", "o")}
+        dense = ("q", "k", "v", "o")
+        strides = {t: _tensors.strides_of(getattr(a, t)) for t in dense}
+        shapes = {t: _tensors.shape_of(getattr(a, t)) for t in dense}
+        used = _variants_of(p, a)
         return Problem(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, p.d_v, _capi.MASKS[p.mask], p.window_left,
-                       p.window_right, p.scale, p.softcap, _tensors.dtype_name(a.q), strides=strides, **extra)
+                       p.window_right, p.scale, p.softcap, _tensors.dtype_name(a.q), strides=strides, shapes=shapes,
+                       varlen="varlen" in used, page_size=shapes["k"][1] if "paged" in used else 0,
+                       alibi="alibi" in used, **extra)
 
     def _supports(self, pp, pa):
         try:
@@ -156,7 +168,9 @@ class Kernel:
                 return 0
             if not 0 <= p.mask < 3 or _capi.MASKS[p.mask] not in self.masks:
                 return 0
-            if (self.head_dims is not None and p.d not in self.head_dims) or (not self.gqa and p.heads_q != p.heads_kv):
+            if self.head_dims is not None and (p.d not in self.head_dims or p.d_v not in self.head_dims):
+                return 0
+            if not self.gqa and p.heads_q != p.heads_kv:
                 return 0
             if not _variants_of(p, a) <= self.variants:
                 return 0

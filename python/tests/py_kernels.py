@@ -123,3 +123,10 @@ misshapen = _kernel(wrong_shape, name="py_wrong_shape")
 nan_kernel = _kernel(nan_output, name="py_nan")
 crashing = _kernel(segfault, name="py_segfault")
 hanging = _kernel(hangs, name="py_hangs")
+
+
+def attention_o_only(q, k, v, p):
+    return attention(q, k, v, p)[0]
+
+
+no_lse = _kernel(attention_o_only, name="py_no_lse", writes_lse=False)  # lse left as the suite's NaN fill

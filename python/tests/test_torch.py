@@ -1,6 +1,7 @@
 """flashcheck.check on torch kernels (skipped without torch; the CUDA ones without a GPU): the suite's
 CUDA memory crosses as DLPack without a copy, the backward through autograd or a second callable,
 the isolated worker, the examples' adapters, planted bugs killed."""
+import importlib.util
 import os
 import re
 import sys
@@ -84,10 +85,17 @@ def test_sdpa_math_in_the_pytest_fixture(flashcheck_check):
 
 
 @cuda
-@pytest.mark.parametrize("spec", ["torch_sdpa:math", "torch_sdpa:flash", "flex_attention:flex"])
-def test_the_examples_adapt_in_a_few_lines(spec, monkeypatch):
+@pytest.mark.parametrize("spec, law", [
+    ("torch_sdpa:math", "reference"), ("torch_sdpa:flash", "reference"), ("torch_sdpa:efficient", "reference"),
+    ("torch_sdpa:cudnn", "reference"), ("flex_attention:flex", "reference"),
+    ("flex_attention:flex_window", "window_invisible"), ("flex_attention:flex_softcap", "softcap"),
+    ("torch_varlen:varlen", "varlen_split"), ("jax_attention:xla", "window_invisible"),
+    ("jax_attention:cudnn", "varlen_split")])
+def test_the_examples_adapt_in_a_few_lines(spec, law, monkeypatch, tmp_path):
+    if spec.startswith("jax") and importlib.util.find_spec("jax") is None:
+        pytest.skip("no JAX")
     monkeypatch.syspath_prepend(EXAMPLES)
-    result = flashcheck.check(spec, law="reference", cases=10, seed=1, quiet=True, timeout=300)
+    result = flashcheck.check(spec, law=law, cases=6, seed=1, quiet=True, timeout=300, regressions=str(tmp_path))
     # A verdict on the library's numerics (the external audit reports it), never the adapter's own error.
     assert [x["status"] for x in result.laws] in (["pass"], ["fail"]), result.report
     assert not re.search(r"\b\w+(Error|Exception): ", result.report), result.report

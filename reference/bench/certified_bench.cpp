@@ -148,8 +148,12 @@ int main(int argc, char** argv) {
     w0 = wall_now();
     t_cert = std::min(t_cert, seconds([&] { fc::ref::certified(p, in); }));  // the public entry point
     w_cert = std::min(w_cert, wall_now() - w0);
-    fc::ref::cert::GroupIn g{
-        scale, q, d_o, k, v, std::vector<Eigen::Index>(size_t(n), n), std::vector<char>(size_t(n), 0)};
+    fc::ref::cert::GroupIn g;
+    g.scale = scale;
+    g.q = q, g.d_o = d_o, g.k = k, g.v = v;
+    g.first.assign(size_t(n), 0);
+    g.n_vis.assign(size_t(n), n);
+    g.bad.assign(size_t(n), 0);
     fc::ref::cert::GroupFwd f;
     const double tf = seconds([&] { f = fc::ref::cert::forward(g); });
     const double tb = seconds([&] { fc::ref::cert::backward(g, f); });

@@ -1,6 +1,7 @@
 // The seeds' worked examples through the exact oracle, plus its softmax/LSE unit.
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "golden_checks.hpp"
 #include "reference/exact.hpp"
@@ -35,6 +36,31 @@ TEST_CASE("exact_softmax and exact_lse: the seeds' rows and the non-finite rules
   for (double bad : {inf, std::nan("")}) {
     for (double e : exact_softmax({1, bad, 0})) CHECK(std::isnan(e));
     CHECK(std::isnan(exact_lse({1, bad})));
+  }
+}
+
+TEST_CASE("exact_softmax_row equals exact() of the row as an attention problem (q = [1], k = x, V = I)", "[cpu]") {
+  std::mt19937_64 rng(7);
+  for (int32_t n : {1, 2, 5, 33, 130}) {
+    for (double spread : {1.0, 30.0, 1e4}) {
+      std::normal_distribution<double> g(0, spread);
+      std::vector<double> x(static_cast<size_t>(n));  // (n,)
+      for (double& e : x) e = g(rng);
+      const Problem p{.n_q = 1, .n_k = n, .d = n, .dtype = DType::F64, .scale = 1.0};
+      Tensors64 in;
+      in.q.assign(size_t(n), 0.0);  // (1, n): q = e_0
+      in.q[0] = 1.0;
+      in.k.assign(size_t(n) * size_t(n), 0.0);  // (n, n): k_j = x_j e_0
+      in.v.assign(size_t(n) * size_t(n), 0.0);  // (n, n): the identity
+      for (int32_t j = 0; j < n; ++j) {
+        in.k[size_t(j) * size_t(n)] = x[size_t(j)];
+        in.v[size_t(j) * size_t(n) + size_t(j)] = 1.0;
+      }
+      const Result64 r = exact(p, in, 113);
+      const SoftmaxRow row = exact_softmax_row(x, 113);
+      CHECK(row.p == r.o);  // both rounded once from 113 bits
+      CHECK(row.lse == r.lse[0]);
+    }
   }
 }
 

@@ -3,7 +3,7 @@
 # sweep's F16/BF16 cases and the GPU cases to N = 16384; CI audits the CPU kernels) and the
 # accumulation audit to N = 65536 (the CUDA kernels beside cpu_tiled and the 3-pass baseline, the
 # same algorithm rounding to nearest), 16 cases in flight, packed into one tar under $OUT (a run
-# returns at most 8 files).
+# returns at most 8 files). AUDIT_LIMIT and ACC_LIMIT (seconds, default 200 and 380) cap the two runs.
 set -uo pipefail
 source "$(dirname "$0")/../../bench/device_env.sh"  # root, out, .carry/ unpacked, LD_LIBRARY_PATH
 fc=$root/.carry/tests/flashcheck
@@ -11,7 +11,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/dev
 echo "commit $(cat "$root/.carry/COMMIT")" | tee -a "$out/device.txt"
 cd "$out"
 gpu="--kernel cuda_tiled --kernel cuda_wgmma --kernel cuda_naive"
-for run in "audit 200 --dtype F16,BF16 $gpu" "accumulation 380 --accumulation $gpu --kernel cpu_tiled --kernel cpu_naive"; do
+for run in "audit ${AUDIT_LIMIT:-200} --dtype F16,BF16 $gpu" \
+  "accumulation ${ACC_LIMIT:-380} --accumulation $gpu --kernel cpu_tiled --kernel cpu_naive"; do
   set -- $run
   name=$1 limit=$2; shift 2
   t0=$SECONDS

@@ -134,8 +134,11 @@ TEST_CASE("CUDA forwards: block size never changes the answer beyond the bound, 
           const ref::Bounds b_gpu = ref::error_bounds(p, in64, c, declared_precision(kern, p, cfg));
           // Both runs lie within their bounds of the exact o, so they lie within the sum of each other.
           require_within("o vs first tile", gpu.o, o_first.o.to_f64(), plus(b_gpu.o, b_first.o), t);
-          HostTensor o_cpu(t, shape_q(p)), lse_cpu(DType::F32, shape_lse(p));  // (b, h_q, n_q, d), (b, h_q, n_q)
-          cpu::tiled_forward(p, cfg, in.q, in.k, in.v, o_cpu, lse_cpu);
+          Outputs cpu_out;
+          cpu_out.o = HostTensor(t, shape_q(p));               // (b, h_q, n_q, d)
+          cpu_out.lse = HostTensor(DType::F32, shape_lse(p));  // (b, h_q, n_q)
+          cpu::tiled_forward(in, cfg, cpu_out);
+          const HostTensor& o_cpu = cpu_out.o;
           // The CPU emulation on the same tile: its own declaration (round to nearest, glibc's exp).
           const ref::Bounds b_cpu =
               ref::error_bounds(p, in64, c, declared_precision(*find_kernel("cpu_tiled"), p, cfg));

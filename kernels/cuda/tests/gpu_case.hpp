@@ -64,7 +64,7 @@ inline Outputs run_fwd(const Kernel& kern, const Inputs& in, const Config& cfg =
   Outputs out;
   out.o = HostTensor(in.p.dtype, shape_q(in.p));      // (b, h_q, n_q, d)
   out.lse = HostTensor(DType::F32, shape_lse(in.p));  // (b, h_q, n_q)
-  kern.forward(in.p, cfg, in.q, in.k, in.v, out.o, out.lse);
+  kern.forward(in, cfg, out);
   return out;
 }
 inline Outputs run_fwd_bwd(const Kernel& kern, const Inputs& in, const Config& cfg = {}) {
@@ -72,7 +72,7 @@ inline Outputs run_fwd_bwd(const Kernel& kern, const Inputs& in, const Config& c
   out.d_q = HostTensor(in.p.dtype, shape_q(in.p));   // (b, h_q, n_q, d)
   out.d_k = HostTensor(in.p.dtype, shape_kv(in.p));  // (b, h_kv, n_k, d)
   out.d_v = HostTensor(in.p.dtype, shape_kv(in.p));  // (b, h_kv, n_k, d)
-  kern.backward(in.p, cfg, in.q, in.k, in.v, out.o, out.lse, in.d_o, out.d_q, out.d_k, out.d_v);
+  kern.backward(in, cfg, out);
   return out;
 }
 

@@ -11,8 +11,9 @@
 #             cases each), and racecheck on the mutants that plant a race (it may or may not see them)
 #   shapes    the shape histogram of the cases `check --kernel cuda_wgmma` draws (and cuda_tiled's),
 #             then that check itself, timed (100 cases per law, seed 1)
-#   seeds     every law on the correct CUDA kernels (laws_gpu_test) at seeds $SEEDS (default 1..20;
-#             split them over calls, e.g. SEEDS="1 2 3 4 5"), $SEED_CASES cases per law (default 100)
+#   seeds     every law on the correct CUDA kernels (laws_gpu_test) at seeds $SEEDS (default 1..20),
+#             $SEED_CASES cases per law (default 100), one process per (seed, law), $SEED_JOBS at a
+#             time (default 16), each limited to $SEED_LIMIT seconds (default 590)
 # Everything lands in $OUT/cudamut.tar.gz plus $OUT/cudamut_summary.txt.
 set -uo pipefail
 source "$(dirname "$0")/../../../bench/device_env.sh"  # root, out, .carry/ unpacked, LD_LIBRARY_PATH
@@ -83,9 +84,27 @@ for s in ${*:-kills}; do
       grep -E 'holds|fails|n/a|FAIL' "$work/check_cuda_wgmma.log" | head -40
       ;;
     seeds)
+      # One process per (seed, law), $SEED_JOBS at a time (default 16): the oracle runs on the host's
+      # cores while the GPU serves them all. seeds.tsv: seed, law, exit status, seconds.
+      "$bin/laws_gpu_test" --list-test-names-only 2>/dev/null | grep -v '^$' > "$work/laws.txt"
+      t0=$SECONDS
       for seed in ${SEEDS:-$(seq 1 20)}; do
-        step "seed_$seed" 590 env FC_SEED="$seed" FC_CASES="${SEED_CASES:-100}" "$bin/laws_gpu_test"
+        n=0
+        while IFS= read -r name; do
+          n=$((n + 1))
+          (
+            t=$SECONDS
+            timeout "${SEED_LIMIT:-590}" env FC_SEED="$seed" FC_CASES="${SEED_CASES:-100}" FC_THREADS=2 \
+              "$bin/laws_gpu_test" "${name//,/\\,}" -r compact > "$work/seed_${seed}_law$n.log" 2>&1
+            printf '%s\t%s\t%s\t%s\n' "$seed" "$name" "$?" "$((SECONDS - t))" >> "$work/seeds.tsv"
+          ) &
+          while [ "$(jobs -rp | wc -l)" -ge "${SEED_JOBS:-16}" ]; do wait -n; done
+        done < "$work/laws.txt"
       done
+      wait
+      summary+=("seeds ${SEEDS:-1..20}, ${SEED_CASES:-100} cases per law, $((SECONDS - t0))s: \
+$(wc -l < "$work/seeds.tsv") (seed, law) runs, $(awk -F'\t' '$3 != 0' "$work/seeds.tsv" | wc -l) failed")
+      awk -F'\t' '$3 != 0' "$work/seeds.tsv"
       ;;
     *) echo "unknown step $s (kills controls sanitize shapes seeds)"; exit 2 ;;
   esac

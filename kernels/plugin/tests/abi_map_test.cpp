@@ -49,7 +49,7 @@ void fake_forward(const CallPlan& plan, unsigned char* arena) {
 
 }  // namespace
 
-TEST_CASE("abi_map: the problem maps field by field, variants neutral", "[cpu]") {
+TEST_CASE("abi_map: the problem maps field by field, a dense one with neutral variants", "[cpu]") {
   Problem p = problem(2, 4, 2, 5, 7, 16, DType::BF16);
   p.mask = Mask::CausalBottomRight, p.scale = 0.375;
   const fc_problem a = to_abi(p);
@@ -150,4 +150,92 @@ TEST_CASE("abi_map: stray writes are named (padding, past the end, into an input
   const Slot& sl = plan.slot[kLse];  // the last tensor: its guard, then alignment padding
   CHECK(poke(sl.offset + sl.span + 63).find("past the end of lse") != std::string::npos);
   CHECK(poke(plan.bytes - 1).find("outside every tensor") != std::string::npos);
+}
+
+TEST_CASE("abi_map: the variants map to fields and tensors", "[cpu]") {
+  Problem p = problem(3, 4, 2, 6, 9, 8, DType::F16);
+  p.d_v = 4, p.window_left = 2, p.window_right = 0, p.softcap = 7.5, p.alibi = true;
+  p.varlen = true, p.total_q = 10, p.total_k = 15;
+  p.page_size = 4, p.num_pages = 6, p.pages_per_seq = 3;
+  const fc_problem a = to_abi(p);
+  CHECK(a.d_v == 4);
+  CHECK(a.window_left == 2);
+  CHECK(a.window_right == 0);
+  CHECK(a.softcap == 7.5);
+  for (Layout layout : {Layout::Compact, Layout::Bshd, Layout::Padded}) {
+    CAPTURE(layout_name(layout));
+    const CallPlan plan = plan_call(p, layout, true);
+    auto shape = [&](int32_t id) {
+      return std::vector<int64_t>(plan.slot[id].shape, plan.slot[id].shape + plan.slot[id].ndim);
+    };
+    CHECK(shape(kQ) == std::vector<int64_t>{10, 4, 8});    // (total_q, heads_q, d)
+    CHECK(shape(kK) == std::vector<int64_t>{6, 4, 2, 8});  // (pages, page_size, heads_kv, d)
+    CHECK(shape(kV) == std::vector<int64_t>{6, 4, 2, 4});  // d_v
+    CHECK(shape(kO) == std::vector<int64_t>{10, 4, 4});    // (total_q, heads_q, d_v)
+    CHECK(shape(kLse) == std::vector<int64_t>{4, 10});     // (heads_q, total_q)
+    CHECK(shape(kCuSeqlensQ) == std::vector<int64_t>{4});  // batch + 1
+    CHECK(shape(kCuSeqlensK) == std::vector<int64_t>{4});
+    CHECK(shape(kPageTable) == std::vector<int64_t>{3, 3});  // (batch, pages_per_seq)
+    CHECK(shape(kAlibi) == std::vector<int64_t>{4});         // heads_q
+    CHECK(plan.slot[kCuSeqlensQ].dtype.code == kDLInt);
+    CHECK(plan.slot[kCuSeqlensQ].has_strides == 0);
+    CHECK(shape(kDk) == shape(kK));
+    // Every element of every strided tensor at its own storage element (no two share one).
+    for (int32_t id : {kQ, kK, kV, kO, kLse}) {
+      const Slot& s = plan.slot[id];
+      const bool strided = layout == Layout::Padded || (layout == Layout::Bshd && id != kLse);
+      CHECK(s.has_strides == int32_t(strided));
+      std::set<int64_t> at;
+      int64_t n = 1;
+      for (int i = 0; i < s.ndim; ++i) n *= s.shape[i];
+      for (int64_t x = 0; x < n; ++x) {
+        int64_t rem = x, off = 0;
+        for (int i = s.ndim - 1; i >= 0; --i) off += (rem % s.shape[i]) * s.strides[i], rem /= s.shape[i];
+        at.insert(off);
+      }
+      CHECK(int64_t(at.size()) == n);
+      CHECK(*at.rbegin() * (s.dtype.bits / 8) < int64_t(s.span));
+    }
+  }
+}
+
+TEST_CASE("abi_map: varlen tensors and their offsets round-trip in every layout", "[cpu]") {
+  Problem p = problem(2, 2, 1, 3, 4, 5, DType::F32);
+  p.varlen = true, p.total_q = 4, p.total_k = 6;
+  HostTensor cu_q(DType::I32, {3}), cu_k(DType::I32, {3});
+  cu_q.set(1, 1), cu_q.set(2, 4), cu_k.set(1, 2), cu_k.set(2, 6);
+  for (Layout layout : {Layout::Compact, Layout::Bshd, Layout::Padded}) {
+    CAPTURE(layout_name(layout));
+    const CallPlan plan = plan_call(p, layout, false);
+    const HostTensor q = iota(DType::F32, shape_q(p), 1), k = iota(DType::F32, shape_kv(p), 2),
+                     v = iota(DType::F32, shape_v(p), 3);
+    std::vector<unsigned char> arena(plan.bytes), before;
+    HostArgs in;
+    in.q = &q, in.k = &k, in.v = &v, in.cu_q = &cu_q, in.cu_k = &cu_k;
+    pack(plan, in, arena.data());
+    before = arena;
+    fc_forward_args a;
+    make_args(plan, arena.data(), {kDLCPU, 0}, &a, nullptr);
+    REQUIRE(a.cu_seqlens_k.data != nullptr);
+    CHECK(static_cast<const int32_t*>(a.cu_seqlens_k.data)[2] == 6);
+    CHECK(static_cast<const int32_t*>(a.cu_seqlens_q.data)[1] == 1);
+    const int64_t* qs = a.q.strides;
+    const int64_t* os = a.o.strides;
+    for (int64_t t = 0; t < 4; ++t)  // o[t, h, c] = q[t, h, c] + 1 through the strides (compact: none)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t c = 0; c < 5; ++c) {
+          const int64_t qi = qs ? t * qs[0] + h * qs[1] + c * qs[2] : (t * 2 + h) * 5 + c;
+          const int64_t oi = os ? t * os[0] + h * os[1] + c * os[2] : (t * 2 + h) * 5 + c;
+          static_cast<float*>(a.o.data)[oi] = static_cast<float*>(a.q.data)[qi] + 1;
+        }
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t t = 0; t < 4; ++t)
+        static_cast<float*>(a.lse.data)[a.lse.strides ? h * a.lse.strides[0] + t : h * 4 + t] = float(t);
+    HostTensor o(DType::F32, shape_o(p)), lse(DType::F32, shape_lse(p));
+    HostOuts out;
+    out.o = &o, out.lse = &lse;
+    CHECK(unpack(plan, arena.data(), before.data(), out) == "");
+    for (int64_t x = 0; x < o.numel(); ++x) REQUIRE(o.get(x) == q.get(x) + 1);
+    for (int64_t x = 0; x < lse.numel(); ++x) REQUIRE(lse.get(x) == double(x % 4));
+  }
 }

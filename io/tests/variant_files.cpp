@@ -1,0 +1,220 @@
+#include "io/tests/variant_files.hpp"
+
+#include <cmath>
+
+namespace fc::io::testing {
+
+namespace {
+
+HostTensor ints(std::vector<int64_t> shape, const std::vector<int32_t>& x) {
+  HostTensor t(DType::I32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, x[size_t(i)]);
+  return t;
+}
+
+// Values on a 1/8 grid, exact in F16.
+HostTensor values(DType t, std::vector<int64_t> shape, int seed) {
+  HostTensor x(t, std::move(shape));
+  for (int64_t i = 0; i < x.numel(); ++i) x.set(i, double((i * 7 + seed * 3) % 17 - 8) / 8);
+  return x;
+}
+
+// A varlen problem from per-sequence lengths (heads 2/1, d 4, d_v as given), optionally paged.
+Inputs varlen(const std::vector<int32_t>& len_q, const std::vector<int32_t>& len_k, int32_t d_v, int32_t page_size,
+              int32_t num_pages, const std::vector<int32_t>& table) {
+  Inputs in;
+  Problem& p = in.p;
+  p.heads_q = 2, p.heads_kv = 1, p.d = 4, p.d_v = d_v == 4 ? 0 : d_v, p.dtype = DType::F16, p.scale = 0.5;
+  p.varlen = true, p.batch = int32_t(len_q.size()), p.n_q = p.n_k = 0;
+  std::vector<int32_t> cu_q = {0}, cu_k = {0};
+  for (size_t b = 0; b < len_q.size(); ++b) {
+    cu_q.push_back(cu_q.back() + len_q[b]), cu_k.push_back(cu_k.back() + len_k[b]);
+    p.n_q = std::max(p.n_q, len_q[b]), p.n_k = std::max(p.n_k, len_k[b]);
+  }
+  p.total_q = cu_q.back(), p.total_k = cu_k.back();
+  in.cu_seqlens_q = ints({p.batch + 1}, cu_q);
+  in.cu_seqlens_k = ints({p.batch + 1}, cu_k);
+  if (page_size > 0) {
+    p.page_size = page_size, p.num_pages = num_pages, p.pages_per_seq = int32_t(table.size()) / p.batch;
+    in.page_table = ints({p.batch, p.pages_per_seq}, table);
+  }
+  in.q = values(DType::F16, shape_q(p), 1);
+  in.k = values(DType::F16, shape_kv(p), 2);
+  in.v = values(DType::F16, shape_v(p), 3);
+  in.d_o = values(DType::F16, shape_o(p), 4);
+  return in;
+}
+
+Inputs dense(int32_t n_q, int32_t n_k, Mask m) {
+  Inputs in;
+  Problem& p = in.p;
+  p.heads_q = 2, p.heads_kv = 2, p.n_q = n_q, p.n_k = n_k, p.d = 4, p.dtype = DType::F16, p.mask = m, p.scale = 0.5;
+  in.q = values(DType::F16, shape_q(p), 1);
+  in.k = values(DType::F16, shape_kv(p), 2);
+  in.v = values(DType::F16, shape_v(p), 3);
+  in.d_o = values(DType::F16, shape_o(p), 4);
+  return in;
+}
+
+}  // namespace
+
+std::vector<GoodVariant> good_variants() {
+  std::vector<GoodVariant> g;
+  g.push_back({"varlen", varlen({3, 0, 2}, {4, 2, 0}, 4, 0, 0, {})});
+  g.push_back({"varlen_all_empty", varlen({0, 0}, {1, 0}, 4, 0, 0, {})});
+  g.push_back({"paged", varlen({2, 3}, {5, 3}, 4, 2, 4, {3, 1, 0, 1, 0, 2})});
+  g.push_back({"varlen_d_v", varlen({2, 1}, {3, 3}, 6, 0, 0, {})});
+  Inputs w = dense(5, 7, Mask::CausalBottomRight);
+  w.p.window_left = 2, w.p.window_right = 0;
+  g.push_back({"window", w});
+  Inputs sc = dense(3, 4, Mask::None);
+  sc.p.softcap = 2.5;
+  g.push_back({"softcap", sc});
+  Inputs al = dense(3, 5, Mask::CausalTopLeft);
+  al.p.alibi = true;
+  al.alibi_slopes = HostTensor(DType::F32, {2});
+  al.alibi_slopes.set(0, 0.5), al.alibi_slopes.set(1, 0.125);
+  g.push_back({"alibi", al});
+  return g;
+}
+
+std::vector<BadVariantCase> malformed_variant_cases() {
+  std::vector<BadVariantCase> c;
+  const Inputs good = varlen({3, 0, 2}, {4, 2, 0}, 4, 0, 0, {});
+  const Inputs paged = varlen({2, 3}, {5, 3}, 4, 2, 4, {3, 1, 0, 1, 0, 2});
+  auto edit = [&](const Inputs& base, const std::function<void(TensorFile&)>& f) {
+    TensorFile file = inputs_file(base);
+    f(file);
+    return serialize_safetensors(file);
+  };
+  auto add = [&](std::string label, std::string bytes, Fault fault, std::string mention) {
+    c.push_back({std::move(label), std::move(bytes), fault, std::move(mention)});
+  };
+  add("cu_seqlens_q_alone", edit(good, [](TensorFile& f) { f.tensors.erase("cu_seqlens_k"); }), Fault::BadVariant,
+      "come together");
+  add("page_table_without_varlen",
+      edit(dense(3, 4, Mask::None),
+           [](TensorFile& f) {
+             f.tensors["page_table"] = ints({1, 1}, {0});
+           }),
+      Fault::BadVariant, "page_table needs");
+  add("cu_seqlens_q_f32", edit(good, [](TensorFile& f) { f.tensors["cu_seqlens_q"] = HostTensor(DType::F32, {4}); }),
+      Fault::BadVariant, "expected I32");
+  add("cu_seqlens_q_rank_2",
+      edit(good,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_q"] = ints({2, 2}, {0, 3, 3, 5});
+           }),
+      Fault::BadVariant, "(batch + 1)");
+  add("cu_seqlens_one_entry",
+      edit(good,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_q"] = ints({1}, {0}), f.tensors["cu_seqlens_k"] = ints({1}, {0});
+           }),
+      Fault::BadVariant, "b + 1 >= 2");
+  add("cu_seqlens_lengths_differ",
+      edit(good,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_k"] = ints({3}, {0, 4, 6});
+           }),
+      Fault::BadVariant, "entries");
+  add("cu_seqlens_q_decreasing",
+      edit(good,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_q"] = ints({4}, {0, 3, 2, 5});
+           }),
+      Fault::BadVariant, "decreases");
+  add("cu_seqlens_q_not_from_0",
+      edit(good,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_q"] = ints({4}, {1, 3, 3, 5});
+           }),
+      Fault::BadVariant, "expected 0");
+  add("cu_seqlens_q_total_mismatch",
+      edit(good,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_q"] = ints({4}, {0, 3, 3, 4});
+           }),
+      Fault::BadVariant, "packed tensors hold");
+  add("cu_seqlens_k_past_the_keys",
+      edit(good,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_k"] = ints({4}, {0, 4, 6, 9});
+           }),
+      Fault::BadVariant, "packed tensors hold");
+  add("varlen_q_rank_4",
+      edit(good,
+           [](TensorFile& f) {
+             f.tensors["q"] = HostTensor(DType::F16, {1, 5, 2, 4});
+           }),
+      Fault::WrongRank, "(total_q, heads_q, d): varlen");
+  add("page_table_entry_negative",
+      edit(paged,
+           [](TensorFile& f) {
+             f.tensors["page_table"] = ints({2, 3}, {3, 1, -1, 1, 0, 2});
+           }),
+      Fault::BadVariant, "is not a page");
+  add("page_table_entry_past_pages",
+      edit(paged,
+           [](TensorFile& f) {
+             f.tensors["page_table"] = ints({2, 3}, {3, 1, 4, 1, 0, 2});
+           }),
+      Fault::BadVariant, "is not a page");
+  add("page_table_rows",
+      edit(paged,
+           [](TensorFile& f) {
+             f.tensors["page_table"] = ints({3, 2}, {3, 1, 0, 1, 0, 2});
+           }),
+      Fault::BadVariant, "rows");
+  add("page_table_too_small",
+      edit(paged,
+           [](TensorFile& f) {
+             f.tensors["page_table"] = ints({2, 2}, {3, 1, 0, 1});
+           }),
+      Fault::BadVariant, "page table holds");
+  add("paged_k_rank_3",
+      edit(paged,
+           [](TensorFile& f) {
+             f.tensors["k"] = HostTensor(DType::F16, {8, 1, 4}), f.tensors["v"] = HostTensor(DType::F16, {8, 1, 4});
+           }),
+      Fault::WrongRank, "paged");
+  Inputs al = dense(3, 5, Mask::CausalTopLeft);
+  al.p.alibi = true;
+  al.alibi_slopes = HostTensor(DType::F32, {2});
+  add("alibi_slopes_f16", edit(al, [](TensorFile& f) { f.tensors["alibi_slopes"] = HostTensor(DType::F16, {2}); }),
+      Fault::BadVariant, "alibi_slopes is F16");
+  add("alibi_slopes_length", edit(al, [](TensorFile& f) { f.tensors["alibi_slopes"] = HostTensor(DType::F32, {3}); }),
+      Fault::BadVariant, "alibi_slopes has shape");
+  add("alibi_slope_nan", edit(al, [](TensorFile& f) { f.tensors["alibi_slopes"].set(1, std::nan("")); }),
+      Fault::BadVariant, "not finite");
+  for (const char* w : {"abc", "-2", "1.5", "", "+-1", "2147483648", "0x10"})
+    add(std::string("window_left_") + w,
+        edit(dense(3, 4, Mask::None), [&](TensorFile& f) { f.metadata["window_left"] = w; }), Fault::BadMetadata,
+        "window_left");
+  add("window_right_junk", edit(dense(3, 4, Mask::None), [](TensorFile& f) { f.metadata["window_right"] = "1 "; }),
+      Fault::BadMetadata, "window_right");
+  for (const char* s : {"-1", "nan", "inf", "x", ""})
+    add(std::string("softcap_") + s, edit(dense(3, 4, Mask::None), [&](TensorFile& f) { f.metadata["softcap"] = s; }),
+        Fault::BadMetadata, "softcap");
+  add("q_i32",
+      edit(dense(3, 4, Mask::None),
+           [](TensorFile& f) {
+             f.tensors["q"] = HostTensor(DType::I32, {1, 2, 3, 4});
+           }),
+      Fault::UnknownDtype, "F16, BF16, F32 or F64");
+  add("d_o_with_d_not_d_v",
+      edit(varlen({2, 1}, {3, 3}, 6, 0, 0, {}),
+           [](TensorFile& f) {
+             f.tensors["d_o"] = HostTensor(DType::F16, {3, 2, 4});
+           }),
+      Fault::BadShape, "d_o");
+  add("unknown_tensor_cu_seqlens",
+      edit(good,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens"] = ints({4}, {0, 3, 3, 5});
+           }),
+      Fault::UnknownTensor, "cu_seqlens");
+  return c;
+}
+
+}  // namespace fc::io::testing

@@ -1,0 +1,262 @@
+// The variant mutants: cpu_tiled's FA2 forward (kernels/cpu/tiled_forward.hpp) with one fault in
+// the visible-key range, the K/V gather, the problem it reads or the finalisation.
+#include "kernels/mutants/variant_faulty.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/cpu_kernels.hpp"
+#include "kernels/cpu/glue.hpp"
+#include "kernels/cpu/tile.hpp"
+
+namespace fc::mutants {
+namespace {
+
+using F = VariantFault;
+
+// visible_keys (attention.h) with the window and alignment faults. max_q, max_k: the batch's
+// longest lengths (VarlenMaxAlignment aligns with them).
+KeyRange faulty_keys(F f, const Problem& p, int64_t i, int64_t n_q, int64_t n_k, int64_t max_q, int64_t max_k) {
+  const bool max_align = f == F::VarlenMaxAlignment && p.varlen;
+  const int64_t a = aligned_row(p.mask, i, max_align ? max_q : n_q, max_align ? max_k : n_k);
+  int64_t w = a;  // the row the window is measured from
+  if (f == F::WindowOtherAlignment) w = p.mask == Mask::CausalTopLeft ? i + n_k - n_q : i;
+  int64_t begin = 0, end = n_k;
+  if (p.mask != Mask::None && a + 1 < end) end = a + 1;
+  const int64_t right_end = w + p.window_right + (f == F::WindowRightExclusive ? 0 : 1);
+  if (p.window_right >= 0 && right_end < end) end = right_end;
+  const int64_t left_begin = w - p.window_left - (f == F::WindowLeftWide ? 1 : 0);
+  if (p.window_left >= 0 && left_begin > begin) begin = left_begin;
+  return {begin, std::max(begin, end)};
+}
+
+// exp evaluated in a wider type and rounded once: within half an ulp and a hair, as good as glibc's,
+// but not always its bits.
+struct WideExp {
+  float operator()(float x) const { return float(std::exp(double(x))); }
+  double operator()(double x) const { return double(std::exp((long double)x)); }
+};
+
+// The score with softcap's tanh flushing tiny arguments to 0 (SoftcapTinyZero), else cpu::score.
+template <class A, class X>
+cpu::Soft<A> faulty_score(F f, const cpu::Head<X>& h, int64_t i, int64_t j) {
+  using L = cpu::Soft<A>;
+  if (f != F::SoftcapTinyZero || !(h.p.softcap > 0)) return cpu::score<A>(h, i, j);
+  L s = cpu::scaled_score<A>(h, i, j);
+  const L y = s / L(h.p.softcap);
+  s = L(h.p.softcap) * (std::fabs(y) < L(0x1p-40) ? L(0) : cpu::Tanh{}(y));
+  if (h.p.alibi) s -= L(h.slope) * L(alibi_distance(h.p.mask, i, j, h.n_q, h.n_k));
+  return s;
+}
+
+// Does the fault's second code path (a wide exp) run on these inputs?
+bool wide_exp(F f, const Inputs& in) {
+  const Problem& p = in.p;
+  bool empty = false;
+  for (int64_t b = 0; p.varlen && b < p.batch; ++b)
+    empty |= seq_n_q(p, in.seqs(), b) == 0 || seq_n_k(p, in.seqs(), b) == 0;
+  return (f == F::VarlenWideExp && p.varlen) || (f == F::PagedWideExp && is_paged(p)) ||
+         (f == F::StridedWideExp && in.strided()) || (f == F::WindowWideExp && has_window(p)) ||
+         (f == F::AlibiWideExp && p.alibi) || (f == F::EmptySeqWideExp && empty);
+}
+
+// cpu_tiled's fa2_forward_head with faulty_keys for keys(), the exp Exp, and the ZeroKeysNaN
+// finalisation.
+template <class T, class A, class Exp>
+void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, const cpu::Tiling& t, T* o, double* lse) {
+  using L = cpu::Soft<A>;
+  using cpu::cvt;
+  const Exp exp_fn;
+  const int64_t d = h.d_v;
+  auto keys = [&](int64_t i) { return faulty_keys(f, h.p, i, h.n_q, h.n_k, max_q, max_k); };
+  for (int64_t i0 = 0; i0 < h.n_q; i0 += t.block_m) {
+    const int64_t i1 = std::min<int64_t>(i0 + t.block_m, h.n_q), rows = i1 - i0;
+    std::vector<L> m(size_t(rows), rules::neg_inf<L>());            // (kBlockM)
+    std::vector<L> l(size_t(rows), L(0));                           // (kBlockM)
+    std::vector<A> acc(size_t(rows * d), A(0.0f));                  // (kBlockM, d_v)
+    std::vector<L> s(size_t(std::min<int64_t>(t.block_n, h.n_k)));  // (kBlockN)
+    const KeyRange blk = {keys(i0).begin, keys(i1 - 1).end};
+    for (int64_t j0 = blk.begin / t.block_n * t.block_n; j0 < blk.end && blk.begin < blk.end; j0 += t.block_n) {
+      const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
+      for (int64_t r = 0; r < rows; ++r) {
+        const KeyRange vis = keys(i0 + r);
+        const int64_t jb = std::max(j0, vis.begin), jv = std::min(j1, vis.end);
+        L m_new = m[size_t(r)];
+        for (int64_t j = jb; j < jv; ++j) {
+          s[size_t(j - j0)] = faulty_score<A>(f, h, i0 + r, j);
+          m_new = rules::running_max(m_new, s[size_t(j - j0)]);
+        }
+        // MaxOverTile: the window is applied after the max, so the tile's keys that only the window
+        // hides join it (a shift: the same o in exact arithmetic, other bits).
+        for (int64_t j = j0; f == F::MaxOverTile && jb < jv && j < j1; ++j)
+          if (visible(Problem{.mask = h.p.mask}, i0 + r, j, h.n_q, h.n_k))
+            m_new = rules::running_max(m_new, faulty_score<A>(f, h, i0 + r, j));
+        const L alpha = rules::rescale(m[size_t(r)], m_new, exp_fn);
+        const L shift = rules::safe_shift(m_new);
+        A* acc_r = acc.data() + r * d;  // (d_v)
+        l[size_t(r)] *= alpha;
+        for (int64_t c = 0; c < d; ++c) acc_r[c] = cvt<A>(cvt<L>(acc_r[c]) * alpha);
+        for (int64_t j = jb; j < jv; ++j) {
+          const L p = exp_fn(s[size_t(j - j0)] - shift);
+          l[size_t(r)] += p;
+          const A p_op = cpu::gemm_operand<T, A>(p, t.round_p);
+          const A* v_j = h.v + j * d;  // (d_v)
+          for (int64_t c = 0; c < d; ++c) acc_r[c] = cpu::mac<A>(acc_r[c], p_op, v_j[c]);
+        }
+        m[size_t(r)] = m_new;
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      // ZeroKeysNaN: a sequence without keys divides 0 by l = 0.
+      const L inv = f == F::ZeroKeysNaN && h.n_k == 0 ? L(1) / l[size_t(r)] : rules::inv_l(l[size_t(r)]);
+      for (int64_t c = 0; c < d; ++c) o[(i0 + r) * d + c] = cvt<T>(cvt<L>(acc[size_t(r * d + c)]) * inv);
+      lse[i0 + r] = double(rules::finalize_lse(m[size_t(r)], l[size_t(r)], cpu::Log{}));
+    }
+  }
+}
+
+// A strided tensor read as if it were contiguous from the start of its storage.
+HostTensor as_if_contiguous(const HostTensor& t) {
+  if (t.is_compact()) return t;
+  HostTensor out(t.dtype, t.shape);
+  std::memcpy(out.bytes.data(), t.bytes.data(), std::min(out.bytes.size(), t.bytes.size()));
+  return out;
+}
+
+// Paged K/V read with page size 128: key j of sequence b at slot j % 128 of the page the table
+// lists at column j / 128 (the last column past the table), wrapping around the storage.
+Inputs read_with_page_128(const Inputs& in) {
+  const Problem& p = in.p;
+  const Seqs seqs = in.seqs();
+  Inputs u = in;
+  u.p.page_size = u.p.num_pages = u.p.pages_per_seq = 0;
+  u.page_table = HostTensor();
+  const int64_t dv = head_dim_v(p), slots = int64_t(p.num_pages) * p.page_size;
+  u.k = HostTensor(p.dtype, {p.total_k, p.heads_kv, p.d});
+  u.v = HostTensor(p.dtype, {p.total_k, p.heads_kv, dv});
+  const HostTensor k = in.k.contiguous(), v = in.v.contiguous();
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t j = 0; j < seq_n_k(p, seqs, b); ++j) {
+      const int64_t col = std::min<int64_t>(j / 128, p.pages_per_seq - 1);
+      const int64_t slot = (int64_t(seqs.page_table[b * p.pages_per_seq + col]) * p.page_size + j % 128) % slots;
+      for (int64_t h = 0; h < p.heads_kv; ++h) {
+        const int64_t from = slot * p.heads_kv + h, to = (int64_t(seqs.cu_k[b]) + j) * p.heads_kv + h;
+        for (int64_t c = 0; c < p.d; ++c) u.k.set(to * p.d + c, k.get(from * p.d + c));
+        for (int64_t c = 0; c < dv; ++c) u.v.set(to * dv + c, v.get(from * dv + c));
+      }
+    }
+  return u;
+}
+
+// The inputs as the faulty kernel reads them.
+Inputs as_read(F f, const Inputs& in) {
+  Inputs r = in;
+  if (f == F::SoftcapDropped) r.p.softcap = 0;
+  if (f == F::AlibiForcesCausal && in.p.alibi && in.p.mask == Mask::None) r.p.mask = Mask::CausalBottomRight;
+  if (f == F::StridesIgnored) r.q = as_if_contiguous(in.q), r.k = as_if_contiguous(in.k), r.v = as_if_contiguous(in.v);
+  if (f == F::PageSize128 && is_paged(in.p) && in.p.page_size != 128) r = read_with_page_128(r);
+  return r;
+}
+
+template <class T, class A>
+void faulty_forward(F f, const Inputs& given, const cpu::Tiling& t, Outputs& out) {
+  const Inputs in = as_read(f, given);
+  const Problem& p = in.p;
+  const Seqs seqs = in.seqs();
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      const cpu::WideHead<A> wide = cpu::widen_head<A, T>(in, b, h);
+      std::vector<T> o_h(size_t(wide.n_q * wide.d_v));  // (n_q, d_v)
+      std::vector<double> lse_h(size_t(wide.n_q));      // (n_q)
+      if (wide_exp(f, given))
+        forward_head<T, A, WideExp>(f, wide.view(), p.n_q, p.n_k, t, o_h.data(), lse_h.data());
+      else
+        forward_head<T, A, cpu::Exp>(f, wide.view(), p.n_q, p.n_k, t, o_h.data(), lse_h.data());
+      for (int64_t i = 0; i < wide.n_q; ++i) {
+        cpu::write_row<T>(out.o, q_row(p, seqs, b, h, i), wide.d_v, o_h.data() + i * wide.d_v);
+        out.lse.set(lse_index(p, seqs, b, h, i), lse_h[size_t(i)]);
+      }
+    }
+}
+
+}  // namespace
+
+Kernel make_variant_faulty_kernel(F f, const std::string& name, const std::string& description) {
+  Kernel k;
+  KernelInfo& i = k.info;
+  i.name = name;
+  i.device = "cpu";
+  i.mutant = f != F::None;
+  i.description = description;
+  i.dtypes = {DType::F16, DType::BF16, DType::F32, DType::F64};
+  // The window after the max is this kernel's fp32 path only: in 16-bit storage the shifted weights
+  // reach P's subnormals and the error model rightly rejects it (bounds_variants_test).
+  if (f == F::MaxOverTile) i.dtypes = {DType::F32};
+  i.masks = {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight};
+  i.any_tile = true;
+  for (auto [bm, bn] : {std::pair{64, 64}, std::pair{16, 16}, std::pair{17, 33}}) {
+    Config c;
+    c.block_m = bm, c.block_n = bn;
+    i.configs.push_back(c);
+  }
+  i.variants = {
+      .varlen = true, .paged = true, .window = true, .softcap = true, .alibi = true, .d_v = true, .strides = true};
+  i.exact = {.rows = true, .shared_scores = true, .tile_weights = true, .exact_scores = true};
+  // cpu_tiled's FA2 arithmetic (the fault is what the suite must find), in the order it forces.
+  i.arithmetic = [](const Problem& p, const Config& c) {
+    Config fa2 = c;
+    fa2.order = LoopOrder::FA2;
+    return cpu::tiled_arithmetic(p, fa2);
+  };
+  k.supports = [](const Problem& p) { return well_formed(p); };
+  k.forward = [f](const Inputs& in, const Config& c, Outputs& out) {
+    cpu::expect_forward(in, out);
+    cpu::Tiling t = cpu::tiling_of(c);
+    t.order = LoopOrder::FA2;  // the FA2 loop order whatever the config asks
+    cpu::with_types(in.p.dtype, c.accum, [&]<class T, class A>() { faulty_forward<T, A>(f, in, t, out); });
+  };
+  return k;
+}
+
+void register_variant_mutants(std::vector<Kernel>& out) {
+  struct Row {
+    F fault;
+    const char* name;
+    const char* description;
+  };
+  static const Row rows[] = {
+      {F::WindowRightExclusive, "mutant_window_right_exclusive",
+       "the window's right edge exclusive (j < i' + right): window (n, 0) drops the diagonal"},
+      {F::WindowLeftWide, "mutant_window_left_wide", "the window's left edge one key too far (j >= i' - left - 1)"},
+      {F::WindowOtherAlignment, "mutant_window_other_alignment",
+       "the window measured from the other causal alignment's row"},
+      {F::SoftcapDropped, "mutant_softcap_dropped", "softcap accepted and never applied"},
+      {F::AlibiForcesCausal, "mutant_alibi_forces_causal",
+       "ALiBi turns on the causal mask (bottom-right, no mask's alignment): a path written for decoder-only models"},
+      {F::PageSize128, "mutant_page_size_128", "paged K/V indexed with page size 128 whatever the table's page size"},
+      {F::VarlenMaxAlignment, "mutant_varlen_max_alignment",
+       "varlen rows aligned with the batch's longest lengths instead of the sequence's own"},
+      {F::StridesIgnored, "mutant_strides_ignored", "q, k, v read as contiguous whatever their strides"},
+      {F::ZeroKeysNaN, "mutant_zero_keys_nan", "a sequence with no key gives o = 0/0 = NaN"},
+      {F::VarlenWideExp, "mutant_varlen_wide_exp",
+       "the varlen path computes exp in double: right values, not the dense bits"},
+      {F::PagedWideExp, "mutant_paged_wide_exp",
+       "the paged path computes exp in double: right values, not the contiguous bits"},
+      {F::StridedWideExp, "mutant_strided_wide_exp",
+       "the strided-input path computes exp in double: right values, not the compact bits"},
+      {F::WindowWideExp, "mutant_window_wide_exp",
+       "the windowed path computes exp in double: window (n, 0) is not causal's bits"},
+      {F::AlibiWideExp, "mutant_alibi_wide_exp",
+       "the ALiBi path computes exp in double: zero slopes are not no ALiBi's bits"},
+      {F::EmptySeqWideExp, "mutant_empty_seq_wide_exp",
+       "a batch with an empty sequence takes a path with exp in double: the other sequences' bits change"},
+      {F::MaxOverTile, "mutant_max_over_tile",
+       "fp32: the window applied after the row max, so keys of the tile only the window hides join it"},
+      {F::SoftcapTinyZero, "mutant_softcap_tiny_zero",
+       "softcap's tanh flushes |s/c| < 2^-40 to 0: right near the scores, every score 0 at a huge cap"},
+  };
+  for (const Row& r : rows) out.push_back(make_variant_faulty_kernel(r.fault, r.name, r.description));
+}
+
+}  // namespace fc::mutants

@@ -1,0 +1,49 @@
+// Mutants of the variants (contract v2): realistic bugs of varlen, paged, windowed, softcapped,
+// ALiBi and strided attention, each planted in one kernel that is otherwise cpu_tiled's forward in
+// the FA2 loop order (the same operations in the same order, so on every problem the fault does not
+// touch it gives cpu_tiled's bits). Forward only: every fault shows in o or lse.
+//
+// A kernel of its own rather than a seam in cpu_tiled: the faults sit in the visible-key range, the
+// gather of K/V and the finalisation, and the correct kernels stay free of fault switches. The
+// fault-free form is held to every variant law (properties/tests/variant_laws_test.cpp).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/registry.hpp"
+
+namespace fc::mutants {
+
+enum class VariantFault {
+  None,                  // the correct kernel (not registered)
+  WindowRightExclusive,  // the window's right edge exclusive: j < i' + right (window (n, 0) loses the diagonal)
+  WindowLeftWide,        // the window's left edge off by one outward: j >= i' - left - 1
+  WindowOtherAlignment,  // the window measured from the other causal alignment's row
+  SoftcapDropped,        // softcap accepted and never applied
+  AlibiForcesCausal,     // ALiBi turns on the causal mask of no mask's alignment (a decoder-only path)
+  PageSize128,           // the page index computed with page size 128 whatever the problem says
+  VarlenMaxAlignment,    // varlen rows aligned with the batch's longest lengths, not the sequence's own
+  StridesIgnored,        // q, k, v read as if contiguous whatever their strides
+  ZeroKeysNaN,           // a sequence with no key gives o = 0 / 0 = NaN (no l = 0 guard)
+  // Within every error bound, but not the bits the contract promises: a second code path for one
+  // variant computes exp in double (each weight within an ulp, as the dense path's), so the variant
+  // and the dense problem it equals give different bits. Only the variants' bitwise laws see them.
+  VarlenWideExp,    // the varlen path
+  PagedWideExp,     // the paged path
+  StridedWideExp,   // the path for strided inputs
+  WindowWideExp,    // the windowed path
+  AlibiWideExp,     // the ALiBi path
+  EmptySeqWideExp,  // the path taken when a batch holds a sequence of no query or no key
+  MaxOverTile,      // the running max over the whole key tile, keys outside the row's range included
+  SoftcapTinyZero,  // softcap's tanh flushes |s / c| < 2^-40 to 0 (an approximate tanh): harmless at
+                    // any c near the scores, every score 0 when c is huge
+};
+
+// The registry row of the kernel with fault f (mutant = f != None): declares every variant.
+Kernel make_variant_faulty_kernel(VariantFault f, const std::string& name, const std::string& description);
+
+// The registered variant mutants (mutants.cpp appends them to the mutant table).
+void register_variant_mutants(std::vector<Kernel>& out);
+
+}  // namespace fc::mutants

@@ -1,0 +1,100 @@
+// validate (tensor.hpp): whether an Inputs is a consistent problem, with one line saying why not.
+// The io reader, the CPU kernels and the references all rely on it before indexing through the
+// per-sequence data.
+#include <cmath>
+#include <fmt/format.h>
+
+#include "tensor.hpp"
+
+namespace fc {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+std::string check_tensor(const char* name, const HostTensor& t, DType dtype, const std::vector<int64_t>& shape) {
+  if (t.dtype != dtype) return fmt::format("{} is {}, expected {}", name, dtype_name(t.dtype), dtype_name(dtype));
+  if (t.shape != shape) return fmt::format("{} has shape {}, expected {}", name, shape_str(t.shape), shape_str(shape));
+  if (!t.strides_in_bounds())
+    return t.is_compact() ? fmt::format("{} holds {} bytes, not {} elements", name, t.bytes.size(), t.numel())
+                          : fmt::format("{} has strides that address elements outside its storage", name);
+  return "";
+}
+
+// Cumulative offsets: I32 (batch + 1), from 0, non-decreasing, ending at `total`; *longest gets the
+// longest sequence.
+std::string check_cu(const char* name, const HostTensor& cu, int32_t batch, int64_t total, int64_t* longest) {
+  if (std::string e = check_tensor(name, cu, DType::I32, {int64_t(batch) + 1}); !e.empty()) return e;
+  if (!cu.is_compact()) return fmt::format("{} must be compact", name);
+  const int32_t* c = cu.data<int32_t>();
+  if (c[0] != 0) return fmt::format("{}[0] = {}, expected 0", name, c[0]);
+  *longest = 0;
+  for (int32_t b = 0; b < batch; ++b) {
+    if (c[b + 1] < c[b]) return fmt::format("{} decreases at {}: {} then {}", name, b + 1, c[b], c[b + 1]);
+    *longest = std::max<int64_t>(*longest, int64_t(c[b + 1]) - c[b]);
+  }
+  if (c[batch] != total)
+    return fmt::format("{}[{}] = {}, but the packed tensors hold {} tokens", name, batch, c[batch], total);
+  return "";
+}
+
+std::string check_variants(const Inputs& in) {
+  const Problem& p = in.p;
+  if (p.varlen) {
+    if (p.total_q < 0 || p.total_k < 0) return "negative token totals";
+    int64_t longest_q = 0, longest_k = 0;
+    if (std::string e = check_cu("cu_seqlens_q", in.cu_seqlens_q, p.batch, p.total_q, &longest_q); !e.empty()) return e;
+    if (std::string e = check_cu("cu_seqlens_k", in.cu_seqlens_k, p.batch, p.total_k, &longest_k); !e.empty()) return e;
+    if (longest_q != p.n_q || longest_k != p.n_k)
+      return fmt::format("n_q = {}, n_k = {}, but the longest sequences have {} queries and {} keys", p.n_q, p.n_k,
+                         longest_q, longest_k);
+  } else if (!in.cu_seqlens_q.shape.empty() || !in.cu_seqlens_k.shape.empty()) {
+    return "cu_seqlens given for a dense problem";
+  }
+  if (p.page_size > 0) {
+    if (!p.varlen) return "paged K/V needs varlen (cu_seqlens_q, cu_seqlens_k)";
+    const std::vector<int64_t> shape = {p.batch, p.pages_per_seq};
+    if (std::string e = check_tensor("page_table", in.page_table, DType::I32, shape); !e.empty()) return e;
+    if (!in.page_table.is_compact()) return "page_table must be compact";
+    const int32_t* t = in.page_table.data<int32_t>();
+    for (int64_t x = 0; x < in.page_table.numel(); ++x)
+      if (t[x] < 0 || t[x] >= p.num_pages)
+        return fmt::format("page_table[{}][{}] = {} is not a page in [0, {})", x / p.pages_per_seq, x % p.pages_per_seq,
+                           t[x], p.num_pages);
+  } else if (!in.page_table.shape.empty()) {
+    return "page_table given for a problem whose k, v are not paged";
+  }
+  if (p.alibi) {
+    if (std::string e = check_tensor("alibi_slopes", in.alibi_slopes, DType::F32, {p.heads_q}); !e.empty()) return e;
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      if (!std::isfinite(in.alibi_slopes.get(h)))
+        return fmt::format("alibi_slopes[{}] = {} is not finite", h, in.alibi_slopes.get(h));
+  } else if (!in.alibi_slopes.shape.empty()) {
+    return "alibi_slopes given for a problem without ALiBi";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string validate(const Inputs& in) {
+  const Problem& p = in.p;
+  if (!(p.batch > 0 && p.heads_q > 0 && p.heads_kv > 0 && p.d > 0 && p.d_v >= 0 && p.heads_q % p.heads_kv == 0))
+    return "not a well-formed attention problem";
+  if (std::string e = check_variants(in); !e.empty()) return e;
+  if (p.window_left < -1 || p.window_right < -1)
+    return fmt::format("window ({}, {}): each side is >= 0, or -1 for unbounded", p.window_left, p.window_right);
+  if (!(p.softcap >= 0 && std::isfinite(p.softcap))) return fmt::format("softcap {} is not finite and >= 0", p.softcap);
+  if (p.page_size > 0 && int64_t(p.pages_per_seq) * p.page_size < p.n_k)
+    return fmt::format("the longest sequence has {} keys but the page table holds {} pages of {}", p.n_k,
+                       p.pages_per_seq, p.page_size);
+  if (!well_formed(p)) return "not a well-formed attention problem";
+  if (std::string e = check_tensor("q", in.q, p.dtype, shape_q(p)); !e.empty()) return e;
+  if (std::string e = check_tensor("k", in.k, p.dtype, shape_kv(p)); !e.empty()) return e;
+  if (std::string e = check_tensor("v", in.v, p.dtype, shape_v(p)); !e.empty()) return e;
+  if (in.has_d_o())
+    if (std::string e = check_tensor("d_o", in.d_o, p.dtype, shape_o(p)); !e.empty()) return e;
+  return "";
+}
+
+}  // namespace fc

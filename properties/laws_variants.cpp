@@ -1,0 +1,224 @@
+// The variants' laws (contract v2, docs/laws.md): each derives its variant structure from a dense
+// case and its seed (variant_gen.hpp), so the value regimes, shapes and tiles of the dense generator
+// carry over, and holds two runs of the kernel to the same bits or one run to an exact criterion.
+// Bitwise gradients are asked of kernels that declare deterministic d_q rows (KernelInfo::exact).
+#include <fmt/format.h>
+
+#include "properties/variant_compare.hpp"
+#include "properties/variant_gen.hpp"
+
+namespace fc::props {
+namespace {
+
+std::string law_varlen_split(const Kernel& k, const Case& c) {
+  require_dense(c);
+  Rng rng(c.aux);
+  const SeqLens lens = draw_lengths(rng, c.in.p.batch, c.in.p.n_q, c.in.p.n_k);
+  const Inputs batch = to_varlen(c.in, lens);
+  const bool g = grads(k, c);
+  const Run all = execute(k, batch, c.cfg, g);
+  if (!all.error.empty()) return "the kernel threw: " + all.error;
+  for (int64_t b = 0; b < batch.p.batch; ++b) {
+    if (lens.q[size_t(b)] == 0 || lens.k[size_t(b)] == 0) continue;  // the zero_length law's part
+    const Inputs one_in = dense_sequence(batch, b);
+    const Run one = execute(k, one_in, c.cfg, g);
+    if (!one.error.empty()) return "the kernel threw: " + one.error;
+    const std::string m = same_sequence(batch, all.out, b, one_in, one.out, 0, g, true);
+    if (!m.empty()) return fmt::format("{}; sequence {} of the batch against its own run: {}", describe(lens), b, m);
+  }
+  return "";
+}
+
+std::string law_paged(const Kernel& k, const Case& c) {
+  require_dense(c);
+  Rng rng(c.aux);
+  const SeqLens lens = draw_lengths(rng, c.in.p.batch, c.in.p.n_q, c.in.p.n_k);
+  std::string how;
+  const Inputs paged = to_paged(to_varlen(c.in, lens), draw_page_size(rng), true, rng, &how);
+  const Inputs flat = unpaged(paged);
+  const bool g = grads(k, c);
+  const Run a = execute(k, paged, c.cfg, g), b = execute(k, flat, c.cfg, g);
+  if (std::string e = both_ran(a, b); !e.empty()) return e;
+  const Problem& p = paged.p;
+  std::string m = same_bits(p, "o", a.out.o, b.out.o) + same_bits(p, "lse", a.out.lse, b.out.lse);
+  if (g) m += same_bits(p, "d_q", a.out.d_q, b.out.d_q);
+  // d_k, d_v: a slot one key reads carries that key's gradient, a slot none reads 0; a shared
+  // slot's is a sum (not compared).
+  const std::vector<int32_t> reads = slot_reads(paged);
+  const Seqs seqs = paged.seqs();
+  for (int64_t s = 0; g && m.empty() && s < int64_t(reads.size()); ++s)
+    for (int64_t h = 0; h < p.heads_kv && reads[size_t(s)] == 0; ++h)
+      for (int64_t x = 0; x < p.d; ++x)
+        if (a.out.d_k.get((s * p.heads_kv + h) * p.d + x) != 0)
+          m = fmt::format("d_k of page slot {} (no sequence reads it) is {:.9g}, not 0\n", s,
+                          a.out.d_k.get((s * p.heads_kv + h) * p.d + x));
+  for (int64_t bb = 0; g && m.empty() && bb < p.batch; ++bb) {
+    bool shared = false;
+    for (int64_t j = 0; j < seq_n_k(p, seqs, bb); ++j)
+      shared |= reads[size_t(kv_row(p, seqs, bb, 0, j) / p.heads_kv)] > 1;
+    if (!shared) m = same_sequence(paged, a.out, bb, flat, b.out, bb, true, true);
+  }
+  return m.empty() ? "" : fmt::format("{}; {}; paged against contiguous: {}", describe(lens), how, m);
+}
+
+std::string law_strides(const Kernel& k, const Case& c) {
+  require_dense(c);
+  Rng rng(c.aux);
+  Inputs plain = c.in;
+  std::string how = "dense; ";
+  if (k.info.variants.varlen && rng() % 2) {
+    const SeqLens lens = draw_lengths(rng, c.in.p.batch, c.in.p.n_q, c.in.p.n_k);
+    plain = to_varlen(c.in, lens);
+    how = describe(lens) + "; ";
+  }
+  Inputs strided = plain;
+  for (auto [name, t] : {std::pair{"q", &strided.q}, std::pair{"k", &strided.k}, std::pair{"v", &strided.v},
+                         std::pair{"d_o", &strided.d_o}}) {
+    if (t->shape.empty()) continue;
+    how += std::string(name) + ": ";
+    *t = draw_strided(*t, rng, &how);
+    how += "; ";
+  }
+  const bool g = grads(k, c);  // one kernel on the same data: every output, bit for bit
+  const Run a = execute(k, plain, c.cfg, g), b = execute(k, strided, c.cfg, g);
+  if (std::string e = both_ran(a, b); !e.empty()) return e;
+  const std::string m = same_outputs(plain.p, a.out, b.out, g);
+  return m.empty() ? "" : fmt::format("{}compact against strided: {}", how, m);
+}
+
+std::string law_alibi_zero(const Kernel& k, const Case& c) {
+  require_dense(c);
+  Inputs zero = c.in;
+  zero.p.alibi = true;
+  zero.alibi_slopes = HostTensor(DType::F32, {zero.p.heads_q});  // +0 for every head
+  const bool g = grads(k, c);
+  const Run a = execute(k, c.in, c.cfg, g), b = execute(k, zero, c.cfg, g);
+  if (std::string e = both_ran(a, b); !e.empty()) return e;
+  const std::string m = same_outputs(c.in.p, a.out, b.out, g);
+  return m.empty() ? "" : "ALiBi with zero slopes against no ALiBi: " + m;
+}
+
+// Sequences of no query (with or without keys) and of no key are inserted anywhere in a varlen batch
+// (within its longest lengths): the other sequences keep their bits, the keys no query reads get zero
+// gradients, and the rows with no key give o = 0, lse = -inf, d_q = 0.
+std::string law_zero_length(const Kernel& k, const Case& c) {
+  require_dense(c);
+  Rng rng(c.aux);
+  const SeqLens lens = draw_lengths(rng, c.in.p.batch, c.in.p.n_q, c.in.p.n_k);
+  const Inputs base = to_varlen(c.in, lens);
+  const int32_t max_q = base.p.n_q, max_k = base.p.n_k;
+  SeqLens more;
+  std::vector<int64_t> at(lens.q.size());  // where sequence b of base sits in `more`
+  std::vector<int> kind;                   // per sequence of `more`: -1 base's, 0 (0, 0), 1 (0, k), 2 (q, 0)
+  for (size_t b = 0; b < lens.q.size(); ++b)
+    more.q.push_back(lens.q[b]), more.k.push_back(lens.k[b]), more.src.push_back(lens.src[b]), kind.push_back(-1);
+  for (int x = 0, count = 1 + int(rng() % 3); x < count; ++x) {
+    const size_t pos = size_t(rng() % (more.q.size() + 1));
+    const int what = max_q == 0 ? int(rng() % 2) : int(rng() % 3);
+    const int32_t q = what == 2 ? 1 + int32_t(rng() % uint64_t(max_q)) : 0;
+    const int32_t kk = what == 1 ? int32_t(rng() % uint64_t(max_k + 1)) : 0;
+    more.q.insert(more.q.begin() + long(pos), q), more.k.insert(more.k.begin() + long(pos), kk);
+    more.src.insert(more.src.begin() + long(pos), 0), kind.insert(kind.begin() + long(pos), what);
+  }
+  for (size_t y = 0, b = 0; y < kind.size(); ++y)
+    if (kind[y] < 0) at[b++] = int64_t(y);
+  const Inputs padded = to_varlen(c.in, more);
+  const bool g = grads(k, c);
+  const Run a = execute(k, base, c.cfg, g), z = execute(k, padded, c.cfg, g);
+  if (std::string e = both_ran(a, z); !e.empty()) return e;
+  const std::string how = describe(lens) + " with sequences inserted: " + describe(more);
+  for (size_t b = 0; b < lens.q.size(); ++b) {
+    const std::string m = same_sequence(base, a.out, int64_t(b), padded, z.out, at[b], g, true);
+    if (!m.empty()) return fmt::format("{}; sequence {} (now {}) changed: {}", how, b, at[b], m);
+  }
+  const Problem& p = padded.p;
+  const Seqs seqs = padded.seqs();
+  for (int64_t y = 0; y < int64_t(kind.size()); ++y) {
+    for (int64_t h = 0; kind[size_t(y)] == 2 && h < p.heads_q; ++h)
+      for (int64_t i = 0; i < more.q[size_t(y)]; ++i) {
+        const int64_t row = q_row(p, seqs, y, h, i);
+        // A kernel that writes no lse leaves the suite's fill there: only o and d_q are its answer.
+        bool ok = !k.info.writes_lse || z.out.lse.get(lse_index(p, seqs, y, h, i)) == -kInf;
+        for (int64_t x = 0; x < head_dim_v(p); ++x) ok &= z.out.o.get(row * head_dim_v(p) + x) == 0;
+        for (int64_t x = 0; g && x < p.d; ++x) ok &= z.out.d_q.get(row * p.d + x) == 0;
+        if (!ok)
+          return fmt::format(
+              "{}; sequence {} has no key, yet row (h={}, i={}) has lse {:.9g}, o[0] {:.9g} (expected -inf, 0, d_q "
+              "0)\n",
+              how, y, h, i, z.out.lse.get(lse_index(p, seqs, y, h, i)), z.out.o.get(row * head_dim_v(p)));
+      }
+    for (int64_t h = 0; g && kind[size_t(y)] == 1 && h < p.heads_kv; ++h)
+      for (int64_t j = 0; j < more.k[size_t(y)]; ++j) {
+        const int64_t row = kv_row(p, seqs, y, h, j);
+        bool ok = true;
+        for (int64_t x = 0; x < p.d; ++x) ok &= z.out.d_k.get(row * p.d + x) == 0;
+        for (int64_t x = 0; x < head_dim_v(p); ++x) ok &= z.out.d_v.get(row * head_dim_v(p) + x) == 0;
+        if (!ok)
+          return fmt::format("{}; sequence {} has no query, yet key {} (kv head {}) has a nonzero d_k or d_v\n", how, y,
+                             j, h);
+      }
+  }
+  return "";
+}
+
+}  // namespace
+
+// laws_window.cpp
+std::string law_window_mask(const Kernel& k, const Case& c);
+std::string law_window_invisible(const Kernel& k, const Case& c);
+std::string law_softcap(const Kernel& k, const Case& c);
+
+void add_variant_laws(std::vector<Law>& out) {
+  using R = Regime;
+  const std::vector<Regime> plain = {R::Normal, R::Outliers, R::Grid};
+  out.push_back({.id = "varlen_split",
+                 .sentence = "a varlen batch equals its sequences run one by one (bitwise)",
+                 .regimes = plain,
+                 .backward = true,
+                 .needs_variants = {.varlen = true},
+                 .check = law_varlen_split});
+  out.push_back({.id = "paged",
+                 .sentence = "paged K/V equals the same keys contiguous, for every page size (bitwise)",
+                 .regimes = plain,
+                 .backward = true,
+                 .needs_variants = {.varlen = true, .paged = true},
+                 .check = law_paged});
+  out.push_back({.id = "strides",
+                 .sentence = "the same data in any strides gives the same bits",
+                 .regimes = plain,
+                 .backward = true,
+                 .needs_variants = {.strides = true},
+                 .check = law_strides});
+  out.push_back({.id = "window_mask",
+                 .sentence = "window (n, 0) is the causal mask of its alignment and (n, n) no mask (bitwise)",
+                 .regimes = plain,
+                 .backward = true,
+                 .needs_variants = {.window = true},
+                 .check = law_window_mask});
+  out.push_back({.id = "window_invisible",
+                 .sentence = "a key outside a row's window never influences the row (bitwise)",
+                 .regimes = {R::Normal, R::Outliers, R::Huge},
+                 .backward = true,
+                 .needs_variants = {.window = true},
+                 .check = law_window_invisible});
+  out.push_back({.id = "softcap",
+                 .sentence = "with softcap c every score stays within (-c, c), and c -> infinity is no softcap",
+                 .regimes = {R::Normal, R::Outliers, R::Huge},
+                 .needs_variants = {.softcap = true},
+                 .check = law_softcap,
+                 .needs_lse = true});
+  out.push_back({.id = "alibi_zero",
+                 .sentence = "ALiBi with zero slopes equals no ALiBi (bitwise)",
+                 .regimes = plain,
+                 .backward = true,
+                 .needs_variants = {.alibi = true},
+                 .check = law_alibi_zero});
+  out.push_back({.id = "zero_length",
+                 .sentence = "zero-length sequences produce nothing and disturb nothing",
+                 .regimes = plain,
+                 .backward = true,
+                 .needs_variants = {.varlen = true},
+                 .check = law_zero_length});
+}
+
+}  // namespace fc::props

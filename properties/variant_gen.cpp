@@ -1,0 +1,263 @@
+#include "properties/variant_gen.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace fc::props {
+namespace {
+
+HostTensor ints(std::vector<int64_t> shape, const std::vector<int32_t>& x) {
+  HostTensor t(DType::I32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, x[size_t(i)]);
+  return t;
+}
+
+int32_t pick(Rng& rng, std::initializer_list<int32_t> xs) { return *(xs.begin() + rng() % xs.size()); }
+
+std::vector<int32_t> lengths_of(const HostTensor& cu) {
+  std::vector<int32_t> out;
+  for (int64_t b = 0; b + 1 < cu.numel(); ++b) out.push_back(int32_t(cu.get(b + 1) - cu.get(b)));
+  return out;
+}
+
+}  // namespace
+
+SeqLens draw_lengths(Rng& rng, int32_t batch, int32_t n_q, int32_t n_k) {
+  SeqLens s;
+  const int32_t extra = int32_t(rng() % 4);
+  const bool tiny = rng() % 8 == 0;  // every length 0 or 1: fewer tokens than sequences
+  auto len = [&](int32_t n) -> int32_t {
+    if (tiny) return std::min<int32_t>(n, int32_t(rng() % 2));
+    switch (rng() % 6) {
+      case 0: return 0;
+      case 1: return std::min(1, n);
+      case 2:
+      case 3: return n;
+      default: return int32_t(rng() % uint64_t(n + 1));
+    }
+  };
+  for (int32_t b = 0; b < batch + extra; ++b) {
+    s.src.push_back(b < batch ? b : int32_t(rng() % uint64_t(batch)));
+    s.q.push_back(len(n_q));
+    s.k.push_back(len(n_k));
+  }
+  return s;
+}
+
+std::string describe(const SeqLens& s) {
+  std::string out = "varlen (len_q, len_k):";
+  for (size_t b = 0; b < s.q.size(); ++b) out += fmt::format(" ({}, {})", s.q[b], s.k[b]);
+  return out;
+}
+
+Inputs to_varlen(const Inputs& dense, const SeqLens& lens) {
+  const Problem& d = dense.p;
+  Inputs v;
+  Problem& p = v.p;
+  p = d;
+  p.varlen = true;
+  p.batch = int32_t(lens.q.size());
+  std::vector<int32_t> cu_q = {0}, cu_k = {0};
+  for (size_t b = 0; b < lens.q.size(); ++b)
+    cu_q.push_back(cu_q.back() + lens.q[b]), cu_k.push_back(cu_k.back() + lens.k[b]);
+  p.n_q = *std::max_element(lens.q.begin(), lens.q.end());
+  p.n_k = *std::max_element(lens.k.begin(), lens.k.end());
+  p.total_q = cu_q.back(), p.total_k = cu_k.back();
+  v.cu_seqlens_q = ints({p.batch + 1}, cu_q);
+  v.cu_seqlens_k = ints({p.batch + 1}, cu_k);
+  v.alibi_slopes = dense.alibi_slopes;
+  const int64_t dv = head_dim_v(p);
+  auto pack = [&](const HostTensor& from, int64_t heads, int64_t n_dense, int64_t width, bool queries) {
+    HostTensor to(from.dtype, {queries ? p.total_q : p.total_k, heads, width});
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const int64_t len = queries ? lens.q[size_t(b)] : lens.k[size_t(b)],
+                    at = queries ? cu_q[size_t(b)] : cu_k[size_t(b)];
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < len; ++i)
+          for (int64_t c = 0; c < width; ++c)
+            to.set(((at + i) * heads + h) * width + c,
+                   from.get(((lens.src[size_t(b)] * heads + h) * n_dense + i) * width + c));
+    }
+    return to;
+  };
+  v.q = pack(dense.q, d.heads_q, d.n_q, d.d, true);
+  v.k = pack(dense.k, d.heads_kv, d.n_k, d.d, false);
+  v.v = pack(dense.v, d.heads_kv, d.n_k, dv, false);
+  if (dense.has_d_o()) v.d_o = pack(dense.d_o, d.heads_q, d.n_q, dv, true);
+  return v;
+}
+
+int32_t draw_page_size(Rng& rng) { return pick(rng, {1, 2, 3, 5, 7, 16, 17, 48, 64, 100, 128, 256}); }
+
+Inputs to_paged(const Inputs& varlen, int32_t page_size, bool repeats, Rng& rng, std::string* how) {
+  Inputs out = varlen;
+  Problem& p = out.p;
+  const std::vector<int32_t> len_k = lengths_of(varlen.cu_seqlens_k);
+  const int32_t ps = page_size;
+  const int32_t per_seq = std::max(1, (p.n_k + ps - 1) / ps);
+  std::vector<int32_t> need(size_t(p.batch));
+  for (size_t b = 0; b < need.size(); ++b) need[b] = (len_k[b] + ps - 1) / ps;
+  const int32_t spare = 1 + int32_t(rng() % 2);
+  const int32_t pages = std::accumulate(need.begin(), need.end(), 0) + spare;
+  std::vector<int32_t> ids(static_cast<size_t>(pages));
+  std::iota(ids.begin(), ids.end(), 0);
+  const int order = int(rng() % 3);
+  if (order == 1) std::reverse(ids.begin(), ids.end());
+  if (order == 2) std::shuffle(ids.begin(), ids.end(), rng);
+  std::vector<int32_t> table(size_t(p.batch) * per_seq);
+  size_t next = 0;
+  for (size_t b = 0; b < need.size(); ++b)
+    for (int32_t c = 0; c < per_seq; ++c)  // columns past the sequence's keys: any page (never read)
+      table[b * per_seq + c] = c < need[b] ? ids[next++] : int32_t(rng() % uint64_t(pages));
+  std::string shared;
+  if (repeats && rng() % 2 == 0) {  // a later sequence's first page is an earlier one's
+    std::vector<size_t> with_keys;
+    for (size_t b = 0; b < need.size(); ++b)
+      if (need[b] > 0) with_keys.push_back(b);
+    if (with_keys.size() >= 2) {
+      table[with_keys.back() * per_seq] = table[with_keys.front() * per_seq];
+      shared = fmt::format(", page {} shared by sequences {} and {}", table[with_keys.front() * per_seq],
+                           with_keys.front(), with_keys.back());
+    }
+  }
+  p.page_size = ps, p.num_pages = pages, p.pages_per_seq = per_seq;
+  out.page_table = ints({p.batch, per_seq}, table);
+  const int64_t dv = head_dim_v(p), heads = p.heads_kv;
+  std::uniform_int_distribution<int> big(64 * 8, 128 * 8);
+  auto scatter = [&](const HostTensor& from, int64_t width) {
+    HostTensor to(from.dtype, {pages, ps, heads, width});
+    for (int64_t x = 0; x < to.numel(); ++x) to.set(x, (rng() % 2 ? 1 : -1) * big(rng) / 8.0);  // unread slots
+    for (int64_t b = 0, at = 0; b < p.batch; at += len_k[size_t(b)], ++b)
+      for (int64_t j = 0; j < len_k[size_t(b)]; ++j) {
+        const int64_t slot = int64_t(table[size_t(b) * per_seq + j / ps]) * ps + j % ps;
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t c = 0; c < width; ++c)
+            to.set((slot * heads + h) * width + c, from.get(((at + j) * heads + h) * width + c));
+      }
+    return to;
+  };
+  out.k = scatter(varlen.k, p.d);
+  out.v = scatter(varlen.v, dv);
+  if (how)
+    *how = fmt::format("paged: page size {}, {} pages, table {}{}", ps, pages,
+                       order == 0   ? "in order"
+                       : order == 1 ? "reversed"
+                                    : "shuffled",
+                       shared);
+  return out;
+}
+
+Inputs unpaged(const Inputs& paged) {
+  Inputs out = paged;
+  Problem& p = out.p;
+  p.page_size = p.num_pages = p.pages_per_seq = 0;
+  out.page_table = HostTensor();
+  const Seqs seqs = paged.seqs();
+  const int64_t dv = head_dim_v(p);
+  out.k = HostTensor(paged.k.dtype, {p.total_k, p.heads_kv, p.d});
+  out.v = HostTensor(paged.v.dtype, {p.total_k, p.heads_kv, dv});
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_kv; ++h)
+      for (int64_t j = 0; j < seq_n_k(paged.p, seqs, b); ++j) {
+        const int64_t from = kv_row(paged.p, seqs, b, h, j), to = (int64_t(seqs.cu_k[b]) + j) * p.heads_kv + h;
+        for (int64_t c = 0; c < p.d; ++c) out.k.set(to * p.d + c, paged.k.get(from * p.d + c));
+        for (int64_t c = 0; c < dv; ++c) out.v.set(to * dv + c, paged.v.get(from * dv + c));
+      }
+  return out;
+}
+
+std::vector<int32_t> slot_reads(const Inputs& paged) {
+  const Problem& p = paged.p;
+  const Seqs seqs = paged.seqs();
+  std::vector<int32_t> reads(size_t(p.num_pages) * p.page_size, 0);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t j = 0; j < seq_n_k(p, seqs, b); ++j) ++reads[size_t(kv_row(p, seqs, b, 0, j) / p.heads_kv)];
+  return reads;
+}
+
+void draw_window(Rng& rng, int32_t n, int32_t block_n, int32_t* left, int32_t* right) {
+  auto side = [&]() -> int32_t {
+    switch (rng() % 11) {
+      case 0: return -1;
+      case 1: return 0;
+      case 2: return 1;
+      case 3: return 2;
+      case 4: return block_n - 1;
+      case 5: return block_n;
+      case 6: return block_n + 1;
+      case 7: return std::max(0, n - 1);
+      case 8: return n;
+      case 9: return n + 7;
+      default: return int32_t(rng() % uint64_t(n + 1));
+    }
+  };
+  do *left = side(), *right = side();
+  while (*left < 0 && *right < 0);
+}
+
+HostTensor draw_strided(const HostTensor& t, Rng& rng, std::string* how) {
+  if (t.numel() == 0) return t;
+  const size_t rank = t.shape.size();
+  std::vector<size_t> order(rank);  // storage order, outermost first
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<int64_t> strides(rank);
+  int64_t inner = 1 + int64_t(rng() % 2);  // the innermost axis' step: 1 or 2
+  std::vector<int64_t> pad(rank);
+  for (size_t x = rank; x-- > 0;) {
+    const size_t a = order[x];
+    pad[a] = int64_t(rng() % 4);
+    strides[a] = inner;
+    inner *= t.shape[a] + pad[a];
+  }
+  const int64_t front = int64_t(rng() % 4);
+  int64_t offset = front;
+  std::string reversed;
+  for (size_t a = 0; a < rank; ++a)
+    if (rng() % 3 == 0) {
+      offset += (t.shape[a] - 1) * strides[a];
+      strides[a] = -strides[a];
+      reversed += fmt::format(" {}", a);
+    }
+  if (how)
+    *how += fmt::format("strides ({}) offset {}{}", fmt::join(strides, ", "), offset,
+                        reversed.empty() ? "" : "; reversed axes" + reversed);
+  return t.restrided(strides, offset, front + inner);
+}
+
+double draw_softcap(Rng& rng, double max_abs) {
+  static const double factors[] = {0.01, 0.1, 0.3, 0.6, 0.9, 1.1, 2, 8};
+  if (!(max_abs > 0) || !std::isfinite(max_abs)) max_abs = 1;
+  return std::min(1e37, max_abs * factors[rng() % 8]);  // below fp32's range, where kernels keep c
+}
+
+Inputs dense_sequence(const Inputs& varlen, int64_t b) {
+  const Problem& p = varlen.p;
+  const Seqs seqs = varlen.seqs();
+  Inputs out;
+  Problem& s = out.p;
+  s = p;
+  s.batch = 1, s.varlen = false, s.total_q = s.total_k = 0, s.page_size = s.num_pages = s.pages_per_seq = 0;
+  s.n_q = int32_t(seq_n_q(p, seqs, b)), s.n_k = int32_t(seq_n_k(p, seqs, b));
+  const int64_t dv = head_dim_v(p);
+  auto cut = [&](const HostTensor& t, int64_t heads, int64_t n, int64_t w, bool queries) {
+    HostTensor x(t.dtype, {1, heads, n, w});
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t row = queries ? q_row(p, seqs, b, h, i) : kv_row(p, seqs, b, h, i);
+        for (int64_t c = 0; c < w; ++c) x.set((h * n + i) * w + c, t.get(row * w + c));
+      }
+    return x;
+  };
+  out.q = cut(varlen.q, p.heads_q, s.n_q, p.d, true);
+  out.k = cut(varlen.k, p.heads_kv, s.n_k, p.d, false);
+  out.v = cut(varlen.v, p.heads_kv, s.n_k, dv, false);
+  if (varlen.has_d_o()) out.d_o = cut(varlen.d_o, p.heads_q, s.n_q, dv, true);
+  out.alibi_slopes = varlen.alibi_slopes;
+  return out;
+}
+
+}  // namespace fc::props

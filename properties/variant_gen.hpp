@@ -1,0 +1,75 @@
+// The variants' generators (contract v2): from a dense case's inputs and its law-specific seed
+// (Case::aux), the variant structure a variant law runs on — varlen lengths with zero-length and
+// length-1 sequences and batches of fewer tokens than sequences, paged layouts of any page size
+// with shuffled, reversed and repeated pages, windows of 0, of at least n and straddling tile edges,
+// strides with permuted axes, padding and reversed axes, softcaps near the scores' range. The values
+// are the dense case's, so the value regimes carry over; the structure is drawn here and printed by
+// each `describe_*` so that a counterexample says what it ran.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/registry.hpp"
+#include "kernels/tensor.hpp"
+
+namespace fc::props {
+
+using Rng = std::mt19937_64;
+
+// Per-sequence lengths of a varlen batch; src[b]: the dense batch element whose rows sequence b
+// takes (its first len_q[b] queries and len_k[b] keys).
+struct SeqLens {
+  std::vector<int32_t> q, k;
+  std::vector<int32_t> src;
+};
+
+// Lengths for a varlen batch cut from a dense batch of `batch` elements of (n_q, n_k): every element
+// once, plus up to three more sequences; each length 0, 1, full or in between; one draw in eight
+// makes every length 0 or 1 (fewer tokens than sequences).
+SeqLens draw_lengths(Rng& rng, int32_t batch, int32_t n_q, int32_t n_k);
+std::string describe(const SeqLens& s);
+
+// The varlen batch: sequence b is dense element src[b] cut to its lengths (q, k, v, d_o).
+Inputs to_varlen(const Inputs& dense, const SeqLens& lens);
+
+// Page sizes: 1, 2, 3, 5, 7, 16, 17, 48, 64, 100, 128, 256 (powers of two and not).
+int32_t draw_page_size(Rng& rng);
+
+// A paged copy of a varlen batch: keys on pages of `page_size`, the table in order, reversed or
+// shuffled, with one or two spare pages no sequence reads (filled with large values) and, when
+// `repeats`, possibly one physical page that two table entries share (the later sequence's keys
+// overwrite it: unpaged() reads what the table maps). how: a one-line description.
+Inputs to_paged(const Inputs& varlen, int32_t page_size, bool repeats, Rng& rng, std::string* how);
+// The same keys laid out contiguously, read through the table (the paged law's other side).
+Inputs unpaged(const Inputs& paged);
+// Paged: how many (sequence, key) pairs read each physical key row (page slot).
+std::vector<int32_t> slot_reads(const Inputs& paged);
+
+// A window side: -1 (unbounded), 0, 1, 2, kBlockN - 1, kBlockN, kBlockN + 1, n - 1, n, n + 7 or any in
+// [0, n]; never both sides -1.
+void draw_window(Rng& rng, int32_t n, int32_t block_n, int32_t* left, int32_t* right);
+
+// The same values in a strided view: axes in a random storage order, 0 to 3 elements of padding
+// after each axis, some axes reversed (negative strides), leading padding. how: appends a description.
+HostTensor draw_strided(const HostTensor& t, Rng& rng, std::string* how);
+
+// A softcap near the scores' range: max_abs times one of 0.01, 0.1, 0.3, 0.6, 0.9, 1.1, 2, 8.
+double draw_softcap(Rng& rng, double max_abs);
+
+// A head dim of v different from d: 1, d/2, d + 1, d + 8, 2d or 3 (variant_mix.cpp).
+int32_t draw_d_v(Rng& rng, int32_t d);
+// The dense case with v and d_o cut or repeated column-wise to width d_v (the same values).
+Inputs with_d_v(const Inputs& dense, int32_t d_v);
+
+// A variant problem from a dense case: each variant in `have` joins with probability one half (strides
+// one quarter): a window (tiles of block_n), a softcap near the scores' range, ALiBi slopes, d_v != d,
+// varlen lengths and then paged K/V. how: a one-line description ("dense" when none joined).
+Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n, Rng& rng, std::string* how);
+
+// Sequence b of a varlen batch as a dense batch-1 problem (its lengths must be >= 1).
+Inputs dense_sequence(const Inputs& varlen, int64_t b);
+
+}  // namespace fc::props

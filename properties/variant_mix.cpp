@@ -1,0 +1,89 @@
+// A variant problem drawn from a dense case for the laws that judge every problem against the
+// reference (variant_gen.hpp, with_variants): each variant the kernel declares joins with
+// probability one half, so the cases cover each variant alone and the variants together.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "properties/generators.hpp"
+#include "properties/variant_gen.hpp"
+
+namespace fc::props {
+
+namespace {
+
+// Columns of a (..., d) tensor cut or repeated to width w: the same values, so the regime carries.
+HostTensor rewidth(const HostTensor& t, int64_t w) {
+  std::vector<int64_t> shape = t.shape;
+  const int64_t d = shape.back(), rows = t.numel() / d;
+  shape.back() = w;
+  HostTensor out(t.dtype, shape);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < w; ++c) out.set(r * w + c, t.get(r * d + (c % d)));
+  return out;
+}
+
+}  // namespace
+
+int32_t draw_d_v(Rng& rng, int32_t d) {
+  const int32_t pick[] = {1, std::max(1, d / 2), d + 1, d + 8, 2 * d, 3};
+  int32_t w = pick[rng() % 6];
+  return w == d ? d + 1 : w;
+}
+
+Inputs with_d_v(const Inputs& dense, int32_t d_v) {
+  Inputs in = dense;
+  in.p.d_v = d_v;
+  in.v = rewidth(dense.v.contiguous(), d_v);
+  if (dense.has_d_o()) in.d_o = rewidth(dense.d_o.contiguous(), d_v);
+  return in;
+}
+
+Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n, Rng& rng, std::string* how) {
+  Inputs in = dense;
+  Problem& p = in.p;
+  std::vector<std::string> parts;
+  if (have.window && rng() % 2) {
+    draw_window(rng, std::max(p.n_q, p.n_k), std::max(block_n, 1), &p.window_left, &p.window_right);
+    parts.push_back(fmt::format("window ({}, {})", p.window_left, p.window_right));
+  }
+  if (have.softcap && rng() % 2) {
+    // Not below 2^-20: a cap far under fp32's normal range is no cap a kernel can hold.
+    p.softcap = std::max(draw_softcap(rng, score_stats(dense).max_abs), 0x1p-20);
+    parts.push_back(fmt::format("softcap {:.9g}", p.softcap));
+  }
+  if (have.alibi && rng() % 2) {
+    p.alibi = true;
+    in.alibi_slopes = HostTensor(DType::F32, {p.heads_q});
+    // The ALiBi paper's geometric slopes 2^(-8 (h + 1) / H), sometimes scaled up to steep ones.
+    const double steep = rng() % 4 == 0 ? 16.0 : 1.0;
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      in.alibi_slopes.set(h, steep * std::exp2(-8.0 * double(h + 1) / double(p.heads_q)));
+    parts.push_back(fmt::format("ALiBi slopes x{}", steep));
+  }
+  if (have.d_v && rng() % 2) {
+    in = with_d_v(in, draw_d_v(rng, p.d));
+    parts.push_back(fmt::format("d_v {}", in.p.d_v));
+  }
+  if (have.varlen && rng() % 2) {
+    const SeqLens lens = draw_lengths(rng, in.p.batch, in.p.n_q, in.p.n_k);
+    in = to_varlen(in, lens);
+    parts.push_back(describe(lens));
+    if (have.paged && rng() % 2) {
+      std::string paged;
+      in = to_paged(in, draw_page_size(rng), true, rng, &paged);
+      parts.push_back(paged);
+    }
+  }
+  if (have.strides && rng() % 4 == 0) {
+    std::string s = "strided q: ";
+    in.q = draw_strided(in.q, rng, &s);
+    parts.push_back(s);
+  }
+  *how = parts.empty() ? "dense" : fmt::format("{}", fmt::join(parts, "; "));
+  return in;
+}
+
+}  // namespace fc::props

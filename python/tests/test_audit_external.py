@@ -1,0 +1,51 @@
+"""The external audit's pipeline (examples/python/audit_external.py --self-test) end to end on pure-Python
+kernels, and its reading of a law run cut short (the laws its log printed)."""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "python")
+sys.path.insert(0, EXAMPLES)
+
+import audit_summary  # noqa: E402
+
+
+def test_the_self_test_reports_the_planted_bug_with_its_counterexample(tmp_path):
+    out = tmp_path / "out"
+    argv = [sys.executable, os.path.join(EXAMPLES, "audit_external.py"), "--self-test", "--out", str(out),
+            "--only", "cpu_tiled,py_off_by_one", "--cases", "3", "--no-long", "--budget", "120", "--threads", "1"]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = (out / "summary.md").read_text()
+    assert "| py_off_by_one (" in summary and "### py_off_by_one: `reference`" in summary
+    assert "python -m flashcheck check py_kernels:planted_bug --law reference --case " \
+           "reports/h200/external/regressions/py_off_by_one/reference-" in summary
+    data = json.loads((out / "results.json").read_text())
+    planted = next(k for k in data["kernels"] if k["name"] == "py_off_by_one")
+    failed = [law for law in planted["runs"]["check"]["laws"] if law["status"] == "fail"]
+    assert failed and all(os.path.exists(law["saved"]) for law in failed)
+    tiled = next(k for k in data["kernels"] if k["name"] == "cpu_tiled")
+    assert tiled["runs"]["quick"]["cells"] and "Errors beside cpu_tiled" in summary
+
+
+def test_a_law_run_cut_short_keeps_the_laws_it_printed(tmp_path):
+    log = tmp_path / "check.log"
+    log.write_text("flashcheck check: kernel k (cuda), 12 cases per law, seed 1\n"
+                   "  PASS  reference       every output agrees with the reference (14 cases)\n"
+                   "  n/a   block_size      tiles change nothing (the kernel does not claim what the law needs)\n"
+                   "  FAIL  nan_blast       a NaN or inf poisons only the rows that read it (2 cases)\n"
+                   "nan at q[b=0,h=0,i=0,c=0]: a key no poisoned row sees changed: d_k[b=0,h=0,j=1,c=0]\n"
+                   "  minimal counterexample:\n"
+                   "  problem: batch=1 n_q=2 n_k=2\n"
+                   "  replay: python -m flashcheck check m:k --law nan_blast --reproduce XYZ\n"
+                   "  saved: /out/regressions/k/nan_blast-1.safetensors\n")
+    got = audit_summary.read_check(str(tmp_path / "absent.json"), str(log))
+    assert not got["complete"]
+    assert [(x["id"], x["status"], x["cases"]) for x in got["laws"]] == [
+        ("reference", "pass", 14), ("block_size", "n/a", 0), ("nan_blast", "fail", 2)]
+    law = got["laws"][2]
+    assert law["replay"].endswith("--reproduce XYZ") and law["saved"].endswith("nan_blast-1.safetensors")
+    assert "problem: batch=1" in law["counterexample"] and "d_k[b=0" in law["message"]
+    assert "0 * NaN" in audit_summary._note("sdpa_math", law)

@@ -1,0 +1,97 @@
+"""The JAX adapter's mapping (examples/python/jax_attention.py) without JAX: jax.numpy is NumPy and
+jax.nn.dot_product_attention a NumPy transcription of jax.nn's XLA path (top-left causal and window masks,
+padding masks from sequence lengths, masked logits set to -0.7 * max, softmax in fp32, P cast to the
+storage type). The adapter's forward runs on host tensors through the bridge under the variant laws: its
+layout swaps, window mapping, varlen padding and unpadding and its supports() are held to the contract.
+What jax.nn itself does differently from the contract (a row that sees no key) is the external audit's
+to find on the GPU."""
+import functools
+import importlib
+import os
+import sys
+import types
+
+import pytest
+
+np = pytest.importorskip("numpy")
+
+import flashcheck  # noqa: E402
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples",
+                        "python")
+
+
+def _sum(x, axis):
+    """A sequential sum (cumsum's last): the same bits whatever the batch, and with trailing zeros."""
+    return np.take(np.cumsum(x, axis=axis, dtype=np.float32), -1, axis=axis)
+
+
+def _dot_product_attention(q, k, v, bias=None, mask=None, *, scale=None, is_causal=False, query_seq_lengths=None,
+                           key_value_seq_lengths=None, local_window_size=None, implementation=None):
+    B, T, N, H = q.shape
+    S, K = k.shape[1], k.shape[2]
+    kk = np.repeat(k.astype(np.float32), N // K, axis=2)  # (B, S, N, H)
+    vv = np.repeat(v.astype(np.float32), N // K, axis=2)
+    logits = _sum(q.astype(np.float32)[:, :, None] * kk[:, None], axis=4)  # (B, T, S, N)
+    logits = np.transpose(logits, (0, 3, 1, 2)) * np.float32(scale)  # (B, N, T, S)
+    allowed = np.ones((B, 1, T, S), bool)
+    q_pos, k_pos = np.arange(T)[:, None], np.arange(S)[None, :]
+    if is_causal:
+        allowed = allowed & (k_pos <= q_pos)[None, None]
+    if local_window_size is not None:
+        left, right = local_window_size
+        allowed = allowed & ((q_pos <= k_pos + left) & (q_pos >= k_pos - right))[None, None]
+    if query_seq_lengths is not None:
+        allowed = allowed & (np.arange(T)[None, :, None] < query_seq_lengths[:, None, None])[:, None]
+        allowed = allowed & (np.arange(S)[None, None, :] < key_value_seq_lengths[:, None, None])[:, None]
+    logits = np.where(allowed, logits, np.float32(-0.7 * np.finfo(np.float32).max))
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    probs = (weights / _sum(weights, axis=3)[..., None]).astype(k.dtype).astype(np.float32)  # (B, N, T, S)
+    out = _sum(np.transpose(probs, (0, 2, 1, 3))[..., None] * np.transpose(vv, (0, 2, 1, 3))[:, None], axis=3)
+    out = out.astype(q.dtype)  # (B, T, N, H)
+    if query_seq_lengths is not None:
+        out = out * (np.arange(T)[None, :] < query_seq_lengths[:, None])[:, :, None, None].astype(out.dtype)
+    return out
+
+
+@pytest.fixture(scope="module")
+def adapter():
+    fake = types.ModuleType("jax")
+    fake.numpy = np
+    fake.nn = types.SimpleNamespace(dot_product_attention=_dot_product_attention)
+    fake.config = types.SimpleNamespace(update=lambda *a: None)
+    fake.jit = lambda f=None, static_argnames=(): f if f is not None else functools.partial(fake.jit)
+    fake.vjp = None  # the backward is not exercised here
+    saved = {m: sys.modules.get(m) for m in ("jax", "jax.numpy", "jax_attention")}
+    sys.modules.update({"jax": fake, "jax.numpy": np})
+    sys.path.insert(0, EXAMPLES)
+    try:
+        yield importlib.import_module("jax_attention")
+    finally:
+        sys.path.remove(EXAMPLES)
+        for m, mod in saved.items():
+            if mod is None:
+                sys.modules.pop(m, None)
+            else:
+                sys.modules[m] = mod
+
+
+def host_kernel(k):
+    """The adapter's forward and supports() on host NumPy tensors, with its masks and variants."""
+    return flashcheck.Kernel(k.forward, backward=None, name=k.name + "_on_numpy", device="cpu", framework="numpy",
+                             dtypes=("F16", "F32"), masks=k.masks, head_dims=range(8, 33, 8), writes_lse=False,
+                             contiguous=True, variants=tuple(sorted(k.variants)), supports=k.user_supports)
+
+
+@pytest.mark.parametrize("law", ["reference", "window_mask", "varlen_split", "zero_length", "invisible_keys"])
+def test_the_jax_adapter_maps_the_contract(adapter, law, tmp_path):
+    result = flashcheck.check(host_kernel(adapter.xla), law=law, cases=8, seed=2, regressions=str(tmp_path),
+                              quiet=True)
+    assert result.ok and result.laws[0]["status"] == "pass" and result.laws[0]["cases"] > 0, result.report
+
+
+def test_the_cudnn_adapter_takes_windows_only_under_the_causal_mask(adapter, tmp_path):
+    result = flashcheck.check(host_kernel(adapter.cudnn), law="window_mask", cases=8, seed=2,
+                              regressions=str(tmp_path), quiet=True)
+    assert "variants: varlen, window" in result.report, result.report
+    assert result.ok and result.laws[0]["cases"] > 0, result.report

@@ -1,0 +1,38 @@
+"""The variants of contract v2 through the bridge: a Python kernel declaring windows, softcap, d_v and
+varlen is probed for them (supports() sees each variant's fields and tensors), receives the variant
+laws' problems with their tensors (cu_seqlens as host views), and passes them; a planted window bug is
+caught by the window laws."""
+import pytest
+
+import flashcheck
+import py_variant_kernels
+
+
+@pytest.mark.parametrize("law", ["window_mask", "window_invisible", "softcap", "varlen_split", "zero_length"])
+def test_a_correct_variant_kernel_passes_the_variant_laws(law, tmp_path):
+    result = flashcheck.check(py_variant_kernels.correct, law=law, cases=6, seed=4, regressions=str(tmp_path),
+                              quiet=True)
+    assert result.ok, result.report
+    assert [x["status"] for x in result.laws] == ["pass"], result.report
+    assert "variants: varlen, window, softcap, d_v" in result.report
+
+
+def test_a_kernel_without_a_variant_is_not_sent_its_law(tmp_path):
+    result = flashcheck.check(py_variant_kernels.planted_window, law="varlen_split", cases=3, seed=4,
+                              regressions=str(tmp_path), quiet=True)
+    assert result.ok and result.laws[0]["status"] == "n/a", result.report
+
+
+def test_a_window_off_by_one_is_caught(tmp_path):
+    results = [flashcheck.check(py_variant_kernels.planted_window, law=law, cases=20, seed=4,
+                                regressions=str(tmp_path), quiet=True) for law in ("window_mask", "window_invisible")]
+    assert any(r.exit_code == 1 for r in results), "\n".join(r.report for r in results)
+    failed = next(r for r in results if r.exit_code == 1)
+    assert "window" in failed.failures[0]["message"] + failed.failures[0]["counterexample"]
+
+
+def test_a_window_taken_only_under_a_causal_mask_is_found_and_run(tmp_path):
+    result = flashcheck.check(py_variant_kernels.causal_windows, law="window_invisible", cases=6, seed=4,
+                              regressions=str(tmp_path), quiet=True)
+    assert "variants: window" in result.report
+    assert result.ok and result.laws[0]["status"] == "pass" and result.laws[0]["cases"] > 0, result.report

@@ -1,0 +1,98 @@
+// The certified forward's MPFR path (certified_internal.hpp, mp_row): rows whose double-double
+// scores are too coarse for the exponentials (huge scores: the low-part terms grow like u^2 |s|,
+// 1e-12 at |s| = 1e18; huge ALiBi biases; a softcap so large that fp64's tanh costs more than
+// 2^-30) get their scores again in MPFR at kMpBits bits, softcap and bias included, and
+// x_j = s_j - s_max there, before rounding x_j to xh + xl. Every MPFR operation rounds once with
+// relative error <= 2^-kMpBits (no underflow or overflow in MPFR's exponent range).
+#include <mpfr.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "reference/certified_internal.hpp"
+
+namespace fc::ref::cert {
+
+namespace {
+
+constexpr mpfr_prec_t kMpBits = 256;
+const double kMpUnit = std::ldexp(1.0, -int(kMpBits));
+
+class Mp {
+ public:
+  Mp() { mpfr_init2(x_, kMpBits); }
+  ~Mp() { mpfr_clear(x_); }
+  Mp(const Mp&) = delete;
+  Mp& operator=(const Mp&) = delete;
+  mpfr_ptr get() { return x_; }
+
+ private:
+  mpfr_t x_;
+};
+
+// |x| rounded up to a double (an upper bound on the magnitude of an MPFR value).
+double mag_up(mpfr_srcptr x) { return std::fabs(mpfr_get_d(x, MPFR_RNDA)); }
+
+}  // namespace
+
+// Error of s_j = scale·sum_l q_l k_l: d products, d - 1 sums and the scale product each round
+// once, so |s_j - ŝ_j| <= gamma_mp(2d + 1) |scale| sum_l |q_l k_l| with gamma_mp(n) <= 2n·2^-kMpBits.
+// Softcap c·tanh(s/c): the cap's derivative is at most 1, so s_j's error passes through unscaled,
+// and the three roundings (s/c, tanh, times c) add <= 3·2^-kMpBits·c (|y| sech²(y) <= 1 and
+// |tanh| <= 1). ALiBi: slope·|i' - j| is exact (24 + 31 bits), the subtraction one rounding.
+double mp_row(const GroupIn& g, Index r, double* xh, double* xl, double* err_x, double* mx_err) {
+  const Index d = g.q.cols(), j0 = g.first[size_t(r)], j1 = g.key_end(r);
+  std::vector<Mp> s(static_cast<size_t>(j1 - j0));
+  std::vector<double> err_s(static_cast<size_t>(j1 - j0));
+  Mp t, mx;
+  const double gam_mp = 2.0 * double(2 * d + 4) * kMpUnit;
+  const double cap = g.softcap;
+  Index arg = 0;  // offset of the largest score in [j0, j1)
+  for (Index j = j0; j < j1; ++j) {
+    mpfr_ptr sj = s[size_t(j - j0)].get();
+    mpfr_set_zero(sj, 1);
+    double abs_sum = 0;  // sum_l |q_l k_l|, rounded: enlarged by (1 + 2 gamma(d + 1)) below
+    for (Index l = 0; l < d; ++l) {
+      mpfr_set_d(t.get(), g.q(r, l), MPFR_RNDN);  // exact
+      mpfr_mul_d(t.get(), t.get(), g.k(j, l), MPFR_RNDN);
+      mpfr_add(sj, sj, t.get(), MPFR_RNDN);
+      abs_sum += std::fabs(g.q(r, l)) * std::fabs(g.k(j, l));  // < 2^1001: finite
+    }
+    mpfr_mul_d(sj, sj, g.scale, MPFR_RNDN);
+    // abs_sum's own products may underflow: + d·2^-1074 before enlarging.
+    double e = gam_mp * std::fabs(g.scale) * (abs_sum + double(d) * 0x1p-1074) * (1 + 2 * gamma(double(d + 1)));
+    if (cap > 0) {
+      mpfr_div_d(sj, sj, cap, MPFR_RNDN);
+      mpfr_tanh(sj, sj, MPFR_RNDN);
+      mpfr_mul_d(sj, sj, cap, MPFR_RNDN);
+      e += 3.01 * kMpUnit * cap;
+    }
+    if (!g.slope.empty()) {
+      mpfr_set_d(t.get(), g.slope[size_t(r)], MPFR_RNDN);                                         // exact
+      mpfr_mul_si(t.get(), t.get(), long(std::labs(long(g.aligned[size_t(r)] - j))), MPFR_RNDN);  // exact
+      mpfr_sub(sj, sj, t.get(), MPFR_RNDN);
+      e += 1.01 * kMpUnit * mag_up(sj);
+    }
+    err_s[size_t(j - j0)] = e;
+    if (j == j0 || mpfr_cmp(sj, s[size_t(arg)].get()) > 0) arg = j - j0;
+  }
+  mpfr_set(mx.get(), s[size_t(arg)].get(), MPFR_RNDN);  // exact (same precision)
+  const double mx_d = mpfr_get_d(mx.get(), MPFR_RNDN);
+  // |s_max - round(s_max)| <= u |round(s_max)| (or 0 when it is exact); inf if it overflowed.
+  *mx_err = kU * std::fabs(mx_d);
+  for (Index j = j0; j < j1; ++j) {
+    mpfr_sub(t.get(), s[size_t(j - j0)].get(), mx.get(), MPFR_RNDN);  // x_j: one rounding
+    const double h = mpfr_get_d(t.get(), MPFR_RNDN);
+    const double ax = std::fabs(h) * (1 + 2 * kU) + 0x1p-1074;  // >= |x_j| up to 2^-kMpBits
+    mpfr_sub_d(t.get(), t.get(), h, MPFR_RNDN);                 // rest: one rounding
+    const double lo = mpfr_get_d(t.get(), MPFR_RNDN);           // |error| <= u|lo| + 2^-1074
+    xh[j] = h;
+    xl[j] = lo;
+    // Errors of s_j and s_max, the two MPFR roundings (relative to |x_j|), and lo's rounding
+    // (charged in forward's delta as kU·xl_max, plus the subnormal floor here).
+    err_x[j] = err_s[size_t(j - j0)] + err_s[size_t(arg)] + 4 * kMpUnit * ax + 0x1p-1073;
+  }
+  return mx_d;
+}
+
+}  // namespace fc::ref::cert

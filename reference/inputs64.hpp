@@ -1,0 +1,32 @@
+// The bridge from host tensors (kernels/tensor.hpp) to the oracles' float64 inputs, for callers that
+// hold both (the CLI, the property suite, tests). The oracles themselves never include it: they see
+// only Tensors64 (reference/oracle.hpp). Strided tensors are read in their logical order.
+#pragma once
+
+#include "kernels/tensor.hpp"
+#include "reference/oracle.hpp"
+
+namespace fc::ref {
+
+inline SeqData seq_data(const Inputs& in) {
+  SeqData s;
+  auto ints = [](const HostTensor& t) {
+    std::vector<int32_t> x(static_cast<size_t>(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i) x[size_t(i)] = int32_t(t.get(i));
+    return x;
+  };
+  if (in.p.varlen) s.cu_seqlens_q = ints(in.cu_seqlens_q), s.cu_seqlens_k = ints(in.cu_seqlens_k);
+  if (in.p.page_size > 0) s.page_table = ints(in.page_table);
+  if (in.p.alibi) s.alibi_slopes = in.alibi_slopes.to_f64();
+  return s;
+}
+
+inline Tensors64 tensors64(const Inputs& in) {
+  Tensors64 t;
+  t.q = in.q.to_f64(), t.k = in.k.to_f64(), t.v = in.v.to_f64();
+  if (in.has_d_o()) t.d_o = in.d_o.to_f64();
+  t.seq = seq_data(in);
+  return t;
+}
+
+}  // namespace fc::ref

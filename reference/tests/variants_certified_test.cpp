@@ -1,0 +1,135 @@
+// The certified oracle on the variants of contract v2 against the exact one at 256 bits: every
+// element within certified's own bound, the bounds meeting their targets against independently
+// computed scales (1e-13 as for dense attention, plus the fp64 tanh's 2^-46 c under softcap), and
+// the exact zeros the contract fixes (keys no query sees, pages no sequence reads).
+#include "tests/catch.hpp"
+#include <cmath>
+
+#include "certified_cases.hpp"
+#include "reference/certified.hpp"
+#include "reference/exact.hpp"
+#include "reference/visibility.hpp"
+#include "variant_cases.hpp"
+
+namespace fc::ref {
+namespace {
+
+using namespace testing;
+
+constexpr double kTarget = 1e-13;
+
+// Plain fp64 o_mag = sum_j P_ij |v_jk| of a dense sequence, from the variant's definition (softcap,
+// ALiBi, the window): a scale, so its own rounding does not matter.
+std::vector<double> o_mag_of(const Problem& p, const Tensors64& in) {
+  const int64_t d = p.d, dv = head_dim_v(p);
+  std::vector<double> mag(size_t(p.heads_q * p.n_q * dv), 0.0);  // (heads_q, n_q, d_v)
+  for (int64_t h = 0; h < p.heads_q; ++h) {
+    const int64_t hk = h / (p.heads_q / p.heads_kv);
+    for (int64_t i = 0; i < p.n_q; ++i) {
+      std::vector<double> s(size_t(p.n_k), -INFINITY);
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < p.n_k; ++j) {
+        if (!sees(p, i, j, p.n_q, p.n_k)) continue;
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c)
+          dot += in.q[size_t((h * p.n_q + i) * d + c)] * in.k[size_t((hk * p.n_k + j) * d + c)];
+        double x = p.scale * dot;
+        if (p.softcap > 0) x = p.softcap * std::tanh(x / p.softcap);
+        if (p.alibi) x -= in.seq.alibi_slopes[size_t(h)] * double(std::abs(aligned(p.mask, i, p.n_q, p.n_k) - j));
+        s[size_t(j)] = x, mx = std::max(mx, x);
+      }
+      if (mx == -INFINITY) continue;
+      double l = 0;
+      for (double& e : s) l += (e = std::exp(e - mx));
+      for (int64_t j = 0; j < p.n_k; ++j)
+        for (int64_t c = 0; c < dv; ++c)
+          mag[size_t((h * p.n_q + i) * dv + c)] +=
+              s[size_t(j)] / l * std::fabs(in.v[size_t((hk * p.n_k + j) * dv + c)]);
+    }
+  }
+  return mag;
+}
+
+struct Run {
+  const VariantCase* vc;
+  Result64 ex;
+  Certified ce;
+};
+
+const std::vector<Run>& runs() {
+  static const std::vector<VariantCase> cases = variant_cases();
+  static const std::vector<Run> r = [] {
+    std::vector<Run> out;
+    for (const VariantCase& vc : cases) out.push_back({&vc, exact(vc.p, vc.in, 256), certified(vc.p, vc.in)});
+    return out;
+  }();
+  return r;
+}
+
+TEST_CASE("certified on the variants: |certified - exact| <= err for o, lse, d_q, d_k, d_v", "[cpu]") {
+  for (const Run& r : runs()) {
+    INFO(r.vc->name);
+    CHECK(first_violation(r.ce.value.o, r.ex.o, r.ce.err.o) == -1);
+    CHECK(first_violation(r.ce.value.lse, r.ex.lse, r.ce.err.lse) == -1);
+    CHECK(first_violation(r.ce.value.d_q, r.ex.d_q, r.ce.err.d_q) == -1);
+    CHECK(first_violation(r.ce.value.d_k, r.ex.d_k, r.ce.err.d_k) == -1);
+    CHECK(first_violation(r.ce.value.d_v, r.ex.d_v, r.ce.err.d_v) == -1);
+  }
+}
+
+TEST_CASE("certified on the variants: o and lse bounds meet 1e-13 (+ 2^-46 c under softcap)", "[cpu]") {
+  for (const Run& r : runs()) {
+    const Problem& p = r.vc->p;
+    INFO(r.vc->name);
+    const double target = kTarget + 0x1p-46 * p.softcap;
+    const int64_t dv = head_dim_v(p);
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const int64_t n_q = n_q_of(p, r.vc->in.seq, b), n_k = n_k_of(p, r.vc->in.seq, b);
+      if (n_q == 0 || n_k == 0) continue;
+      const Dense ds = dense_sequence(p, r.vc->in, b);
+      const std::vector<double> mag = o_mag_of(ds.p, ds.in);
+      for (int64_t h = 0; h < p.heads_q; ++h)
+        for (int64_t i = 0; i < n_q; ++i) {
+          const double lse = r.ex.lse[size_t(lse_at(p, r.vc->in.seq, b, h, i))];
+          if (std::isfinite(lse))
+            CHECK(r.ce.err.lse[size_t(lse_at(p, r.vc->in.seq, b, h, i))] <= target * std::max(1.0, std::fabs(lse)));
+          for (int64_t c = 0; c < dv; ++c)
+            CHECK(r.ce.err.o[size_t(q_index(p, r.vc->in.seq, b, h, i, c, dv))] <=
+                  target * mag[size_t((h * n_q + i) * dv + c)]);
+        }
+    }
+  }
+}
+
+TEST_CASE("certified on the variants: rows with no key, keys no query sees and unread pages are exact zeros", "[cpu]") {
+  for (const Run& r : runs()) {
+    const Problem& p = r.vc->p;
+    if (!p.varlen) continue;
+    INFO(r.vc->name);
+    std::vector<char> read(r.ce.value.d_k.size(), 0);  // (k elements): seen by some query
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const int64_t n_q = n_q_of(p, r.vc->in.seq, b), n_k = n_k_of(p, r.vc->in.seq, b);
+      for (int64_t h = 0; h < p.heads_q; ++h)
+        for (int64_t i = 0; i < n_q && n_k == 0; ++i) {
+          CHECK(r.ce.value.lse[size_t(lse_at(p, r.vc->in.seq, b, h, i))] == -INFINITY);
+          CHECK(r.ce.err.lse[size_t(lse_at(p, r.vc->in.seq, b, h, i))] == 0.0);
+        }
+      if (n_q == 0) continue;
+      for (int64_t h = 0; h < p.heads_kv; ++h)
+        for (int64_t j = 0; j < n_k; ++j)
+          for (int64_t c = 0; c < p.d; ++c) read[size_t(kv_index(p, r.vc->in.seq, b, h, j, c, p.d))] = 1;
+    }
+    int64_t unread = 0;
+    for (size_t x = 0; x < read.size(); ++x)
+      if (!read[x]) {
+        ++unread;
+        CHECK(r.ce.value.d_k[x] == 0.0);
+        CHECK(r.ce.err.d_k[x] == 0.0);
+        CHECK(r.ex.d_k[x] == 0.0);
+      }
+    CHECK(unread > 0);  // every varlen case has keys no query sees (or pages no sequence reads)
+  }
+}
+
+}  // namespace
+}  // namespace fc::ref
