@@ -96,7 +96,7 @@ std::string blast_radius(const Kernel& k, const props::Case& c, const props::Run
           const int64_t nv = n_visible(p.mask, i, p.n_q, p.n_k), oq = offset_q(p, b, h, i);
           bool fwd = nv > 0 && row_bad(c.in.q, oq, p.d);
           for (int64_t j = 0; j < nv && !fwd; ++j) fwd = bad_key[size_t(j)];
-          const bool bad_d_o = bwd && nv > 0 && row_bad(c.in.d_o, oq, p.d);
+          const bool bad_d_o = bwd && row_bad(c.in.d_o, oq, p.d);  // also a row that sees no key: its P = 0
           const bool grad = fwd || bad_d_o;
           if (grad)
             for (int64_t j = 0; j < nv; ++j) key_reached[size_t(j)] = 1;

@@ -278,6 +278,7 @@ void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
   if (ar.base2) e_lse += (u + k.delta_ln2) * (std::fabs(lse) + e_lse);
   B.lse[size_t(ol)] = rounded_bound(lse, e_lse, err_lse, ar.soft, k.lse_type, true) * kSlack;
   row.e_lse = B.lse[size_t(ol)];
+  if (ar.p_from != PFrom::Max) lse_normalised(r, vis, wpv, o_pv, tiny_w, row);
 }
 
 }  // namespace model

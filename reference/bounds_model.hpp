@@ -24,8 +24,11 @@ constexpr double kSlack = 1.0 + 0x1p-30;
 
 inline double at(const std::vector<double>& v, int64_t i) { return v.empty() ? 0.0 : v[size_t(i)]; }
 // A factor times a magnitude, where a zero magnitude contributes nothing even when the factor has
-// overflowed (a vacuous inf * 0 must not become a NaN bound).
-inline double times(double factor, double magnitude) { return magnitude == 0 ? 0.0 : factor * magnitude; }
+// overflowed, nor a zero factor when the magnitude has (an exact scale constant times a reference
+// error of +inf): a vacuous inf * 0 must not become a NaN bound.
+inline double times(double factor, double magnitude) {
+  return magnitude == 0 || factor == 0 ? 0.0 : factor * magnitude;
+}
 inline double gamma(double n, double u) { return n * u < 1 ? n * u / (1 - n * u) : kInf; }
 // An upper bound on P (e^x - 1) for P = e^log_p <= 1 and x >= 0, in the log domain: P may underflow
 // where P e^x does not (an exponent argument's error can be hundreds at huge scores).
@@ -156,8 +159,12 @@ struct HeadPass {
   void block(int64_t h, int64_t i0, int64_t rows);       // GEMMs of the block, then its rows
   void forward(int64_t r, KeyRange vis, RowInfo& row);   // o, lse of row i0 + r, keys vis (bounds.cpp)
   void backward(int64_t r, KeyRange vis, RowInfo& row);  // its pairs' alpha, beta (bounds_backward.cpp)
-  void finish_dq(int64_t rows);                          // d_q of the block's rows
-  void finish_kv();                                      // d_k, d_v of the kv head
+  // o of a kernel whose weights are exp(s - lse) with its own lse (Arithmetic::p_from): replaces
+  // (PFrom::Lse) or widens to cover (PFrom::Either) the bound forward() gave (bounds_lse.cpp).
+  void lse_normalised(int64_t r, KeyRange vis, const ChainWeights& wpv, int64_t o_pv, double tiny_w,
+                      const RowInfo& row);
+  void finish_dq(int64_t rows);  // d_q of the block's rows
+  void finish_kv();              // d_k, d_v of the kv head
 };
 
 // The model on a problem in the dense layout (any mask, window, softcap, ALiBi, d_v; bounds.cpp);

@@ -4,9 +4,13 @@
 // largest. A ratio above 1 is a correct kernel outside its bound: the bound is unsound there, and
 // the program says so and exits 1. Prints the Markdown table of reports/ERROR_MODEL.md.
 //   bounds_tightness [--cases N] [--seed S] [--kernel NAME]... [--regime NAME]... [--dtype NAME]...
-//                    [--long-n N]
+//                    [--long-n N] [--variants yes] [--judge declared|undeclared|undeclared-online]
 // Defaults: 1000 cases, seed 1, every non-mutant kernel whose device is present, regimes normal and
 // outliers, every dtype the kernel offers but fp64, --long-n 4096 (the long_row regime's longest row).
+// --variants yes: every case becomes a variant problem of the variants the kernel declares (each joins
+// with probability one half, properties/variant_gen.hpp). --judge: the kernel's declared arithmetic
+// (default), or the arithmetic an undeclared kernel is charged (fc::undeclared_arithmetic: the union of
+// the weights' normalisations), or that union without the lse-normalised weights (PFrom::Max).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,6 +21,8 @@
 
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
+#include "properties/variant_gen.hpp"
+#include "reference/inputs64.hpp"
 
 namespace {
 
@@ -40,6 +46,8 @@ struct Options {
   std::vector<std::string> kernels;
   std::vector<props::Regime> regimes{props::Regime::Normal, props::Regime::Outliers};
   std::vector<DType> dtypes;
+  bool variants = false;
+  std::string judge = "declared";
 };
 
 Options parse(int argc, char** argv) {
@@ -59,6 +67,13 @@ Options parse(int argc, char** argv) {
     } else if (arg == "--long-n") {
       o.long_n = int32_t(std::strtol(val.c_str(), &end, 10));
       if (*end || o.long_n < 256) usage("--long-n takes an integer >= 256");
+    } else if (arg == "--variants") {
+      if (val != "yes" && val != "no") usage("--variants takes yes or no");
+      o.variants = val == "yes";
+    } else if (arg == "--judge") {
+      if (val != "declared" && val != "undeclared" && val != "undeclared-online")
+        usage("--judge takes declared, undeclared or undeclared-online");
+      o.judge = val;
     } else if (arg == "--kernel") {
       if (!find_kernel(val)) usage("unknown kernel " + val);
       o.kernels.push_back(val);
@@ -103,14 +118,24 @@ int main(int argc, char** argv) {
         int done = 0;
         for (int c = 0; c < opt.cases; ++c) {
           const rc::Random rnd(opt.seed * 7919 + uint64_t(c) * 104729 + uint64_t(regime) * 31 + uint64_t(t));
-          const props::Case cs = props::gen_case(spec)(rnd, 1 + c % 100).value();
-          if (!claims(k, cs.in.p)) continue;
+          props::Case cs = props::gen_case(spec)(rnd, 1 + c % 100).value();
+          if (opt.variants) {
+            props::Rng vr(cs.aux);
+            std::string how;
+            cs.in = props::with_variants(k.info.variants, cs.in, cs.cfg.block_n, vr, &how);
+          }
+          if (!claims(k, cs.in)) continue;
           const props::Run r = props::execute(k, cs.in, cs.cfg, true);
           if (!r.error.empty()) {
             fmt::print(stderr, "{}: {}\n", name, r.error);
             continue;
           }
-          const props::Oracle o = props::oracle(k, cs.in, cs.cfg);
+          props::Oracle o = props::oracle(k, cs.in, cs.cfg);
+          if (opt.judge != "declared") {
+            ref::Precision prec{t, undeclared_arithmetic(t)};
+            if (opt.judge == "undeclared-online") prec.ar.p_from = PFrom::Max;
+            o.bounds = ref::error_bounds(cs.in.p, ref::tensors64(cs.in), o.ref, prec);
+          }
           const std::vector<double>* ref[] = {&o.ref.value.o, &o.ref.value.lse, &o.ref.value.d_q, &o.ref.value.d_k,
                                               &o.ref.value.d_v};
           const std::vector<double>* bnd[] = {&o.bounds.o, &o.bounds.lse, &o.bounds.d_q, &o.bounds.d_k, &o.bounds.d_v};
@@ -131,9 +156,9 @@ int main(int argc, char** argv) {
           case_worst.push_back(here), ++done;
         }
         auto cell = [&](const char* n) { return worst.count(n) ? fmt::format("{:.3g}", worst[n]) : std::string("-"); };
-        fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3g} |\n", name, dtype_name(t),
-                   props::regime_name(regime), done, cell("o"), cell("lse"), cell("d_q"), cell("d_k"), cell("d_v"),
-                   median(case_worst));
+        const std::string regime_cell = std::string(props::regime_name(regime)) + (opt.variants ? " + variants" : "");
+        fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3g} |\n", name, dtype_name(t), regime_cell, done,
+                   cell("o"), cell("lse"), cell("d_q"), cell("d_k"), cell("d_v"), median(case_worst));
         std::fflush(stdout);
       }
     }
