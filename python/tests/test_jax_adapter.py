@@ -95,3 +95,26 @@ def test_the_cudnn_adapter_takes_windows_only_under_the_causal_mask(adapter, tmp
                               regressions=str(tmp_path), quiet=True)
     assert "variants: varlen, window" in result.report, result.report
     assert result.ok and result.laws[0]["cases"] > 0, result.report
+
+
+def _problem(n_q=64, n_k=64, d=8, dtype="F16", varlen=False, row=None):
+    """A dense (batch, heads, n, d) problem, or a packed varlen one whose rows are `row` elements apart."""
+    def tensor(n):
+        if varlen:
+            return (n, 1, d), ((row or d), (row or d), 1)
+        return (1, 1, n, d), (n * d, n * d, d, 1)
+    shapes, strides = zip(*(tensor(n) for n in (n_q, n_k, n_k)))
+    return types.SimpleNamespace(n_q=n_q, n_k=n_k, d=d, dtype=dtype, varlen=varlen, mask="none", window_left=-1,
+                                 window_right=-1, is_causal=False, shapes=dict(zip("qkv", shapes)),
+                                 strides=dict(zip("qkv", strides)))
+
+
+def test_the_jax_adapter_declines_what_jax_raises_on(adapter):
+    # Each rule is one the H200 audit met (reports/h200/external/FINDINGS.md); a contract-valid
+    # neighbour of each is still taken, so the rule cannot decline everything.
+    xla, cudnn = adapter.xla.user_supports, adapter.cudnn.user_supports
+    assert xla(_problem()) and cudnn(_problem())
+    assert not xla(_problem(varlen=True, row=11)) and xla(_problem(varlen=True))  # DLPack: compact only
+    assert not cudnn(_problem(n_q=1, n_k=1)) and not cudnn(_problem(n_k=63)) and cudnn(_problem(n_q=2, n_k=2))
+    assert not xla(_problem(d=1)) and not xla(_problem(d=1, dtype="BF16")) and xla(_problem(d=1, dtype="F32"))
+    assert adapter.compact(_problem(varlen=True, row=8)) and not adapter.compact(_problem(varlen=True, row=9))
