@@ -60,9 +60,9 @@ def sdpa(backend, check_alignment=True):
             # counterexample), so every axis counts.
             return rows_aligned(p, elems, every_axis=True)
         if backend == SDPBackend.CUDNN_ATTENTION and check_alignment:
-            # cuDNN's fused attention loads through TMA descriptors, whose global strides must be
-            # multiples of 16 bytes on every axis; SDPA's check accepts other strides and the kernel
-            # faults ("misaligned address", the CUDA context lost). Declined here; `cudnn_any_stride` runs
+            # SDPA's check accepts strides that are not 16-byte multiples and cuDNN's kernel faults on
+            # them ("misaligned address", the CUDA context lost: the H200 audit, on shapes whose compact
+            # strides are aligned); Hopper's TMA descriptors need 16-byte strides on every axis. Declined here; `cudnn_any_stride` runs
             # them. (Whether the audit's NaN convex_hull case has the same cause is not established.)
             return rows_aligned(p, elems, every_axis=True)
         if backend == SDPBackend.FLASH_ATTENTION and check_alignment:
@@ -75,9 +75,8 @@ def sdpa(backend, check_alignment=True):
         return True
 
     name = "sdpa_" + backend.name.lower() + ("" if check_alignment else "_any_stride")
-    # FlashAttention-2 and cuDNN take fp16 and bf16 only. Declaring fp32 and declining it in supports()
-    # starves a law that draws fp32 first (the H200 audit's invisible_keys on sdpa_flash gave up, 122
-    # of 128 cases declined).
+    # FlashAttention-2 and cuDNN take fp16 and bf16 only: fp32 is not declared for them, so no law draws
+    # a case that supports() can only decline.
     half_only = backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION)
     return flashcheck.Kernel(forward, name=name, device="cuda",
                              dtypes=("F16", "BF16") if half_only else ("F16", "BF16", "F32"),
