@@ -35,8 +35,8 @@ NOTES = [
      "XLA rejects the F16 dot algorithm it chose itself for a degenerate contraction (d = 1): the library's "
      "error on a shape the contract allows"),
     ("", "Unsupported sequence length",
-     "jax.nn's cuDNN backward (check_is_flash_attention) rejects these sequence lengths: a limit of the "
-     "library's code that the adapter's supports() does not yet know"),
+     "jax.nn's cuDNN backward (check_is_flash_attention) takes even lengths only: the adapter pads odd "
+     "ones (examples/python/jax_attention.py)"),
     ("determinism", "",
      "a backward that accumulates d_q with atomics (FlashAttention-2, cutlass) is documented to be "
      "non-deterministic by default; the plugin ABI passes no request for a deterministic variant", "sdpa_"),
