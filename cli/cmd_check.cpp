@@ -79,127 +79,150 @@ int run_kill_matrix(const std::vector<std::string>& names, int cases, uint64_t s
   return ok ? kExitPass : kExitFail;
 }
 
+struct CheckOptions {
+  std::string kernel, law, reproduce, case_file, inputs, json_out, regressions = props::default_regressions_dir();
+  std::vector<std::string> kernels;
+  int cases = 100;
+  uint64_t seed = 0;
+  bool save = false, kill_matrix = false, json = false;
+  PluginArgs plugin;
+  bool seed_given = false, regressions_given = false;  // filled in when the command runs
+};
+
+void add_check_options(CLI::App* sub, CheckOptions& o, const ExternalKernel* ext) {
+  if (!ext) {
+    CLI::Option* kernel = sub->add_option("--kernel", o.kernel, "kernel name (see `flashcheck kernels`)");
+    CLI::Option* plugin = add_plugin_options(sub, o.plugin, PluginOptions::Run);
+    kernel->excludes(plugin);
+  } else {
+    add_plugin_options(sub, o.plugin, PluginOptions::Embedded);
+  }
+  sub->add_option("--cases", o.cases, "random cases per law")->check(decimal_unsigned())->check(CLI::Range(1, 1000000));
+  sub->add_option("--seed", o.seed, "RapidCheck seed (default: random, printed)")->check(decimal_unsigned());
+  sub->add_option("--law", o.law, "run only this law (ids: see the output)");
+  sub->add_option("--reproduce", o.reproduce, "replay token printed by a failure (needs --law)");
+  sub->add_option("--case", o.case_file, "replay one regression file (needs --law)");
+  sub->add_option("--inputs", o.inputs, "run every law that applies to this one input file (safetensors)");
+  sub->add_option("--regressions", o.regressions, "regression folder replayed before random cases");
+  sub->add_flag("--save-regressions", o.save, "save each minimal counterexample to the regression folder");
+  sub->add_option("--json-out", o.json_out, "also write every law's result to this file (JSON)");
+  if (!ext) {
+    sub->add_flag("--kill-matrix", o.kill_matrix, "every law on every mutant (or --kernels): which law kills which");
+    sub->add_option("--kernels", o.kernels, "kernels for --kill-matrix (default: every mutant whose device is present)")
+        ->delimiter(',');
+    sub->add_flag("--json", o.json, "--kill-matrix as JSON");
+  }
+}
+
+// The combinations of flags `check` refuses (all but --kill-matrix's, checked first).
+void check_usage(const CheckOptions& o, const ExternalKernel* ext) {
+  if (!o.kernels.empty() || o.json) throw UsageError("--kernels and --json go with --kill-matrix");
+  if (!o.inputs.empty() && (!o.reproduce.empty() || !o.case_file.empty()))
+    throw UsageError("--inputs takes neither --reproduce nor --case");
+  if (!ext && o.kernel.empty() && o.plugin.path.empty())
+    throw UsageError("check needs --kernel NAME or --plugin PATH (or --kill-matrix)");
+  if (!o.law.empty() && !props::find_law(o.law)) throw UsageError(fmt::format("unknown law \"{}\"", o.law));
+  if ((!o.reproduce.empty() || !o.case_file.empty()) && o.law.empty())
+    throw UsageError("--reproduce and --case need --law");
+  // A folder named on the command line must exist: a typo must not silently replay nothing. (The
+  // default, the source tree's folder, may be absent from an installed copy.)
+  if (o.regressions_given && !std::filesystem::is_directory(o.regressions))
+    throw UsageError(fmt::format("--regressions {}: no such folder", io::quoted(o.regressions)));
+}
+
+// The kernel `check` runs: the embedding program's plugin, a plugin named by --plugin (its worker kept
+// in `subject`) or a registry kernel. Sets the replay prefix of a plugin's failures.
+const Kernel* open_check_kernel(const CheckOptions& o, const ExternalKernel* ext,
+                                std::unique_ptr<plugin::Subject>& subject, props::RunOptions& opt) {
+  if (ext) {
+    try {
+      subject = ext->open(o.plugin);
+    } catch (const plugin::LoadError& e) {
+      throw UsageError(e.what());
+    }
+    opt.replay_prefix = ext->replay_for("check");
+    return &subject->kernel();
+  }
+  if (!o.plugin.path.empty()) {
+    subject = open_plugin(o.plugin);
+    opt.replay_prefix = plugin_replay_prefix(o.plugin, *subject);
+    return &subject->kernel();
+  }
+  const Kernel* k = find_kernel(o.kernel);
+  if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", o.kernel));
+  if (!device_present(k->info.device))
+    throw UsageError(fmt::format("kernel \"{}\" needs a {} device, and none is present", o.kernel, k->info.device));
+  return k;
+}
+
+// --case: a case that would be skipped must not pass as "replayed".
+void check_case_file(const CheckOptions& o, const Kernel& k) {
+  std::string case_law;
+  const props::Case c = props::read_case(o.case_file, &case_law);
+  if (case_law != o.law)
+    throw UsageError(fmt::format("{}: the case is for law {}, not {} (--inputs runs every law on any input file)",
+                                 o.case_file, io::quoted(case_law), io::quoted(o.law)));
+  if (!claims(k, c.in.p))
+    throw UsageError(fmt::format("{}: kernel {} does not claim this case's problem", o.case_file, k.info.name));
+}
+
+// --inputs: every law that applies to one input file.
+int run_check_inputs(const CheckOptions& o, const Kernel& k, const std::string& replay_prefix, std::ostream& out) {
+  out << fmt::format("flashcheck check: kernel {} ({}), the laws on {}\n", k.info.name,
+                     k.info.mutant ? "mutant" : k.info.device, o.inputs);
+  const int code = props::run_suite_on_file(k, o.inputs, out, o.law, "--inputs", replay_prefix);
+  if (code == 2)
+    throw UsageError(
+        fmt::format("no law {}applies to {} on kernel {}", o.law.empty() ? "" : o.law + " ", o.inputs, k.info.name));
+  out << (code == 0 ? "every applicable law holds\n" : "a law failed\n");
+  out.flush();
+  return code == 0 ? kExitPass : kExitFail;
+}
+
+int run_check(const CheckOptions& o, const ExternalKernel* ext) {
+  std::ostream& out = ext && ext->out ? *ext->out : std::cout;
+  if (o.kill_matrix) {
+    if (!o.kernel.empty() || !o.plugin.path.empty() || !o.law.empty() || !o.reproduce.empty() || !o.case_file.empty() ||
+        !o.inputs.empty())
+      throw UsageError("--kill-matrix takes --kernels, --cases, --seed, --regressions and --json only");
+    return run_kill_matrix(o.kernels, o.cases, o.seed_given ? o.seed : 1, o.regressions, o.json, out);
+  }
+  check_usage(o, ext);
+  std::unique_ptr<plugin::Subject> subject;
+  props::RunOptions opt;
+  const Kernel* k = open_check_kernel(o, ext, subject, opt);
+  if (!o.case_file.empty()) check_case_file(o, *k);
+  if (!o.json_out.empty()) io::check_output_path(o.json_out);
+  if (!o.inputs.empty()) return run_check_inputs(o, *k, opt.replay_prefix, out);
+  opt.cases = o.cases;
+  opt.seed = o.seed_given ? o.seed : std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
+  opt.reproduce = o.reproduce;
+  opt.case_file = o.case_file;
+  opt.regressions_dir = o.regressions;
+  opt.save_failures = o.save;
+  out << fmt::format("flashcheck check: kernel {} ({}), {} cases per law, seed {}\n", k->info.name,
+                     k->info.mutant ? "mutant" : k->info.device, opt.cases, opt.seed);
+  if (subject) out << fmt::format("  {}; {}\n", k->info.description, subject->notes());
+  std::vector<std::pair<std::string, props::LawResult>> results;
+  const bool ok = props::run_suite(*k, opt, out, o.law, &results);
+  if (!o.json_out.empty()) io::write_file_atomic(o.json_out, results_json(*k, opt, results, ok) + "\n");
+  if (subject && subject->restarts() > 0)
+    out << fmt::format("the worker was restarted {} times after faults\n", subject->restarts());
+  out << (ok ? "every law holds\n" : "a law failed\n");
+  out.flush();
+  return ok ? kExitPass : kExitFail;
+}
+
 }  // namespace
 
 Run setup_check(CLI::App& app, const ExternalKernel* ext) {
-  struct Options {
-    std::string kernel, law, reproduce, case_file, inputs, json_out, regressions = props::default_regressions_dir();
-    std::vector<std::string> kernels;
-    int cases = 100;
-    uint64_t seed = 0;
-    bool save = false, kill_matrix = false, json = false;
-    PluginArgs plugin;
-  };
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<CheckOptions>();
   CLI::App* sub = app.add_subcommand("check", "run the property suite (every law of docs/laws.md) on one kernel");
-  if (!ext) {
-    CLI::Option* kernel = sub->add_option("--kernel", o->kernel, "kernel name (see `flashcheck kernels`)");
-    CLI::Option* plugin = add_plugin_options(sub, o->plugin, PluginOptions::Run);
-    kernel->excludes(plugin);
-  } else {
-    add_plugin_options(sub, o->plugin, PluginOptions::Embedded);
-  }
-  sub->add_option("--cases", o->cases, "random cases per law")
-      ->check(decimal_unsigned())
-      ->check(CLI::Range(1, 1000000));
-  CLI::Option* seed =
-      sub->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)")->check(decimal_unsigned());
-  sub->add_option("--law", o->law, "run only this law (ids: see the output)");
-  sub->add_option("--reproduce", o->reproduce, "replay token printed by a failure (needs --law)");
-  sub->add_option("--case", o->case_file, "replay one regression file (needs --law)");
-  sub->add_option("--inputs", o->inputs, "run every law that applies to this one input file (safetensors)");
-  CLI::Option* regressions =
-      sub->add_option("--regressions", o->regressions, "regression folder replayed before random cases");
-  sub->add_flag("--save-regressions", o->save, "save each minimal counterexample to the regression folder");
-  sub->add_option("--json-out", o->json_out, "also write every law's result to this file (JSON)");
-  if (!ext) {
-    sub->add_flag("--kill-matrix", o->kill_matrix, "every law on every mutant (or --kernels): which law kills which");
-    sub->add_option("--kernels", o->kernels,
-                    "kernels for --kill-matrix (default: every mutant whose device is present)")
-        ->delimiter(',');
-    sub->add_flag("--json", o->json, "--kill-matrix as JSON");
-  }
-
-  return [o, seed, regressions, ext]() -> int {
-    std::ostream& out = ext && ext->out ? *ext->out : std::cout;
-    if (o->kill_matrix) {
-      if (!o->kernel.empty() || !o->plugin.path.empty() || !o->law.empty() || !o->reproduce.empty() ||
-          !o->case_file.empty() || !o->inputs.empty())
-        throw UsageError("--kill-matrix takes --kernels, --cases, --seed, --regressions and --json only");
-      return run_kill_matrix(o->kernels, o->cases, seed->count() ? o->seed : 1, o->regressions, o->json, out);
-    }
-    if (!o->kernels.empty() || o->json) throw UsageError("--kernels and --json go with --kill-matrix");
-    if (!o->inputs.empty() && (!o->reproduce.empty() || !o->case_file.empty()))
-      throw UsageError("--inputs takes neither --reproduce nor --case");
-    if (!ext && o->kernel.empty() && o->plugin.path.empty())
-      throw UsageError("check needs --kernel NAME or --plugin PATH (or --kill-matrix)");
-    if (!o->law.empty() && !props::find_law(o->law)) throw UsageError(fmt::format("unknown law \"{}\"", o->law));
-    if ((!o->reproduce.empty() || !o->case_file.empty()) && o->law.empty())
-      throw UsageError("--reproduce and --case need --law");
-    // A folder named on the command line must exist: a typo must not silently replay nothing. (The
-    // default, the source tree's folder, may be absent from an installed copy.)
-    if (regressions->count() && !std::filesystem::is_directory(o->regressions))
-      throw UsageError(fmt::format("--regressions {}: no such folder", io::quoted(o->regressions)));
-    std::unique_ptr<plugin::Subject> subject;
-    const Kernel* k = nullptr;
-    props::RunOptions opt;
-    if (ext) {
-      try {
-        subject = ext->open(o->plugin);
-      } catch (const plugin::LoadError& e) {
-        throw UsageError(e.what());
-      }
-      k = &subject->kernel();
-      opt.replay_prefix = ext->replay_for("check");
-    } else if (!o->plugin.path.empty()) {
-      subject = open_plugin(o->plugin);
-      k = &subject->kernel();
-      opt.replay_prefix = plugin_replay_prefix(o->plugin, *subject);
-    } else {
-      k = find_kernel(o->kernel);
-      if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", o->kernel));
-      if (!device_present(k->info.device))
-        throw UsageError(
-            fmt::format("kernel \"{}\" needs a {} device, and none is present", o->kernel, k->info.device));
-    }
-    if (!o->case_file.empty()) {  // a case that would be skipped must not pass as "replayed"
-      std::string case_law;
-      const props::Case c = props::read_case(o->case_file, &case_law);
-      if (case_law != o->law)
-        throw UsageError(fmt::format("{}: the case is for law {}, not {} (--inputs runs every law on any input file)",
-                                     o->case_file, io::quoted(case_law), io::quoted(o->law)));
-      if (!claims(*k, c.in.p))
-        throw UsageError(fmt::format("{}: kernel {} does not claim this case's problem", o->case_file, k->info.name));
-    }
-    if (!o->json_out.empty()) io::check_output_path(o->json_out);
-    if (!o->inputs.empty()) {  // one input file: every law that applies to it
-      out << fmt::format("flashcheck check: kernel {} ({}), the laws on {}\n", k->info.name,
-                         k->info.mutant ? "mutant" : k->info.device, o->inputs);
-      const int code = props::run_suite_on_file(*k, o->inputs, out, o->law, "--inputs", opt.replay_prefix);
-      if (code == 2)
-        throw UsageError(fmt::format("no law {}applies to {} on kernel {}", o->law.empty() ? "" : o->law + " ",
-                                     o->inputs, k->info.name));
-      out << (code == 0 ? "every applicable law holds\n" : "a law failed\n");
-      out.flush();
-      return code == 0 ? kExitPass : kExitFail;
-    }
-    opt.cases = o->cases;
-    opt.seed = seed->count() ? o->seed : std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
-    opt.reproduce = o->reproduce;
-    opt.case_file = o->case_file;
-    opt.regressions_dir = o->regressions;
-    opt.save_failures = o->save;
-    out << fmt::format("flashcheck check: kernel {} ({}), {} cases per law, seed {}\n", k->info.name,
-                       k->info.mutant ? "mutant" : k->info.device, opt.cases, opt.seed);
-    if (subject) out << fmt::format("  {}; {}\n", k->info.description, subject->notes());
-    std::vector<std::pair<std::string, props::LawResult>> results;
-    const bool ok = props::run_suite(*k, opt, out, o->law, &results);
-    if (!o->json_out.empty()) io::write_file_atomic(o->json_out, results_json(*k, opt, results, ok) + "\n");
-    if (subject && subject->restarts() > 0)
-      out << fmt::format("the worker was restarted {} times after faults\n", subject->restarts());
-    out << (ok ? "every law holds\n" : "a law failed\n");
-    out.flush();
-    return ok ? kExitPass : kExitFail;
+  add_check_options(sub, *o, ext);
+  return [o, sub, ext]() -> int {
+    o->seed_given = sub->count("--seed") > 0;
+    o->regressions_given = sub->count("--regressions") > 0;
+    return run_check(*o, ext);
   };
 }
 

@@ -2,15 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstring>
-#include <functional>
 #include <ostream>
-#include <thread>
 
 #include "fuzz/judge.hpp"
-#include "reference/parallel.hpp"
+#include "fuzz/threads.hpp"
 
 namespace fc::fuzz {
 
@@ -21,19 +18,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kRecordedPerBatch = 3;  // failing cases kept (listed and saved) per batch; all are counted
-
-// Runs fn(i) for i in [0, n) on `threads` std::threads; the oracle's own pools stay serial inside.
-void on_threads(int threads, int64_t n, const std::function<void(int64_t)>& fn) {
-  std::atomic<int64_t> next{0};
-  auto work = [&] {
-    const ref::SerialScope serial(true);
-    for (int64_t i; (i = next++) < n;) fn(i);
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < std::min<int64_t>(threads, n); ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-}
 
 // Cases of one shape stacked along the batch dimension (each case has batch 1).
 Inputs pack(const std::vector<props::Case>& cases) {
@@ -130,18 +114,10 @@ BatchResult run_batch(const Kernel& k, const CampaignOptions& o, uint64_t b, int
   });
   Problem packed_p = p;
   packed_p.batch = o.batch;
-  res.item = {{"seq", b},
-              {"dtype", dtype_name(p.dtype)},
-              {"mask", mask_name(p.mask)},
-              {"heads_q", p.heads_q},
-              {"heads_kv", p.heads_kv},
-              {"n_q", p.n_q},
-              {"n_k", p.n_k},
-              {"d", p.d},
-              {"scale", fmt::format("{}", p.scale)},
-              {"config", fmt::format("{}x{}{}", skeleton.cfg.block_m, skeleton.cfg.block_n,
-                                     skeleton.cfg.order == LoopOrder::FA1 ? "/FA1" : "")},
-              {"backward", skeleton.in.has_d_o()}};
+  res.item = problem_item(b, p);
+  res.item["config"] = fmt::format("{}x{}{}", skeleton.cfg.block_m, skeleton.cfg.block_n,
+                                   skeleton.cfg.order == LoopOrder::FA1 ? "/FA1" : "");
+  res.item["backward"] = skeleton.in.has_d_o();
   if (!claims(k, packed_p)) {
     res.item["cases"] = 0;
     res.item["declined"] = true;  // the kernel does not take this shape: nothing ran, nothing counted
@@ -201,6 +177,29 @@ std::string save_failure(const std::string& dir, const std::string& law, const K
   return props::write_case(dir, law, k.info.name, c, extra, it == extra.end() ? "" : it->second);
 }
 
+json problem_item(uint64_t seq, const Problem& p) {
+  return {{"seq", seq},
+          {"dtype", dtype_name(p.dtype)},
+          {"mask", mask_name(p.mask)},
+          {"heads_q", p.heads_q},
+          {"heads_kv", p.heads_kv},
+          {"n_q", p.n_q},
+          {"n_k", p.n_k},
+          {"d", p.d},
+          {"scale", fmt::format("{}", p.scale)}};
+}
+
+json fuzz_report_envelope(const CampaignOptions& o, json options) {
+  json r = {{"schema", "flashcheck-report"},
+            {"version", 1},
+            {"kind", "fuzz"},
+            {"options", std::move(options)},
+            {"batches", json::array()},
+            {"failures", json::array()}};
+  if (o.shard_count > 1) r["shard"] = {{"index", o.shard_index}, {"count", o.shard_count}};
+  return r;
+}
+
 void finalize_fuzz_report(json& r) {
   int64_t cases = 0, failures = 0, batches = 0, declined = 0;
   std::map<std::string, int64_t> checks;
@@ -229,21 +228,14 @@ json run_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& log) 
   const int threads = o.threads > 0 ? o.threads : ref::worker_threads();
   json values = json::array();
   for (Values v : o.values) values.push_back(values_name(v));
-  json r = {{"schema", "flashcheck-report"},
-            {"version", 1},
-            {"kind", "fuzz"},
-            {"options",
-             {{"kernel", k.info.name},
-              {"seed", o.seed},
-              {"batch", o.batch},
-              {"cases", o.cases},
-              {"values", values},
-              {"max_n", o.limits.max_n},
-              {"max_d", o.limits.max_d},
-              {"big", false}}},
-            {"batches", json::array()},
-            {"failures", json::array()}};
-  if (o.shard_count > 1) r["shard"] = {{"index", o.shard_index}, {"count", o.shard_count}};
+  json r = fuzz_report_envelope(o, {{"kernel", k.info.name},
+                                    {"seed", o.seed},
+                                    {"batch", o.batch},
+                                    {"cases", o.cases},
+                                    {"values", values},
+                                    {"max_n", o.limits.max_n},
+                                    {"max_d", o.limits.max_d},
+                                    {"big", false}});
   const auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   const uint64_t total_batches = o.cases ? (o.cases + uint64_t(o.batch) - 1) / uint64_t(o.batch) : UINT64_MAX;

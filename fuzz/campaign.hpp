@@ -50,6 +50,12 @@ struct CampaignOptions {
 nlohmann::json run_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& log);
 nlohmann::json run_big_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& log);
 
+// A batch's item in the report: its sequence number and the problem's shape (the campaigns add theirs).
+nlohmann::json problem_item(uint64_t seq, const Problem& p);
+
+// A fuzz report without items: the envelope, `options` as given, the shard when there are several.
+nlohmann::json fuzz_report_envelope(const CampaignOptions& o, nlohmann::json options);
+
 // The report's derived fields from its items: "summary" (totals) and "verdict". `flashcheck merge`
 // recomputes them the same way after joining shards.
 void finalize_fuzz_report(nlohmann::json& report);

@@ -5,15 +5,16 @@
 // visible keys. d_k and d_v sum over every row and are not checked here.
 #include <fmt/format.h>
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <ostream>
-#include <thread>
+#include <vector>
 
 #include "fuzz/campaign.hpp"
 #include "fuzz/judge.hpp"
+#include "fuzz/threads.hpp"
 #include "properties/execute.hpp"
 #include "reference/parallel.hpp"
 
@@ -28,18 +29,11 @@ constexpr double k2to31 = 2147483648.0;
 // The case's values: a grid (k/2^s, |k| < 2^11) scaled so that the scores reach `score` at most.
 void fill_big(HostTensor& t, uint64_t seed, double magnitude, int threads) {
   const int64_t n = t.numel(), chunk = int64_t(1) << 20;
-  std::atomic<int64_t> next{0};
-  auto work = [&] {
-    for (int64_t c; (c = next++) * chunk < n;) {
-      ByteSource src(ByteSource::mix(seed ^ uint64_t(c)));
-      for (int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i)
-        t.set(i, magnitude * double(int64_t(src.bits(2) & 0xfff) - 2048) / 2048);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(work);
-  work();
-  for (std::thread& th : pool) th.join();
+  on_threads(threads, (n + chunk - 1) / chunk, [&](int64_t c) {
+    ByteSource src(ByteSource::mix(seed ^ uint64_t(c)));
+    for (int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i)
+      t.set(i, magnitude * double(int64_t(src.bits(2) & 0xfff) - 2048) / 2048);
+  });
 }
 
 // One row (b, h, i) of `in` as its own problem: q row i, the visible prefix of its kv head's keys.
@@ -78,24 +72,79 @@ Outputs row_outputs(const Outputs& out, const Problem& p, int64_t b, int32_t h, 
   return r;
 }
 
+// A big case drawn from src: the shape (heads past 2^31 elements of q when the budget allows), the
+// tile, whether the backward runs, and the magnitude of q and k; tensors allocated, not filled.
+struct BigCase {
+  props::Case c;
+  bool bwd = false;
+  double q_mag = 1;
+};
+
+BigCase draw_big_case(ByteSource& src, const Kernel& k, const CampaignOptions& o) {
+  BigCase big;
+  Problem& p = big.c.in.p;
+  const KernelInfo& info = k.info;
+  p.dtype = info.dtypes.empty() ? DType::F32 : src.pick(info.dtypes.data(), info.dtypes.size());
+  p.mask = info.masks.empty() ? Mask::None : src.pick(info.masks.data(), info.masks.size());
+  static const int32_t kD[] = {64, 128};
+  p.d = info.head_dims.empty() ? src.pick(kD, 2) : src.pick(info.head_dims.data(), info.head_dims.size());
+  const int32_t n_max = std::max(1, o.big_max_n);
+  p.n_k = int32_t(std::max<int64_t>(1, n_max - src.range(0, 1) * (n_max / 2) - src.range(0, 2)));
+  p.n_q = src.flip() ? p.n_k : int32_t(std::max<int64_t>(1, p.n_k - src.range(0, 3) * (p.n_k / 4)));
+  // Heads: past 2^31 elements of q when the element budget allows, k and v too for some cases.
+  const double per_head = double(p.n_q) * p.d, budget = double(o.big_max_elements);
+  const int32_t past = int32_t(std::ceil(k2to31 / per_head)) + 1;
+  const bool cross = double(past) * per_head <= budget;
+  p.heads_q = cross ? past : int32_t(std::clamp<double>(budget / per_head, 1, 4));
+  p.heads_kv = (cross && src.flip() && info.gqa) ? 1 : p.heads_q;
+  if (!info.gqa) p.heads_kv = p.heads_q;
+  p.batch = 1;
+  p.scale = default_scale(p.d) * std::ldexp(1.0, int(src.range(-2, 2)));
+  big.c.cfg = info.configs.empty() ? Config{} : src.pick(info.configs.data(), info.configs.size());
+  big.q_mag = std::ldexp(1.0, int(src.range(-2, 6)));  // scores to ~2^12 d scale
+  big.c.in.q = HostTensor(p.dtype, shape_q(p));        // (1, heads_q, n_q, d)
+  big.c.in.k = HostTensor(p.dtype, shape_kv(p));       // (1, heads_kv, n_k, d)
+  big.c.in.v = HostTensor(p.dtype, shape_kv(p));       // (1, heads_kv, n_k, d)
+  big.bwd = info.backward && bool(k.backward) && src.flip();
+  if (big.bwd) big.c.in.d_o = HostTensor(p.dtype, shape_q(p));  // (1, heads_q, n_q, d)
+  return big;
+}
+
+// The rows checked: the first, the last, those holding q's elements 2^31 and 2^32 (and k's), random ones.
+std::vector<int64_t> rows_to_check(const Problem& p, ByteSource& src, int count) {
+  std::vector<int64_t> rows = {0, numel_lse(p) - 1};
+  for (double at : {k2to31, 2 * k2to31})
+    if (at < double(numel_q(p))) rows.push_back(int64_t(at) / p.d), rows.push_back(int64_t(at) / p.d - 1);
+  while (int(rows.size()) < count) rows.push_back(src.range(0, numel_lse(p) - 1));
+  return rows;
+}
+
+// One row of the kernel's run judged as its own problem; "" when it holds.
+std::string judge_row(const Kernel& k, const props::Case& c, const props::Run& run, int64_t row) {
+  const Problem& p = c.in.p;
+  const int64_t i = row % p.n_q;
+  const int32_t h = int32_t(row / p.n_q % p.heads_q);
+  if (!run.error.empty()) return run.error;
+  props::Run mine;
+  mine.out = row_outputs(run.out, p, 0, h, i);
+  if (n_visible(p.mask, i, p.n_q, p.n_k) == 0) {  // the contract, whatever the oracle says
+    const bool ok = mine.out.lse.get(0) == -INFINITY && mine.out.o.bytes == HostTensor(p.dtype, {1, 1, 1, p.d}).bytes;
+    return ok ? "" : fmt::format("row {} sees no key but o/lse are not 0/-inf", row);
+  }
+  return judge_run(k, row_case(c, 0, h, i), mine, nullptr).failure;
+}
+
 }  // namespace
 
 json run_big_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& log) {
   const int threads = o.threads > 0 ? o.threads : ref::worker_threads();
-  json r = {{"schema", "flashcheck-report"},
-            {"version", 1},
-            {"kind", "fuzz"},
-            {"options",
-             {{"kernel", k.info.name},
-              {"seed", o.seed},
-              {"cases", o.cases},
-              {"big", true},
-              {"big_max_n", o.big_max_n},
-              {"big_max_elements", o.big_max_elements},
-              {"rows", o.big_rows}}},
-            {"batches", json::array()},
-            {"failures", json::array()}};
-  if (o.shard_count > 1) r["shard"] = {{"index", o.shard_index}, {"count", o.shard_count}};
+  json r = fuzz_report_envelope(o, {{"kernel", k.info.name},
+                                    {"seed", o.seed},
+                                    {"cases", o.cases},
+                                    {"big", true},
+                                    {"big_max_n", o.big_max_n},
+                                    {"big_max_elements", o.big_max_elements},
+                                    {"rows", o.big_rows}});
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   const uint64_t total = o.cases ? o.cases : UINT64_MAX;
@@ -104,89 +153,29 @@ json run_big_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& l
     if (o.only_batch >= 0 && b != uint64_t(o.only_batch)) continue;
     if (o.seconds > 0 && elapsed() >= o.seconds) break;
     ByteSource src(ByteSource::mix(o.seed ^ ByteSource::mix(b + 1) ^ 0xb16));
-    props::Case c;
-    Problem& p = c.in.p;
-    const KernelInfo& info = k.info;
-    p.dtype = info.dtypes.empty() ? DType::F32 : src.pick(info.dtypes.data(), info.dtypes.size());
-    p.mask = info.masks.empty() ? Mask::None : src.pick(info.masks.data(), info.masks.size());
-    static const int32_t kD[] = {64, 128};
-    p.d = info.head_dims.empty() ? src.pick(kD, 2) : src.pick(info.head_dims.data(), info.head_dims.size());
-    const int32_t n_max = std::max(1, o.big_max_n);
-    p.n_k = int32_t(std::max<int64_t>(1, n_max - src.range(0, 1) * (n_max / 2) - src.range(0, 2)));
-    p.n_q = src.flip() ? p.n_k : int32_t(std::max<int64_t>(1, p.n_k - src.range(0, 3) * (p.n_k / 4)));
-    // Heads: past 2^31 elements of q when the element budget allows, k and v too for some cases.
-    const double per_head = double(p.n_q) * p.d, budget = double(o.big_max_elements);
-    const int32_t past = int32_t(std::ceil(k2to31 / per_head)) + 1;
-    const bool cross = double(past) * per_head <= budget;
-    p.heads_q = cross ? past : int32_t(std::clamp<double>(budget / per_head, 1, 4));
-    p.heads_kv = (cross && src.flip() && info.gqa) ? 1 : p.heads_q;
-    if (!info.gqa) p.heads_kv = p.heads_q;
-    p.batch = 1;
-    p.scale = default_scale(p.d) * std::ldexp(1.0, int(src.range(-2, 2)));
-    c.cfg = info.configs.empty() ? Config{} : src.pick(info.configs.data(), info.configs.size());
-    const double q_mag = std::ldexp(1.0, int(src.range(-2, 6)));  // scores to ~2^12 d scale
-    c.in.q = HostTensor(p.dtype, shape_q(p));                     // (1, heads_q, n_q, d)
-    c.in.k = HostTensor(p.dtype, shape_kv(p));                    // (1, heads_kv, n_k, d)
-    c.in.v = HostTensor(p.dtype, shape_kv(p));                    // (1, heads_kv, n_k, d)
-    const bool bwd = info.backward && bool(k.backward) && src.flip();
-    if (bwd) c.in.d_o = HostTensor(p.dtype, shape_q(p));  // (1, heads_q, n_q, d)
-    json item = {{"seq", b},
-                 {"dtype", dtype_name(p.dtype)},
-                 {"mask", mask_name(p.mask)},
-                 {"heads_q", p.heads_q},
-                 {"heads_kv", p.heads_kv},
-                 {"n_q", p.n_q},
-                 {"n_k", p.n_k},
-                 {"d", p.d},
-                 {"scale", fmt::format("{}", p.scale)},
-                 {"backward", bwd},
-                 {"elements_q", double(numel_q(p))}};
+    BigCase big = draw_big_case(src, k, o);
+    props::Case& c = big.c;
+    const Problem& p = c.in.p;
+    json item = problem_item(b, p);
+    item["backward"] = big.bwd, item["elements_q"] = double(numel_q(p));
     if (!claims(k, p)) {
       item["cases"] = 0, item["declined"] = true;
       r["batches"].push_back(item);
       continue;
     }
-    fill_big(c.in.q, o.seed ^ b ^ 1, q_mag, threads);
-    fill_big(c.in.k, o.seed ^ b ^ 2, q_mag, threads);
+    fill_big(c.in.q, o.seed ^ b ^ 1, big.q_mag, threads);
+    fill_big(c.in.k, o.seed ^ b ^ 2, big.q_mag, threads);
     fill_big(c.in.v, o.seed ^ b ^ 3, 4, threads);
-    if (bwd) fill_big(c.in.d_o, o.seed ^ b ^ 4, 1, threads);
+    if (big.bwd) fill_big(c.in.d_o, o.seed ^ b ^ 4, 1, threads);
     log << fmt::format("  case {}: {} {} h_q={} h_kv={} n_q={} n_k={} d={}{}: {:.3g} elements of q\n", b,
                        dtype_name(p.dtype), mask_name(p.mask), p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d,
-                       bwd ? " +bwd" : "", double(numel_q(p)));
+                       big.bwd ? " +bwd" : "", double(numel_q(p)));
     log.flush();
-    const props::Run run = props::execute(k, c.in, c.cfg, bwd);
-    // Rows: the first, the last, those holding q's elements 2^31 and 2^32 (and k's), random ones.
-    std::vector<int64_t> rows = {0, numel_lse(p) - 1};
-    for (double at : {k2to31, 2 * k2to31})
-      if (at < double(numel_q(p))) rows.push_back(int64_t(at) / p.d), rows.push_back(int64_t(at) / p.d - 1);
-    while (int(rows.size()) < o.big_rows) rows.push_back(src.range(0, numel_lse(p) - 1));
+    const props::Run run = props::execute(k, c.in, c.cfg, big.bwd);
+    const std::vector<int64_t> rows = rows_to_check(p, src, o.big_rows);
     std::vector<std::string> verdicts(rows.size());
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      const ref::SerialScope serial(true);
-      for (size_t x; (x = next++) < rows.size();) {
-        const int64_t row = rows[x], i = row % p.n_q;
-        const int32_t h = int32_t(row / p.n_q % p.heads_q);
-        if (!run.error.empty()) {
-          verdicts[x] = run.error;
-          continue;
-        }
-        const props::Case rc = row_case(c, 0, h, i);
-        props::Run mine;
-        mine.out = row_outputs(run.out, p, 0, h, i);
-        if (n_visible(p.mask, i, p.n_q, p.n_k) == 0) {  // the contract, whatever the oracle says
-          const bool ok =
-              mine.out.lse.get(0) == -INFINITY && mine.out.o.bytes == HostTensor(p.dtype, {1, 1, 1, p.d}).bytes;
-          verdicts[x] = ok ? "" : fmt::format("row {} sees no key but o/lse are not 0/-inf", row);
-          continue;
-        }
-        verdicts[x] = judge_run(k, rc, mine, nullptr).failure;
-      }
-    };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-    work();
-    for (std::thread& th : pool) th.join();
+    on_threads(threads, int64_t(rows.size()),
+               [&](int64_t x) { verdicts[size_t(x)] = judge_row(k, c, run, rows[size_t(x)]); });
     int64_t failed = 0;
     for (size_t x = 0; x < rows.size(); ++x) {
       if (verdicts[x].empty()) continue;

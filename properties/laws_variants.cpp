@@ -10,8 +10,9 @@
 namespace fc::props {
 namespace {
 
-std::string law_varlen_split(const Kernel& k, const Case& c) {
-  require_dense(c);
+std::string law_varlen_split(const Kernel& k, const Case& c_in) {
+  require_dense(c_in);
+  const Case c = with_d_v_source(k, c_in);
   Rng rng(c.aux);
   const SeqLens lens = draw_lengths(rng, c.in.p.batch, c.in.p.n_q, c.in.p.n_k);
   const Inputs batch = to_varlen(c.in, lens);
@@ -29,8 +30,9 @@ std::string law_varlen_split(const Kernel& k, const Case& c) {
   return "";
 }
 
-std::string law_paged(const Kernel& k, const Case& c) {
-  require_dense(c);
+std::string law_paged(const Kernel& k, const Case& c_in) {
+  require_dense(c_in);
+  const Case c = with_d_v_source(k, c_in);
   Rng rng(c.aux);
   const SeqLens lens = draw_lengths(rng, c.in.p.batch, c.in.p.n_q, c.in.p.n_k);
   std::string how;
@@ -61,8 +63,9 @@ std::string law_paged(const Kernel& k, const Case& c) {
   return m.empty() ? "" : fmt::format("{}; {}; paged against contiguous: {}", describe(lens), how, m);
 }
 
-std::string law_strides(const Kernel& k, const Case& c) {
-  require_dense(c);
+std::string law_strides(const Kernel& k, const Case& c_in) {
+  require_dense(c_in);
+  const Case c = with_d_v_source(k, c_in);
   Rng rng(c.aux);
   Inputs plain = c.in;
   std::string how = "dense; ";
@@ -86,8 +89,9 @@ std::string law_strides(const Kernel& k, const Case& c) {
   return m.empty() ? "" : fmt::format("{}compact against strided: {}", how, m);
 }
 
-std::string law_alibi_zero(const Kernel& k, const Case& c) {
-  require_dense(c);
+std::string law_alibi_zero(const Kernel& k, const Case& c_in) {
+  require_dense(c_in);
+  const Case c = with_d_v_source(k, c_in);
   Inputs zero = c.in;
   zero.p.alibi = true;
   zero.alibi_slopes = HostTensor(DType::F32, {zero.p.heads_q});  // +0 for every head
@@ -101,8 +105,9 @@ std::string law_alibi_zero(const Kernel& k, const Case& c) {
 // Sequences of no query (with or without keys) and of no key are inserted anywhere in a varlen batch
 // (within its longest lengths): the other sequences keep their bits, the keys no query reads get zero
 // gradients, and the rows with no key give o = 0, lse = -inf, d_q = 0.
-std::string law_zero_length(const Kernel& k, const Case& c) {
-  require_dense(c);
+std::string law_zero_length(const Kernel& k, const Case& c_in) {
+  require_dense(c_in);
+  const Case c = with_d_v_source(k, c_in);
   Rng rng(c.aux);
   const SeqLens lens = draw_lengths(rng, c.in.p.batch, c.in.p.n_q, c.in.p.n_k);
   const Inputs base = to_varlen(c.in, lens);

@@ -13,8 +13,9 @@ namespace fc::props {
 
 // n = max(n_q, n_k) (and more): (n, 0) is the causal mask of the problem's alignment (no mask
 // aligns bottom-right) and (n, n) no restriction at all.
-std::string law_window_mask(const Kernel& k, const Case& c) {
-  require_dense(c);
+std::string law_window_mask(const Kernel& k, const Case& c_in) {
+  require_dense(c_in);
+  const Case c = with_d_v_source(k, c_in);
   Rng rng(c.aux);
   const Problem& p = c.in.p;
   const int32_t n = std::max(p.n_q, p.n_k);
@@ -35,8 +36,9 @@ std::string law_window_mask(const Kernel& k, const Case& c) {
   return m.empty() ? "" : fmt::format("window ({}, {}) against no window: {}", left, right, m);
 }
 
-std::string law_window_invisible(const Kernel& k, const Case& c) {
-  require_dense(c);
+std::string law_window_invisible(const Kernel& k, const Case& c_in) {
+  require_dense(c_in);
+  const Case c = with_d_v_source(k, c_in);
   Rng rng(c.aux);
   Inputs win = c.in;
   Problem& p = win.p;
@@ -138,7 +140,8 @@ std::string softcap_to_infinity(const Kernel& k, const Case& c) {
         const int64_t row = (bb * p.heads_q + h) * p.n_q + i;
         t.lse[size_t(row)] = t.lse[size_t(row)] * (1 + 0x1p-20) + delta;
         for (int64_t x = 0; x < dv; ++x)
-          t.o[size_t(row * dv + x)] = t.o[size_t(row * dv + x)] * (1 + 0x1p-20) + (R[size_t(x)] > 0 ? std::expm1(2 * delta) * R[size_t(x)] : 0.0);
+          t.o[size_t(row * dv + x)] = t.o[size_t(row * dv + x)] * (1 + 0x1p-20) +
+                                      (R[size_t(x)] > 0 ? std::expm1(2 * delta) * R[size_t(x)] : 0.0);
       }
     }
   std::string m = within(p, "o", b.out.o.to_f64(), a.out.o.to_f64(), t.o, p.dtype);
@@ -152,13 +155,14 @@ std::string softcap_to_infinity(const Kernel& k, const Case& c) {
 // [log n_i - c, log n_i + c] for the n_i visible keys (-inf when none): up to the roundings of the
 // capped score (one of tanh, one of the product, one more where S is stored), of each weight and
 // the sum (n_i + 2 in the softmax type) and of the log.
-std::string law_softcap(const Kernel& k, const Case& c) {
-  require_dense(c);
+std::string law_softcap(const Kernel& k, const Case& c_in) {
+  require_dense(c_in);
+  const Case c = with_d_v_source(k, c_in);
   Rng rng(c.aux);
   Inputs in = c.in;
   Problem& p = in.p;
   p.softcap = draw_softcap(rng, score_stats(c.in).max_abs);
-  if (c.aux % 2) return softcap_to_infinity(k, c);
+  if (c.aux % 2) return softcap_to_infinity(k, c_in);  // the differential tolerance is of width d
   const Run r = execute(k, in, c.cfg, false);
   if (!r.error.empty()) return "the kernel threw: " + r.error;
   const double u_soft = p.dtype == DType::F64 ? 0x1p-53 : 0x1p-24;

@@ -10,6 +10,7 @@
 
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
+#include "properties/variant_gen.hpp"
 
 namespace fc::props {
 
@@ -24,6 +25,18 @@ inline bool bits_equal(const HostTensor& a, int64_t x, const HostTensor& b, int6
 inline void require_dense(const Case& c) {
   if (!covers(Variants{}, variants_of(c.in)))
     throw NotApplicable("the variant laws derive their variants from a dense case");
+}
+
+// The law's dense case: as drawn, or (half the cases, by a draw of its own so the law's structure
+// draws stay as they were) with v and d_o cut or repeated to another head dim, where the kernel
+// declares d_v != d.
+inline Case with_d_v_source(const Kernel& k, const Case& c) {
+  if (!k.info.variants.d_v) return c;
+  Rng rng(c.aux ^ 0x9e3779b97f4a7c15ull);
+  if (rng() % 2) return c;
+  Case w = c;
+  w.in = with_d_v(c.in, draw_d_v(rng, c.in.p.d));
+  return w;
 }
 
 inline bool grads(const Kernel& k, const Case& c) { return has_backward(k, c) && k.info.exact.d_q_rows; }

@@ -148,7 +148,7 @@ void HeadPass::finish_dq(int64_t rows) {
       // chain's underflow floor times max(1, |scale|): a kernel that scales its terms before the sum
       // loses them unscaled, one that scales the sum loses them scaled.
       const double e = scale * (1 + k.delta_out) * chain + floor_scale * (1 + k.delta_out) * dq_floor[size_t(r)] +
-                       k.delta_out * (std::fabs(dq) + err) + floor;
+                       times(k.delta_out, std::fabs(dq) + err) + floor;
       B.d_q[size_t(oq + c)] = rounded_bound(dq, e, err, k.ar.soft, k.storage, true) * kSlack;
     }
   }
@@ -166,7 +166,7 @@ void HeadPass::finish_kv() {
       // d_k = scale' * acc (the product is the last rounding).
       const double chain_k = (E_dk(j, c) + beta0_k[size_t(j)]) * sc_j;
       const double e_k = scale * (1 + k.delta_out) * chain_k + floor_scale * (1 + k.delta_out) * fl +
-                         k.delta_out * (std::fabs(dk) + ek) + floor;
+                         times(k.delta_out, std::fabs(dk) + ek) + floor;
       B.d_k[size_t(x)] = rounded_bound(dk, e_k, ek, k.ar.soft, k.storage, true) * kSlack;
     }
     for (int64_t c = 0; c < k.dv; ++c) {  // d_v = acc, converted to storage

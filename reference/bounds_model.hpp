@@ -24,8 +24,11 @@ constexpr double kSlack = 1.0 + 0x1p-30;
 
 inline double at(const std::vector<double>& v, int64_t i) { return v.empty() ? 0.0 : v[size_t(i)]; }
 // A factor times a magnitude, where a zero magnitude contributes nothing even when the factor has
-// overflowed (a vacuous inf * 0 must not become a NaN bound).
-inline double times(double factor, double magnitude) { return magnitude == 0 ? 0.0 : factor * magnitude; }
+// overflowed, nor a zero factor when the magnitude has (an exact scale constant times a reference
+// error of +inf): a vacuous inf * 0 must not become a NaN bound.
+inline double times(double factor, double magnitude) {
+  return magnitude == 0 || factor == 0 ? 0.0 : factor * magnitude;
+}
 inline double gamma(double n, double u) { return n * u < 1 ? n * u / (1 - n * u) : kInf; }
 // An upper bound on P (e^x - 1) for P = e^log_p <= 1 and x >= 0, in the log domain: P may underflow
 // where P e^x does not (an exponent argument's error can be hundreds at huge scores).

@@ -7,6 +7,7 @@
 // GEMM is spent on them: elementwise they are rigorous, normwise they are the textbook
 // |ΔC|_F <= |W|_F |B|_F, i.e. the natural normwise scale of each gradient is |A|_F |B|_F of its
 // final product (|M|_F |K|_F for d_q with M = the absolute-value dS; see certified.hpp).
+#include <algorithm>
 #include <cmath>
 
 #include "reference/certified_internal.hpp"
@@ -54,6 +55,12 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
   // bound, which is within gamma(d) of dS's natural scale P|d_o||v| (see exact_abt).
   ExactProduct dp = exact_abt(g.d_o, g.v, 0x1p-60 * a_max * b_max, /*allow_plain=*/true);
   Mat& ds = dp.hi;  // (m, n_k): dP, then dS in place
+  // The weights below are squared for their Cauchy–Schwarz norms, but dS's scale a_max b_max (>= |dP|,
+  // ~ |D|) reaches 1e190 with finite gradients, whose square overflows: they are squared as
+  // w 2^-w_exp (a power of two, exact wherever the result stays normal) and the norms scaled back by
+  // 2^w_exp. Small scales stay unscaled (w_exp >= 0): the norms' underflow floor covers them.
+  const int w_exp = a_max > 0 && b_max > 0 ? std::clamp(std::ilogb(a_max) + std::ilogb(b_max), 0, 1020) : 0;
+  const double w_down = std::ldexp(1.0, -w_exp);
 
   const double gam_qk = std::max(chunked_gamma(n), chunked_gamma(m));  // dS·K and dSᵀ·Q
   const double gam_v = chunked_gamma(m);                               // P̂ᵀ·d_o
@@ -86,7 +93,7 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
           dsv = base * gh;
           e = e * (gh + eg) + std::fabs(base) * eg + kU * std::fabs(dsv);
         }
-        const double w = e + gam_qk * std::fabs(dsv);
+        const double w = (e + gam_qk * std::fabs(dsv)) * w_down;
         w_row[r] += w * w;
         col_w[j] += w * w;
         const double wv = (kp + gam_v * (1 + kp)) * pr + tail;
@@ -113,17 +120,18 @@ GroupBwd backward(const GroupIn& g, const GroupFwd& f) {
   bw.d_v_err.resize(n, dv);
   // The sums of squared weights are rounded, and squares below 2^-1022 underflow (a dropped weight's
   // 2^-1008, squared, is 0 in fp64): each of the 2 n operations loses at most 2^-1074 absolutely,
-  // so Sum w^2 <= computed + 2 n 2^-1074, and the norms below stay upper bounds however small w is.
+  // and a scaled weight rounded to a subnormal adds less than 2^-1074 to its square, so
+  // Sum w^2 <= computed + 3 n 2^-1074, and the norms below stay upper bounds however small w is.
   const auto norm = [](double sum_sq, Index terms) {
-    return std::sqrt(sum_sq * (1 + 4 * kU) + 2 * double(terms) * 0x1p-1074);
+    return std::sqrt(sum_sq * (1 + 4 * kU) + 3 * double(terms) * 0x1p-1074);
   };
   for (Index r = 0; r < m; ++r) {
-    const double wr = norm(w_row[r], n);
+    const double wr = std::ldexp(norm(w_row[r], n), w_exp);
     for (Index k = 0; k < d; ++k)
       bw.d_q_err(r, k) = (abs_scale * wr * k_col(k) + kU * std::fabs(bw.d_q(r, k))) * kSlack;
   }
   for (Index j = 0; j < n; ++j) {
-    const double wc = norm(w_col[j], m), wvc = norm(wv_col[j], m);
+    const double wc = std::ldexp(norm(w_col[j], m), w_exp), wvc = norm(wv_col[j], m);
     for (Index k = 0; k < d; ++k)
       bw.d_k_err(j, k) = (abs_scale * wc * q_col(k) + kU * std::fabs(bw.d_k(j, k))) * kSlack;
     for (Index k = 0; k < dv; ++k) bw.d_v_err(j, k) = wvc * do_col(k) * kSlack;

@@ -122,5 +122,6 @@ prefix=$(catch2_v3_prefix)
 CMAKE_PREFIX_PATH=$prefix${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH} \
   cmake --preset asan-ubsan >/dev/null
 cmake --build --preset asan-ubsan -j "$jobs"
-# Label `long` (the 20-seed runs) stays with the main build; everything else CPU runs here.
+# Labels `long` (the 20-seed runs) and `tooling` stay with the main build (the asan-ubsan test preset
+# says which tests and why: docs/DECISIONS.md); every other CPU test runs here too.
 ctest --preset asan-ubsan -j "$jobs"

@@ -1,9 +1,4 @@
 // Catch2 main for CPU tests (v2 and v3).
-#define CATCH_CONFIG_RUNNER  // v2: this file compiles the Catch implementation
-#include "tests/catch.hpp"
+#include "tests/catch_session.hpp"
 
-#if FC_CATCH2_MAJOR >= 3
-#include <catch2/catch_session.hpp>
-#endif
-
-int main(int argc, char** argv) { return Catch::Session().run(argc, argv); }
+int main(int argc, char** argv) { return fc_run_catch_session(argc, argv); }

@@ -12,6 +12,7 @@
 #            with carry=[".carry-external"]; everything lands in $OUT/external.tar.gz (summary.md,
 #            results.json, kernels/*.json, check/, audit/, logs/, regressions/), packed even when a run
 #            is cut short: `audit` alone takes at most AUDIT_WALL (510) s, its own budget AUDIT_BUDGET (470) s
+#            and `tests` PLUGIN_TEST_WALL (300) s for plugin_gpu_test, PY_TEST_WALL (480) s for the bridge's tests
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bundle=$root/.carry-external/bundle.tar.gz
@@ -85,9 +86,9 @@ for step in "${steps[@]}"; do
   case $step in
     tests)
       # -d yes: each case's time as it finishes, so a case that hangs is the one after the last line.
-      FC_PLUGIN_DIR=$work/plugins timeout 300 "$work/bin/plugin_gpu_test" -d yes > "$out/external/plugin_gpu_test.log" 2>&1
+      FC_PLUGIN_DIR=$work/plugins timeout "${PLUGIN_TEST_WALL:-300}" "$work/bin/plugin_gpu_test" -d yes > "$out/external/plugin_gpu_test.log" 2>&1
       echo "plugin_gpu_test exit $?" | tee -a "$out/external/tests.txt"
-      (cd "$root/python/tests" && timeout 480 python3 run_gpu.py -rs) > "$out/external/python_gpu_tests.log" 2>&1
+      (cd "$root/python/tests" && timeout "${PY_TEST_WALL:-480}" python3 run_gpu.py -rs) > "$out/external/python_gpu_tests.log" 2>&1
       echo "python_bridge_gpu exit $?" | tee -a "$out/external/tests.txt"
       tail -5 "$out/external/python_gpu_tests.log"
       ;;

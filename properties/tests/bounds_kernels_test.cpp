@@ -45,6 +45,25 @@ TEST_CASE("error bounds hold for correct kernels in every storage type", "[cpu]"
   }
 }
 
+TEST_CASE("error bounds hold for correct fp64 kernels with dP and dS near 1e300", "[cpu]") {
+  // v and d_o scaled by powers of two (the fuzz campaign's v 1e143 with d_o 1e46, v 1e110 with d_o
+  // 1e122, and both near 2^500): every output finite, and the certified reference's Cauchy-Schwarz
+  // weights, squared, far past fp64's range. The bounds stay finite and hold.
+  const int shifts[][2] = {{476, 153}, {366, 405}, {498, 498}};
+  for (const Kernel* k : {find_kernel("cpu_tiled"), find_kernel("cpu_naive")}) {
+    REQUIRE(k != nullptr);
+    for (const auto& s : shifts) {
+      Inputs in = make_inputs(DType::F64, 8, 40, 11, Mask::None, uint64_t(s[0]));
+      for (int64_t x = 0; x < in.v.numel(); ++x) in.v.set(x, std::ldexp(in.v.get(x), s[0]));
+      for (int64_t x = 0; x < in.d_o.numel(); ++x) in.d_o.set(x, std::ldexp(in.d_o.get(x), s[1]));
+      Config cfg;
+      cfg.block_m = 4, cfg.block_n = 7;
+      INFO(k->info.name << ": v x 2^" << s[0] << ", d_o x 2^" << s[1]);
+      CHECK(worst_ratio(*k, in, cfg) <= 1.0);
+    }
+  }
+}
+
 TEST_CASE("error bounds accept the legitimate gradient error of fp32 accumulation at scores of 1e4", "[cpu]") {
   // Scores s_ij = +-1e4 + O(1): a softmax that is not one-hot, at a magnitude where fp32's score
   // and exponent-argument roundings (u |s| ~ 6e-4) dominate the gradients' error.

@@ -16,28 +16,13 @@
 #include "properties/tests/tc_probe.hpp"
 #include "reference/bounds.hpp"
 #include "reference/bounds_chain.hpp"
+#include "tests/exact_sum.hpp"
 
 namespace {
 
 using namespace fc;
 
-// Exact sum of doubles (non-overlapping partials), rounded once.
-double exact_sum(std::vector<double> x) {
-  std::vector<double> parts;
-  for (double v : x) {
-    size_t n = 0;
-    for (double p : parts) {
-      const double hi = v + p, lo = std::fabs(v) < std::fabs(p) ? v - (hi - p) : p - (hi - v);
-      if (lo != 0) parts[n++] = lo;
-      v = hi;
-    }
-    parts.resize(n);
-    parts.push_back(v);
-  }
-  double s = 0;
-  for (double p : parts) s += p;
-  return s;
-}
+using fc::testing::exact_sum;
 
 struct Batch {
   std::vector<float> a, b, c;

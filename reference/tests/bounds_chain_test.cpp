@@ -11,29 +11,14 @@
 
 #include "reference/bounds.hpp"
 #include "reference/bounds_chain.hpp"
+#include "tests/exact_sum.hpp"
 
 namespace {
 
 using namespace fc;
 constexpr double kU = 0x1p-24;
 
-// Exact sum of doubles (Shewchuk's non-overlapping partials), returned rounded once.
-double exact_sum(const std::vector<double>& x) {
-  std::vector<double> parts;
-  for (double v : x) {
-    size_t n = 0;
-    for (double p : parts) {
-      const double hi = v + p, lo = std::fabs(v) < std::fabs(p) ? v - (hi - p) : p - (hi - v);
-      if (lo != 0) parts[n++] = lo;
-      v = hi;
-    }
-    parts.resize(n);
-    parts.push_back(v);
-  }
-  double s = 0;
-  for (double p : parts) s += p;
-  return s;
-}
+using fc::testing::exact_sum;
 
 // x truncated toward zero to a multiple of 2^e.
 double trunc_to(double x, int e) { return std::ldexp(std::trunc(std::ldexp(x, -e)), e); }

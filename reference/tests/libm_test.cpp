@@ -102,6 +102,26 @@ TEST_CASE("glibc exp and log (fp64 storage) are within the declared ulp on a sam
   CHECK(worst_log <= kDeclaredUlps);
 }
 
+// Softcap's tanh (declare_glibc_libm: tanh_ulps = 2): tanhf at a strided sample of every positive
+// float (tanh is odd; past 9 it rounds to 1), tanh (fp64 storage) log-uniformly over [1e-300, 20].
+// The model's floor below the normal range is tanh_ulps times twice the underflow floor.
+TEST_CASE("glibc tanhf and tanh are within the declared 2 ulp", "[cpu]") {
+  constexpr double kTanhUlps = 2;
+  double worst_f = 0, worst_d = 0;
+  each_float(0x1p-149f, 16.0f, 4099, [&](float x) {
+    worst_f = std::max(worst_f, model_ulps(mp_err(mpfr_tanh, x, double(std::tanh(x))), 0x1p-24, 4 * kFloor32));
+  });
+  std::mt19937_64 rng(2);
+  std::uniform_real_distribution<double> unit(0, 1);
+  for (int s = 0; s < 50000; ++s) {
+    const double x = std::exp(std::log(1e-300) + unit(rng) * (std::log(20.0) - std::log(1e-300)));
+    worst_d = std::max(worst_d, model_ulps(mp_err(mpfr_tanh, x, std::tanh(x)), 0x1p-53, 4 * kFloor64));
+  }
+  INFO("largest tanhf error " << worst_f << ", tanh error " << worst_d << " model ulps");
+  CHECK(worst_f <= kTanhUlps);
+  CHECK(worst_d <= kTanhUlps);
+}
+
 #else
 
 TEST_CASE("glibc expf and logf are within the declared ulp at every float argument", "[cpu][long]") {

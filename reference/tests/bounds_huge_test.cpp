@@ -1,0 +1,121 @@
+// The error model at the ends of fp64's range: v and d_o scaled by 2^a and 2^b (up to 1e150 each, so
+// dP and dS near 1e300 while every exact output is finite). Scaling by powers of two is exact, so the
+// exact outputs scale exactly and the bounds must too: finite, sound against the exact oracle, as
+// sharp as at unit magnitudes, and an output moved just past its bound still fails.
+#include "tests/catch.hpp"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "reference/bounds.hpp"
+#include "reference/exact.hpp"
+
+namespace fc::ref {
+namespace {
+
+// q, k small integers (exact scores), v, d_o ~ N(0, 1) times 2^a, 2^b.
+Tensors64 inputs(const Problem& p, int a, int b, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> small(-4, 4);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  Tensors64 in;
+  for (int64_t x = 0; x < numel_q(p); ++x) in.q.push_back(small(rng));
+  for (int64_t x = 0; x < numel_kv(p); ++x) in.k.push_back(small(rng));
+  for (int64_t x = 0; x < numel_kv(p); ++x) in.v.push_back(std::ldexp(normal(rng), a));
+  for (int64_t x = 0; x < numel_q(p); ++x) in.d_o.push_back(std::ldexp(normal(rng), b));
+  return in;
+}
+
+// A CPU FlashAttention kernel in fp64: serial round-to-nearest sums, one key per tile, glibc's exp.
+Precision fp64_kernel() {
+  Precision pr;
+  pr.storage = DType::F64;
+  pr.ar.soft = pr.ar.operand = DType::F64;
+  pr.ar.s = pr.ar.pv = pr.ar.l = pr.ar.d_o_o = pr.ar.dp = pr.ar.dq = pr.ar.dkv = serial_chain(DType::F64, true);
+  pr.ar.pv.block = pr.ar.l.block = 1;
+  pr.ar.pv.merge = pr.ar.l.merge = Merge::Rescale;
+  declare_glibc_libm(pr.ar);
+  return pr;
+}
+
+struct Tensor {
+  const char* name;
+  const std::vector<double>*value, *err, *bound, *exact, *unit_bound;
+  int shift;  // the power of two it scales by
+};
+
+}  // namespace
+
+TEST_CASE("error bounds stay finite, sound and sharp at dS ~ 1e300", "[cpu]") {
+  const Problem p{.heads_q = 2,
+                  .heads_kv = 1,
+                  .n_q = 8,
+                  .n_k = 40,
+                  .d = 11,
+                  .dtype = DType::F64,
+                  .mask = Mask::CausalBottomRight,
+                  .scale = -0x1p-13};
+  // The fuzz campaign's two findings (v 1e143, d_o 1e46; v 1e110, d_o 1e122), and both near 2^500.
+  const int shifts[][2] = {{476, 153}, {366, 405}, {498, 498}};
+  for (const Precision& prec : {fp64_kernel(), Precision{DType::F64, undeclared_arithmetic(DType::F64)}}) {
+    const Tensors64 unit = inputs(p, 0, 0, 5);
+    const Certified c1 = certified(p, unit);
+    const Bounds B1 = error_bounds(p, unit, c1, prec);
+    for (const auto& s : shifts) {
+      const int a = s[0], b = s[1];
+      INFO("v x 2^" << a << ", d_o x 2^" << b);
+      const Tensors64 in = inputs(p, a, b, 5);
+      const Certified c = certified(p, in);
+      const Result64 ex = exact(p, in, 160);
+      const Bounds B = error_bounds(p, in, c, prec);
+      const Tensor ts[] = {{"o", &c.value.o, &c.err.o, &B.o, &ex.o, &B1.o, a},
+                           {"d_q", &c.value.d_q, &c.err.d_q, &B.d_q, &ex.d_q, &B1.d_q, a + b},
+                           {"d_k", &c.value.d_k, &c.err.d_k, &B.d_k, &ex.d_k, &B1.d_k, a + b},
+                           {"d_v", &c.value.d_v, &c.err.d_v, &B.d_v, &ex.d_v, &B1.d_v, b}};
+      for (const Tensor& t : ts) {
+        INFO(t.name);
+        REQUIRE(t.value->size() == t.exact->size());
+        for (size_t x = 0; x < t.value->size(); ++x) {
+          INFO(x << ": exact " << (*t.exact)[x] << ", reference " << (*t.value)[x] << " +- " << (*t.err)[x]
+                 << ", bound " << (*t.bound)[x]);
+          REQUIRE(std::isfinite((*t.exact)[x]));
+          // The certified reference's own error and the kernel's bound: finite and sound.
+          REQUIRE(std::isfinite((*t.err)[x]));
+          REQUIRE(std::isfinite((*t.bound)[x]));
+          CHECK(std::fabs((*t.exact)[x] - (*t.value)[x]) <= (*t.err)[x]);
+          // As sharp as at unit magnitudes: the same bound scaled by 2^shift (the underflow floors,
+          // the only terms that do not scale, are below 2^-900 of it there).
+          CHECK((*t.bound)[x] == Approx(std::ldexp((*t.unit_bound)[x], t.shift)).epsilon(1e-9));
+        }
+        // The exact outputs rounded to fp64 (an ideal kernel) pass; moved past the bound, fail.
+        CHECK(within_bound(*t.exact, *t.value, *t.bound, DType::F64).ok);
+        for (const double side : {1.5, -1.5}) {
+          std::vector<double> moved = *t.value;
+          moved[3] += side * (*t.bound)[3];
+          CHECK_FALSE(within_bound(moved, *t.value, *t.bound, DType::F64).ok);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("an infinite reference error gives an infinite bound, never a NaN one", "[cpu]") {
+  // fp64's scale constant is exact (its relative error 0): 0 times the reference's +inf error is no
+  // error, not NaN. The +inf bound that remains is a failure of its own (within_bound, Fails).
+  const Problem p{.n_q = 3, .n_k = 5, .d = 4, .dtype = DType::F64, .scale = 0.5};
+  const Tensors64 in = inputs(p, 0, 0, 9);
+  Certified c = certified(p, in);
+  c.err.d_q[1] = c.err.d_k[2] = std::numeric_limits<double>::infinity();
+  for (const Precision& prec : {fp64_kernel(), Precision{DType::F64, undeclared_arithmetic(DType::F64)}}) {
+    const Bounds B = error_bounds(p, in, c, prec);
+    CHECK(B.d_q[1] == std::numeric_limits<double>::infinity());
+    CHECK(B.d_k[2] == std::numeric_limits<double>::infinity());
+    const Verdict v = within_bound(c.value.d_q, c.value.d_q, B.d_q, DType::F64);
+    CHECK_FALSE(v.ok);
+    CHECK(v.why == "infinite bound where the reference is finite");
+  }
+}
+
+}  // namespace fc::ref
