@@ -38,6 +38,7 @@ Consts::Consts(const Problem& p_, const Tensors64& in_, const Certified& ref_, c
   u_p = pr.u;
   floor_p = (pr.to_first ? underflow_floor(pr.first) : 0.0) + (pr.to_second ? underflow_floor(pr.second) : 0.0);
   u_store_s = ar.stores_s && coarser(storage, ar.soft) ? unit_roundoff(storage) : 0.0;
+  floor_store_s = u_store_s > 0 ? underflow_floor(storage) : 0.0;  // a tiny S or dP stored lands on the subnormal grid
   constexpr double kLog2e = 1.4426950408889634, kLn2 = 0.6931471805599453;
   const double c = ar.base2 ? p.scale * kLog2e : p.scale;
   delta_c = ar.soft == DType::F64 ? 0.0 : const_err(c) + (ar.base2 ? 0x1p-52 : 0.0);
@@ -147,7 +148,7 @@ void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
     s.e_c = k.delta_c * (std::fabs(s.s) + e_dot);
     // The product with the (rounded) scale: one rounding; a baseline then stores S in storage.
     const double after = e_dot + s.e_c + k.us * (std::fabs(s.s) + e_dot + s.e_c);
-    s.e_hat = after + k.u_store_s * (std::fabs(s.s) + after);
+    s.e_hat = after + k.u_store_s * (std::fabs(s.s) + after) + k.floor_store_s;
     k.transform(s, h, i, ja);
     m = std::max(m, s.s), hi_all = std::max(hi_all, s.s + s.e_hat);
     e_dot_max = std::max(e_dot_max, e_dot), e_hat_max = std::max(e_hat_max, s.e_hat);

@@ -28,7 +28,8 @@ Pair backward_pair(const Consts& k, const Score& s, double dp, double mag_dp, do
                    const RowInfo& row) {
   const Problem& p = k.p;
   const Arithmetic& ar = k.ar;
-  e_dp += k.u_store_s * (std::fabs(dp) + e_dp);  // a baseline stores dP in storage
+  // A baseline stores dP in storage: relative, and absolute where a tiny dP lands on the subnormal grid.
+  e_dp += k.u_store_s * (std::fabs(dp) + e_dp) + k.floor_store_s;
   // P^ = exp(s^ - lse^): the kernel's lse error does not cancel here, nor the scale constant's; base 2
   // also rounds lse2 = lse log2 e (a rounded constant and the product).
   const double e_lse = row.e_lse + (ar.base2 ? (k.delta_l2e + k.us) * (std::fabs(lse) + row.e_lse) : 0.0);

@@ -75,7 +75,8 @@ struct Consts {
   double floor_in = 0;
   double u_p = 0;                     // P and dS rounded to the operand type: relative ...
   double floor_p = 0;                 // ... and absolute (the subnormal spacing of storage and operand)
-  double u_store_s;                   // S and dP stored in storage (a baseline), else 0
+  double u_store_s;                   // S and dP stored in storage (a baseline), else 0: relative ...
+  double floor_store_s;               // ... and absolute (storage's subnormal spacing)
   double delta_c;                     // relative error of the scale constant (scale, or scale log2 e when base2)
   double delta_out;                   // relative error of the scale d_q and d_k are multiplied by (float(scale))
   double delta_l2e;                   // base2 backward: lse2 = lse * log2 e (its rounded constant)

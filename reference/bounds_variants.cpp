@@ -33,9 +33,9 @@ void Consts::transform(Score& s, int64_t h, int64_t i, int64_t j) const {
     const double dt = d_tanh + e_tanh * (std::fabs(t) + d_tanh) + tanh_floor;
     const double sc = c * t;
     double e = c * dt * (1 + delta_cap) + delta_cap * c * (std::fabs(t) + dt);
-    e += us * (std::fabs(sc) + e) + floor_s;  // the product c^ t^
-    e += u_store_s * (std::fabs(sc) + e);     // a baseline stores the capped S
-    s.z += 0x1p-49 * (std::fabs(sc) + 1);     // fp64's tanh (<= 4 ulp) and the product
+    e += us * (std::fabs(sc) + e) + floor_s;               // the product c^ t^
+    e += u_store_s * (std::fabs(sc) + e) + floor_store_s;  // a baseline stores the capped S
+    s.z += 0x1p-49 * (std::fabs(sc) + 1);                  // fp64's tanh (<= 4 ulp) and the product
     s.capped = true, s.t = t, s.dt = dt;
     s.g_hi = sech2_max(ay, 0x1p-49 * (ay + 1));  // the exact sech^2, y known to fp64's accuracy
     s.s = sc, s.e_hat = e;
@@ -47,7 +47,7 @@ void Consts::transform(Score& s, int64_t h, int64_t i, int64_t j) const {
     const double sb = s.s - bias;  // fp64: one rounding, in z
     double e = s.e_hat + us * std::fabs(bias) + floor_s;
     e += us * (std::fabs(sb) + e);
-    e += u_store_s * (std::fabs(sb) + e);
+    e += u_store_s * (std::fabs(sb) + e) + floor_store_s;
     s.z += 0x1p-52 * std::fabs(sb);
     s.s = sb, s.e_hat = e;
   }

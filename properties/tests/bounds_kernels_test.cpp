@@ -9,8 +9,10 @@
 #include <random>
 
 #include "kernels/mutants/faulty_tiled.hpp"
+#include "properties/case.hpp"
 #include "properties/execute.hpp"
 #include "properties/generators.hpp"
+#include "properties/runner.hpp"
 #include "properties/tests/bounds_util.hpp"
 
 namespace {
@@ -93,6 +95,30 @@ TEST_CASE("error bounds accept the legitimate gradient error of fp32 accumulatio
   CHECK(err > 1e-3 * mag);  // measured: about 1.5e-2
   // ... and the bound that accepts it still says something: within 100x of what happened.
   CHECK(worst_ratio(tiled, in, cfg) > 1e-2);
+}
+
+TEST_CASE("error bounds charge the subnormal spacing of a baseline's stored dP", "[cpu]") {
+  // The fuzz finding: q = 0 (P = 1/8 exactly), dP = d_o v ~ 1e-7 stored in fp16 lands on the
+  // subnormal grid (spacing 2^-24), and d_q = scale dS k multiplies its error by |scale| 2^18 and
+  // |k| 65504. Only the stores' absolute floor covers it: a declaration that charges no stores fails.
+  std::string law;
+  const std::string file = props::default_regressions_dir() + "/reference-fuzz-subnormal-dp-f16.safetensors";
+  const Inputs in = props::read_case(file, &law).in;
+  const Kernel& k = *find_kernel("cpu_naive");
+  const Config cfg = k.info.configs.front();
+  const props::Run r = props::execute(k, in, cfg, true);
+  REQUIRE(r.error.empty());
+  const ref::Certified c = props::certify(in);
+  ref::Precision no_stores = props::precision_of(k, cfg, in.p);
+  REQUIRE(no_stores.ar.stores_s);
+  no_stores.ar.stores_s = false;
+  const ref::Verdict v =
+      ref::within_bound(r.out.d_q.to_f64(), c.value.d_q, props::bounds_for(k, in, cfg, c).d_q, in.p.dtype);
+  CHECK(v.ok);
+  CHECK(v.ratio > 0.5);  // the floor is what the kernel loses, not a slack
+  const ref::Bounds B_no = ref::error_bounds(in.p, props::tensors64(in), c, no_stores);
+  CHECK_FALSE(ref::within_bound(r.out.d_q.to_f64(), c.value.d_q, B_no.d_q, in.p.dtype).ok);
+  CHECK(worst_ratio(k, in, cfg) <= 1.0);
 }
 
 TEST_CASE("error bounds reject P kept at bf16 precision in an fp16 kernel", "[cpu]") {
