@@ -32,8 +32,9 @@ import audit_summary
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 # (name, spec or None for a flashcheck registry kernel, what it covers, extra `check` options). The order
-# is the summary's. sdpa_flash_any_stride is SDPA's flash backend without the adapter's decline of rows
-# that are not 16-byte aligned: one law, to keep the counterexample of the fault it meets (no audit).
+# is the summary's. sdpa_flash_any_stride and sdpa_cudnn_any_stride are SDPA's flash and cuDNN backends
+# without the adapter's decline of strides that are not 16-byte aligned: one law each, to keep the
+# counterexample of the fault they meet (no audit).
 KERNELS = [
     ("cuda_wgmma", None, "flashcheck's own Hopper kernel (the comparison)", []),
     ("sdpa_flash", "torch_sdpa:flash", "SDPA, FlashAttention-2 backend", []),
@@ -48,8 +49,10 @@ KERNELS = [
     ("jax_xla", "jax_attention:xla", "jax.nn.dot_product_attention, xla", []),
     ("sdpa_flash_any_stride", "torch_sdpa:flash_any_stride", "SDPA flash, unaligned rows not declined",
      ["--law", "reference"]),
+    ("sdpa_cudnn_any_stride", "torch_sdpa:cudnn_any_stride", "SDPA cuDNN, unaligned strides not declined",
+     ["--law", "reference"]),
 ]
-NO_AUDIT = {"sdpa_flash_any_stride", "py_variants", "py_off_by_one"}  # (the last two: head dims 1..8)
+NO_AUDIT = {"sdpa_flash_any_stride", "sdpa_cudnn_any_stride", "py_variants", "py_off_by_one"}  # (the last two: head dims 1..8)
 # The scope of this audit where an adapter offers more than one run can compile in its budget: FlexAttention
 # compiles one kernel per dtype and head dim (forward and backward), so its runs take fp16 and bf16 at
 # d = 64 and 128 (the issue's), as the summary says.

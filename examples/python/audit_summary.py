@@ -6,12 +6,15 @@ import math
 import os
 import re
 
-# FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608), section 4.3, Table 3: RMSE of O against an FP64
-# reference, q, k, v ~ N(0, 1) + N(0, 100) * Bernoulli(0.001). The abstract's "2.6x lower numerical error
-# than a baseline FP8 attention" is 2.4e-2 / 9.1e-3.
-FA3_TABLE = [("Baseline attention, FP16", 3.2e-4), ("FlashAttention-2, FP16", 1.9e-4),
-             ("FlashAttention-3, FP16", 1.9e-4), ("Baseline attention, FP8 (e4m3)", 2.4e-2),
-             ("FlashAttention-3, FP8 (e4m3)", 9.1e-3)]
+# FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608) measures the RMSE of O against an FP64 reference
+# on q, k, v ~ N(0, 1) + N(0, 100) * Bernoulli(0.001) (section 4.3). Only its abstract's ratio is quoted
+# ("FP8 FlashAttention-3 achieves 2.6x lower numerical error than a baseline FP8 attention"): the FP16
+# figures of its table could not be checked against the paper here, so none is printed.
+FA3_NOTE = ("FlashAttention-3 (arXiv:2407.08608, §4.3) measures the RMSE of O against an FP64 reference on "
+            "N(0,1) + N(0,100)·Bernoulli(0.001) inputs, the distribution of the audit's `outliers` cases; its "
+            "abstract reports FP8 FlashAttention-3 with 2.6x lower error than a baseline FP8 attention. Its "
+            "table's FP16 figures are not quoted here (not verified against the paper); the `outliers` rows "
+            "above are this run's own measurement of the same quantity.")
 # What a failure of a known kind means (docs/external-audit.md argues each): (law, text in its message, note,
 # the kernels it is about: a name prefix).
 NOTES = [
@@ -25,7 +28,19 @@ NOTES = [
     ("window_invisible", "", "a dense forward: P V runs over every key, and a masked key's P = 0 times its NaN v is "
      "NaN (jax.nn also masks with a large negative logit, not -inf: a row that sees no key gets the mean of every v, "
      "where the contract says 0); the same reading as nan_blast's (docs/external-audit.md)", "jax_xla"),
-    ("varlen_split", "", "a library without packed varlen (JAX) runs the batch padded to its longest sequence with "
+    ("", "Only DLPack tensors with trivial",
+     "our adapter's error: JAX imports only compact tensors, and the contract's packed varlen tensors came in "
+     "padded; the adapter declines them (examples/python/jax_attention.py)"),
+    ("", "Unsupported dot precision algorithm",
+     "XLA rejects the F16 dot algorithm it chose itself for a degenerate contraction (d = 1): the library's "
+     "error on a shape the contract allows"),
+    ("", "Unsupported sequence length",
+     "jax.nn's cuDNN backward (check_is_flash_attention) takes even lengths only: the adapter pads odd "
+     "ones (examples/python/jax_attention.py)"),
+    ("determinism", "",
+     "a backward that accumulates d_q with atomics (FlashAttention-2, cutlass) is documented to be "
+     "non-deterministic by default; the plugin ABI passes no request for a deterministic variant", "sdpa_"),
+    ("varlen_split", "bits expected", "a library without packed varlen (JAX) runs the batch padded to its longest sequence with "
      "sequence lengths: a padded row's sums run over more (masked, zero) terms than its own run's, and may round "
      "differently", "jax_"),
 ]
@@ -105,7 +120,11 @@ def fmt(x):
 
 
 def _laws(r):
-    return r["runs"].get("check", {}).get("laws", [])
+    """The run's laws; one that gave up (the kernel declined nearly every case drawn, none outside the law)
+    is neither held nor broken: its status reads "gave up"."""
+    laws = r["runs"].get("check", {}).get("laws", [])
+    return [dict(x, status="gave up") if x.get("status") == "fail" and x.get("message", "").startswith("gave up")
+            else x for x in laws]
 
 
 def _cells(r):
@@ -159,7 +178,8 @@ def render(data, out):
          "- scope: %s" % (", ".join("%s=%s" % kv for kv in sorted(data.get("scope", {}).items())) or "everything the "
                           "adapters declare"), ""]
     L += ["## Verdicts", "",
-          "Laws: held / broken / not applicable / not reached (the run's time ran out first). Audit: cells whose every "
+          "Laws: held / broken / not applicable / not reached (the run's time ran out first, or the law gave up: the "
+          "kernel declined nearly every case it drew). Audit: cells whose every "
           "output lies within flashcheck's certified bound, of the cells run; the worst ratio |error| / bound over them.",
           "o RMSE vs %s: the geometric mean, over the audit cells both ran, of this implementation's o RMSE over "
           "%s's." % ((base or {}).get("name", "the comparison"), (base or {}).get("name", "its")),
@@ -181,12 +201,13 @@ def render(data, out):
         audits = ", ".join("%s %s" % (k, _run_cell(run)) for k, run in r["runs"].items() if k != "check")
         L.append("| %s (%s) | %d | %d | %d | %d | %s | %s | %s | %s | %s |" % (
             r["name"], r["about"], count("pass"), count("fail"), count("n/a") + count("unsupported"),
-            len([i for i in all_ids if i not in reached]), "%d/%d" % (ok, len(cells)) if cells else "–",
+            len([i for i in all_ids if i not in reached]) + count("gave up"), "%d/%d" % (ok, len(cells)) if cells else "–",
             fmt(max(ratios)) if ratios else "–", _rmse_vs(r, base), _run_cell(r["runs"].get("check")),
             audits or "–"))
-    L += ["", "## Law by law", "", "✓ held, ✗ broken, n/a not applicable (reason in kernels/NAME.json), – not reached.", "",
+    L += ["", "## Law by law", "", "✓ held, ✗ broken, n/a not applicable (reason in kernels/NAME.json), ? gave up (the kernel declined "
+          "nearly every case drawn: no verdict), – not reached.", "",
           "| law | " + " | ".join(r["name"] for r in ks) + " |", "|---" * (len(ks) + 1) + "|"]
-    mark = {"pass": "✓", "fail": "✗", "n/a": "n/a", "unsupported": "n/a"}
+    mark = {"pass": "✓", "fail": "✗", "n/a": "n/a", "unsupported": "n/a", "gave up": "?"}
     for lid in all_ids:
         row = []
         for r in ks:
@@ -233,11 +254,7 @@ def _errors(ks, base):
             else:
                 row.append("%s (%s)%s" % (fmt(o["rmse"]), fmt(o["ratio"]), "" if c["status"] == "pass" else " ✗"))
         L.append("| %s | %s |" % (case, " | ".join(row)))
-    L += ["", "### Against the FlashAttention-3 paper", "",
-          "The paper's Table 3 (arXiv:2407.08608, §4.3): RMSE of O against an FP64 reference on "
-          "N(0,1) + N(0,100)·Bernoulli(0.001) inputs, the distribution of the audit's `outliers` cases (d = 128). "
-          "Compare the F16 `outliers` rows above with:", "",
-          "| implementation (paper) | RMSE |", "|---|---|"] + ["| %s | %.1e |" % row for row in FA3_TABLE]
+    L += ["", "### Against the FlashAttention-3 paper", "", FA3_NOTE]
     return L + [""]
 
 
@@ -264,6 +281,10 @@ def _broken(ks, out):
             L.append("")
     if not any_broken:
         L.append("None.")
+    gave_up = ["- %s `%s`: %s" % (r["name"], x["id"], " ".join(x.get("message", "").split())[:300])
+               for r in ks for x in _laws(r) if x["status"] == "gave up"]
+    if gave_up:
+        L += ["", "## Laws that gave up (no verdict)", ""] + gave_up
     L += ["", "## Audit cells outside the bound or in error", ""]
     bad = [(r["name"], case, c) for r in ks for case, c in sorted(_cells(r).items()) if c["status"] != "pass"]
     L += ["- **%s %s** (%s): %s; replay: `%s`" % (n, case, c["status"], " ".join(str(c["why"]).split())[:400], c["replay"])

@@ -28,11 +28,13 @@ def _tensors(p):
             for t in ("q", "k", "v")]
 
 
-def rows_aligned(p, elems):
-    """Whether every stride of q, k and v but the last (over axes longer than 1) is a multiple of
-    `elems` elements: the 16-byte rows the vectorised loads of the fused kernels need."""
+def rows_aligned(p, elems, every_axis=False):
+    """Whether every stride of q, k and v but the last (over axes longer than 1, or over every axis with
+    `every_axis`) is a multiple of `elems` elements: the 16-byte rows the vectorised loads of the fused
+    kernels need. A kernel that checks the strides themselves, not the loads it makes, checks a length-1
+    axis's stride too."""
     return all(stride % elems == 0 for t in ("q", "k", "v")
-               for n, stride in zip(p.shapes[t][:-1], p.strides[t][:-1]) if n > 1)
+               for n, stride in zip(p.shapes[t][:-1], p.strides[t][:-1]) if n > 1 or every_axis)
 
 
 def sdpa(backend, check_alignment=True):
@@ -54,7 +56,15 @@ def sdpa(backend, check_alignment=True):
             # kernel_forward.h's check_supported requires q/k/v strides along the sequence, head and batch
             # axes to be multiples of 128 bits ("query is not correctly aligned (strideM)"), and with no
             # aligned kernel applicable the dispatcher raises "cutlassF: no kernel found to launch!".
-            return rows_aligned(p, elems)
+            # check_supported tests strideM whatever the axis's length (the H200 audit's n_q = 1
+            # counterexample), so every axis counts.
+            return rows_aligned(p, elems, every_axis=True)
+        if backend == SDPBackend.CUDNN_ATTENTION and check_alignment:
+            # SDPA's check accepts strides that are not 16-byte multiples and cuDNN's kernel faults on
+            # them ("misaligned address", the CUDA context lost: the H200 audit, on shapes whose compact
+            # strides are aligned); Hopper's TMA descriptors need 16-byte strides on every axis. Declined here; `cudnn_any_stride` runs
+            # them. (Whether the audit's NaN convex_hull case has the same cause is not established.)
+            return rows_aligned(p, elems, every_axis=True)
         if backend == SDPBackend.FLASH_ATTENTION and check_alignment:
             # FlashAttention-2 reads q/k/v rows with 16-byte vector loads; flash_api.cpp checks only
             # stride(-1) == 1 (and flash_attn's Python interface makes inputs contiguous), so SDPA's check
@@ -65,8 +75,11 @@ def sdpa(backend, check_alignment=True):
         return True
 
     name = "sdpa_" + backend.name.lower() + ("" if check_alignment else "_any_stride")
-    # Every dtype is offered: SDPA's check says which each backend takes (flash and cuDNN: fp16, bf16).
-    return flashcheck.Kernel(forward, name=name, device="cuda", dtypes=("F16", "BF16", "F32"),
+    # FlashAttention-2 and cuDNN take fp16 and bf16 only: fp32 is not declared for them, so no law draws
+    # a case that supports() can only decline.
+    half_only = backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION)
+    return flashcheck.Kernel(forward, name=name, device="cuda",
+                             dtypes=("F16", "BF16") if half_only else ("F16", "BF16", "F32"),
                              masks=("none", "causal_top_left"), writes_lse=False, variants=("d_v",),
                              supports=supports)
 
@@ -76,3 +89,4 @@ efficient = sdpa(SDPBackend.EFFICIENT_ATTENTION)
 cudnn = sdpa(SDPBackend.CUDNN_ATTENTION)
 math = sdpa(SDPBackend.MATH)
 flash_any_stride = sdpa(SDPBackend.FLASH_ATTENTION, check_alignment=False)
+cudnn_any_stride = sdpa(SDPBackend.CUDNN_ATTENTION, check_alignment=False)

@@ -48,6 +48,11 @@ def forward(q, k, v, p):
         kwargs["return_aux"] = _varlen.AuxRequest(lse=True)
     out = _varlen.varlen_attn(*packed, cu_q, cu_k, max_q, max_k, **kwargs)
     o, lse = out if isinstance(out, tuple) else (out, None)
+    if lse is not None:
+        # FlashAttention writes +inf as the lse of a row that sees no key (softmax.h: sum == 0), so that
+        # its backward's exp(s - lse) is 0; the contract's lse of an empty row is -inf. A NaN row also
+        # gets +inf there, but its o stays NaN, so the laws still see it.
+        lse = torch.where(lse == float("inf"), float("-inf"), lse)
     # lse: (heads_q, total_q), as FlashAttention's varlen forward returns it (varlen_attn's fake kernel
     # for CUDA says the same; its docstring's (T_q, H) is not what comes back).
     if p.varlen:

@@ -49,3 +49,18 @@ def test_a_law_run_cut_short_keeps_the_laws_it_printed(tmp_path):
     assert law["replay"].endswith("--reproduce XYZ") and law["saved"].endswith("nan_blast-1.safetensors")
     assert "problem: batch=1" in law["counterexample"] and "d_k[b=0" in law["message"]
     assert "0 * NaN" in audit_summary._note("sdpa_math", law)
+
+
+def test_a_law_that_gave_up_is_neither_held_nor_broken():
+    laws = [{"id": "reference", "status": "pass", "cases": 12},
+            {"id": "invisible_keys", "status": "fail", "cases": 6, "sentence": "keys a row cannot see ...",
+             "message": "gave up after 6 cases (122 declined by the kernel, 0 outside the law): declined\n"},
+            {"id": "nan_blast", "status": "fail", "cases": 2, "sentence": "a NaN ...",
+             "message": "nan at q[b=0,h=0,i=0,c=0]: a key no poisoned row sees changed\n"}]
+    data = {"kernels": [{"name": "k", "about": "a kernel", "spec": "m:k", "runs": {"check": {"laws": laws}}}],
+            "command": "c", "cases_per_law": 12, "seed": 1, "seconds": 1, "budget_s": 2}
+    summary = audit_summary.render(data, "/nonexistent")
+    assert "| k (a kernel) | 1 | 1 | 0 | 1 |" in summary, summary  # held, broken, n/a, not reached
+    assert "| invisible_keys | ? |" in summary and "| nan_blast | ✗ |" in summary
+    assert "### k: `nan_blast`" in summary and "### k: `invisible_keys`" not in summary
+    assert "- k `invisible_keys`: gave up after 6 cases" in summary

@@ -95,3 +95,57 @@ def test_the_cudnn_adapter_takes_windows_only_under_the_causal_mask(adapter, tmp
                               regressions=str(tmp_path), quiet=True)
     assert "variants: varlen, window" in result.report, result.report
     assert result.ok and result.laws[0]["cases"] > 0, result.report
+
+
+def _problem(n_q=64, n_k=64, d=8, dtype="F16", varlen=False, row=None):
+    """A dense (batch, heads, n, d) problem, or a packed varlen one whose rows are `row` elements apart."""
+    def tensor(n):
+        if varlen:
+            return (n, 1, d), ((row or d), (row or d), 1)
+        return (1, 1, n, d), (n * d, n * d, d, 1)
+    shapes, strides = zip(*(tensor(n) for n in (n_q, n_k, n_k)))
+    return types.SimpleNamespace(n_q=n_q, n_k=n_k, d=d, dtype=dtype, varlen=varlen, mask="none", window_left=-1,
+                                 window_right=-1, is_causal=False, shapes=dict(zip("qkv", shapes)),
+                                 strides=dict(zip("qkv", strides)))
+
+
+def test_the_jax_adapter_declines_what_jax_raises_on(adapter):
+    # Each rule is one the H200 audit met (reports/h200/external/FINDINGS.md); a contract-valid
+    # neighbour of each is still taken, so the rule cannot decline everything.
+    xla, cudnn = adapter.xla.user_supports, adapter.cudnn.user_supports
+    assert xla(_problem()) and cudnn(_problem())
+    assert not xla(_problem(varlen=True, row=11)) and xla(_problem(varlen=True))  # DLPack: compact only
+    assert not xla(_problem(d=1)) and not xla(_problem(d=1, dtype="BF16")) and xla(_problem(d=1, dtype="F32"))
+    assert adapter.compact(_problem(varlen=True, row=8)) and not adapter.compact(_problem(varlen=True, row=9))
+
+
+def test_the_cudnn_adapter_pads_odd_lengths_to_even_ones(adapter, tmp_path):
+    # cuDNN's backward raises on odd lengths; the adapter pads one zero row, hidden by the sequence
+    # lengths. The padded call reaches jax.nn with even lengths and the contract's answer comes back.
+    seen = []
+    nn = sys.modules["jax"].nn
+    inner = nn.dot_product_attention
+
+    def spy(q, k, v, *a, **kw):
+        seen.append((q.shape[1], k.shape[1]))
+        return inner(q, k, v, *a, **kw)
+    nn.dot_product_attention = spy
+    try:
+        rng = np.random.default_rng(0)
+        q, k, v = (rng.standard_normal((1, 2, n, 8)).astype(np.float32) for n in (3, 5, 5))  # (B, N, T, H)
+        padded = adapter._dense(q, k, v, "cudnn", 0.35, True, None)
+        assert seen == [(4, 6)]
+        assert np.array_equal(padded, adapter._dense(q, k, v, "xla", 0.35, True, None))  # a masked zero term
+        seen.clear()
+        # Without windows: a row that sees no key is jax.nn's own difference from the contract (the mean of
+        # every v), which the fake reproduces and the padding does not change.
+        k = adapter.cudnn
+        kernel = flashcheck.Kernel(k.forward, backward=None, name="jax_cudnn_padded_on_numpy", device="cpu",
+                                   framework="numpy", dtypes=("F16", "F32"), masks=k.masks, head_dims=range(8, 33, 8),
+                                   writes_lse=False, contiguous=True, variants=("varlen",), supports=k.user_supports)
+        for law in ("reference", "varlen_split"):
+            result = flashcheck.check(kernel, law=law, cases=8, seed=3, regressions=str(tmp_path), quiet=True)
+            assert result.ok and result.laws[0]["status"] == "pass" and result.laws[0]["cases"] > 0, result.report
+    finally:
+        nn.dot_product_attention = inner
+    assert seen and all(t % 2 == 0 and s % 2 == 0 for t, s in seen), seen

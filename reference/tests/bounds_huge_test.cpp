@@ -4,9 +4,11 @@
 // sharp as at unit magnitudes, and an output moved just past its bound still fails.
 #include "tests/catch.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "reference/bounds.hpp"
@@ -115,6 +117,32 @@ TEST_CASE("an infinite reference error gives an infinite bound, never a NaN one"
     const Verdict v = within_bound(c.value.d_q, c.value.d_q, B.d_q, DType::F64);
     CHECK_FALSE(v.ok);
     CHECK(v.why == "infinite bound where the reference is finite");
+  }
+}
+
+TEST_CASE("zero q and k under a huge scale: exactly zero gradients with finite bounds", "[cpu]") {
+  // s = 0 everywhere, d_q = scale dS k = 0 and d_k = scale dS^T q = 0 exactly, but scale (2^800)
+  // times the norm of dS's error weights (~2^550) overflows: a zero column of k or q must make the
+  // product 0, not inf * 0 = NaN (the fuzz campaign's scale 1.3e248 with d_o ~ 3e91).
+  const Problem p{.heads_q = 2, .n_q = 3, .n_k = 6, .d = 5, .dtype = DType::F64, .scale = 0x1p+800};
+  Tensors64 in = inputs(p, 300, 300, 3);
+  std::fill(in.q.begin(), in.q.end(), 0.0);
+  std::fill(in.k.begin(), in.k.end(), 0.0);
+  const Certified c = certified(p, in);
+  for (const Precision& prec : {fp64_kernel(), Precision{DType::F64, undeclared_arithmetic(DType::F64)}}) {
+    const Bounds B = error_bounds(p, in, c, prec);
+    for (const auto& [value, err, bound] :
+         {std::tuple{&c.value.d_q, &c.err.d_q, &B.d_q}, {&c.value.d_k, &c.err.d_k, &B.d_k}}) {
+      for (size_t x = 0; x < value->size(); ++x) {
+        CHECK((*value)[x] == 0.0);
+        CHECK((*err)[x] == 0.0);
+        CHECK(std::isfinite((*bound)[x]));
+      }
+      CHECK(within_bound(std::vector<double>(value->size(), 0.0), *value, *bound, DType::F64).ok);
+      std::vector<double> moved(value->size(), 0.0);
+      moved[1] = 2 * (*bound)[1];  // past the bound (the chain's underflow floor, scaled: ~1e-80)
+      CHECK_FALSE(within_bound(moved, *value, *bound, DType::F64).ok);
+    }
   }
 }
 
