@@ -179,8 +179,8 @@ FC_HD inline int64_t offset_lse(const Problem& p, int64_t b, int64_t h, int64_t 
 }
 
 // Is the problem well-formed? Positive sizes (varlen: lengths may be 0), GQA divisibility, a finite
-// scale (any sign), windows >= -1, a finite softcap >= 0, paging only with varlen and a page table
-// wide enough for the longest sequence. The per-sequence data are checked by validate (tensor.hpp).
+// scale (any sign), windows >= -1, a softcap of 0 or within fp32's normal range (kernels keep c in
+// fp32), paging only with varlen and a page table wide enough for the longest sequence. The per-sequence data are checked by validate (tensor.hpp).
 inline bool well_formed(const Problem& p) {
   constexpr double inf = std::numeric_limits<double>::infinity();
   const bool sizes = p.batch > 0 && p.heads_q > 0 && p.heads_kv > 0 && p.d > 0 && p.d_v >= 0 &&
@@ -190,7 +190,8 @@ inline bool well_formed(const Problem& p) {
                                        : p.varlen && p.page_size > 0 && p.num_pages > 0 && p.pages_per_seq >= 0 &&
                                              int64_t(p.pages_per_seq) * p.page_size >= p.n_k;
   return sizes && paging && p.heads_q % p.heads_kv == 0 && p.scale == p.scale && p.scale != inf && p.scale != -inf &&
-         p.window_left >= -1 && p.window_right >= -1 && p.softcap >= 0 && p.softcap < inf && is_float(p.dtype);
+         p.window_left >= -1 && p.window_right >= -1 &&
+         (p.softcap == 0 || (p.softcap >= 0x1p-126 && p.softcap <= 0x1.fffffep127)) && is_float(p.dtype);
 }
 
 // Default scale 1/sqrt(d).

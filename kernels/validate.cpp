@@ -85,6 +85,10 @@ std::string validate(const Inputs& in) {
   if (p.window_left < -1 || p.window_right < -1)
     return fmt::format("window ({}, {}): each side is >= 0, or -1 for unbounded", p.window_left, p.window_right);
   if (!(p.softcap >= 0 && std::isfinite(p.softcap))) return fmt::format("softcap {} is not finite and >= 0", p.softcap);
+  // Kernels hold c as an fp32 value: below fp32's normal range it is 0 or subnormal there (s / c turns
+  // 0 / 0), above it c is inf (inf * tanh(0) = NaN).
+  if (p.softcap > 0 && !(p.softcap >= 0x1p-126 && p.softcap <= 0x1.fffffep127))
+    return fmt::format("softcap {} is outside fp32's normal range [2^-126, 3.4e38], where kernels keep c", p.softcap);
   if (p.page_size > 0 && int64_t(p.pages_per_seq) * p.page_size < p.n_k)
     return fmt::format("the longest sequence has {} keys but the page table holds {} pages of {}", p.n_k,
                        p.pages_per_seq, p.page_size);

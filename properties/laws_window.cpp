@@ -2,6 +2,7 @@
 // windows with masks, NaN keys outside a window, and the softcap's bracket on lse.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "properties/differential.hpp"
@@ -105,7 +106,8 @@ std::string softcap_to_infinity(const Kernel& k, const Case& c) {
   const Inputs& plain = c.in;
   const Problem& p = plain.p;
   const double max_abs = score_stats(plain).max_abs;
-  const double cap = std::ldexp(1.0, 40 + (max_abs > 0 ? std::ilogb(max_abs) + 1 : 0));
+  // At least 2^-100: tiny scores would take c below fp32's normal range, where kernels keep it.
+  const double cap = std::ldexp(1.0, std::max(-100, 40 + (max_abs > 0 ? std::ilogb(max_abs) + 1 : 0)));
   if (cap > 0x1p100) return "";  // huge scores: c would leave fp32's range
   Inputs capped = plain;
   capped.p.softcap = cap;

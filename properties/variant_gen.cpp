@@ -231,7 +231,7 @@ HostTensor draw_strided(const HostTensor& t, Rng& rng, std::string* how) {
 double draw_softcap(Rng& rng, double max_abs) {
   static const double factors[] = {0.01, 0.1, 0.3, 0.6, 0.9, 1.1, 2, 8};
   if (!(max_abs > 0) || !std::isfinite(max_abs)) max_abs = 1;
-  return std::min(1e37, max_abs * factors[rng() % 8]);  // below fp32's range, where kernels keep c
+  return std::clamp(max_abs * factors[rng() % 8], 0x1p-100, 1e37);  // within fp32's range, where kernels keep c
 }
 
 Inputs dense_sequence(const Inputs& varlen, int64_t b) {

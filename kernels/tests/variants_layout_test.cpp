@@ -316,3 +316,19 @@ TEST_CASE("a problem a kernel does not declare is never sent to it", "[cpu]") {
     }
   }
 }
+
+TEST_CASE("a softcap outside fp32's normal range is refused (kernels keep c in fp32)", "[cpu]") {
+  test::VariantSpec s{.mask = Mask::None, .len_q = {3}, .len_k = {4}, .softcap = 2};
+  Inputs in = test::make_variant(s);
+  REQUIRE(validate(in).empty());
+  for (double c : {1e-50, 0x1p-127, 1e39}) {
+    CAPTURE(c);
+    in.p.softcap = c;
+    CHECK(validate(in).find("fp32's normal range") != std::string::npos);
+  }
+  for (double c : {0x1p-126, 0x1.fffffep127}) {
+    CAPTURE(c);
+    in.p.softcap = c;
+    CHECK(validate(in).empty());
+  }
+}
