@@ -180,7 +180,8 @@ FC_HD inline int64_t offset_lse(const Problem& p, int64_t b, int64_t h, int64_t 
 
 // Is the problem well-formed? Positive sizes (varlen: lengths may be 0), GQA divisibility, a finite
 // scale (any sign), windows >= -1, a softcap of 0 or within fp32's normal range (kernels keep c in
-// fp32), paging only with varlen and a page table wide enough for the longest sequence. The per-sequence data are checked by validate (tensor.hpp).
+// fp32), paging only with varlen and a page table wide enough for the longest sequence. The
+// per-sequence data are checked by validate (tensor.hpp).
 inline bool well_formed(const Problem& p) {
   constexpr double inf = std::numeric_limits<double>::infinity();
   const bool sizes = p.batch > 0 && p.heads_q > 0 && p.heads_kv > 0 && p.d > 0 && p.d_v >= 0 &&
