@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "reference/visibility.hpp"
 #include "reports/json_num.hpp"
 
 namespace fc::report {
@@ -111,20 +112,24 @@ json case_json(const CaseSpec& c, uint64_t inputs_hash, double score_max_) {
 
 double score_max(const Inputs& in) {
   const Problem& p = in.p;
-  const std::vector<double> q = in.q.to_f64(), k = in.k.to_f64();  // (b, h, n, d)
+  const Seqs seqs = in.seqs();
+  // Logical row-major order; rows through attention.h's q_row / kv_row (dense, varlen or paged).
+  const std::vector<double> q = in.q.to_f64(), k = in.k.to_f64();
   double m = 0;
-  for (int64_t b = 0; b < p.batch; ++b)
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t n_q = seq_n_q(p, seqs, b), n_k = seq_n_k(p, seqs, b);
     for (int64_t h = 0; h < p.heads_q; ++h)
-      for (int64_t i = std::max<int64_t>(0, p.n_q - 64); i < p.n_q; ++i) {
-        const int64_t nv = n_visible(p.mask, i, p.n_q, p.n_k);
-        const double* qi = &q[size_t(offset_q(p, b, h, i))];
-        for (int64_t j = 0; j < nv; ++j) {
-          const double* kj = &k[size_t(offset_kv(p, b, kv_head(p, int32_t(h)), j))];
+      for (int64_t i = std::max<int64_t>(0, n_q - 64); i < n_q; ++i) {
+        const double* qi = &q[size_t(q_row(p, seqs, b, h, i) * p.d)];
+        for (int64_t j = 0; j < n_k; ++j) {
+          if (!ref::sees(p, i, j, n_q, n_k)) continue;
+          const double* kj = &k[size_t(kv_row(p, seqs, b, kv_head(p, int32_t(h)), j) * p.d)];
           double s = 0;
           for (int64_t c = 0; c < p.d; ++c) s += qi[c] * kj[c];
           m = std::max(m, std::fabs(p.scale * s));
         }
       }
+  }
   return m;
 }
 
