@@ -6,15 +6,18 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/tests/exact_expected.hpp"
 #include "kernels/tests/test_util.hpp"
 #include "reference/exact.hpp"
 
 namespace {
 
 using namespace fc;
+using test::Expected;
+using test::expected_of;
+using test::worst_error;
 
 constexpr double kTarget = 1e-12;  // cpu_tiled (fp64 storage) vs exact
-constexpr unsigned kBits = 256;
 
 struct Shape {
   int32_t batch, heads_q, heads_kv, n_q, n_k, d;
@@ -36,34 +39,6 @@ Problem problem_of(const Shape& s, DType t) {
   Problem p{s.batch, s.heads_q, s.heads_kv, s.n_q, s.n_k, s.d, t, s.mask, s.scale};
   if (s.scale == 0) p.scale = default_scale(s.d);
   return p;
-}
-
-ref::Tensors64 tensors_of(const Inputs& in) { return {in.q.to_f64(), in.k.to_f64(), in.v.to_f64(), in.d_o.to_f64()}; }
-
-// The oracle's answer and the scales of the comparison.
-struct Expected {
-  ref::Result64 r;
-  std::vector<double> o_mag;     // (batch, heads_q, n_q, d): Σ_j P_ij |v_jk|
-  std::vector<double> lse_unit;  // (batch, heads_q, n_q): 1 (absolute error)
-};
-
-Expected expected_of(const Inputs& in) {
-  Expected e;
-  ref::Tensors64 t = tensors_of(in);
-  e.r = ref::exact(in.p, t, kBits);
-  for (double& x : t.v) x = std::fabs(x);
-  t.d_o.clear();
-  e.o_mag = ref::exact(in.p, t, kBits).o;
-  e.lse_unit.assign(e.r.lse.size(), 1.0);
-  return e;
-}
-
-// The largest of the five errors, each already divided by its scale.
-double worst_error(const Outputs& out, const Expected& e) {
-  return std::max({test::scaled_error(out.o.to_f64(), e.r.o, e.o_mag),
-                   test::scaled_error(out.lse.to_f64(), e.r.lse, e.lse_unit),
-                   test::normwise_error(out.d_q.to_f64(), e.r.d_q), test::normwise_error(out.d_k.to_f64(), e.r.d_k),
-                   test::normwise_error(out.d_v.to_f64(), e.r.d_v)});
 }
 
 }  // namespace

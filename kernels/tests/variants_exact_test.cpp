@@ -6,6 +6,7 @@
 #include "tests/catch.hpp"
 #include <cmath>
 
+#include "kernels/tests/exact_expected.hpp"
 #include "kernels/tests/test_util.hpp"
 #include "kernels/tests/variant_inputs.hpp"
 #include "reference/exact.hpp"
@@ -14,6 +15,9 @@
 namespace {
 
 using namespace fc;
+using test::Expected;
+using test::expected_of;
+using test::worst_error;
 
 constexpr double kTarget = 1e-12;
 
@@ -44,30 +48,6 @@ std::vector<test::VariantSpec> specs(DType t) {
        .softcap = 5,
        .slopes = {0.25, 0.5, 1.0, 0.125}});
   return s;
-}
-
-struct Expected {
-  ref::Result64 r;
-  std::vector<double> o_mag;     // Σ_j P_ij |v_jk|, shaped like o
-  std::vector<double> lse_unit;  // 1: absolute lse error
-};
-
-Expected expected_of(const Inputs& in) {
-  Expected e;
-  ref::Tensors64 t = ref::tensors64(in);
-  e.r = ref::exact(in.p, t, 256);
-  for (double& x : t.v) x = std::fabs(x);
-  t.d_o.clear();
-  e.o_mag = ref::exact(in.p, t, 256).o;
-  e.lse_unit.assign(e.r.lse.size(), 1.0);
-  return e;
-}
-
-double worst_error(const Outputs& out, const Expected& e) {
-  return std::max({test::scaled_error(out.o.to_f64(), e.r.o, e.o_mag),
-                   test::scaled_error(out.lse.to_f64(), e.r.lse, e.lse_unit),
-                   test::normwise_error(out.d_q.to_f64(), e.r.d_q), test::normwise_error(out.d_k.to_f64(), e.r.d_k),
-                   test::normwise_error(out.d_v.to_f64(), e.r.d_v)});
 }
 
 }  // namespace
