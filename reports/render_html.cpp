@@ -60,9 +60,8 @@ json chart_data(const json& r) {
   json labels = json::array({"0", "1", "2"});
   for (int b = 3; b < kUlpBins - 1; ++b) labels.push_back(fmt::format("≤2^{}", b - 1));
   labels.push_back(fmt::format(">2^{}", kUlpBins - 3));
-  return {
-      {"kind", r["kind"]}, {"cases", cases}, {"cells", cells}, {"ratio_edges", kRatioEdges}, {"ulp_labels", labels},
-      {"regimes", regimes}};
+  return {{"kind", r["kind"]},          {"cases", cases},       {"cells", cells},
+          {"ratio_edges", kRatioEdges}, {"ulp_labels", labels}, {"regimes", regimes}};
 }
 
 // JSON inside <script>: "</" would end the element early; "<\/" is the same JSON string.
