@@ -27,7 +27,7 @@ namespace {
 
 using nlohmann::json;
 
-struct Options {
+struct AuditOptions {
   std::vector<std::string> kernels, dtypes, regimes, cases;
   bool quick = false, accumulation = false, as_json = false;
   uint64_t seed = 1;
@@ -38,7 +38,7 @@ struct Options {
 };
 
 // `plugin_prefix` ("flashcheck audit --plugin /abs/lib.so ...") replays the plugin's cells.
-std::string replay_line(const Options& o, const std::string& plugin_prefix, const report::CaseSpec& c,
+std::string replay_line(const AuditOptions& o, const std::string& plugin_prefix, const report::CaseSpec& c,
                         const report::Subject& s) {
   if (o.ext && s.device == "plugin")  // the embedding program's own command, e.g. python -m flashcheck audit
     return fmt::format("{}{} --case {} --seed {}", plugin_prefix, o.accumulation ? " --accumulation" : "", c.id,
@@ -51,7 +51,7 @@ std::string replay_line(const Options& o, const std::string& plugin_prefix, cons
 }
 
 // The plugin as one more subject (it runs in a worker process: one call at a time).
-std::string add_plugin(const Options& o, std::unique_ptr<plugin::Subject>& plug, report::Selection& sel) {
+std::string add_plugin(const AuditOptions& o, std::unique_ptr<plugin::Subject>& plug, report::Selection& sel) {
   if (o.plugin.path.empty() && !o.ext) return "";
   if (o.ext) {
     try {
@@ -75,7 +75,7 @@ std::string add_plugin(const Options& o, std::unique_ptr<plugin::Subject>& plug,
 }
 
 // Writes the inputs of the one case named by --case (for `compare`, `check --inputs`).
-int save_case(const Options& o) {
+int save_case(const AuditOptions& o) {
   if (o.cases.size() != 1) throw UsageError("--save-case needs exactly one --case");
   const report::CaseSpec c =
       case_by_id(o.cases[0], o.accumulation ? report::find_accumulation_case : report::find_case);
@@ -84,7 +84,7 @@ int save_case(const Options& o) {
   return kExitPass;
 }
 
-int run_audit(const Options& o) {
+int run_audit(const AuditOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!o.save_case.empty()) return save_case(o);
   const std::pair<int, int> shard = parse_shard(o.shard);
@@ -165,12 +165,14 @@ Run setup_audit(CLI::App& app, const ExternalKernel* ext) {
   auto* sub = app.add_subcommand("audit",
                                  "Audit kernels over a sweep of shapes, dtypes and regimes against the "
                                  "certified reference and their error bounds (docs/audit.md)");
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<AuditOptions>();
   o->ext = ext;
   sub->add_option("--kernel", o->kernels, "Kernel to audit (repeatable; default: every available non-mutant)");
   add_plugin_options(sub, o->plugin, ext ? PluginOptions::Embedded : PluginOptions::Run);
   sub->add_option("--dtype", o->dtypes, "F16, BF16, F32 (repeatable; default: all three)")->delimiter(',');
-  sub->add_option("--regime", o->regimes, "normal, outliers, scores, causal_top_left, causal_bottom_right, gqa")
+  sub->add_option("--regime", o->regimes,
+                  "normal, outliers, scores, causal_top_left, causal_bottom_right, gqa; the variants (on kernels "
+                  "declaring them): varlen, paged, window, softcap, alibi, d_v, strides")
       ->delimiter(',');
   sub->add_option("--case", o->cases, "Run only this case id, e.g. F16/normal/n1024 (repeatable; replay lines)");
   sub->add_flag("--quick", o->quick, "The small sweep (N <= 256): seconds, for CI");

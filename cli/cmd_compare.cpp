@@ -21,7 +21,7 @@ namespace fc::cli {
 
 namespace {
 
-struct Options {
+struct CompareOptions {
   report::CompareOptions c;
   Limits limits;
   std::string out, junit;
@@ -39,7 +39,7 @@ void check_range(const std::string& file, const char* name, const HostTensor& t)
                                       name, i, t.get(i)));
 }
 
-int run_compare(Options o) {
+int run_compare(CompareOptions o) {
   o.c.p_in_storage = !o.p_f32;
   const std::vector<std::string> inputs = {o.c.inputs, o.c.outputs};
   report::check_outputs(o.out, o.junit, inputs);
@@ -71,7 +71,7 @@ Run setup_compare(CLI::App& app) {
   auto* sub = app.add_subcommand("compare",
                                  "Audit tensors another program produced against the certified "
                                  "reference and the error bound (docs/compare.md)");
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<CompareOptions>();
   sub->add_option("--inputs", o->c.inputs, "Input safetensors: q, k, v (+ d_o); metadata mask, scale")->required();
   sub->add_option("--outputs", o->c.outputs, "The program's outputs: o (+ lse, d_q, d_k, d_v)")->required();
   sub->add_option("--out", o->out, "Folder for report.json, report.md, report.html, run.json");

@@ -22,7 +22,7 @@
 namespace fc::cli {
 namespace {
 
-struct Options {
+struct FuzzOptions {
   PluginArgs plugin;
   std::string kernel, out, shard, regimes;
   double seconds = 0;
@@ -63,7 +63,7 @@ std::vector<fuzz::Values> parse_regimes(const std::string& list) {
   return out;
 }
 
-int run_fuzz(const Options& o) {
+int run_fuzz(const FuzzOptions& o) {
   if (o.kernel.empty() == o.plugin.path.empty()) throw UsageError("fuzz needs --kernel NAME or --plugin PATH");
   if (o.seconds <= 0 && o.cases == 0) throw UsageError("fuzz needs --seconds T or --cases N");
   std::unique_ptr<plugin::Subject> subject;  // a plugin runs in its worker process
@@ -120,7 +120,7 @@ int run_fuzz(const Options& o) {
 
 Run setup_fuzz(CLI::App& app) {
   auto* sub = app.add_subcommand("fuzz", "Random extreme-range cases on one kernel against the certified reference");
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<FuzzOptions>();
   CLI::Option* kernel = sub->add_option("--kernel", o->kernel, "kernel name (see `flashcheck kernels`)");
   kernel->excludes(add_plugin_options(sub, o->plugin, PluginOptions::Run));
   sub->add_option("--seconds", o->seconds, "stop after T seconds")->check(decimal_unsigned());

@@ -16,13 +16,13 @@ namespace fc::cli {
 
 namespace {
 
-struct Options {
+struct MergeOptions {
   std::vector<std::string> shards;
   std::string out = "reports/out", junit;
   bool as_json = false;
 };
 
-int run_merge(const Options& o) {
+int run_merge(const MergeOptions& o) {
   report::check_outputs(o.out, o.junit, o.shards);
   std::vector<nlohmann::json> shards;
   nlohmann::json r;
@@ -51,7 +51,7 @@ int run_merge(const Options& o) {
 
 Run setup_merge(CLI::App& app) {
   auto* sub = app.add_subcommand("merge", "Join the reports of --shard i/n runs into the unsharded report");
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<MergeOptions>();
   sub->add_option("shards", o->shards, "Every shard's report.json")->required();
   sub->add_option("--out", o->out, "Folder for the merged report (default reports/out)");
   sub->add_option("--junit", o->junit, "Also write JUnit XML to FILE");

@@ -19,7 +19,7 @@ namespace fc::cli {
 
 namespace {
 
-struct Options {
+struct ReferenceOptions {
   std::string inputs, out;
   Limits limits;
 };
@@ -43,7 +43,7 @@ void check_range(const std::string& file, const char* name, const std::vector<do
                       x[i]));
 }
 
-int run_reference(const Options& o) {
+int run_reference(const ReferenceOptions& o) {
   io::check_output_path(o.out, {o.inputs});  // before the work: output == input, a FIFO, no folder
   const Inputs in = io::read_inputs(o.inputs);
   const Problem& p = in.p;
@@ -83,7 +83,7 @@ int run_reference(const Options& o) {
 Run setup_reference(CLI::App& app) {
   auto* sub = app.add_subcommand("reference",
                                  "Certified reference o, lse (+ d_q, d_k, d_v) of a safetensors input file, as F64");
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<ReferenceOptions>();
   sub->add_option("--inputs", o->inputs,
                   "Input safetensors: q, k, v (+ d_o, cu_seqlens_q/k, page_table, alibi_slopes); metadata mask, "
                   "scale, window_left, window_right, softcap")

@@ -38,7 +38,8 @@ for mode in $modes; do
     big)
       # Past 2^31 elements of q (and of k, v for some cases): 32-bit offsets overflow there.
       for k in cuda_wgmma cuda_tiled; do
-        step "big_$k" 280 "$fc" fuzz --kernel "$k" --big --cases 3 --rows 48 --out "$work/big_$k"
+        # --seconds starts no case after 200 s; each finished case rewrites fuzz.json.
+        step "big_$k" 330 "$fc" fuzz --kernel "$k" --big --cases 8 --seconds 200 --rows 48 --out "$work/big_$k"
       done
       ;;
     x2)

@@ -31,17 +31,41 @@ BaselineErrors max_abs_of(const std::map<std::string, TensorMetrics>& m) {
   return b;
 }
 
+namespace {
+
+// The sequence of a packed token t and its row in the sequence (varlen: lengths as the case gives).
+std::pair<int64_t, int64_t> sequence_of(const std::vector<int32_t>& lens, int64_t t) {
+  int64_t b = 0;
+  for (; b + 1 < int64_t(lens.size()) && t >= lens[size_t(b)]; ++b) t -= lens[size_t(b)];
+  return {b, t};
+}
+
+}  // namespace
+
 std::string element_label(const CaseSpec& c, const std::string& tensor, int64_t flat) {
   const Problem p = checked_problem(c);
-  const int64_t offset = c.p.n_q - p.n_q;  // checked rows are the last ones
-  if (tensor == "lse") {
-    const int64_t i = flat % p.n_q, h = flat / p.n_q % p.heads_q, b = flat / p.n_q / p.heads_q;
-    return fmt::format("lse[b={},h={},i={}]", b, h, i + offset);
-  }
+  const int64_t offset = c.p.n_q - p.n_q;  // checked rows are the last ones (dense cases only)
   const bool kv = tensor == "d_k" || tensor == "d_v";
-  const int64_t n = kv ? p.n_k : p.n_q, heads = kv ? p.heads_kv : p.heads_q;
-  const int64_t col = flat % p.d, row = flat / p.d % n, h = flat / p.d / n % heads, b = flat / p.d / n / heads;
-  return fmt::format("{}[b={},h={},{}={},c={}]", tensor, b, h, kv ? "j" : "i", kv ? row : row + offset, col);
+  const int64_t width = tensor == "lse" ? 1 : tensor == "o" || tensor == "d_v" ? head_dim_v(p) : p.d;
+  const int64_t heads = kv ? p.heads_kv : p.heads_q;
+  if (p.varlen && tensor == "lse") {  // (heads_q, total_q)
+    const auto [b, i] = sequence_of(c.len_q, flat % p.total_q);
+    return fmt::format("lse[b={},h={},i={}]", b, flat / p.total_q, i);
+  }
+  const int64_t col = flat % width, h = flat / width % heads, row = flat / width / heads;
+  if (kv && is_paged(p))  // (num_pages, page_size, heads_kv, width): a physical page's slot
+    return fmt::format("{}[page={},slot={},h={},c={}]", tensor, row / p.page_size, row % p.page_size, h, col);
+  if (p.varlen) {  // (total, heads, width): the packed token's sequence and row
+    const auto [b, i] = sequence_of(kv ? c.len_k : c.len_q, row);
+    return fmt::format("{}[b={},h={},{}={},c={}]", tensor, b, h, kv ? "j" : "i", i, col);
+  }
+  if (tensor == "lse") {
+    const int64_t i = flat % p.n_q, hq = flat / p.n_q % p.heads_q, b = flat / p.n_q / p.heads_q;
+    return fmt::format("lse[b={},h={},i={}]", b, hq, i + offset);
+  }
+  const int64_t n = kv ? p.n_k : p.n_q;  // (batch, heads, n, width)
+  const int64_t i = flat / width % n, hd = flat / width / n % heads, b = flat / width / n / heads;
+  return fmt::format("{}[b={},h={},{}={},c={}]", tensor, b, hd, kv ? "j" : "i", kv ? i : i + offset, col);
 }
 
 json tensor_json(const CaseSpec& c, const std::string& tensor, const TensorMetrics& m, const BaselineErrors* baseline) {
@@ -107,6 +131,15 @@ json case_json(const CaseSpec& c, uint64_t inputs_hash, double score_max_) {
             {"rows_checked", c.rows == 0 ? c.p.n_q : c.rows},
             {"score_max", num(score_max_)},
             {"inputs_hash", fmt::format("{:016x}", inputs_hash)}};
+  // The variants, present only where the case uses them (a dense case's object is as before).
+  const Problem& p = c.p;
+  if (head_dim_v(p) != p.d) j["d_v"] = head_dim_v(p);
+  if (has_window(p)) j["window"] = {p.window_left, p.window_right};
+  if (p.softcap > 0) j["softcap"] = exact(p.softcap);
+  if (p.alibi) j["alibi"] = true;
+  if (p.varlen) j["varlen"] = {{"len_q", c.len_q}, {"len_k", c.len_k}};
+  if (is_paged(p)) j["paged"] = {{"page_size", p.page_size}, {"num_pages", p.num_pages}};
+  if (!c.layout.empty()) j["layout"] = c.layout;
   return j;
 }
 

@@ -120,6 +120,10 @@ json compare_report(const CompareOptions& o, const Inputs& in) {
   c.regime = "file";
   c.p = in.p;
   c.backward = got.has_grads();
+  for (int64_t b = 0; in.p.varlen && b < in.p.batch; ++b) {  // element labels name the sequence
+    c.len_q.push_back(int32_t(in.cu_seqlens_q.get(b + 1) - in.cu_seqlens_q.get(b)));
+    c.len_k.push_back(int32_t(in.cu_seqlens_k.get(b + 1) - in.cu_seqlens_k.get(b)));
+  }
   // The same-precision baseline on the same inputs, for the ratios.
   const Subject base = baseline_subject();
   const CellRun base_run = run_cell(c, checked, checked, want, base, false);

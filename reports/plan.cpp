@@ -8,6 +8,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "reports/variant_plan.hpp"
+
 namespace fc::report {
 
 namespace {
@@ -19,8 +21,11 @@ constexpr int32_t kCpuMaxN = 4096;
 // O(n_k d) each, so long cases check the last rows (those that see the most keys under a mask).
 constexpr int32_t kLongRows = 1024;
 
-const std::vector<std::string> kRegimes = {"normal", "outliers", "scores", "causal_top_left", "causal_bottom_right",
-                                           "gqa"};
+std::vector<std::string> all_regimes() {
+  std::vector<std::string> r = {"normal", "outliers", "scores", "causal_top_left", "causal_bottom_right", "gqa"};
+  for (const std::string& v : variant_regime_names()) r.push_back(v);
+  return r;
+}
 
 std::string shape_name(int32_t n_q, int32_t n_k) {
   return n_q == n_k ? fmt::format("n{}", n_q) : fmt::format("q{}k{}", n_q, n_k);
@@ -70,6 +75,7 @@ std::vector<CaseSpec> cases_of(DType t, bool quick, bool gpu) {
   }
   b.add("gqa", 8, 2, quick ? 64 : 256, quick ? 64 : 256, 128, M::None);
   if (gpu && !quick) b.add("gqa", 8, 2, 1024, 1024, 128, M::CausalBottomRight).gpu_only = true;
+  for (CaseSpec& c : variant_cases(t, quick)) b.out.push_back(std::move(c));
   return b.out;
 }
 
@@ -88,7 +94,16 @@ uint64_t splitmix64(uint64_t x) {
 
 }  // namespace
 
-const std::vector<std::string>& regime_names() { return kRegimes; }
+const std::vector<std::string>& regime_names() {
+  static const std::vector<std::string> names = all_regimes();
+  return names;
+}
+
+Variants case_variants(const CaseSpec& c) {
+  Variants v = variants_of(c.p);
+  v.strides = !c.layout.empty();
+  return v;
+}
 
 std::vector<CaseSpec> audit_plan(const PlanOptions& o) {
   std::vector<CaseSpec> plan;
@@ -156,28 +171,38 @@ Inputs make_inputs(const CaseSpec& c, uint64_t seed) {
   };
   Inputs in;
   in.p = c.p;
-  in.q = HostTensor(c.p.dtype, shape_q(c.p));   // (batch, heads_q, n_q, d)
-  in.k = HostTensor(c.p.dtype, shape_kv(c.p));  // (batch, heads_kv, n_k, d)
-  in.v = HostTensor(c.p.dtype, shape_kv(c.p));  // (batch, heads_kv, n_k, d)
+  add_structure(c, in);                         // varlen offsets, page table, ALiBi slopes
+  in.q = HostTensor(c.p.dtype, shape_q(c.p));   // (batch, heads_q, n_q, d); varlen (total_q, heads_q, d)
+  in.k = HostTensor(c.p.dtype, shape_kv(c.p));  // (batch, heads_kv, n_k, d); varlen, paged: shape_kv
+  in.v = HostTensor(c.p.dtype, shape_v(c.p));   // as k, with d_v
   fill(in.q, c.sigma, c.outliers);
   fill(in.k, c.sigma, c.outliers);
   fill(in.v, 1.0, c.outliers, c.positive_v);
   if (c.backward) {
-    in.d_o = HostTensor(c.p.dtype, shape_q(c.p));  // (batch, heads_q, n_q, d)
+    in.d_o = HostTensor(c.p.dtype, shape_o(c.p));  // as q, with d_v
     fill(in.d_o, 1.0, false);
   }
+  finish_layout(c, in);  // unread page slots, strides
   return in;
 }
 
 uint64_t inputs_hash(const Inputs& in) {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (const HostTensor* t : {&in.q, &in.k, &in.v, &in.d_o}) h = fnv1a(t->bytes.data(), t->bytes.size(), h);
+  // The variants' data too (empty for dense inputs, which hash as q, k, v, d_o alone).
+  for (const HostTensor* t :
+       {&in.q, &in.k, &in.v, &in.d_o, &in.cu_seqlens_q, &in.cu_seqlens_k, &in.page_table, &in.alibi_slopes})
+    h = fnv1a(t->bytes.data(), t->bytes.size(), h);
   return h;
 }
 
 double case_cost(const CaseSpec& c) {
   const Problem p = checked_problem(c);
-  return double(p.batch) * p.heads_q * p.n_q * double(p.n_k) * p.d * (c.backward ? 3.5 : 1.0);
+  double pairs = double(p.batch) * p.n_q * double(p.n_k);  // (query, key) pairs per head
+  if (p.varlen) {                                          // each sequence its own
+    pairs = 0;
+    for (size_t b = 0; b < c.len_q.size(); ++b) pairs += double(c.len_q[b]) * c.len_k[b];
+  }
+  return pairs * p.heads_q * p.d * (c.backward ? 3.5 : 1.0);
 }
 
 std::vector<size_t> shard_cases(const std::vector<CaseSpec>& plan, int index, int count) {

@@ -8,22 +8,30 @@
 #include <string>
 #include <vector>
 
+#include "kernels/registry.hpp"
 #include "kernels/tensor.hpp"
 
 namespace fc::report {
 
 struct CaseSpec {
-  int32_t seq = 0;     // position in the plan: the order of cases in a report, merged or not
-  std::string id;      // "<dtype>/<regime>/<shape>", unique in the catalogue
-  std::string regime;  // normal | outliers | scores | causal_top_left | causal_bottom_right | gqa
-  Problem p;
-  double sigma = 1;         // q, k ~ N(0, sigma^2); v, d_o ~ N(0, 1)
-  bool outliers = false;    // FA3 paper: + N(0, 100) Bernoulli(0.001) on q, k, v
-  bool positive_v = false;  // v ~ |N(0, 1)|: o stays away from 0, so a rounding bias keeps its sign
-  bool backward = false;    // d_o given: gradients audited too
-  int32_t rows = 0;         // 0: every query row checked; R: only the last R rows (forward only)
-  bool gpu_only = false;    // past the CPU kernels' range (N > 4096): run by GPU kernels and plugins
+  int32_t seq = 0;                    // position in the plan: the order of cases in a report, merged or not
+  std::string id;                     // "<dtype>/<regime>/<shape>", unique in the catalogue
+  std::string regime;                 // normal | outliers | scores | causal_top_left | causal_bottom_right | gqa, or a
+                                      // variant: varlen | paged | window | softcap | alibi | d_v | strides
+  Problem p;                          // with the variants' fields (varlen totals, page table size, window, ...)
+  double sigma = 1;                   // q, k ~ N(0, sigma^2); v, d_o ~ N(0, 1)
+  bool outliers = false;              // FA3 paper: + N(0, 100) Bernoulli(0.001) on q, k, v
+  bool positive_v = false;            // v ~ |N(0, 1)|: o stays away from 0, so a rounding bias keeps its sign
+  bool backward = false;              // d_o given: gradients audited too
+  int32_t rows = 0;                   // 0: every query row checked; R: only the last R rows (forward only)
+  bool gpu_only = false;              // past the CPU kernels' range (N > 4096): run by GPU kernels and plugins
+  std::vector<int32_t> len_q, len_k;  // varlen: each sequence's query and key count (p.batch of each)
+  std::string layout;                 // strides: "bshd" (tokens outer, padded rows) or "mixed"; "": compact
 };
+
+// The variants a case uses (its problem's, and strides for a strided layout): a subject that does not
+// declare one of them is never given the case.
+Variants case_variants(const CaseSpec& c);
 
 struct PlanOptions {
   bool quick = false;  // the CI sweep: N <= 256, a few seconds on two cores
@@ -36,7 +44,7 @@ struct PlanOptions {
 std::vector<CaseSpec> audit_plan(const PlanOptions& o);
 // Every case any plan can hold (quick, full, GPU), for `--case ID`; nullopt-like: false when unknown.
 bool find_case(const std::string& id, CaseSpec* out);
-// Every regime name, in plan order.
+// Every regime name, in plan order (the variant regimes last).
 const std::vector<std::string>& regime_names();
 
 // The problem whose rows are the checked rows of c: c.p itself, or its last c.rows query rows as a
@@ -50,10 +58,11 @@ std::vector<double> checked_rows(const CaseSpec& c, const std::vector<double>& f
 
 // Deterministic inputs: values rounded to the case's dtype, d_o when c.backward.
 Inputs make_inputs(const CaseSpec& c, uint64_t seed);
-// FNV-1a 64 over q, k, v (and d_o) bytes: the gate refuses to compare cases whose inputs differ.
+// FNV-1a 64 over the bytes of q, k, v, d_o and the variants' data (offsets, page table, slopes): the gate refuses to compare cases whose inputs differ.
 uint64_t inputs_hash(const Inputs& in);
 
-// Relative cost of a case (proportional to n_q n_k d heads, x3.5 with the backward).
+// Relative cost of a case (proportional to query-key pairs x d x heads, a varlen batch's summed over its
+// sequences; x3.5 with the backward).
 double case_cost(const CaseSpec& c);
 // The cases of shard `index` of `count` (indices into plan): longest-processing-time-first over
 // case_cost, so shards take about equal time; deterministic, and every case in exactly one shard.

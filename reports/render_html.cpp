@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "reports/metrics.hpp"
 #include "reports/render.hpp"
 
@@ -29,13 +31,16 @@ std::string esc(const std::string& s) {
 
 // What the charts need, small enough to embed: cases by id, and per cell the plotted metrics.
 json chart_data(const json& r) {
-  json cases = json::object();
-  for (const json& c : r["cases"])
+  json cases = json::object(), regimes = json::array();  // regimes: in plan order
+  for (const json& c : r["cases"]) {
+    const std::string regime = c.value("regime", "");
+    if (std::find(regimes.begin(), regimes.end(), regime) == regimes.end()) regimes.push_back(regime);
     cases[c["id"].get<std::string>()] = {{"regime", c.value("regime", "")},
                                          {"dtype", c.value("dtype", "")},
                                          {"n_q", c.value("n_q", 0)},
                                          {"n_k", c.value("n_k", 0)},
                                          {"score_max", c.value("score_max", json())}};
+  }
   json cells = json::array();
   for (const json& cell : r["cells"]) {
     json one = {{"kernel", cell["kernel"]}, {"case", cell["case"]}, {"status", cell["status"]}};
@@ -55,8 +60,8 @@ json chart_data(const json& r) {
   json labels = json::array({"0", "1", "2"});
   for (int b = 3; b < kUlpBins - 1; ++b) labels.push_back(fmt::format("≤2^{}", b - 1));
   labels.push_back(fmt::format(">2^{}", kUlpBins - 3));
-  return {
-      {"kind", r["kind"]}, {"cases", cases}, {"cells", cells}, {"ratio_edges", kRatioEdges}, {"ulp_labels", labels}};
+  return {{"kind", r["kind"]},          {"cases", cases},       {"cells", cells},
+          {"ratio_edges", kRatioEdges}, {"ulp_labels", labels}, {"regimes", regimes}};
 }
 
 // JSON inside <script>: "</" would end the element early; "<\/" is the same JSON string.

@@ -31,7 +31,10 @@ Subject subject_of(const Kernel& k, const Config& cfg) {
   // Our CPU kernels compute every query row on its own, so a long case may run on its checked rows.
   s.cut_rows = k.info.device == "cpu" && !k.info.mutant && (k.info.name == "cpu_naive" || k.info.name == "cpu_tiled");
   s.exclusive = k.info.device != "cpu";
-  s.claims = [&k](const CaseSpec& c) { return claims(k, c.p) && !(c.gpu_only && k.info.device == "cpu"); };
+  // A case with a variant the kernel does not declare (strides included) is never sent to it.
+  s.claims = [&k](const CaseSpec& c) {
+    return claims(k, c.p) && covers(k.info.variants, case_variants(c)) && !(c.gpu_only && k.info.device == "cpu");
+  };
   s.run = [&k, cfg](const Inputs& in, bool backward) {
     props::Run r = props::execute(k, in, cfg, backward);
     if (!r.error.empty()) throw std::runtime_error(r.error);
@@ -45,7 +48,9 @@ Subject baseline_subject() {
   const Kernel* k = find_kernel("cpu_naive");
   if (!k) throw std::logic_error("the cpu_naive baseline is not registered");
   Subject s = subject_of(*k, Config{});
-  s.claims = [k](const CaseSpec& c) { return claims(*k, checked_problem(c)); };  // it runs on the checked rows
+  s.claims = [k](const CaseSpec& c) {  // it runs on the checked rows
+    return claims(*k, checked_problem(c)) && covers(k->info.variants, case_variants(c));
+  };
   return s;
 }
 

@@ -122,6 +122,7 @@ prefix=$(catch2_v3_prefix)
 CMAKE_PREFIX_PATH=$prefix${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH} \
   cmake --preset asan-ubsan >/dev/null
 cmake --build --preset asan-ubsan -j "$jobs"
-# Labels `long` (the 20-seed runs) and `tooling` stay with the main build (the asan-ubsan test preset
-# says which tests and why: docs/DECISIONS.md); every other CPU test runs here too.
+# Labels `long` (the 20-seed runs), `tooling` and `mutants` (the kill matrix) stay with the main build
+# (the asan-ubsan test preset says which tests and why: docs/DECISIONS.md); every other CPU test runs
+# here too.
 ctest --preset asan-ubsan -j "$jobs"

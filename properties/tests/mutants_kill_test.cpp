@@ -32,7 +32,7 @@ bool kills(const std::string& law, const std::string& kernel) {
 
 }  // namespace
 
-TEST_CASE("check kills every mutant within the default budget", "[cpu]") {
+TEST_CASE("check kills every mutant within the default budget", "[cpu][mutants]") {
   const fc::props::RunOptions opt;  // the defaults of `flashcheck check`: 100 cases, seed 1
   int mutants = 0;
   for (const fc::Kernel& k : fc::registry()) {
@@ -46,7 +46,7 @@ TEST_CASE("check kills every mutant within the default budget", "[cpu]") {
   CHECK(mutants == kMutants);
 }
 
-TEST_CASE("every law but reference kills a mutant that reference does not", "[cpu]") {
+TEST_CASE("every law but reference kills a mutant that reference does not", "[cpu][mutants]") {
   // One witness per law (the kill matrix, `flashcheck check --kill-matrix`, shows them all).
   const std::map<std::string, std::string> witness = {
       {"extreme", "mutant_exp_early_out"},
@@ -85,7 +85,7 @@ TEST_CASE("every law but reference kills a mutant that reference does not", "[cp
   }
 }
 
-TEST_CASE("check passes the mutants' kernel without its fault", "[cpu]") {
+TEST_CASE("check passes the mutants' kernel without its fault", "[cpu][mutants]") {
   const fc::Kernel clean = fc::mutants::make_faulty_kernel(fc::mutants::Fault::None, "faulty_tiled_none", "no fault");
   fc::props::RunOptions opt;
   for (uint64_t seed : {1, 2, 3}) {

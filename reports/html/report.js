@@ -142,6 +142,32 @@
       Object.assign(s, { extra: { paths: uPlot.paths.bars({ size: [0.8 / Math.max(1, kernels.length), 40] }) } })),
       { y: logy, xlabel: "steps", ylabel: "fraction", xaxis: { values: (u, splits) => splits.map((i) => data.ulp_labels[i] || "") } });
 
+  // The worst measured/bound of each regime (every tensor of every cell), one bar per kernel: the
+  // variants' regimes beside the dense ones. A kernel without a regime's variant has no bar there.
+  g = section("Measured error / bound by regime", "Largest |error| / bound over the regime's cells and tensors (≤ 1 passes); no dot: the kernel does not declare the regime's variant.");
+  const rgx = data.regimes.map((_, i) => i);
+  for (const dt of dtypes) {
+    const series = kernels.map((k) => ({
+      label: k, color: color(k),
+      ys: data.regimes.map((rg) => {
+        let worst = null;
+        for (const [id] of casesOf(dt, rg)) {
+          const cell = cellOf(k, id);
+          if (!cell) continue;
+          for (const t of Object.values(cell.t)) {
+            const y = pos(t.ratio_max);
+            if (y !== null && (worst === null || y > worst)) worst = y;
+          }
+        }
+        return worst;
+      }),
+      extra: { paths: () => null, points: { show: true, size: 10, fill: color(k) } },  // a dot per regime
+    })).filter((s) => s.ys.some((y) => y !== null));
+    chart(g, "regime-" + dt, dt + ": worst error / bound per regime", rgx, series,
+          { x: { range: [-0.5, rgx.length - 0.5] }, y: logy, xlabel: "regime", ylabel: "max error / bound",
+            xaxis: { splits: () => rgx, rotate: -45, size: 125, values: (u, splits) => splits.map((i) => data.regimes[i] || "") } });
+  }
+
   // Bias where o keeps its sign if the sweep has such a regime (the accumulation audit's positive_v),
   // else in the normal regime.
   const biasRegime = Object.values(data.cases).some((c) => c.regime === "positive_v") ? "positive_v" : "normal";

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -186,12 +187,17 @@ TEST_CASE("audit, gate and merge refuse bad usage with exit 2 and one line", "[c
 
 TEST_CASE("audit --plugin audits a plugin like a registry kernel, replay lines included", "[cpu]") {
   const std::string dir = scratch_dir("audit_plugin");
-  const std::vector<std::string> sweep = {"audit", "--quick", "--dtype", "F32", "--regime", "normal,causal_top_left"};
+  // varlen and window: variants the example plugin declines, so it gets no such cell; d_v it declares.
+  const std::vector<std::string> sweep = {"audit", "--quick",  "--dtype",
+                                          "F32",   "--regime", "normal,causal_top_left,varlen,window,d_v"};
   const RunResult ok = run_flashcheck(with(sweep, {"--plugin", PLUGIN_OK, "--out", dir + "/ok"}), 300);
   CAPTURE(ok.out, ok.err);
   CHECK(ok.code == 0);
   const json r = json::parse(slurp(dir + "/ok/report.json"));
   REQUIRE_FALSE(r["cells"].empty());
+  std::set<std::string> regimes;
+  for (const json& c : r["cases"]) regimes.insert(c["regime"].get<std::string>());
+  CHECK(regimes == std::set<std::string>{"normal", "causal_top_left", "d_v"});
   for (const json& cell : r["cells"]) {
     CHECK(cell["kernel"] == "example_cpu_none");
     CHECK(cell["device"] == "plugin");
@@ -238,5 +244,76 @@ TEST_CASE("audit --accumulation reports the variants, and --save-case writes a c
   const std::string saved = dir + "/case.safetensors";
   REQUIRE(run_flashcheck({"audit", "--case", "F16/normal/n64", "--save-case", saved}).code == 0);
   CHECK(std::filesystem::file_size(saved) > 4 * 2 * 64 * 64 * 2);  // q k v d_o, 2 heads of 64 x 64 fp16
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// Runs a cell's replay line (into dir) and returns the replayed report's one cell; code: its exit status.
+json replay_cell(const std::string& replay, const std::string& dir, int* code) {
+  std::vector<std::string> args;
+  std::istringstream words(replay.substr(std::string("flashcheck ").size()));
+  for (std::string w; words >> w;) args.push_back(w);
+  args.insert(args.end(), {"--out", dir});
+  *code = run_flashcheck(args, 60).code;
+  const json again = json::parse(slurp(dir + "/report.json"));
+  REQUIRE(again["cells"].size() == 1);
+  return again["cells"][0];
+}
+
+}  // namespace
+
+TEST_CASE("variant cells carry every metric, only for kernels that declare the variant, and replay", "[cpu]") {
+  const std::string dir = scratch_dir("audit_variants");
+  // cpu_tiled declares every variant; the mutant measures the window from the other alignment's row.
+  const RunResult r =
+      run_flashcheck({"audit", "--quick", "--dtype", "F32", "--regime", "normal,window,paged,strides", "--kernel",
+                      "cpu_tiled", "--kernel", "mutant_window_other_alignment", "--out", dir + "/a"},
+                     120);
+  CAPTURE(r.out, r.err);
+  CHECK(r.code == 1);
+  const json rep = json::parse(slurp(dir + "/a/report.json"));
+  std::map<std::string, std::string> regime;
+  for (const json& c : rep["cases"]) regime[c["id"]] = c["regime"];
+  const json* normal = nullptr;
+  for (const json& cell : rep["cells"])
+    if (cell["kernel"] == "cpu_tiled" && regime[cell["case"]] == "normal") normal = &cell;
+  REQUIRE(normal);
+  std::set<std::string> seen;
+  std::string failed, failed_case, paged;
+  for (const json& cell : rep["cells"]) {
+    const std::string rg = regime[cell["case"]];
+    CAPTURE(cell["case"], cell["kernel"]);
+    seen.insert(rg);
+    if (cell["kernel"] == "cpu_tiled" && rg != "normal") {
+      CHECK(cell["status"] == "pass");
+      // The same tensors and, in each, the same metrics as a dense cell's (both passing).
+      REQUIRE(cell["tensors"].size() == (*normal)["tensors"].size());
+      for (const auto& [name, m] : (*normal)["tensors"].items()) {
+        std::set<std::string> want, got;
+        for (const auto& [k, v] : m.items()) want.insert(k);
+        for (const auto& [k, v] : cell["tensors"][name].items()) got.insert(k);
+        CHECK(got == want);
+      }
+      if (rg == "paged") paged = cell["replay"];
+    }
+    if (cell["kernel"] != "cpu_tiled" && cell["status"] == "fail" && rg == "window")
+      failed = cell["replay"], failed_case = cell["case"];
+  }
+  CHECK(seen == std::set<std::string>{"normal", "window", "paged", "strides"});
+  // The paged case as a replay line: the same cell, number for number.
+  REQUIRE_FALSE(paged.empty());
+  int code = -1;
+  json again = replay_cell(paged, dir + "/paged", &code);
+  CHECK(code == 0);
+  for (const json& cell : rep["cells"])
+    if (cell["replay"] == paged) CHECK(again["tensors"] == cell["tensors"]);
+  // The mutant's failing window cell, replayed, fails with the same numbers.
+  REQUIRE_FALSE(failed.empty());
+  CHECK(failed == "flashcheck audit --kernel mutant_window_other_alignment --case " + failed_case + " --seed 1");
+  again = replay_cell(failed, dir + "/window", &code);
+  CHECK(code == 1);
+  for (const json& cell : rep["cells"])
+    if (cell["replay"] == failed) CHECK(again["tensors"] == cell["tensors"]);
   std::filesystem::remove_all(dir);
 }

@@ -137,9 +137,9 @@ int main(int argc, char** argv) {
       fail("chart " + name + " not drawn (drawn=" + a["drawn"] + " series=" + a["series"] + " ink=" + a["ink"] + ")");
     kinds.insert(std::regex_replace(name, std::regex("-(F16|BF16|F32)$"), ""));
   }
-  const std::set<std::string> expected = {"error-vs-n", "error-vs-score", "ratio", "ulp", "bias-vs-n"};
-  if (kinds != expected || charts != 10)
-    fail("expected the five charts for each of two dtypes, found " + std::to_string(charts));
+  const std::set<std::string> expected = {"error-vs-n", "error-vs-score", "ratio", "ulp", "regime", "bias-vs-n"};
+  if (kinds != expected || charts != 12)
+    fail("expected the six charts for each of two dtypes, found " + std::to_string(charts));
   size_t uplots = 0, canvases = 0;
   for (size_t p = 0; (p = dom.find("class=\"uplot", p)) != std::string::npos; ++p) ++uplots;
   for (size_t p = 0; (p = dom.find("<canvas", p)) != std::string::npos; ++p) ++canvases;
