@@ -17,21 +17,22 @@ separately is each dtype, head dim pair and bucket; FC_FLEX_DTYPES and FC_FLEX_H
 (comma-separated) narrow them to bound that cost.
 """
 import os
+import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import flex_attention as _flex
 
 import flashcheck
-from shape_buckets import floor_from_env, padded_shape
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:  # shape_buckets.py lies beside this file, also when it is loaded as FILE.py:NAME
+    sys.path.append(_HERE)
+from shape_buckets import floor_from_env, padded_shape  # noqa: E402
 
 for _limit in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
     if hasattr(torch._dynamo.config, _limit):  # never fall back to eager after many shapes
         setattr(torch._dynamo.config, _limit, max(getattr(torch._dynamo.config, _limit), 1024))
-try:  # equal sizes sharing one symbol would be a guard (batch == heads) and a recompile when they differ
-    torch.fx.experimental._config.use_duck_shape = False
-except AttributeError:
-    pass
 _compiled = torch.compile(_flex.flex_attention, dynamic=True)
 _FLOOR = floor_from_env()
 
