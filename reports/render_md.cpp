@@ -104,6 +104,48 @@ std::string by_n_tables(const json& r) {
   return md;
 }
 
+// The audit's per-regime table: for each regime (plan order) and kernel, passing cells over cells
+// and the worst measured/bound over their tensors; "—" where the kernel has no cell (a variant it
+// does not declare).
+std::string by_regime_table(const json& r) {
+  std::vector<std::string> regimes, kernels;
+  std::map<std::string, std::string> regime_of;  // case id -> regime
+  for (const json& c : r["cases"]) {
+    regime_of[c["id"]] = c["regime"];
+    if (std::find(regimes.begin(), regimes.end(), c["regime"]) == regimes.end()) regimes.push_back(c["regime"]);
+  }
+  for (const json& cell : r["cells"])
+    if (std::find(kernels.begin(), kernels.end(), cell["kernel"]) == kernels.end()) kernels.push_back(cell["kernel"]);
+  std::string md =
+      "\n### By regime\n\nPassing cells / cells, and the worst err/bound over every tensor (— : no cell).\n\n| regime "
+      "|";
+  for (const std::string& k : kernels) md += " " + k + " |";
+  md += "\n|---|";
+  for (size_t i = 0; i < kernels.size(); ++i) md += "--:|";
+  md += "\n";
+  for (const std::string& rg : regimes) {
+    md += "| " + rg + " |";
+    for (const std::string& k : kernels) {
+      int64_t cells = 0, pass = 0;
+      double worst = -1;
+      json worst_v;
+      for (const json& cell : r["cells"]) {
+        if (cell["kernel"] != k || regime_of[cell["case"].get<std::string>()] != rg) continue;
+        ++cells, pass += cell["status"] == "pass";
+        if (!cell.contains("tensors")) continue;
+        for (const auto& [name, t] : cell["tensors"].items()) {
+          if (!t.contains("ratio")) continue;
+          const double v = to_double(t["ratio"]["max"], "ratio");
+          if (v != v || v > worst) worst = v != v ? INFINITY : v, worst_v = t["ratio"]["max"];
+        }
+      }
+      md += cells == 0 ? " — |" : fmt::format(" {}/{}, {} |", pass, cells, short_num(worst_v));
+    }
+    md += "\n";
+  }
+  return md;
+}
+
 }  // namespace
 
 std::string render_markdown(const json& r, bool every_cell) {
@@ -143,6 +185,7 @@ std::string render_markdown(const json& r, bool every_cell) {
   }
   if (r["kind"] == "accumulation") md += "\n### Error and bias vs N\n" + by_n_tables(r);
   if (!every_cell) return md;
+  if (r["kind"] == "audit" && !r["cells"].empty()) md += by_regime_table(r);
   md +=
       "\n<details><summary>Every cell</summary>\n\n| case | kernel | status | o err/bound | o RMSE | o max scaled | "
       "lse err/bound | d_q | d_k | d_v | o ULP p99 | o bias/RMSE "
