@@ -197,7 +197,12 @@ uint64_t inputs_hash(const Inputs& in) {
 
 double case_cost(const CaseSpec& c) {
   const Problem p = checked_problem(c);
-  return double(p.batch) * p.heads_q * p.n_q * double(p.n_k) * p.d * (c.backward ? 3.5 : 1.0);
+  double pairs = double(p.batch) * p.n_q * double(p.n_k);  // (query, key) pairs per head
+  if (p.varlen) {                                          // each sequence its own
+    pairs = 0;
+    for (size_t b = 0; b < c.len_q.size(); ++b) pairs += double(c.len_q[b]) * c.len_k[b];
+  }
+  return pairs * p.heads_q * p.d * (c.backward ? 3.5 : 1.0);
 }
 
 std::vector<size_t> shard_cases(const std::vector<CaseSpec>& plan, int index, int count) {

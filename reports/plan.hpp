@@ -61,7 +61,8 @@ Inputs make_inputs(const CaseSpec& c, uint64_t seed);
 // FNV-1a 64 over the bytes of q, k, v, d_o and the variants' data (offsets, page table, slopes): the gate refuses to compare cases whose inputs differ.
 uint64_t inputs_hash(const Inputs& in);
 
-// Relative cost of a case (proportional to n_q n_k d heads, x3.5 with the backward).
+// Relative cost of a case (proportional to query-key pairs x d x heads, a varlen batch's summed over its
+// sequences; x3.5 with the backward).
 double case_cost(const CaseSpec& c);
 // The cases of shard `index` of `count` (indices into plan): longest-processing-time-first over
 // case_cost, so shards take about equal time; deterministic, and every case in exactly one shard.

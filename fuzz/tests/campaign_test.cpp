@@ -1,10 +1,12 @@
 // The campaign: packed batches judge exactly as cases one by one would, shards merge into the
 // unsharded report, and a failing case is saved as a regression case whose replay fails the same way.
 #include "tests/catch.hpp"
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 #include <unistd.h>
 
+#include "fuzz/big_fill.hpp"
 #include "fuzz/campaign.hpp"
 #include "properties/laws.hpp"
 #include "reports/merge.hpp"
@@ -93,6 +95,23 @@ TEST_CASE("every fuzz finding replays clean on the kernel it was found on", "[cp
     ++replayed;
   }
   CHECK(replayed > 0);
+}
+
+TEST_CASE("fuzz --big fills tensors with the per-element path's values, bit for bit", "[cpu]") {
+  // Three 2^20-element streams and a partial one; magnitudes whose grid is exact in F16 and F32 but
+  // rounds in BF16 (11 significant bits), and one that leaves F16's normal range.
+  for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64})
+    for (double magnitude : {std::ldexp(1.0, -2), 4.0, std::ldexp(1.0, 6), 3e-4}) {
+      HostTensor fast(t, {3 * (int64_t(1) << 20) + 4097}), slow = fast;
+      fuzz::fill_grid(fast, 11, magnitude, 2);
+      fuzz::fill_grid_per_element(slow, 11, magnitude, 2);
+      CAPTURE(dtype_name(t), magnitude);
+      CHECK(fast.bytes == slow.bytes);
+    }
+  HostTensor a(DType::F16, {5000}), b = a;  // another seed gives other values
+  fuzz::fill_grid(a, 1, 1, 1);
+  fuzz::fill_grid(b, 2, 1, 1);
+  CHECK(a.bytes != b.bytes);
 }
 
 TEST_CASE("fuzz --big checks sampled rows against the certified oracle run on each row alone", "[cpu]") {
