@@ -114,6 +114,22 @@ TEST_CASE("fuzz --big fills tensors with the per-element path's values, bit for 
   CHECK(a.bytes != b.bytes);
 }
 
+TEST_CASE("fuzz --big hands the report to the checkpoint after every case", "[cpu]") {
+  fuzz::CampaignOptions o;
+  o.big = true, o.big_max_n = 100, o.big_max_elements = 20000, o.cases = 3, o.big_rows = 4, o.threads = 2;
+  std::vector<json> seen;
+  o.checkpoint = [&](const json& partial) { seen.push_back(partial); };
+  std::ostringstream log;
+  const json r = fuzz::run_campaign(*find_kernel("cpu_tiled"), o, log);
+  REQUIRE(seen.size() == 3);
+  for (size_t x = 0; x < seen.size(); ++x) {
+    CHECK(seen[x]["batches"].size() == x + 1);
+    CHECK(seen[x].contains("verdict"));  // finalized: a stopped run's fuzz.json is a whole report
+  }
+  CHECK(seen.back() == r);
+  CHECK(log.str().find("inputs allocated and filled") != std::string::npos);
+}
+
 TEST_CASE("fuzz --big checks sampled rows against the certified oracle run on each row alone", "[cpu]") {
   fuzz::CampaignOptions o;
   o.big = true, o.big_max_n = 200, o.big_max_elements = 60000, o.cases = 2, o.big_rows = 12, o.threads = 2;
@@ -121,6 +137,9 @@ TEST_CASE("fuzz --big checks sampled rows against the certified oracle run on ea
   const json good = fuzz::run_campaign(*find_kernel("cpu_tiled"), o, log);
   CHECK(good["verdict"]["status"] == "pass");
   CHECK(good["summary"]["checks"]["reference_row"] == 24);
+  for (const json& item : good["batches"])  // k and v never hold more elements than q
+    CHECK(item["heads_kv"].get<int64_t>() * item["n_k"].get<int64_t>() <=
+          item["heads_q"].get<int64_t>() * item["n_q"].get<int64_t>());
   const json bad = fuzz::run_campaign(*find_kernel("mutant_no_o_rescale"), o, log);
   CHECK(bad["verdict"]["status"] == "fail");
   REQUIRE(bad["failures"].size() > 0);
