@@ -6,8 +6,11 @@ GPU) as one, rendered by audit_summary.py.
 """
 import json
 import os
+import shutil
 
 import audit_summary
+
+LANE_FILES = ("kernels", "check", "regressions")  # what reports/h200/external keeps of a run (logs stay out)
 
 
 def merge_law_runs(parts, order):
@@ -56,7 +59,8 @@ def merge_results(datas):
 
 def main(argv=None):
     """python3 audit_summary.py --out DIR LANE/results.json...: the lanes merged into DIR/results.json and
-    DIR/summary.md (DIR/device.txt: the lanes' device.txt lines, each once)."""
+    DIR/summary.md, with the lanes' kernels/, check/ and regressions/ copied into DIR (DIR/device.txt: the
+    lanes' device.txt lines, each once)."""
     import argparse
 
     ap = argparse.ArgumentParser(description=main.__doc__.split(":")[0])
@@ -69,6 +73,11 @@ def main(argv=None):
             datas.append(json.load(f))
     data = merge_results(datas)
     os.makedirs(a.out, exist_ok=True)
+    for path in a.results:  # the lanes' per-kernel files (distinct names) beside the merged summary
+        lane = os.path.dirname(os.path.abspath(path))
+        for sub in LANE_FILES:
+            if os.path.isdir(os.path.join(lane, sub)) and lane != os.path.abspath(a.out):
+                shutil.copytree(os.path.join(lane, sub), os.path.join(a.out, sub), dirs_exist_ok=True)
     lines = []
     for path in a.results:
         lines += [x for x in audit_summary._lines(os.path.join(os.path.dirname(path), "device.txt")) if x not in lines]

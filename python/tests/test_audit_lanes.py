@@ -81,6 +81,8 @@ def test_two_lanes_merge_into_one_summary(tmp_path):
         d.mkdir()
         (d / "results.json").write_text(audit_merge.json.dumps(data))
         (d / "device.txt").write_text("NVIDIA H200\n")
+        (d / "kernels").mkdir()
+        (d / "kernels" / (data["kernels"][0]["name"] + ".json")).write_text("{}")
     out = tmp_path / "merged"
     assert audit_merge.main(["--out", str(out), str(a / "results.json"), str(b / "results.json")]) == 0
     merged = audit_merge.json.loads((out / "results.json").read_text())
@@ -88,5 +90,6 @@ def test_two_lanes_merge_into_one_summary(tmp_path):
     assert merged["seconds"] == 450.0 and merged["baseline"] == "cuda_wgmma" and merged["lanes"] == 2
     summary = (out / "summary.md").read_text()
     assert "| jax_xla (jax_xla) |" in summary and "NVIDIA H200" in summary
+    assert sorted(os.listdir(out / "kernels")) == ["cuda_wgmma.json", "jax_xla.json"]
     with pytest.raises(ValueError):
         audit_merge.merge_results([_lane(["flex"], 1.0), _lane(["flex"], 2.0)])
