@@ -12,6 +12,42 @@
 
 namespace fc::cpu {
 
+// The query heads of one (sequence b, kv head hk) gathered once: q, k, v widened, d_o, the forward's
+// lse, and D_i = d_o_i·o_i accumulated in A.
+template <class A>
+struct GroupRows {
+  std::vector<Soft<A>> D;                  // (group, n_q)
+  std::vector<WideHead<A>> wide;           // (group) the gathered heads
+  std::vector<std::vector<A>> d_o_h;       // (group) each (n_q, d_v)
+  std::vector<std::vector<double>> lse_h;  // (group) each (n_q)
+};
+
+template <class T, class A>
+GroupRows<A> gather_group(const Inputs& in, const Outputs& fwd, int64_t b, int64_t hk) {
+  using L = Soft<A>;
+  const Problem& p = in.p;
+  const Seqs seqs = in.seqs();
+  const int64_t dv = head_dim_v(p), n_q = seq_n_q(p, seqs, b);
+  const int64_t group = p.heads_q / p.heads_kv;  // query heads per kv head
+  GroupRows<A> gr;
+  gr.D.resize(size_t(group * n_q));
+  for (int64_t g = 0; g < group; ++g) {
+    const int64_t h = hk * group + g;
+    auto rows = [&](int64_t i) { return q_row(p, seqs, b, h, i); };
+    gr.wide.push_back(widen_head<A, T>(in, b, h));
+    gr.d_o_h.push_back(gather_rows<A, T>(in.d_o, n_q, dv, rows));
+    const std::vector<A> o_h = gather_rows<A, T>(fwd.o, n_q, dv, rows);  // (n_q, d_v)
+    gr.lse_h.emplace_back(size_t(n_q));
+    for (int64_t i = 0; i < n_q; ++i) {
+      A acc = A(0.0f);
+      for (int64_t c = 0; c < dv; ++c) acc = mac<A>(acc, gr.d_o_h[g][size_t(i * dv + c)], o_h[size_t(i * dv + c)]);
+      gr.D[size_t(g * n_q + i)] = cvt<L>(acc);
+      gr.lse_h[g][size_t(i)] = fwd.lse.get(lse_index(p, seqs, b, h, i));
+    }
+  }
+  return gr;
+}
+
 // One (sequence b, kv head hk): its group of query heads against its keys.
 template <class T, class A>
 void tiled_backward_group(const Inputs& in, const Tiling& t, const Outputs& fwd, int64_t b, int64_t hk, HostTensor& d_q,
@@ -23,33 +59,16 @@ void tiled_backward_group(const Inputs& in, const Tiling& t, const Outputs& fwd,
   const int64_t d = p.d, dv = head_dim_v(p), n_q = seq_n_q(p, seqs, b), n_k = seq_n_k(p, seqs, b);
   const int64_t group = p.heads_q / p.heads_kv;  // query heads per kv head
   const L scale = L(p.scale);
-  // D_i = d_o_i·o_i for every query row of the group, accumulated in A.
-  std::vector<L> D(size_t(group * n_q));                    // (group, n_q)
-  std::vector<A> dq_acc(size_t(group * n_q * d), A(0.0f));  // (group, n_q, d)
-  std::vector<WideHead<A>> wide;                            // (group) the gathered heads
-  std::vector<std::vector<A>> d_o_h;                        // (group) each (n_q, d_v)
-  std::vector<std::vector<double>> lse_h;                   // (group) each (n_q)
-  for (int64_t g = 0; g < group; ++g) {
-    const int64_t h = hk * group + g;
-    auto rows = [&](int64_t i) { return q_row(p, seqs, b, h, i); };
-    wide.push_back(widen_head<A, T>(in, b, h));
-    d_o_h.push_back(gather_rows<A, T>(in.d_o, n_q, dv, rows));
-    const std::vector<A> o_h = gather_rows<A, T>(fwd.o, n_q, dv, rows);  // (n_q, d_v)
-    lse_h.emplace_back(size_t(n_q));
-    for (int64_t i = 0; i < n_q; ++i) {
-      A acc = A(0.0f);
-      for (int64_t c = 0; c < dv; ++c) acc = mac<A>(acc, d_o_h[g][size_t(i * dv + c)], o_h[size_t(i * dv + c)]);
-      D[size_t(g * n_q + i)] = cvt<L>(acc);
-      lse_h[g][size_t(i)] = fwd.lse.get(lse_index(p, seqs, b, h, i));
-    }
-  }
+  const GroupRows<A> gr = gather_group<T, A>(in, fwd, b, hk);
+  const std::vector<L>& D = gr.D;                                                  // (group, n_q)
+  std::vector<A> dq_acc(size_t(group * n_q * d), A(0.0f));                         // (group, n_q, d)
   std::vector<L> dk_row(static_cast<size_t>(d)), dv_row(static_cast<size_t>(dv));  // (d), (d_v) one finished key row
   for (int64_t j0 = 0; j0 < n_k; j0 += t.block_n) {
     const int64_t j1 = std::min<int64_t>(j0 + t.block_n, n_k);
     std::vector<A> dk_acc(size_t((j1 - j0) * d), A(0.0f));   // (kBlockN, d)
     std::vector<A> dv_acc(size_t((j1 - j0) * dv), A(0.0f));  // (kBlockN, d_v)
     for (int64_t g = 0; g < group; ++g) {
-      const Head<A> head = wide[size_t(g)].view();
+      const Head<A> head = gr.wide[size_t(g)].view();
       A* dq_h = dq_acc.data() + g * n_q * d;  // (n_q, d)
       for (int64_t i0 = 0; i0 < n_q; i0 += t.block_m) {
         const int64_t i1 = std::min<int64_t>(i0 + t.block_m, n_q);
@@ -57,9 +76,9 @@ void tiled_backward_group(const Inputs& in, const Tiling& t, const Outputs& fwd,
         for (int64_t i = i0; i < i1; ++i) {
           const KeyRange vis = keys(head, i);
           const int64_t jb = std::max(j0, vis.begin), jv = std::min(j1, vis.end);  // visible keys: [jb, jv)
-          const L lse_i = L(lse_h[size_t(g)][size_t(i)]);
-          const A* q_i = head.q + i * d;                      // (d)
-          const A* d_o_i = d_o_h[size_t(g)].data() + i * dv;  // (d_v)
+          const L lse_i = L(gr.lse_h[size_t(g)][size_t(i)]);
+          const A* q_i = head.q + i * d;                         // (d)
+          const A* d_o_i = gr.d_o_h[size_t(g)].data() + i * dv;  // (d_v)
           for (int64_t j = jb; j < jv; ++j) {
             L tanh_ij = 0;
             const L s_ij = biased<A>(head, i, j, scaled_score<A>(head, i, j), &tanh_ij);
