@@ -12,6 +12,7 @@
 #include <ostream>
 #include <vector>
 
+#include "fuzz/big_fill.hpp"
 #include "fuzz/campaign.hpp"
 #include "fuzz/judge.hpp"
 #include "fuzz/threads.hpp"
@@ -25,16 +26,6 @@ using nlohmann::json;
 using props::Regime;
 
 constexpr double k2to31 = 2147483648.0;
-
-// The case's values: a grid (k/2^s, |k| < 2^11) scaled so that the scores reach `score` at most.
-void fill_big(HostTensor& t, uint64_t seed, double magnitude, int threads) {
-  const int64_t n = t.numel(), chunk = int64_t(1) << 20;
-  on_threads(threads, (n + chunk - 1) / chunk, [&](int64_t c) {
-    ByteSource src(ByteSource::mix(seed ^ uint64_t(c)));
-    for (int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i)
-      t.set(i, magnitude * double(int64_t(src.bits(2) & 0xfff) - 2048) / 2048);
-  });
-}
 
 // One row (b, h, i) of `in` as its own problem: q row i, the visible prefix of its kv head's keys.
 props::Case row_case(const props::Case& c, int64_t b, int32_t h, int64_t i) {
@@ -98,6 +89,9 @@ BigCase draw_big_case(ByteSource& src, const Kernel& k, const CampaignOptions& o
   p.heads_q = cross ? past : int32_t(std::clamp<double>(budget / per_head, 1, 4));
   p.heads_kv = (cross && src.flip() && info.gqa) ? 1 : p.heads_q;
   if (!info.gqa) p.heads_kv = p.heads_q;
+  // k and v hold at most q's element count: with heads_kv = heads_q they cross 2^31 together with q
+  // (n_k = n_q), with one kv head they stay small; longer keys would only add host time and memory.
+  p.n_k = int32_t(std::min<int64_t>(p.n_k, int64_t(p.heads_q) * p.n_q / p.heads_kv));
   p.batch = 1;
   p.scale = default_scale(p.d) * std::ldexp(1.0, int(src.range(-2, 2)));
   big.c.cfg = info.configs.empty() ? Config{} : src.pick(info.configs.data(), info.configs.size());
@@ -152,6 +146,7 @@ json run_big_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& l
   for (uint64_t b = uint64_t(o.shard_index); b < total; b += uint64_t(o.shard_count)) {
     if (o.only_batch >= 0 && b != uint64_t(o.only_batch)) continue;
     if (o.seconds > 0 && elapsed() >= o.seconds) break;
+    double phase = elapsed();
     ByteSource src(ByteSource::mix(o.seed ^ ByteSource::mix(b + 1) ^ 0xb16));
     BigCase big = draw_big_case(src, k, o);
     props::Case& c = big.c;
@@ -163,15 +158,21 @@ json run_big_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& l
       r["batches"].push_back(item);
       continue;
     }
-    fill_big(c.in.q, o.seed ^ b ^ 1, big.q_mag, threads);
-    fill_big(c.in.k, o.seed ^ b ^ 2, big.q_mag, threads);
-    fill_big(c.in.v, o.seed ^ b ^ 3, 4, threads);
-    if (big.bwd) fill_big(c.in.d_o, o.seed ^ b ^ 4, 1, threads);
-    log << fmt::format("  case {}: {} {} h_q={} h_kv={} n_q={} n_k={} d={}{}: {:.3g} elements of q\n", b,
+    log << fmt::format("  case {}: {} {} h_q={} h_kv={} n_q={} n_k={} d={}{}: {:.3g} elements of q, {:.3g} of k\n", b,
                        dtype_name(p.dtype), mask_name(p.mask), p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d,
-                       big.bwd ? " +bwd" : "", double(numel_q(p)));
-    log.flush();
+                       big.bwd ? " +bwd" : "", double(numel_q(p)), double(c.in.k.numel()));
+    auto progress = [&](const char* what) {  // where a big case's time goes, phase by phase
+      log << fmt::format("  case {}: {} ({:.1f} s)\n", b, what, elapsed() - phase);
+      log.flush();
+      phase = elapsed();
+    };
+    fill_grid(c.in.q, o.seed ^ b ^ 1, big.q_mag, threads);
+    fill_grid(c.in.k, o.seed ^ b ^ 2, big.q_mag, threads);
+    fill_grid(c.in.v, o.seed ^ b ^ 3, 4, threads);
+    if (big.bwd) fill_grid(c.in.d_o, o.seed ^ b ^ 4, 1, threads);
+    progress("inputs allocated and filled");
     const props::Run run = props::execute(k, c.in, c.cfg, big.bwd);
+    progress(big.bwd ? "forward and backward ran" : "forward ran");
     const std::vector<int64_t> rows = rows_to_check(p, src, o.big_rows);
     std::vector<std::string> verdicts(rows.size());
     on_threads(threads, int64_t(rows.size()),
@@ -193,7 +194,13 @@ json run_big_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& l
     item["cases"] = 1, item["rows_checked"] = rows.size(), item["failures"] = failed;
     item["checks"] = {{"reference_row", int64_t(rows.size())}};
     r["batches"].push_back(item);
-    log << fmt::format("  case {}: {} rows checked, {} failed ({:.0f} s)\n", b, rows.size(), failed, elapsed());
+    progress(fmt::format("{} rows checked, {} failed", rows.size(), failed).c_str());
+    log << fmt::format("  case {}: done at {:.1f} s\n", b, elapsed());
+    if (o.checkpoint) {  // a run stopped during a later case still leaves the cases finished so far
+      json partial = r;
+      finalize_fuzz_report(partial);
+      o.checkpoint(partial);
+    }
   }
   finalize_fuzz_report(r);
   log << fmt::format("flashcheck fuzz --big: {} cases, {} failed, {:.1f} s\n", cases, failures, elapsed());

@@ -6,6 +6,8 @@
 #   bash fuzz/h200.sh [small] [big] [x2]        (default: small big; x2 needs the 2-GPU machine)
 #   FUZZ_SECONDS=T sets each small-shape campaign's length (default 60).
 #   X2_CASES=N sets the x2 job array's case count (default 262144).
+#   BIG_KERNELS="K ..." and BIG_SECONDS=T: the big mode's kernels (default cuda_wgmma cuda_tiled) and
+#   the time after which it starts no case (default 200; each kernel's step is killed at T + 130 s).
 # Everything lands in $OUT/fuzz.tar.gz (reports, failing cases, logs) plus $OUT/fuzz_summary.txt.
 set -uo pipefail
 source "$(dirname "$0")/../bench/device_env.sh"  # root, out, .carry/ unpacked, LD_LIBRARY_PATH
@@ -37,8 +39,10 @@ for mode in $modes; do
       ;;
     big)
       # Past 2^31 elements of q (and of k, v for some cases): 32-bit offsets overflow there.
-      for k in cuda_wgmma cuda_tiled; do
-        step "big_$k" 280 "$fc" fuzz --kernel "$k" --big --cases 3 --rows 48 --out "$work/big_$k"
+      # --seconds starts no case after BIG_SECONDS; each finished case rewrites fuzz.json.
+      for k in ${BIG_KERNELS:-cuda_wgmma cuda_tiled}; do
+        step "big_$k" $((${BIG_SECONDS:-200} + 130)) "$fc" fuzz --kernel "$k" --big --cases 8 \
+          --seconds "${BIG_SECONDS:-200}" --rows 48 --out "$work/big_$k"
       done
       ;;
     x2)

@@ -74,6 +74,75 @@ void for_rows(const Problem& p, const std::function<void(int64_t, int64_t)>& fn)
   ref::parallel_rows(rows, 16, fn);
 }
 
+// One row's weights as forward_unshared bounds them (ERROR_MODEL.md, "Differential bounds").
+struct RowWeights {
+  double m = -kInf, M = 0, e_s = 0;  // the row max, the largest |s|, the scores' error envelope
+  double own_max = 0, l_dev = 0;     // the largest own deviation delta_j, l's deviation from them
+};
+
+// The row's score envelope, then this run's own error in each weight (relative, e^(+-delta_j)) into
+// delta and the weights it may hold, relative to the exact P, into w.
+RowWeights row_weights(const RunModel& r, const Problem& p, Shared shared, double lse, int64_t n_v,
+                       const std::vector<double>& s, const std::vector<double>& a, std::vector<double>& delta,
+                       std::vector<double>& w) {
+  RowWeights rw;
+  for (int64_t j = 0; j < n_v; ++j) {
+    rw.m = std::max(rw.m, s[size_t(j)]), rw.M = std::max(rw.M, std::fabs(s[size_t(j)]));
+    // The kernel's score error (d products and sums, the scale, the score's own rounding) and
+    // fp64's evaluation of s here: they only widen the magnitudes' envelope below.
+    rw.e_s = std::max(rw.e_s, gamma(double(p.d + 2), r.u) * a[size_t(j)] + r.u_sx * std::fabs(s[size_t(j)]) +
+                                  gamma(double(p.d + 1), kU64) * a[size_t(j)]);
+  }
+  const int64_t T = r.tiles(n_v);
+  // With the scores shared, the argument s_j - m_t and the rescale arguments (which telescope to
+  // m - m_t) are differences of shared scores, each rounded once: 3 u (m - s_j), the exp, and per
+  // tile a rescale's exp and up to four multiplies. ExactDots adds each run's own rounding of its
+  // scaled scores (and of a score rounded to a narrower type). Weights: none.
+  for (int64_t j = 0; j < n_v; ++j) {
+    const double gap = rw.m - s[size_t(j)] + 2 * rw.e_s;
+    double dj = 0;
+    if (shared != Shared::Weights) dj = 3 * r.u * gap + kExpUnits * r.u + double(T) * (kExpUnits + 4) * r.u;
+    if (shared == Shared::ExactDots)
+      dj += (kArgRoundings * r.u + r.u_sx) * (std::fabs(s[size_t(j)]) + std::fabs(rw.m) + 2 * rw.e_s);
+    delta[size_t(j)] = dj;
+    rw.own_max = std::max(rw.own_max, dj);
+    // The weights the run may hold, relative to the exact P: within e^(2 (e_s + delta_j)).
+    w[size_t(j)] = std::min(1.0, std::exp(std::min(0.0, s[size_t(j)] - lse) + 2 * (rw.e_s + dj)));
+    rw.l_dev += times(std::expm1(dj), w[size_t(j)]);
+  }
+  return rw;
+}
+
+// One column of a row's o: the values v_col[j * stride] of its n_v keys, the certified o_r and its
+// error err_o. The run's error in it before the store.
+double o_error(const RunModel& r, Shared shared, const RowWeights& rw, const double* v_col, int64_t stride, int64_t n_v,
+               double o_r, double err_o, const std::vector<double>& delta, const std::vector<double>& w) {
+  const double g_acc = r.chain(n_v);
+  double dev = 0, mag = 0, sum_abs = 0, lo = kInf, hi = -kInf;
+  for (int64_t j = 0; j < n_v; ++j) {
+    const double x = v_col[j * stride];
+    dev += times(w[size_t(j)], std::fabs(x - o_r)), mag += times(w[size_t(j)], std::fabs(x));
+    sum_abs += std::fabs(x), lo = std::min(lo, x), hi = std::max(hi, x);
+  }
+  const double R = hi - lo;
+  // |o(computed scores) - o_ref|: the shared score error moves both runs' target alike.
+  const double D = std::min(R, times(std::expm1(2 * rw.e_s), dev)) + err_o;
+  const double o_mag = std::fabs(o_r) + D;
+  // The weights' own errors move o by sum_j |dP_j| |v_j - o(computed scores)|.
+  double weights = 0;
+  if (rw.own_max > 0) {
+    for (int64_t j = 0; j < n_v; ++j) {
+      const double x = v_col[j * stride];
+      weights += times(times(std::expm1(2 * delta[size_t(j)]), w[size_t(j)]), std::fabs(x - o_r) + D);
+    }
+    weights = std::min(R, weights);
+  }
+  const double p_round = shared == Shared::Weights ? 0.0 : r.u_pl;
+  const double e = weights + times(p_round + g_acc, mag) + times(g_acc, o_mag) + 2 * r.u * o_mag + r.tiny_p * sum_abs +
+                   double(2 * n_v) * r.acc_floor;
+  return (1 + r.u_out) * e + r.u_out * (o_mag + e) + r.tiny_out;
+}
+
 }  // namespace
 
 ForwardTolerance operator+(const ForwardTolerance& a, const ForwardTolerance& b) {
@@ -106,66 +175,16 @@ ForwardTolerance forward_unshared(const Kernel& k, const Inputs& in, const ref::
         continue;
       }
       row_scores(p, q, kk, b, h, i, n_v, s, a);
-      double m = -kInf, M = 0, e_s = 0;
-      for (int64_t j = 0; j < n_v; ++j) {
-        m = std::max(m, s[size_t(j)]), M = std::max(M, std::fabs(s[size_t(j)]));
-        // The kernel's score error (d products and sums, the scale, the score's own rounding) and
-        // fp64's evaluation of s here: they only widen the magnitudes' envelope below.
-        e_s = std::max(e_s, gamma(double(p.d + 2), r.u) * a[size_t(j)] + r.u_sx * std::fabs(s[size_t(j)]) +
-                                gamma(double(p.d + 1), kU64) * a[size_t(j)]);
-      }
-      const int64_t T = r.tiles(n_v);
-      // This run's own error in each weight (relative, e^(+-delta_j)), ERROR_MODEL.md "Differential
-      // bounds": with the scores shared, the argument s_j - m_t and the rescale arguments (which
-      // telescope to m - m_t) are differences of shared scores, each rounded once: 3 u (m - s_j), the
-      // exp, and per tile a rescale's exp and up to four multiplies. ExactDots adds each run's own
-      // rounding of its scaled scores (and of a score rounded to a narrower type). Weights: none.
-      double own_max = 0, l_dev = 0;
-      for (int64_t j = 0; j < n_v; ++j) {
-        const double gap = m - s[size_t(j)] + 2 * e_s;
-        double dj = 0;
-        if (shared != Shared::Weights) dj = 3 * r.u * gap + kExpUnits * r.u + double(T) * (kExpUnits + 4) * r.u;
-        if (shared == Shared::ExactDots)
-          dj += (kArgRoundings * r.u + r.u_sx) * (std::fabs(s[size_t(j)]) + std::fabs(m) + 2 * e_s);
-        delta[size_t(j)] = dj;
-        own_max = std::max(own_max, dj);
-        // The weights the run may hold, relative to the exact P: within e^(2 (e_s + delta_j)).
-        w[size_t(j)] = std::min(1.0, std::exp(std::min(0.0, s[size_t(j)] - lse) + 2 * (e_s + dj)));
-        l_dev += times(std::expm1(dj), w[size_t(j)]);
-      }
-      const double g_acc = r.chain(n_v);
-      for (int64_t c = 0; c < p.d; ++c) {
-        const double o_r = ref.value.o[size_t(oq + c)];
-        double dev = 0, mag = 0, sum_abs = 0, lo = kInf, hi = -kInf;
-        for (int64_t j = 0; j < n_v; ++j) {
-          const double x = v[size_t(offset_kv(p, b, g, j) + c)];
-          dev += times(w[size_t(j)], std::fabs(x - o_r)), mag += times(w[size_t(j)], std::fabs(x));
-          sum_abs += std::fabs(x), lo = std::min(lo, x), hi = std::max(hi, x);
-        }
-        const double R = hi - lo;
-        // |o(computed scores) - o_ref|: the shared score error moves both runs' target alike.
-        const double D = std::min(R, times(std::expm1(2 * e_s), dev)) + ref.err.o[size_t(oq + c)];
-        const double o_mag = std::fabs(o_r) + D;
-        // The weights' own errors move o by sum_j |dP_j| |v_j - o(computed scores)|.
-        double weights = 0;
-        if (own_max > 0) {
-          for (int64_t j = 0; j < n_v; ++j) {
-            const double x = v[size_t(offset_kv(p, b, g, j) + c)];
-            weights += times(times(std::expm1(2 * delta[size_t(j)]), w[size_t(j)]), std::fabs(x - o_r) + D);
-          }
-          weights = std::min(R, weights);
-        }
-        const double p_round = shared == Shared::Weights ? 0.0 : r.u_pl;
-        const double e = weights + times(p_round + g_acc, mag) + times(g_acc, o_mag) + 2 * r.u * o_mag + r.tiny_p * sum_abs +
-                         double(2 * n_v) * r.acc_floor;
-        t.o[size_t(oq + c)] += (1 + r.u_out) * e + r.u_out * (o_mag + e) + r.tiny_out;
-      }
+      const RowWeights rw = row_weights(r, p, shared, lse, n_v, s, a, delta, w);
+      for (int64_t c = 0; c < p.d; ++c)
+        t.o[size_t(oq + c)] += o_error(r, shared, rw, &v[size_t(offset_kv(p, b, g, 0) + c)], p.d, n_v,
+                                       ref.value.o[size_t(oq + c)], ref.err.o[size_t(oq + c)], delta, w);
       // lse = m + log l: l's relative error from the weights (|log(1 +- x)| <= x / (1 - x)) and its
       // chain, then log's, the add's and the fp32 store's roundings.
-      const double x = l_dev + g_acc;
-      const double lse_mag = std::fabs(lse) + e_s;
-      t.lse[size_t(row)] += (x < 1 ? x / (1 - x) : kInf) + kArgRoundings * r.u * (std::fabs(lse - m) + e_s + lse_mag) +
-                            u32 * (lse_mag + x);
+      const double x = rw.l_dev + r.chain(n_v);
+      const double lse_mag = std::fabs(lse) + rw.e_s;
+      t.lse[size_t(row)] += (x < 1 ? x / (1 - x) : kInf) +
+                            kArgRoundings * r.u * (std::fabs(lse - rw.m) + rw.e_s + lse_mag) + u32 * (lse_mag + x);
     }
   });
   return t;

@@ -62,6 +62,61 @@ double max_score_for(DType storage, bool s_in_storage) {
   return s_in_storage ? std::min(kScoreCeiling, max_finite(storage) / 4) : kScoreCeiling;
 }
 
+namespace {
+
+// FA3's outliers: N(0,1) + N(0,100) Bernoulli(0.001) on q, k, v, one outlier forced.
+void add_outliers(Case& c, Draw& r) {
+  for (HostTensor* t : {&c.in.q, &c.in.k, &c.in.v})
+    for (int64_t i = 0; i < t->numel(); ++i)
+      if (r.below(1000) == 0) t->set(i, t->get(i) + 10 * r.normal());
+  HostTensor* t = r.below(2) ? &c.in.q : &c.in.k;
+  const int64_t at = r.below(t->numel());
+  t->set(at, t->get(at) + 10 * r.normal());
+}
+
+// Huge scores: |s| up to max_score, every partial sum of q.k finite in fp32.
+void fill_huge(Case& c, Draw& r, double max_score) {
+  const Problem& p = c.in.p;
+  const double lim = max_finite(p.dtype), scale = std::fabs(p.scale), d = p.d;
+  const double hi = std::log10(max_score / 4), lo = std::min(3.5, hi - 0.1);  // 4: sampling spread
+  const double target = std::pow(10.0, r.uniform(lo, hi));
+  double alpha = std::sqrt(target / (scale * d));  // q, k ~ N(0, alpha^2) -> |s| ~ target
+  alpha = std::min(alpha, lim / 8);                // keep 4-sigma values below the dtype's max
+  // |q_l|, |k_l| <= cap: sum_l |q_l k_l| max(1, scale) <= FLT_MAX / 2, so every partial sum of
+  // q.k (and of scale.q.k), in any order, is finite in fp32.
+  const double cap =
+      std::min(lim / 2, std::sqrt(double(std::numeric_limits<float>::max()) / (2 * d * std::max(1.0, scale))));
+  for (HostTensor* t : {&c.in.q, &c.in.k})
+    for (int64_t i = 0; i < t->numel(); ++i) t->set(i, std::clamp(alpha * r.normal(), -cap, cap));
+}
+
+// Ties and AllEqual: keys copied from a pool of `pool` rows (each row may take an earlier one).
+void copy_keys(Case& c, Draw& r, int64_t pool) {
+  const Problem& p = c.in.p;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_kv; ++h)
+      for (int64_t j = 0; j < p.n_k; ++j) {
+        const int64_t src = offset_kv(p, b, h, (pool == 1 || j == 0) ? 0 : std::min<int64_t>(r.below(pool), j));
+        for (int64_t x = 0; x < p.d; ++x) c.in.k.set(offset_kv(p, b, h, j) + x, c.in.k.get(src + x));
+      }
+}
+
+// SubnormalP: s_ij = gap_j, so that exp(gap) lands in P's subnormal range.
+void fill_subnormal_p(Case& c, Draw& r) {
+  const Problem& p = c.in.p;
+  double lo = -103, hi = -87.4;                      // fp32 / bf16 subnormals: 2^-149 .. 2^-126
+  if (p.dtype == DType::F16) lo = -16.6, hi = -9.8;  // fp16: 2^-24 .. 2^-14
+  if (p.dtype == DType::F64) lo = -744, hi = -708.5;
+  for (int64_t i = 0; i < c.in.q.numel(); ++i) c.in.q.set(i, i % p.d == 0 ? 1.0 : r.base());
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_kv; ++h)
+      for (int64_t j = 0; j < p.n_k; ++j)
+        for (int64_t x = 0; x < p.d; ++x)
+          c.in.k.set(offset_kv(p, b, h, j) + x, x ? 0.0 : (j == 0 ? 0.0 : r.uniform(lo, hi)) / p.scale);
+}
+
+}  // namespace
+
 void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_score) {
   Problem& p = c.in.p;
   Draw r{std::mt19937_64(seed), plain};
@@ -86,28 +141,8 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
       if (backward) fill(c.in.d_o, r, grid);
       break;
     }
-    case Regime::Outliers: {  // FA3: N(0,1) + N(0,100) Bernoulli(0.001), one outlier forced
-      for (HostTensor* t : {&c.in.q, &c.in.k, &c.in.v})
-        for (int64_t i = 0; i < t->numel(); ++i)
-          if (r.below(1000) == 0) t->set(i, t->get(i) + 10 * r.normal());
-      HostTensor* t = r.below(2) ? &c.in.q : &c.in.k;
-      const int64_t at = r.below(t->numel());
-      t->set(at, t->get(at) + 10 * r.normal());
-      break;
-    }
-    case Regime::Huge: {  // |s| up to max_score, every partial sum of q.k finite in fp32
-      const double hi = std::log10(max_score / 4), lo = std::min(3.5, hi - 0.1);  // 4: sampling spread
-      const double target = std::pow(10.0, r.uniform(lo, hi));
-      double alpha = std::sqrt(target / (scale * d));  // q, k ~ N(0, alpha^2) -> |s| ~ target
-      alpha = std::min(alpha, lim / 8);                // keep 4-sigma values below the dtype's max
-      // |q_l|, |k_l| <= cap: sum_l |q_l k_l| max(1, scale) <= FLT_MAX / 2, so every partial sum of
-      // q.k (and of scale.q.k), in any order, is finite in fp32.
-      const double cap =
-          std::min(lim / 2, std::sqrt(double(std::numeric_limits<float>::max()) / (2 * d * std::max(1.0, scale))));
-      for (HostTensor* t : {&c.in.q, &c.in.k})
-        for (int64_t i = 0; i < t->numel(); ++i) t->set(i, std::clamp(alpha * r.normal(), -cap, cap));
-      break;
-    }
+    case Regime::Outliers: add_outliers(c, r); break;
+    case Regime::Huge: fill_huge(c, r, max_score); break;
     case Regime::FarBelow: {  // q ~ c + N, k ~ -c + N: s ~ -scale d c^2 in [-1e6, -1e4]
       const double hi = std::min(6.0, std::log10(max_score));
       const double c0 = std::sqrt(std::pow(10.0, r.uniform(std::min(4.05, hi), hi)) / (scale * d));
@@ -121,29 +156,9 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
       if (backward)
         for (int64_t i = 0; i < c.in.d_o.numel(); ++i) c.in.d_o.set(i, c.in.d_o.get(i) / (32.0 * p.d));
       break;
-    case Regime::Ties:
-    case Regime::AllEqual: {  // keys copied from a pool of 2 rows (or 1)
-      const int64_t pool = c.regime == Regime::Ties ? 2 : 1;
-      for (int64_t b = 0; b < p.batch; ++b)
-        for (int64_t h = 0; h < p.heads_kv; ++h)
-          for (int64_t j = 0; j < p.n_k; ++j) {
-            const int64_t src = offset_kv(p, b, h, (pool == 1 || j == 0) ? 0 : std::min<int64_t>(r.below(pool), j));
-            for (int64_t x = 0; x < p.d; ++x) c.in.k.set(offset_kv(p, b, h, j) + x, c.in.k.get(src + x));
-          }
-      break;
-    }
-    case Regime::SubnormalP: {                           // s_ij = gap_j: exp(gap) lands in P's subnormal range
-      double lo = -103, hi = -87.4;                      // fp32 / bf16 subnormals: 2^-149 .. 2^-126
-      if (p.dtype == DType::F16) lo = -16.6, hi = -9.8;  // fp16: 2^-24 .. 2^-14
-      if (p.dtype == DType::F64) lo = -744, hi = -708.5;
-      for (int64_t i = 0; i < c.in.q.numel(); ++i) c.in.q.set(i, i % p.d == 0 ? 1.0 : r.base());
-      for (int64_t b = 0; b < p.batch; ++b)
-        for (int64_t h = 0; h < p.heads_kv; ++h)
-          for (int64_t j = 0; j < p.n_k; ++j)
-            for (int64_t x = 0; x < p.d; ++x)
-              c.in.k.set(offset_kv(p, b, h, j) + x, x ? 0.0 : (j == 0 ? 0.0 : r.uniform(lo, hi)) / p.scale);
-      break;
-    }
+    case Regime::Ties: copy_keys(c, r, 2); break;
+    case Regime::AllEqual: copy_keys(c, r, 1); break;
+    case Regime::SubnormalP: fill_subnormal_p(c, r); break;
     case Regime::Subnormal: {  // q k v d_o below the smallest normal: scores ~ 0, o subnormal
       // The largest subnormal: tiny * u never rounds up to the smallest normal, which would take the
       // case out of its regime (a GPU-sized case of 10^4 values nearly always has some |u| that close to 1).

@@ -127,18 +127,59 @@ void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows) {
   E_dv.noalias() += beta_v.transpose() * dO.cwiseAbs();
 }
 
-void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
+namespace {
+
+// Key tiles: the running max can move at tile t only if some score of t may exceed every earlier
+// one; a rescale by exp(m_old - m_new) errs only then (exp(0) = 1 when declared exact). Its
+// argument's roundings telescope: together at most u (max s - the running max at the weight's tile).
+// Tiles start at multiples of the block in key index: a window's first key sits `off` into its tile.
+KeyTiles key_tiles(const std::vector<Score>& sc, int64_t n_t, int64_t off, int64_t bt, bool exp_exact_at_zero) {
+  const int64_t n_v = int64_t(sc.size());
+  KeyTiles kt;
+  kt.t_lo.assign(size_t(n_t), -kInf), kt.t_hi.assign(size_t(n_t), -kInf);
+  kt.pre_lo.resize(size_t(n_t)), kt.pre_hi.resize(size_t(n_t));
+  kt.moves_after.assign(size_t(n_t), 0.0);
+  for (int64_t j = 0; j < n_v; ++j) {
+    const size_t t = size_t((off + j) / bt);
+    kt.t_lo[t] = std::max(kt.t_lo[t], sc[size_t(j)].s - sc[size_t(j)].e_hat);
+    kt.t_hi[t] = std::max(kt.t_hi[t], sc[size_t(j)].s + sc[size_t(j)].e_hat);
+  }
+  for (int64_t t = 0; t < n_t; ++t) {
+    kt.pre_lo[size_t(t)] = std::max(t ? kt.pre_lo[size_t(t - 1)] : -kInf, kt.t_lo[size_t(t)]);
+    kt.pre_hi[size_t(t)] = std::max(t ? kt.pre_hi[size_t(t - 1)] : -kInf, kt.t_hi[size_t(t)]);
+  }
+  for (int64_t t = n_t - 2; t >= 0; --t)
+    kt.moves_after[size_t(t)] = kt.moves_after[size_t(t + 1)] +
+                                (!exp_exact_at_zero || kt.t_hi[size_t(t + 1)] >= kt.pre_lo[size_t(t)] ? 1.0 : 0.0);
+  return kt;
+}
+
+// The row's maximum, when no other score can reach it: its weight is exp(0) = 1 exactly (the max
+// subtracts itself exactly), so rounding it to storage is exact too. -1 when there is no such key.
+int64_t exact_max_key(const std::vector<Score>& sc, const Arithmetic& ar) {
+  const int64_t n_v = int64_t(sc.size());
+  int64_t j_max = 0;
+  for (int64_t j = 1; j < n_v; ++j)
+    if (sc[size_t(j)].s > sc[size_t(j_max)].s) j_max = j;
+  double others = -kInf;
+  for (int64_t j = 0; j < n_v; ++j)
+    if (j != j_max) others = std::max(others, sc[size_t(j)].s + sc[size_t(j)].e_hat);
+  const bool exact_max =
+      ar.exp_exact_at_zero && !ar.p_normalised && sc[size_t(j_max)].s - sc[size_t(j_max)].e_hat > others;
+  return exact_max ? j_max : -1;
+}
+
+}  // namespace
+
+RowScores HeadPass::scores(int64_t r, KeyRange vis) {
   const Problem& p = k.p;
-  const Arithmetic& ar = k.ar;
-  // Row i sees keys [jb, jb + n_v); local index j is key jb + j.
-  const int64_t jb = vis.begin, n_v = vis.end - vis.begin;
-  const int64_t i = i0 + r, oq = offset_q(p, b, h, i), oo = offset_o(p, b, h, i), ol = offset_lse(p, b, h, i);
-  const double* q = &k.in.q[size_t(oq)];  // (d)
-  const double lse = k.ref.value.lse[size_t(ol)], err_lse = at(k.ref.err.lse, ol), scale = std::fabs(p.scale);
+  const int64_t jb = vis.begin, n_v = vis.end - vis.begin, i = i0 + r;
+  const double* q = &k.in.q[size_t(offset_q(p, b, h, i))];  // (d)
+  const double scale = std::fabs(p.scale);
   double q_abs_sum = 0;
   for (int64_t c = 0; c < p.d; ++c) q_abs_sum += std::fabs(q[c]);
   sc.resize(size_t(n_v));
-  double m = -kInf, hi_all = -kInf, e_dot_max = 0, e_hat_max = 0;
+  RowScores rs;
   for (int64_t j = 0; j < n_v; ++j) {
     Score& s = sc[size_t(j)];
     const int64_t ja = jb + j;
@@ -150,84 +191,51 @@ void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
     const double after = e_dot + s.e_c + k.us * (std::fabs(s.s) + e_dot + s.e_c);
     s.e_hat = after + k.u_store_s * (std::fabs(s.s) + after) + k.floor_store_s;
     k.transform(s, h, i, ja);
-    m = std::max(m, s.s), hi_all = std::max(hi_all, s.s + s.e_hat);
-    e_dot_max = std::max(e_dot_max, e_dot), e_hat_max = std::max(e_hat_max, s.e_hat);
+    rs.m = std::max(rs.m, s.s), rs.hi_all = std::max(rs.hi_all, s.s + s.e_hat);
+    rs.e_dot_max = std::max(rs.e_dot_max, e_dot), rs.e_hat_max = std::max(rs.e_hat_max, s.e_hat);
   }
-  // Key tiles: the running max can move at tile t only if some score of t may exceed every earlier
-  // one; a rescale by exp(m_old - m_new) errs only then (exp(0) = 1 when declared exact). Its
-  // argument's roundings telescope: together at most u (max s - the running max at the weight's tile).
-  // Tiles start at multiples of the block in key index: a window's first key sits `off` into its tile.
-  const int64_t bt = ar.pv.block > 0 ? ar.pv.block : n_v, off = ar.pv.block > 0 ? jb % bt : 0;
-  const int64_t n_t = (off + n_v + bt - 1) / bt;
-  std::vector<double> t_lo(size_t(n_t), -kInf), t_hi(size_t(n_t), -kInf);                  // (T) max s -+ e
-  std::vector<double> pre_lo(static_cast<size_t>(n_t)), pre_hi(static_cast<size_t>(n_t));  // (T) through t
-  std::vector<double> moves_after(static_cast<size_t>(n_t), 0.0);  // (T) rescales that may err after t
-  for (int64_t j = 0; j < n_v; ++j) {
-    const size_t t = size_t((off + j) / bt);
-    t_lo[t] = std::max(t_lo[t], sc[size_t(j)].s - sc[size_t(j)].e_hat);
-    t_hi[t] = std::max(t_hi[t], sc[size_t(j)].s + sc[size_t(j)].e_hat);
-  }
-  for (int64_t t = 0; t < n_t; ++t) {
-    pre_lo[size_t(t)] = std::max(t ? pre_lo[size_t(t - 1)] : -kInf, t_lo[size_t(t)]);
-    pre_hi[size_t(t)] = std::max(t ? pre_hi[size_t(t - 1)] : -kInf, t_hi[size_t(t)]);
-  }
-  for (int64_t t = n_t - 2; t >= 0; --t)
-    moves_after[size_t(t)] =
-        moves_after[size_t(t + 1)] + (!ar.exp_exact_at_zero || t_hi[size_t(t + 1)] >= pre_lo[size_t(t)] ? 1.0 : 0.0);
-  // The row's maximum, when no other score can reach it: its weight is exp(0) = 1 exactly (the max
-  // subtracts itself exactly), so rounding it to storage is exact too.
-  int64_t j_max = 0;
-  for (int64_t j = 1; j < n_v; ++j)
-    if (sc[size_t(j)].s > sc[size_t(j_max)].s) j_max = j;
-  double others = -kInf;
-  for (int64_t j = 0; j < n_v; ++j)
-    if (j != j_max) others = std::max(others, sc[size_t(j)].s + sc[size_t(j)].e_hat);
-  const bool exact_max =
-      ar.exp_exact_at_zero && !ar.p_normalised && sc[size_t(j_max)].s - sc[size_t(j_max)].e_hat > others;
-  auto p_rounds = [&](int64_t j) { return !(exact_max && j == j_max); };
+  return rs;
+}
+
+WeightEps HeadPass::weight_errors(const RowScores& rs, const KeyTiles& kt, int64_t off, int64_t bt, int64_t j_exact,
+                                  double lse, double err_lse) {
+  const Arithmetic& ar = k.ar;
+  const int64_t n_v = int64_t(sc.size());
   const bool fa1 = ar.pv.merge == Merge::Serial;  // o kept normalised: each tile also scales its own P V
   const double u = k.us, stored = ar.l_sums_stored_p ? k.u_p / (1 - k.u_p) : 0.0;
   logP.resize(size_t(n_v)), zeta.resize(size_t(n_v)), d_o_w.resize(size_t(n_v)), d_l.resize(size_t(n_v));
   w_hat.resize(size_t(n_v));
-  double eps = 0, eps_lse = 0;
+  WeightEps we;
   for (int64_t j = 0; j < n_v; ++j) {
     const Score& s = sc[size_t(j)];
     const int64_t t = (off + j) / bt;
-    double common = k.e_exp + u * (std::fabs(s.s - m) + 2 * e_hat_max) + (p_rounds(j) ? stored : 0.0);
-    common += moves_after[size_t(t)] * k.e_exp + u * std::max(0.0, hi_all - pre_lo[size_t(t)]);
-    if (fa1) common += k.e_exp + u * std::max(0.0, pre_hi[size_t(t)] - t_lo[size_t(t)]);
+    double common = k.e_exp + u * (std::fabs(s.s - rs.m) + 2 * rs.e_hat_max) + (j != j_exact ? stored : 0.0);
+    common += kt.moves_after[size_t(t)] * k.e_exp + u * std::max(0.0, rs.hi_all - kt.pre_lo[size_t(t)]);
+    if (fa1) common += k.e_exp + u * std::max(0.0, kt.pre_hi[size_t(t)] - kt.t_lo[size_t(t)]);
     // o: the constant's rounding scales every s - m alike (not through softcap or ALiBi); lse: it
     // shifts the scores themselves.
     d_o_w[size_t(j)] =
-        (k.common_scale ? (s.e_hat - s.e_c) + k.delta_c * (std::fabs(s.s - m) + 2 * e_dot_max) : s.e_hat) + common;
+        (k.common_scale ? (s.e_hat - s.e_c) + k.delta_c * (std::fabs(s.s - rs.m) + 2 * rs.e_dot_max) : s.e_hat) +
+        common;
     d_l[size_t(j)] = s.e_hat + common;
-    eps = std::max(eps, d_o_w[size_t(j)]), eps_lse = std::max(eps_lse, d_l[size_t(j)]);
+    we.eps = std::max(we.eps, d_o_w[size_t(j)]), we.eps_lse = std::max(we.eps_lse, d_l[size_t(j)]);
     // The exact log P <= 0; its fp64 evaluation errs by zeta (s in fp64, the certified lse's error).
     logP[size_t(j)] = std::min(0.0, s.s - lse);
-    zeta[size_t(j)] = double(p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (std::fabs(s.s) + std::fabs(lse) + 1) + s.z + err_lse;
+    zeta[size_t(j)] =
+        double(k.p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (std::fabs(s.s) + std::fabs(lse) + 1) + s.z + err_lse;
   }
   // Computed weights, normalised by their own exact sum: P^_j = P_j e^eta_j / Z, |eta_j| <= delta_j,
   // Z >= e^-eps, so P^_j <= P_j e^(delta_j + eps) (and <= 1).
   for (int64_t j = 0; j < n_v; ++j)
-    w_hat[size_t(j)] = std::min(1.0, std::exp(logP[size_t(j)] + zeta[size_t(j)] + d_o_w[size_t(j)] + eps));
-  // l: the declared chain over the weights; each exp may underflow (absolute floor_s against a
-  // largest weight exp(0) = 1, up to the exp's own error).
-  const double tiny_w = k.floor_s / (ar.exp_exact_at_zero ? 1.0 : 1 - k.e_exp);
-  // The key tiles the row's query tile walks past the row's last key: FA1 merges each (an empty
-  // partial); a rescale there multiplies by exp(0), exact only when declared so.
-  const int64_t bm = std::max(1, ar.block_m), i_last = std::min<int64_t>(p.n_q, (i / bm + 1) * bm) - 1;
-  const int64_t walked = (visible_keys(p, i_last, p.n_q, p.n_k).end - (jb - off) + bt - 1) / bt;
-  auto extra = [&](const Chain& c) {
-    if (c.block <= 0 || (c.merge == Merge::Rescale && ar.exp_exact_at_zero)) return int64_t(0);
-    return std::max<int64_t>(0, walked - n_t);
-  };
-  const int64_t o_l = key_offset(ar.l, jb), o_pv = key_offset(ar.pv, jb);
-  const ChainWeights wl = chain_weights(ar.l, o_l + n_v, k.ftz, extra(ar.l));
-  const ChainWeights wpv = chain_weights(ar.pv, o_pv + n_v, k.ftz, extra(ar.pv));
-  double E_l = 0;
-  for (int64_t j = 0; j < n_v; ++j)
-    E_l += wl.kappa[size_t(o_l + j)] * w_hat[size_t(j)] + (1 + wl.kappa[size_t(o_l + j)]) * tiny_w;
-  E_l = E_l * wl.scale() + wl.events * wl.floor;
+    w_hat[size_t(j)] = std::min(1.0, std::exp(logP[size_t(j)] + zeta[size_t(j)] + d_o_w[size_t(j)] + we.eps));
+  return we;
+}
+
+void HeadPass::o_bound(int64_t oo, int64_t jb, const ChainWeights& wpv, int64_t o_pv, int64_t j_exact, double tiny_w,
+                       double E_l, double eps) {
+  const Arithmetic& ar = k.ar;
+  const int64_t n_v = int64_t(sc.size());
+  const double u = k.us;
   // o, column by column at once: W's coefficients, and P V's chain, term j's weight on |v_jc|.
   const double pv_up = (ar.l_sums_stored_p ? 0.0 : k.u_p) + (ar.p_normalised ? gamma(ar.o_normalise + 1, u) : 0.0);
   coef_w.resize(size_t(n_v)), coef_acc.resize(size_t(n_v));
@@ -236,7 +244,7 @@ void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
     const double w = w_hat[size_t(j)], kap = wpv.kappa[size_t(o_pv + j)];
     // Sum_j (P^_j - P_j)(v_j - o) = (1/Z) sum_j P_j (e^eta_j - 1)(v_j - o): o is P's own average.
     coef_w[size_t(j)] = p_expm1(logP[size_t(j)] + zeta[size_t(j)], d_o_w[size_t(j)]);
-    coef_acc[size_t(j)] = kap * w + (1 + kap) * ((p_rounds(j) ? pv_up : 0.0) * w + k.floor_p + tiny_w + w * k.u_in);
+    coef_acc[size_t(j)] = kap * w + (1 + kap) * ((j != j_exact ? pv_up : 0.0) * w + k.floor_p + tiny_w + w * k.u_in);
     acc0 += (1 + kap) * w * k.floor_in;
   }
   const int64_t dv = k.dv;
@@ -264,6 +272,11 @@ void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
     B.o[size_t(oo + c)] = rounded_bound(o[c], e, err_o[size_t(c)], ar.soft, k.storage, true) * kSlack;
     e_o[size_t(c)] = B.o[size_t(oo + c)];  // |kernel o - exact o|, for D
   }
+}
+
+double HeadPass::lse_bound(int64_t ol, double lse, double err_lse, double m, double eps_lse, double E_l) {
+  const Arithmetic& ar = k.ar;
+  const int64_t n_v = int64_t(sc.size());
   // lse = m + log l (base 2: ln 2 (m2 + log2 l)): the shift m cancels; the weights' arguments, l's
   // chain and the log remain; then the add (base 2: and the product with a rounded ln 2). The
   // weights' share: lse^ - lse = log sum_j P_j e^eta_j, |eta_j| <= d_l_j, lies between
@@ -276,9 +289,44 @@ void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
   const double e_w = std::min(eps_lse, std::max(up, down < 1 ? -std::log1p(-down) : kInf));
   const double e_log_l = E_l < 0.5 ? -std::log1p(-E_l) : kInf;
   double e_lse = e_w + e_log_l + k.log_rel * (std::fabs(lse - m) + e_w + e_log_l) + k.floor_s;
-  if (ar.base2) e_lse += (u + k.delta_ln2) * (std::fabs(lse) + e_lse);
+  if (ar.base2) e_lse += (k.us + k.delta_ln2) * (std::fabs(lse) + e_lse);
   B.lse[size_t(ol)] = rounded_bound(lse, e_lse, err_lse, ar.soft, k.lse_type, true) * kSlack;
-  row.e_lse = B.lse[size_t(ol)];
+  return B.lse[size_t(ol)];
+}
+
+void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
+  const Problem& p = k.p;
+  const Arithmetic& ar = k.ar;
+  // Row i sees keys [jb, jb + n_v); local index j is key jb + j.
+  const int64_t jb = vis.begin, n_v = vis.end - vis.begin;
+  const int64_t i = i0 + r, oo = offset_o(p, b, h, i), ol = offset_lse(p, b, h, i);
+  const double lse = k.ref.value.lse[size_t(ol)], err_lse = at(k.ref.err.lse, ol);
+  const RowScores rs = scores(r, vis);
+  const int64_t bt = ar.pv.block > 0 ? ar.pv.block : n_v, off = ar.pv.block > 0 ? jb % bt : 0;
+  const int64_t n_t = (off + n_v + bt - 1) / bt;
+  const KeyTiles kt = key_tiles(sc, n_t, off, bt, ar.exp_exact_at_zero);
+  const int64_t j_exact = exact_max_key(sc, ar);
+  const WeightEps we = weight_errors(rs, kt, off, bt, j_exact, lse, err_lse);
+  // l: the declared chain over the weights; each exp may underflow (absolute floor_s against a
+  // largest weight exp(0) = 1, up to the exp's own error).
+  const double tiny_w = k.floor_s / (ar.exp_exact_at_zero ? 1.0 : 1 - k.e_exp);
+  // The key tiles the row's query tile walks past the row's last key: FA1 merges each (an empty
+  // partial); a rescale there multiplies by exp(0), exact only when declared so.
+  const int64_t bm = std::max(1, ar.block_m), i_last = std::min<int64_t>(p.n_q, (i / bm + 1) * bm) - 1;
+  const int64_t walked = (visible_keys(p, i_last, p.n_q, p.n_k).end - (jb - off) + bt - 1) / bt;
+  auto extra = [&](const Chain& c) {
+    if (c.block <= 0 || (c.merge == Merge::Rescale && ar.exp_exact_at_zero)) return int64_t(0);
+    return std::max<int64_t>(0, walked - n_t);
+  };
+  const int64_t o_l = key_offset(ar.l, jb), o_pv = key_offset(ar.pv, jb);
+  const ChainWeights wl = chain_weights(ar.l, o_l + n_v, k.ftz, extra(ar.l));
+  const ChainWeights wpv = chain_weights(ar.pv, o_pv + n_v, k.ftz, extra(ar.pv));
+  double E_l = 0;
+  for (int64_t j = 0; j < n_v; ++j)
+    E_l += wl.kappa[size_t(o_l + j)] * w_hat[size_t(j)] + (1 + wl.kappa[size_t(o_l + j)]) * tiny_w;
+  E_l = E_l * wl.scale() + wl.events * wl.floor;
+  o_bound(oo, jb, wpv, o_pv, j_exact, tiny_w, E_l, we.eps);
+  row.e_lse = lse_bound(ol, lse, err_lse, rs.m, we.eps_lse, E_l);
   if (ar.p_from != PFrom::Max) lse_normalised(r, vis, wpv, o_pv, tiny_w, row);
 }
 

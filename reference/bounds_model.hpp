@@ -135,6 +135,22 @@ inline int64_t key_offset(const Chain& c, int64_t jb) {
   return c.lanes > 1 || c.pre > 1 ? jb : 0;
 }
 
+// A row's scores as the kernel computes them: the largest s, s + e^, dot error and e^.
+struct RowScores {
+  double m = -kInf, hi_all = -kInf, e_dot_max = 0, e_hat_max = 0;
+};
+// The key tiles a row visits (ERROR_MODEL.md): per tile t the largest s - e^ and s + e^, their
+// running maxima through t, and the rescales after t that may err.
+struct KeyTiles {
+  std::vector<double> t_lo, t_hi;      // (T) max s -+ e
+  std::vector<double> pre_lo, pre_hi;  // (T) through t
+  std::vector<double> moves_after;     // (T) rescales that may err after t
+};
+// The largest exponent-argument deviation of a row's weights: for o (d_o_w) and for lse (d_l).
+struct WeightEps {
+  double eps = 0, eps_lse = 0;
+};
+
 // One (batch, kv head) of the problem, row block by row block: the scores and dP of a block come
 // from GEMMs; the forward and the backward's per-pair terms are row loops; the gradients' chain sums
 // are GEMMs of per-pair coefficients (alpha for d_q, beta for d_k and d_v) with |k|, |q|, |d_o|.
@@ -156,9 +172,18 @@ struct HeadPass {
   std::vector<double> e_o, err_o, logP, zeta, d_o_w, d_l, w_hat, coef_w, coef_acc, w_sum, R_max, e_acc;
 
   HeadPass(const Consts& k, Bounds& B, bool bwd) : k(k), B(B), bwd(bwd) {}
-  void kv_head(int64_t b, int64_t g);                    // k, v of (b, g); zero the d_k, d_v sums
-  void block(int64_t h, int64_t i0, int64_t rows);       // GEMMs of the block, then its rows
-  void forward(int64_t r, KeyRange vis, RowInfo& row);   // o, lse of row i0 + r, keys vis (bounds.cpp)
+  void kv_head(int64_t b, int64_t g);                   // k, v of (b, g); zero the d_k, d_v sums
+  void block(int64_t h, int64_t i0, int64_t rows);      // GEMMs of the block, then its rows
+  void forward(int64_t r, KeyRange vis, RowInfo& row);  // o, lse of row i0 + r, keys vis (bounds.cpp)
+  // The pieces of forward(): the row's scores into sc; the weights' deviations into logP, zeta,
+  // d_o_w, d_l and w_hat (j_exact: the key whose weight is exactly 1, or -1); o's bound into B.o and
+  // e_o; lse's bound into B.lse (returned).
+  RowScores scores(int64_t r, KeyRange vis);
+  WeightEps weight_errors(const RowScores& rs, const KeyTiles& kt, int64_t off, int64_t bt, int64_t j_exact, double lse,
+                          double err_lse);
+  void o_bound(int64_t oo, int64_t jb, const ChainWeights& wpv, int64_t o_pv, int64_t j_exact, double tiny_w,
+               double E_l, double eps);
+  double lse_bound(int64_t ol, double lse, double err_lse, double m, double eps_lse, double E_l);
   void backward(int64_t r, KeyRange vis, RowInfo& row);  // its pairs' alpha, beta (bounds_backward.cpp)
   // o of a kernel whose weights are exp(s - lse) with its own lse (Arithmetic::p_from): replaces
   // (PFrom::Lse) or widens to cover (PFrom::Either) the bound forward() gave (bounds_lse.cpp).

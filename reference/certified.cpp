@@ -32,15 +32,12 @@ constexpr double kMpAboveCapped = 0x1p-30;
 // Rows per parallel task of the forward's row loop.
 constexpr Index kRowBlock = 64;
 
-// Row r of the forward: scores to weights P̂ (in place in f.p), kappa, lse and its bound. sl is the
-// caller's (n_k) scratch for the scores' low parts.
-void forward_row(const GroupIn& g, const ExactProduct& s, const std::vector<double>& b_max, Index r,
-                 std::vector<double>& sl, GroupFwd& f) {
+// Row r's scores scale·(hi + lo) as a double-double: the high parts in f.p, the low ones in sl (the
+// keys before j0 and from nv on get weight 0); s_abs their largest magnitude. False when a score
+// overflowed: the row is marked bad and makes no claim.
+bool scaled_scores(const GroupIn& g, const ExactProduct& s, Index r, Index j0, Index nv, std::vector<double>& sl,
+                   GroupFwd& f, double& s_abs) {
   const Index n = g.k.rows();
-  const double abs_scale = std::fabs(g.scale);
-  const Index j0 = g.first[size_t(r)], nv = g.key_end(r);  // visible keys: [j0, nv)
-
-  double mx = -std::numeric_limits<double>::infinity(), s_abs = 0;
   bool finite = true;
   for (Index j = j0; j < nv; ++j) {
     const double hi = f.p(r, j), lo = s.any_lo ? s.lo_at(r, j) : 0.0;
@@ -55,18 +52,70 @@ void forward_row(const GroupIn& g, const ExactProduct& s, const std::vector<doub
   if (!finite) {  // a score overflowed: no claim for this row
     f.bad[r] = 1;
     for (Index j = j0; j < nv; ++j) f.p(r, j) = 0;
-    return;
+    return false;
   }
   for (Index j = nv; j < n; ++j) f.p(r, j) = 0;
-  if (nv == j0) return;  // empty row: o = 0, lse = -inf, no weight anywhere
-  // Score error of this row, uniform over its keys.
+  return true;
+}
+
+// Score error of row r, uniform over its keys; softcap, then ALiBi (certified_variants.cpp),
+// transform the scores in f.p and sl: the score error becomes the cap's, plus the bias's.
+double score_error(const GroupIn& g, const ExactProduct& s, const std::vector<double>& b_max, Index r, Index j0,
+                   Index nv, double s_abs, std::vector<double>& sl, GroupFwd& f) {
   double eps = s.floor;
   for (size_t t = 0; t < s.term_a.size(); ++t) eps += s.term_a[t][r] * b_max[t];
-  eps = (abs_scale * eps + 0x1p-100 * s_abs + 0x1p-1074) * kSlack;
-  // Softcap, then ALiBi (certified_variants.cpp): the score error becomes the cap's, plus the bias's.
+  eps = (std::fabs(g.scale) * eps + 0x1p-100 * s_abs + 0x1p-1074) * kSlack;
   if (g.softcap > 0)
     eps = cap_row(g.softcap, j0, nv, eps, &f.p(r, 0), sl.data(), &f.g(r, 0), &f.g_rel[size_t(r)], &f.g_abs[size_t(r)]);
   if (!g.slope.empty()) eps += bias_row(g.slope[size_t(r)], g.aligned[size_t(r)], j0, nv, &f.p(r, 0), sl.data());
+  return eps;
+}
+
+// A row's unnormalised weights' compensated sum l = l_s + l_c, the largest |x_l| and the number of
+// weights dropped below e^-699.
+struct WeightSum {
+  double l_s = 0, l_c = 0, xl_max = 0, n_drop = 0;
+};
+
+// Row r's weights p̃_j = exp(x_h)·(1 + x_l), x = s_j - mx, in place in f.p (dropped ones 0). mp: f.p
+// holds x_h and sl x_l already (the MPFR path).
+WeightSum exp_weights(Index r, Index j0, Index nv, double mx, bool mp, const std::vector<double>& sl, GroupFwd& f) {
+  WeightSum w;
+  for (Index j = j0; j < nv; ++j) {
+    double xh, xe;
+    if (mp) {
+      xh = f.p(r, j);  // x = xh + sl[j] to within eps
+      xe = 0;
+    } else {
+      two_sum(f.p(r, j), -mx, xh, xe);  // x = s - m = xh + xe exactly
+    }
+    if (xh < kDropBelow) {  // weight < e^-699: dropped, charged as an absolute term
+      f.p(r, j) = 0;
+      w.n_drop += 1;
+      continue;
+    }
+    const double xl = xe + sl[j];                 // |xl| ~ u|x|: rounding u|xl|
+    const double pj = std::exp(xh) * (1.0 + xl);  // e^xl = (1 + xl)(1 + O(xl^2))
+    w.xl_max = std::max(w.xl_max, std::fabs(xl));
+    double e;
+    two_sum(w.l_s, pj, w.l_s, e);  // Sum2: l = sum p̃ with error u|l| + gamma(n)^2 l
+    w.l_c += e;
+    f.p(r, j) = pj;
+  }
+  return w;
+}
+
+// Row r of the forward: scores to weights P̂ (in place in f.p), kappa, lse and its bound. sl is the
+// caller's (n_k) scratch for the scores' low parts.
+void forward_row(const GroupIn& g, const ExactProduct& s, const std::vector<double>& b_max, Index r,
+                 std::vector<double>& sl, GroupFwd& f) {
+  const Index n = g.k.rows();
+  const Index j0 = g.first[size_t(r)], nv = g.key_end(r);  // visible keys: [j0, nv)
+
+  double mx = -std::numeric_limits<double>::infinity(), s_abs = 0;
+  if (!scaled_scores(g, s, r, j0, nv, sl, f, s_abs)) return;
+  if (nv == j0) return;  // empty row: o = 0, lse = -inf, no weight anywhere
+  double eps = score_error(g, s, b_max, r, j0, nv, s_abs, sl, f);
   for (Index j = j0; j < nv; ++j) mx = std::max(mx, f.p(r, j));
   // Huge scores: the double-double bound grows like u^2 |s|, and past |s| ~ 2^44 the low parts
   // sl stop being small, so p̃ = exp(xh)(1 + xl) no longer approximates exp(xh + xl) (from
@@ -90,38 +139,17 @@ void forward_row(const GroupIn& g, const ExactProduct& s, const std::vector<doub
     eps *= kSlack;
   }
 
-  double l_s = 0, l_c = 0, xl_max = 0, n_drop = 0;
-  for (Index j = j0; j < nv; ++j) {
-    double xh, xe;
-    if (mp) {
-      xh = f.p(r, j);  // x = xh + sl[j] to within eps
-      xe = 0;
-    } else {
-      two_sum(f.p(r, j), -mx, xh, xe);  // x = s - m = xh + xe exactly
-    }
-    if (xh < kDropBelow) {  // weight < e^-699: dropped, charged as an absolute term
-      f.p(r, j) = 0;
-      n_drop += 1;
-      continue;
-    }
-    const double xl = xe + sl[j];                 // |xl| ~ u|x|: rounding u|xl|
-    const double pj = std::exp(xh) * (1.0 + xl);  // e^xl = (1 + xl)(1 + O(xl^2))
-    xl_max = std::max(xl_max, std::fabs(xl));
-    double e;
-    two_sum(l_s, pj, l_s, e);  // Sum2: l = sum p̃ with error u|l| + gamma(n)^2 l
-    l_c += e;
-    f.p(r, j) = pj;
-  }
-  const double l = l_s + l_c;
+  const WeightSum w = exp_weights(r, j0, nv, mx, mp, sl, f);
+  const double l = w.l_s + w.l_c;
   const double inv_l = 1.0 / l;
   for (Index j = j0; j < nv; ++j) f.p(r, j) *= inv_l;  // P̂ = p̃·(1/l): two roundings
 
-  const double delta = eps + kU * xl_max + xl_max * xl_max + kLibmRel + 2.01 * kU;
+  const double delta = eps + kU * w.xl_max + w.xl_max * w.xl_max + kLibmRel + 2.01 * kU;
   const double theta = kU + gamma(double(nv - j0)) * gamma(double(nv - j0));
-  const double tail = n_drop * 0x1p-1008;  // sum of dropped weights relative to l (l >= ~1)
+  const double tail = w.n_drop * 0x1p-1008;  // sum of dropped weights relative to l (l >= ~1)
   const double lambda = 2 * delta + 1.01 * theta + 1.01 * tail + 2.01 * kU;  // |log(P̂/P)|
   f.kappa[r] = lambda * (1 + lambda) * kSlack;                               // e^λ - 1 <= λ + λ^2 for λ <= 1
-  f.dropped[r] = n_drop > 0 ? kDroppedWeight : 0.0;
+  f.dropped[r] = w.n_drop > 0 ? kDroppedWeight : 0.0;
   const double y = std::log(l);
   f.lse[r] = mx + y;
   f.lse_err[r] = (delta + 1.01 * theta + 1.01 * tail + kLibmRel * std::fabs(y) + kU * 1.01 * std::fabs(f.lse[r]) +

@@ -259,30 +259,24 @@ std::pair<int, int> choose_widths(const Mat& a, const Mat& b, int budget) {
   return best;
 }
 
-}  // namespace
+struct SlicePair {
+  int x, y;  // slice x of a, slice y of b
+  Method method;
+};
 
-ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_plain) {
-  const Index m = a.rows(), n = b.rows(), d = a.cols();
-  const int log2d = d <= 1 ? 0 : int(std::ceil(std::log2(double(d))));
-  // beta_a + beta_b + log2d <= 53: slice dot products are exact
-  int beta_a = 0, beta_b = 0;  // std::tie: see choose_widths
-  std::tie(beta_a, beta_b) = choose_widths(a, b, 53 - log2d);
-  const Slices sa = split(a, beta_a), sb = split(b, beta_b);
-  ExactProduct p;
-  p.row_slot.assign(m, -1);
-  p.col_slot.assign(n, -1);
-  struct Pair {
-    int x, y;
-    Method method;
-  };
+// The slice pairs worth a product, in order of decreasing magnitude 2^-(x·beta_a + y·beta_b), each
+// with its method; the pairs below `neglect` become p's bound terms instead. sum_a (m), sum_b (n)
+// gather the kept pairs' slice norms per row.
+std::vector<SlicePair> plan_pairs(const Slices& sa, const Slices& sb, int beta_a, int beta_b, Index d, double neglect,
+                                  ExactProduct& p, std::vector<double>& sum_a, std::vector<double>& sum_b) {
+  const Index m = Index(sum_a.size()), n = Index(sum_b.size());
   std::vector<std::pair<int, int>> order;  // slice pairs by decreasing magnitude 2^-(x·beta_a + y·beta_b)
   for (int x = 0; x < int(sa.s.size()); ++x)
     for (int y = 0; y < int(sb.s.size()); ++y) order.push_back({x, y});
-  std::stable_sort(order.begin(), order.end(), [beta_a = beta_a, beta_b = beta_b](auto l, auto r) {
+  std::stable_sort(order.begin(), order.end(), [beta_a, beta_b](auto l, auto r) {
     return l.first * beta_a + l.second * beta_b < r.first * beta_a + r.second * beta_b;
   });
-  std::vector<Pair> pairs;                           // in order of decreasing magnitude
-  std::vector<double> sum_a(m, 0.0), sum_b(n, 0.0);  // sum of slice norms per row
+  std::vector<SlicePair> pairs;  // in order of decreasing magnitude
   for (auto [x, y] : order) {
     if (sa.nnz[x] == 0 || sb.nnz[y] == 0) continue;
     if (max_of(sa.norm[x]) * max_of(sb.norm[y]) <= neglect) {  // Cauchy–Schwarz: |x_i·y_j| <= |x_i||y_j|
@@ -301,12 +295,16 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_pl
   }
   // The first pair (the largest) is a dense GEMM straight into hi; low parts are laid out for the rest.
   if (!pairs.empty()) pairs[0].method = Method::Dense;
-  if (allow_plain &&
-      std::count_if(pairs.begin(), pairs.end(), [](const Pair& q) { return q.method == Method::Dense; }) > 1)
-    return plain_abt(a, b);
+  return pairs;
+}
+
+// The low parts' layout for every pair after the first: a row of lo_rows for each row of a that a
+// sparse-A pair touches, a column of lo_cols for each row of b that a sparse-B pair touches.
+void lay_out_low_parts(const std::vector<SlicePair>& pairs, const Slices& sa, const Slices& sb, Index m, Index n,
+                       ExactProduct& p) {
   Index rows_touched = 0, cols_touched = 0;
   for (size_t t = 1; t < pairs.size(); ++t) {
-    const Pair& q = pairs[t];
+    const SlicePair& q = pairs[t];
     if (q.method == Method::SparseA)
       for (Index i = 0; i < m; ++i)
         if (p.row_slot[i] < 0 && sa.s[q.x].row(i).any()) p.row_slot[i] = rows_touched++;
@@ -317,17 +315,13 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_pl
   p.lo_rows = Mat::Zero(rows_touched, n);
   p.lo_cols = Mat::Zero(m, cols_touched);
   p.any_lo = pairs.size() > 1;
-  if (pairs.empty()) p.hi = Mat::Zero(m, n);
-  Mat scratch;  // one dense slice pair's product
-  for (size_t t = 0; t < pairs.size(); ++t) {
-    const Pair& q = pairs[t];
-    if (t == 0 && q.method == Method::Dense) {
-      p.hi.resize(m, n);
-      gemm_abt(p.hi, sa.s[q.x], sb.s[q.y]);  // exact: see the file comment
-    } else {
-      add_pair(p, sa.s[q.x], sb.s[q.y], q.method, scratch);
-    }
-  }
+}
+
+// The bound terms of what the slice products leave out: the slices' remainders, and the low parts'
+// own roundings (sum_a, sum_b: the kept pairs' slice norms per row, from plan_pairs).
+void remainder_terms(const std::vector<SlicePair>& pairs, const Slices& sa, const Slices& sb, std::vector<double> sum_a,
+                     std::vector<double> sum_b, ExactProduct& p) {
+  const Index m = Index(sum_a.size());
   if (sa.rem_nonzero) {  // |rest_a · bᵀ| <= |rest_a_i| |b_j|
     p.term_a.push_back(sa.rem_norm);
     p.term_b.push_back(sb.full_norm);
@@ -342,7 +336,7 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_pl
   // side's row for a sparse pair.
   double absorbed = 0;
   for (size_t t = 0; t < pairs.size(); ++t) {
-    const Pair& q = pairs[t];
+    const SlicePair& q = pairs[t];
     absorbed += q.method == Method::Dense     ? 1.0
                 : q.method == Method::SparseA ? double(sa.row_nnz_max[size_t(q.x)])
                                               : double(sb.row_nnz_max[size_t(q.y)]);
@@ -357,6 +351,38 @@ ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_pl
     p.term_a.push_back(std::move(sum_a));
     p.term_b.push_back(std::move(sum_b));
   }
+}
+
+}  // namespace
+
+ExactProduct exact_abt(const Mat& a, const Mat& b, double neglect, bool allow_plain) {
+  const Index m = a.rows(), n = b.rows(), d = a.cols();
+  const int log2d = d <= 1 ? 0 : int(std::ceil(std::log2(double(d))));
+  // beta_a + beta_b + log2d <= 53: slice dot products are exact
+  int beta_a = 0, beta_b = 0;  // std::tie: see choose_widths
+  std::tie(beta_a, beta_b) = choose_widths(a, b, 53 - log2d);
+  const Slices sa = split(a, beta_a), sb = split(b, beta_b);
+  ExactProduct p;
+  p.row_slot.assign(m, -1);
+  p.col_slot.assign(n, -1);
+  std::vector<double> sum_a(m, 0.0), sum_b(n, 0.0);  // sum of slice norms per row
+  const std::vector<SlicePair> pairs = plan_pairs(sa, sb, beta_a, beta_b, d, neglect, p, sum_a, sum_b);
+  if (allow_plain &&
+      std::count_if(pairs.begin(), pairs.end(), [](const SlicePair& q) { return q.method == Method::Dense; }) > 1)
+    return plain_abt(a, b);
+  lay_out_low_parts(pairs, sa, sb, m, n, p);
+  if (pairs.empty()) p.hi = Mat::Zero(m, n);
+  Mat scratch;  // one dense slice pair's product
+  for (size_t t = 0; t < pairs.size(); ++t) {
+    const SlicePair& q = pairs[t];
+    if (t == 0 && q.method == Method::Dense) {
+      p.hi.resize(m, n);
+      gemm_abt(p.hi, sa.s[q.x], sb.s[q.y]);  // exact: see the file comment
+    } else {
+      add_pair(p, sa.s[q.x], sb.s[q.y], q.method, scratch);
+    }
+  }
+  remainder_terms(pairs, sa, sb, std::move(sum_a), std::move(sum_b), p);
   // Slice products below 2^-1022 may round (gradual underflow): at most d·pairs·2^-1075 each.
   p.floor = double(d) * double(pairs.size() + 1) * 0x1p-1074;
   return p;

@@ -93,13 +93,8 @@ struct KeyGrads {
   std::vector<char> poisoned;  // (n_k): keys an uncertified row sees
 };
 
-}  // namespace
-
-Certified certified(const Problem& p, const Tensors64& in) {
-  // A batch without queries has an empty d_o whether or not gradients were asked: give them (zeros).
-  const bool grads = !in.d_o.empty() || numel_o(p) == 0, paged = is_paged(p);
-  const Seqs seqs = in.seq.seqs();
-  const Index d = p.d, dv = head_dim_v(p), group = p.heads_q / p.heads_kv;
+// Values and errors of p's outputs, all zero (gradients when grads).
+Certified zeroed(const Problem& p, bool grads) {
   Certified c;
   for (Result64* r : {&c.value, &c.err}) {
     r->o.assign(numel_o(p), 0.0);
@@ -111,87 +106,76 @@ Certified certified(const Problem& p, const Tensors64& in) {
     }
   }
   c.o_mag.assign(numel_o(p), 0.0);
-  double work = 0, largest = 0;  // multiply-adds of S, and the largest group's (m, n_k)
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const double mn = double(group * seq_n_q(p, seqs, b)) * double(seq_n_k(p, seqs, b));
-    work += mn * double(p.heads_kv) * double(d);
-    largest = std::max(largest, mn);
+  return c;
+}
+
+// The group's rows into c: o, lse and d_q, NaN with an infinite error where uncertified. A group
+// with no key (n == 0): every row is empty (o = 0, lse = -inf, d_q = 0), exactly.
+void scatter_rows(const Problem& p, const Seqs& seqs, int64_t b, int32_t h_kv, const cert::GroupIn& g,
+                  const cert::GroupFwd& f, const cert::GroupBwd& bw, bool grads, Certified& c) {
+  const Index d = p.d, dv = head_dim_v(p), group = p.heads_q / p.heads_kv;
+  const Index n_q = seq_n_q(p, seqs, b), n = seq_n_k(p, seqs, b), m = group * n_q;
+  for (Index r = 0; r < m; ++r) {
+    const int32_t h = int32_t(h_kv * group + r / n_q);
+    const int64_t i = r % n_q, row = q_row(p, seqs, b, h, i), ol = lse_index(p, seqs, b, h, i);
+    if (n == 0) {
+      c.value.lse[ol] = -kInf;
+      continue;
+    }
+    const bool bad = f.bad[r];
+    c.value.lse[ol] = bad ? kNaN : f.lse[r];
+    c.err.lse[ol] = bad ? kInf : f.lse_err[r];
+    for (Index l = 0; l < dv; ++l) {
+      const int64_t x = row * dv + l;
+      c.value.o[x] = bad ? kNaN : f.o(r, l);
+      c.err.o[x] = bad ? kInf : f.o_err(r, l);
+      c.o_mag[x] = bad ? kNaN : f.o_mag(r, l);
+    }
+    const bool bad_grad = bad || g.bad_d_o[r];
+    for (Index l = 0; grads && l < d; ++l) {
+      c.value.d_q[row * d + l] = bad_grad ? kNaN : bw.d_q(r, l);
+      c.err.d_q[row * d + l] = bad_grad ? kInf : bw.d_q_err(r, l);
+    }
   }
-  // Below ~2^24 multiply-adds the whole oracle takes milliseconds: no threads.
-  const SerialScope small(work < kParallelWork);
-  const int64_t groups = p.batch * p.heads_kv;
-  std::vector<KeyGrads> kept(paged && grads ? size_t(groups) : 0);
-  // One task per (sequence, kv head) group, each writing its own rows of c (paged keys: into kept).
-  auto one_group = [&](int64_t task) {
-    const int64_t b = task / p.heads_kv;
-    const int32_t h_kv = int32_t(task % p.heads_kv);
-    const Index n_q = seq_n_q(p, seqs, b), n = seq_n_k(p, seqs, b), m = group * n_q;
-    if (m == 0) return;  // no query: nothing produced, its keys' gradients stay 0
-    const cert::GroupIn g = gather(p, in, b, h_kv, grads);
-    cert::GroupFwd f;
-    cert::GroupBwd bw;
-    if (n > 0) {
-      f = cert::forward(g);
-      if (grads) bw = cert::backward(g, f);
+}
+
+// (n_k): the keys an uncertified row of the group sees (their d_k, d_v are uncertified).
+std::vector<char> poisoned_keys(const cert::GroupIn& g, const cert::GroupFwd& f) {
+  const Index m = g.q.rows(), n = g.k.rows();
+  std::vector<char> poisoned(n, 0);
+  for (Index r = 0; r < m; ++r)
+    if (f.bad[r] || g.bad_d_o[r])
+      for (Index j = g.first[r]; j < g.n_vis[r]; ++j) poisoned[j] = 1;
+  return poisoned;
+}
+
+// The group's d_k, d_v into c (a dense or varlen layout: each key has its own row).
+void scatter_keys(const Problem& p, const Seqs& seqs, int64_t b, int32_t h_kv, const cert::GroupBwd& bw,
+                  const std::vector<char>& poisoned, Certified& c) {
+  const Index d = p.d, dv = head_dim_v(p);
+  for (Index j = 0; j < Index(poisoned.size()); ++j) {
+    const int64_t row = kv_row(p, seqs, b, h_kv, j);
+    for (Index l = 0; l < d; ++l) {
+      c.value.d_k[row * d + l] = poisoned[j] ? kNaN : bw.d_k(j, l);
+      c.err.d_k[row * d + l] = poisoned[j] ? kInf : bw.d_k_err(j, l);
     }
-    for (Index r = 0; r < m; ++r) {
-      const int32_t h = int32_t(h_kv * group + r / n_q);
-      const int64_t i = r % n_q, row = q_row(p, seqs, b, h, i), ol = lse_index(p, seqs, b, h, i);
-      if (n == 0) {  // no key: every row is empty (o = 0, lse = -inf, d_q = 0), exactly
-        c.value.lse[ol] = -kInf;
-        continue;
-      }
-      const bool bad = f.bad[r];
-      c.value.lse[ol] = bad ? kNaN : f.lse[r];
-      c.err.lse[ol] = bad ? kInf : f.lse_err[r];
-      for (Index l = 0; l < dv; ++l) {
-        const int64_t x = row * dv + l;
-        c.value.o[x] = bad ? kNaN : f.o(r, l);
-        c.err.o[x] = bad ? kInf : f.o_err(r, l);
-        c.o_mag[x] = bad ? kNaN : f.o_mag(r, l);
-      }
-      const bool bad_grad = bad || g.bad_d_o[r];
-      for (Index l = 0; grads && l < d; ++l) {
-        c.value.d_q[row * d + l] = bad_grad ? kNaN : bw.d_q(r, l);
-        c.err.d_q[row * d + l] = bad_grad ? kInf : bw.d_q_err(r, l);
-      }
+    for (Index l = 0; l < dv; ++l) {
+      c.value.d_v[row * dv + l] = poisoned[j] ? kNaN : bw.d_v(j, l);
+      c.err.d_v[row * dv + l] = poisoned[j] ? kInf : bw.d_v_err(j, l);
     }
-    if (!grads || n == 0) return;
-    std::vector<char> poisoned(n, 0);  // (n_k): keys seen by an uncertified row
-    for (Index r = 0; r < m; ++r)
-      if (f.bad[r] || g.bad_d_o[r])
-        for (Index j = g.first[r]; j < g.n_vis[r]; ++j) poisoned[j] = 1;
-    if (paged) {
-      kept[size_t(task)] = {std::move(bw), std::move(poisoned)};
-      return;
-    }
-    for (Index j = 0; j < n; ++j) {
-      const int64_t row = kv_row(p, seqs, b, h_kv, j);
-      for (Index l = 0; l < d; ++l) {
-        c.value.d_k[row * d + l] = poisoned[j] ? kNaN : bw.d_k(j, l);
-        c.err.d_k[row * d + l] = poisoned[j] ? kInf : bw.d_k_err(j, l);
-      }
-      for (Index l = 0; l < dv; ++l) {
-        c.value.d_v[row * dv + l] = poisoned[j] ? kNaN : bw.d_v(j, l);
-        c.err.d_v[row * dv + l] = poisoned[j] ? kInf : bw.d_v_err(j, l);
-      }
-    }
-  };
-  // Small groups run side by side; large ones one after another, each parallel inside (their
-  // (m, n_k) matrices would not fit in memory many at a time).
-  if (largest <= kParallelGroupElems)
-    parallel_for(groups, one_group);
-  else
-    for (int64_t t = 0; t < groups; ++t) one_group(t);
-  if (kept.empty()) return c;
-  // Paged: each physical row sums the logical keys mapped to it; a second term onwards costs one
-  // rounding of the sum (u |sum|), charged as it is added.
+  }
+}
+
+// Paged: each physical row sums the logical keys mapped to it; a second term onwards costs one
+// rounding of the sum (u |sum|), charged as it is added. kept: each group's key gradients.
+void add_paged(const Problem& p, const Seqs& seqs, const std::vector<KeyGrads>& kept, Certified& c) {
+  const Index d = p.d, dv = head_dim_v(p);
   std::vector<int32_t> uses(size_t(rows_kv(p)), 0);  // (rows_kv): terms added so far
   auto add = [](double& val, double& err, double x, double e, bool first) {
     val += x;
     err += e + (first ? 0.0 : cert::kU * std::fabs(val) * cert::kSlack);
   };
-  for (int64_t task = 0; task < groups; ++task) {
+  for (int64_t task = 0; task < int64_t(kept.size()); ++task) {
     const KeyGrads& kg = kept[size_t(task)];
     if (kg.poisoned.empty()) continue;  // a group with no query or no key
     const int64_t b = task / p.heads_kv;
@@ -207,6 +191,54 @@ Certified certified(const Problem& p, const Tensors64& in) {
             bad ? kInf : kg.bw.d_v_err(j, l), first);
     }
   }
+}
+
+}  // namespace
+
+Certified certified(const Problem& p, const Tensors64& in) {
+  // A batch without queries has an empty d_o whether or not gradients were asked: give them (zeros).
+  const bool grads = !in.d_o.empty() || numel_o(p) == 0, paged = is_paged(p);
+  const Seqs seqs = in.seq.seqs();
+  const Index d = p.d, group = p.heads_q / p.heads_kv;
+  Certified c = zeroed(p, grads);
+  double work = 0, largest = 0;  // multiply-adds of S, and the largest group's (m, n_k)
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const double mn = double(group * seq_n_q(p, seqs, b)) * double(seq_n_k(p, seqs, b));
+    work += mn * double(p.heads_kv) * double(d);
+    largest = std::max(largest, mn);
+  }
+  // Below ~2^24 multiply-adds the whole oracle takes milliseconds: no threads.
+  const SerialScope small(work < kParallelWork);
+  const int64_t groups = p.batch * p.heads_kv;
+  std::vector<KeyGrads> kept(paged && grads ? size_t(groups) : 0);
+  // One task per (sequence, kv head) group, each writing its own rows of c (paged keys: into kept).
+  auto one_group = [&](int64_t task) {
+    const int64_t b = task / p.heads_kv;
+    const int32_t h_kv = int32_t(task % p.heads_kv);
+    const Index n = seq_n_k(p, seqs, b), m = group * seq_n_q(p, seqs, b);
+    if (m == 0) return;  // no query: nothing produced, its keys' gradients stay 0
+    const cert::GroupIn g = gather(p, in, b, h_kv, grads);
+    cert::GroupFwd f;
+    cert::GroupBwd bw;
+    if (n > 0) {
+      f = cert::forward(g);
+      if (grads) bw = cert::backward(g, f);
+    }
+    scatter_rows(p, seqs, b, h_kv, g, f, bw, grads, c);
+    if (!grads || n == 0) return;
+    std::vector<char> poisoned = poisoned_keys(g, f);
+    if (paged)
+      kept[size_t(task)] = {std::move(bw), std::move(poisoned)};
+    else
+      scatter_keys(p, seqs, b, h_kv, bw, poisoned, c);
+  };
+  // Small groups run side by side; large ones one after another, each parallel inside (their
+  // (m, n_k) matrices would not fit in memory many at a time).
+  if (largest <= kParallelGroupElems)
+    parallel_for(groups, one_group);
+  else
+    for (int64_t t = 0; t < groups; ++t) one_group(t);
+  if (!kept.empty()) add_paged(p, seqs, kept, c);
   return c;
 }
 

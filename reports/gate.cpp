@@ -59,6 +59,85 @@ std::map<std::string, std::string> input_hashes(const json& r) {
   return m;
 }
 
+// The gate's findings as markdown lines, one list per section.
+struct Findings {
+  std::string regress, failing, missing, inputs, improved;
+};
+
+// Every gated metric of one tensor (bt in the baseline, ct in the current report) of a cell.
+void compare_tensor(const std::string& kernel, const std::string& case_id, const std::string& tensor, const json& bt,
+                    const json& ct, const GateOptions& o, GateResult& g, Findings& f) {
+  for (const Metric& m : kMetrics) {
+    double b = 0, c = 0;
+    if (!read(bt, m, &b) || !read(ct, m, &c)) continue;
+    const bool signed_metric = std::string(m.name) == "bias";
+    if (signed_metric) b = std::fabs(b), c = std::fabs(c);
+    const double tol = o.tolerance.at(m.name);
+    bool worse = (c != c && b == b) || c > b * (1 + tol);
+    if (signed_metric) {  // beyond the noise of a mean of count unbiased errors
+      double rmse = 0;
+      const double count = ct.value("count", 0.0);
+      read(ct, kMetrics[0], &rmse);
+      worse = worse && count > 0 && c > 3 * rmse / std::sqrt(count);
+    }
+    const std::string row = fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", kernel, case_id, tensor, m.name,
+                                        short_num(m.sub ? bt[m.key][m.sub] : bt[m.key]),
+                                        short_num(m.sub ? ct[m.key][m.sub] : ct[m.key]), pct(b, c));
+    if (worse) {
+      ++g.regressions, f.regress += row;
+    } else if (c < b / (1 + tol) || (b != b && c == c)) {
+      ++g.improved, f.improved += row;
+    }
+  }
+}
+
+// One cell of the baseline (bc) against the current report's (cc): its status, then its tensors.
+void compare_cell(const json& bc, const json& cc, const GateOptions& o, GateResult& g, Findings& f) {
+  const std::string kernel = bc["kernel"], case_id = bc["case"];
+  if (!cell_failed(bc) && cell_failed(cc)) {
+    ++g.new_failures;
+    f.failing += fmt::format(
+        "- `{}` `{}`: {} → {}{}\n", kernel, case_id, bc["status"].get<std::string>(), cc["status"].get<std::string>(),
+        cc.contains("replay") ? fmt::format(" (replay: `{}`)", cc["replay"].get<std::string>()) : "");
+  }
+  if (!bc.contains("tensors") || !cc.contains("tensors")) return;
+  for (const auto& [tensor, bt] : bc["tensors"].items()) {
+    if (!cc["tensors"].contains(tensor)) {
+      ++g.missing, f.missing += fmt::format("- `{}` `{}` tensor {}\n", kernel, case_id, tensor);
+      continue;
+    }
+    compare_tensor(kernel, case_id, tensor, bt, cc["tensors"][tensor], o, g, f);
+  }
+}
+
+// The gate's markdown: the verdict and counts, the tolerances, then each non-empty section.
+std::string gate_markdown(const GateResult& g, const Findings& f, const GateOptions& o, const std::string& base_name,
+                          const std::string& cur_name) {
+  std::string md = fmt::format("## flashcheck gate: {}\n\nBaseline `{}`, current `{}`: {} cells compared",
+                               g.failed() ? "FAIL" : "PASS", base_name, cur_name, g.compared);
+  std::vector<std::string> parts;
+  for (const auto& [n, what] : {std::pair{g.regressions, "metric regressions"},
+                                {g.new_failures, "cells that no longer pass"},
+                                {g.missing, "missing"},
+                                {g.inputs_changed, "cells whose inputs changed"},
+                                {g.improved, "improvements"},
+                                {g.added, "new cells (not gated)"}})
+    if (n) parts.push_back(fmt::format("{} {}", n, what));
+  md += parts.empty() ? ".\n" : fmt::format("; {}.\n", fmt::join(parts, ", "));
+  std::vector<std::string> tol;
+  for (const auto& [k, v] : o.tolerance) tol.push_back(fmt::format("{} {:g}", k, v));
+  md += fmt::format("\nTolerances (relative growth allowed): {}.\n", fmt::join(tol, ", "));
+  const char* head =
+      "| kernel | case | tensor | metric | baseline | current | change |\n|---|---|---|---|--:|--:|--:|\n";
+  if (!f.failing.empty()) md += "\n### Cells that no longer pass\n\n" + f.failing;
+  if (!f.regress.empty()) md += std::string("\n### Metric regressions\n\n") + head + f.regress;
+  if (!f.missing.empty()) md += "\n### Missing from the current report\n\n" + f.missing;
+  if (!f.inputs.empty()) md += "\n### Inputs changed (the baseline is from other inputs: regenerate it)\n\n" + f.inputs;
+  if (!f.improved.empty())
+    md += std::string("\n<details><summary>Improvements</summary>\n\n") + head + f.improved + "\n</details>\n";
+  return md;
+}
+
 }  // namespace
 
 GateOptions default_gate_options() {
@@ -97,87 +176,27 @@ GateResult gate(const json& base, const json& cur, const GateOptions& o, const s
     throw ReportError(fmt::format("gate: {} is a {} report and {} a {} report", base_name,
                                   base["kind"].get<std::string>(), cur_name, cur["kind"].get<std::string>()));
   GateResult g;
-  std::string regress, failing, missing, inputs, improved;
+  Findings f;
   const auto cur_cells = index_cells(cur), base_cells = index_cells(base);
   const auto base_hash = input_hashes(base), cur_hash = input_hashes(cur);
   for (const auto& [key, bc] : base_cells) {
     const std::string kernel = (*bc)["kernel"], case_id = (*bc)["case"];
     const auto it = cur_cells.find(key);
     if (it == cur_cells.end()) {
-      ++g.missing, missing += fmt::format("- `{}` `{}`\n", kernel, case_id);
+      ++g.missing, f.missing += fmt::format("- `{}` `{}`\n", kernel, case_id);
       continue;
     }
-    const json& cc = *it->second;
     ++g.compared;
     if (base_hash.count(case_id) && cur_hash.count(case_id) && base_hash.at(case_id) != cur_hash.at(case_id)) {
       ++g.inputs_changed,
-          inputs += fmt::format("- `{}`: {} → {}\n", case_id, base_hash.at(case_id), cur_hash.at(case_id));
+          f.inputs += fmt::format("- `{}`: {} → {}\n", case_id, base_hash.at(case_id), cur_hash.at(case_id));
       continue;
     }
-    if (!cell_failed(*bc) && cell_failed(cc)) {
-      ++g.new_failures;
-      failing +=
-          fmt::format("- `{}` `{}`: {} → {}{}\n", kernel, case_id, (*bc)["status"].get<std::string>(),
-                      cc["status"].get<std::string>(),
-                      cc.contains("replay") ? fmt::format(" (replay: `{}`)", cc["replay"].get<std::string>()) : "");
-    }
-    if (!bc->contains("tensors") || !cc.contains("tensors")) continue;
-    for (const auto& [tensor, bt] : (*bc)["tensors"].items()) {
-      if (!cc["tensors"].contains(tensor)) {
-        ++g.missing, missing += fmt::format("- `{}` `{}` tensor {}\n", kernel, case_id, tensor);
-        continue;
-      }
-      const json& ct = cc["tensors"][tensor];
-      for (const Metric& m : kMetrics) {
-        double b = 0, c = 0;
-        if (!read(bt, m, &b) || !read(ct, m, &c)) continue;
-        const bool signed_metric = std::string(m.name) == "bias";
-        if (signed_metric) b = std::fabs(b), c = std::fabs(c);
-        const double tol = o.tolerance.at(m.name);
-        bool worse = (c != c && b == b) || c > b * (1 + tol);
-        if (signed_metric) {  // beyond the noise of a mean of count unbiased errors
-          double rmse = 0;
-          const double count = ct.value("count", 0.0);
-          read(ct, kMetrics[0], &rmse);
-          worse = worse && count > 0 && c > 3 * rmse / std::sqrt(count);
-        }
-        const std::string row = fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", kernel, case_id, tensor, m.name,
-                                            short_num(m.sub ? bt[m.key][m.sub] : bt[m.key]),
-                                            short_num(m.sub ? ct[m.key][m.sub] : ct[m.key]), pct(b, c));
-        if (worse) {
-          ++g.regressions, regress += row;
-        } else if (c < b / (1 + tol) || (b != b && c == c)) {
-          ++g.improved, improved += row;
-        }
-      }
-    }
+    compare_cell(*bc, *it->second, o, g, f);
   }
   for (const auto& [key, cc] : cur_cells)
     if (!base_cells.count(key)) ++g.added;
-
-  std::string& md = g.markdown;
-  md = fmt::format("## flashcheck gate: {}\n\nBaseline `{}`, current `{}`: {} cells compared",
-                   g.failed() ? "FAIL" : "PASS", base_name, cur_name, g.compared);
-  std::vector<std::string> parts;
-  for (const auto& [n, what] : {std::pair{g.regressions, "metric regressions"},
-                                {g.new_failures, "cells that no longer pass"},
-                                {g.missing, "missing"},
-                                {g.inputs_changed, "cells whose inputs changed"},
-                                {g.improved, "improvements"},
-                                {g.added, "new cells (not gated)"}})
-    if (n) parts.push_back(fmt::format("{} {}", n, what));
-  md += parts.empty() ? ".\n" : fmt::format("; {}.\n", fmt::join(parts, ", "));
-  std::vector<std::string> tol;
-  for (const auto& [k, v] : o.tolerance) tol.push_back(fmt::format("{} {:g}", k, v));
-  md += fmt::format("\nTolerances (relative growth allowed): {}.\n", fmt::join(tol, ", "));
-  const char* head =
-      "| kernel | case | tensor | metric | baseline | current | change |\n|---|---|---|---|--:|--:|--:|\n";
-  if (!failing.empty()) md += "\n### Cells that no longer pass\n\n" + failing;
-  if (!regress.empty()) md += std::string("\n### Metric regressions\n\n") + head + regress;
-  if (!missing.empty()) md += "\n### Missing from the current report\n\n" + missing;
-  if (!inputs.empty()) md += "\n### Inputs changed (the baseline is from other inputs: regenerate it)\n\n" + inputs;
-  if (!improved.empty())
-    md += std::string("\n<details><summary>Improvements</summary>\n\n") + head + improved + "\n</details>\n";
+  g.markdown = gate_markdown(g, f, o, base_name, cur_name);
   return g;
 }
 

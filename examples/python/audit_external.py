@@ -13,6 +13,7 @@ run stopped at any point leaves everything finished so far. A law run cut short 
 next run when OUT/regressions is carried over from reports/h200/external/regressions).
 
     python3 examples/python/audit_external.py --out DIR [--budget 480] [--only flex,jax_xla]
+    IMPLS=flex,jax_xla python3 examples/python/audit_external.py --out DIR   # the same: one lane of a run
     python3 examples/python/audit_external.py --self-test --out /tmp/x     # no GPU, no torch: pure Python
 """
 import argparse
@@ -27,6 +28,7 @@ import sys
 import threading
 import time
 
+import audit_merge
 import audit_summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -54,9 +56,24 @@ KERNELS = [
 ]
 NO_AUDIT = {"sdpa_flash_any_stride", "sdpa_cudnn_any_stride", "py_variants", "py_off_by_one"}  # (the last two: head dims 1..8)
 # The scope of this audit where an adapter offers more than one run can compile in its budget: FlexAttention
-# compiles one kernel per dtype and head dim (forward and backward), so its runs take fp16 and bf16 at
-# d = 64 and 128 (the issue's), as the summary says.
-SCOPE = {"FC_FLEX_DTYPES": "F16,BF16", "FC_FLEX_HEAD_DIMS": "64,128"}
+# compiles one kernel per dtype, head dims (d, d_v) and padded length (flex_attention.py pads every call to
+# a power-of-two length >= 1024), forward and backward, so its audits take fp16 and bf16 at d = 64 and 128
+# (the issue's) and its law runs d = 64 (two programs a kernel instead of eight), as the summary says.
+SCOPE = {"FC_FLEX_DTYPES": "F16,BF16", "FC_FLEX_HEAD_DIMS": "64,128", "FC_FLEX_MIN_BUCKET": "1024"}
+CHECK_SCOPE = {"FC_FLEX_HEAD_DIMS": "64"}
+# Every law id, in the order `check` runs them (properties/laws*.cpp). A kernel in LAW_SPLIT runs each law
+# in its own process under LAW_BUDGET seconds, several at once, instead of all in one process under
+# --check-budget: one law that stalls (worker restarts after a fault the adapter does not foresee, a
+# shrink through slow cases) then costs its own row, not every law after it. It costs one interpreter
+# start (torch's import) per law, so only kernels with no compilation per process are split.
+LAWS = ("reference", "extreme", "varlen_split", "paged", "strides", "window_mask", "window_invisible", "softcap",
+        "alibi_zero", "zero_length", "block_size", "kv_permutation", "q_permutation", "lse_bracket", "convex_hull",
+        "shift", "affine_v", "invisible_keys", "determinism", "nan_blast", "softmax_row", "large_offsets")
+LAW_SPLIT = {"torch_varlen", "sdpa_cudnn"}
+LAW_BUDGET = 150
+# Seconds for one kernel's laws where the default is not enough: FlexAttention compiles (cold Triton
+# cache) before its first case.
+CHECK_BUDGET = {"flex": 360, "flex_softcap": 360, "flex_window": 360}
 # Seconds one call may take where the first call of a dtype and head dim compiles (Triton, cold cache).
 CALL_TIMEOUT = {"flex": 240, "flex_softcap": 240, "flex_window": 240}
 # Cases per law where every new shape is a new compilation (JAX jits per shape, forward and backward):
@@ -93,7 +110,9 @@ def parse_args(argv=None):
     ap.add_argument("--audit-budget", type=float, default=150, help="seconds for one audit run (default 150)")
     ap.add_argument("--timeout", type=float, default=60, help="seconds one kernel call may take (default 60)")
     ap.add_argument("--threads", type=int, default=2, help="oracle threads per run (FC_THREADS, default 2)")
-    ap.add_argument("--only", help="comma-separated kernel names")
+    ap.add_argument("--only", default=os.environ.get("IMPLS") or None,
+                    help="comma-separated kernel names (default: $IMPLS, else every kernel): one lane of a run "
+                         "split over GPUs; audit_summary.py --merge joins the lanes' results.json")
     ap.add_argument("--no-audit", action="store_true", help="the laws only")
     ap.add_argument("--no-long", action="store_true", help="the quick audit sweep only")
     ap.add_argument("--regressions-from", default=os.path.join(ROOT, "reports", "h200", "external", "regressions"),
@@ -136,23 +155,35 @@ class Runner:
 
     # -- the plan: every kernel's laws first, then the quick audits, then the long ones --
     def plan(self):
-        jobs = [("check", k) for k in self.kernels]
+        # Whole law runs first (FlexAttention's need their budget from the start), then the split ones.
+        jobs = [("check", k) for k in self.kernels if not self.split(k)]
+        jobs += [("check-" + law, k) for k in self.kernels if self.split(k) for law in LAWS]
         if not self.a.no_audit:
             kinds = AUDIT_KINDS[:1] if self.a.no_long else AUDIT_KINDS[:2] if self.a.self_test else AUDIT_KINDS
             jobs += [(kind, k) for kind in kinds for k in self.audited]
         return jobs
 
+    def split(self, kernel):
+        """Whether the kernel's laws run one process each (LAW_SPLIT; never a kernel held to one law)."""
+        return kernel[0] in LAW_SPLIT and "--law" not in kernel[3]
+
+    def check_json(self, kind, name):
+        law = kind.partition("-")[2]
+        return self.path("check", name + ("." + law if law else "") + ".json")
+
     def argv(self, kind, kernel):
         a = self.a
         name, spec, _, extra = kernel
         head = [a.flashcheck] if spec is None else [sys.executable, "-m", "flashcheck"]
-        if kind == "check":
+        if kind.startswith("check"):
             regressions = self.path("regressions", name)
             os.makedirs(regressions, exist_ok=True)
             argv = head + ["check"] + (["--kernel", name] if spec is None else [spec])
             cases = min(a.cases, CASES.get(name, a.cases))
-            argv += ["--cases", str(cases), "--seed", str(a.seed), "--json-out", self.path("check", name + ".json"),
+            argv += ["--cases", str(cases), "--seed", str(a.seed), "--json-out", self.check_json(kind, name),
                      "--regressions", regressions, "--save-regressions"] + extra
+            if kind != "check":
+                argv += ["--law", kind.partition("-")[2]]
         else:
             # Compact tensors: the audit measures errors, the laws (mixed layouts) hold the strides.
             argv = head + ["audit"] + (["--kernel", name] if spec is None else [spec, "--layout", "compact"])
@@ -177,24 +208,34 @@ class Runner:
                                                          "note": "%s: %s" % (type(exc).__name__, exc)}
                 self.write()
 
+    def budget(self, kind, name):
+        if kind == "check":
+            return max(self.a.check_budget, CHECK_BUDGET.get(name, 0))
+        return LAW_BUDGET if kind.startswith("check-") else self.a.audit_budget
+
     def _run_one(self, kind, kernel):
         name = kernel[0]
-        budget = self.a.check_budget if kind == "check" else self.a.audit_budget
-        limit = min(budget, self.deadline - time.time())
+        limit = min(self.budget(kind, name), self.deadline - time.time())
         argv = self.argv(kind, kernel)
         log = self.path("logs", "%s.%s.log" % (name, kind))
         result = {"command": shlex.join(argv[1:] if argv[0] == sys.executable else argv), "limit_s": round(limit)}
         if limit < 5:
             result.update(exit="not run", seconds=0, note="no time left before the overall deadline")
         else:
-            code, seconds = run(argv, limit, log, self.env)
+            env = dict(self.env, **CHECK_SCOPE) if kind.startswith("check") and not self.a.self_test else self.env
+            code, seconds = run(argv, limit, log, env)
             result.update(exit=code, seconds=seconds)
-            if kind == "check":
-                result.update(audit_summary.read_check(self.path("check", name + ".json"), log))
+            if kind.startswith("check"):
+                result.update(audit_summary.read_check(self.check_json(kind, name), log))
             else:
                 result.update(audit_summary.read_audit(self.path("audit", name + "-" + kind, "report.json"), log))
         with self.lock:
-            self.results[name]["runs"][kind] = result
+            r = self.results[name]
+            if kind.startswith("check-"):  # one law of a split kernel: its laws read as one run
+                r.setdefault("law_runs", {})[kind.partition("-")[2]] = result
+                r["runs"]["check"] = audit_merge.merge_law_runs(r["law_runs"], LAWS)
+            else:
+                r["runs"][kind] = result
             self.write()
         print("%6.0f s  %-15s %-5s exit %s after %s s" % (time.time() - self.started, name, kind, result["exit"],
                                                          result["seconds"]), flush=True)
@@ -204,7 +245,7 @@ class Runner:
         for name, r in self.results.items():
             atomic_write(self.path("kernels", name + ".json"), json.dumps(r, indent=1) + "\n")
         data = {"command": shlex.join([sys.executable] + sys.argv), "seed": self.a.seed, "cases_per_law": self.a.cases,
-                "scope": {} if self.a.self_test else SCOPE,
+                "scope": {} if self.a.self_test else dict(SCOPE, **{"laws: " + k: v for k, v in CHECK_SCOPE.items()}),
                 "budget_s": self.a.budget, "seconds": round(time.time() - self.started, 1),
                 "baseline": self.kernels[0][0] if self.kernels and self.kernels[0][1] is None else None,
                 "kernels": [self.results[k[0]] for k in self.kernels]}

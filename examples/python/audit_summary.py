@@ -299,3 +299,4 @@ def _broken(ks, out):
                     r["name"], kind, run.get("exit"), run.get("seconds"), run.get("limit_s"),
                     " / ".join(x.strip() for x in tail if x)[:400]))
     return L + (unfinished or ["None."])
+

@@ -5,26 +5,42 @@ which flashcheck holds to the natural-log contract; d_v != d is offered to all t
 
     python -m flashcheck check flex_attention:flex
 
-One compiled function serves every call: the mask_mod and score_mod are module-level functions reading
-their parameters from tensors filled before each call, so a new problem means new values, not a new
-function for dynamo to recompile (shapes are dynamic). What still compiles separately is each dtype and
-head dim; FC_FLEX_DTYPES and FC_FLEX_HEAD_DIMS (comma-separated) narrow them to bound that cost.
+One compiled function serves every call. torch.compile specialises on what it cannot keep symbolic (the
+BlockMask's sequence lengths are Python ints; sizes 1 are always specialised), so every call is padded to
+a few shapes (shape_buckets.padded_shape): queries and keys to one square power-of-two length, at least
+FC_FLEX_MIN_BUCKET (default 1024), batch and heads_kv to at least 2. The mask_mod hides the padding (a
+padded key is masked for every row, a padded query row sees no key) and reads the real lengths, the
+window and the alignment from 0-d tensors filled before each call, so a new problem means new values,
+not a new graph. Padded outputs are sliced off; a real row's o and lse are what the kernel computes for
+it (docs/external-audit.md: why the padding is sound, and what it changes). What still compiles
+separately is each dtype, head dim pair and bucket; FC_FLEX_DTYPES and FC_FLEX_HEAD_DIMS
+(comma-separated) narrow them to bound that cost.
 """
 import os
+import sys
 
 import torch
+import torch.nn.functional as F
 from torch.nn.attention import flex_attention as _flex
 
 import flashcheck
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:  # shape_buckets.py lies beside this file, also when it is loaded as FILE.py:NAME
+    sys.path.append(_HERE)
+from shape_buckets import floor_from_env, padded_shape  # noqa: E402
 
 for _limit in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
     if hasattr(torch._dynamo.config, _limit):  # never fall back to eager after many shapes
         setattr(torch._dynamo.config, _limit, max(getattr(torch._dynamo.config, _limit), 1024))
 _compiled = torch.compile(_flex.flex_attention, dynamic=True)
+_FLOOR = floor_from_env()
 
 _BIG = 1 << 30  # an unbounded window side (q_idx + _BIG stays within int32)
-# The visible keys of query q_idx: row - _LEFT <= kv_idx <= row + _RIGHT, row = q_idx + _SHIFT (the
-# aligned row i'); the causal mask is _RIGHT <= 0. Filled per call by _set().
+# The visible keys of query q_idx < _NQ: kv_idx < _NK and row - _LEFT <= kv_idx <= row + _RIGHT, row =
+# q_idx + _SHIFT (the aligned row i'); the causal mask is _RIGHT <= 0. Filled per call by _set().
+_NQ = torch.zeros((), dtype=torch.int32, device="cuda")
+_NK = torch.zeros((), dtype=torch.int32, device="cuda")
 _SHIFT = torch.zeros((), dtype=torch.int32, device="cuda")
 _LEFT = torch.zeros((), dtype=torch.int32, device="cuda")
 _RIGHT = torch.zeros((), dtype=torch.int32, device="cuda")
@@ -33,7 +49,8 @@ _CAP = torch.ones((), dtype=torch.float32, device="cuda")
 
 def _mask_mod(b, h, q_idx, kv_idx):
     row = q_idx + _SHIFT
-    return (kv_idx >= row - _LEFT) & (kv_idx <= row + _RIGHT)
+    real = (q_idx < _NQ) & (kv_idx < _NK)  # the padding: no padded key is seen, no padded row sees a key
+    return real & (kv_idx >= row - _LEFT) & (kv_idx <= row + _RIGHT)
 
 
 def _softcap_mod(score, b, h, q_idx, kv_idx):
@@ -41,6 +58,8 @@ def _softcap_mod(score, b, h, q_idx, kv_idx):
 
 
 def _set(p):
+    _NQ.fill_(p.n_q)
+    _NK.fill_(p.n_k)
     _SHIFT.fill_(0 if p.mask == "causal_top_left" else p.n_k - p.n_q)
     _LEFT.fill_(p.window_left if p.window_left >= 0 else _BIG)
     right = p.window_right if p.window_right >= 0 else _BIG
@@ -49,15 +68,28 @@ def _set(p):
         _CAP.fill_(p.softcap)
 
 
+def _pad(x, batch, heads, n):
+    """x (b, h, m, d) -> (batch, heads, n, d), zeros appended, contiguous (differentiable: its gradient is
+    the slice of the padded one)."""
+    b, h, m, _ = x.shape
+    return F.pad(x, (0, 0, 0, n - m, 0, heads - h, 0, batch - b)).contiguous()
+
+
 def forward(q, k, v, p):
     _set(p)
-    block_mask = _flex.create_block_mask(_mask_mod, None, None, p.n_q, p.n_k, device="cuda")
+    batch, heads_q, heads_kv, n = padded_shape(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, _FLOOR)
+    q2 = _pad(q, batch, heads_q, n)  # (batch', heads_q', n', d)
+    k2, v2 = (_pad(x, batch, heads_kv, n) for x in (k, v))  # (batch', heads_kv', n', d or d_v)
+    block_mask = _flex.create_block_mask(_mask_mod, None, None, n, n, device="cuda")
     kwargs = dict(score_mod=_softcap_mod if p.softcap > 0 else None, block_mask=block_mask, scale=p.scale,
                   enable_gqa=True)  # enable_gqa=True also serves heads_q == heads_kv: one graph for both
     if hasattr(_flex, "AuxRequest"):  # torch >= 2.9: return_aux replaces return_lse
-        o, aux = _compiled(q, k, v, return_aux=_flex.AuxRequest(lse=True), **kwargs)
-        return o, aux.lse
-    return _compiled(q, k, v, return_lse=True, **kwargs)
+        o, aux = _compiled(q2, k2, v2, return_aux=_flex.AuxRequest(lse=True), **kwargs)
+        lse = aux.lse
+    else:
+        o, lse = _compiled(q2, k2, v2, return_lse=True, **kwargs)
+    real = (slice(0, p.batch), slice(0, p.heads_q), slice(0, p.n_q))
+    return o[real], lse[real]  # (batch, heads_q, n_q, d_v), (batch, heads_q, n_q)
 
 
 def _scope(name, default):

@@ -13,6 +13,12 @@
 #            results.json, kernels/*.json, check/, audit/, logs/, regressions/), packed even when a run
 #            is cut short: `audit` alone takes at most AUDIT_WALL (510) s, its own budget AUDIT_BUDGET (470) s
 #            and `tests` PLUGIN_TEST_WALL (300) s for plugin_gpu_test, PY_TEST_WALL (480) s for the bridge's tests
+#   lanes:   IMPLS=name,name (the audit's run names) narrows `audit` to those kernels and OUT=DIR gives each
+#            invocation its own output, so invocations run side by side, one per GPU:
+#              OUT=$OUT/a IMPLS=... CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 bash examples/python/h200_audit.sh audit &
+#              OUT=$OUT/b IMPLS=... CUDA_VISIBLE_DEVICES=1 taskset -c 16-31 bash examples/python/h200_audit.sh audit &
+#            then, here: examples/python/audit_merge.py --out DIR a/external/results.json b/external/results.json
+#            (docs/external-audit.md). AUDIT_JOBS (16) runs at once per invocation.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bundle=$root/.carry-external/bundle.tar.gz
@@ -53,8 +59,9 @@ carry() {
 }
 
 unpack() {
-  work=$root/.carry-external/unpacked
-  rm -rf "$work" && mkdir -p "$work" && tar xzf "$bundle" -C "$work" || exit 2
+  # A directory of its own (outside OUT, whose files come back): lanes run side by side.
+  work=$(mktemp -d "$root/.carry-external/unpacked.XXXXXX") && tar xzf "$bundle" -C "$work" || exit 2
+  trap 'rm -rf "$work"' EXIT
   out=${OUT:-$root/reports/out}
   mkdir -p "$out/external"
   export LD_LIBRARY_PATH=$work/lib:${LD_LIBRARY_PATH:-}
@@ -95,8 +102,10 @@ for step in "${steps[@]}"; do
     audit)
       # The audit keeps to its own --budget (default 470 s) and writes its results as they come; the
       # outer limit only guards against the orchestrator itself hanging, so the tar below always runs.
+      # IMPLS (comma-separated run names) narrows the audit to one lane's kernels (audit_external.py --only).
       timeout -k 5 "${AUDIT_WALL:-510}" python3 "$root/examples/python/audit_external.py" --out "$out/external" \
-        --flashcheck "$FLASHCHECK_BIN" --budget "${AUDIT_BUDGET:-470}" "$@" > "$out/external/audit.log" 2>&1 || rc=$?
+        --flashcheck "$FLASHCHECK_BIN" --budget "${AUDIT_BUDGET:-470}" --jobs "${AUDIT_JOBS:-16}" "$@" \
+        > "$out/external/audit.log" 2>&1 || rc=$?
       tail -25 "$out/external/audit.log"
       ;;
     *) echo "unknown step $step" >&2; rc=2 ;;

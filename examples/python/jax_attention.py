@@ -3,11 +3,13 @@ local_window_size and query/key sequence lengths. JAX's layout is (batch, seq, h
 are swapped into it and o back; is_causal and the window are top-left aligned (jax.nn's
 _get_causal_mask and _get_window_mask count query and key positions from 0 alike). The contract's varlen
 batches go in padded, with query_seq_lengths and key_value_seq_lengths. Forward and backward (jax.vjp)
-are jitted, once per shape, and compiled programs persist on disk across the worker's restarts. JAX
+are jitted, once per shape, and compiled programs persist on disk across the worker's restarts. fp32
+runs under jax.default_matmul_precision("highest") (no TF32: _precision says why). JAX
 imports the suite's tensors through DLPack only compact (contiguous=True: strided cases are declined).
 
     python -m flashcheck check jax_attention:cudnn
 """
+import contextlib
 import functools
 import os
 
@@ -106,6 +108,15 @@ def _indices(p, even=False):
     return jnp.asarray(gather_q), jnp.asarray(gather_k), jnp.asarray(scatter), lengths
 
 
+def _precision(p):
+    """fp32 matmuls at full fp32 precision. XLA's default on Ampere and later runs F32 dots in TF32 (a
+    10-bit mantissa), which flashcheck's fp32 bound does not model: the audit's F32 "failures" of
+    jax_xla were those roundings. The kernel is run as a user who asks for fp32 gets it
+    (jax.default_matmul_precision("highest"), part of jit's cache key, so F32 calls trace their own
+    programs); F16 and BF16 run with JAX's default, as before."""
+    return jax.default_matmul_precision("highest") if p.dtype == "F32" else contextlib.nullcontext()
+
+
 def compact(p):
     """Whether q, k and v have row-major strides (axes of length 1 aside): what JAX's DLPack import takes."""
     for t in ("q", "k", "v"):
@@ -124,14 +135,16 @@ def _kernel(impl):
         return dict(impl=impl, scale=float(p.scale), causal=p.is_causal, window=_window(p, impl))
 
     def forward(q, k, v, p):
-        if p.varlen:
-            return _varlen_fwd(q, k, v, *_indices(p, cudnn), **static(p))
-        return _dense_fwd(q, k, v, **static(p))
+        with _precision(p):
+            if p.varlen:
+                return _varlen_fwd(q, k, v, *_indices(p, cudnn), **static(p))
+            return _dense_fwd(q, k, v, **static(p))
 
     def backward(q, k, v, o, lse, d_o, p):
-        if p.varlen:
-            return _varlen_bwd(q, k, v, d_o, *_indices(p, cudnn), **static(p))
-        return _dense_bwd(q, k, v, d_o, **static(p))
+        with _precision(p):
+            if p.varlen:
+                return _varlen_bwd(q, k, v, d_o, *_indices(p, cudnn), **static(p))
+            return _dense_bwd(q, k, v, d_o, **static(p))
 
     def supports(p):
         if p.varlen and not compact(p):

@@ -28,12 +28,13 @@ def _tensors(p):
             for t in ("q", "k", "v")]
 
 
-def rows_aligned(p, elems, every_axis=False):
-    """Whether every stride of q, k and v but the last (over axes longer than 1, or over every axis with
+def rows_aligned(p, elems, every_axis=False, tensors=("q", "k", "v")):
+    """Whether every stride of `tensors` but the last (over axes longer than 1, or over every axis with
     `every_axis`) is a multiple of `elems` elements: the 16-byte rows the vectorised loads of the fused
     kernels need. A kernel that checks the strides themselves, not the loads it makes, checks a length-1
-    axis's stride too."""
-    return all(stride % elems == 0 for t in ("q", "k", "v")
+    axis's stride too. "o" stands for d_o too: the suite lays d_o out as o, and autograd hands d_o to
+    the backward kernel as it is."""
+    return all(stride % elems == 0 for t in tensors
                for n, stride in zip(p.shapes[t][:-1], p.strides[t][:-1]) if n > 1 or every_axis)
 
 
@@ -58,13 +59,14 @@ def sdpa(backend, check_alignment=True):
             # aligned kernel applicable the dispatcher raises "cutlassF: no kernel found to launch!".
             # check_supported tests strideM whatever the axis's length (the H200 audit's n_q = 1
             # counterexample), so every axis counts.
-            return rows_aligned(p, elems, every_axis=True)
+            return rows_aligned(p, elems, every_axis=True, tensors=("q", "k", "v", "o"))
         if backend == SDPBackend.CUDNN_ATTENTION and check_alignment:
             # SDPA's check accepts strides that are not 16-byte multiples and cuDNN's kernel faults on
             # them ("misaligned address", the CUDA context lost: the H200 audit, on shapes whose compact
             # strides are aligned); Hopper's TMA descriptors need 16-byte strides on every axis. Declined here; `cudnn_any_stride` runs
-            # them. (Whether the audit's NaN convex_hull case has the same cause is not established.)
-            return rows_aligned(p, elems, every_axis=True)
+            # them. (Whether the audit's NaN convex_hull case has the same cause is not established.) Its
+            # backward faulted too ("mha_graph.execute" after a misaligned address), so d_o counts.
+            return rows_aligned(p, elems, every_axis=True, tensors=("q", "k", "v", "o"))
         if backend == SDPBackend.FLASH_ATTENTION and check_alignment:
             # FlashAttention-2 reads q/k/v rows with 16-byte vector loads; flash_api.cpp checks only
             # stride(-1) == 1 (and flash_attn's Python interface makes inputs contiguous), so SDPA's check

@@ -1,10 +1,12 @@
 // The campaign: packed batches judge exactly as cases one by one would, shards merge into the
 // unsharded report, and a failing case is saved as a regression case whose replay fails the same way.
 #include "tests/catch.hpp"
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 #include <unistd.h>
 
+#include "fuzz/big_fill.hpp"
 #include "fuzz/campaign.hpp"
 #include "properties/laws.hpp"
 #include "reports/merge.hpp"
@@ -95,6 +97,39 @@ TEST_CASE("every fuzz finding replays clean on the kernel it was found on", "[cp
   CHECK(replayed > 0);
 }
 
+TEST_CASE("fuzz --big fills tensors with the per-element path's values, bit for bit", "[cpu]") {
+  // Three 2^20-element streams and a partial one; magnitudes whose grid is exact in F16 and F32 but
+  // rounds in BF16 (11 significant bits), and one that leaves F16's normal range.
+  for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64})
+    for (double magnitude : {std::ldexp(1.0, -2), 4.0, std::ldexp(1.0, 6), 3e-4}) {
+      HostTensor fast(t, {3 * (int64_t(1) << 20) + 4097}), slow = fast;
+      fuzz::fill_grid(fast, 11, magnitude, 2);
+      fuzz::fill_grid_per_element(slow, 11, magnitude, 2);
+      CAPTURE(dtype_name(t), magnitude);
+      CHECK(fast.bytes == slow.bytes);
+    }
+  HostTensor a(DType::F16, {5000}), b = a;  // another seed gives other values
+  fuzz::fill_grid(a, 1, 1, 1);
+  fuzz::fill_grid(b, 2, 1, 1);
+  CHECK(a.bytes != b.bytes);
+}
+
+TEST_CASE("fuzz --big hands the report to the checkpoint after every case", "[cpu]") {
+  fuzz::CampaignOptions o;
+  o.big = true, o.big_max_n = 100, o.big_max_elements = 20000, o.cases = 3, o.big_rows = 4, o.threads = 2;
+  std::vector<json> seen;
+  o.checkpoint = [&](const json& partial) { seen.push_back(partial); };
+  std::ostringstream log;
+  const json r = fuzz::run_campaign(*find_kernel("cpu_tiled"), o, log);
+  REQUIRE(seen.size() == 3);
+  for (size_t x = 0; x < seen.size(); ++x) {
+    CHECK(seen[x]["batches"].size() == x + 1);
+    CHECK(seen[x].contains("verdict"));  // finalized: a stopped run's fuzz.json is a whole report
+  }
+  CHECK(seen.back() == r);
+  CHECK(log.str().find("inputs allocated and filled") != std::string::npos);
+}
+
 TEST_CASE("fuzz --big checks sampled rows against the certified oracle run on each row alone", "[cpu]") {
   fuzz::CampaignOptions o;
   o.big = true, o.big_max_n = 200, o.big_max_elements = 60000, o.cases = 2, o.big_rows = 12, o.threads = 2;
@@ -102,6 +137,9 @@ TEST_CASE("fuzz --big checks sampled rows against the certified oracle run on ea
   const json good = fuzz::run_campaign(*find_kernel("cpu_tiled"), o, log);
   CHECK(good["verdict"]["status"] == "pass");
   CHECK(good["summary"]["checks"]["reference_row"] == 24);
+  for (const json& item : good["batches"])  // k and v never hold more elements than q
+    CHECK(item["heads_kv"].get<int64_t>() * item["n_k"].get<int64_t>() <=
+          item["heads_q"].get<int64_t>() * item["n_q"].get<int64_t>());
   const json bad = fuzz::run_campaign(*find_kernel("mutant_no_o_rescale"), o, log);
   CHECK(bad["verdict"]["status"] == "fail");
   REQUIRE(bad["failures"].size() > 0);

@@ -5,6 +5,7 @@ storage type). The adapter's forward runs on host tensors through the bridge und
 layout swaps, window mapping, varlen padding and unpadding and its supports() are held to the contract.
 What jax.nn itself does differently from the contract (a row that sees no key) is the external audit's
 to find on the GPU."""
+import contextlib
 import functools
 import importlib
 import os
@@ -62,6 +63,8 @@ def adapter():
     fake.config = types.SimpleNamespace(update=lambda *a: None)
     fake.jit = lambda f=None, static_argnames=(): f if f is not None else functools.partial(fake.jit)
     fake.vjp = None  # the backward is not exercised here
+    fake.precisions = []  # what default_matmul_precision was asked for, call by call
+    fake.default_matmul_precision = lambda value: (fake.precisions.append(value), contextlib.nullcontext())[1]
     saved = {m: sys.modules.get(m) for m in ("jax", "jax.numpy", "jax_attention")}
     sys.modules.update({"jax": fake, "jax.numpy": np})
     sys.path.insert(0, EXAMPLES)
@@ -149,3 +152,17 @@ def test_the_cudnn_adapter_pads_odd_lengths_to_even_ones(adapter, tmp_path):
     finally:
         nn.dot_product_attention = inner
     assert seen and all(t % 2 == 0 and s % 2 == 0 for t, s in seen), seen
+
+
+def test_fp32_runs_at_full_fp32_matmul_precision_and_half_types_at_the_default(adapter):
+    import jax
+
+    base = dict(batch=1, heads_q=1, heads_kv=1, n_q=2, n_k=2, d=8, d_v=8, mask="none", window_left=-1,
+                window_right=-1, scale=0.5, softcap=0.0)
+    q = np.ones((1, 1, 2, 8), np.float32)
+    jax.precisions.clear()
+    adapter.xla.forward(q, q, q, flashcheck.Problem(dtype="F32", **base))
+    assert jax.precisions == ["highest"]  # no TF32: flashcheck's fp32 bound models fp32 products
+    adapter.xla.forward(q.astype(np.float16), q.astype(np.float16), q.astype(np.float16),
+                        flashcheck.Problem(dtype="F16", **base))
+    assert jax.precisions == ["highest"]
