@@ -102,8 +102,9 @@ int supports(const fc_problem* p, const fc_forward_args* a) {
   const DLDataType t = a->q.dtype;
   return (is(t, kDLFloat, 16) || is(t, kDLBfloat, 16) || is(t, kDLFloat, 32)) && is(a->lse.dtype, kDLFloat, 32) &&
          a->q.ndim == 4 && a->q.device.device_type == kDLCUDA && p->d <= kMaxDim && p->d_v <= kMaxDim && p->mask >= 0 &&
-         p->mask <= 2 && p->softcap == 0 && p->window_left == -1 && p->window_right == -1 && !a->cu_seqlens_q.data &&
-         !a->cu_seqlens_k.data && !a->page_table.data && !a->alibi_slopes.data;
+         p->mask <= 2 && p->softcap == 0 && p->window_left == -1 && p->window_right == -1 &&
+         // a variant's tensor is present by its shape: every data pointer is NULL in supports()
+         a->cu_seqlens_q.ndim == 0 && a->cu_seqlens_k.ndim == 0 && a->page_table.ndim == 0 && a->alibi_slopes.ndim == 0;
 }
 
 template <class T>

@@ -54,9 +54,10 @@ typedef struct {
                        heads_kv, d) */
   DLTensor o;       /* like q, last dim d_v */
   DLTensor lse;     /* fp32, natural log: (batch, heads_q, n_q); varlen (heads_q, total_q) */
-  DLTensor cu_seqlens_q, cu_seqlens_k; /* int32 (batch + 1); data == NULL: dense */
-  DLTensor page_table;                 /* int32 (batch, pages per sequence); data == NULL: not paged */
-  DLTensor alibi_slopes;               /* fp32 (heads_q); data == NULL: none */
+  /* The variants' tensors are present by their shape: ndim == 0 (and data == NULL) when absent. */
+  DLTensor cu_seqlens_q, cu_seqlens_k; /* int32 (batch + 1); ndim == 0: dense */
+  DLTensor page_table;                 /* int32 (batch, pages per sequence); ndim == 0: not paged */
+  DLTensor alibi_slopes;               /* fp32 (heads_q); ndim == 0: none */
 } fc_forward_args;
 
 typedef struct {
@@ -76,7 +77,8 @@ typedef struct {
 } fc_kernel;
 
 /* The one exported symbol. supports() sees the shapes, strides, dtypes and devices the call will
- * have; the data pointers of q, k, v, o and lse are NULL there (the values do not exist yet). */
+ * have; every data pointer is NULL there (the values do not exist yet), so a variant's tensor is told
+ * present by its ndim, never by its data. */
 FC_PLUGIN_EXPORT const fc_kernel *flashcheck_kernel(void);
 
 #ifdef __cplusplus
