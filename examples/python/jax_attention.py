@@ -117,6 +117,31 @@ def _precision(p):
     return jax.default_matmul_precision("highest") if p.dtype == "F32" else contextlib.nullcontext()
 
 
+_REFUSED = "Unsupported dot precision algorithm"
+_compiles = {}
+
+
+def _xla_compiles(p, forward):
+    """Whether XLA compiles this problem's forward: one call on zeros of the problem's shapes, dtype
+    and variants (jit caches the program, so the real call reuses it), remembered per shape. Only
+    XLA's refusal of the dot's algorithm counts as a no; any other error is the real call's to report.
+    d = 1 is refused without a call (every fp16/bf16 d = 1 problem met it on the H200)."""
+    if p.d == 1:
+        return False
+    seqlens = (getattr(p, "cu_seqlens_q", None), getattr(p, "cu_seqlens_k", None)) if p.varlen else ()
+    key = (p.dtype, p.varlen, p.mask, p.window_left, p.window_right, getattr(p, "scale", None),
+           tuple(tuple(p.shapes[t]) for t in "qkv"), tuple(None if x is None else np.asarray(x).tolist()
+                                                          for x in seqlens))
+    if key not in _compiles:
+        dtype = getattr(jnp, {"F16": "float16", "BF16": "bfloat16"}[p.dtype])
+        try:
+            forward(*(jnp.zeros(tuple(p.shapes[t]), dtype) for t in "qkv"), p)
+            _compiles[key] = True
+        except Exception as e:  # noqa: B902 - XLA's error types differ across versions; matched by text
+            _compiles[key] = _REFUSED not in str(e)
+    return _compiles[key]
+
+
 def compact(p):
     """Whether q, k and v have row-major strides (axes of length 1 aside): what JAX's DLPack import takes."""
     for t in ("q", "k", "v"):
@@ -149,9 +174,10 @@ def _kernel(impl):
     def supports(p):
         if p.varlen and not compact(p):
             return False  # JAX's DLPack import takes compact tensors only (contiguous=True covers dense ones)
-        if not cudnn and p.d == 1 and p.dtype != "F32":
-            # XLA raises "Unsupported dot precision algorithm: 4" on fp16 with d = 1 (a finding of the
-            # audit, reports/h200/external/FINDINGS.md); declined so that the other laws get judged.
+        if not cudnn and p.dtype != "F32" and not _xla_compiles(p, forward):
+            # XLA refuses the shape ("Unsupported dot precision algorithm: 4", ALG_DOT_F16_F16_F32, met
+            # on fp16/bf16 with small d: a finding of the audit, reports/h200/external/FINDINGS.md);
+            # declined so that the other laws get judged.
             return False
         if p.window_left < 0 and p.window_right < 0:
             return True

@@ -107,7 +107,7 @@ def _problem(n_q=64, n_k=64, d=8, dtype="F16", varlen=False, row=None):
             return (n, 1, d), ((row or d), (row or d), 1)
         return (1, 1, n, d), (n * d, n * d, d, 1)
     shapes, strides = zip(*(tensor(n) for n in (n_q, n_k, n_k)))
-    return types.SimpleNamespace(n_q=n_q, n_k=n_k, d=d, dtype=dtype, varlen=varlen, mask="none", window_left=-1,
+    return types.SimpleNamespace(n_q=n_q, n_k=n_k, d=d, dtype=dtype, varlen=varlen, mask="none", window_left=-1, scale=0.5,
                                  window_right=-1, is_causal=False, shapes=dict(zip("qkv", shapes)),
                                  strides=dict(zip("qkv", strides)))
 
@@ -166,3 +166,29 @@ def test_fp32_runs_at_full_fp32_matmul_precision_and_half_types_at_the_default(a
     adapter.xla.forward(q.astype(np.float16), q.astype(np.float16), q.astype(np.float16),
                         flashcheck.Problem(dtype="F16", **base))
     assert jax.precisions == ["highest"]
+
+
+def test_the_xla_adapter_declines_exactly_the_shapes_xla_refuses_to_compile(adapter):
+    # On the H200, XLA raised "Unsupported dot precision algorithm: 4" on fp16/bf16 problems with small d
+    # (reports/h200/external/FINDINGS.md). supports() calls the forward once on zeros of the shape and
+    # declines only on that refusal; any other error is left for the real call to report.
+    nn = sys.modules["jax"].nn
+    inner = nn.dot_product_attention
+
+    def refusing(q, k, v, *a, **kw):
+        if q.shape[-1] == 2:
+            raise RuntimeError("INVALID_ARGUMENT: Unsupported dot precision algorithm: 4")
+        if q.shape[-1] == 3:
+            raise RuntimeError("some other failure")
+        return inner(q, k, v, *a, **kw)
+    nn.dot_product_attention = refusing
+    adapter._compiles.clear()
+    try:
+        xla = adapter.xla.user_supports
+        assert not xla(_problem(d=2))  # (NumPy, the fake's jax.numpy, has no bfloat16 to probe BF16 with)
+        assert xla(_problem(d=2, dtype="F32"))  # fp32 is not probed: its dots take another algorithm
+        assert xla(_problem(d=3))  # another error: the real call reports it
+        assert xla(_problem(d=8))
+    finally:
+        nn.dot_product_attention = inner
+        adapter._compiles.clear()
