@@ -3,10 +3,13 @@ LAW_SPLIT) read as one law run, and several lanes' results.json (audit_external.
 GPU) as one, rendered by audit_summary.py.
 
     python3 examples/python/audit_merge.py --out DIR LANE_A/results.json LANE_B/results.json
+    python3 examples/python/audit_merge.py --override --fresh --out DIR A/results.json B/results.json C/results.json
+        (C reran some of A's or B's kernels: C's runs and files replace theirs)
 """
 import json
 import os
 import shutil
+import sys
 
 import audit_summary
 
@@ -34,16 +37,29 @@ def merge_law_runs(parts, order):
     return merged
 
 
-def merge_results(datas):
+def owners(datas, override=False):
+    """{kernel: index of the lane whose run of it counts}: a kernel in two lanes is refused (ValueError)
+    unless `override`, where the later lane's run replaces the earlier one (a rerun of a few kernels)."""
+    owner = {}
+    for i, data in enumerate(datas):
+        for r in data["kernels"]:
+            if r["name"] in owner and not override:
+                raise ValueError("kernel %s is in more than one lane (--override: the later lane's run counts)"
+                                 % r["name"])
+            owner[r["name"]] = i
+    return owner
+
+
+def merge_results(datas, override=False):
     """Several lanes' results.json (audit_external.py --only, one per GPU) as one: the kernels in the order
-    of the lanes given, a kernel run in two lanes refused (ValueError); the wall is the longest lane's."""
-    kernels, seen = [], set()
+    of the lanes given (a replaced kernel keeps its first place), a kernel run in two lanes refused
+    (ValueError) unless `override`; the wall is the longest lane's."""
+    owner, kernels, seen = owners(datas, override), [], set()
     for data in datas:
         for r in data["kernels"]:
-            if r["name"] in seen:
-                raise ValueError("kernel %s is in more than one lane" % r["name"])
-            seen.add(r["name"])
-            kernels.append(r)
+            if r["name"] not in seen:
+                seen.add(r["name"])
+                kernels.append(next(x for x in datas[owner[r["name"]]]["kernels"] if x["name"] == r["name"]))
     first = datas[0]
     if any(d.get("seed") != first.get("seed") or d.get("cases_per_law") != first.get("cases_per_law") for d in datas):
         raise ValueError("the lanes ran with different seeds or case counts")
@@ -65,19 +81,34 @@ def main(argv=None):
 
     ap = argparse.ArgumentParser(description=main.__doc__.split(":")[0])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--override", action="store_true",
+                    help="a kernel in several lanes: the last lane's run counts (its files replace the others')")
+    ap.add_argument("--fresh", action="store_true",
+                    help="remove DIR's kernels/, check/ and regressions/ first (other files in DIR stay)")
     ap.add_argument("results", nargs="+")
     a = ap.parse_args(argv)
     datas = []
     for path in a.results:
         with open(path) as f:
             datas.append(json.load(f))
-    data = merge_results(datas)
+    try:
+        data = merge_results(datas, a.override)
+    except ValueError as exc:
+        print("audit_merge: %s" % exc, file=sys.stderr)
+        return 2
+    owner = owners(datas, a.override)
+    lanes = [os.path.dirname(os.path.abspath(path)) for path in a.results]
+    if a.fresh:
+        for sub in LANE_FILES:
+            if os.path.abspath(a.out) not in lanes:
+                shutil.rmtree(os.path.join(a.out, sub), ignore_errors=True)
     os.makedirs(a.out, exist_ok=True)
-    for path in a.results:  # the lanes' per-kernel files (distinct names) beside the merged summary
-        lane = os.path.dirname(os.path.abspath(path))
+    for i, lane in enumerate(lanes):  # the lanes' per-kernel files beside the merged summary
+        def others(_, names, i=i):  # a replaced kernel's files (NAME.json, NAME.LAW.json, NAME/) stay out
+            return [n for n in names if owner.get(n.split(".")[0], i) != i]
         for sub in LANE_FILES:
             if os.path.isdir(os.path.join(lane, sub)) and lane != os.path.abspath(a.out):
-                shutil.copytree(os.path.join(lane, sub), os.path.join(a.out, sub), dirs_exist_ok=True)
+                shutil.copytree(os.path.join(lane, sub), os.path.join(a.out, sub), dirs_exist_ok=True, ignore=others)
     lines = []
     for path in a.results:
         lines += [x for x in audit_summary._lines(os.path.join(os.path.dirname(path), "device.txt")) if x not in lines]
@@ -92,6 +123,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    import sys
-
     sys.exit(main())

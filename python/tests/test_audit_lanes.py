@@ -93,3 +93,27 @@ def test_two_lanes_merge_into_one_summary(tmp_path):
     assert sorted(os.listdir(out / "kernels")) == ["cuda_wgmma.json", "jax_xla.json"]
     with pytest.raises(ValueError):
         audit_merge.merge_results([_lane(["flex"], 1.0), _lane(["flex"], 2.0)])
+
+
+def test_a_rerun_lane_replaces_the_kernels_it_reran(tmp_path):
+    lanes = {"a": _lane(["cuda_wgmma", "flex"], 400.0), "b": _lane(["jax_xla", "torch_varlen"], 450.0),
+             "c": _lane(["jax_xla"], 300.0)}
+    lanes["c"]["kernels"][0]["about"] = "rerun"
+    for name, data in lanes.items():
+        d = tmp_path / name
+        (d / "check").mkdir(parents=True)
+        (d / "results.json").write_text(audit_merge.json.dumps(data))
+        for k in data["kernels"]:
+            (d / "check" / (k["name"] + ".json")).write_text(name)
+    (tmp_path / "b" / "check" / "jax_xla.reference.json").write_text("stale")
+    out = tmp_path / "merged"
+    (out / "check").mkdir(parents=True)
+    (out / "check" / "old.json").write_text("from an earlier merge")
+    paths = [str(tmp_path / n / "results.json") for n in "abc"]
+    assert audit_merge.main(["--out", str(out)] + paths) == 2  # a kernel in two lanes, no --override
+    assert audit_merge.main(["--override", "--fresh", "--out", str(out)] + paths) == 0
+    merged = audit_merge.json.loads((out / "results.json").read_text())
+    assert [k["name"] for k in merged["kernels"]] == ["cuda_wgmma", "flex", "jax_xla", "torch_varlen"]
+    assert merged["kernels"][2]["about"] == "rerun"
+    assert sorted(os.listdir(out / "check")) == ["cuda_wgmma.json", "flex.json", "jax_xla.json", "torch_varlen.json"]
+    assert (out / "check" / "jax_xla.json").read_text() == "c" and (out / "check" / "torch_varlen.json").read_text() == "b"
