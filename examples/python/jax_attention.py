@@ -4,7 +4,7 @@ are swapped into it and o back; is_causal and the window are top-left aligned (j
 _get_causal_mask and _get_window_mask count query and key positions from 0 alike). The contract's varlen
 batches go in padded, with query_seq_lengths and key_value_seq_lengths. Forward and backward (jax.vjp)
 are jitted, once per shape, and compiled programs persist on disk across the worker's restarts. fp32
-runs under jax.default_matmul_precision("highest") (no TF32: _precision says why). JAX
+traces jax.nn's matmuls under jax.default_matmul_precision("highest") (no TF32: _precision says why). JAX
 imports the suite's tensors through DLPack only compact (contiguous=True: strided cases are declined).
 
     python -m flashcheck check jax_attention:cudnn
@@ -29,14 +29,17 @@ for _key, _value in (("jax_compilation_cache_dir", os.environ.get("FC_JAX_CACHE"
         pass
 
 
-def _attend(q, k, v, lengths, impl, scale, causal, window):
-    """q (B, T, N, H), k, v (B, S, K, H) -> (B, T, N, H)."""
+def _attend(q, k, v, lengths, impl, scale, causal, window, precision=None):
+    """q (B, T, N, H), k, v (B, S, K, H) -> (B, T, N, H). `precision` ("highest" for fp32: _precision says
+    why) is set while jax.nn's matmuls are traced, inside the jitted program, so it reaches those dots
+    and no other call's."""
     kw = {} if lengths is None else {"query_seq_lengths": lengths[0], "key_value_seq_lengths": lengths[1]}
-    return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=causal, local_window_size=window,
-                                        implementation=impl, **kw)
+    with jax.default_matmul_precision(precision) if precision else contextlib.nullcontext():
+        return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=causal, local_window_size=window,
+                                            implementation=impl, **kw)
 
 
-def _dense(q, k, v, impl, scale, causal, window):  # (B, N, T, H) in and out, the suite's layout
+def _dense(q, k, v, impl, scale, causal, window, precision=None):  # (B, N, T, H) in and out, the suite's layout
     q, k, v = (jnp.swapaxes(x, 1, 2) for x in (q, k, v))  # (B, T, N, H), (B, S, K, H)
     (B, T), S = q.shape[:2], k.shape[1]
     lengths = None
@@ -48,34 +51,35 @@ def _dense(q, k, v, impl, scale, causal, window):  # (B, N, T, H) in and out, th
         lengths = (jnp.full((B,), T, jnp.int32), jnp.full((B,), S, jnp.int32))
         q = jnp.pad(q, ((0, 0), (0, T % 2), (0, 0), (0, 0)))
         k, v = (jnp.pad(x, ((0, 0), (0, S % 2), (0, 0), (0, 0))) for x in (k, v))
-    o = _attend(q, k, v, lengths, impl, scale, causal, window)[:, :T]
+    o = _attend(q, k, v, lengths, impl, scale, causal, window, precision)[:, :T]
     return jnp.swapaxes(o, 1, 2)
 
 
-def _varlen(q, k, v, gather_q, gather_k, scatter_q, lengths, impl, scale, causal, window):
+def _varlen(q, k, v, gather_q, gather_k, scatter_q, lengths, impl, scale, causal, window, precision=None):
     """Packed (total, heads, H) in and out: padded to (B, n, heads, H) by index arrays (the padding
     reads an appended zero row), attended with the sequence lengths, and packed again."""
     def pad(x, index):
         return jnp.concatenate([x, jnp.zeros((1,) + x.shape[1:], x.dtype)])[index]
-    o = _attend(pad(q, gather_q), pad(k, gather_k), pad(v, gather_k), lengths, impl, scale, causal, window)
+    o = _attend(pad(q, gather_q), pad(k, gather_k), pad(v, gather_k), lengths, impl, scale, causal, window,
+                precision)
     return o[scatter_q[0], scatter_q[1]]
 
 
-_STATIC = ("impl", "scale", "causal", "window")
+_STATIC = ("impl", "scale", "causal", "window", "precision")
 _dense_fwd = jax.jit(_dense, static_argnames=_STATIC)
 _varlen_fwd = jax.jit(_varlen, static_argnames=_STATIC)
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC)
-def _dense_bwd(q, k, v, d_o, impl, scale, causal, window):
-    _, vjp = jax.vjp(lambda a, b, c: _dense(a, b, c, impl, scale, causal, window), q, k, v)
+def _dense_bwd(q, k, v, d_o, impl, scale, causal, window, precision=None):
+    _, vjp = jax.vjp(lambda a, b, c: _dense(a, b, c, impl, scale, causal, window, precision), q, k, v)
     return vjp(d_o)
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC)
-def _varlen_bwd(q, k, v, d_o, gather_q, gather_k, scatter_q, lengths, impl, scale, causal, window):
+def _varlen_bwd(q, k, v, d_o, gather_q, gather_k, scatter_q, lengths, impl, scale, causal, window, precision=None):
     _, vjp = jax.vjp(lambda a, b, c: _varlen(a, b, c, gather_q, gather_k, scatter_q, lengths, impl, scale, causal,
-                                             window), q, k, v)
+                                             window, precision), q, k, v)
     return vjp(d_o)
 
 
@@ -112,9 +116,9 @@ def _precision(p):
     """fp32 matmuls at full fp32 precision. XLA's default on Ampere and later runs F32 dots in TF32 (a
     10-bit mantissa), which flashcheck's fp32 bound does not model: the audit's F32 "failures" of
     jax_xla were those roundings. The kernel is run as a user who asks for fp32 gets it
-    (jax.default_matmul_precision("highest"), part of jit's cache key, so F32 calls trace their own
-    programs); F16 and BF16 run with JAX's default, as before."""
-    return jax.default_matmul_precision("highest") if p.dtype == "F32" else contextlib.nullcontext()
+    (jax.default_matmul_precision("highest") while jax.nn's dots are traced: a static argument of the
+    jitted programs, so F32 problems compile their own); F16 and BF16 run with JAX's default."""
+    return "highest" if p.dtype == "F32" else None
 
 
 _REFUSED = "Unsupported dot precision algorithm"
@@ -157,19 +161,18 @@ def _kernel(impl):
     cudnn = impl == "cudnn"
 
     def static(p):
-        return dict(impl=impl, scale=float(p.scale), causal=p.is_causal, window=_window(p, impl))
+        return dict(impl=impl, scale=float(p.scale), causal=p.is_causal, window=_window(p, impl),
+                    precision=_precision(p))
 
     def forward(q, k, v, p):
-        with _precision(p):
-            if p.varlen:
-                return _varlen_fwd(q, k, v, *_indices(p, cudnn), **static(p))
-            return _dense_fwd(q, k, v, **static(p))
+        if p.varlen:
+            return _varlen_fwd(q, k, v, *_indices(p, cudnn), **static(p))
+        return _dense_fwd(q, k, v, **static(p))
 
     def backward(q, k, v, o, lse, d_o, p):
-        with _precision(p):
-            if p.varlen:
-                return _varlen_bwd(q, k, v, d_o, *_indices(p, cudnn), **static(p))
-            return _dense_bwd(q, k, v, d_o, **static(p))
+        if p.varlen:
+            return _varlen_bwd(q, k, v, d_o, *_indices(p, cudnn), **static(p))
+        return _dense_bwd(q, k, v, d_o, **static(p))
 
     def supports(p):
         if p.varlen and not compact(p):

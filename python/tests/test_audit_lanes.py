@@ -116,4 +116,5 @@ def test_a_rerun_lane_replaces_the_kernels_it_reran(tmp_path):
     assert [k["name"] for k in merged["kernels"]] == ["cuda_wgmma", "flex", "jax_xla", "torch_varlen"]
     assert merged["kernels"][2]["about"] == "rerun"
     assert sorted(os.listdir(out / "check")) == ["cuda_wgmma.json", "flex.json", "jax_xla.json", "torch_varlen.json"]
-    assert (out / "check" / "jax_xla.json").read_text() == "c" and (out / "check" / "torch_varlen.json").read_text() == "b"
+    assert (out / "check" / "jax_xla.json").read_text() == "c"
+    assert (out / "check" / "torch_varlen.json").read_text() == "b"

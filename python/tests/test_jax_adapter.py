@@ -107,7 +107,8 @@ def _problem(n_q=64, n_k=64, d=8, dtype="F16", varlen=False, row=None):
             return (n, 1, d), ((row or d), (row or d), 1)
         return (1, 1, n, d), (n * d, n * d, d, 1)
     shapes, strides = zip(*(tensor(n) for n in (n_q, n_k, n_k)))
-    return types.SimpleNamespace(n_q=n_q, n_k=n_k, d=d, dtype=dtype, varlen=varlen, mask="none", window_left=-1, scale=0.5,
+    return types.SimpleNamespace(n_q=n_q, n_k=n_k, d=d, dtype=dtype, varlen=varlen, mask="none", scale=0.5,
+                                 window_left=-1,
                                  window_right=-1, is_causal=False, shapes=dict(zip("qkv", shapes)),
                                  strides=dict(zip("qkv", strides)))
 
