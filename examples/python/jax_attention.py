@@ -187,7 +187,8 @@ def _kernel(impl):
         if impl == "cudnn":
             # jax.nn: cuDNN takes only a left window, and a right one only under the causal mask
             # ("cuDNN doesn't support right window ... when causal mask is not used").
-            return p.mask == "causal_top_left"
+            # cuDNN: "Sliding window attention is only supported with max_s_q <= max_s_kv".
+            return p.mask == "causal_top_left" and p.n_q <= p.n_k
         # Windows are top-left aligned in JAX; the contract's are too under causal_top_left, and
         # without a mask only where n_q == n_k (per sequence: not known here for varlen).
         return p.mask == "causal_top_left" or (not p.varlen and p.n_q == p.n_k)

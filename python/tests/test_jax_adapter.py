@@ -193,3 +193,13 @@ def test_the_xla_adapter_declines_exactly_the_shapes_xla_refuses_to_compile(adap
     finally:
         nn.dot_product_attention = inner
         adapter._compiles.clear()
+
+
+def test_the_cudnn_adapter_declines_windows_with_more_queries_than_keys(adapter):
+    # jax.nn's cuDNN path raises "Sliding window attention is only supported with max_s_q <= max_s_kv".
+    def windowed(n_q, n_k):
+        p = _problem(n_q=n_q, n_k=n_k)
+        p.mask, p.window_left, p.is_causal = "causal_top_left", 9, True
+        return p
+    assert adapter.cudnn.user_supports(windowed(16, 32)) and adapter.cudnn.user_supports(windowed(32, 32))
+    assert not adapter.cudnn.user_supports(windowed(32, 16))
