@@ -8,7 +8,8 @@
 #            shared libraries the device may lack and Debian's pytest (used only where the device has
 #            none), into .carry-external/bundle.tar.gz (git-ignored; ~10-20 MB)
 #   device:  bash examples/python/h200_audit.sh STEP... [-- audit_external.py options]
-#            STEPs: tests (plugin_gpu_test + the bridge's torch tests), audit (every external kernel),
+#            STEPs: tests (plugin_gpu_test + the bridge's torch tests; plugin-tests and python-tests
+#            each half alone), audit (every external kernel),
 #            with carry=[".carry-external"]; everything lands in $OUT/external.tar.gz (summary.md,
 #            results.json, kernels/*.json, check/, audit/, logs/, regressions/), packed even when a run
 #            is cut short: `audit` alone takes at most AUDIT_WALL (510) s, its own budget AUDIT_BUDGET (470) s
@@ -91,14 +92,19 @@ rc=0
 for step in "${steps[@]}"; do
   echo "=== $step $(date -u +%T)"
   case $step in
-    tests)
+    tests | plugin-tests)
       # -d yes: each case's time as it finishes, so a case that hangs is the one after the last line.
       FC_PLUGIN_DIR=$work/plugins timeout "${PLUGIN_TEST_WALL:-300}" "$work/bin/plugin_gpu_test" -d yes > "$out/external/plugin_gpu_test.log" 2>&1
       echo "plugin_gpu_test exit $?" | tee -a "$out/external/tests.txt"
-      (cd "$root/python/tests" && timeout "${PY_TEST_WALL:-480}" python3 run_gpu.py -rs) > "$out/external/python_gpu_tests.log" 2>&1
+      ;;&
+    tests | python-tests)
+      # -v: one line per test as it ends, so a run cut short still names what passed, failed and hung.
+      (cd "$root/python/tests" && timeout "${PY_TEST_WALL:-480}" python3 run_gpu.py -v -rA --tb=short --durations=0) \
+        > "$out/external/python_gpu_tests.log" 2>&1
       echo "python_bridge_gpu exit $?" | tee -a "$out/external/tests.txt"
       tail -5 "$out/external/python_gpu_tests.log"
       ;;
+    tests | plugin-tests) ;;
     audit)
       # The audit keeps to its own --budget (default 470 s) and writes its results as they come; the
       # outer limit only guards against the orchestrator itself hanging, so the tar below always runs.

@@ -58,7 +58,7 @@ def test_what_a_callable_gets_wrong_is_a_failing_case(kernel, why, tmp_path):
 
 @pytest.mark.parametrize("spec, why, options", [
     ("py_kernels:crashing", "SIGSEGV", {}),
-    ("py_kernels:hanging", "did not return within 1 s", {"timeout": 1}),
+    ("py_kernels:hanging", "did not return within 0.5 s", {"timeout": 0.5}),
 ])
 def test_an_isolated_kernel_that_crashes_or_hangs_fails_its_case(spec, why, options, tmp_path):
     result = flashcheck.check(spec, law="reference", cases=20, seed=5, regressions=str(tmp_path), quiet=True,
