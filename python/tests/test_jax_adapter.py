@@ -177,7 +177,7 @@ def test_the_xla_adapter_declines_exactly_the_shapes_xla_refuses_to_compile(adap
     inner = nn.dot_product_attention
 
     def refusing(q, k, v, *a, **kw):
-        if q.shape[-1] == 2:
+        if q.shape[-1] in (2, 16):
             raise RuntimeError("INVALID_ARGUMENT: Unsupported dot precision algorithm: 4")
         if q.shape[-1] == 3:
             raise RuntimeError("some other failure")
@@ -190,6 +190,7 @@ def test_the_xla_adapter_declines_exactly_the_shapes_xla_refuses_to_compile(adap
         assert xla(_problem(d=2, dtype="F32"))  # fp32 is not probed: its dots take another algorithm
         assert xla(_problem(d=3))  # another error: the real call reports it
         assert xla(_problem(d=8))
+        assert xla(_problem(d=16))  # above the probed head dims: a refusal there is the real call's failure
     finally:
         nn.dot_product_attention = inner
         adapter._compiles.clear()
