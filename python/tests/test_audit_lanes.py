@@ -63,6 +63,11 @@ def test_the_plan_splits_the_listed_kernels_one_law_a_process_and_takes_impls_fr
     argv = audit_external.Runner(a).argv("check-zero_length", next(k for _, k in plan if k[0] == "torch_varlen"))
     assert argv[argv.index("--law") + 1] == "zero_length" and argv[argv.index("--json-out") + 1].endswith(
         "torch_varlen.zero_length.json")
+    assert argv[argv.index("--timeout") + 1] == "60"  # the default call time-out
+    runner, varlen = audit_external.Runner(a), next(k for _, k in plan if k[0] == "torch_varlen")
+    argv = runner.argv("check-varlen_split", varlen)  # varlen_split: its own call time-out and budget
+    assert argv[argv.index("--timeout") + 1] == "30" and runner.budget("check-varlen_split", "torch_varlen") == 300
+    assert runner.budget("check-zero_length", "torch_varlen") == audit_external.LAW_BUDGET
     monkeypatch.setenv("IMPLS", "no_such_kernel")
     with pytest.raises(SystemExit):
         audit_external.parse_args(["--out", str(tmp_path)])
