@@ -77,6 +77,9 @@ LAW_BUDGET = 150
 # a stalled call into a failing case with its replay line, and the longer budget lets the law finish.
 LAW_BUDGETS = {"varlen_split": 300}
 LAW_CALL_TIMEOUT = {"varlen_split": 30}
+# Laws whose runs log every kernel call (an adapter reading FC_TRACE_CALLS, torch_varlen's): the two that
+# stalled with an empty log, so that a stall shows the call it stalled in.
+TRACED_LAWS = {"varlen_split", "zero_length"}
 # Seconds for one kernel's laws where the default is not enough: FlexAttention compiles (cold Triton
 # cache) before its first case.
 CHECK_BUDGET = {"flex": 360, "flex_softcap": 360, "flex_window": 360}
@@ -233,6 +236,8 @@ class Runner:
             result.update(exit="not run", seconds=0, note="no time left before the overall deadline")
         else:
             env = dict(self.env, **CHECK_SCOPE) if kind.startswith("check") and not self.a.self_test else self.env
+            if kind.partition("-")[2] in TRACED_LAWS:
+                env = dict(env, FC_TRACE_CALLS="1")
             code, seconds = run(argv, limit, log, env)
             result.update(exit=code, seconds=seconds)
             if kind.startswith("check"):

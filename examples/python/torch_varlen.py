@@ -7,6 +7,8 @@ aligned the same way, so the contract's windows map one to one. lse comes back w
     python -m flashcheck check torch_varlen:varlen
 """
 import inspect
+import os
+import sys
 
 import torch
 from torch.nn.attention import varlen as _varlen
@@ -31,6 +33,17 @@ def _window(p):
     return left, right
 
 
+# FC_TRACE_CALLS=1: one stderr line before and after each varlen_attn call (the sequence lengths; under
+# autograd the backward runs after "returned"), so a law run that stalls shows the call it stalled in.
+_TRACE = bool(os.environ.get("FC_TRACE_CALLS"))
+
+
+def _trace(what, p, cu_q, cu_k):
+    lens = [torch.diff(x.to("cpu", torch.int64)).tolist() for x in (cu_q, cu_k)]
+    print("torch_varlen %s: %s d=%d %s lens_q=%s lens_k=%s window=%s" % (what, p.dtype, p.d, p.mask, lens[0], lens[1],
+          (p.window_left, p.window_right)), file=sys.stderr, flush=True)
+
+
 def forward(q, k, v, p):
     if p.varlen:
         cu_q, cu_k, max_q, max_k, packed = p.cu_seqlens_q, p.cu_seqlens_k, p.n_q, p.n_k, (q, k, v)
@@ -46,7 +59,11 @@ def forward(q, k, v, p):
         kwargs["is_causal"] = p.is_causal
     if _HAS_LSE:
         kwargs["return_aux"] = _varlen.AuxRequest(lse=True)
+    if _TRACE:
+        _trace("call", p, cu_q, cu_k)
     out = _varlen.varlen_attn(*packed, cu_q, cu_k, max_q, max_k, **kwargs)
+    if _TRACE:
+        _trace("returned", p, cu_q, cu_k)
     o, lse = out if isinstance(out, tuple) else (out, None)
     if lse is not None:
         # FlashAttention writes +inf as the lse of a row that sees no key (softmax.h: sum == 0), so that
@@ -63,28 +80,11 @@ def forward(q, k, v, p):
     return o, lse
 
 
-def _keyless_sequence(p):
-    """Whether a sequence has queries but no keys (len_q > 0, len_k = 0). FlashAttention's varlen backward
-    fails on it with "CUDA error: invalid argument" (the H200 audit's torch_varlen `reference` finding,
-    kept in reports/h200/external/regressions/torch_varlen/), and each such failure costs a fresh worker:
-    the varlen_split and zero_length laws, whose batches draw such sequences often, never finished. They
-    are declined so that those laws judge the rest; the finding stays in reports/h200/external/FINDINGS.md."""
-    if not p.varlen:
-        return p.n_q > 0 and p.n_k == 0
-    if p.cu_seqlens_q is None or p.cu_seqlens_k is None:
-        return False
-    len_q, len_k = (torch.diff(torch.as_tensor(x).to("cpu", torch.int64)).tolist()
-                    for x in (p.cu_seqlens_q, p.cu_seqlens_k))
-    return any(a > 0 and b == 0 for a, b in zip(len_q, len_k))
-
-
 def supports(p):
     if p.d != p.d_v:  # FlashAttention-2: one head dim for q, k and v
         return False
     if "scale" not in _PARAMS and abs(p.scale - p.d ** -0.5) > 1e-12 * p.scale:
         return False  # a varlen_attn without `scale` computes 1/sqrt(d) only
-    if _keyless_sequence(p):
-        return False
     if not p.varlen:
         return True  # packed into contiguous tensors by forward()
     # The contract's packed tensors go in as they are. FlashAttention reads rows with 16-byte vector
