@@ -26,7 +26,10 @@ TEST_CASE("check --plugin: an illegal address is a failing case and the suite go
   CHECK(r.code == 1);
   CHECK(r.out.find("illegal memory access") != std::string::npos);
   CHECK(r.out.find("the CUDA context is broken") != std::string::npos);
-  CHECK(std::regex_search(r.out, std::regex("n_k=4\\b")));
+  // Shrunk to one head of d = 1. A CUDA kernel draws a share of its cases at >= 3 key tiles
+  // (properties/generators.cpp); a fault first met there shrinks to that branch's shortest row,
+  // 3 x 64 keys, since leaving the branch lands on a row too short to fault (n_k <= 3).
+  CHECK(std::regex_search(r.out, std::regex("batch=1 heads_q=1 heads_kv=1 n_q=\\d+ n_k=(4|192) d=1 ")));
   CHECK(r.out.find("the worker was restarted") != std::string::npos);
   // Every applicable law ran (and failed on its own minimal case), not only the first.
   int fails = 0;
