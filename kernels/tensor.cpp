@@ -85,6 +85,22 @@ bool HostTensor::strides_in_bounds() const {
   return lo >= 0 && hi < int64_t(bytes.size() / size_t(dtype_size(dtype)));
 }
 
+HostTensor HostTensor::laid_out(const std::vector<size_t>& order, int64_t step, const std::vector<int64_t>& pad,
+                                const std::vector<size_t>& reversed, int64_t front) const {
+  std::vector<int64_t> new_strides(shape.size());
+  int64_t inner = step;
+  for (size_t x = order.size(); x-- > 0;) {
+    new_strides[order[x]] = inner;
+    inner *= shape[order[x]] + pad[order[x]];
+  }
+  int64_t new_offset = front;
+  for (size_t a : reversed) {
+    new_offset += (shape[a] - 1) * new_strides[a];
+    new_strides[a] = -new_strides[a];
+  }
+  return restrided(std::move(new_strides), new_offset, front + inner);
+}
+
 HostTensor HostTensor::restrided(std::vector<int64_t> new_strides, int64_t new_offset, int64_t storage_elems) const {
   HostTensor out;
   out.dtype = dtype;

@@ -40,6 +40,11 @@ struct HostTensor {
   // The same values laid out with `strides` and `offset` in a storage of `storage_elems` elements
   // (zero elsewhere). Throws std::invalid_argument when an element would fall outside the storage.
   HostTensor restrided(std::vector<int64_t> strides, int64_t offset, int64_t storage_elems) const;
+  // The same values with the axes stored in `order` (outermost first), `step` elements between
+  // neighbours of the innermost axis, pad[a] unused elements after each run of axis a, `front` unused
+  // elements before the first, and the axes in `reversed` walked backwards (negative strides).
+  HostTensor laid_out(const std::vector<size_t>& order, int64_t step, const std::vector<int64_t>& pad,
+                      const std::vector<size_t>& reversed, int64_t front = 0) const;
   // Whether every element the strides address lies inside the storage.
   bool strides_in_bounds() const;
 

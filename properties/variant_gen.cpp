@@ -204,28 +204,18 @@ HostTensor draw_strided(const HostTensor& t, Rng& rng, std::string* how) {
   std::vector<size_t> order(rank);  // storage order, outermost first
   std::iota(order.begin(), order.end(), size_t(0));
   std::shuffle(order.begin(), order.end(), rng);
-  std::vector<int64_t> strides(rank);
-  int64_t inner = 1 + int64_t(rng() % 2);  // the innermost axis' step: 1 or 2
+  const int64_t step = 1 + int64_t(rng() % 2);  // the innermost axis' step: 1 or 2
   std::vector<int64_t> pad(rank);
-  for (size_t x = rank; x-- > 0;) {
-    const size_t a = order[x];
-    pad[a] = int64_t(rng() % 4);
-    strides[a] = inner;
-    inner *= t.shape[a] + pad[a];
-  }
+  for (size_t x = rank; x-- > 0;) pad[order[x]] = int64_t(rng() % 4);
   const int64_t front = int64_t(rng() % 4);
-  int64_t offset = front;
-  std::string reversed;
+  std::vector<size_t> reversed;
   for (size_t a = 0; a < rank; ++a)
-    if (rng() % 3 == 0) {
-      offset += (t.shape[a] - 1) * strides[a];
-      strides[a] = -strides[a];
-      reversed += fmt::format(" {}", a);
-    }
+    if (rng() % 3 == 0) reversed.push_back(a);
+  HostTensor out = t.laid_out(order, step, pad, reversed, front);
   if (how)
-    *how += fmt::format("strides ({}) offset {}{}", fmt::join(strides, ", "), offset,
-                        reversed.empty() ? "" : "; reversed axes" + reversed);
-  return t.restrided(strides, offset, front + inner);
+    *how += fmt::format("strides ({}) offset {}{}", fmt::join(out.strides, ", "), out.offset,
+                        reversed.empty() ? "" : "; reversed axes " + fmt::format("{}", fmt::join(reversed, " ")));
+  return out;
 }
 
 double draw_softcap(Rng& rng, double max_abs) {

@@ -89,25 +89,6 @@ CaseSpec strides_case(DType t, int32_t n, const std::string& layout) {
   return c;
 }
 
-// t laid out with the axes in `order` (outermost first), `step` elements between neighbours of the
-// innermost axis, pad[a] unused elements after axis a, and the axes in `reversed` walked backwards.
-HostTensor lay_out(const HostTensor& t, const std::vector<size_t>& order, int64_t step, const std::vector<int64_t>& pad,
-                   const std::vector<size_t>& reversed) {
-  if (t.numel() == 0) return t;
-  std::vector<int64_t> strides(t.shape.size());
-  int64_t inner = step;
-  for (size_t x = order.size(); x-- > 0;) {
-    strides[order[x]] = inner;
-    inner *= t.shape[order[x]] + pad[order[x]];
-  }
-  int64_t offset = 0;
-  for (size_t a : reversed) {
-    offset += (t.shape[a] - 1) * strides[a];
-    strides[a] = -strides[a];
-  }
-  return t.restrided(strides, offset, inner);
-}
-
 uint64_t id_hash(const std::string& id) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char ch : id) h = (h ^ ch) * 0x100000001b3ull;
@@ -207,9 +188,9 @@ void finish_layout(const CaseSpec& c, Inputs& in) {
   for (HostTensor* t : {&in.q, &in.k, &in.v, &in.d_o}) {
     if (t->shape.empty()) continue;
     if (c.layout == "bshd")  // (batch, n, heads, width) storage, 8 elements of padding after each row
-      *t = lay_out(*t, {0, 2, 1, 3}, 1, {0, 0, 0, 8}, {});
+      *t = t->laid_out({0, 2, 1, 3}, 1, {0, 0, 0, 8}, {});
     else  // heads outermost, each head stored transposed (tokens innermost, every other element), tokens reversed
-      *t = lay_out(*t, {1, 0, 3, 2}, 2, {0, 1, 1, 3}, {2});
+      *t = t->laid_out({1, 0, 3, 2}, 2, {0, 1, 1, 3}, {2});
   }
 }
 
