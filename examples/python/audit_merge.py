@@ -74,7 +74,7 @@ def merge_results(datas, override=False):
 
 
 def main(argv=None):
-    """python3 audit_summary.py --out DIR LANE/results.json...: the lanes merged into DIR/results.json and
+    """python3 audit_merge.py --out DIR LANE/results.json...: the lanes merged into DIR/results.json and
     DIR/summary.md, with the lanes' kernels/, check/ and regressions/ copied into DIR (DIR/device.txt: the
     lanes' device.txt lines, each once)."""
     import argparse
