@@ -14,6 +14,7 @@
 #            results.json, kernels/*.json, check/, audit/, logs/, regressions/), packed even when a run
 #            is cut short: `audit` alone takes at most AUDIT_WALL (510) s, its own budget AUDIT_BUDGET (470) s
 #            and `tests` PLUGIN_TEST_WALL (300) s for plugin_gpu_test, PY_TEST_WALL (480) s for the bridge's tests
+#            (PY_TEST_K: a pytest -k expression, to split them over two GPUs)
 #   lanes:   IMPLS=name,name (the audit's run names) narrows `audit` to those kernels and OUT=DIR gives each
 #            invocation its own output, so invocations run side by side, one per GPU:
 #              OUT=$OUT/a IMPLS=... CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 bash examples/python/h200_audit.sh audit &
@@ -99,7 +100,8 @@ for step in "${steps[@]}"; do
       ;;&
     tests | python-tests)
       # -v: one line per test as it ends, so a run cut short still names what passed, failed and hung.
-      (cd "$root/python/tests" && timeout "${PY_TEST_WALL:-480}" python3 run_gpu.py -v -rA --tb=short --durations=0) \
+      (cd "$root/python/tests" && timeout "${PY_TEST_WALL:-480}" python3 run_gpu.py -v -rA --tb=short --durations=0 \
+        ${PY_TEST_K:+-k "$PY_TEST_K"}) \
         > "$out/external/python_gpu_tests.log" 2>&1
       echo "python_bridge_gpu exit $?" | tee -a "$out/external/tests.txt"
       tail -5 "$out/external/python_gpu_tests.log"
