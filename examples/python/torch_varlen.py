@@ -33,15 +33,20 @@ def _window(p):
     return left, right
 
 
-# FC_TRACE_CALLS=1: one stderr line before and after each varlen_attn call (the sequence lengths; under
-# autograd the backward runs after "returned"), so a law run that stalls shows the call it stalled in.
+# FC_TRACE_CALLS=1: one stderr line before and after each varlen_attn call (the sequence lengths, the
+# strides, what it raised; under autograd the backward runs after "returned"), so a law run that stalls
+# or faults shows the call it stalled or faulted in.
 _TRACE = bool(os.environ.get("FC_TRACE_CALLS"))
 
 
 def _trace(what, p, cu_q, cu_k):
-    lens = [torch.diff(x.to("cpu", torch.int64)).tolist() for x in (cu_q, cu_k)]
-    print("torch_varlen %s: %s d=%d %s lens_q=%s lens_k=%s window=%s" % (what, p.dtype, p.d, p.mask, lens[0], lens[1],
-          (p.window_left, p.window_right)), file=sys.stderr, flush=True)
+    try:
+        lens = [torch.diff(x.to("cpu", torch.int64)).tolist() for x in (cu_q, cu_k)]
+    except Exception:  # noqa: B902 - a broken CUDA context: the line goes out without the lengths
+        lens = ["?", "?"]
+    print("torch_varlen %s: %s d=%d %s lens_q=%s lens_k=%s window=%s strides=%s" % (
+        what, p.dtype, p.d, p.mask, lens[0], lens[1], (p.window_left, p.window_right),
+        [tuple(p.strides[t]) for t in ("q", "k", "v")]), file=sys.stderr, flush=True)
 
 
 def forward(q, k, v, p):
@@ -61,7 +66,12 @@ def forward(q, k, v, p):
         kwargs["return_aux"] = _varlen.AuxRequest(lse=True)
     if _TRACE:
         _trace("call", p, cu_q, cu_k)
-    out = _varlen.varlen_attn(*packed, cu_q, cu_k, max_q, max_k, **kwargs)
+    try:
+        out = _varlen.varlen_attn(*packed, cu_q, cu_k, max_q, max_k, **kwargs)
+    except Exception as exc:
+        if _TRACE:
+            _trace("raised %s" % str(exc).splitlines()[0][:200], p, cu_q, cu_k)
+        raise
     if _TRACE:
         _trace("returned", p, cu_q, cu_k)
     o, lse = out if isinstance(out, tuple) else (out, None)
@@ -89,9 +99,9 @@ def supports(p):
         return True  # packed into contiguous tensors by forward()
     # The contract's packed tensors go in as they are. FlashAttention reads rows with 16-byte vector
     # loads and its C++ entry checks only stride(-1) == 1: rows that are not 16-byte aligned fault
-    # ("misaligned address", and the CUDA context is lost), so such strides are declined.
-    return all(stride % 8 == 0 for t in ("q", "k", "v")
-               for n, stride in zip(p.shapes[t][:-1], p.strides[t][:-1]) if n > 1)
+    # ("misaligned address", and the CUDA context is lost), so such strides are declined. An axis of
+    # length 1 counts too: a tile's rows past the sequence's end still get addresses from its stride.
+    return all(stride % 8 == 0 for t in ("q", "k", "v") for stride in p.strides[t][:-1])
 
 
 varlen = flashcheck.Kernel(

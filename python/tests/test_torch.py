@@ -84,6 +84,14 @@ def test_sdpa_math_in_the_pytest_fixture(flashcheck_check):
     flashcheck_check(torch_kernels.math_backend, law="reference", cases=20)
 
 
+# FlashAttention-2's varlen kernels behind torch_varlen: the forward of a GQA batch whose longest
+# sequence has one query, with a sequence of none, fails reshaping q as if every sequence had one query;
+# the backward of a sequence with queries and no keys fails with "invalid argument".
+LIBRARY_FAILURES = {("torch_varlen:varlen", "varlen_split"):
+                    r"RuntimeError: shape '\[\d+, 1, \d+, \d+\]' is invalid for input of size \d+"
+                    r"|AcceleratorError: CUDA error: invalid argument"}
+
+
 @cuda
 @pytest.mark.parametrize("spec, law", [
     ("torch_sdpa:math", "reference"), ("torch_sdpa:flash", "reference"), ("torch_sdpa:efficient", "reference"),
@@ -96,9 +104,11 @@ def test_the_examples_adapt_in_a_few_lines(spec, law, monkeypatch, tmp_path):
         pytest.skip("no JAX")
     monkeypatch.syspath_prepend(EXAMPLES)
     result = flashcheck.check(spec, law=law, cases=6, seed=1, quiet=True, timeout=300, regressions=str(tmp_path))
-    # A verdict on the library's numerics (the external audit reports it), never the adapter's own error.
+    # A verdict on the library (the external audit reports it), never the adapter's own error: the only
+    # exceptions allowed are the library failures reports/h200/external/FINDINGS.md records for the pair.
     assert [x["status"] for x in result.laws] in (["pass"], ["fail"]), result.report
-    assert not re.search(r"\b\w+(Error|Exception): ", result.report), result.report
+    report = re.sub(LIBRARY_FAILURES.get((spec, law), r"(?!)"), "", result.report)
+    assert not re.search(r"\b\w+(Error|Exception): ", report), result.report
 
 
 if __name__ == "__main__":
