@@ -143,4 +143,8 @@ extern "C" int flashcheck_copy(const DLTensor* src, const DLTensor* dst, char* e
   }
 }
 
+// 1 inside a supports() call of flashcheck's start-up probe (what the kernel accepts at all), 0 in one
+// that gates a case: a Python kernel's supports() sees it as Problem.probing.
+extern "C" int flashcheck_probing(void) { return fc::plugin::probing_supports() ? 1 : 0; }
+
 extern "C" const char* flashcheck_version(void) { return "flashcheck " FLASHCHECK_VERSION " (plugin ABI 2)"; }

@@ -6,10 +6,13 @@ batches go in padded, with query_seq_lengths and key_value_seq_lengths. Forward 
 are jitted, once per shape, and compiled programs persist on disk across the worker's restarts. fp32
 traces jax.nn's matmuls under jax.default_matmul_precision("highest") (no TF32: _precision says why). JAX
 imports the suite's tensors through DLPack only compact (contiguous=True: strided cases are declined).
+The XLA kernel's supports() compiles each program a case asks about once, on zeros, and declines those
+XLA refuses to compile (_xla_compiles).
 
     python -m flashcheck check jax_attention:cudnn
 """
 import contextlib
+import dataclasses
 import functools
 import os
 
@@ -122,28 +125,38 @@ def _precision(p):
 
 
 _REFUSED = "Unsupported dot precision algorithm"
-# Head dims probed. The refusals met on the H200 were at d = 1 and 2, and the audit's d = 64 and 128
-# compile; flashcheck asks supports() about every d from 1 to 256 when it starts, so probing every d
-# would compile 256 programs before the first case. A refusal above this d is reported as a failure.
-_PROBE_MAX_D = 8
 _compiles = {}
 
 
-def _xla_compiles(p, forward):
-    """Whether XLA compiles this problem's forward: one call on zeros of the problem's shapes, dtype
-    and variants (jit caches the program, so the real call reuses it), remembered per shape. Only
-    XLA's refusal of the dot's algorithm counts as a no; any other error is the real call's to report.
-    d = 1 is refused without a call (every fp16/bf16 d = 1 problem met it on the H200)."""
-    if p.d == 1:
-        return False
-    seqlens = (getattr(p, "cu_seqlens_q", None), getattr(p, "cu_seqlens_k", None)) if p.varlen else ()
-    key = (p.dtype, p.varlen, p.mask, p.window_left, p.window_right, getattr(p, "scale", None),
-           tuple(tuple(p.shapes[t]) for t in "qkv"), tuple(None if x is None else np.asarray(x).tolist()
-                                                          for x in seqlens))
+def _probe_lengths(p):
+    """Sequence lengths for a varlen problem as supports() sees it (its cu_seqlens have no data yet): any
+    lengths within (n_q, n_k) with the problem's totals. The jitted programs take the index arrays as
+    traced arguments, so their shapes (batch, n_q, n_k, the totals), not the lengths, make the program."""
+    def split(total, n):
+        lens = [0] * p.batch
+        for b in range(p.batch):
+            lens[b] = min(n, total - sum(lens))
+        return np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    return split(p.shapes["q"][0], p.n_q), split(p.shapes["k"][0], p.n_k)
+
+
+def _xla_compiles(p, forward, backward):
+    """Whether XLA compiles this problem's forward and backward: one call of each on zeros of the
+    problem's shapes, dtype and variants, remembered per program (what jit compiles one program for:
+    the shapes, dtype and static arguments), so the real calls reuse what the probe compiled. Only XLA's
+    refusal of a dot's algorithm counts as a no; any other error is the real call's to report."""
+    window = (p.window_left, p.window_right) if p.window_left >= 0 or p.window_right >= 0 else None
+    key = (p.dtype, p.varlen, p.batch, p.n_q, p.n_k, p.mask, window, float(p.scale),
+           tuple(tuple(p.shapes[t]) for t in "qkvo"))
     if key not in _compiles:
-        dtype = getattr(jnp, {"F16": "float16", "BF16": "bfloat16"}[p.dtype])
+        if p.varlen:
+            cu_q, cu_k = _probe_lengths(p)
+            p = dataclasses.replace(p, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+        dtype = getattr(jnp, {"F16": "float16", "BF16": "bfloat16", "F32": "float32"}[p.dtype])
+        q, k, v, d_o = (jnp.zeros(tuple(p.shapes[t]), dtype) for t in "qkvo")
         try:
-            forward(*(jnp.zeros(tuple(p.shapes[t]), dtype) for t in "qkv"), p)
+            forward(q, k, v, p)
+            backward(q, k, v, None, None, d_o, p)
             _compiles[key] = True
         except Exception as e:  # noqa: B902 - XLA's error types differ across versions; matched by text
             _compiles[key] = _REFUSED not in str(e)
@@ -178,14 +191,7 @@ def _kernel(impl):
             return _varlen_bwd(q, k, v, d_o, *_indices(p, cudnn), **static(p))
         return _dense_bwd(q, k, v, d_o, **static(p))
 
-    def supports(p):
-        if p.varlen and not compact(p):
-            return False  # JAX's DLPack import takes compact tensors only (contiguous=True covers dense ones)
-        if not cudnn and p.dtype != "F32" and p.d <= _PROBE_MAX_D and not _xla_compiles(p, forward):
-            # XLA refuses the shape ("Unsupported dot precision algorithm: 4", ALG_DOT_F16_F16_F32, met
-            # on fp16/bf16 with small d: a finding of the audit, reports/h200/external/FINDINGS.md);
-            # declined so that the other laws get judged.
-            return False
+    def window_ok(p):
         if p.window_left < 0 and p.window_right < 0:
             return True
         if impl == "cudnn":
@@ -196,6 +202,18 @@ def _kernel(impl):
         # Windows are top-left aligned in JAX; the contract's are too under causal_top_left, and
         # without a mask only where n_q == n_k (per sequence: not known here for varlen).
         return p.mask == "causal_top_left" or (not p.varlen and p.n_q == p.n_k)
+
+    def supports(p):
+        if p.varlen and not compact(p):
+            return False  # JAX's DLPack import takes compact tensors only (contiguous=True covers dense ones)
+        if not window_ok(p):
+            return False
+        # XLA refuses some programs ("Unsupported dot precision algorithm: 4", ALG_DOT_F16_F16_F32, met on
+        # fp16 with d = 1, 2 at n = 16 and with d = 9 at n = 1: reports/h200/external/FINDINGS.md). Every
+        # shape a case asks about is compiled once on zeros, and one XLA refuses is declined so the laws
+        # judge the rest. flashcheck's start-up probe (p.probing: each d in 1..256 on made-up shapes, which
+        # no case reuses) is answered without compiling: its cases are asked again.
+        return cudnn or p.probing or _xla_compiles(p, forward, backward)
 
     return flashcheck.Kernel(forward, backward, name="jax_" + impl, device="cuda", framework="jax",
                              dtypes=("F16", "BF16") if cudnn else ("F16", "BF16", "F32"),

@@ -36,6 +36,12 @@ int flashcheck_serve(const fc_kernel *kernel, const char *load_error);
  * and device types agree. 0 on success; otherwise nonzero with a one-line reason in `error`. */
 int flashcheck_copy(const DLTensor *src, const DLTensor *dst, char *error, size_t error_size);
 
+/* 1 while a kernel's supports() runs for flashcheck's start-up probe (which dtypes, masks, head dims and
+ * variants the kernel takes at all, asked on made-up problems), 0 while it gates a case (every case is
+ * asked again before it runs). A supports() that is costly to answer (one that compiles the problem)
+ * may answer the probe from its declarations alone. */
+int flashcheck_probing(void);
+
 /* "flashcheck 0.1.0 (plugin ABI 2)". */
 const char *flashcheck_version(void);
 

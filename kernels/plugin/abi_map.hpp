@@ -65,6 +65,7 @@ struct CallPlan {
   fc_problem problem{};
   int32_t backward = 0;  // 0: forward (outputs o, lse); 1: backward (outputs d_q, d_k, d_v)
   int32_t layout = 0;    // Layout
+  int32_t probing = 0;   // supports() asked by the start-up probe, not for a case (probing_supports())
   Slot slot[kSlots];
   uint64_t bytes = 0;  // arena size (tensors, their guards)
 };

@@ -28,15 +28,25 @@ Executor::Executor(const fc_kernel* k) : k_(k) {}
 
 std::string Executor::init() { return on_cuda() ? stage_.init() : ""; }
 
+namespace {
+thread_local bool probing_now = false;
+}  // namespace
+
+bool probing_supports() { return probing_now; }
+
 bool Executor::supports(const CallPlan& plan) const {
   fc_forward_args args;
   const DLDevice dev{on_cuda() ? kDLCUDA : kDLCPU, 0};
   make_args(plan, nullptr, dev, &args, nullptr);
+  probing_now = plan.probing != 0;
+  bool yes = false;
   try {
-    return k_->supports(&plan.problem, &args) != 0;
+    yes = k_->supports(&plan.problem, &args) != 0;
   } catch (...) {
-    return false;  // a C++ exception out of a C entry point: no
+    yes = false;  // a C++ exception out of a C entry point: no
   }
+  probing_now = false;
+  return yes;
 }
 
 CallResult Executor::call(const CallPlan& plan, unsigned char* arena) {

@@ -41,6 +41,10 @@ class DeviceStage {
   void* stream_ = nullptr;
 };
 
+// Whether the supports() call running on this thread is the start-up probe's (CallPlan::probing):
+// the Python bridge shows it to a kernel's supports() as Problem.probing.
+bool probing_supports();
+
 class Executor {
  public:
   explicit Executor(const fc_kernel* k);

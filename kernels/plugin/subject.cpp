@@ -64,7 +64,9 @@ Subject::Subject(std::unique_ptr<Backend> backend, SubjectOptions opt)
 
 bool Subject::accepts(const Problem& p, Layout layout) {
   std::string fault;
-  const bool yes = backend_->supports(plan_call(p, layout, false), &fault);
+  CallPlan plan = plan_call(p, layout, false);
+  plan.probing = 1;
+  const bool yes = backend_->supports(plan, &fault);
   if (!fault.empty())
     throw LoadError(fmt::format("{}: supports() failed while flashcheck probed what the kernel accepts: {}",
                                 kernel_.info.name, fault));

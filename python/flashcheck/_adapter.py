@@ -41,6 +41,8 @@ class Problem:
     varlen: bool = False  # the variants in use (also known in supports(), where their tensors are None)
     page_size: int = 0    # paged K/V: keys per page; 0: not paged
     alibi: bool = False
+    probing: bool = False  # supports() asked by flashcheck's start-up probe (what the kernel takes at all,
+    #                        on made-up shapes), not for a case: each case is asked again before it runs
 
     @property
     def is_causal(self):
@@ -146,7 +148,7 @@ class Kernel:
         self._error.value = _one_line(exc).encode(errors="replace")[: len(self._error) - 1]
         return 1
 
-    def _problem(self, p, a):
+    def _problem(self, p, a, probing=False):
         extra = {}
         for field in ("cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes"):
             dl = getattr(a, field)
@@ -159,7 +161,7 @@ class Kernel:
         return Problem(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, p.d_v, _capi.MASKS[p.mask], p.window_left,
                        p.window_right, p.scale, p.softcap, _tensors.dtype_name(a.q), strides=strides, shapes=shapes,
                        varlen="varlen" in used, page_size=shapes["k"][1] if "paged" in used else 0,
-                       alibi="alibi" in used, **extra)
+                       alibi="alibi" in used, probing=probing, **extra)
 
     def _supports(self, pp, pa):
         try:
@@ -178,7 +180,8 @@ class Kernel:
             if self.contiguous and not all(_tensors.is_compact(getattr(a, t)) for t in dense):
                 return 0
             if self.user_supports is not None:
-                return 1 if self.user_supports(self._problem(p, a)) else 0
+                probing = bool(_capi.lib().flashcheck_probing())
+                return 1 if self.user_supports(self._problem(p, a, probing)) else 0
             return 1
         except BaseException:  # noqa: B902 - a supports() that raises declines
             return 0

@@ -128,6 +128,8 @@ def lib():
         handle.flashcheck_copy.argtypes = [ctypes.POINTER(DLTensor), ctypes.POINTER(DLTensor), ctypes.c_char_p,
                                            ctypes.c_size_t]
         handle.flashcheck_version.restype = ctypes.c_char_p
+        handle.flashcheck_probing.restype = ctypes.c_int
+        handle.flashcheck_probing.argtypes = []
         _lib = handle
     return _lib
 

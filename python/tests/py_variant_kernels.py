@@ -109,3 +109,20 @@ def compact_only_attention(q, k, v, p):
 compact_varlen = flashcheck.Kernel(compact_only_attention, backward=None, name="py_compact_varlen", device="cpu",
                                    framework="python", dtypes=("F16", "F32"), head_dims=range(1, 9),
                                    variants=("varlen",), contiguous=True)
+
+
+def _small_d_only(p):
+    """The start-up probe is told yes (as a supports() too costly to answer there would); a case is
+    asked again, with probing False, and declined above d = 4."""
+    return p.probing or p.d <= 4
+
+
+def small_d_attention(q, k, v, p):
+    if p.d > 4 or p.probing:
+        raise ValueError("a case supports() declines reached forward (d = %d)" % p.d)
+    return _attention(q, k, v, p)
+
+
+probed_optimistically = flashcheck.Kernel(small_d_attention, backward=None, name="py_probed_optimistically",
+                                          device="cpu", framework="python", dtypes=("F32",), head_dims=range(1, 9),
+                                          supports=_small_d_only)

@@ -6,6 +6,7 @@ layout swaps, window mapping, varlen padding and unpadding and its supports() ar
 What jax.nn itself does differently from the contract (a row that sees no key) is the external audit's
 to find on the GPU."""
 import contextlib
+import dataclasses
 import functools
 import importlib
 import os
@@ -110,17 +111,20 @@ def test_the_cudnn_adapter_takes_windows_only_under_the_causal_mask(adapter, tmp
     assert result.ok and result.laws[0]["cases"] > 0, result.report
 
 
-def _problem(n_q=64, n_k=64, d=8, dtype="F16", varlen=False, row=None):
-    """A dense (batch, heads, n, d) problem, or a packed varlen one whose rows are `row` elements apart."""
-    def tensor(n):
+def _problem(n_q=64, n_k=64, d=8, dtype="F16", varlen=False, row=None, batch=1):
+    """A dense (batch, heads, n, d) problem, or a packed varlen one (batch sequences, n_q and n_k their
+    longest lengths, totals n_q + n_q // 2 and n_k + n_k // 2 over two) whose rows are `row` elements
+    apart, as supports() sees it (no data)."""
+    def tensor(n, total):
         if varlen:
-            return (n, 1, d), ((row or d), (row or d), 1)
-        return (1, 1, n, d), (n * d, n * d, d, 1)
-    shapes, strides = zip(*(tensor(n) for n in (n_q, n_k, n_k)))
-    return types.SimpleNamespace(n_q=n_q, n_k=n_k, d=d, dtype=dtype, varlen=varlen, mask="none", scale=0.5,
-                                 window_left=-1,
-                                 window_right=-1, is_causal=False, shapes=dict(zip("qkv", shapes)),
-                                 strides=dict(zip("qkv", strides)))
+            return (total, 1, d), ((row or d), (row or d), 1)
+        return (batch, 1, n, d), (n * d, n * d, d, 1)
+    total_q, total_k = (n_q + n_q // 2, n_k + n_k // 2) if varlen else (n_q, n_k)
+    shapes, strides = zip(*(tensor(n, t) for n, t in ((n_q, total_q), (n_k, total_k), (n_k, total_k),
+                                                        (n_q, total_q))))
+    return flashcheck.Problem(batch=2 if varlen else batch, heads_q=1, heads_kv=1, n_q=n_q, n_k=n_k, d=d, d_v=d,
+                              mask="none", window_left=-1, window_right=-1, scale=0.5, softcap=0.0, dtype=dtype,
+                              shapes=dict(zip("qkvo", shapes)), strides=dict(zip("qkvo", strides)), varlen=varlen)
 
 
 def test_the_jax_adapter_declines_what_jax_raises_on(adapter):
@@ -129,7 +133,6 @@ def test_the_jax_adapter_declines_what_jax_raises_on(adapter):
     xla, cudnn = adapter.xla.user_supports, adapter.cudnn.user_supports
     assert xla(_problem()) and cudnn(_problem())
     assert not xla(_problem(varlen=True, row=11)) and xla(_problem(varlen=True))  # DLPack: compact only
-    assert not xla(_problem(d=1)) and not xla(_problem(d=1, dtype="BF16")) and xla(_problem(d=1, dtype="F32"))
     assert adapter.compact(_problem(varlen=True, row=8)) and not adapter.compact(_problem(varlen=True, row=9))
 
 
@@ -180,37 +183,50 @@ def test_fp32_runs_at_full_fp32_matmul_precision_and_half_types_at_the_default(a
 
 
 def test_the_xla_adapter_declines_exactly_the_shapes_xla_refuses_to_compile(adapter):
-    # On the H200, XLA raised "Unsupported dot precision algorithm: 4" on fp16/bf16 problems with small d
-    # (reports/h200/external/FINDINGS.md). supports() calls the forward once on zeros of the shape and
+    # On the H200, XLA raised "Unsupported dot precision algorithm: 4" on fp16 problems with d = 1, 2 at
+    # n = 16 and d = 9 at n = 1 (reports/h200/external/FINDINGS.md). supports() runs the forward and the
+    # backward once on zeros of each shape it is asked about (whatever its d, dtype or lengths) and
     # declines only on that refusal; any other error is left for the real call to report.
-    nn = sys.modules["jax"].nn
-    inner = nn.dot_product_attention
+    jax = sys.modules["jax"]
+    inner, calls = jax.nn.dot_product_attention, []
 
     def refusing(q, k, v, *a, **kw):
-        if q.shape[-1] in (2, 16):
+        calls.append(q.shape)
+        d, n_q = q.shape[-1], q.shape[1]
+        if d == 2 or (d == 9 and n_q == 1) or (d == 5 and q.dtype == np.float32) or (d == 24 and n_q == 6):
             raise RuntimeError("INVALID_ARGUMENT: Unsupported dot precision algorithm: 4")
-        if q.shape[-1] == 3:
+        if d == 3:
             raise RuntimeError("some other failure")
         return inner(q, k, v, *a, **kw)
-    nn.dot_product_attention = refusing
+
+    def vjp(f, *args):  # the backward's own dots: refused at d = 12
+        if args[0].shape[-1] == 12:
+            raise RuntimeError("Unsupported dot precision algorithm: 4")
+        return f(*args), lambda d_o: tuple(np.zeros_like(a) for a in args)
+    jax.nn.dot_product_attention, jax.vjp = refusing, vjp
     adapter._compiles.clear()
     try:
         xla = adapter.xla.user_supports
-        assert not xla(_problem(d=2))  # (NumPy, the fake's jax.numpy, has no bfloat16 to probe BF16 with)
-        assert xla(_problem(d=2, dtype="F32"))  # fp32 is not probed: its dots take another algorithm
+        assert not xla(_problem(d=2))
+        assert not xla(_problem(d=9, n_q=1, n_k=1)) and xla(_problem(d=9, n_q=2, n_k=1))  # per shape, not per d
+        assert not xla(_problem(d=5, dtype="F32")) and xla(_problem(d=5))  # fp32 programs are probed too
+        assert not xla(_problem(d=12)) and xla(_problem(d=13))  # a refusal in the backward declines
+        assert not xla(_problem(d=24, n_q=6, varlen=True))  # varlen: the padded program of its shapes
+        assert xla(_problem(d=24, n_q=5, varlen=True))
         assert xla(_problem(d=3))  # another error: the real call reports it
-        assert xla(_problem(d=8))
-        assert xla(_problem(d=16))  # above the probed head dims: a refusal there is the real call's failure
+        assert xla(_problem(d=200)) and xla(_problem(d=8, batch=3))
+        before = len(calls)
+        assert not xla(_problem(d=2)) and xla(_problem(d=200))  # each program is compiled once
+        assert xla(dataclasses.replace(_problem(d=2, n_q=7), probing=True))  # the start-up probe: no compile
+        assert len(calls) == before
     finally:
-        nn.dot_product_attention = inner
+        jax.nn.dot_product_attention, jax.vjp = inner, None
         adapter._compiles.clear()
 
 
 def test_the_cudnn_adapter_declines_windows_with_more_queries_than_keys(adapter):
     # jax.nn's cuDNN path raises "Sliding window attention is only supported with max_s_q <= max_s_kv".
     def windowed(n_q, n_k):
-        p = _problem(n_q=n_q, n_k=n_k)
-        p.mask, p.window_left, p.is_causal = "causal_top_left", 9, True
-        return p
+        return dataclasses.replace(_problem(n_q=n_q, n_k=n_k), mask="causal_top_left", window_left=9)
     assert adapter.cudnn.user_supports(windowed(16, 32)) and adapter.cudnn.user_supports(windowed(32, 32))
     assert not adapter.cudnn.user_supports(windowed(32, 16))

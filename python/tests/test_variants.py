@@ -46,3 +46,15 @@ def test_a_kernel_of_compact_tensors_only_is_never_sent_another(law, tmp_path):
                               regressions=str(tmp_path), quiet=True)
     assert "the kernel declines strided tensors" in result.report, result.report
     assert result.ok and [x["status"] for x in result.laws] == ["pass"], result.report
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_supports_is_told_whether_flashcheck_is_probing(isolate, tmp_path):
+    # Problem.probing is True for the start-up probe's questions and False for a case's: a kernel that
+    # answers the probe yes and declines cases above d = 4 gets every d in 1..8 generated, never runs
+    # one above 4, and its declined cases are counted; in this process and in a worker alike.
+    kernel = "py_variant_kernels:probed_optimistically" if isolate else py_variant_kernels.probed_optimistically
+    result = flashcheck.check(kernel, law="reference", cases=30, seed=4, regressions=str(tmp_path), quiet=True,
+                              isolate=isolate)
+    assert result.ok and result.laws[0]["status"] == "pass", result.report
+    assert result.laws[0]["declined"] > 0 and result.laws[0]["cases"] > 0, result.laws
