@@ -264,11 +264,13 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
         *uniform_index(100) >= size_t(100 - spec.large_percent)) {  // shrinks toward the ordinary shape
       // Uniform at every size (inRange would favour the shortest rows at small sizes); the lengths
       // shrink to one key and one query (uniform_length), the branch choice to the ordinary shape.
+      // n_q is drawn first, so shrinks first: a fault that needs n_k keys (whatever n_q) spends one
+      // faulting candidate on n_q, the rest of a fault budget on n_k (RunOptions::shrink_faults).
       const int32_t bm = std::max(1, c.cfg.block_m > 0 ? c.cfg.block_m : 64);
       p.batch = p.heads_kv = 1;
       p.heads_q = spec.gqa ? *rc::gen::inRange(1, 3) : 1;
-      p.n_k = *uniform_length(3 * bn, 6 * bn, 1);
       p.n_q = *uniform_length(2 * bm, 3 * bm, 1);
+      p.n_k = *uniform_length(3 * bn, 6 * bn, 1);
     }
     p.n_q = std::max(p.n_q, spec.min_n), p.n_k = std::max(p.n_k, spec.min_n);
     const double dflt = default_scale(p.d);

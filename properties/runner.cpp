@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <exception>
 #include <filesystem>
+#include <functional>
+#include <stdexcept>
 #include <ostream>
 
 #include "properties/execute.hpp"
@@ -86,12 +88,30 @@ LawResult run_once(const Law& law, const Kernel& k, const RunOptions& opt) {
 // the faulting candidates shrinking has met (RunOptions::shrink_faults).
 struct Shrinking {
   bool failed = false;
-  Case minimal;         // the last failing case RapidCheck evaluates is the minimal one after shrinking
-  std::string message;  // the law's message on it
-  int faulted = 0;      // candidates whose evaluation faulted since the law failed
+  Case minimal;          // the last failing case RapidCheck evaluates is the minimal one after shrinking
+  std::string message;   // the law's message on it
+  int faulted = 0;       // candidates whose evaluation faulted since the law failed
   bool stopped = false;  // a candidate went unrun: the fault budget was spent
   size_t skip = 0;       // a replay: the shrink path's steps still to walk (their cases are not run)
 };
+
+// k, whose calls after a fault in the same case (faults() past *since) are not run: the case has
+// failed already, and each call would cost the kernel's worker another restart or time-out.
+Kernel stop_after_fault(const Kernel& k, const std::function<int64_t()>& faults, const int64_t* since) {
+  Kernel g = k;
+  auto guard = [faults, since] {
+    if (faults() > *since)
+      throw std::runtime_error(
+          "not run: an earlier call on this case faulted (a crash, a time-out or a broken "
+          "CUDA context)");
+  };
+  g.forward = [guard, f = k.forward](const Inputs& in, const Config& cfg, Outputs& out) { guard(), f(in, cfg, out); };
+  if (k.backward)
+    g.backward = [guard, f = k.backward](const Inputs& in, const Config& cfg, Outputs& out) {
+      guard(), f(in, cfg, out);
+    };
+  return g;
+}
 
 // One RapidCheck run of the law over `spec` under property id `id`. Returns false when it failed
 // (res holds the message, minimal case and replay line) or RapidCheck gave up or erred.
@@ -106,6 +126,8 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
   Shrinking sh;
   if (const auto it = repro.find(id); it != repro.end()) sh.skip = it->second.shrinkPath.size();
   auto faults = [&] { return opt.faults ? opt.faults() : int64_t(0); };
+  int64_t calls_from = 0;  // faults() when the case's first forward began
+  const Kernel guarded = opt.faults ? stop_after_fault(k, opt.faults, &calls_from) : k;
   auto property = [&] {
     const Case c = *gen_case(spec);
     if (sh.skip > 0) {
@@ -118,8 +140,9 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
       RC_DISCARD("shrinking's fault budget is spent");
     }
     const int64_t faults_before = faults();
-    const bool claimed = claims(k, c.in.p);
-    const Outcome o = claimed ? check_case(law, k, c) : Outcome{};
+    const bool claimed = claims(k, c.in.p);  // a fault in supports() is the forward's to report
+    calls_from = faults();
+    const Outcome o = claimed ? check_case(law, guarded, c) : Outcome{};
     if (sh.failed && faults() > faults_before) ++sh.faulted;
     if (!claimed) {
       ++res.declined;

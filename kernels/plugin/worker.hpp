@@ -42,7 +42,7 @@ class WorkerClient {
  private:
   void spawn();
   void stop();
-  std::string reap(bool kill_first);  // wait for the worker; how it ended
+  std::string reap(bool kill_first);                                                // wait for the worker; how it ended
   bool exchange(const proto::Request& req, proto::Reply* rep, std::string* fault);  // counts faults_
   bool exchange_once(const proto::Request& req, proto::Reply* rep, std::string* fault);
 

@@ -140,8 +140,8 @@ TEST_CASE("determinism names the output that differed, its element and both valu
   REQUIRE_FALSE(r.ok);
   CHECK(calls > 2);  // shrinking ran the kernel again, and it agreed with itself
   std::smatch m;
-  REQUIRE(std::regex_search(r.message, m,
-                            std::regex(R"(^d_v\[b=0,h=0,j=0,c=0\]: (\S+) then (\S+) on the same inputs)")));
+  REQUIRE(
+      std::regex_search(r.message, m, std::regex(R"(^d_v\[b=0,h=0,j=0,c=0\]: (\S+) then (\S+) on the same inputs)")));
   const double first = std::stod(m[1]), second = std::stod(m[2]);
   CHECK(second == (first == 0 ? 1.0 : 2 * first));
 }

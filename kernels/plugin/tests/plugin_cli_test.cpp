@@ -137,8 +137,16 @@ TEST_CASE("check --plugin: crashes, hangs and errors are failing cases with a re
   std::filesystem::create_directories(no_regressions);
   for (const auto& [fault, why] : faults) {
     CAPTURE(fault);
-    std::vector<std::string> args = {"check",   "--plugin", plugin_path("plugin_cpu_" + fault),
-                                     "--law",   "reference", "--cases", "30", "--seed", "5", "--regressions",
+    std::vector<std::string> args = {"check",
+                                     "--plugin",
+                                     plugin_path("plugin_cpu_" + fault),
+                                     "--law",
+                                     "reference",
+                                     "--cases",
+                                     "30",
+                                     "--seed",
+                                     "5",
+                                     "--regressions",
                                      no_regressions};
     if (fault == "hang") args.insert(args.end(), {"--timeout", "0.5"});
     const Ran r = run_cli(args);
@@ -163,9 +171,19 @@ TEST_CASE("check --plugin: shrinking stops after --shrink-faults faulting candid
       {"segv", "SIGSEGV"}, {"abort", "SIGABRT"}, {"hang", "did not return within 0.5 s"}};
   for (const auto& [fault, why] : faults) {
     CAPTURE(fault);
-    std::vector<std::string> args = {"check", "--plugin", plugin_path("plugin_cpu_" + fault), "--law", "reference",
-                                     "--cases", "30", "--seed", "5", "--regressions", no_regressions(),
-                                     "--shrink-faults", "2"};
+    std::vector<std::string> args = {"check",
+                                     "--plugin",
+                                     plugin_path("plugin_cpu_" + fault),
+                                     "--law",
+                                     "reference",
+                                     "--cases",
+                                     "30",
+                                     "--seed",
+                                     "5",
+                                     "--regressions",
+                                     no_regressions(),
+                                     "--shrink-faults",
+                                     "2"};
     if (fault == "hang") args.insert(args.end(), {"--timeout", "0.5"});
     const Ran r = run_cli(args);
     CAPTURE(r.out, r.err);
