@@ -1,5 +1,6 @@
 #include "properties/execute.hpp"
 
+#include "properties/laws.hpp"
 #include "reference/inputs64.hpp"
 
 #include <fmt/format.h>
@@ -20,6 +21,11 @@ ref::Tensors64 tensors64(const Inputs& in) { return ref::tensors64(in); }
 ref::Certified certify(const Inputs& in) { return ref::certified(in.p, tensors64(in)); }
 
 Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward) {
+  if (!claims(k, in))
+    throw NotApplicable(
+        fmt::format("{} declines the problem (batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} {}{}{})", k.info.name,
+                    in.p.batch, in.p.heads_q, in.p.heads_kv, in.p.n_q, in.p.n_k, in.p.d, dtype_name(in.p.dtype),
+                    in.p.varlen ? " varlen" : "", in.strided() ? " strided" : ""));
   Run r;
   const Problem& p = in.p;
   try {

@@ -20,7 +20,10 @@ struct Run {
   std::string error;  // non-empty when the kernel threw
 };
 // Forward (and backward when asked and in.d_o is present). A kernel that writes no lse gets the
-// certified one (rounded to fp32) for its backward, as the plugin ABI promises.
+// certified one (rounded to fp32) for its backward, as the plugin ABI promises. A problem the kernel
+// does not claim (claims(k, in): its declarations and supports(), strides included) is never sent:
+// NotApplicable (laws.hpp) is thrown instead, so a law's derived problem (a varlen batch's sequence
+// run alone, a paged batch's contiguous twin, a relayout) passes the gate every generated case passes.
 Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward);
 
 // The certified reference of a case and the bound for one kernel/config.

@@ -1,7 +1,8 @@
 /* A correct host attention kernel as a flashcheck plugin (<flashcheck/plugin.h>): forward and backward
- * in double precision, any strides, F16/BF16/F32/F64 storage, the three masks, GQA, d_v != d, each
- * output rounded once (to nearest even) into its storage type. It declines the variants it does not
- * implement (varlen, paged K/V, windows, softcap, ALiBi).
+ * in double precision, any strides, F16/BF16/F32/F64 storage, the three masks, GQA, d_v != d, varlen
+ * batches (cu_seqlens_q/k, zero-length sequences included), each output rounded once (to nearest even)
+ * into its storage type. It declines the variants it does not implement (paged K/V, windows, softcap,
+ * ALiBi).
  *
  *   cmake -S . -B build && cmake --build build
  *   flashcheck check --plugin build/libattention_cpu.so
@@ -24,6 +25,11 @@ enum { NONE, SEGV, ABORT, HANG, ERROR, STRIDES, CAUSAL, EXIT, OOB };
 #endif
 #ifndef FC_MAX_N /* nonzero: decline longer sequences (flashcheck's test of declined cases) */
 #define FC_MAX_N 0
+#endif
+/* FC_COMPACT 1: compact tensors only (axes of length 1 aside, as DLPack's importers take them), 2: compact
+ * varlen tensors only; supports() declines others, and forward/backward fail if one reaches them. */
+#ifndef FC_COMPACT
+#define FC_COMPACT 0
 #endif
 
 static char error_text[256];
@@ -97,6 +103,47 @@ static void store(const DLTensor *t, const int64_t *idx, double x) {
   }
 }
 
+/* Whether t's strides are a compact tensor's (NULL, or row-major where an axis is longer than 1). */
+static int compact(const DLTensor *t) {
+  int64_t want = 1;
+  for (int a = t->ndim - 1; t->strides && a >= 0; --a) {
+    if (t->shape[a] > 1 && t->strides[a] != want) return 0;
+    want *= t->shape[a];
+  }
+  return 1;
+}
+static int compact_all(const DLTensor *const *ts, int n) { /* FC_COMPACT's rule over q, k, v, ... */
+  if (FC_COMPACT == 0 || (FC_COMPACT == 2 && ts[0]->ndim != 3)) return 1;
+  for (int i = 0; i < n; ++i)
+    if (!compact(ts[i])) return 0;
+  return 1;
+}
+
+/* Sequence b: its problem (n_q, n_k its lengths) and its first query and key rows (varlen: from
+ * cu_seqlens; dense: 0). */
+typedef struct {
+  fc_problem p;
+  int64_t q0, k0;
+} seq;
+static seq sequence(const fc_problem *p, const fc_forward_args *a, int64_t b) {
+  seq s = {*p, 0, 0};
+  if (a->q.ndim == 3) {
+    const int32_t *cq = (const int32_t *)a->cu_seqlens_q.data, *ck = (const int32_t *)a->cu_seqlens_k.data;
+    s.q0 = cq[b], s.k0 = ck[b], s.p.n_q = cq[b + 1] - cq[b], s.p.n_k = ck[b + 1] - ck[b];
+  }
+  return s;
+}
+/* Element x of row i, head h of sequence b: dense (batch, heads, n, x), varlen (total, heads, x) with
+ * the sequence's rows from r0; lse dense (batch, heads, n), varlen (heads, total). */
+static void index_of(const DLTensor *t, int64_t b, int64_t h, int64_t r0, int64_t i, int64_t x, int64_t *idx) {
+  if (t->ndim == 4) idx[0] = b, idx[1] = h, idx[2] = i, idx[3] = x;
+  else idx[0] = r0 + i, idx[1] = h, idx[2] = x;
+}
+static void lse_index(const DLTensor *t, int64_t b, int64_t h, int64_t r0, int64_t i, int64_t *idx) {
+  if (t->ndim == 3) idx[0] = b, idx[1] = h, idx[2] = i;
+  else idx[0] = h, idx[1] = r0 + i;
+}
+
 static int visible(const fc_problem *p, int64_t i, int64_t j) {
   const int64_t shift = p->n_k - p->n_q;
   if (FC_FAULT == CAUSAL && p->n_k > 3) /* the planted bug: causal masks off by one */
@@ -106,20 +153,17 @@ static int visible(const fc_problem *p, int64_t i, int64_t j) {
   return 1;
 }
 
-/* Rows (b, h, 0..n) of a rank-4 tensor, as n x width doubles, and back (rounded into its dtype). */
-static void gather(const DLTensor *t, int64_t b, int64_t h, int64_t n, int64_t width, double *out) {
+/* Rows 0..n of head h of sequence b (from row r0), as n x width doubles, and back (rounded into its dtype). */
+static void gather(const DLTensor *t, int64_t b, int64_t h, int64_t r0, int64_t n, int64_t width, double *out) {
+  int64_t idx[4];
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t x = 0; x < width; ++x) {
-      const int64_t idx[4] = {b, h, i, x};
-      out[i * width + x] = load(t, idx);
-    }
+    for (int64_t x = 0; x < width; ++x) index_of(t, b, h, r0, i, x, idx), out[i * width + x] = load(t, idx);
 }
-static void scatter(const DLTensor *t, int64_t b, int64_t h, int64_t n, int64_t width, const double *in) {
+static void scatter(const DLTensor *t, int64_t b, int64_t h, int64_t r0, int64_t n, int64_t width,
+                    const double *in) {
+  int64_t idx[4];
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t x = 0; x < width; ++x) {
-      const int64_t idx[4] = {b, h, i, x};
-      store(t, idx, in[i * width + x]);
-    }
+    for (int64_t x = 0; x < width; ++x) index_of(t, b, h, r0, i, x, idx), store(t, idx, in[i * width + x]);
 }
 
 /* One head's rows and what the kernel computes from them, in double. */
@@ -165,12 +209,14 @@ static int supports(const fc_problem *p, const fc_forward_args *a) {
   const DLDataType t = a->q.dtype;
   const int float_ok = (t.code == kDLFloat && (t.bits == 16 || t.bits == 32 || t.bits == 64)) ||
                        (t.code == kDLBfloat && t.bits == 16);
-  return float_ok && t.lanes == 1 && a->q.ndim == 4 && a->q.device.device_type == kDLCPU && p->mask >= 0 &&
-         p->mask <= 2 && p->softcap == 0 && p->window_left == -1 && p->window_right == -1 &&
-         /* a variant tensor is present by its shape: its data is NULL while flashcheck probes */
-         a->cu_seqlens_q.ndim == 0 && a->cu_seqlens_k.ndim == 0 && a->page_table.ndim == 0 &&
-         a->alibi_slopes.ndim == 0 &&
-         (FC_MAX_N == 0 || (p->n_q <= FC_MAX_N && p->n_k <= FC_MAX_N));
+  /* a variant tensor is present by its shape: its data is NULL while flashcheck probes */
+  const int varlen = a->cu_seqlens_q.ndim == 1 && a->cu_seqlens_k.ndim == 1;
+  const DLTensor *const ts[5] = {&a->q, &a->k, &a->v, &a->o, &a->lse};
+  return float_ok && t.lanes == 1 && a->q.ndim == (varlen ? 3 : 4) && a->q.device.device_type == kDLCPU &&
+         p->mask >= 0 && p->mask <= 2 && p->softcap == 0 && p->window_left == -1 && p->window_right == -1 &&
+         (varlen || (a->cu_seqlens_q.ndim == 0 && a->cu_seqlens_k.ndim == 0)) && a->page_table.ndim == 0 &&
+         a->alibi_slopes.ndim == 0 && (FC_MAX_N == 0 || (p->n_q <= FC_MAX_N && p->n_k <= FC_MAX_N)) &&
+         compact_all(ts, 5);
 }
 
 static int fault(const fc_problem *p) {
@@ -187,6 +233,8 @@ static int fault(const fc_problem *p) {
 
 static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) {
   (void)stream;
+  const DLTensor *const ts[5] = {&a->q, &a->k, &a->v, &a->o, &a->lse};
+  if (!compact_all(ts, 5)) return snprintf(error_text, sizeof error_text, "a non-compact tensor reached forward"), 1;
   if (fault(p)) return 1;
   head t;
   double *all = alloc_head(p, &t);
@@ -194,17 +242,19 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
   for (int64_t b = 0; b < p->batch; ++b)
     for (int64_t h = 0; h < p->heads_q; ++h) {
       const int64_t hk = h / (p->heads_q / p->heads_kv);
-      gather(&a->q, b, h, p->n_q, p->d, t.q);
-      gather(&a->k, b, hk, p->n_k, p->d, t.k);
-      gather(&a->v, b, hk, p->n_k, p->d_v, t.v);
-      for (int64_t i = 0; i < p->n_q; ++i) {
-        row(p, &t, i);
-        const int64_t il[3] = {b, h, i};
+      const seq s = sequence(p, a, b);
+      gather(&a->q, b, h, s.q0, s.p.n_q, p->d, t.q);
+      gather(&a->k, b, hk, s.k0, s.p.n_k, p->d, t.k);
+      gather(&a->v, b, hk, s.k0, s.p.n_k, p->d_v, t.v);
+      for (int64_t i = 0; i < s.p.n_q; ++i) {
+        int64_t il[3];
+        row(&s.p, &t, i);
+        lse_index(&a->lse, b, h, s.q0, i, il);
         store(&a->lse, il, t.lse[i]);
       }
-      scatter(&a->o, b, h, p->n_q, p->d_v, t.o);
+      scatter(&a->o, b, h, s.q0, s.p.n_q, p->d_v, t.o);
     }
-  if (FC_FAULT == OOB && p->n_k > 3) { /* one element past o's last */
+  if (FC_FAULT == OOB && p->n_k > 3 && a->o.ndim == 4) { /* one element past o's last */
     const int64_t last[4] = {p->batch - 1, p->heads_q - 1, p->n_q - 1, p->d_v};
     store(&a->o, last, 1.0);
   }
@@ -217,6 +267,8 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
 static int backward(const fc_problem *p, const fc_backward_args *g, void *stream) {
   (void)stream;
   const fc_forward_args *a = &g->fwd;
+  const DLTensor *const ts[9] = {&a->q, &a->k, &a->v, &a->o, &a->lse, &g->d_o, &g->d_q, &g->d_k, &g->d_v};
+  if (!compact_all(ts, 9)) return snprintf(error_text, sizeof error_text, "a non-compact tensor reached backward"), 1;
   if (fault(p)) return 1;
   head t;
   double *all = alloc_head(p, &t);
@@ -224,21 +276,23 @@ static int backward(const fc_problem *p, const fc_backward_args *g, void *stream
   const int64_t group = p->heads_q / p->heads_kv, d = p->d, dv = p->d_v;
   for (int64_t b = 0; b < p->batch; ++b)
     for (int64_t hk = 0; hk < p->heads_kv; ++hk) {
-      gather(&a->k, b, hk, p->n_k, d, t.k);
-      gather(&a->v, b, hk, p->n_k, dv, t.v);
-      for (int64_t x = 0; x < p->n_k * d; ++x) t.d_k[x] = 0;
-      for (int64_t x = 0; x < p->n_k * dv; ++x) t.d_v[x] = 0;
+      const seq s = sequence(p, a, b);
+      const fc_problem *sp = &s.p;
+      gather(&a->k, b, hk, s.k0, sp->n_k, d, t.k);
+      gather(&a->v, b, hk, s.k0, sp->n_k, dv, t.v);
+      for (int64_t x = 0; x < sp->n_k * d; ++x) t.d_k[x] = 0;
+      for (int64_t x = 0; x < sp->n_k * dv; ++x) t.d_v[x] = 0;
       for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-        gather(&a->q, b, h, p->n_q, d, t.q);
-        gather(&g->d_o, b, h, p->n_q, dv, t.d_o);
-        for (int64_t i = 0; i < p->n_q; ++i) {
+        gather(&a->q, b, h, s.q0, sp->n_q, d, t.q);
+        gather(&g->d_o, b, h, s.q0, sp->n_q, dv, t.d_o);
+        for (int64_t i = 0; i < sp->n_q; ++i) {
           const double *d_o = t.d_o + i * dv;
           double D = 0, *d_q = t.d_q + i * d;
-          row(p, &t, i);
+          row(sp, &t, i);
           for (int64_t x = 0; x < dv; ++x) D += d_o[x] * t.o[i * dv + x];
           for (int64_t x = 0; x < d; ++x) d_q[x] = 0;
-          for (int64_t j = 0; t.lse[i] != -INFINITY && j < p->n_k; ++j) {
-            if (!visible(p, i, j)) continue;
+          for (int64_t j = 0; t.lse[i] != -INFINITY && j < sp->n_k; ++j) {
+            if (!visible(sp, i, j)) continue;
             double dp = 0;
             for (int64_t x = 0; x < dv; ++x) {
               dp += d_o[x] * t.v[j * dv + x];
@@ -251,10 +305,10 @@ static int backward(const fc_problem *p, const fc_backward_args *g, void *stream
             }
           }
         }
-        scatter(&g->d_q, b, h, p->n_q, d, t.d_q);
+        scatter(&g->d_q, b, h, s.q0, sp->n_q, d, t.d_q);
       }
-      scatter(&g->d_k, b, hk, p->n_k, d, t.d_k);
-      scatter(&g->d_v, b, hk, p->n_k, dv, t.d_v);
+      scatter(&g->d_k, b, hk, s.k0, sp->n_k, d, t.d_k);
+      scatter(&g->d_v, b, hk, s.k0, sp->n_k, dv, t.d_v);
     }
   free(all);
   return 0;

@@ -23,9 +23,12 @@ HostArgs variant_args(const Inputs& in) {
   return a;
 }
 
+// Every axis longer than 1 (batch 2, heads 2, n 16): in a problem with an axis of length 1 a strided
+// layout can have a compact one's strides (DLPack ignores a length-1 axis' stride), and a kernel that
+// takes compact tensors only would seem to take that layout.
 Problem probe_problem(DType t, Mask m, int32_t d) {
   Problem p;
-  p.batch = 1, p.heads_q = 1, p.heads_kv = 1, p.n_q = 16, p.n_k = 16, p.d = d;
+  p.batch = 2, p.heads_q = 2, p.heads_kv = 2, p.n_q = 16, p.n_k = 16, p.d = d;
   p.dtype = t, p.mask = m, p.scale = default_scale(d);
   return p;
 }
@@ -91,7 +94,7 @@ void Subject::probe() {
   if (!any)
     throw LoadError(
         fmt::format("{}: supports() declines every problem flashcheck offers (F16, BF16, F32, F64; "
-                    "every mask; d in 1..256; n = 16; compact tensors)",
+                    "every mask; d in 1..256; batch 2, heads 2, n = 16; compact tensors)",
                     i.name));
   for (Mask m : kProbeMasks)
     if (mask_ok[int(m)]) i.masks.push_back(m);
@@ -163,6 +166,8 @@ bool Subject::supports(const Problem& p) {
   const bool yes = backend_->supports(plan, &fault);
   if (fault.empty()) return yes;
   // The case is claimed so that it runs, and fails with the fault (shrinking then minimises it).
+  for (const Pending& x : pending_)  // asked again (a law's gate, then its run): kept once
+    if (std::memcmp(&x.problem, &plan.problem, sizeof plan.problem) == 0 && x.dtype == p.dtype) return true;
   if (pending_.size() >= 64) pending_.erase(pending_.begin());  // claimed cases that never ran
   pending_.push_back({plan.problem, p.dtype, "supports(): " + fault});
   return true;

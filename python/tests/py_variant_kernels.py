@@ -85,3 +85,27 @@ def _causal_window_only(p):
 causal_windows = flashcheck.Kernel(attention, backward=None, name="py_causal_windows", device="cpu",
                                    framework="python", dtypes=("F16", "F32"), head_dims=range(1, 9),
                                    variants=("window",), supports=_causal_window_only)
+
+
+def _compact(shape, strides):
+    """Row-major strides, axes of length 1 aside (what DLPack importers such as JAX's take)."""
+    want = 1
+    for n, stride in reversed(list(zip(shape, strides))):
+        if n > 1 and stride != want:
+            return False
+        want *= n
+    return True
+
+
+def compact_only_attention(q, k, v, p):
+    for t in "qkvo":
+        if not _compact(p.shapes[t], p.strides[t]):
+            raise ValueError("Only DLPack tensors with trivial (compact) striding are supported: %s %s %s"
+                             % (t, p.shapes[t], p.strides[t]))
+    return _attention(q, k, v, p)
+
+
+# Compact tensors only, as the JAX adapters declare (contiguous=True): no law may send it another.
+compact_varlen = flashcheck.Kernel(compact_only_attention, backward=None, name="py_compact_varlen", device="cpu",
+                                   framework="python", dtypes=("F16", "F32"), head_dims=range(1, 9),
+                                   variants=("varlen",), contiguous=True)

@@ -36,3 +36,13 @@ def test_a_window_taken_only_under_a_causal_mask_is_found_and_run(tmp_path):
                               regressions=str(tmp_path), quiet=True)
     assert "variants: window" in result.report
     assert result.ok and result.laws[0]["status"] == "pass" and result.laws[0]["cases"] > 0, result.report
+
+
+@pytest.mark.parametrize("law", ["varlen_split", "zero_length", "reference"])
+def test_a_kernel_of_compact_tensors_only_is_never_sent_another(law, tmp_path):
+    # The start-up probe sees that it declines strided layouts (every axis of its probe problems longer
+    # than 1), and the varlen batches and sequences the laws derive pass supports() as generated cases do.
+    result = flashcheck.check(py_variant_kernels.compact_varlen, law=law, cases=12, seed=4,
+                              regressions=str(tmp_path), quiet=True)
+    assert "the kernel declines strided tensors" in result.report, result.report
+    assert result.ok and [x["status"] for x in result.laws] == ["pass"], result.report

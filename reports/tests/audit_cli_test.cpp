@@ -187,7 +187,7 @@ TEST_CASE("audit, gate and merge refuse bad usage with exit 2 and one line", "[c
 
 TEST_CASE("audit --plugin audits a plugin like a registry kernel, replay lines included", "[cpu]") {
   const std::string dir = scratch_dir("audit_plugin");
-  // varlen and window: variants the example plugin declines, so it gets no such cell; d_v it declares.
+  // window: a variant the example plugin declines, so it gets no such cell; varlen and d_v it declares.
   const std::vector<std::string> sweep = {"audit", "--quick",  "--dtype",
                                           "F32",   "--regime", "normal,causal_top_left,varlen,window,d_v"};
   const RunResult ok = run_flashcheck(with(sweep, {"--plugin", PLUGIN_OK, "--out", dir + "/ok"}), 300);
@@ -197,7 +197,7 @@ TEST_CASE("audit --plugin audits a plugin like a registry kernel, replay lines i
   REQUIRE_FALSE(r["cells"].empty());
   std::set<std::string> regimes;
   for (const json& c : r["cases"]) regimes.insert(c["regime"].get<std::string>());
-  CHECK(regimes == std::set<std::string>{"normal", "causal_top_left", "d_v"});
+  CHECK(regimes == std::set<std::string>{"normal", "causal_top_left", "varlen", "d_v"});
   for (const json& cell : r["cells"]) {
     CHECK(cell["kernel"] == "example_cpu_none");
     CHECK(cell["device"] == "plugin");

@@ -86,6 +86,27 @@ TEST_CASE("check --plugin: a problem the plugin declines is n/a, never a failure
   std::filesystem::remove(file);
 }
 
+// A kernel that takes compact tensors only (as JAX's DLPack import does) and fails if another reaches
+// it: compact1 in every problem, compact2 in varlen problems only. The start-up probe must see that
+// compact1 declines strided layouts (its axes all longer than 1, where a strided layout cannot pass for
+// a compact one), and every problem a law derives (a varlen batch, its sequences run alone, zero_length's
+// batches) must pass supports() as generated cases do: every law that applies runs and none fails.
+TEST_CASE("check --plugin: a kernel of compact tensors only never receives another", "[cpu]") {
+  for (const char* flavour : {"plugin_cpu_compact1", "plugin_cpu_compact2"}) {
+    const Ran r = run_cli({"check", "--plugin", plugin_path(flavour), "--seed", "7", "--cases", "50"});
+    CAPTURE(flavour, r.out, r.err);
+    CHECK(r.code == 0);
+    CHECK(count(r.out, "FAIL") == 0);
+    CHECK(r.out.find("non-compact") == std::string::npos);
+    CHECK(r.out.find("gave up") == std::string::npos);
+    CHECK(r.out.find("PASS  varlen_split") != std::string::npos);
+    CHECK(r.out.find("PASS  zero_length") != std::string::npos);
+    CHECK(count(r.out, "PASS") >= 12);
+    const bool compact_only = std::string(flavour) == "plugin_cpu_compact1";
+    CHECK((r.out.find("the kernel declines strided tensors") != std::string::npos) == compact_only);
+  }
+}
+
 TEST_CASE("check --plugin: what is not a usable plugin is one line and exit 2", "[cpu]") {
   const std::pair<std::string, std::string> cases[] = {
       {"/nonexistent/lib.so", "no such file"},
