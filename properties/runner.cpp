@@ -95,21 +95,29 @@ struct Shrinking {
   size_t skip = 0;       // a replay: the shrink path's steps still to walk (their cases are not run)
 };
 
-// k, whose calls after a fault in the same case (faults() past *since) are not run: the case has
-// failed already, and each call would cost the kernel's worker another restart or time-out.
-Kernel stop_after_fault(const Kernel& k, const std::function<int64_t()>& faults, const int64_t* since) {
-  Kernel g = k;
-  auto guard = [faults, since] {
-    if (faults() > *since)
+// k, whose calls after one of them faulted (faults() rose during it: a crash, a time-out, a broken
+// CUDA context) are not run until *tripped is cleared, at the next case: the case has failed
+// already, and each further call would cost the worker another restart or time-out. (A fault in
+// supports() is left to the forward it is kept for, which reports it.)
+Kernel stop_after_fault(const Kernel& k, const std::function<int64_t()>& faults, bool* tripped) {
+  auto guard = [faults, tripped](const auto& call, const Inputs& in, const Config& cfg, Outputs& out) {
+    if (*tripped)
       throw std::runtime_error(
           "not run: an earlier call on this case faulted (a crash, a time-out or a broken "
           "CUDA context)");
+    const int64_t before = faults();
+    try {
+      call(in, cfg, out);
+    } catch (...) {
+      *tripped = faults() > before;
+      throw;
+    }
+    *tripped = faults() > before;
   };
-  g.forward = [guard, f = k.forward](const Inputs& in, const Config& cfg, Outputs& out) { guard(), f(in, cfg, out); };
+  Kernel g = k;
+  g.forward = [guard, f = k.forward](const Inputs& in, const Config& cfg, Outputs& out) { guard(f, in, cfg, out); };
   if (k.backward)
-    g.backward = [guard, f = k.backward](const Inputs& in, const Config& cfg, Outputs& out) {
-      guard(), f(in, cfg, out);
-    };
+    g.backward = [guard, f = k.backward](const Inputs& in, const Config& cfg, Outputs& out) { guard(f, in, cfg, out); };
   return g;
 }
 
@@ -126,8 +134,8 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
   Shrinking sh;
   if (const auto it = repro.find(id); it != repro.end()) sh.skip = it->second.shrinkPath.size();
   auto faults = [&] { return opt.faults ? opt.faults() : int64_t(0); };
-  int64_t calls_from = 0;  // faults() when the case's first forward began
-  const Kernel guarded = opt.faults ? stop_after_fault(k, opt.faults, &calls_from) : k;
+  bool tripped = false;  // a call on the current case faulted
+  const Kernel guarded = opt.faults ? stop_after_fault(k, opt.faults, &tripped) : k;
   auto property = [&] {
     const Case c = *gen_case(spec);
     if (sh.skip > 0) {
@@ -140,8 +148,8 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
       RC_DISCARD("shrinking's fault budget is spent");
     }
     const int64_t faults_before = faults();
-    const bool claimed = claims(k, c.in.p);  // a fault in supports() is the forward's to report
-    calls_from = faults();
+    const bool claimed = claims(k, c.in.p);
+    tripped = false;
     const Outcome o = claimed ? check_case(law, guarded, c) : Outcome{};
     if (sh.failed && faults() > faults_before) ++sh.faulted;
     if (!claimed) {
@@ -312,33 +320,6 @@ LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt) {
   }
   if (ran) top_up_coverage(law, k, spec, opt, res);
   return res;
-}
-
-void print_result(const Law& law, const LawResult& r, std::ostream& log) {
-  if (!r.applies) {
-    log << fmt::format("  n/a   {:<15} {} ({})\n", law.id, law.sentence, r.not_applicable);
-    return;
-  }
-  log << fmt::format("  {}  {:<15} {} ({} case{})\n", r.ok ? "PASS" : "FAIL", law.id, law.sentence, r.cases,
-                     r.cases == 1 ? "" : "s");
-  if (r.ok) return;
-  log << r.message;
-  if (!r.counterexample.empty()) log << "  minimal counterexample:\n" << r.counterexample;
-  if (!r.replay.empty()) log << "  replay: " << r.replay << "\n";
-  if (!r.saved.empty()) log << "  saved: " << r.saved << "\n";
-}
-
-bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const std::string& law_id,
-               std::vector<std::pair<std::string, LawResult>>* results) {
-  bool all = true;
-  for (const Law& law : laws()) {
-    if (!law_id.empty() && law.id != law_id) continue;
-    const LawResult r = run_law(law, k, opt);
-    if (results) results->emplace_back(law.id, r);
-    print_result(law, r, log);
-    all = all && r.ok;
-  }
-  return all;
 }
 
 }  // namespace fc::props

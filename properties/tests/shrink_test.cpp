@@ -81,6 +81,19 @@ TEST_CASE("a fault met in the GPU-sized rows shrinks to the shortest faulting ro
   CHECK(size_t(log.count) == log.inputs.size());
 }
 
+TEST_CASE("a case's calls after one faulted are not run", "[cpu]") {
+  FaultLog log;
+  const fc::Kernel k = illegal_on_cpu(&log);
+  // determinism runs the same inputs twice: the second run of a faulting case is not made.
+  const LawResult r = run_law(*find_law("determinism"), k, options(log, 1000));
+  CAPTURE(r.message, r.counterexample);
+  REQUIRE_FALSE(r.ok);
+  CHECK(r.message.find("illegal memory access") != std::string::npos);
+  CHECK(r.message.find("not run: an earlier call on this case faulted") != std::string::npos);
+  CHECK(r.counterexample.find("batch=1 heads_q=1 heads_kv=1 n_q=1 n_k=4 d=1 ") != std::string::npos);
+  CHECK(size_t(log.count) == log.inputs.size());
+}
+
 TEST_CASE("shrinking stops after its fault budget, says so, and the token replays the reported case", "[cpu]") {
   FaultLog log;
   const fc::Kernel k = illegal_on_cpu(&log);
