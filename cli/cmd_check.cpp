@@ -4,7 +4,8 @@
 // `--case FILE` one regression file. Regression files in --regressions DIR (default the source
 // tree's properties/regressions) are replayed before the random cases; --save-regressions writes
 // each new minimal counterexample there; --json-out FILE writes every law's result. A plugin runs in a
-// worker process (cli/plugin_options.hpp).
+// worker process (cli/plugin_options.hpp); `--shrink-faults N` stops shrinking once N candidates have
+// crashed, hung or broken the CUDA context (the counterexample then may not be minimal).
 // `--inputs FILE` runs every law that applies to that one input (exit 2 when none does).
 // `--kill-matrix [--kernels A,B] [--json]` runs every law on every mutant whose device is present (or
 // on the kernels named) and prints which law kills which (exit 1 when a mutant survives every law or
@@ -82,7 +83,7 @@ int run_kill_matrix(const std::vector<std::string>& names, int cases, uint64_t s
 struct CheckOptions {
   std::string kernel, law, reproduce, case_file, inputs, json_out, regressions = props::default_regressions_dir();
   std::vector<std::string> kernels;
-  int cases = 100;
+  int cases = 100, shrink_faults = props::RunOptions{}.shrink_faults;
   uint64_t seed = 0;
   bool save = false, kill_matrix = false, json = false;
   PluginArgs plugin;
@@ -99,6 +100,10 @@ void add_check_options(CLI::App* sub, CheckOptions& o, const ExternalKernel* ext
   }
   sub->add_option("--cases", o.cases, "random cases per law")->check(decimal_unsigned())->check(CLI::Range(1, 1000000));
   sub->add_option("--seed", o.seed, "RapidCheck seed (default: random, printed)")->check(decimal_unsigned());
+  sub->add_option("--shrink-faults", o.shrink_faults,
+                  "shrinking stops after this many candidates crash, hang or break the CUDA context (default 8)")
+      ->check(decimal_unsigned())
+      ->check(CLI::Range(1, 1000000));
   sub->add_option("--law", o.law, "run only this law (ids: see the output)");
   sub->add_option("--reproduce", o.reproduce, "replay token printed by a failure (needs --law)");
   sub->add_option("--case", o.case_file, "replay one regression file (needs --law)");
@@ -200,6 +205,8 @@ int run_check(const CheckOptions& o, const ExternalKernel* ext) {
   opt.case_file = o.case_file;
   opt.regressions_dir = o.regressions;
   opt.save_failures = o.save;
+  opt.shrink_faults = o.shrink_faults;
+  if (subject) opt.faults = [&subject] { return int64_t(subject->faults()); };
   out << fmt::format("flashcheck check: kernel {} ({}), {} cases per law, seed {}\n", k->info.name,
                      k->info.mutant ? "mutant" : k->info.device, opt.cases, opt.seed);
   if (subject) out << fmt::format("  {}; {}\n", k->info.description, subject->notes());

@@ -46,6 +46,9 @@ struct Case {
   uint64_t aux = 0;           // law-specific randomness (permutations, shifts), from the case seed
 };
 
+// Whether a and b are the same case: every field, and the bits of every tensor.
+bool same_case(const Case& a, const Case& b);
+
 // Multi-line description: shape, dtype, mask, scale, configs, regime, and the values when small.
 std::string describe(const Case& c);
 void showValue(const Case& c, std::ostream& os);  // RapidCheck's counterexample printer (ADL)

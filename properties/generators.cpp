@@ -45,6 +45,17 @@ rc::Gen<size_t> uniform_index(size_t n) {
   });
 }
 
+// A length uniform in [lo, hi] at every size, shrinking toward `floor` (below lo): the GPU-sized
+// rows are drawn as often as uniform_index draws them, and a failure first met there shrinks past
+// the branch's shortest row to the short rows a fault may need (RapidCheck shrinks one pick at a
+// time, and leaving the branch would take the ordinary lengths, shrunk long before, with it).
+rc::Gen<int32_t> uniform_length(int32_t lo, int32_t hi, int32_t floor) {
+  return rc::Gen<int32_t>([=](const rc::Random& random, int) {
+    const int32_t x = lo + int32_t(rc::Random(random).next() % uint64_t(hi - lo + 1));
+    return rc::shrinkable::shrinkRecur(x, [floor](int32_t v) { return rc::shrink::towards<int32_t>(v, floor); });
+  });
+}
+
 template <class T>
 T pick(const std::vector<T>& options) {
   return options[*uniform_index(options.size())];
@@ -251,12 +262,15 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
     if (c.regime == Regime::FullyMasked) p.n_q = std::max(p.n_q, p.n_k + 1);
     if (spec.large_percent > 0 && c.regime != Regime::FullyMasked &&
         *uniform_index(100) >= size_t(100 - spec.large_percent)) {  // shrinks toward the ordinary shape
-      // Uniform at every size (inRange would favour the shortest rows at small sizes).
+      // Uniform at every size (inRange would favour the shortest rows at small sizes); the lengths
+      // shrink to one key and one query (uniform_length), the branch choice to the ordinary shape.
+      // n_q is drawn first, so shrinks first: a fault that needs n_k keys (whatever n_q) spends one
+      // faulting candidate on n_q, the rest of a fault budget on n_k (RunOptions::shrink_faults).
       const int32_t bm = std::max(1, c.cfg.block_m > 0 ? c.cfg.block_m : 64);
       p.batch = p.heads_kv = 1;
       p.heads_q = spec.gqa ? *rc::gen::inRange(1, 3) : 1;
-      p.n_k = 3 * bn + int32_t(*uniform_index(size_t(3 * bn + 1)));
-      p.n_q = 2 * bm + int32_t(*uniform_index(size_t(bm + 1)));
+      p.n_q = *uniform_length(2 * bm, 3 * bm, 1);
+      p.n_k = *uniform_length(3 * bn, 6 * bn, 1);
     }
     p.n_q = std::max(p.n_q, spec.min_n), p.n_k = std::max(p.n_k, spec.min_n);
     const double dflt = default_scale(p.d);

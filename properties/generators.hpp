@@ -32,6 +32,7 @@ struct GenSpec {
   // GPU-sized shapes: this percentage of cases is one head (two with GQA) whose rows span 3..6 key
   // tiles and 2..3 query tiles of the case's tile (64 x 64 when it names none), past the work cap:
   // a pipeline ring wraps, a backward runs >= 2 key blocks. 0 (CPU kernels) draws nothing for it.
+  // Their lengths shrink to a single key and query: a failure first met there shrinks to short rows.
   int32_t large_percent = 0;
 };
 

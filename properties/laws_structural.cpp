@@ -88,13 +88,18 @@ std::string law_determinism(const Kernel& k, const Case& c) {
                                                                 {{"d_q", &a.out.d_q}, {"d_q", &b.out.d_q}},
                                                                 {{"d_k", &a.out.d_k}, {"d_k", &b.out.d_k}},
                                                                 {{"d_v", &a.out.d_v}, {"d_v", &b.out.d_v}}};
-  for (const auto& pr : pairs)
-    if (pr[0].second->bytes != pr[1].second->bytes) {
-      for (int64_t x = 0; x < pr[0].second->numel(); ++x)
-        if (!same_bits(*pr[0].second, *pr[1].second, x))
-          return fmt::format("{}: {} then {} on the same inputs\n", element_name(c.in.p, pr[0].first, x),
-                             pr[0].second->get(x), pr[1].second->get(x));
-    }
+  // The first output that differs: its first differing element, both values, and how many differ.
+  for (const auto& pr : pairs) {
+    const HostTensor &ta = *pr[0].second, &tb = *pr[1].second;
+    if (ta.bytes == tb.bytes) continue;
+    int64_t first = -1, differ = 0;
+    for (int64_t x = 0; x < ta.numel(); ++x)
+      if (!same_bits(ta, tb, x)) first = first < 0 ? x : first, ++differ;
+    if (differ == 0) continue;  // the same values (a padded or strided tensor's gaps may differ)
+    return fmt::format("{}: {:.9g} then {:.9g} on the same inputs ({} of {} elements of {} differ)\n",
+                       element_name(c.in.p, pr[0].first, first), ta.get(first), tb.get(first), differ, ta.numel(),
+                       pr[0].first);
+  }
   return "";
 }
 

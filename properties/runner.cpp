@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <exception>
 #include <filesystem>
+#include <functional>
+#include <stdexcept>
 #include <ostream>
 
 #include "properties/execute.hpp"
@@ -82,26 +84,85 @@ LawResult run_once(const Law& law, const Kernel& k, const RunOptions& opt) {
   return res;
 }
 
+// What a RapidCheck run has seen of a failure: the smallest failing case so far and its message, and
+// the faulting candidates shrinking has met (RunOptions::shrink_faults).
+struct Shrinking {
+  bool failed = false;
+  Case minimal;          // the last failing case RapidCheck evaluates is the minimal one after shrinking
+  std::string message;   // the law's message on it
+  int faulted = 0;       // candidates whose evaluation faulted since the law failed
+  bool stopped = false;  // a candidate went unrun: the fault budget was spent
+  size_t skip = 0;       // a replay: the shrink path's steps still to walk (their cases are not run)
+};
+
+// k, whose calls after one of them faulted (faults() rose during it: a crash, a time-out, a broken
+// CUDA context) are not run until *tripped is cleared, at the next case: the case has failed
+// already, and each further call would cost the worker another restart or time-out. (A fault in
+// supports() is left to the forward it is kept for, which reports it.)
+Kernel stop_after_fault(const Kernel& k, const std::function<int64_t()>& faults, bool* tripped) {
+  auto guard = [faults, tripped](const auto& call, const Inputs& in, const Config& cfg, Outputs& out) {
+    if (*tripped)
+      throw std::runtime_error(
+          "not run: an earlier call on this case faulted (a crash, a time-out or a broken "
+          "CUDA context)");
+    const int64_t before = faults();
+    try {
+      call(in, cfg, out);
+    } catch (...) {
+      *tripped = faults() > before;
+      throw;
+    }
+    *tripped = faults() > before;
+  };
+  Kernel g = k;
+  g.forward = [guard, f = k.forward](const Inputs& in, const Config& cfg, Outputs& out) { guard(f, in, cfg, out); };
+  if (k.backward)
+    g.backward = [guard, f = k.backward](const Inputs& in, const Config& cfg, Outputs& out) { guard(f, in, cfg, out); };
+  return g;
+}
+
 // One RapidCheck run of the law over `spec` under property id `id`. Returns false when it failed
 // (res holds the message, minimal case and replay line) or RapidCheck gave up or erred.
+// RapidCheck runs the property again on a case it has accepted as failing (to find its shrinks,
+// and once more to report it): the smallest failing case's verdict is kept, not asked for again, so
+// a faulting kernel is not restarted for it and a law that fails only at times (determinism) keeps
+// its message. A replay walks the token's shrink path, running the property on every step: only the
+// last case is run.
 bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std::string& id, uint64_t seed, int cases,
                 const std::unordered_map<std::string, rc::detail::Reproduce>& repro, const RunOptions& opt,
                 LawResult& res) {
-  Case minimal;  // the last failing case RapidCheck evaluates is the minimal one after shrinking
+  Shrinking sh;
+  if (const auto it = repro.find(id); it != repro.end()) sh.skip = it->second.shrinkPath.size();
+  auto faults = [&] { return opt.faults ? opt.faults() : int64_t(0); };
+  bool tripped = false;  // a call on the current case faulted
+  const Kernel guarded = opt.faults ? stop_after_fault(k, opt.faults, &tripped) : k;
   auto property = [&] {
     const Case c = *gen_case(spec);
-    if (!claims(k, c.in.p)) {
+    if (sh.skip > 0) {
+      --sh.skip;
+      RC_DISCARD("a step of the replayed shrink path");
+    }
+    if (sh.failed && same_case(c, sh.minimal)) RC_FAIL(sh.message);
+    if (sh.failed && sh.faulted >= opt.shrink_faults) {
+      sh.stopped = true;
+      RC_DISCARD("shrinking's fault budget is spent");
+    }
+    const int64_t faults_before = faults();
+    const bool claimed = claims(k, c.in.p);
+    tripped = false;
+    const Outcome o = claimed ? check_case(law, guarded, c) : Outcome{};
+    if (sh.failed && faults() > faults_before) ++sh.faulted;
+    if (!claimed) {
       ++res.declined;
       RC_DISCARD("the kernel declines the problem");
     }
-    const Outcome o = check_case(law, k, c);
     if (!o.applies) {
       ++res.discarded;
       RC_DISCARD(o.message);
     }
     ++res.coverage[classify(c)];
     if (!o.message.empty()) {
-      minimal = c;
+      sh.failed = true, sh.minimal = c, sh.message = o.message;
       RC_FAIL(o.message);
     }
   };
@@ -123,11 +184,21 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
   res.ok = false;
   if (result.match(fail)) {
     res.cases += fail.numSuccess;
-    // RapidCheck prefixes our message with "file:line:\nRC_FAIL(...)\n\n": keep the message.
-    const auto rc_at = fail.description.find("RC_FAIL(");
-    const auto body = rc_at == std::string::npos ? rc_at : fail.description.find(")\n\n", rc_at);
-    res.message = body == std::string::npos ? fail.description : fail.description.substr(body + 3);
-    res.counterexample = describe(minimal);
+    if (sh.failed) {
+      res.message = sh.message;
+    } else {  // RapidCheck's own failure (the generator threw): "file:line:\nRC_FAIL(...)\n\n" dropped
+      const auto rc_at = fail.description.find("RC_FAIL(");
+      const auto body = rc_at == std::string::npos ? rc_at : fail.description.find(")\n\n", rc_at);
+      res.message = body == std::string::npos ? fail.description : fail.description.substr(body + 3);
+    }
+    if (sh.stopped) {
+      res.shrink_stopped = sh.faulted;
+      res.message += fmt::format(
+          "shrinking stopped after {} faulting candidates (--shrink-faults {}): the counterexample may not be "
+          "minimal\n",
+          sh.faulted, opt.shrink_faults);
+    }
+    res.counterexample = describe(sh.minimal);
     rc::detail::Configuration cfg;
     cfg.reproduce[meta.id] = fail.reproduce;
     std::string token = rc::detail::configToMinimalString(cfg);
@@ -136,7 +207,7 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
     token = token.substr(0, token.find(' '));
     res.replay = fmt::format("{} --law {} --reproduce {}", replay_prefix(k, opt), law.id, token);
     if (opt.save_failures && !opt.regressions_dir.empty())
-      res.saved = write_case(opt.regressions_dir, law.id, k.info.name, minimal);
+      res.saved = write_case(opt.regressions_dir, law.id, k.info.name, sh.minimal);
   } else if (result.match(gave_up)) {
     res.cases += gave_up.numSuccess;
     res.message = fmt::format("gave up after {} cases ({} declined by the kernel, {} outside the law): {}\n",
@@ -249,33 +320,6 @@ LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt) {
   }
   if (ran) top_up_coverage(law, k, spec, opt, res);
   return res;
-}
-
-void print_result(const Law& law, const LawResult& r, std::ostream& log) {
-  if (!r.applies) {
-    log << fmt::format("  n/a   {:<15} {} ({})\n", law.id, law.sentence, r.not_applicable);
-    return;
-  }
-  log << fmt::format("  {}  {:<15} {} ({} case{})\n", r.ok ? "PASS" : "FAIL", law.id, law.sentence, r.cases,
-                     r.cases == 1 ? "" : "s");
-  if (r.ok) return;
-  log << r.message;
-  if (!r.counterexample.empty()) log << "  minimal counterexample:\n" << r.counterexample;
-  if (!r.replay.empty()) log << "  replay: " << r.replay << "\n";
-  if (!r.saved.empty()) log << "  saved: " << r.saved << "\n";
-}
-
-bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const std::string& law_id,
-               std::vector<std::pair<std::string, LawResult>>* results) {
-  bool all = true;
-  for (const Law& law : laws()) {
-    if (!law_id.empty() && law.id != law_id) continue;
-    const LawResult r = run_law(law, k, opt);
-    if (results) results->emplace_back(law.id, r);
-    print_result(law, r, log);
-    all = all && r.ok;
-  }
-  return all;
 }
 
 }  // namespace fc::props

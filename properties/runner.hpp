@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <string>
@@ -26,6 +27,13 @@ struct RunOptions {
   bool save_failures = false;   // write each minimal counterexample into regressions_dir
   std::string replay_prefix;    // the command that selects the kernel in replay lines; "" = "flashcheck
                                 // check --kernel NAME" (a plugin: --plugin PATH; Python: its own)
+  // Shrinking a failure whose candidates fault (docs/laws.md, "Faults while shrinking"): once this
+  // many candidates have faulted, the rest are not run and the smallest failing case so far is
+  // reported, with a line saying that it may not be minimal. >= 1.
+  int shrink_faults = 8;
+  // Evaluations that faulted so far (a crash, a time-out, a broken CUDA context: each costs an
+  // isolated kernel's worker a restart), e.g. a plugin Subject's faults(); empty: none can fault.
+  std::function<int64_t()> faults;
 };
 
 struct LawResult {
@@ -39,6 +47,7 @@ struct LawResult {
   std::string counterexample;  // the minimal case, printed
   std::string replay;          // one command line replaying exactly that case
   std::string saved;           // regression file written, if any
+  int shrink_stopped = 0;      // > 0: shrinking stopped after this many faulting candidates
   std::map<Regime, int> coverage;
 };
 

@@ -1,5 +1,6 @@
-// The laws on one input file (`flashcheck check --inputs FILE`): the case the file describes, every
-// law that applies to it, "n/a" and the reason for the others.
+// The suites: every law on a kernel's random cases (run_suite), or on one input file (`flashcheck
+// check --inputs FILE`: the case the file describes, every law that applies to it, "n/a" and the
+// reason for the others), and how a law's result prints.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -82,6 +83,33 @@ int run_suite_on_file(const Kernel& k, const std::string& file, std::ostream& lo
   }
   if (judged == 0) return 2;
   return all ? 0 : 1;
+}
+
+void print_result(const Law& law, const LawResult& r, std::ostream& log) {
+  if (!r.applies) {
+    log << fmt::format("  n/a   {:<15} {} ({})\n", law.id, law.sentence, r.not_applicable);
+    return;
+  }
+  log << fmt::format("  {}  {:<15} {} ({} case{})\n", r.ok ? "PASS" : "FAIL", law.id, law.sentence, r.cases,
+                     r.cases == 1 ? "" : "s");
+  if (r.ok) return;
+  log << r.message;
+  if (!r.counterexample.empty()) log << "  minimal counterexample:\n" << r.counterexample;
+  if (!r.replay.empty()) log << "  replay: " << r.replay << "\n";
+  if (!r.saved.empty()) log << "  saved: " << r.saved << "\n";
+}
+
+bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const std::string& law_id,
+               std::vector<std::pair<std::string, LawResult>>* results) {
+  bool all = true;
+  for (const Law& law : laws()) {
+    if (!law_id.empty() && law.id != law_id) continue;
+    const LawResult r = run_law(law, k, opt);
+    if (results) results->emplace_back(law.id, r);
+    print_result(law, r, log);
+    all = all && r.ok;
+  }
+  return all;
 }
 
 }  // namespace fc::props

@@ -45,6 +45,7 @@ class Isolated final : public Backend {
   bool supports(const CallPlan& plan, std::string* fault) override { return client_.supports(plan, fault); }
   CallResult run(const CallPlan& plan) override { return client_.call(plan); }
   int restarts() const override { return client_.restarts(); }
+  int faults() const override { return client_.faults(); }
 
  private:
   WorkerClient client_;

@@ -20,6 +20,7 @@ class Backend {
   virtual bool supports(const CallPlan& plan, std::string* fault) = 0;
   virtual CallResult run(const CallPlan& plan) = 0;  // the packed arena in, outputs in it
   virtual int restarts() const { return 0; }
+  virtual int faults() const { return 0; }  // calls that cost the worker (crash, time-out, broken context)
 };
 
 // k validated here (LoadError); CUDA kernels get their device now.

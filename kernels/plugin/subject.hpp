@@ -29,6 +29,7 @@ class Subject {
   LayoutPolicy layout_policy() const { return opt_.layout; }
   const std::string& notes() const { return notes_; }  // what probing decided, for the run's header
   int restarts() const { return backend_->restarts(); }
+  int faults() const { return backend_->faults(); }  // calls that crashed, timed out or broke the context
 
  private:
   void probe();

@@ -37,12 +37,14 @@ class WorkerClient {
   bool supports(const CallPlan& plan, std::string* fault);
   CallResult call(const CallPlan& plan);  // the arena holds the packed call
   int restarts() const { return restarts_; }
+  int faults() const { return faults_; }  // calls that cost the worker: a crash, a time-out, a broken context
 
  private:
   void spawn();
   void stop();
-  std::string reap(bool kill_first);  // wait for the worker; how it ended
-  bool exchange(const proto::Request& req, proto::Reply* rep, std::string* fault);
+  std::string reap(bool kill_first);                                                // wait for the worker; how it ended
+  bool exchange(const proto::Request& req, proto::Reply* rep, std::string* fault);  // counts faults_
+  bool exchange_once(const proto::Request& req, proto::Reply* rep, std::string* fault);
 
   std::vector<std::string> argv_;
   double timeout_s_;
@@ -51,6 +53,7 @@ class WorkerClient {
   unsigned char* map_ = nullptr;
   uint64_t mapped_ = 0;
   int restarts_ = -1;  // spawns after the first
+  int faults_ = 0;
   Meta meta_;
 };
 

@@ -140,6 +140,12 @@ unsigned char* WorkerClient::arena(uint64_t bytes) {
 }
 
 bool WorkerClient::exchange(const proto::Request& req, proto::Reply* rep, std::string* fault) {
+  const bool ok = exchange_once(req, rep, fault);
+  faults_ += !ok || rep->fatal != 0;
+  return ok;
+}
+
+bool WorkerClient::exchange_once(const proto::Request& req, proto::Reply* rep, std::string* fault) {
   const char* what = req.op == proto::kSupports ? "supports" : req.plan.backward ? "backward" : "forward";
   // A worker that died after its last reply (or was never started after a fault) is started afresh.
   if (pid_ < 0 || !send_all(sock_, &req, sizeof req)) {

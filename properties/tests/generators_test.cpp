@@ -128,3 +128,39 @@ TEST_CASE("GPU-sized cases span >= 3 key tiles and >= 2 query tiles of the case'
     if (percent == 100) CHECK(spans == 200);
   }
 }
+
+// A failure first met in the GPU-sized branch (rows of >= 3 key tiles) shrinks below that branch's
+// shortest row: a fault at n_k >= 4 (the CUDA example plugin's planted illegal address) shrinks to
+// n_k = 4, one query, one head, not to 3 x 64 keys.
+TEST_CASE("shrinking leaves the GPU-sized rows for the shortest failing row", "[cpu]") {
+  GenSpec s;
+  s.dtypes = {fc::DType::F32, fc::DType::F16};
+  s.configs = {fc::Config{.block_m = 64, .block_n = 64}};
+  s.regimes = {Regime::Normal, Regime::Outliers};
+  for (int percent : {100, 40}) {
+    s.large_percent = percent;
+    Case first, minimal;
+    bool seen = false;
+    auto property = [&] {
+      const Case c = *gen_case(s);
+      if (c.in.p.n_k >= 4) {
+        if (!seen) first = c, seen = true;
+        minimal = c;
+        RC_FAIL("n_k >= 4");
+      }
+    };
+    rc::detail::TestParams params;
+    params.seed = 7;
+    const auto result = rc::detail::checkProperty(rc::detail::toProperty(property), rc::detail::TestMetadata{}, params);
+    REQUIRE(result.template is<rc::detail::FailureResult>());
+    INFO("large_percent " << percent << ", first failing case:\n" << describe(first));
+    CHECK(first.in.p.n_k >= 3 * 64);  // met in the branch (seed 7 meets it there at 40 % too)
+    const fc::Problem& p = minimal.in.p;
+    CHECK(p.n_k == 4);
+    CHECK(p.n_q == 1);
+    CHECK(p.batch == 1);
+    CHECK(p.heads_q == 1);
+    CHECK(p.d == 1);
+    CHECK(p.dtype == fc::DType::F32);
+  }
+}

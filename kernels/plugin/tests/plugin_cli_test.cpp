@@ -5,6 +5,7 @@
 #include <regex>
 
 #include <filesystem>
+#include <sstream>
 
 #include "io/attention_io.hpp"
 #include "io/safetensors.hpp"
@@ -181,6 +182,53 @@ TEST_CASE("check --plugin: crashes, hangs and errors are failing cases with a re
     CHECK(again.code == 1);
     CHECK(again.out.find(why) != std::string::npos);
   }
+}
+
+// Shrinking a crash, an abort or a hang restarts the worker for every faulting candidate: past
+// --shrink-faults of them it stops, says so, and reports the smallest failing case so far, which its
+// replay line reproduces.
+TEST_CASE("check --plugin: shrinking stops after --shrink-faults faulting candidates", "[cpu]") {
+  const std::pair<std::string, std::string> faults[] = {
+      {"segv", "SIGSEGV"}, {"abort", "SIGABRT"}, {"hang", "did not return within 0.5 s"}};
+  for (const auto& [fault, why] : faults) {
+    CAPTURE(fault);
+    std::vector<std::string> args = {"check",
+                                     "--plugin",
+                                     plugin_path("plugin_cpu_" + fault),
+                                     "--law",
+                                     "reference",
+                                     "--cases",
+                                     "30",
+                                     "--seed",
+                                     "5",
+                                     "--regressions",
+                                     no_regressions(),
+                                     "--shrink-faults",
+                                     "2"};
+    if (fault == "hang") args.insert(args.end(), {"--timeout", "0.5"});
+    const Ran r = run_cli(args);
+    CAPTURE(r.out, r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.find(why) != std::string::npos);
+    CHECK(r.out.find("shrinking stopped after 2 faulting candidates (--shrink-faults 2): the counterexample may not "
+                     "be minimal") != std::string::npos);
+    CHECK(r.out.find("the worker was restarted 2 times") != std::string::npos);  // 1 failure + 2 candidates
+    const std::string replay = replay_of(r.out);
+    const Ran again = run_cli(args_of(replay));
+    CAPTURE(again.out);
+    CHECK(again.code == 1);
+    CHECK(again.out.find(why) != std::string::npos);
+    auto shown = [](const std::string& out) {  // the counterexample as printed
+      const size_t at = out.find("  minimal counterexample:");
+      return at == std::string::npos ? std::string() : out.substr(at, out.find("  replay:", at) - at);
+    };
+    CHECK(!shown(r.out).empty());
+    CHECK(shown(again.out) == shown(r.out));
+    CHECK(again.out.find("the worker was restarted") == std::string::npos);  // the one case faults, once
+  }
+  const Ran zero = run_cli({"check", "--plugin", plugin_path("plugin_cpu_segv"), "--shrink-faults", "0"});
+  CHECK(zero.code == 2);
+  CHECK(zero.err_lines() == 1);
 }
 
 TEST_CASE("check --plugin: after a crash the suite goes on with a fresh worker", "[cpu]") {

@@ -19,6 +19,8 @@ TEST_CASE("check --plugin: the CUDA example kernel passes every law", "[gpu]") {
   CHECK(r.out.find("(cuda)") != std::string::npos);
 }
 
+// Every law fails; shrinking each failure restarts the worker once per faulting candidate, and stops
+// after --shrink-faults of them (8 by default), saying so.
 TEST_CASE("check --plugin: an illegal address is a failing case and the suite goes on", "[gpu]") {
   const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_cuda_illegal"), "--cases", "20", "--seed", "5",
                          "--regressions", no_regressions()});
@@ -26,10 +28,7 @@ TEST_CASE("check --plugin: an illegal address is a failing case and the suite go
   CHECK(r.code == 1);
   CHECK(r.out.find("illegal memory access") != std::string::npos);
   CHECK(r.out.find("the CUDA context is broken") != std::string::npos);
-  // Shrunk to one head of d = 1. A CUDA kernel draws a share of its cases at >= 3 key tiles
-  // (properties/generators.cpp); a fault first met there shrinks to that branch's shortest row,
-  // 3 x 64 keys, since leaving the branch lands on a row too short to fault (n_k <= 3).
-  CHECK(std::regex_search(r.out, std::regex("batch=1 heads_q=1 heads_kv=1 n_q=\\d+ n_k=(4|192) d=1 ")));
+  CHECK(r.out.find("shrinking stopped after 8 faulting candidates (--shrink-faults 8)") != std::string::npos);
   CHECK(r.out.find("the worker was restarted") != std::string::npos);
   // Every applicable law ran (and failed on its own minimal case), not only the first.
   int fails = 0;
@@ -44,4 +43,17 @@ TEST_CASE("check --plugin: an illegal address is a failing case and the suite go
   const Ran again = run_cli(args);
   CHECK(again.code == 1);
   CHECK(again.out.find("illegal memory access") != std::string::npos);
+}
+
+// Shrunk to the fault's true minimum: the plugin faults for n_k > 3 with any query (a thread of a
+// row i < n_q writes to address 16), so one head of d = 1, one query and 4 keys. A fault first met
+// in the generator's GPU-sized rows (>= 3 key tiles) shrinks below them to that row.
+TEST_CASE("check --plugin: an illegal address shrinks to its minimal case", "[gpu]") {
+  const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_cuda_illegal"), "--law", "reference", "--cases", "20",
+                         "--seed", "5", "--regressions", no_regressions(), "--shrink-faults", "100"});
+  CAPTURE(r.out, r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("illegal memory access") != std::string::npos);
+  CHECK(r.out.find("shrinking stopped") == std::string::npos);
+  CHECK(std::regex_search(r.out, std::regex("batch=1 heads_q=1 heads_kv=1 n_q=1 n_k=4 d=1 ")));
 }
