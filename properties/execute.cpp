@@ -59,13 +59,21 @@ Oracle oracle(const Kernel& k, const Inputs& in, const Config& cfg) {
 std::string element_name(const Problem& p, const char* tensor, int64_t flat) {
   const std::string t = tensor;
   if (t == "lse") {
+    if (p.varlen) return fmt::format("lse[h={},token={}]", flat / p.total_q, flat % p.total_q);  // (heads_q, total_q)
     const int64_t i = flat % p.n_q, h = flat / p.n_q % p.heads_q, b = flat / p.n_q / p.heads_q;
     return fmt::format("lse[b={},h={},i={}]", b, h, i);
   }
   const bool kv = t == "d_k" || t == "d_v" || t == "k" || t == "v";
-  const int64_t n = kv ? p.n_k : p.n_q, heads = kv ? p.heads_kv : p.heads_q;
-  const int64_t c = flat % p.d, row = flat / p.d % n, h = flat / p.d / n % heads, b = flat / p.d / n / heads;
-  return fmt::format("{}[b={},h={},{}={},c={}]", t, b, h, kv ? "j" : "i", row, c);
+  const bool wide_v = t == "o" || t == "v" || t == "d_v" || t == "d_o";
+  const int64_t w = wide_v ? head_dim_v(p) : p.d, heads = kv ? p.heads_kv : p.heads_q;
+  const int64_t c = flat % w, h = flat / w % heads, rows = flat / w / heads;
+  if (kv && p.page_size > 0)  // (num_pages, page_size, heads_kv, width)
+    return fmt::format("{}[page={},slot={},h={},c={}]", t, rows / p.page_size, rows % p.page_size, h, c);
+  if (p.varlen)  // (total, heads, width): the token on the packed axis
+    return fmt::format("{}[token={},h={},c={}]", t, rows, h, c);
+  // (batch, heads, n, width)
+  const int64_t n = kv ? p.n_k : p.n_q, row = flat / w % n, hd = flat / w / n % heads, b = flat / w / n / heads;
+  return fmt::format("{}[b={},h={},{}={},c={}]", t, b, hd, kv ? "j" : "i", row, c);
 }
 
 std::string check_outputs(const Kernel& k, const Inputs& in, const Outputs& out, const Oracle& o) {
