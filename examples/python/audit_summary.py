@@ -16,11 +16,14 @@ FA3_NOTE = ("FlashAttention-3 (arXiv:2407.08608, §4.3) measures the RMSE of O a
             "table's FP16 figures are not quoted here (not verified against the paper); the `outliers` rows "
             "above are this run's own measurement of the same quantity.")
 # What a failure of a known kind means (docs/external-audit.md argues each): (law, text in its message, note,
-# the kernels it is about: a name prefix).
+# the kernels it is about: a name prefix). A note states the mechanism; every fact about the case in it
+# ({dtype}, {n_q}, {n_k}, {d}, {mask}, and {dims}, {strides}, {algorithm} where the message names them)
+# is filled in from the shrunk case itself (case_fields), never written here.
 NOTES = [
     ("nan_blast", "a key no poisoned row sees changed",
      "dense backward: dK = dS^T Q (dV = P^T dO) multiplies a masked pair's dS = 0 (P = 0) by the poisoned q "
-     "(d_o), 0 * NaN = NaN; flashcheck's contract excludes masked pairs (docs/external-audit.md)"),
+     "(d_o), 0 * NaN = NaN; flashcheck's contract excludes masked pairs (docs/external-audit.md); here "
+     "{dtype}, n_q = {n_q}, n_k = {n_k}, d = {d}, {mask}"),
     ("", "misaligned address",
      "the library accepted these strides (its own support check says yes) and faulted: its bug"),
     ("", "not correctly aligned", "a limit the library documents: the adapter should decline this case"),
@@ -29,11 +32,12 @@ NOTES = [
      "NaN (jax.nn also masks with a large negative logit, not -inf: a row that sees no key gets the mean of every v, "
      "where the contract says 0); the same reading as nan_blast's (docs/external-audit.md)", "jax_xla"),
     ("", "Only DLPack tensors with trivial",
-     "our adapter's error: JAX imports only compact tensors, and the contract's packed varlen tensors came in "
-     "padded; the adapter declines them (examples/python/jax_attention.py)"),
+     "JAX imports compact tensors only, and this call received a tensor of dimensions {dims} with strides "
+     "{strides} (the case: {dtype}, d = {d}): a layout the adapter's supports() should have been asked "
+     "about, and declined, before the call (examples/python/jax_attention.py, docs/plugins.md)"),
     ("", "Unsupported dot precision algorithm",
-     "XLA rejects the F16 dot algorithm it chose itself for a degenerate contraction (d = 1): the library's "
-     "error on a shape the contract allows"),
+     "XLA refuses a dot precision algorithm ({algorithm}) it chose itself, on {dtype} with n_q = {n_q}, "
+     "n_k = {n_k}, d = {d}: the library's error on a shape the contract allows"),
     ("", "Unsupported sequence length",
      "jax.nn's cuDNN backward (check_is_flash_attention) takes even lengths only: the adapter pads odd "
      "ones (examples/python/jax_attention.py)"),
@@ -42,7 +46,10 @@ NOTES = [
      "non-deterministic by default; the plugin ABI passes no request for a deterministic variant", "sdpa_"),
     ("varlen_split", "bits expected", "a library without packed varlen (JAX) runs the batch padded to its longest sequence with "
      "sequence lengths: a padded row's sums run over more (masked, zero) terms than its own run's, and may round "
-     "differently", "jax_"),
+     "differently (the case: {dtype}, d = {d})", "jax_"),
+    ("zero_length", "bits expected", "a library without packed varlen (JAX) runs the batch padded to its longest sequence "
+     "with sequence lengths: an inserted sequence changes that grid, so a row's sums run over other (masked, zero) "
+     "terms and may round differently (the case: {dtype}, d = {d})", "jax_"),
 ]
 _STATUS = re.compile(r"^  (PASS|FAIL|n/a)\s+(\S+)\s+(.*?)(?: \((\d+) cases?\))?$")
 
@@ -151,9 +158,37 @@ def _replay_file(r, law, out):
     return "%s --law %s --case %s" % (head, law["id"], saved)
 
 
+_FIELD = re.compile(r"(\w+)=(\S+)")
+_DIMS = re.compile(r"dimensions(?: were)?:? (\[[^\]]*\]),? strides(?: were)?:? (\[[^\]]*\])", re.I)
+_ALGORITHM = re.compile(r"precision algorithm: *(\w+)")
+
+
+class _Unknown(dict):
+    def __missing__(self, key):
+        return "?"  # a field the run did not record: shown as unknown, never guessed
+
+
+def case_fields(law):
+    """The shrunk case's fields: its problem line's (batch, heads_q, heads_kv, n_q, n_k, d, dtype, mask,
+    scale) and what the message names (a tensor's dimensions and strides, XLA's dot algorithm)."""
+    fields = _Unknown()
+    for line in law.get("counterexample", "").splitlines():
+        if line.strip().startswith("problem:"):
+            fields.update(_FIELD.findall(line))
+    message = law.get("message", "")
+    dims = _DIMS.search(message)
+    if dims:
+        fields["dims"], fields["strides"] = dims.group(1), dims.group(2)
+    algorithm = _ALGORITHM.search(message)
+    if algorithm:
+        fields["algorithm"] = algorithm.group(1)
+    return fields
+
+
 def _note(kernel, law):
     text = law.get("message", "") + law.get("counterexample", "")
-    return "; ".join(n[2] for n in NOTES if (not n[0] or n[0] == law["id"]) and n[1] in text and
+    fields = case_fields(law)
+    return "; ".join(n[2].format_map(fields) for n in NOTES if (not n[0] or n[0] == law["id"]) and n[1] in text and
                      kernel.startswith(n[3] if len(n) > 3 else ""))
 
 

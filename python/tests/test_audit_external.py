@@ -64,3 +64,30 @@ def test_a_law_that_gave_up_is_neither_held_nor_broken():
     assert "| invisible_keys | ? |" in summary and "| nan_blast | ✗ |" in summary
     assert "### k: `nan_blast`" in summary and "### k: `invisible_keys`" not in summary
     assert "- k `invisible_keys`: gave up after 6 cases" in summary
+
+
+def _failed(law_id, message, problem):
+    return {"id": law_id, "status": "fail", "message": message,
+            "counterexample": "  problem: %s\n  config: block_m=0\n  q = 1 2\n" % problem}
+
+
+def test_a_reading_states_the_shrunk_case_s_own_fields():
+    # The facts in a reading (dtype, lengths, head dim, strides, XLA's algorithm) come from the case
+    # and its message, so a reading cannot contradict the run it reads.
+    refused = _failed("convex_hull", "jax_xla failed: forward returned 1: JaxRuntimeError: INVALID_ARGUMENT: "
+                      "Unsupported dot precision algorithm: 4 (jax_attention.py:174 in forward)\n",
+                      "batch=1 heads_q=1 heads_kv=1 n_q=1 n_k=1 d=9 dtype=F16 mask=none scale=0.33")
+    note = audit_summary._note("jax_xla", refused)
+    assert "d = 9" in note and "F16" in note and "n_q = 1" in note and "(4)" in note and "d = 1:" not in note
+    other = _failed("shift", refused["message"].replace("algorithm: 4", "algorithm: 7"),
+                    "batch=2 heads_q=1 heads_kv=1 n_q=3 n_k=5 d=2 dtype=BF16 mask=none scale=1")
+    note = audit_summary._note("jax_xla", other)
+    assert "d = 2" in note and "BF16" in note and "n_k = 5" in note and "(7)" in note
+    strided = _failed("varlen_split", "the kernel threw: jax_xla failed: forward returned 1: ValueError: Only DLPack "
+                      "tensors with trivial (compact) striding are supported; i.e., tensors whose striding represents "
+                      "a transposition of the underlying buffer but not broadcasting. Dimensions were: [295,1,8], "
+                      "strides were [16,11,1]. (dlpack.py:280 in from_dlpack)\n", "batch=1 heads_q=1 heads_kv=1 n_q=3 n_k=4 d=8 dtype=F32 mask=none")
+    note = audit_summary._note("jax_xla", strided)
+    assert "[295,1,8]" in note and "[16,11,1]" in note and "F32" in note and "declines them" not in note
+    unknown = dict(refused, counterexample="")  # a field the run did not record is "?", never a guess
+    assert "d = ?" in audit_summary._note("jax_xla", unknown)
