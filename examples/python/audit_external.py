@@ -65,11 +65,14 @@ CHECK_SCOPE = {"FC_FLEX_HEAD_DIMS": "64"}
 # in its own process under LAW_BUDGET seconds, several at once, instead of all in one process under
 # --check-budget: one law that stalls (worker restarts after a fault the adapter does not foresee, a
 # shrink through slow cases) then costs its own row, not every law after it. It costs one interpreter
-# start (torch's import) per law, so only kernels with no compilation per process are split.
+# start (torch's import) per law, so only kernels with no compilation per process are split, and jax_xla,
+# whose supports() compiles each case's programs before the case runs (jax_attention.py: XLA refuses some
+# shapes' dot algorithm) and ran past 300 s with every law in one process; JAX's persistent compilation
+# cache (jax_attention.py) lets its law processes share what each compiles.
 LAWS = ("reference", "extreme", "varlen_split", "paged", "strides", "window_mask", "window_invisible", "softcap",
         "alibi_zero", "zero_length", "block_size", "kv_permutation", "q_permutation", "lse_bracket", "convex_hull",
         "shift", "affine_v", "invisible_keys", "determinism", "nan_blast", "softmax_row", "large_offsets")
-LAW_SPLIT = {"torch_varlen", "sdpa_cudnn"}
+LAW_SPLIT = {"torch_varlen", "sdpa_cudnn", "jax_xla"}
 LAW_BUDGET = 150
 # Laws of a split kernel with a budget and a per-call time-out of their own. torch_varlen's varlen_split
 # ran past 150 s twice on the H200 with nothing written (each case runs the batch and every sequence

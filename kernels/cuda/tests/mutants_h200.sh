@@ -4,7 +4,7 @@
 # and run there as run(command="bash kernels/cuda/tests/mutants_h200.sh [STEP ...]", carry=[".carry-z"]).
 # Steps (default: kills; one or two per call, a call has 10 minutes; `seeds` split over calls):
 #   kills     each CUDA mutant killed by `check`'s default budget (cuda_mutants_test, one process per
-#             mutant) and the kill table (the first law that kills each)
+#             mutant, KILL_JOBS at a time, default 1) and the kill table (the first law that kills each)
 #   controls  large_offsets' witness (it kills cuda_mutant_tiled_offset32, reference does not), the
 #             correct kernels hold large_offsets, the base kernels pass every law at the mutants' builds
 #   sanitize  compute-sanitizer racecheck and memcheck on cuda_tiled and cuda_wgmma (a few reference
@@ -44,13 +44,21 @@ for s in ${*:-kills}; do
     kills)
       table=$work/kill_table.txt
       echo "mutant | killed | first law that fails | seconds" > "$table"
-      for m in $mutants; do
-        t0=$SECONDS
-        step "kill_$m" 240 "$bin/cuda_mutants_test" "check kills $m"
+      # KILL_JOBS mutants at a time (default 1), each row written when its process ends, then sorted.
+      kill_one() {
+        local m=$1 t0=$SECONDS rc
+        timeout 240 "$bin/cuda_mutants_test" "check kills $m" > "$work/kill_$m.log" 2>&1
         rc=$?
         law=$(grep -o "$m killed by [a-z_0-9]*" "$work/kill_$m.log" | head -1 | sed 's/.* by //')
-        echo "$m | $([ $rc = 0 ] && echo yes || echo "NO (rc $rc)") | ${law:--} | $((SECONDS - t0))" >> "$table"
+        echo "$m | $([ $rc = 0 ] && echo yes || echo "NO (rc $rc)") | ${law:--} | $((SECONDS - t0))" > "$work/kill_$m.row"
+      }
+      for m in $mutants; do
+        kill_one "$m" &
+        while [ "$(jobs -rp | wc -l)" -ge "${KILL_JOBS:-1}" ]; do wait -n; done
       done
+      wait
+      cat "$work"/kill_*.row | sort >> "$table" && rm -f "$work"/kill_*.row
+      summary+=("kills: $(grep -c '| yes |' "$table") of $(echo "$mutants" | wc -w) killed")
       step registered 60 "$bin/cuda_mutants_test" "every CUDA mutant is registered, marked a mutant and has a kill test"
       cat "$table"
       ;;
