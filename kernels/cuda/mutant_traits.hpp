@@ -77,7 +77,7 @@ inline constexpr CudaMutant kCudaMutants[] = {
      Fault::WgmmaDsNoSwizzle, FaultSite::WgmmaBackward, DType::F16, 128, {128, 128}, {64, 128}, false, false},
     {"cuda_mutant_wgmma_ds_sync_scope",
      "cuda_wgmma backward whose barrier before the d_q GEMM spans its own warpgroup only: it reads the other "
-     "consumer's dS^T rows before they are stored",
+     "consumer's dS^T rows before they are stored (consumer 1 stores 20 us late, so the race shows every step)",
      Fault::WgmmaDsSyncScope, FaultSite::WgmmaBackward, DType::BF16, 64, {128, 128}, {128, 128}, true, false},
 };
 // clang-format on

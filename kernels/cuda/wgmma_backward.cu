@@ -271,6 +271,10 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     wgmma_commit();
     if constexpr (kAtomicDq) {  // dS^T (keys, queries) into the SW128 stage for the d_q GEMM
       const uint32_t ds = s_ds + st * L::kDsBytes;
+      // The race mutant's bug shows on every step, not only when the scheduler happens to skew the two
+      // consumers: consumer 1 stores its dS^T rows 20 us late, after consumer 0 has read them.
+      if constexpr (kFault == Fault::WgmmaDsSyncScope)
+        if (cw == 1) __nanosleep(20000);
 #pragma unroll
       for (int kk = 0; kk < kBlockM / 16; ++kk)
 #pragma unroll
