@@ -160,7 +160,7 @@ def test_the_cudnn_adapter_pads_odd_lengths_to_even_ones(adapter, tmp_path):
         kernel = flashcheck.Kernel(k.forward, backward=None, name="jax_cudnn_padded_on_numpy", device="cpu",
                                    framework="numpy", dtypes=("F16", "F32"), masks=k.masks, head_dims=range(8, 33, 8),
                                    writes_lse=False, contiguous=True, variants=("varlen",), supports=k.user_supports)
-        for law in ("reference", "varlen_split"):
+        for law in ("reference", "varlen_split", "zero_length"):
             result = flashcheck.check(kernel, law=law, cases=8, seed=3, regressions=str(tmp_path), quiet=True)
             assert result.ok and result.laws[0]["status"] == "pass" and result.laws[0]["cases"] > 0, result.report
     finally:
