@@ -111,6 +111,11 @@ struct Arithmetic {
                                   // renormalises, so it perturbs each weight's exponent instead
   bool ds_from_stored_p = false;  // dS = P (dP - D) from P already rounded to storage (a baseline)
   bool flush_subnormals = false;  // FTZ arithmetic: underflow floors are the smallest normal
+  bool ds_scaled = false;         // dS may be multiplied by the softmax scale before its rounding to the operand
+                                  // type (autodiff of softmax(scale·QK^T), as XLA): that rounding's subnormal
+                                  // floor, against the unscaled sum, is max(1, 1/|scale|) times larger
+  bool kv_per_head = false;       // d_k, d_v of a GQA group may be summed from each query head's gradient
+                                  // rounded to storage (an MHA backward on k, v expanded to heads_q)
   int32_t block_m = 1;            // query rows per tile: a row's key walk (pv, l) goes on to the tiles its tile's
                                   // last row sees, each one more merge (or rescale, unless exp(0) is exact)
 };
@@ -148,7 +153,8 @@ inline Arithmetic tensor_core_arithmetic(DType storage, int32_t block_m, int32_t
 
 // The arithmetic charged to a kernel that declares none: every sum in any order with directed
 // rounding in fp32 (fp64 for fp64 storage), exp, log and tanh within 4 ulp, P and dS rounded to
-// storage, FTZ, and the weights normalised by the running max or by the lse (PFrom::Either).
+// storage (dS scaled first or not), FTZ, the weights normalised by the running max or by the lse
+// (PFrom::Either), and a GQA group's d_k, d_v summed from per-head gradients stored in storage.
 inline Arithmetic undeclared_arithmetic(DType storage) {
   const DType wide = storage == DType::F64 ? DType::F64 : DType::F32;
   Chain any;
@@ -159,6 +165,7 @@ inline Arithmetic undeclared_arithmetic(DType storage) {
   a.exp_ulps = a.log_ulps = a.tanh_ulps = 4;
   a.p_from = PFrom::Either;
   a.flush_subnormals = true;
+  a.ds_scaled = a.kv_per_head = true;
   return a;
 }
 

@@ -37,6 +37,9 @@ Consts::Consts(const Problem& p_, const Tensors64& in_, const Certified& ref_, c
   const PRounding pr = p_rounding(prec);
   u_p = pr.u;
   floor_p = (pr.to_first ? underflow_floor(pr.first) : 0.0) + (pr.to_second ? underflow_floor(pr.second) : 0.0);
+  // dS scaled before its rounding: the rounding's floor f, carried back through d_q, d_k = scale * sum, is f / |scale|.
+  const double abs_scale = std::fabs(p.scale);
+  floor_ds = floor_p * (ar.ds_scaled && abs_scale > 0 && abs_scale < 1 ? 1 / abs_scale : 1.0);
   u_store_s = ar.stores_s && coarser(storage, ar.soft) ? unit_roundoff(storage) : 0.0;
   floor_store_s = u_store_s > 0 ? underflow_floor(storage) : 0.0;  // a tiny S or dP stored lands on the subnormal grid
   constexpr double kLog2e = 1.4426950408889634, kLn2 = 0.6931471805599453;
@@ -63,6 +66,13 @@ Consts::Consts(const Problem& p_, const Tensors64& in_, const Certified& ref_, c
   }
   group = p.heads_q / p.heads_kv;
   n_q16 = (int64_t(p.n_q) + 15) / 16 * 16;
+  // Per-head gradients stored, then the group summed: each head's rounding to storage and the adds
+  // between heads, in storage (the last is the output's own rounding) or in the accumulator type:
+  // (group - 1)(u_storage + u_acc) covers both. A subnormal per-head gradient lands on storage's grid.
+  if (ar.kv_per_head && group > 1 && coarser(storage, ar.dkv.acc)) {
+    kv_head_u = double(group - 1) * (unit_roundoff(storage) + unit_roundoff(ar.dkv.acc));
+    kv_head_floor = double(group) * underflow_floor(storage);
+  }
   w_s = chain_weights(ar.s, p.d, ftz), w_dp = chain_weights(ar.dp, dv, ftz), w_D = chain_weights(ar.d_o_o, dv, ftz);
   // Absent rows (masked) counted as present: an exact add of zero, so only looser.
   if (!is_plain(ar.dkv)) w_kv_full = chain_weights(ar.dkv, group * n_q16, ftz);

@@ -76,16 +76,16 @@ KvRows kv_rows(const Consts& k, int64_t j) {
 }  // namespace
 
 double kv_kappa(const Consts& k, int64_t j, int64_t hl, int64_t i) {
-  if (!is_plain(k.ar.dkv)) return k.w_kv_full.kappa[size_t(hl * k.n_q16 + i)];
+  if (!is_plain(k.ar.dkv)) return k.w_kv_full.kappa[size_t(hl * k.n_q16 + i)] + k.kv_head_u;
   const KvRows r = kv_rows(k, j);
   const int64_t step = hl * r.steps_per_head + i / kTensorCoreFused - r.i_first / kTensorCoreFused;
-  return plain_kappa(k.ar.dkv, hl * r.per_head + i - r.i_first, r.n, step, r.n_steps);
+  return plain_kappa(k.ar.dkv, hl * r.per_head + i - r.i_first, r.n, step, r.n_steps) + k.kv_head_u;
 }
 
 double kv_kappa_max(const Consts& k, int64_t j) {
-  if (!is_plain(k.ar.dkv)) return k.w_kv_full.kappa_max;
+  if (!is_plain(k.ar.dkv)) return k.w_kv_full.kappa_max + k.kv_head_u;
   const KvRows r = kv_rows(k, j);
-  return r.n > 0 ? plain_kappa(k.ar.dkv, 0, r.n, 0, r.n_steps) : 0.0;
+  return r.n > 0 ? plain_kappa(k.ar.dkv, 0, r.n, 0, r.n_steps) + k.kv_head_u : 0.0;
 }
 
 double kv_events(const Consts& k, int64_t j) {
@@ -123,7 +123,7 @@ void HeadPass::backward(int64_t r, KeyRange vis, RowInfo& row) {
     const Pair pr = backward_pair(k, sc[size_t(j)], DP(r, ja), mag, e_dp, lse, err_lse, row);
     // Each term of the sums carries its own error (dS^ or P^, its rounding to the operand type) and
     // its operand's rounding; the chain charges the rest.
-    const double e_ds = pr.e_ds + k.u_p * pr.ds_bar + k.floor_p + pr.ds_bar * k.u_in;
+    const double e_ds = pr.e_ds + k.u_p * pr.ds_bar + k.floor_ds + pr.ds_bar * k.u_in;
     const double e_p = pr.dP_w + k.u_p * pr.P_bar + k.floor_p + pr.P_bar * k.u_in;
     const double kq = wdq.kappa[size_t(o_dq + j)], kk = kv_kappa(k, ja, hl, i);
     alpha(r, ja) = kq * pr.ds_hi + (1 + kq) * e_ds;
@@ -166,14 +166,16 @@ void HeadPass::finish_kv() {
       const double dk = k.ref.value.d_k[size_t(x)], ek = at(k.ref.err.d_k, x);
       // d_k = scale' * acc (the product is the last rounding).
       const double chain_k = (E_dk(j, c) + beta0_k[size_t(j)]) * sc_j;
-      const double e_k = scale * (1 + k.delta_out) * chain_k + floor_scale * (1 + k.delta_out) * fl +
+      // A per-head d_k stored scaled or unscaled (then scaled): its floor is max(1, |scale|) kv_head_floor.
+      const double e_k = scale * (1 + k.delta_out) * chain_k +
+                         floor_scale * (1 + k.delta_out) * (fl + k.kv_head_floor) +
                          times(k.delta_out, std::fabs(dk) + ek) + floor;
       B.d_k[size_t(x)] = rounded_bound(dk, e_k, ek, k.ar.soft, k.storage, true) * kSlack;
     }
     for (int64_t c = 0; c < k.dv; ++c) {  // d_v = acc, converted to storage
       const int64_t x = offset_v(p, b, g, j) + c;
       const double dv = k.ref.value.d_v[size_t(x)], ev = at(k.ref.err.d_v, x);
-      const double e_v = (E_dv(j, c) + beta0_v[size_t(j)]) * sc_j + fl + floor;
+      const double e_v = (E_dv(j, c) + beta0_v[size_t(j)]) * sc_j + fl + k.kv_head_floor + floor;
       B.d_v[size_t(x)] = rounded_bound(dv, e_v, ev, k.ar.soft, k.storage, false) * kSlack;
     }
   }

@@ -73,25 +73,28 @@ struct Consts {
   double floor_s;   // its underflow floor (exp, products of weights)
   double u_in = 0;  // inputs rounded to a narrower operand type: relative and absolute parts
   double floor_in = 0;
-  double u_p = 0;                     // P and dS rounded to the operand type: relative ...
-  double floor_p = 0;                 // ... and absolute (the subnormal spacing of storage and operand)
-  double u_store_s;                   // S and dP stored in storage (a baseline), else 0: relative ...
-  double floor_store_s;               // ... and absolute (storage's subnormal spacing)
-  double delta_c;                     // relative error of the scale constant (scale, or scale log2 e when base2)
-  double delta_out;                   // relative error of the scale d_q and d_k are multiplied by (float(scale))
-  double delta_l2e;                   // base2 backward: lse2 = lse * log2 e (its rounded constant)
-  double delta_ln2;                   // base2 forward: lse = lse2 * ln 2 (its rounded constant)
-  double e_exp;                       // exp's relative error, as an exponent-argument error
-  double log_rel;                     // log's relative error
-  int64_t dv;                         // head dim of v, o, d_o
-  bool common_scale;                  // no softcap, no ALiBi: the scale constant's rounding scales every s - m alike
-  double delta_cap;                   // softcap: relative error of c rounded to the element-wise type
-  double e_tanh, tanh_floor;          // softcap: the kernel's tanh, relative (tanh_ulps ulp) and below the normal range
+  double u_p = 0;             // P and dS rounded to the operand type: relative ...
+  double floor_p = 0;         // ... and absolute (the subnormal spacing of storage and operand)
+  double floor_ds = 0;        // dS's absolute part against the unscaled sum (floor_p / |scale| when scaled first)
+  double u_store_s;           // S and dP stored in storage (a baseline), else 0: relative ...
+  double floor_store_s;       // ... and absolute (storage's subnormal spacing)
+  double delta_c;             // relative error of the scale constant (scale, or scale log2 e when base2)
+  double delta_out;           // relative error of the scale d_q and d_k are multiplied by (float(scale))
+  double delta_l2e;           // base2 backward: lse2 = lse * log2 e (its rounded constant)
+  double delta_ln2;           // base2 forward: lse = lse2 * ln 2 (its rounded constant)
+  double e_exp;               // exp's relative error, as an exponent-argument error
+  double log_rel;             // log's relative error
+  int64_t dv;                 // head dim of v, o, d_o
+  bool common_scale;          // no softcap, no ALiBi: the scale constant's rounding scales every s - m alike
+  double delta_cap;           // softcap: relative error of c rounded to the element-wise type
+  double e_tanh, tanh_floor;  // softcap: the kernel's tanh, relative (tanh_ulps ulp) and below the normal range
   std::vector<int64_t> kv_i0, kv_i1;  // (n_k) key j is seen by the rows [kv_i0, kv_i1) of each head
   int64_t group;                      // query heads per kv head
   int64_t n_q16;                      // n_q rounded up to 16: a head's query rows in the d_k, d_v chains
-  ChainWeights w_s, w_dp, w_D;        // the chains over d (scores, dP, D)
-  ChainWeights w_kv_full;             // d_k, d_v chains with blocks or lanes: every row position counted
+  double kv_head_u = 0;         // d_k, d_v from per-head gradients stored (kv_per_head): kappa added to every term
+  double kv_head_floor = 0;     // ... and their absolute part, in output units
+  ChainWeights w_s, w_dp, w_D;  // the chains over d (scores, dP, D)
+  ChainWeights w_kv_full;       // d_k, d_v chains with blocks or lanes: every row position counted
 
   Consts(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec);
 
