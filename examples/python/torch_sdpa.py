@@ -80,14 +80,10 @@ def sdpa(backend, check_alignment=True):
     # FlashAttention-2 and cuDNN take fp16 and bf16 only: fp32 is not declared for them, so no law draws
     # a case that supports() can only decline.
     half_only = backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION)
-    # FlashAttention-2 takes head dims that are multiples of 8 up to 256 (SDPA's check_head_dim_size_flash):
-    # declared, so that the laws draw no d its supports() can only decline (on the H200, with every d
-    # drawn, invisible_keys saw 122 of its 128 cases declined and gave up).
-    head_dims = range(8, 257, 8) if backend == SDPBackend.FLASH_ATTENTION else None
     return flashcheck.Kernel(forward, name=name, device="cuda",
                              dtypes=("F16", "BF16") if half_only else ("F16", "BF16", "F32"),
-                             masks=("none", "causal_top_left"), head_dims=head_dims, writes_lse=False,
-                             variants=("d_v",), supports=supports)
+                             masks=("none", "causal_top_left"), writes_lse=False, variants=("d_v",),
+                             supports=supports)
 
 
 flash = sdpa(SDPBackend.FLASH_ATTENTION)
