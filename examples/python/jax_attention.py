@@ -100,6 +100,13 @@ def _indices(p, even=False):
     """Index arrays between the packed tokens and the padded (batch, n) grid, and the lengths. `even`
     rounds the grid's lengths up to even ones (cuDNN's backward takes no other)."""
     cu_q, cu_k = (np.asarray(x).astype(np.int64) for x in (p.cu_seqlens_q, p.cu_seqlens_k))
+    for name, cu, n in (("q", cu_q, p.n_q), ("k", cu_k, p.n_k)):
+        # What the device gave back, checked against the problem before any index is built from it: a
+        # bad read is named as such (the audit met one: reports/h200/external/FINDINGS.md, jax_cudnn).
+        lens, total = np.diff(cu), p.shapes[name][0]
+        if len(cu) != p.batch + 1 or cu[0] != 0 or cu[-1] != total or (lens < 0).any() or (lens > n).any():
+            raise ValueError("cu_seqlens_%s read back as %s: not the offsets of %d sequences of at most %d "
+                             "tokens over %d" % (name, cu.tolist()[:12], p.batch, n, total))
     len_q, len_k = np.diff(cu_q), np.diff(cu_k)
     n_q, n_k = max(p.n_q, 1), max(p.n_k, 1)
     if even:

@@ -136,6 +136,18 @@ def test_the_jax_adapter_declines_what_jax_raises_on(adapter):
     assert adapter.compact(_problem(varlen=True, row=8)) and not adapter.compact(_problem(varlen=True, row=9))
 
 
+def test_the_adapter_names_sequence_offsets_it_cannot_use(adapter):
+    # A varlen problem's offsets as the device gives them back: consistent ones index the batch; one
+    # past the packed tokens (what jax_cudnn's zero_length met on the H200) is named, not indexed.
+    p = _problem(varlen=True)  # two sequences of at most 64 tokens, 96 in all
+    good = dataclasses.replace(p, cu_seqlens_q=np.array([0, 64, 96]), cu_seqlens_k=np.array([0, 32, 96]))
+    gather_q, gather_k, scatter, lengths = adapter._indices(good)
+    assert gather_q.shape == (2, 64) and list(lengths[1]) == [32, 64]
+    bad = dataclasses.replace(good, cu_seqlens_k=np.array([0, 32, 8880224]))
+    with pytest.raises(ValueError, match=r"cu_seqlens_k read back as \[0, 32, 8880224\]"):
+        adapter._indices(bad)
+
+
 def test_the_cudnn_adapter_pads_odd_lengths_to_even_ones(adapter, tmp_path):
     # cuDNN's backward raises on odd lengths; the adapter pads one zero row, hidden by the sequence
     # lengths. The padded call reaches jax.nn with even lengths and the contract's answer comes back.

@@ -33,6 +33,24 @@ std::vector<std::string> args_of(const std::string& line) {
   return out;
 }
 
+// `check --plugin` on a faulty CPU plugin, law `reference`, 30 cases of seed 5, no regression folder
+// (its cases, any shape, would meet the fault before the generated ones); a hang times out at 0.5 s.
+std::vector<std::string> reference_run(const std::string& fault) {
+  std::vector<std::string> args = {"check",
+                                   "--plugin",
+                                   plugin_path("plugin_cpu_" + fault),
+                                   "--law",
+                                   "reference",
+                                   "--cases",
+                                   "30",
+                                   "--seed",
+                                   "5",
+                                   "--regressions",
+                                   no_regressions()};
+  if (fault == "hang") args.insert(args.end(), {"--timeout", "0.5"});
+  return args;
+}
+
 }  // namespace
 
 TEST_CASE("check --plugin: the correct example kernel passes every law, isolated and in-process", "[cpu]") {
@@ -153,23 +171,9 @@ TEST_CASE("check --plugin: crashes, hangs and errors are failing cases with a re
       {"strides", "the kernel wrote into the gaps between the elements of o"},
       {"causal", "[b=0,h=0,"},  // an element of o, lse or a gradient beyond its bound
   };
-  // No regression folder: its cases (any shape) would meet the fault before the generated ones.
-  const std::string no_regressions = (std::filesystem::temp_directory_path() / "fc-plugin-no-regressions").string();
-  std::filesystem::create_directories(no_regressions);
   for (const auto& [fault, why] : faults) {
     CAPTURE(fault);
-    std::vector<std::string> args = {"check",
-                                     "--plugin",
-                                     plugin_path("plugin_cpu_" + fault),
-                                     "--law",
-                                     "reference",
-                                     "--cases",
-                                     "30",
-                                     "--seed",
-                                     "5",
-                                     "--regressions",
-                                     no_regressions};
-    if (fault == "hang") args.insert(args.end(), {"--timeout", "0.5"});
+    const std::vector<std::string> args = reference_run(fault);
     const Ran r = run_cli(args);
     CAPTURE(r.out, r.err);
     CHECK(r.code == 1);
@@ -192,20 +196,8 @@ TEST_CASE("check --plugin: shrinking stops after --shrink-faults faulting candid
       {"segv", "SIGSEGV"}, {"abort", "SIGABRT"}, {"hang", "did not return within 0.5 s"}};
   for (const auto& [fault, why] : faults) {
     CAPTURE(fault);
-    std::vector<std::string> args = {"check",
-                                     "--plugin",
-                                     plugin_path("plugin_cpu_" + fault),
-                                     "--law",
-                                     "reference",
-                                     "--cases",
-                                     "30",
-                                     "--seed",
-                                     "5",
-                                     "--regressions",
-                                     no_regressions(),
-                                     "--shrink-faults",
-                                     "2"};
-    if (fault == "hang") args.insert(args.end(), {"--timeout", "0.5"});
+    std::vector<std::string> args = reference_run(fault);
+    args.insert(args.end(), {"--shrink-faults", "2"});
     const Ran r = run_cli(args);
     CAPTURE(r.out, r.err);
     CHECK(r.code == 1);
