@@ -204,7 +204,8 @@ void pack(const CallPlan& plan, const HostArgs& in, unsigned char* arena) {
     const HostTensor* t = entry.second->is_compact() ? entry.second : &compact;
     check_tensor(s, *t, id);
     for_rows(s, [&](uint64_t at, int64_t bytes, int64_t from) {
-      std::memcpy(arena + at, t->bytes.data() + from, size_t(bytes));
+      if (bytes > 0)
+        std::memcpy(arena + at, t->bytes.data() + from, size_t(bytes));  // an empty tensor's data may be null
     });
   }
 }
@@ -220,7 +221,7 @@ std::string unpack(const CallPlan& plan, const unsigned char* arena, const unsig
     if (!s.present || !is_output(plan, id)) continue;
     if (t) check_tensor(s, *t, id);
     for_rows(s, [&](uint64_t at, int64_t bytes, int64_t to) {
-      if (t) std::memcpy(t->bytes.data() + to, arena + at, size_t(bytes));
+      if (t && bytes > 0) std::memcpy(t->bytes.data() + to, arena + at, size_t(bytes));  // empty: data may be null
       writable.emplace_back(at, at + uint64_t(bytes));
     });
   }
