@@ -13,7 +13,6 @@ namespace fc::io {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 // Spelling-insensitive form of a tensor name ("dO", "D_O", "do" -> "do"), to suggest the intended one.
 std::string loose(const std::string& s) {
@@ -34,7 +33,7 @@ void require_names(const std::string& name, const TensorFile& file, const std::v
       if (loose(a) == loose(t)) hint = fmt::format(" (did you mean \"{}\"?)", a);
     throw FileError(
         Fault::UnknownTensor, name,
-        fmt::format("unknown tensor {} in {} file{}: expected {}", quoted(t), role, hint, fmt::join(allowed, ", ")));
+        fmt::format("unknown tensor {} in {} file{}: expected {}", io::quoted(t), role, hint, fmt::join(allowed, ", ")));
   }
 }
 
@@ -118,7 +117,7 @@ int32_t window_side(const std::map<std::string, std::string>& meta, const char* 
   int64_t x = 0;
   if (!parse_decimal_i64(it->second, &x) || x < -1 || x > std::numeric_limits<int32_t>::max())
     throw fail(Fault::BadMetadata,
-               fmt::format("{} {} is not an integer in [-1, 2^31) (-1: unbounded)", key, quoted(it->second)));
+               fmt::format("{} {} is not an integer in [-1, 2^31) (-1: unbounded)", key, io::quoted(it->second)));
   return int32_t(x);
 }
 
@@ -170,17 +169,17 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
     if (!ok)
       throw fail(
           Fault::UnknownMask,
-          fmt::format("unknown mask {} (expected none, causal_top_left or causal_bottom_right)", quoted(it->second)));
+          fmt::format("unknown mask {} (expected none, causal_top_left or causal_bottom_right)", io::quoted(it->second)));
   }
   if (auto it = file.metadata.find("scale"); it != file.metadata.end())
     if (!parse_decimal(it->second, &p.scale))
-      throw fail(Fault::BadScale, fmt::format("scale {} is not a finite decimal number", quoted(it->second)));
+      throw fail(Fault::BadScale, fmt::format("scale {} is not a finite decimal number", io::quoted(it->second)));
   p.window_left = window_side(file.metadata, "window_left", fail);
   p.window_right = window_side(file.metadata, "window_right", fail);
   if (auto it = file.metadata.find("softcap"); it != file.metadata.end())
     if (!parse_decimal(it->second, &p.softcap) || p.softcap < 0)
       throw fail(Fault::BadMetadata,
-                 fmt::format("softcap {} is not a finite decimal >= 0 (0: none)", quoted(it->second)));
+                 fmt::format("softcap {} is not a finite decimal >= 0 (0: none)", io::quoted(it->second)));
   if (auto it = file.tensors.find("alibi_slopes"); it != file.tensors.end()) {
     p.alibi = true;
     in.alibi_slopes = std::move(it->second);

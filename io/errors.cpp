@@ -14,6 +14,8 @@ std::string one_line(std::string s) {
 }
 }  // namespace
 
+std::string shape_str(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
 std::string quoted(const std::string& s) {
   using nlohmann::json;
   return json(s).dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);

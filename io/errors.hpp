@@ -3,8 +3,10 @@
 // tests and callers can tell them apart without parsing the message.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace fc::io {
 
@@ -35,6 +37,8 @@ const char* fault_name(Fault f);
 
 // A name or value as it appears in a message: JSON-quoted and escaped, so it stays on one line.
 std::string quoted(const std::string& s);
+// A shape as a message shows it: [2, 16, 64].
+std::string shape_str(const std::vector<int64_t>& shape);
 
 class FileError : public std::runtime_error {
  public:

@@ -20,7 +20,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string shape_str(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 bool parse_storage_dtype(const std::string& s, DType* out) {
   for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64, DType::I32})

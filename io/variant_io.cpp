@@ -14,7 +14,6 @@ namespace fc::io {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 const HostTensor& index_tensor(const TensorFile& file, const char* name, size_t rank, const char* layout,
                                const std::function<FileError(Fault, const std::string&)>& fail) {

@@ -5,12 +5,11 @@
 #include <limits>
 
 #include "properties/generators.hpp"
+#include "properties/constants.hpp"
 #include "reference/bounds.hpp"
 
 namespace fc::props {
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 double max_abs(const HostTensor& t) {
   double m = 0;

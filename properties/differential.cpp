@@ -4,6 +4,7 @@
 // Magnitudes come from the certified reference (lse, o) or, for the gradients, from the runs' own
 // lse and o: they only scale error terms.
 #include "properties/differential.hpp"
+#include "properties/constants.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -15,18 +16,12 @@
 namespace fc::props {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // An exponent argument s - m is one rounding of two values each rounded once on the way in (the
 // scale, log2 e): at most 2 u (|s| + |m|); exp / exp2 within 2 ulp = 4 u (ERROR_MODEL.md §3).
 constexpr double kArgRoundings = 2;
 constexpr double kExpUnits = 4;
 constexpr double kU64 = 0x1p-53;
-
-double gamma(double n, double u) {
-  const double nu = n * u;
-  return nu < 1 ? nu / (1 - nu) : kInf;
-}
 
 // A factor times a magnitude; a zero magnitude contributes nothing even when the factor overflowed.
 double times(double factor, double magnitude) { return magnitude == 0 ? 0.0 : factor * magnitude; }

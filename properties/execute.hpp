@@ -19,6 +19,8 @@ struct Run {
   Outputs out;
   std::string error;  // non-empty when the kernel threw
 };
+// Both runs' errors, empty when neither failed.
+inline std::string run_errors(const Run& a, const Run& b) { return a.error + b.error; }
 // Forward (and backward when asked and in.d_o is present). A kernel that writes no lse gets the
 // certified one (rounded to fp32) for its backward, as the plugin ABI promises. A problem the kernel
 // does not claim (claims(k, in): its declarations and supports(), strides included) is never sent:

@@ -1,4 +1,5 @@
 #include "properties/generators.hpp"
+#include "properties/constants.hpp"
 
 #include "properties/long_rows.hpp"
 #include "reference/bounds.hpp"
@@ -10,7 +11,6 @@
 namespace fc::props {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 // Work cap per case (b * h_q * n_q * n_k * d): keeps >= 100 cases per law per kernel in budget.
 constexpr double kMaxWork = 1.5e6;
 // fp32's limit: a quarter of FLT_MAX (the Huge regime samples |s| up to a quarter of the ceiling and
@@ -253,7 +253,10 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
       p.n_k = *rc::gen::inRange(1, n_max + 1);
     else
       p.n_k = std::max(1, pick(std::vector<int32_t>{bn - 1, bn, bn + 1, 2 * bn + 1, 3 * bn - 1}));
-    p.n_q = *rc::gen::inRange(0, 3) < 2 ? *rc::gen::inRange(1, n_max + 1) : p.n_k;
+    // Square a third of the time at every size (rc::gen::inRange's range grows with the size, so a
+    // choice drawn with it would not be square before size 75): causal self-attention's shape, and
+    // the only causal one some kernels take (SDPA's FlashAttention-2 backend declines the others).
+    p.n_q = *uniform_index(3) < 2 ? *rc::gen::inRange(1, n_max + 1) : p.n_k;
     if (c.regime == Regime::FullyMasked) p.n_q = p.n_k + *rc::gen::inRange(1, 1 + std::max(1, n_max / 2));
     // Keep the case's work in budget: large d and many heads get shorter sequences.
     const double per = double(p.batch) * p.heads_q * p.d;
@@ -271,6 +274,8 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
       p.heads_q = spec.gqa ? *rc::gen::inRange(1, 3) : 1;
       p.n_q = *uniform_length(2 * bm, 3 * bm, 1);
       p.n_k = *uniform_length(3 * bn, 6 * bn, 1);
+      // A third square: causal self-attention's diagonal tiles, over >= 3 key and >= 2 query tiles.
+      if (*uniform_index(3) == 2) p.n_q = p.n_k = std::max(p.n_q, p.n_k);
     }
     p.n_q = std::max(p.n_q, spec.min_n), p.n_k = std::max(p.n_k, spec.min_n);
     const double dflt = default_scale(p.d);

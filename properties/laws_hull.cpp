@@ -10,14 +10,11 @@
 #include <limits>
 
 #include "properties/execute.hpp"
+#include "properties/constants.hpp"
 #include "properties/laws.hpp"
 
 namespace fc::props {
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-double gamma(double n, double u) { return n * u < 1 ? n * u / (1 - n * u) : kInf; }
 
 // Row maxima of the scores in fp64 and, per row, the kernel's score error at the max (d products
 // and sums, the scale, a score rounded to a narrower type) plus fp64's own evaluation error.

@@ -10,21 +10,14 @@
 #include <tuple>
 
 #include "properties/differential.hpp"
+#include "properties/constants.hpp"
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
 
 namespace fc::props {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-double gamma(double n, double u) { return n * u < 1 ? n * u / (1 - n * u) : kInf; }
-
 double grid_value(std::mt19937_64& rng) { return double(int64_t(rng() % 63) - 31) / 8; }  // k/8, |k| <= 31
-
-std::string run_errors(const Run& a, const Run& b) {
-  return a.error.empty() && b.error.empty() ? "" : a.error + b.error;
-}
 
 // lse moves by the row's score shift c_i = scale q_i . w (exact in fp64 on the grid).
 std::vector<double> shifted_back(const Problem& p, const Inputs& in, const std::vector<double>& w,

@@ -48,10 +48,6 @@ HostTensor permute_rows(const HostTensor& in, int64_t n, int64_t width, const st
   return out;
 }
 
-std::string run_errors(const Run& a, const Run& b) {
-  return a.error.empty() && b.error.empty() ? "" : a.error + b.error;
-}
-
 // Gradients of two runs whose terms are the same and only summed in another order: d_q bit for bit
 // where the kernel's d_q rows are exact, else within the order tolerance; d_k, d_v within it.
 std::string gradients_reordered(const Kernel& k, const Inputs& in, const Config& cfg, const Outputs& a,

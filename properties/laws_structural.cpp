@@ -15,8 +15,6 @@
 namespace fc::props {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 bool same_bits(const HostTensor& a, const HostTensor& b, int64_t i) {
   const int sz = dtype_size(a.dtype);
   return std::memcmp(a.bytes.data() + i * sz, b.bytes.data() + i * sz, size_t(sz)) == 0;

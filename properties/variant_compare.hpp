@@ -8,13 +8,13 @@
 #include <limits>
 #include <string>
 
+#include "properties/constants.hpp"
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
 #include "properties/variant_gen.hpp"
 
 namespace fc::props {
 
-inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 inline bool bits_equal(const HostTensor& a, int64_t x, const HostTensor& b, int64_t y) {
   const int sz = dtype_size(a.dtype);

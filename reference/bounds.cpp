@@ -15,7 +15,6 @@ namespace fc::ref {
 namespace model {
 namespace {
 
-bool coarser(DType a, DType b) { return unit_roundoff(a) > unit_roundoff(b); }
 // Relative error of a constant rounded to float from its double value (which carries 2^-53 itself).
 double const_err(double x) { return x == 0 ? 0.0 : std::fabs(double(float(x)) - x) / std::fabs(x) + 0x1p-52; }
 
@@ -342,8 +341,6 @@ void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
 
 }  // namespace model
 
-using namespace model;
-
 Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec) {
   const int64_t group = p.heads_q / p.heads_kv;
   if (p.n_k > kMaxTerms || group * p.n_q > kMaxTerms || p.d > kMaxTerms || head_dim_v(p) > kMaxTerms)
@@ -351,8 +348,8 @@ Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
         "error model: a sum of more than 2^20 terms (n_k, heads_q/heads_kv * n_q, d or d_v) is "
         "beyond what its evaluation covers");
   // Varlen and paged problems: one dense problem per sequence (bounds_variants.cpp).
-  if (p.varlen || is_paged(p)) return sequence_bounds(p, in, ref, prec);
-  return dense_bounds(p, in, ref, prec);
+  if (p.varlen || is_paged(p)) return model::sequence_bounds(p, in, ref, prec);
+  return model::dense_bounds(p, in, ref, prec);
 }
 
 namespace model {

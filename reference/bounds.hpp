@@ -27,6 +27,8 @@ struct Precision {
 // Unit roundoff of a dtype (2^-p for p significand bits) and half its smallest subnormal (the
 // absolute rounding error floor of gradual underflow).
 double unit_roundoff(DType t);
+// Whether a has the larger unit roundoff (is the coarser type).
+bool coarser(DType a, DType b);
 double underflow_floor(DType t);
 double min_normal(DType t);
 

@@ -49,9 +49,7 @@ double min_normal(DType t) {
   return 1;
 }
 
-namespace {
 bool coarser(DType a, DType b) { return unit_roundoff(a) > unit_roundoff(b); }
-}  // namespace
 
 PRounding p_rounding(const Precision& prec) {
   const Arithmetic& ar = prec.ar;

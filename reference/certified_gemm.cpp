@@ -99,12 +99,12 @@ inline void accumulate(double& hi, double& lo, double t) {
 
 // Rows of a (m, n) result per parallel task: every task is the same computation whatever the
 // thread count (reference/parallel.hpp).
-constexpr Index kRowBlock = 256;
+constexpr Index kGemmRowBlock = 256;
 
 // out = a·bᵀ (out sized by the caller) with its row blocks in parallel. Used for the exact slice
 // products, whose value does not depend on how the rows are split.
 void gemm_abt(Mat& out, const Mat& a, const Mat& b) {
-  parallel_rows(a.rows(), kRowBlock, [&](Index r0, Index r1) {
+  parallel_rows(a.rows(), kGemmRowBlock, [&](Index r0, Index r1) {
     out.middleRows(r0, r1 - r0).noalias() = a.middleRows(r0, r1 - r0) * b.transpose();
   });
 }
@@ -114,7 +114,7 @@ void add_pair(ExactProduct& p, const Mat& sa, const Mat& sb, Method method, Mat&
   const Index m = sa.rows(), n = sb.rows(), d = sa.cols();
   if (method == Method::SparseA) {
     const Mat sbt = sb.transpose();  // (d, n): row l holds column l of sb contiguously
-    parallel_rows(m, kRowBlock, [&](Index i0, Index i1) {
+    parallel_rows(m, kGemmRowBlock, [&](Index i0, Index i1) {
       for (Index i = i0; i < i1; ++i)
         for (Index l = 0; l < d; ++l) {
           const double x = sa(i, l);
@@ -135,7 +135,7 @@ void add_pair(ExactProduct& p, const Mat& sa, const Mat& sb, Method method, Mat&
     for (Index j = 0; j < n; ++j)
       for (Index l = 0; l < d; ++l)
         if (sb(j, l) != 0) nz.push_back({j, l, p.col_slot[j], sb(j, l)});
-    parallel_rows(m, kRowBlock, [&](Index i0, Index i1) {
+    parallel_rows(m, kGemmRowBlock, [&](Index i0, Index i1) {
       for (Index i = i0; i < i1; ++i)
         for (const Nz& e : nz) accumulate(p.hi(i, e.j), p.lo_cols(i, e.slot), sa(i, e.l) * e.y);
     });
@@ -144,7 +144,7 @@ void add_pair(ExactProduct& p, const Mat& sa, const Mat& sb, Method method, Mat&
     // renormalised by TwoSum, which is error-free: no scratch buffer needed.
     p.lo.resize(m, n);
     gemm_abt(p.lo, sa, sb);  // exact
-    parallel_rows(m, kRowBlock, [&](Index i0, Index i1) {
+    parallel_rows(m, kGemmRowBlock, [&](Index i0, Index i1) {
       for (Index i = i0; i < i1; ++i)
         for (Index j = 0; j < n; ++j) {
           double s, e;
@@ -156,7 +156,7 @@ void add_pair(ExactProduct& p, const Mat& sa, const Mat& sb, Method method, Mat&
   } else {
     scratch.resize(m, n);       // (m, n): reused across dense pairs (fresh pages are costly)
     gemm_abt(scratch, sa, sb);  // exact
-    parallel_rows(m, kRowBlock, [&](Index i0, Index i1) {
+    parallel_rows(m, kGemmRowBlock, [&](Index i0, Index i1) {
       for (Index i = i0; i < i1; ++i)
         for (Index j = 0; j < n; ++j) accumulate(p.hi(i, j), p.lo(i, j), scratch(i, j));
     });
@@ -201,7 +201,7 @@ ExactProduct plain_abt(const Mat& a, const Mat& b) {
   for (Index j = 0; j < n; ++j)
     for (Index l = 0; l < d; ++l) bf(j, l) = up_float(std::fabs(b(j, l)) / p.abs_col[size_t(j)]);
   p.abs_f.resize(m, n);
-  parallel_rows(m, kRowBlock, [&](Index r0, Index r1) {
+  parallel_rows(m, kGemmRowBlock, [&](Index r0, Index r1) {
     p.abs_f.middleRows(r0, r1 - r0).noalias() = af.middleRows(r0, r1 - r0) * bf.transpose();
   });
   const double gamma_f = double(d) * 0x1p-24 / (1 - double(d) * 0x1p-24);

@@ -41,7 +41,12 @@ std::string DeviceStage::upload(const unsigned char* host, uint64_t bytes) {
     if (e != cudaSuccess) return fmt::format("cudaMalloc of {} bytes: {}", bytes, why(e));
     bytes_ = bytes;
   }
-  const cudaError_t e = cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice);
+  // cudaMemcpy from pageable memory may return before its DMA has landed, and it orders only the
+  // legacy default stream: a kernel on our non-blocking stream, or a framework reading on streams of
+  // its own (JAX), could read the bytes before they arrive. Copy on our stream and wait for it.
+  const auto s = static_cast<cudaStream_t>(stream_);
+  cudaError_t e = cudaMemcpyAsync(data_, host, bytes, cudaMemcpyHostToDevice, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
   return e == cudaSuccess ? "" : why(e);
 }
 
