@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "properties/generators.hpp"
 #include "properties/constants.hpp"
+#include "properties/generators.hpp"
 #include "reference/bounds.hpp"
 
 namespace fc::props {

@@ -4,12 +4,12 @@
 // Magnitudes come from the certified reference (lse, o) or, for the gradients, from the runs' own
 // lse and o: they only scale error terms.
 #include "properties/differential.hpp"
-#include "properties/constants.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "properties/constants.hpp"
 #include "properties/execute.hpp"
 #include "reference/parallel.hpp"
 

@@ -1,6 +1,6 @@
 #include "properties/generators.hpp"
-#include "properties/constants.hpp"
 
+#include "properties/constants.hpp"
 #include "properties/long_rows.hpp"
 #include "reference/bounds.hpp"
 

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <limits>
 
-#include "properties/execute.hpp"
 #include "properties/constants.hpp"
+#include "properties/execute.hpp"
 #include "properties/laws.hpp"
 
 namespace fc::props {

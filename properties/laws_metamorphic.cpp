@@ -9,8 +9,8 @@
 #include <random>
 #include <tuple>
 
-#include "properties/differential.hpp"
 #include "properties/constants.hpp"
+#include "properties/differential.hpp"
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
 
