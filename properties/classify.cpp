@@ -2,7 +2,6 @@
 // are, not what the generator meant them to be.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "properties/constants.hpp"
 #include "properties/generators.hpp"

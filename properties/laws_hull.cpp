@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <limits>
 
 #include "properties/constants.hpp"
 #include "properties/execute.hpp"

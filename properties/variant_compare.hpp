@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <limits>
 #include <string>
 
 #include "properties/constants.hpp"
