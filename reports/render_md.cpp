@@ -79,7 +79,7 @@ std::string by_n_tables(const json& r) {
     ns.erase(std::unique(ns.begin(), ns.end()), ns.end());
     std::vector<std::string> kernels;
     for (const json& cell : r["cells"])
-      if (std::find(kernels.begin(), kernels.end(), cell["kernel"]) == kernels.end()) kernels.push_back(cell["kernel"]);
+      if (std::find(kernels.begin(), kernels.end(), cell["kernel"].get<std::string>()) == kernels.end()) kernels.push_back(cell["kernel"]);
     for (const auto& [key, title] : metrics) {
       md += fmt::format("\n#### {} {}: {} vs N\n\n| kernel |", dtype, regime, title);
       for (int64_t n : ns) md += fmt::format(" {} |", n);
@@ -112,10 +112,10 @@ std::string by_regime_table(const json& r) {
   std::map<std::string, std::string> regime_of;  // case id -> regime
   for (const json& c : r["cases"]) {
     regime_of[c["id"]] = c["regime"];
-    if (std::find(regimes.begin(), regimes.end(), c["regime"]) == regimes.end()) regimes.push_back(c["regime"]);
+    if (std::find(regimes.begin(), regimes.end(), c["regime"].get<std::string>()) == regimes.end()) regimes.push_back(c["regime"]);
   }
   for (const json& cell : r["cells"])
-    if (std::find(kernels.begin(), kernels.end(), cell["kernel"]) == kernels.end()) kernels.push_back(cell["kernel"]);
+    if (std::find(kernels.begin(), kernels.end(), cell["kernel"].get<std::string>()) == kernels.end()) kernels.push_back(cell["kernel"]);
   std::string md =
       "\n### By regime\n\nPassing cells / cells, and the worst err/bound over every tensor (— : no cell).\n\n| regime "
       "|";
