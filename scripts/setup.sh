@@ -4,6 +4,7 @@
 #   scripts/setup.sh test    install what is missing, build, run the whole test suite; then CI's second
 #                            build (clang, ASan + UBSan, Catch2 v3, the fuzz corpora) and its CPU tests
 #   scripts/setup.sh build   install what is missing and build
+#   scripts/setup.sh deps    install what is missing (what `pip install .` needs to build, too)
 # Debian 12, Debian 13 and Ubuntu 24.04 (with the universe component). Idempotent: packages already
 # present are not reinstalled; build directories are reused.
 # Environment: BUILD_DIR (main build, default build/), JOBS (default nproc), CTEST_ARGS (extra ctest
@@ -17,8 +18,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 sanitize_build=$root/build-asan-ubsan  # the asan-ubsan preset's binaryDir (CMakePresets.json)
 jobs=${JOBS:-$(nproc)}
-case "$mode" in audit | test | build) ;; *)
-  echo "usage: scripts/setup.sh audit|test|build [args...]" >&2
+case "$mode" in audit | test | build | deps) ;; *)
+  echo "usage: scripts/setup.sh audit|test|build|deps [args...]" >&2
   exit 2
   ;;
 esac
@@ -39,11 +40,13 @@ export DEBIAN_FRONTEND=noninteractive
 # first the distribution offers is installed. Catch2 is v2 on Debian 12 and v3 elsewhere (both work).
 packages=(g++ cmake ninja-build pkg-config librapidcheck-dev "catch2|libcatch2-dev" libeigen3-dev libboost-dev
           libmpfr-dev libgmp-dev libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev python3 python3-pytest
-          python3-numpy)
+          python3-numpy python3-setuptools python3-wheel)
 # clang and its sanitizer runtimes build the second build; the suite renders report.html in headless
-# Chromium and decodes its screenshot (zlib).
+# Chromium and decodes its screenshot (zlib); the wheel's test installs it into a fresh virtual
+# environment (venv), and the CI recipes' test reads the GitHub Actions workflow (PyYAML).
 if [ "$mode" = test ]; then
-  packages+=(clang "libclang-rt-dev|libclang-rt-18-dev|libclang-rt-14-dev" "chromium|chromium-browser" zlib1g-dev)
+  packages+=(clang "libclang-rt-dev|libclang-rt-18-dev|libclang-rt-14-dev" "chromium|chromium-browser" zlib1g-dev
+             python3-venv python3-yaml)
 fi
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
@@ -71,6 +74,8 @@ if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+[ "$mode" = deps ] && exit 0
 
 # --- the main build -------------------------------------------------------------------------------
 werror=()

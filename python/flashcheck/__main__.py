@@ -3,14 +3,18 @@ line of a Python kernel runs (the options are the CLI's). `python -m flashcheck 
 library's version."""
 import sys
 
-from . import _check
+from . import _capi, _check
 
 
 def main(argv):
     if len(argv) >= 1 and argv[0] == "version":
         from . import version
 
-        print(version())
+        try:
+            print(version())
+        except (_capi.LibraryNotFound, _capi.LoadError) as exc:
+            sys.stderr.write("flashcheck: %s\n" % " ".join(str(exc).split()))
+            return 2
         return 0
     if len(argv) < 2 or argv[0] not in ("check", "audit") or argv[1].startswith("-"):
         sys.stderr.write("flashcheck: usage: python -m flashcheck check|audit MODULE:NAME [--isolation process|none] "
@@ -29,7 +33,7 @@ def main(argv):
         if argv[0] == "audit":
             return _check._run("audit", spec, rest, isolate, True)[0]
         return _check.check(spec, isolate=isolate, extra_args=rest).exit_code
-    except _check.UsageError as exc:
+    except (_check.UsageError, _capi.LibraryNotFound, _capi.LoadError) as exc:
         sys.stderr.write("flashcheck: %s\n" % " ".join(str(exc).split()))
         return 2
 

@@ -88,12 +88,20 @@ WRITE = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p
 _lib = None
 
 
+class LibraryNotFound(FileNotFoundError):
+    """No libflashcheck.so where this package looks."""
+
+
+class LoadError(ImportError):
+    """libflashcheck.so is there but does not load (a library it needs is missing)."""
+
+
 def _candidates():
     env = os.environ.get("FLASHCHECK_LIBRARY")
     if env:
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
-    out = []
+    out = [os.path.join(here, "lib", "libflashcheck.so")]  # the wheel's (setup.py)
     try:  # written by `cmake --install`: where the library went
         from . import _install  # noqa: WPS433
 
@@ -109,15 +117,19 @@ def library_path():
     for path in _candidates():
         if os.path.isfile(path):
             return path
-    raise FileNotFoundError(
-        "libflashcheck.so not found (looked at %s); build flashcheck with CMake and install it, or set "
-        "FLASHCHECK_LIBRARY to the library's path" % ", ".join(_candidates()))
+    raise LibraryNotFound(
+        "libflashcheck.so not found (looked at %s); `pip install .` from a clone, build flashcheck with CMake "
+        "and install it, or set FLASHCHECK_LIBRARY to the library's path" % ", ".join(_candidates()))
 
 
 def lib():
     global _lib
     if _lib is None:
-        handle = ctypes.CDLL(library_path())  # the GIL is released during calls; callbacks take it back
+        path = library_path()
+        try:
+            handle = ctypes.CDLL(path)  # the GIL is released during calls; callbacks take it back
+        except OSError as exc:  # a library it needs is missing: the loader's message names it
+            raise LoadError("cannot load %s: %s" % (path, " ".join(str(exc).split()))) from None
         handle.flashcheck_run.restype = ctypes.c_int
         handle.flashcheck_run.argtypes = [
             ctypes.POINTER(FcKernel), ctypes.POINTER(ctypes.c_char_p), ctypes.c_char_p, ctypes.c_int,
