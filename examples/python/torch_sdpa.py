@@ -1,8 +1,10 @@
 """PyTorch's scaled_dot_product_attention as flashcheck kernels, one per backend (flash, efficient,
-cuDNN, math). SDPA's is_causal is the top-left alignment; its backward comes through autograd; d_v != d
+cuDNN, math) on CUDA, and SDPA on the CPU (`cpu_flash`, the CPU's fused flash kernel; `cpu_math`, the
+unfused composite; no GPU needed). SDPA's is_causal is the top-left alignment; its backward comes through autograd; d_v != d
 is offered to every backend and declined where SDPA's own support check says no.
 
     python -m flashcheck check torch_sdpa:flash       # from this folder, every law, isolated
+    python -m flashcheck check torch_sdpa:cpu_flash   # the same on the CPU
 
 What a backend cannot run is declined in supports(), never failed: first SDPA's own check
 (torch.backends.cuda.can_use_*_attention on tensors of this call's shapes and strides), then the limits
@@ -92,3 +94,20 @@ cudnn = sdpa(SDPBackend.CUDNN_ATTENTION)
 math = sdpa(SDPBackend.MATH)
 flash_any_stride = sdpa(SDPBackend.FLASH_ATTENTION, check_alignment=False)
 cudnn_any_stride = sdpa(SDPBackend.CUDNN_ATTENTION, check_alignment=False)
+
+
+def sdpa_cpu(backend):
+    """SDPA on CPU tensors with one backend forced: FLASH_ATTENTION is the CPU's fused flash kernel
+    (fp32, bf16 and fp16 inputs), MATH the unfused composite. Both take every shape the suite draws."""
+    def forward(q, k, v, p):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=p.is_causal, scale=p.scale,
+                                                  enable_gqa=p.heads_q != p.heads_kv)
+
+    return flashcheck.Kernel(forward, name="sdpa_cpu_" + backend.name.lower(), device="cpu",
+                             dtypes=("F16", "BF16", "F32"), masks=("none", "causal_top_left"), writes_lse=False,
+                             variants=("d_v",) if backend == SDPBackend.MATH else ())
+
+
+cpu_flash = sdpa_cpu(SDPBackend.FLASH_ATTENTION)
+cpu_math = sdpa_cpu(SDPBackend.MATH)

@@ -92,6 +92,17 @@ LIBRARY_FAILURES = {("torch_varlen:varlen", "varlen_split"):
                     r"|AcceleratorError: CUDA error: invalid argument"}
 
 
+@pytest.mark.parametrize("spec", ["torch_sdpa:cpu_flash", "torch_sdpa:cpu_math"])
+@pytest.mark.parametrize("law", ["reference", "convex_hull", "invisible_keys"])
+def test_the_cpu_sdpa_example_adapts(spec, law, monkeypatch, tmp_path):
+    """examples/python/torch_sdpa.py's CPU kernels, no GPU needed (skipped only without torch): a
+    verdict on the library, never the adapter's own error (as for the CUDA examples below)."""
+    monkeypatch.syspath_prepend(EXAMPLES)
+    result = flashcheck.check(spec, law=law, cases=10, seed=1, quiet=True, timeout=300, regressions=str(tmp_path))
+    assert [x["status"] for x in result.laws] in (["pass"], ["fail"]), result.report
+    assert not re.search(r"\b\w+(Error|Exception): ", result.report), result.report
+
+
 @cuda
 @pytest.mark.parametrize("spec, law", [
     ("torch_sdpa:math", "reference"), ("torch_sdpa:flash", "reference"), ("torch_sdpa:efficient", "reference"),
