@@ -8,7 +8,7 @@
 # bundled libraries resolved from the wheel's own folder, and a library that cannot load as one line.
 #   wheel_test.sh BUILD_DIR SOURCE_DIR [PYTHON]
 set -euo pipefail
-build=$1 src=$2 py=${3:-python3}
+build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) py=${3:-python3}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fc_wheel_test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 unset FLASHCHECK_LIBRARY PYTHONPATH FLASHCHECK_BIN
@@ -32,22 +32,25 @@ case $(basename "$whl") in *-py3-none-linux_*.whl) ;; *) fail "not a py3-none-li
 pkg=$("$vpy" -c 'import flashcheck, os; print(os.path.dirname(flashcheck.__file__))')
 case $pkg in "$tmp/venv/"*) ;; *) fail "flashcheck imported from $pkg, not the venv" ;; esac
 
-echo "== the wheel's libraries: RUNPATH \$ORIGIN, everything but glibc resolved inside the wheel"
+echo "== the wheel's libraries: RPATH \$ORIGIN, everything but glibc resolved inside the wheel"
 for f in "$pkg/lib/libflashcheck.so" "$pkg/bin/flashcheck"; do
-  want='$ORIGIN' && [ "${f##*/}" = flashcheck ] && want='$ORIGIN/../lib'
+  # shellcheck disable=SC2016  # $ORIGIN is literal
+  if [ "${f##*/}" = flashcheck ]; then want='$ORIGIN/../lib'; else want='$ORIGIN'; fi
   rp=$(readelf -d "$f" | sed -n 's/.*(\(RUNPATH\|RPATH\)).*\[\(.*\)\]/\2/p')
-  [ "$rp" = "$want" ] || fail "${f#"$pkg"/}: RUNPATH '$rp', expected '$want'"
-  LD_LIBRARY_PATH= ldd "$f" > "$tmp/ldd.out"
+  [ "$rp" = "$want" ] || fail "${f#"$pkg"/}: RPATH '$rp', expected '$want'"
+  LD_LIBRARY_PATH='' ldd "$f" > "$tmp/ldd.out"
   ! grep -q "not found" "$tmp/ldd.out" || fail "${f#"$pkg"/}: $(grep "not found" "$tmp/ldd.out")"
-  outside=$(awk '$2 == "=>" && $3 !~ /^\// { next } $2 == "=>" { print $1 " " $3 }' "$tmp/ldd.out" |
-    grep -Ev '^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libutil)\.so' |
-    grep -v " $pkg/lib/" || true)
+  outside=$(awk '$2 == "=>" && $3 ~ /^\// { print $1 " " $3 }' "$tmp/ldd.out" |
+    grep -Ev '^(linux-vdso|ld-linux[^ ]*|libc|libm|libdl|libpthread|librt|libresolv|libutil)\.so' |
+    while read -r name path; do
+      case $(realpath "$path") in "$pkg/lib/"*) ;; *) echo "$name $path" ;; esac
+    done)
   [ -z "$outside" ] || fail "${f#"$pkg"/} loads from outside the wheel: $outside"
 done
 ls "$pkg/lib"
 
 cd "$tmp"  # nothing of the source tree on the path
-run() { env LD_LIBRARY_PATH= "$@"; }
+run() { env LD_LIBRARY_PATH='' "$@"; }
 echo "== import flashcheck"
 run "$vpy" -c 'import flashcheck; print(flashcheck.version()); print(flashcheck.library_path())' | tee py.out
 grep -q "^$pkg/lib/libflashcheck.so$" py.out || fail "the library is not the wheel's"
@@ -95,6 +98,7 @@ FLASHCHECK_LIBRARY=$tmp/broken.so "$vpy" -m flashcheck version > broken.out 2>&1
 code=$?
 set -e
 cat broken.out
-[ "$code" = 2 ] && [ "$(wc -l < broken.out)" = 1 ] && grep -q "^flashcheck: cannot load $tmp/broken.so" broken.out ||
+if [ "$code" != 2 ] || [ "$(wc -l < broken.out)" != 1 ] || ! grep -q "^flashcheck: cannot load $tmp/broken.so" broken.out; then
   fail "a broken library gave exit $code and $(wc -l < broken.out) lines"
+fi
 echo "wheel_test: ok"
