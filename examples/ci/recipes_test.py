@@ -32,6 +32,11 @@ def sh(cmd, env=None, cwd=None, expect=0):
     return r
 
 
+def tail(tmp, name):
+    with open(os.path.join(tmp, name)) as f:
+        return f.read()[-3000:]
+
+
 def same_report(got_dir, want_dir, what):
     for name in ("report.json", "report.md"):
         with open(os.path.join(got_dir, name), "rb") as g, open(os.path.join(want_dir, name), "rb") as w:
@@ -72,11 +77,13 @@ def github(fc, tmp, want):
             fail("github-actions.yml: an expression this test does not know in %r" % script)
         work = os.path.join(tmp, "gh", "runner%d" % i)
         os.makedirs(work)
-        procs.append((i, work, subprocess.Popen(["bash", "-e", "-c", script], cwd=work, env=env)))
+        log = open(os.path.join(tmp, "gh-shard%d.log" % i), "w")
+        procs.append((i, work, subprocess.Popen(["bash", "-e", "-c", script], cwd=work, env=env, stdout=log,
+                                                stderr=subprocess.STDOUT)))
     repo = os.path.join(tmp, "gh", "report")
     for i, work, p in procs:
         if p.wait() != 0:
-            fail("github-actions.yml: shard %d exit %d" % (i, p.returncode))
+            fail("github-actions.yml: shard %d exit %d\n%s" % (i, p.returncode, tail(tmp, "gh-shard%d.log" % i)))
         # download-artifact with a pattern: shards/<artifact name>/report.json
         dst = os.path.join(repo, "shards", "flashcheck-shard-%d" % i)
         os.makedirs(dst)
@@ -116,10 +123,12 @@ def slurm(fc, tmp, want):
     env = dict(os.environ, FLASHCHECK=fc, OUT=out, AUDIT_ARGS=AUDIT_ARGS, SHARDS=str(shards),
                BASELINE=os.path.join(want, "report.json"), SLURM_ARRAY_TASK_COUNT=str(shards))
     procs = [subprocess.Popen(["bash", os.path.join(HERE, "slurm", "audit.sbatch")],
-                              env=dict(env, SLURM_ARRAY_TASK_ID=str(i)), cwd=tmp) for i in range(shards)]
+                              env=dict(env, SLURM_ARRAY_TASK_ID=str(i)), cwd=tmp,
+                              stdout=open(os.path.join(tmp, "slurm-%d.log" % i), "w"), stderr=subprocess.STDOUT)
+             for i in range(shards)]
     for i, p in enumerate(procs):
         if p.wait() != 0:
-            fail("slurm: array task %d exit %d" % (i, p.returncode))
+            fail("slurm: array task %d exit %d\n%s" % (i, p.returncode, tail(tmp, "slurm-%d.log" % i)))
     sh(["bash", os.path.join(HERE, "slurm", "merge.sbatch")], env=env, cwd=tmp)
     same_report(os.path.join(out, "merged"), want, "slurm/ (%d array tasks)" % shards)
 
