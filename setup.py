@@ -2,9 +2,9 @@
 CLI from this tree, `cmake --install` gives them relocatable RPATHs ($ORIGIN), and the wheel carries
 them beside the Python package with every shared library they load that is not glibc's:
 
-    flashcheck/lib/libflashcheck.so      RUNPATH $ORIGIN
+    flashcheck/lib/libflashcheck.so      RPATH $ORIGIN
     flashcheck/lib/libfmt.so.9 ...       what `ldd` resolves outside glibc (libfmt, libmpfr, libgmp, ...)
-    flashcheck/bin/flashcheck            RUNPATH $ORIGIN/../lib (the `flashcheck` console script runs it)
+    flashcheck/bin/flashcheck            RPATH $ORIGIN/../lib (the `flashcheck` console script runs it)
 
 So the wheel loads on any distribution with the same or a newer glibc. The CMake build folder is
 build-pip/cmake (kept between runs). Environment:
