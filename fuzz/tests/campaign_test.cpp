@@ -67,7 +67,7 @@ TEST_CASE("fuzz passes cpu_tiled and saves a mutant's failures as replayable reg
     REQUIRE(f.contains("file"));
     std::string law;
     const props::Case c = props::read_case((dir / f["file"].get<std::string>()).string(), &law);
-    CHECK(law == f["law"]);
+    CHECK(law == f["law"].get<std::string>());
     const props::Law* l = props::find_law(law);
     REQUIRE(l);
     CHECK_FALSE(l->check(k, c).empty());  // the saved case fails its law again
