@@ -66,11 +66,15 @@ Consts::Consts(const Problem& p_, const Tensors64& in_, const Certified& ref_, c
   group = p.heads_q / p.heads_kv;
   n_q16 = (int64_t(p.n_q) + 15) / 16 * 16;
   // Per-head gradients stored, then the group summed: each head's rounding to storage and the adds
-  // between heads, in storage (the last is the output's own rounding) or in the accumulator type:
-  // (group - 1)(u_storage + u_acc) covers both. A subnormal per-head gradient lands on storage's grid.
+  // between heads, in storage (the last is the output's own rounding) or in the accumulator type.
+  // Each term goes through at most (group - 1) of each (reports/ERROR_MODEL.md, section 4): its
+  // factor is within phi = (1 + u_storage)^(group - 1) (1 + u_acc)^(group - 1) - 1 of 1, evaluated
+  // in the log domain (finite at every group size: no first-order (group - 1) u that passes 1). A
+  // subnormal per-head gradient lands on storage's grid, and the adds carry that floor along.
   if (ar.kv_per_head && group > 1 && coarser(storage, ar.dkv.acc)) {
-    kv_head_u = double(group - 1) * (unit_roundoff(storage) + unit_roundoff(ar.dkv.acc));
-    kv_head_floor = double(group) * underflow_floor(storage);
+    const double x = double(group - 1) * (std::log1p(unit_roundoff(storage)) + std::log1p(unit_roundoff(ar.dkv.acc)));
+    kv_head_phi = std::expm1(x * (1 + 0x1p-50)) * (1 + 0x1p-50);  // outward past log1p's and expm1's errors
+    kv_head_floor = double(group) * underflow_floor(storage) * (1 + kv_head_phi);
   }
   w_s = chain_weights(ar.s, p.d, ftz), w_dp = chain_weights(ar.dp, dv, ftz), w_D = chain_weights(ar.d_o_o, dv, ftz);
   // Absent rows (masked) counted as present: an exact add of zero, so only looser.
@@ -93,6 +97,7 @@ void HeadPass::kv_head(int64_t b_, int64_t g_) {
   if (bwd) {
     E_dk.setZero(p.n_k, p.d), E_dv.setZero(p.n_k, k.dv);
     beta0_k.assign(size_t(p.n_k), 0.0), beta0_v = beta0_k;
+    if (k.kv_head_phi > 0) M_dk.setZero(p.n_k, p.d), M_dv.setZero(p.n_k, k.dv);
   }
 }
 
@@ -113,6 +118,7 @@ void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows) {
     MDP.noalias() = dOabs * Vabs.transpose();
     Edp.noalias() = (dOabs.array().rowwise() * kd.array()).matrix() * Vabs.transpose();
     alpha.setZero(rows, p.n_k), beta_k.setZero(rows, p.n_k), beta_v.setZero(rows, p.n_k);
+    if (k.kv_head_phi > 0) mag_k.setZero(rows, p.n_k), mag_v.setZero(rows, p.n_k);
     alpha0.assign(size_t(rows), 0.0), dq_scale.assign(size_t(rows), 1.0), dq_floor.assign(size_t(rows), 0.0);
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -134,6 +140,10 @@ void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows) {
   const Eigen::Map<const Mat> dO(&k.in.d_o[size_t(offset_o(p, b, h, i0))], rows, k.dv);  // (R, d_v)
   E_dk.noalias() += beta_k.transpose() * Q.cwiseAbs();
   E_dv.noalias() += beta_v.transpose() * dO.cwiseAbs();
+  if (k.kv_head_phi > 0) {
+    M_dk.noalias() += mag_k.transpose() * Q.cwiseAbs();
+    M_dv.noalias() += mag_v.transpose() * dO.cwiseAbs();
+  }
 }
 
 namespace {

@@ -76,16 +76,16 @@ KvRows kv_rows(const Consts& k, int64_t j) {
 }  // namespace
 
 double kv_kappa(const Consts& k, int64_t j, int64_t hl, int64_t i) {
-  if (!is_plain(k.ar.dkv)) return k.w_kv_full.kappa[size_t(hl * k.n_q16 + i)] + k.kv_head_u;
+  if (!is_plain(k.ar.dkv)) return k.w_kv_full.kappa[size_t(hl * k.n_q16 + i)];
   const KvRows r = kv_rows(k, j);
   const int64_t step = hl * r.steps_per_head + i / kTensorCoreFused - r.i_first / kTensorCoreFused;
-  return plain_kappa(k.ar.dkv, hl * r.per_head + i - r.i_first, r.n, step, r.n_steps) + k.kv_head_u;
+  return plain_kappa(k.ar.dkv, hl * r.per_head + i - r.i_first, r.n, step, r.n_steps);
 }
 
 double kv_kappa_max(const Consts& k, int64_t j) {
-  if (!is_plain(k.ar.dkv)) return k.w_kv_full.kappa_max + k.kv_head_u;
+  if (!is_plain(k.ar.dkv)) return k.w_kv_full.kappa_max;
   const KvRows r = kv_rows(k, j);
-  return r.n > 0 ? plain_kappa(k.ar.dkv, 0, r.n, 0, r.n_steps) + k.kv_head_u : 0.0;
+  return r.n > 0 ? plain_kappa(k.ar.dkv, 0, r.n, 0, r.n_steps) : 0.0;
 }
 
 double kv_events(const Consts& k, int64_t j) {
@@ -130,6 +130,7 @@ void HeadPass::backward(int64_t r, KeyRange vis, RowInfo& row) {
     alpha0[size_t(r)] += (1 + kq) * pr.ds_bar * k.floor_in;
     beta_k(r, ja) = kk * pr.ds_hi + (1 + kk) * e_ds;
     beta_v(r, ja) = kk * pr.P_hi + (1 + kk) * e_p;
+    if (k.kv_head_phi > 0) mag_k(r, ja) = pr.ds_hi, mag_v(r, ja) = pr.P_hi;
     beta0_k[size_t(ja)] += (1 + kk) * pr.ds_bar * k.floor_in, beta0_v[size_t(ja)] += (1 + kk) * pr.P_bar * k.floor_in;
   }
 }
@@ -164,18 +165,22 @@ void HeadPass::finish_kv() {
     for (int64_t c = 0; c < p.d; ++c) {
       const int64_t x = offset_kv(p, b, g, j) + c;
       const double dk = k.ref.value.d_k[size_t(x)], ek = at(k.ref.err.d_k, x);
-      // d_k = scale' * acc (the product is the last rounding).
-      const double chain_k = (E_dk(j, c) + beta0_k[size_t(j)]) * sc_j;
+      // d_k = scale' * acc (the product is the last rounding). Per-head gradients stored
+      // (kv_head_phi): the heads' chains, each term's factor after them and its share of sum |terms|.
+      double chain_k = (E_dk(j, c) + beta0_k[size_t(j)]) * sc_j;
+      if (k.kv_head_phi > 0) chain_k = chain_k * (1 + k.kv_head_phi) + times(k.kv_head_phi, M_dk(j, c));
       // A per-head d_k stored scaled or unscaled (then scaled): its floor is max(1, |scale|) kv_head_floor.
       const double e_k = scale * (1 + k.delta_out) * chain_k +
-                         floor_scale * (1 + k.delta_out) * (fl + k.kv_head_floor) +
+                         floor_scale * (1 + k.delta_out) * (fl * (1 + k.kv_head_phi) + k.kv_head_floor) +
                          times(k.delta_out, std::fabs(dk) + ek) + floor;
       B.d_k[size_t(x)] = rounded_bound(dk, e_k, ek, k.ar.soft, k.storage, true) * kSlack;
     }
     for (int64_t c = 0; c < k.dv; ++c) {  // d_v = acc, converted to storage
       const int64_t x = offset_v(p, b, g, j) + c;
       const double dv = k.ref.value.d_v[size_t(x)], ev = at(k.ref.err.d_v, x);
-      const double e_v = (E_dv(j, c) + beta0_v[size_t(j)]) * sc_j + fl + k.kv_head_floor + floor;
+      double chain_v = (E_dv(j, c) + beta0_v[size_t(j)]) * sc_j;
+      if (k.kv_head_phi > 0) chain_v = chain_v * (1 + k.kv_head_phi) + times(k.kv_head_phi, M_dv(j, c));
+      const double e_v = chain_v + fl * (1 + k.kv_head_phi) + k.kv_head_floor + floor;
       B.d_v[size_t(x)] = rounded_bound(dv, e_v, ev, k.ar.soft, k.storage, false) * kSlack;
     }
   }

@@ -91,7 +91,8 @@ struct Consts {
   std::vector<int64_t> kv_i0, kv_i1;  // (n_k) key j is seen by the rows [kv_i0, kv_i1) of each head
   int64_t group;                      // query heads per kv head
   int64_t n_q16;                      // n_q rounded up to 16: a head's query rows in the d_k, d_v chains
-  double kv_head_u = 0;         // d_k, d_v from per-head gradients stored (kv_per_head): kappa added to every term
+  double kv_head_phi = 0;       // d_k, d_v from per-head gradients stored (kv_per_head): each term's relative
+                                // factor after the per-head chains, within phi of 1 (0: no such stage) ...
   double kv_head_floor = 0;     // ... and their absolute part, in output units
   ChainWeights w_s, w_dp, w_D;  // the chains over d (scores, dP, D)
   ChainWeights w_kv_full;       // d_k, d_v chains with blocks or lanes: every row position counted
@@ -167,6 +168,8 @@ struct HeadPass {
   // The current row block [i0, i0 + R) of head h: (R, n_k) each.
   int64_t h = 0, i0 = 0;
   Mat S, A, Es, DP, MDP, Edp, alpha, beta_k, beta_v;
+  Mat mag_k, mag_v;                                // (R, n_k) kv_head_phi > 0: upper bounds on |dS|, P
+  Mat M_dk, M_dv;                                  // (n_k, d) their sums over the group: sum |terms|
   std::vector<double> alpha0, dq_scale, dq_floor;  // (R) per row: constants, chain scale and floors
   Mat E_dk, E_dv;                                  // (n_k, d) accumulated over the group's heads
   std::vector<double> beta0_k, beta0_v;            // (n_k)
