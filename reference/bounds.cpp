@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "bounds_model.hpp"
+#include "reference/parallel.hpp"
 
 namespace fc::ref {
 namespace model {
@@ -91,6 +92,7 @@ void HeadPass::kv_head(int64_t b_, int64_t g_) {
   K = Eigen::Map<const Mat>(&k.in.k[size_t(ok)], p.n_k, p.d);
   V = Eigen::Map<const Mat>(&k.in.v[size_t(offset_v(p, b, g, 0))], p.n_k, k.dv);
   Kabs = K.cwiseAbs();
+  v_finite = V.allFinite();
   k_abs_sum.assign(size_t(p.n_k), 0.0), v_abs_sum = k_abs_sum;
   for (int64_t j = 0; j < p.n_k; ++j)
     k_abs_sum[size_t(j)] = Kabs.row(j).sum(), v_abs_sum[size_t(j)] = V.row(j).cwiseAbs().sum();
@@ -271,9 +273,24 @@ void HeadPass::o_bound(int64_t oo, int64_t jb, const ChainWeights& wpv, int64_t 
   err_o.assign(size_t(dv), 0.0);                 // (d_v) the certified o's own error: o_exact is within it
   for (int64_t c = 0; c < dv; ++c) err_o[size_t(c)] = at(k.ref.err.o, oo + c);
   w_sum.assign(size_t(dv), 0.0), R_max.assign(size_t(dv), 0.0), e_acc.assign(size_t(dv), 0.0);
+  // Where o, its error and the key's factor are finite, times(cw, x) is cw * x and std::max is
+  // Eigen's max: the same operations in the same order, in vector registers (bitwise the same).
+  using Row = Eigen::Map<Eigen::ArrayXd>;
+  using CRow = Eigen::Map<const Eigen::ArrayXd>;
+  const CRow o_r(o, dv), err_r(err_o.data(), dv);
+  Row w_r(w_sum.data(), dv), max_r(R_max.data(), dv), acc_r(e_acc.data(), dv);
+  const bool finite_row = v_finite && o_r.isFinite().all() && err_r.isFinite().all();
+  Eigen::ArrayXd x(dv);  // (d_v) one key's |v - o| + err_o
   for (int64_t j = 0; j < n_v; ++j) {
     const double* v = V.data() + (jb + j) * dv;  // (d_v)
     const double cw = coef_w[size_t(j)], ca = coef_acc[size_t(j)];
+    const CRow v_r(v, dv);
+    if (finite_row && std::isfinite(cw)) {
+      x = (v_r - o_r).abs() + err_r;
+      w_r += cw * x, max_r = max_r.max(x);
+      acc_r += ca * v_r.abs();
+      continue;
+    }
     for (int64_t c = 0; c < dv; ++c) {
       const double dv = std::fabs(v[c] - o[c]) + err_o[size_t(c)];
       w_sum[size_t(c)] += times(cw, dv), R_max[size_t(c)] = std::max(R_max[size_t(c)], dv);
@@ -372,15 +389,63 @@ Bounds dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
   B.o.assign(size_t(numel_o(p)), 0.0), B.lse.assign(size_t(numel_lse(p)), 0.0);
   if (bwd) B.d_q.assign(size_t(numel_q(p)), 0.0), B.d_k.assign(size_t(numel_kv(p)), 0.0);
   if (bwd) B.d_v.assign(size_t(numel_v(p)), 0.0);
-  HeadPass hp(k, B, bwd);
-  const int64_t rows = block_rows(p.n_k);
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t g = 0; g < p.heads_kv; ++g) {
-      hp.kv_head(b, g);
-      for (int64_t h = g * group; h < (g + 1) * group; ++h)
-        for (int64_t i0 = 0; i0 < p.n_q; i0 += rows) hp.block(h, i0, std::min<int64_t>(rows, p.n_q - i0));
-      if (bwd) hp.finish_kv();
+  // A kv head's row blocks (its group's heads, then rows) are dealt round robin to `lanes` lanes,
+  // each with its own d_k, d_v sums, added in lane order before finish_kv: the lanes depend only on
+  // the problem, so the bounds are bitwise the same on any number of threads. At most kLanes, and
+  // fewer where their (n_k, d + d_v) sums would pass ~1 GiB together.
+  constexpr int64_t kLanes = 16;
+  const int64_t rows = block_rows(p.n_k), blocks_per_head = (int64_t(p.n_q) + rows - 1) / rows;
+  const int64_t blocks = group * blocks_per_head;
+  const int64_t sums = std::max<int64_t>(1, int64_t(p.n_k) * (p.d + k.dv) * (k.kv_head_phi > 0 ? 2 : 1));
+  const int64_t lanes = std::clamp<int64_t>(std::min(blocks, (int64_t(1) << 27) / sums), 1, kLanes);
+  // One lane of kv head (b, g): its blocks into hp (kv_head already called).
+  auto run_lane = [&](HeadPass& hp, int64_t g, int64_t lane) {
+    for (int64_t blk = lane; blk < blocks; blk += lanes) {
+      const int64_t h = g * group + blk / blocks_per_head, i0 = blk % blocks_per_head * rows;
+      hp.block(h, i0, std::min<int64_t>(rows, p.n_q - i0));
     }
+  };
+  const int64_t n_groups = int64_t(p.batch) * p.heads_kv;
+  const SerialScope small(double(p.batch) * p.heads_q * p.n_q * double(p.n_k) * double(p.d + k.dv) < double(1 << 22));
+  if (lanes == 1) {  // the kv heads side by side, each on one lane
+    parallel_for(n_groups, [&](int64_t bg) {
+      HeadPass hp(k, B, bwd);
+      hp.kv_head(bg / p.heads_kv, bg % p.heads_kv);
+      run_lane(hp, bg % p.heads_kv, 0);
+      if (bwd) hp.finish_kv();
+    });
+    return B;
+  }
+  struct LaneSums {
+    Mat E_dk, E_dv, M_dk, M_dv;
+    std::vector<double> beta0_k, beta0_v;
+  };
+  std::vector<LaneSums> part(static_cast<size_t>(lanes));
+  for (int64_t bg = 0; bg < n_groups; ++bg) {  // kv heads one after another, their lanes side by side
+    const int64_t b = bg / p.heads_kv, g = bg % p.heads_kv;
+    parallel_for(lanes, [&](int64_t lane) {
+      HeadPass hp(k, B, bwd);
+      hp.kv_head(b, g);
+      run_lane(hp, g, lane);
+      LaneSums& ls = part[size_t(lane)];
+      ls.E_dk = std::move(hp.E_dk), ls.E_dv = std::move(hp.E_dv), ls.M_dk = std::move(hp.M_dk);
+      ls.M_dv = std::move(hp.M_dv), ls.beta0_k = std::move(hp.beta0_k), ls.beta0_v = std::move(hp.beta0_v);
+    });
+    if (!bwd) continue;
+    HeadPass hp(k, B, bwd);
+    hp.kv_head(b, g);
+    LaneSums& total = part[0];
+    for (int64_t lane = 1; lane < lanes; ++lane) {
+      const LaneSums& ls = part[size_t(lane)];
+      total.E_dk += ls.E_dk, total.E_dv += ls.E_dv;
+      if (k.kv_head_phi > 0) total.M_dk += ls.M_dk, total.M_dv += ls.M_dv;
+      for (int64_t j = 0; j < p.n_k; ++j)
+        total.beta0_k[size_t(j)] += ls.beta0_k[size_t(j)], total.beta0_v[size_t(j)] += ls.beta0_v[size_t(j)];
+    }
+    hp.E_dk = std::move(total.E_dk), hp.E_dv = std::move(total.E_dv), hp.M_dk = std::move(total.M_dk);
+    hp.M_dv = std::move(total.M_dv), hp.beta0_k = std::move(total.beta0_k), hp.beta0_v = std::move(total.beta0_v);
+    hp.finish_kv();
+  }
   return B;
 }
 

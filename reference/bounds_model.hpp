@@ -164,6 +164,7 @@ struct HeadPass {
   bool bwd;
   int64_t b = 0, g = 0;
   Mat K, Kabs, V;                            // (n_k, d) the kv head's k, |k|, v
+  bool v_finite = true;                      // every v of the kv head is finite
   std::vector<double> k_abs_sum, v_abs_sum;  // (n_k) sum_c |k_jc|, |v_jc|
   // The current row block [i0, i0 + R) of head h: (R, n_k) each.
   int64_t h = 0, i0 = 0;

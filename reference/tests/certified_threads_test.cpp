@@ -1,5 +1,6 @@
 // The certified oracle's parallel loops (reference/parallel.hpp) cut the work into the same tasks
-// whatever the thread count, so its values and bounds are bitwise the same on 1 thread and on many.
+// whatever the thread count, so its values and bounds are bitwise the same on 1 thread and on many;
+// so are the error model's bounds (reference/bounds.cpp: kv heads, then fixed lanes of row blocks).
 #include <Eigen/Core>
 #include "tests/catch.hpp"
 
@@ -9,6 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "reference/bounds.hpp"
 #include "reference/certified.hpp"
 #include "reference/parallel.hpp"
 #include "reference/tests/certified_cases.hpp"
@@ -20,6 +22,14 @@ using fc::ref::Certified;
 fc::ref::Certified with_threads(const char* threads, const fc::ref::testing::Case& c) {
   setenv("FC_THREADS", threads, 1);
   Certified out = fc::ref::certified(c.p, c.in);
+  unsetenv("FC_THREADS");
+  return out;
+}
+
+fc::ref::Bounds bounds_with_threads(const char* threads, const fc::ref::testing::Case& c, const fc::ref::Certified& ref,
+                                    const fc::ref::Precision& prec) {
+  setenv("FC_THREADS", threads, 1);
+  fc::ref::Bounds out = fc::ref::error_bounds(c.p, c.in, ref, prec);
   unsetenv("FC_THREADS");
   return out;
 }
@@ -63,6 +73,34 @@ TEST_CASE("certified gives the same bits on 1 thread and on 5", "[cpu]") {
     }
     CHECK(same_bits(one.o_mag, five.o_mag));
     ++checked;
+  }
+  CHECK(checked > 5);
+}
+
+TEST_CASE("error bounds give the same bits on 1 thread and on 5", "[cpu]") {
+  using namespace fc;
+  std::vector<fc::ref::testing::Case> cases = fc::ref::testing::certified_cases();
+  cases.push_back(large_case());
+  // MQA, 8 heads on one kv head: 8 x 5 row blocks of 64 dealt to 16 lanes, per-head stored d_k, d_v.
+  fc::ref::testing::Case mqa = large_case();
+  mqa.name = "large MQA";
+  mqa.p = fc::ref::testing::shape(1, 8, 1, 320, 384, 64, DType::F16, Mask::CausalBottomRight, 0.125);
+  mqa.in.q.resize(size_t(numel_q(mqa.p))), mqa.in.d_o.resize(size_t(numel_q(mqa.p)));
+  mqa.in.k.resize(size_t(numel_kv(mqa.p))), mqa.in.v.resize(size_t(numel_kv(mqa.p)));
+  cases.push_back(mqa);
+  int checked = 0;
+  for (const auto& c : cases) {
+    INFO(c.name);
+    const Certified ref = fc::ref::certified(c.p, c.in);
+    std::vector<fc::ref::Precision> precs = {fc::ref::Precision{c.p.dtype, undeclared_arithmetic(c.p.dtype)}};
+    if (c.p.dtype == DType::F16) precs.push_back({c.p.dtype, tensor_core_arithmetic(c.p.dtype, 64, 64, 0)});
+    for (const fc::ref::Precision& prec : precs) {
+      const fc::ref::Bounds one = bounds_with_threads("1", c, ref, prec), five = bounds_with_threads("5", c, ref, prec);
+      for (auto [a, b] : {std::pair{&one.o, &five.o}, std::pair{&one.lse, &five.lse}, std::pair{&one.d_q, &five.d_q},
+                          std::pair{&one.d_k, &five.d_k}, std::pair{&one.d_v, &five.d_v}})
+        CHECK(same_bits(*a, *b));
+      ++checked;
+    }
   }
   CHECK(checked > 5);
 }
