@@ -7,6 +7,8 @@
 // error (zeta) is charged where it matters (the weights of a row), and kSlack covers the rest.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <memory>
 #include <stdexcept>
 
 #include "bounds_model.hpp"
@@ -103,25 +105,42 @@ void HeadPass::kv_head(int64_t b_, int64_t g_) {
   }
 }
 
-void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows) {
+void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows, const HeadPass* shared) {
   const Problem& p = k.p;
   h = h_, i0 = i0_;
   const Eigen::Map<const Mat> Q(&k.in.q[size_t(offset_q(p, b, h, i0))], rows, p.d);  // (R, d)
   const Mat Qabs = Q.cwiseAbs();
   const Eigen::Map<const Eigen::RowVectorXd> ks(k.w_s.kappa.data(), p.d);
-  S.noalias() = Q * K.transpose();  // (R, n_k) q.k (the scale is applied per element)
-  A.noalias() = Qabs * Kabs.transpose();
-  Es.noalias() = (Qabs.array().rowwise() * ks.array()).matrix() * Kabs.transpose();
+  // Another arithmetic's pass on the same block: its products of the inputs alone are these ones
+  // (the same GEMMs on the same operands, so the same bits), and its chain-weighted ones too where
+  // the chains over d are the same.
+  if (shared) {
+    S = shared->S, A = shared->A;
+  } else {
+    S.noalias() = Q * K.transpose();  // (R, n_k) q.k (the scale is applied per element)
+    A.noalias() = Qabs * Kabs.transpose();
+  }
+  if (shared && shared->k.w_s.kappa == k.w_s.kappa)
+    Es = shared->Es;
+  else
+    Es.noalias() = (Qabs.array().rowwise() * ks.array()).matrix() * Kabs.transpose();
   if (bwd) {
     const Eigen::Map<const Mat> dO(&k.in.d_o[size_t(offset_o(p, b, h, i0))], rows, k.dv);  // (R, d_v)
     const Mat dOabs = dO.cwiseAbs(), Vabs = V.cwiseAbs();
     const Eigen::Map<const Eigen::RowVectorXd> kd(k.w_dp.kappa.data(), k.dv);
-    DP.noalias() = dO * V.transpose();
-    MDP.noalias() = dOabs * Vabs.transpose();
-    Edp.noalias() = (dOabs.array().rowwise() * kd.array()).matrix() * Vabs.transpose();
+    if (shared) {
+      DP = shared->DP, MDP = shared->MDP;
+    } else {
+      DP.noalias() = dO * V.transpose();
+      MDP.noalias() = dOabs * Vabs.transpose();
+    }
+    if (shared && shared->k.w_dp.kappa == k.w_dp.kappa)
+      Edp = shared->Edp;
+    else
+      Edp.noalias() = (dOabs.array().rowwise() * kd.array()).matrix() * Vabs.transpose();
     alpha.setZero(rows, p.n_k), beta_k.setZero(rows, p.n_k), beta_v.setZero(rows, p.n_k);
-    if (k.kv_head_phi > 0) mag_k.setZero(rows, p.n_k), mag_v.setZero(rows, p.n_k);
     alpha0.assign(size_t(rows), 0.0), dq_scale.assign(size_t(rows), 1.0), dq_floor.assign(size_t(rows), 0.0);
+    if (k.kv_head_phi > 0) mag_k.setZero(rows, p.n_k), mag_v.setZero(rows, p.n_k);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r, oq = offset_q(p, b, h, i), oo = offset_o(p, b, h, i);
@@ -368,27 +387,72 @@ void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
 
 }  // namespace model
 
-Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec) {
+namespace {
+
+void check_terms(const Problem& p) {
   const int64_t group = p.heads_q / p.heads_kv;
   if (p.n_k > kMaxTerms || group * p.n_q > kMaxTerms || p.d > kMaxTerms || head_dim_v(p) > kMaxTerms)
     throw std::invalid_argument(
         "error model: a sum of more than 2^20 terms (n_k, heads_q/heads_kv * n_q, d or d_v) is "
         "beyond what its evaluation covers");
+}
+
+}  // namespace
+
+Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec) {
+  check_terms(p);
   // Varlen and paged problems: one dense problem per sequence (bounds_variants.cpp).
   if (p.varlen || is_paged(p)) return model::sequence_bounds(p, in, ref, prec);
   return model::dense_bounds(p, in, ref, prec);
 }
 
+Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& ref,
+                        const std::vector<Precision>& precs) {
+  if (precs.empty()) throw std::invalid_argument("error model: no arithmetic to bound");
+  std::vector<Bounds> all;
+  if (p.varlen || is_paged(p)) {
+    for (const Precision& prec : precs) all.push_back(error_bounds(p, in, ref, prec));
+  } else {
+    check_terms(p);
+    all = model::dense_bounds(p, in, ref, precs);
+  }
+  Bounds out = std::move(all[0]);
+  auto widen = [](std::vector<double>& into, const std::vector<double>& b) {
+    for (size_t x = 0; x < into.size() && x < b.size(); ++x)
+      into[x] = (into[x] != into[x] || b[x] != b[x]) ? std::numeric_limits<double>::quiet_NaN() : std::max(into[x], b[x]);
+  };
+  for (size_t x = 1; x < all.size(); ++x)
+    widen(out.o, all[x].o), widen(out.lse, all[x].lse), widen(out.d_q, all[x].d_q), widen(out.d_k, all[x].d_k),
+        widen(out.d_v, all[x].d_v);
+  return out;
+}
+
 namespace model {
 
-Bounds dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec) {
-  const int64_t group = p.heads_q / p.heads_kv;
-  const Consts k(p, in, ref, prec);
+std::vector<Bounds> dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
+                                 const std::vector<Precision>& precs) {
+  const int64_t group = p.heads_q / p.heads_kv, n_prec = int64_t(precs.size());
   const bool bwd = !in.d_o.empty();
-  Bounds B;
-  B.o.assign(size_t(numel_o(p)), 0.0), B.lse.assign(size_t(numel_lse(p)), 0.0);
-  if (bwd) B.d_q.assign(size_t(numel_q(p)), 0.0), B.d_k.assign(size_t(numel_kv(p)), 0.0);
-  if (bwd) B.d_v.assign(size_t(numel_v(p)), 0.0);
+  std::vector<std::unique_ptr<Consts>> ks;
+  std::vector<Bounds> Bs(precs.size());
+  for (size_t x = 0; x < precs.size(); ++x) {
+    ks.push_back(std::make_unique<Consts>(p, in, ref, precs[x]));
+    Bounds& B = Bs[x];
+    B.o.assign(size_t(numel_o(p)), 0.0), B.lse.assign(size_t(numel_lse(p)), 0.0);
+    if (bwd) B.d_q.assign(size_t(numel_q(p)), 0.0), B.d_k.assign(size_t(numel_kv(p)), 0.0);
+    if (bwd) B.d_v.assign(size_t(numel_v(p)), 0.0);
+  }
+  if (precs.empty()) return Bs;
+  bool phi = false;
+  for (const auto& k : ks) phi = phi || k->kv_head_phi > 0;
+  const Consts& k = *ks[0];
+  // One pass per arithmetic over each block, the first one's products of the inputs shared.
+  auto make_passes = [&](int64_t b, int64_t g) {
+    std::vector<HeadPass> hps;
+    hps.reserve(size_t(n_prec));
+    for (int64_t x = 0; x < n_prec; ++x) hps.emplace_back(*ks[size_t(x)], Bs[size_t(x)], bwd), hps.back().kv_head(b, g);
+    return hps;
+  };
   // A kv head's row blocks (its group's heads, then rows) are dealt round robin to `lanes` lanes,
   // each with its own d_k, d_v sums, added in lane order before finish_kv: the lanes depend only on
   // the problem, so the bounds are bitwise the same on any number of threads. At most kLanes, and
@@ -396,57 +460,66 @@ Bounds dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
   constexpr int64_t kLanes = 16;
   const int64_t rows = block_rows(p.n_k), blocks_per_head = (int64_t(p.n_q) + rows - 1) / rows;
   const int64_t blocks = group * blocks_per_head;
-  const int64_t sums = std::max<int64_t>(1, int64_t(p.n_k) * (p.d + k.dv) * (k.kv_head_phi > 0 ? 2 : 1));
+  const int64_t sums = std::max<int64_t>(1, int64_t(p.n_k) * (p.d + k.dv) * (phi ? 2 : 1) * n_prec);
   const int64_t lanes = std::clamp<int64_t>(std::min(blocks, (int64_t(1) << 27) / sums), 1, kLanes);
-  // One lane of kv head (b, g): its blocks into hp (kv_head already called).
-  auto run_lane = [&](HeadPass& hp, int64_t g, int64_t lane) {
+  // One lane of kv head (b, g): its blocks into each arithmetic's pass (kv_head already called).
+  auto run_lane = [&](std::vector<HeadPass>& hps, int64_t g, int64_t lane) {
     for (int64_t blk = lane; blk < blocks; blk += lanes) {
       const int64_t h = g * group + blk / blocks_per_head, i0 = blk % blocks_per_head * rows;
-      hp.block(h, i0, std::min<int64_t>(rows, p.n_q - i0));
+      for (int64_t x = 0; x < n_prec; ++x)
+        hps[size_t(x)].block(h, i0, std::min<int64_t>(rows, p.n_q - i0), x > 0 ? &hps[0] : nullptr);
     }
   };
   const int64_t n_groups = int64_t(p.batch) * p.heads_kv;
   const SerialScope small(double(p.batch) * p.heads_q * p.n_q * double(p.n_k) * double(p.d + k.dv) < double(1 << 22));
   if (lanes == 1) {  // the kv heads side by side, each on one lane
     parallel_for(n_groups, [&](int64_t bg) {
-      HeadPass hp(k, B, bwd);
-      hp.kv_head(bg / p.heads_kv, bg % p.heads_kv);
-      run_lane(hp, bg % p.heads_kv, 0);
-      if (bwd) hp.finish_kv();
+      std::vector<HeadPass> hps = make_passes(bg / p.heads_kv, bg % p.heads_kv);
+      run_lane(hps, bg % p.heads_kv, 0);
+      for (HeadPass& hp : hps)
+        if (bwd) hp.finish_kv();
     });
-    return B;
+    return Bs;
   }
   struct LaneSums {
     Mat E_dk, E_dv, M_dk, M_dv;
     std::vector<double> beta0_k, beta0_v;
   };
-  std::vector<LaneSums> part(static_cast<size_t>(lanes));
+  std::vector<LaneSums> part(static_cast<size_t>(lanes * n_prec));  // lane-major
   for (int64_t bg = 0; bg < n_groups; ++bg) {  // kv heads one after another, their lanes side by side
     const int64_t b = bg / p.heads_kv, g = bg % p.heads_kv;
     parallel_for(lanes, [&](int64_t lane) {
-      HeadPass hp(k, B, bwd);
-      hp.kv_head(b, g);
-      run_lane(hp, g, lane);
-      LaneSums& ls = part[size_t(lane)];
-      ls.E_dk = std::move(hp.E_dk), ls.E_dv = std::move(hp.E_dv), ls.M_dk = std::move(hp.M_dk);
-      ls.M_dv = std::move(hp.M_dv), ls.beta0_k = std::move(hp.beta0_k), ls.beta0_v = std::move(hp.beta0_v);
+      std::vector<HeadPass> hps = make_passes(b, g);
+      run_lane(hps, g, lane);
+      for (int64_t x = 0; x < n_prec; ++x) {
+        HeadPass& hp = hps[size_t(x)];
+        LaneSums& ls = part[size_t(lane * n_prec + x)];
+        ls.E_dk = std::move(hp.E_dk), ls.E_dv = std::move(hp.E_dv), ls.M_dk = std::move(hp.M_dk);
+        ls.M_dv = std::move(hp.M_dv), ls.beta0_k = std::move(hp.beta0_k), ls.beta0_v = std::move(hp.beta0_v);
+      }
     });
     if (!bwd) continue;
-    HeadPass hp(k, B, bwd);
-    hp.kv_head(b, g);
-    LaneSums& total = part[0];
-    for (int64_t lane = 1; lane < lanes; ++lane) {
-      const LaneSums& ls = part[size_t(lane)];
-      total.E_dk += ls.E_dk, total.E_dv += ls.E_dv;
-      if (k.kv_head_phi > 0) total.M_dk += ls.M_dk, total.M_dv += ls.M_dv;
-      for (int64_t j = 0; j < p.n_k; ++j)
-        total.beta0_k[size_t(j)] += ls.beta0_k[size_t(j)], total.beta0_v[size_t(j)] += ls.beta0_v[size_t(j)];
+    for (int64_t x = 0; x < n_prec; ++x) {
+      HeadPass hp(*ks[size_t(x)], Bs[size_t(x)], bwd);
+      hp.kv_head(b, g);
+      LaneSums& total = part[size_t(x)];
+      for (int64_t lane = 1; lane < lanes; ++lane) {
+        const LaneSums& ls = part[size_t(lane * n_prec + x)];
+        total.E_dk += ls.E_dk, total.E_dv += ls.E_dv;
+        if (hp.k.kv_head_phi > 0) total.M_dk += ls.M_dk, total.M_dv += ls.M_dv;
+        for (int64_t j = 0; j < p.n_k; ++j)
+          total.beta0_k[size_t(j)] += ls.beta0_k[size_t(j)], total.beta0_v[size_t(j)] += ls.beta0_v[size_t(j)];
+      }
+      hp.E_dk = std::move(total.E_dk), hp.E_dv = std::move(total.E_dv), hp.M_dk = std::move(total.M_dk);
+      hp.M_dv = std::move(total.M_dv), hp.beta0_k = std::move(total.beta0_k), hp.beta0_v = std::move(total.beta0_v);
+      hp.finish_kv();
     }
-    hp.E_dk = std::move(total.E_dk), hp.E_dv = std::move(total.E_dv), hp.M_dk = std::move(total.M_dk);
-    hp.M_dv = std::move(total.M_dv), hp.beta0_k = std::move(total.beta0_k), hp.beta0_v = std::move(total.beta0_v);
-    hp.finish_kv();
   }
-  return B;
+  return Bs;
+}
+
+Bounds dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec) {
+  return std::move(dense_bounds(p, in, ref, std::vector<Precision>{prec})[0]);
 }
 
 }  // namespace model

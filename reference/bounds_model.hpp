@@ -180,7 +180,9 @@ struct HeadPass {
 
   HeadPass(const Consts& k, Bounds& B, bool bwd) : k(k), B(B), bwd(bwd) {}
   void kv_head(int64_t b, int64_t g);                   // k, v of (b, g); zero the d_k, d_v sums
-  void block(int64_t h, int64_t i0, int64_t rows);      // GEMMs of the block, then its rows
+  // GEMMs of the block, then its rows; shared: another arithmetic's pass that has just run the same
+  // block, whose products of the inputs are reused.
+  void block(int64_t h, int64_t i0, int64_t rows, const HeadPass* shared = nullptr);
   void forward(int64_t r, KeyRange vis, RowInfo& row);  // o, lse of row i0 + r, keys vis (bounds.cpp)
   // The pieces of forward(): the row's scores into sc; the weights' deviations into logP, zeta,
   // d_o_w, d_l and w_hat (j_exact: the key whose weight is exactly 1, or -1); o's bound into B.o and
@@ -203,6 +205,10 @@ struct HeadPass {
 // The model on a problem in the dense layout (any mask, window, softcap, ALiBi, d_v; bounds.cpp);
 // error_bounds cuts varlen and paged problems into such problems, one per sequence (bounds_variants.cpp).
 Bounds dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec);
+// The same for several arithmetics at once, each block's products of the inputs computed once:
+// element for element the bits of dense_bounds with each.
+std::vector<Bounds> dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
+                                 const std::vector<Precision>& precs);
 Bounds sequence_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec);
 
 // The d_k, d_v chain weight of row i of the group's head hl for key j (rows a causal mask hides from

@@ -4,6 +4,8 @@
 #include <Eigen/Core>
 #include "tests/catch.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -101,6 +103,46 @@ TEST_CASE("error bounds give the same bits on 1 thread and on 5", "[cpu]") {
         CHECK(same_bits(*a, *b));
       ++checked;
     }
+  }
+  CHECK(checked > 5);
+}
+
+// compare's unknown key tile: the bound for every candidate tile in one pass over the blocks, the
+// products of the inputs shared, gives the bits of each tile's own bound, and the largest of them.
+TEST_CASE("error_bounds_max is the elementwise max of error_bounds, bit for bit", "[cpu]") {
+  using namespace fc;
+  std::vector<fc::ref::testing::Case> cases = fc::ref::testing::certified_cases();
+  cases.push_back(large_case());
+  int checked = 0;
+  for (const auto& c : cases) {
+    INFO(c.name);
+    const Certified ref = fc::ref::certified(c.p, c.in);
+    std::vector<fc::ref::Precision> precs;
+    for (int32_t bn : {16, 32, 64, 128, 256}) {
+      fc::ref::Precision pr{c.p.dtype, tensor_core_arithmetic(c.p.dtype, c.p.n_q, bn, 0)};
+      if (c.p.dtype == DType::F64) pr.ar.soft = DType::F64;
+      precs.push_back(pr);
+    }
+    precs.push_back({c.p.dtype, undeclared_arithmetic(c.p.dtype)});  // other chains over d: not shared
+    const fc::ref::Bounds all = fc::ref::error_bounds_max(c.p, c.in, ref, precs);
+    fc::ref::Bounds want = fc::ref::error_bounds(c.p, c.in, ref, precs[0]);
+    for (size_t x = 1; x < precs.size(); ++x) {
+      const fc::ref::Bounds b = fc::ref::error_bounds(c.p, c.in, ref, precs[x]);
+      for (auto [into, from] : {std::pair{&want.o, &b.o}, std::pair{&want.lse, &b.lse}, std::pair{&want.d_q, &b.d_q},
+                                std::pair{&want.d_k, &b.d_k}, std::pair{&want.d_v, &b.d_v}})
+        for (size_t i = 0; i < into->size(); ++i)
+          (*into)[i] = std::isnan((*into)[i]) || std::isnan((*from)[i]) ? (*into)[i] + (*from)[i]
+                                                                          : std::max((*into)[i], (*from)[i]);
+    }
+    for (auto [a, b] : {std::pair{&all.o, &want.o}, std::pair{&all.lse, &want.lse}, std::pair{&all.d_q, &want.d_q},
+                        std::pair{&all.d_k, &want.d_k}, std::pair{&all.d_v, &want.d_v}}) {
+      CHECK(a->size() == b->size());
+      bool same = a->size() == b->size();
+      for (size_t i = 0; same && i < a->size(); ++i)
+        same = std::isnan((*a)[i]) ? std::isnan((*b)[i]) : std::memcmp(&(*a)[i], &(*b)[i], sizeof(double)) == 0;
+      CHECK(same);
+    }
+    ++checked;
   }
   CHECK(checked > 5);
 }
