@@ -156,8 +156,11 @@ namespace fc::ref {
 // so a first-order (G - 1) u passes 1. The bound stays finite, and it holds against that arithmetic
 // replayed: each head's gradient (the certified oracle's, on k and v repeated per head) rounded to
 // BF16 and the group summed in BF16, one add at a time.
+// At G = 2^18 the factor (1 + 2^-8)^(G - 1) overflows a double: the bound is then what any finite
+// stored value satisfies, still finite.
 TEST_CASE("error bounds stay finite and sound for a 512-head BF16 group summed from stored heads", "[cpu]") {
-  const int32_t G = 512;
+ for (const int32_t G : {512, 1 << 18}) {
+  INFO("group " << G);
   const Problem p{.batch = 1, .heads_q = G, .heads_kv = 1, .n_q = 1, .n_k = 2, .d = 1, .dtype = DType::BF16,
                   .mask = Mask::None, .scale = 1.0};
   Problem mha = p;
@@ -191,9 +194,10 @@ TEST_CASE("error bounds stay finite and sound for a 512-head BF16 group summed f
       CHECK(std::fabs(sum - (*value)[size_t(j)]) <= bd);
       // Not vacuous: within the per-term factor (1 + 2^-8)^511 (1 + 2^-24)^511 - 1 < 6.4 of sum |terms|
       // (plus the chains and the roundings around them).
-      CHECK(bd <= 8 * mag + 1e-3);
+      if (G == 512) CHECK(bd <= 8 * mag + 1e-3);
     }
   }
+ }
 }
 
 }  // namespace fc::ref
