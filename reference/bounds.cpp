@@ -374,8 +374,10 @@ void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
     return std::max<int64_t>(0, walked - n_t);
   };
   const int64_t o_l = key_offset(ar.l, jb), o_pv = key_offset(ar.pv, jb);
-  const ChainWeights wl = chain_weights(ar.l, o_l + n_v, k.ftz, extra(ar.l));
-  const ChainWeights wpv = chain_weights(ar.pv, o_pv + n_v, k.ftz, extra(ar.pv));
+  // Rows of a block mostly share their lengths (every row, without a mask): the weights are a pure
+  // function of (length, extra merges), kept from the previous row.
+  const ChainWeights& wl = memo_l.get(ar.l, o_l + n_v, k.ftz, extra(ar.l));
+  const ChainWeights& wpv = memo_pv.get(ar.pv, o_pv + n_v, k.ftz, extra(ar.pv));
   double E_l = 0;
   for (int64_t j = 0; j < n_v; ++j)
     E_l += wl.kappa[size_t(o_l + j)] * w_hat[size_t(j)] + (1 + wl.kappa[size_t(o_l + j)]) * tiny_w;

@@ -115,7 +115,7 @@ void HeadPass::backward(int64_t r, KeyRange vis, RowInfo& row) {
   row.err_D64 = err_D64 + double(k.dv + 1) * 0x1p-53 * plain;
   const double lse = k.ref.value.lse[size_t(ol)], err_lse = at(k.ref.err.lse, ol);
   const int64_t o_dq = key_offset(k.ar.dq, jb);
-  const ChainWeights wdq = chain_weights(k.ar.dq, o_dq + n_v, k.ftz);
+  const ChainWeights& wdq = memo_dq.get(k.ar.dq, o_dq + n_v, k.ftz, 0);
   dq_scale[size_t(r)] = wdq.scale(), dq_floor[size_t(r)] = wdq.events * wdq.floor;
   for (int64_t j = 0; j < n_v; ++j) {
     const int64_t ja = jb + j;

@@ -155,6 +155,16 @@ struct WeightEps {
   double eps = 0, eps_lse = 0;
 };
 
+// chain_weights of the last (n, extra merges) asked for one chain: rows of equal length reuse it.
+struct ChainMemo {
+  int64_t n = -1, extra = -1;
+  ChainWeights w;
+  const ChainWeights& get(const Chain& c, int64_t n_, bool ftz, int64_t extra_) {
+    if (n_ != n || extra_ != extra) w = chain_weights(c, n_, ftz, extra_), n = n_, extra = extra_;
+    return w;
+  }
+};
+
 // One (batch, kv head) of the problem, row block by row block: the scores and dP of a block come
 // from GEMMs; the forward and the backward's per-pair terms are row loops; the gradients' chain sums
 // are GEMMs of per-pair coefficients (alpha for d_q, beta for d_k and d_v) with |k|, |q|, |d_o|.
@@ -177,6 +187,7 @@ struct HeadPass {
   // Per row, reused: the scores, the kernel's o error (for D).
   std::vector<Score> sc;
   std::vector<double> e_o, err_o, logP, zeta, d_o_w, d_l, w_hat, coef_w, coef_acc, w_sum, R_max, e_acc;
+  ChainMemo memo_l, memo_pv, memo_dq;  // one pass's chains (its arithmetic is fixed)
 
   HeadPass(const Consts& k, Bounds& B, bool bwd) : k(k), B(B), bwd(bwd) {}
   void kv_head(int64_t b, int64_t g);                   // k, v of (b, g); zero the d_k, d_v sums
