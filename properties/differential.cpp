@@ -191,60 +191,84 @@ GradientTolerance gradient_order_difference(const Kernel& k, const Inputs& in, c
   const RunModel r(k, cfg, p);
   const std::vector<double> q = in.q.to_f64(), kk = in.k.to_f64(), v = in.v.to_f64(), d_o = in.d_o.to_f64();
   const int64_t group = p.heads_q / p.heads_kv;
-  // Sums of |terms| per output element (the same terms in both runs), accumulated per row block and
-  // added in block order: d_q's rows are the block's own; d_k, d_v rows are shared across blocks.
+  // Sums of |terms| per output element (the same terms in both runs). d_q's rows are each row's own;
+  // d_k, d_v rows belong to one (sequence, kv head) group, whose group * n_q query rows are contiguous
+  // in the row order: they are cut into blocks of 64 rows dealt round robin to at most kLanes lanes,
+  // each summing into its own (n_k, d) slice, the lanes then added in lane order. Memory stays linear
+  // in the problem (a partial per lane of one group's keys, never one per block of the whole tensor)
+  // and the sums are the same whatever the thread count.
   std::vector<double> mag_dq(size_t(numel_q(p)), 0.0);
-  const int64_t rows = p.batch * p.heads_q * p.n_q, block = 64, blocks = (rows + block - 1) / block;
-  std::vector<std::vector<double>> part_dk(static_cast<size_t>(blocks)), part_dv(static_cast<size_t>(blocks));
-  {
-    const ref::SerialScope small(double(rows) * double(p.n_k) * double(p.d) < double(1 << 22));
-    ref::parallel_for(blocks, [&](int64_t blk) {
-      std::vector<double>& dk = part_dk[size_t(blk)];
-      std::vector<double>& dv = part_dv[size_t(blk)];
-      dk.assign(size_t(numel_kv(p)), 0.0), dv.assign(size_t(numel_kv(p)), 0.0);
-      std::vector<double> s(static_cast<size_t>(p.n_k)), a(s.size());  // (n_k,)
-      for (int64_t row = blk * block; row < std::min(rows, (blk + 1) * block); ++row) {
-        const int64_t i = row % p.n_q, h = row / p.n_q % p.heads_q, b = row / p.n_q / p.heads_q;
-        const int64_t n_v = n_visible(p.mask, i, p.n_q, p.n_k), oq = offset_q(p, b, h, i);
-        const int64_t g = kv_head(p, int32_t(h));
-        // The runs recompute P = exp(s - lse) from their own lse: the smaller lse bounds both.
-        const double lse = std::min(ra.lse.get(row), rb.lse.get(row));
-        if (n_v == 0 || !std::isfinite(lse)) continue;
-        row_scores(p, q, kk, b, h, i, n_v, s, a);
-        double D = 0;  // |D_i| = |d_o_i . o_i| from the larger |o| of the two runs, with its dot's rounding
-        for (int64_t c = 0; c < p.d; ++c)
-          D += std::fabs(d_o[size_t(oq + c)]) * std::max(std::fabs(ra.o.get(oq + c)), std::fabs(rb.o.get(oq + c)));
-        D *= 1 + gamma(double(p.d + 1), r.u);
-        for (int64_t j = 0; j < n_v; ++j) {
-          const int64_t okv = offset_kv(p, b, g, j);
-          // P's computed value: exp of (score + its error - lse) and the argument's and exp's roundings.
-          const double e_s = gamma(double(p.d + 2), r.u) * a[size_t(j)] + r.u_sx * std::fabs(s[size_t(j)]) +
-                             gamma(double(p.d + 1), kU64) * a[size_t(j)];
-          const double x = s[size_t(j)] + e_s - lse;
-          const double P =
-              std::exp(x + kArgRoundings * r.u * (std::fabs(s[size_t(j)]) + std::fabs(lse)) + kExpUnits * r.u) *
-                  (1 + r.u_p) +
-              r.tiny_p;
-          double dP = 0;
-          for (int64_t c = 0; c < p.d; ++c) dP += std::fabs(d_o[size_t(oq + c)] * v[size_t(okv + c)]);
-          // |dS| = P |dP - D|: the subtraction, the product and dS's rounding to P's type.
-          const double dS =
-              times(P, (dP * (1 + gamma(double(p.d + 1), r.u)) + D) * (1 + 3 * r.u) * (1 + r.u_p)) + r.tiny_p;
-          for (int64_t c = 0; c < p.d; ++c) {
-            mag_dq[size_t(oq + c)] += times(dS, std::fabs(p.scale * kk[size_t(okv + c)]));
-            dk[size_t(okv + c)] += times(dS, std::fabs(p.scale * q[size_t(oq + c)]));
-            dv[size_t(okv + c)] += times(P, std::fabs(d_o[size_t(oq + c)]));
-          }
-        }
-      }
-    });
-  }
   GradientTolerance t;
-  t.d_q.assign(size_t(numel_q(p)), 0.0);
   t.d_k.assign(size_t(numel_kv(p)), 0.0);
   t.d_v.assign(size_t(numel_kv(p)), 0.0);
-  for (int64_t blk = 0; blk < blocks; ++blk)
-    for (size_t x = 0; x < t.d_k.size(); ++x) t.d_k[x] += part_dk[size_t(blk)][x], t.d_v[x] += part_dv[size_t(blk)][x];
+  constexpr int64_t kBlock = 64, kLanes = 8;
+  const int64_t group_rows = group * p.n_q, blocks = (group_rows + kBlock - 1) / kBlock;
+  const int64_t lanes = std::min(blocks, kLanes), slice = int64_t(p.n_k) * p.d;
+  // Rows [r0, r1) of group (b, g) into dk, dv: (n_k, d) slices of the group's keys.
+  auto rows_of = [&](int64_t b, int64_t g, int64_t r0, int64_t r1, double* dk, double* dv) {
+    std::vector<double> s(static_cast<size_t>(p.n_k)), a(s.size());  // (n_k,)
+    for (int64_t gr = r0; gr < r1; ++gr) {
+      const int64_t i = gr % p.n_q, h = g * group + gr / p.n_q, row = (b * p.heads_q + h) * p.n_q + i;
+      const int64_t n_v = n_visible(p.mask, i, p.n_q, p.n_k), oq = offset_q(p, b, h, i);
+      // The runs recompute P = exp(s - lse) from their own lse: the smaller lse bounds both.
+      const double lse = std::min(ra.lse.get(row), rb.lse.get(row));
+      if (n_v == 0 || !std::isfinite(lse)) continue;
+      row_scores(p, q, kk, b, h, i, n_v, s, a);
+      double D = 0;  // |D_i| = |d_o_i . o_i| from the larger |o| of the two runs, with its dot's rounding
+      for (int64_t c = 0; c < p.d; ++c)
+        D += std::fabs(d_o[size_t(oq + c)]) * std::max(std::fabs(ra.o.get(oq + c)), std::fabs(rb.o.get(oq + c)));
+      D *= 1 + gamma(double(p.d + 1), r.u);
+      for (int64_t j = 0; j < n_v; ++j) {
+        const int64_t okv = offset_kv(p, b, g, j), lj = j * p.d;
+        // P's computed value: exp of (score + its error - lse) and the argument's and exp's roundings.
+        const double e_s = gamma(double(p.d + 2), r.u) * a[size_t(j)] + r.u_sx * std::fabs(s[size_t(j)]) +
+                           gamma(double(p.d + 1), kU64) * a[size_t(j)];
+        const double x = s[size_t(j)] + e_s - lse;
+        const double P =
+            std::exp(x + kArgRoundings * r.u * (std::fabs(s[size_t(j)]) + std::fabs(lse)) + kExpUnits * r.u) *
+                (1 + r.u_p) +
+            r.tiny_p;
+        double dP = 0;
+        for (int64_t c = 0; c < p.d; ++c) dP += std::fabs(d_o[size_t(oq + c)] * v[size_t(okv + c)]);
+        // |dS| = P |dP - D|: the subtraction, the product and dS's rounding to P's type.
+        const double dS =
+            times(P, (dP * (1 + gamma(double(p.d + 1), r.u)) + D) * (1 + 3 * r.u) * (1 + r.u_p)) + r.tiny_p;
+        for (int64_t c = 0; c < p.d; ++c) {
+          mag_dq[size_t(oq + c)] += times(dS, std::fabs(p.scale * kk[size_t(okv + c)]));
+          dk[lj + c] += times(dS, std::fabs(p.scale * q[size_t(oq + c)]));
+          dv[lj + c] += times(P, std::fabs(d_o[size_t(oq + c)]));
+        }
+      }
+    }
+  };
+  auto lane_of = [&](int64_t b, int64_t g, int64_t lane, double* dk, double* dv) {
+    for (int64_t blk = lane; blk < blocks; blk += lanes)
+      rows_of(b, g, blk * kBlock, std::min(group_rows, (blk + 1) * kBlock), dk, dv);
+  };
+  {
+    const int64_t n_groups = int64_t(p.batch) * p.heads_kv;
+    const ref::SerialScope small(double(p.batch * p.heads_q * p.n_q) * double(p.n_k) * double(p.d) <
+                                 double(1 << 22));
+    if (lanes <= 1) {  // one lane per group: the groups side by side, each into its own slice of t
+      ref::parallel_for(n_groups, [&](int64_t bg) {
+        const int64_t b = bg / p.heads_kv, g = bg % p.heads_kv, o = offset_kv(p, b, g, 0);
+        lane_of(b, g, 0, &t.d_k[size_t(o)], &t.d_v[size_t(o)]);
+      });
+    } else {  // groups one after another, their lanes side by side, added in lane order
+      std::vector<std::vector<double>> part_dk(static_cast<size_t>(lanes)), part_dv(static_cast<size_t>(lanes));  // each (n_k, d)
+      for (int64_t bg = 0; bg < n_groups; ++bg) {
+        const int64_t b = bg / p.heads_kv, g = bg % p.heads_kv, o = offset_kv(p, b, g, 0);
+        ref::parallel_for(lanes, [&](int64_t lane) {
+          part_dk[size_t(lane)].assign(size_t(slice), 0.0), part_dv[size_t(lane)].assign(size_t(slice), 0.0);
+          lane_of(b, g, lane, part_dk[size_t(lane)].data(), part_dv[size_t(lane)].data());
+        });
+        for (int64_t lane = 0; lane < lanes; ++lane)
+          for (int64_t x = 0; x < slice; ++x)
+            t.d_k[size_t(o + x)] += part_dk[size_t(lane)][size_t(x)], t.d_v[size_t(o + x)] += part_dv[size_t(lane)][size_t(x)];
+      }
+    }
+  }
+  t.d_q.assign(size_t(numel_q(p)), 0.0);
   // Any order of N terms: gamma(N - 1) sum |terms| per run, plus a final scaling, then each run's
   // rounding to storage (different sums round apart: u_out |y| each) and its underflow floors.
   auto finish = [&](std::vector<double>& tol, const std::vector<double>& mag, double n_terms, const HostTensor& ya,

@@ -7,9 +7,12 @@
 // error (zeta) is charged where it matters (the weights of a row), and kSlack covers the rest.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <memory>
 #include <stdexcept>
 
 #include "bounds_model.hpp"
+#include "reference/parallel.hpp"
 
 namespace fc::ref {
 namespace model {
@@ -66,11 +69,15 @@ Consts::Consts(const Problem& p_, const Tensors64& in_, const Certified& ref_, c
   group = p.heads_q / p.heads_kv;
   n_q16 = (int64_t(p.n_q) + 15) / 16 * 16;
   // Per-head gradients stored, then the group summed: each head's rounding to storage and the adds
-  // between heads, in storage (the last is the output's own rounding) or in the accumulator type:
-  // (group - 1)(u_storage + u_acc) covers both. A subnormal per-head gradient lands on storage's grid.
+  // between heads, in storage (the last is the output's own rounding) or in the accumulator type.
+  // Each term goes through at most (group - 1) of each (reports/ERROR_MODEL.md, section 4): its
+  // factor is within phi = (1 + u_storage)^(group - 1) (1 + u_acc)^(group - 1) - 1 of 1, evaluated
+  // in the log domain (finite at every group size: no first-order (group - 1) u that passes 1). A
+  // subnormal per-head gradient lands on storage's grid, and the adds carry that floor along.
   if (ar.kv_per_head && group > 1 && coarser(storage, ar.dkv.acc)) {
-    kv_head_u = double(group - 1) * (unit_roundoff(storage) + unit_roundoff(ar.dkv.acc));
-    kv_head_floor = double(group) * underflow_floor(storage);
+    const double x = double(group - 1) * (std::log1p(unit_roundoff(storage)) + std::log1p(unit_roundoff(ar.dkv.acc)));
+    kv_head_phi = std::expm1(x * (1 + 0x1p-50)) * (1 + 0x1p-50);  // outward past log1p's and expm1's errors
+    kv_head_floor = double(group) * underflow_floor(storage) * (1 + kv_head_phi);
   }
   w_s = chain_weights(ar.s, p.d, ftz), w_dp = chain_weights(ar.dp, dv, ftz), w_D = chain_weights(ar.d_o_o, dv, ftz);
   // Absent rows (masked) counted as present: an exact add of zero, so only looser.
@@ -87,33 +94,53 @@ void HeadPass::kv_head(int64_t b_, int64_t g_) {
   K = Eigen::Map<const Mat>(&k.in.k[size_t(ok)], p.n_k, p.d);
   V = Eigen::Map<const Mat>(&k.in.v[size_t(offset_v(p, b, g, 0))], p.n_k, k.dv);
   Kabs = K.cwiseAbs();
+  v_finite = V.allFinite();
   k_abs_sum.assign(size_t(p.n_k), 0.0), v_abs_sum = k_abs_sum;
   for (int64_t j = 0; j < p.n_k; ++j)
     k_abs_sum[size_t(j)] = Kabs.row(j).sum(), v_abs_sum[size_t(j)] = V.row(j).cwiseAbs().sum();
   if (bwd) {
     E_dk.setZero(p.n_k, p.d), E_dv.setZero(p.n_k, k.dv);
     beta0_k.assign(size_t(p.n_k), 0.0), beta0_v = beta0_k;
+    if (k.kv_head_phi > 0) M_dk.setZero(p.n_k, p.d), M_dv.setZero(p.n_k, k.dv);
   }
 }
 
-void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows) {
+void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows, const HeadPass* shared) {
   const Problem& p = k.p;
   h = h_, i0 = i0_;
   const Eigen::Map<const Mat> Q(&k.in.q[size_t(offset_q(p, b, h, i0))], rows, p.d);  // (R, d)
   const Mat Qabs = Q.cwiseAbs();
   const Eigen::Map<const Eigen::RowVectorXd> ks(k.w_s.kappa.data(), p.d);
-  S.noalias() = Q * K.transpose();  // (R, n_k) q.k (the scale is applied per element)
-  A.noalias() = Qabs * Kabs.transpose();
-  Es.noalias() = (Qabs.array().rowwise() * ks.array()).matrix() * Kabs.transpose();
+  // Another arithmetic's pass on the same block: its products of the inputs alone are these ones
+  // (the same GEMMs on the same operands, so the same bits), and its chain-weighted ones too where
+  // the chains over d are the same.
+  if (shared) {
+    S = shared->S, A = shared->A;
+  } else {
+    S.noalias() = Q * K.transpose();  // (R, n_k) q.k (the scale is applied per element)
+    A.noalias() = Qabs * Kabs.transpose();
+  }
+  if (shared && shared->k.w_s.kappa == k.w_s.kappa)
+    Es = shared->Es;
+  else
+    Es.noalias() = (Qabs.array().rowwise() * ks.array()).matrix() * Kabs.transpose();
   if (bwd) {
     const Eigen::Map<const Mat> dO(&k.in.d_o[size_t(offset_o(p, b, h, i0))], rows, k.dv);  // (R, d_v)
     const Mat dOabs = dO.cwiseAbs(), Vabs = V.cwiseAbs();
     const Eigen::Map<const Eigen::RowVectorXd> kd(k.w_dp.kappa.data(), k.dv);
-    DP.noalias() = dO * V.transpose();
-    MDP.noalias() = dOabs * Vabs.transpose();
-    Edp.noalias() = (dOabs.array().rowwise() * kd.array()).matrix() * Vabs.transpose();
+    if (shared) {
+      DP = shared->DP, MDP = shared->MDP;
+    } else {
+      DP.noalias() = dO * V.transpose();
+      MDP.noalias() = dOabs * Vabs.transpose();
+    }
+    if (shared && shared->k.w_dp.kappa == k.w_dp.kappa)
+      Edp = shared->Edp;
+    else
+      Edp.noalias() = (dOabs.array().rowwise() * kd.array()).matrix() * Vabs.transpose();
     alpha.setZero(rows, p.n_k), beta_k.setZero(rows, p.n_k), beta_v.setZero(rows, p.n_k);
     alpha0.assign(size_t(rows), 0.0), dq_scale.assign(size_t(rows), 1.0), dq_floor.assign(size_t(rows), 0.0);
+    if (k.kv_head_phi > 0) mag_k.setZero(rows, p.n_k), mag_v.setZero(rows, p.n_k);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r, oq = offset_q(p, b, h, i), oo = offset_o(p, b, h, i);
@@ -134,6 +161,10 @@ void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows) {
   const Eigen::Map<const Mat> dO(&k.in.d_o[size_t(offset_o(p, b, h, i0))], rows, k.dv);  // (R, d_v)
   E_dk.noalias() += beta_k.transpose() * Q.cwiseAbs();
   E_dv.noalias() += beta_v.transpose() * dO.cwiseAbs();
+  if (k.kv_head_phi > 0) {
+    M_dk.noalias() += mag_k.transpose() * Q.cwiseAbs();
+    M_dv.noalias() += mag_v.transpose() * dO.cwiseAbs();
+  }
 }
 
 namespace {
@@ -261,9 +292,24 @@ void HeadPass::o_bound(int64_t oo, int64_t jb, const ChainWeights& wpv, int64_t 
   err_o.assign(size_t(dv), 0.0);                 // (d_v) the certified o's own error: o_exact is within it
   for (int64_t c = 0; c < dv; ++c) err_o[size_t(c)] = at(k.ref.err.o, oo + c);
   w_sum.assign(size_t(dv), 0.0), R_max.assign(size_t(dv), 0.0), e_acc.assign(size_t(dv), 0.0);
+  // Where o, its error and the key's factor are finite, times(cw, x) is cw * x and std::max is
+  // Eigen's max: the same operations in the same order, in vector registers (bitwise the same).
+  using Row = Eigen::Map<Eigen::ArrayXd>;
+  using CRow = Eigen::Map<const Eigen::ArrayXd>;
+  const CRow o_r(o, dv), err_r(err_o.data(), dv);
+  Row w_r(w_sum.data(), dv), max_r(R_max.data(), dv), acc_r(e_acc.data(), dv);
+  const bool finite_row = v_finite && o_r.isFinite().all() && err_r.isFinite().all();
+  Eigen::ArrayXd x(dv);  // (d_v) one key's |v - o| + err_o
   for (int64_t j = 0; j < n_v; ++j) {
     const double* v = V.data() + (jb + j) * dv;  // (d_v)
     const double cw = coef_w[size_t(j)], ca = coef_acc[size_t(j)];
+    const CRow v_r(v, dv);
+    if (finite_row && std::isfinite(cw)) {
+      x = (v_r - o_r).abs() + err_r;
+      w_r += cw * x, max_r = max_r.max(x);
+      acc_r += ca * v_r.abs();
+      continue;
+    }
     for (int64_t c = 0; c < dv; ++c) {
       const double dv = std::fabs(v[c] - o[c]) + err_o[size_t(c)];
       w_sum[size_t(c)] += times(cw, dv), R_max[size_t(c)] = std::max(R_max[size_t(c)], dv);
@@ -328,8 +374,10 @@ void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
     return std::max<int64_t>(0, walked - n_t);
   };
   const int64_t o_l = key_offset(ar.l, jb), o_pv = key_offset(ar.pv, jb);
-  const ChainWeights wl = chain_weights(ar.l, o_l + n_v, k.ftz, extra(ar.l));
-  const ChainWeights wpv = chain_weights(ar.pv, o_pv + n_v, k.ftz, extra(ar.pv));
+  // Rows of a block mostly share their lengths (every row, without a mask): the weights are a pure
+  // function of (length, extra merges), kept from the previous row.
+  const ChainWeights& wl = memo_l.get(ar.l, o_l + n_v, k.ftz, extra(ar.l));
+  const ChainWeights& wpv = memo_pv.get(ar.pv, o_pv + n_v, k.ftz, extra(ar.pv));
   double E_l = 0;
   for (int64_t j = 0; j < n_v; ++j)
     E_l += wl.kappa[size_t(o_l + j)] * w_hat[size_t(j)] + (1 + wl.kappa[size_t(o_l + j)]) * tiny_w;
@@ -341,37 +389,139 @@ void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
 
 }  // namespace model
 
-Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec) {
+namespace {
+
+void check_terms(const Problem& p) {
   const int64_t group = p.heads_q / p.heads_kv;
   if (p.n_k > kMaxTerms || group * p.n_q > kMaxTerms || p.d > kMaxTerms || head_dim_v(p) > kMaxTerms)
     throw std::invalid_argument(
         "error model: a sum of more than 2^20 terms (n_k, heads_q/heads_kv * n_q, d or d_v) is "
         "beyond what its evaluation covers");
+}
+
+}  // namespace
+
+Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec) {
+  check_terms(p);
   // Varlen and paged problems: one dense problem per sequence (bounds_variants.cpp).
   if (p.varlen || is_paged(p)) return model::sequence_bounds(p, in, ref, prec);
   return model::dense_bounds(p, in, ref, prec);
 }
 
+Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& ref,
+                        const std::vector<Precision>& precs) {
+  if (precs.empty()) throw std::invalid_argument("error model: no arithmetic to bound");
+  std::vector<Bounds> all;
+  if (p.varlen || is_paged(p)) {
+    for (const Precision& prec : precs) all.push_back(error_bounds(p, in, ref, prec));
+  } else {
+    check_terms(p);
+    all = model::dense_bounds(p, in, ref, precs);
+  }
+  Bounds out = std::move(all[0]);
+  auto widen = [](std::vector<double>& into, const std::vector<double>& b) {
+    for (size_t x = 0; x < into.size() && x < b.size(); ++x)
+      into[x] = (into[x] != into[x] || b[x] != b[x]) ? std::numeric_limits<double>::quiet_NaN() : std::max(into[x], b[x]);
+  };
+  for (size_t x = 1; x < all.size(); ++x)
+    widen(out.o, all[x].o), widen(out.lse, all[x].lse), widen(out.d_q, all[x].d_q), widen(out.d_k, all[x].d_k),
+        widen(out.d_v, all[x].d_v);
+  return out;
+}
+
 namespace model {
 
-Bounds dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec) {
-  const int64_t group = p.heads_q / p.heads_kv;
-  const Consts k(p, in, ref, prec);
+std::vector<Bounds> dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
+                                 const std::vector<Precision>& precs) {
+  const int64_t group = p.heads_q / p.heads_kv, n_prec = int64_t(precs.size());
   const bool bwd = !in.d_o.empty();
-  Bounds B;
-  B.o.assign(size_t(numel_o(p)), 0.0), B.lse.assign(size_t(numel_lse(p)), 0.0);
-  if (bwd) B.d_q.assign(size_t(numel_q(p)), 0.0), B.d_k.assign(size_t(numel_kv(p)), 0.0);
-  if (bwd) B.d_v.assign(size_t(numel_v(p)), 0.0);
-  HeadPass hp(k, B, bwd);
-  const int64_t rows = block_rows(p.n_k);
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t g = 0; g < p.heads_kv; ++g) {
-      hp.kv_head(b, g);
-      for (int64_t h = g * group; h < (g + 1) * group; ++h)
-        for (int64_t i0 = 0; i0 < p.n_q; i0 += rows) hp.block(h, i0, std::min<int64_t>(rows, p.n_q - i0));
-      if (bwd) hp.finish_kv();
+  std::vector<std::unique_ptr<Consts>> ks;
+  std::vector<Bounds> Bs(precs.size());
+  for (size_t x = 0; x < precs.size(); ++x) {
+    ks.push_back(std::make_unique<Consts>(p, in, ref, precs[x]));
+    Bounds& B = Bs[x];
+    B.o.assign(size_t(numel_o(p)), 0.0), B.lse.assign(size_t(numel_lse(p)), 0.0);
+    if (bwd) B.d_q.assign(size_t(numel_q(p)), 0.0), B.d_k.assign(size_t(numel_kv(p)), 0.0);
+    if (bwd) B.d_v.assign(size_t(numel_v(p)), 0.0);
+  }
+  if (precs.empty()) return Bs;
+  bool phi = false;
+  for (const auto& k : ks) phi = phi || k->kv_head_phi > 0;
+  const Consts& k = *ks[0];
+  // One pass per arithmetic over each block, the first one's products of the inputs shared.
+  auto make_passes = [&](int64_t b, int64_t g) {
+    std::vector<HeadPass> hps;
+    hps.reserve(size_t(n_prec));
+    for (int64_t x = 0; x < n_prec; ++x) hps.emplace_back(*ks[size_t(x)], Bs[size_t(x)], bwd), hps.back().kv_head(b, g);
+    return hps;
+  };
+  // A kv head's row blocks (its group's heads, then rows) are dealt round robin to `lanes` lanes,
+  // each with its own d_k, d_v sums, added in lane order before finish_kv: the lanes depend only on
+  // the problem, so the bounds are bitwise the same on any number of threads. At most kLanes, and
+  // fewer where their (n_k, d + d_v) sums would pass ~1 GiB together.
+  constexpr int64_t kLanes = 16;
+  const int64_t rows = block_rows(p.n_k), blocks_per_head = (int64_t(p.n_q) + rows - 1) / rows;
+  const int64_t blocks = group * blocks_per_head;
+  const int64_t sums = std::max<int64_t>(1, int64_t(p.n_k) * (p.d + k.dv) * (phi ? 2 : 1) * n_prec);
+  const int64_t lanes = std::clamp<int64_t>(std::min(blocks, (int64_t(1) << 27) / sums), 1, kLanes);
+  // One lane of kv head (b, g): its blocks into each arithmetic's pass (kv_head already called).
+  auto run_lane = [&](std::vector<HeadPass>& hps, int64_t g, int64_t lane) {
+    for (int64_t blk = lane; blk < blocks; blk += lanes) {
+      const int64_t h = g * group + blk / blocks_per_head, i0 = blk % blocks_per_head * rows;
+      for (int64_t x = 0; x < n_prec; ++x)
+        hps[size_t(x)].block(h, i0, std::min<int64_t>(rows, p.n_q - i0), x > 0 ? &hps[0] : nullptr);
     }
-  return B;
+  };
+  const int64_t n_groups = int64_t(p.batch) * p.heads_kv;
+  const SerialScope small(double(p.batch) * p.heads_q * p.n_q * double(p.n_k) * double(p.d + k.dv) < double(1 << 22));
+  if (lanes == 1) {  // the kv heads side by side, each on one lane
+    parallel_for(n_groups, [&](int64_t bg) {
+      std::vector<HeadPass> hps = make_passes(bg / p.heads_kv, bg % p.heads_kv);
+      run_lane(hps, bg % p.heads_kv, 0);
+      for (HeadPass& hp : hps)
+        if (bwd) hp.finish_kv();
+    });
+    return Bs;
+  }
+  struct LaneSums {
+    Mat E_dk, E_dv, M_dk, M_dv;
+    std::vector<double> beta0_k, beta0_v;
+  };
+  std::vector<LaneSums> part(static_cast<size_t>(lanes * n_prec));  // lane-major
+  for (int64_t bg = 0; bg < n_groups; ++bg) {  // kv heads one after another, their lanes side by side
+    const int64_t b = bg / p.heads_kv, g = bg % p.heads_kv;
+    parallel_for(lanes, [&](int64_t lane) {
+      std::vector<HeadPass> hps = make_passes(b, g);
+      run_lane(hps, g, lane);
+      for (int64_t x = 0; x < n_prec; ++x) {
+        HeadPass& hp = hps[size_t(x)];
+        LaneSums& ls = part[size_t(lane * n_prec + x)];
+        ls.E_dk = std::move(hp.E_dk), ls.E_dv = std::move(hp.E_dv), ls.M_dk = std::move(hp.M_dk);
+        ls.M_dv = std::move(hp.M_dv), ls.beta0_k = std::move(hp.beta0_k), ls.beta0_v = std::move(hp.beta0_v);
+      }
+    });
+    if (!bwd) continue;
+    for (int64_t x = 0; x < n_prec; ++x) {
+      HeadPass hp(*ks[size_t(x)], Bs[size_t(x)], bwd);
+      hp.kv_head(b, g);
+      LaneSums& total = part[size_t(x)];
+      for (int64_t lane = 1; lane < lanes; ++lane) {
+        const LaneSums& ls = part[size_t(lane * n_prec + x)];
+        total.E_dk += ls.E_dk, total.E_dv += ls.E_dv;
+        if (hp.k.kv_head_phi > 0) total.M_dk += ls.M_dk, total.M_dv += ls.M_dv;
+        for (int64_t j = 0; j < p.n_k; ++j)
+          total.beta0_k[size_t(j)] += ls.beta0_k[size_t(j)], total.beta0_v[size_t(j)] += ls.beta0_v[size_t(j)];
+      }
+      hp.E_dk = std::move(total.E_dk), hp.E_dv = std::move(total.E_dv), hp.M_dk = std::move(total.M_dk);
+      hp.M_dv = std::move(total.M_dv), hp.beta0_k = std::move(total.beta0_k), hp.beta0_v = std::move(total.beta0_v);
+      hp.finish_kv();
+    }
+  }
+  return Bs;
+}
+
+Bounds dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec) {
+  return std::move(dense_bounds(p, in, ref, std::vector<Precision>{prec})[0]);
 }
 
 }  // namespace model

@@ -74,6 +74,10 @@ struct Bounds {
   std::vector<double> o, lse, d_q, d_k, d_v;
 };
 Bounds error_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec);
+// The elementwise largest of error_bounds over several arithmetics (NaN kept): a kernel known only to
+// be one of them (compare's unknown key tile). Dense problems run every arithmetic on each row block
+// of one pass, its products of the inputs computed once: the same bits as error_bounds with each.
+Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& ref, const std::vector<Precision>& precs);
 
 // One tensor held against its reference and bound. Non-finite values are exact: NaN only where the
 // reference is NaN, infinities with the reference's sign, an infinite kernel value accepted only on

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "bounds_model.hpp"
+#include "kernels/tensor.hpp"
 
 namespace fc::ref::model {
 
@@ -76,16 +77,16 @@ KvRows kv_rows(const Consts& k, int64_t j) {
 }  // namespace
 
 double kv_kappa(const Consts& k, int64_t j, int64_t hl, int64_t i) {
-  if (!is_plain(k.ar.dkv)) return k.w_kv_full.kappa[size_t(hl * k.n_q16 + i)] + k.kv_head_u;
+  if (!is_plain(k.ar.dkv)) return k.w_kv_full.kappa[size_t(hl * k.n_q16 + i)];
   const KvRows r = kv_rows(k, j);
   const int64_t step = hl * r.steps_per_head + i / kTensorCoreFused - r.i_first / kTensorCoreFused;
-  return plain_kappa(k.ar.dkv, hl * r.per_head + i - r.i_first, r.n, step, r.n_steps) + k.kv_head_u;
+  return plain_kappa(k.ar.dkv, hl * r.per_head + i - r.i_first, r.n, step, r.n_steps);
 }
 
 double kv_kappa_max(const Consts& k, int64_t j) {
-  if (!is_plain(k.ar.dkv)) return k.w_kv_full.kappa_max + k.kv_head_u;
+  if (!is_plain(k.ar.dkv)) return k.w_kv_full.kappa_max;
   const KvRows r = kv_rows(k, j);
-  return r.n > 0 ? plain_kappa(k.ar.dkv, 0, r.n, 0, r.n_steps) + k.kv_head_u : 0.0;
+  return r.n > 0 ? plain_kappa(k.ar.dkv, 0, r.n, 0, r.n_steps) : 0.0;
 }
 
 double kv_events(const Consts& k, int64_t j) {
@@ -114,7 +115,7 @@ void HeadPass::backward(int64_t r, KeyRange vis, RowInfo& row) {
   row.err_D64 = err_D64 + double(k.dv + 1) * 0x1p-53 * plain;
   const double lse = k.ref.value.lse[size_t(ol)], err_lse = at(k.ref.err.lse, ol);
   const int64_t o_dq = key_offset(k.ar.dq, jb);
-  const ChainWeights wdq = chain_weights(k.ar.dq, o_dq + n_v, k.ftz);
+  const ChainWeights& wdq = memo_dq.get(k.ar.dq, o_dq + n_v, k.ftz, 0);
   dq_scale[size_t(r)] = wdq.scale(), dq_floor[size_t(r)] = wdq.events * wdq.floor;
   for (int64_t j = 0; j < n_v; ++j) {
     const int64_t ja = jb + j;
@@ -130,6 +131,7 @@ void HeadPass::backward(int64_t r, KeyRange vis, RowInfo& row) {
     alpha0[size_t(r)] += (1 + kq) * pr.ds_bar * k.floor_in;
     beta_k(r, ja) = kk * pr.ds_hi + (1 + kk) * e_ds;
     beta_v(r, ja) = kk * pr.P_hi + (1 + kk) * e_p;
+    if (k.kv_head_phi > 0) mag_k(r, ja) = pr.ds_hi, mag_v(r, ja) = pr.P_hi;
     beta0_k[size_t(ja)] += (1 + kk) * pr.ds_bar * k.floor_in, beta0_v[size_t(ja)] += (1 + kk) * pr.P_bar * k.floor_in;
   }
 }
@@ -157,6 +159,14 @@ void HeadPass::finish_dq(int64_t rows) {
 
 void HeadPass::finish_kv() {
   const Problem& p = k.p;
+  // Stored-head sums of a huge group (phi past ~1e30, or +inf past G ~ 1.8e5 at BF16): any finite
+  // stored value y has |y| <= max_finite, so |y - exact| <= max_finite + |r| + err_r, a bound that
+  // also admits an overflow to either infinity (within_bound): the model's bound, at most that.
+  const double top = max_finite(k.storage);
+  auto capped = [&](double bound, double r, double err_r) {
+    if (!(k.kv_head_phi > 0) || std::isnan(bound) || std::isnan(r)) return bound;
+    return std::min(bound, (top + std::fabs(r) + err_r) * kSlack);
+  };
   const double scale = std::fabs(p.scale), floor = k.ftz ? k.floor_s : 0.0, floor_scale = std::max(1.0, scale);
   const double f_kv = k.ftz ? min_normal(k.ar.dkv.acc) : underflow_floor(k.ar.dkv.acc);
   for (int64_t j = 0; j < p.n_k; ++j) {
@@ -164,19 +174,23 @@ void HeadPass::finish_kv() {
     for (int64_t c = 0; c < p.d; ++c) {
       const int64_t x = offset_kv(p, b, g, j) + c;
       const double dk = k.ref.value.d_k[size_t(x)], ek = at(k.ref.err.d_k, x);
-      // d_k = scale' * acc (the product is the last rounding).
-      const double chain_k = (E_dk(j, c) + beta0_k[size_t(j)]) * sc_j;
+      // d_k = scale' * acc (the product is the last rounding). Per-head gradients stored
+      // (kv_head_phi): the heads' chains, each term's factor after them and its share of sum |terms|.
+      double chain_k = (E_dk(j, c) + beta0_k[size_t(j)]) * sc_j;
+      if (k.kv_head_phi > 0) chain_k = chain_k * (1 + k.kv_head_phi) + times(k.kv_head_phi, M_dk(j, c));
       // A per-head d_k stored scaled or unscaled (then scaled): its floor is max(1, |scale|) kv_head_floor.
       const double e_k = scale * (1 + k.delta_out) * chain_k +
-                         floor_scale * (1 + k.delta_out) * (fl + k.kv_head_floor) +
+                         floor_scale * (1 + k.delta_out) * (fl * (1 + k.kv_head_phi) + k.kv_head_floor) +
                          times(k.delta_out, std::fabs(dk) + ek) + floor;
-      B.d_k[size_t(x)] = rounded_bound(dk, e_k, ek, k.ar.soft, k.storage, true) * kSlack;
+      B.d_k[size_t(x)] = capped(rounded_bound(dk, e_k, ek, k.ar.soft, k.storage, true) * kSlack, dk, ek);
     }
     for (int64_t c = 0; c < k.dv; ++c) {  // d_v = acc, converted to storage
       const int64_t x = offset_v(p, b, g, j) + c;
       const double dv = k.ref.value.d_v[size_t(x)], ev = at(k.ref.err.d_v, x);
-      const double e_v = (E_dv(j, c) + beta0_v[size_t(j)]) * sc_j + fl + k.kv_head_floor + floor;
-      B.d_v[size_t(x)] = rounded_bound(dv, e_v, ev, k.ar.soft, k.storage, false) * kSlack;
+      double chain_v = (E_dv(j, c) + beta0_v[size_t(j)]) * sc_j;
+      if (k.kv_head_phi > 0) chain_v = chain_v * (1 + k.kv_head_phi) + times(k.kv_head_phi, M_dv(j, c));
+      const double e_v = chain_v + fl * (1 + k.kv_head_phi) + k.kv_head_floor + floor;
+      B.d_v[size_t(x)] = capped(rounded_bound(dv, e_v, ev, k.ar.soft, k.storage, false) * kSlack, dv, ev);
     }
   }
 }

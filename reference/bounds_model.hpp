@@ -91,7 +91,8 @@ struct Consts {
   std::vector<int64_t> kv_i0, kv_i1;  // (n_k) key j is seen by the rows [kv_i0, kv_i1) of each head
   int64_t group;                      // query heads per kv head
   int64_t n_q16;                      // n_q rounded up to 16: a head's query rows in the d_k, d_v chains
-  double kv_head_u = 0;         // d_k, d_v from per-head gradients stored (kv_per_head): kappa added to every term
+  double kv_head_phi = 0;       // d_k, d_v from per-head gradients stored (kv_per_head): each term's relative
+                                // factor after the per-head chains, within phi of 1 (0: no such stage) ...
   double kv_head_floor = 0;     // ... and their absolute part, in output units
   ChainWeights w_s, w_dp, w_D;  // the chains over d (scores, dP, D)
   ChainWeights w_kv_full;       // d_k, d_v chains with blocks or lanes: every row position counted
@@ -154,6 +155,16 @@ struct WeightEps {
   double eps = 0, eps_lse = 0;
 };
 
+// chain_weights of the last (n, extra merges) asked for one chain: rows of equal length reuse it.
+struct ChainMemo {
+  int64_t n = -1, extra = -1;
+  ChainWeights w;
+  const ChainWeights& get(const Chain& c, int64_t n_, bool ftz, int64_t extra_) {
+    if (n_ != n || extra_ != extra) w = chain_weights(c, n_, ftz, extra_), n = n_, extra = extra_;
+    return w;
+  }
+};
+
 // One (batch, kv head) of the problem, row block by row block: the scores and dP of a block come
 // from GEMMs; the forward and the backward's per-pair terms are row loops; the gradients' chain sums
 // are GEMMs of per-pair coefficients (alpha for d_q, beta for d_k and d_v) with |k|, |q|, |d_o|.
@@ -163,20 +174,26 @@ struct HeadPass {
   bool bwd;
   int64_t b = 0, g = 0;
   Mat K, Kabs, V;                            // (n_k, d) the kv head's k, |k|, v
+  bool v_finite = true;                      // every v of the kv head is finite
   std::vector<double> k_abs_sum, v_abs_sum;  // (n_k) sum_c |k_jc|, |v_jc|
   // The current row block [i0, i0 + R) of head h: (R, n_k) each.
   int64_t h = 0, i0 = 0;
   Mat S, A, Es, DP, MDP, Edp, alpha, beta_k, beta_v;
+  Mat mag_k, mag_v;                                // (R, n_k) kv_head_phi > 0: upper bounds on |dS|, P
+  Mat M_dk, M_dv;                                  // (n_k, d) their sums over the group: sum |terms|
   std::vector<double> alpha0, dq_scale, dq_floor;  // (R) per row: constants, chain scale and floors
   Mat E_dk, E_dv;                                  // (n_k, d) accumulated over the group's heads
   std::vector<double> beta0_k, beta0_v;            // (n_k)
   // Per row, reused: the scores, the kernel's o error (for D).
   std::vector<Score> sc;
   std::vector<double> e_o, err_o, logP, zeta, d_o_w, d_l, w_hat, coef_w, coef_acc, w_sum, R_max, e_acc;
+  ChainMemo memo_l, memo_pv, memo_dq;  // one pass's chains (its arithmetic is fixed)
 
   HeadPass(const Consts& k, Bounds& B, bool bwd) : k(k), B(B), bwd(bwd) {}
   void kv_head(int64_t b, int64_t g);                   // k, v of (b, g); zero the d_k, d_v sums
-  void block(int64_t h, int64_t i0, int64_t rows);      // GEMMs of the block, then its rows
+  // GEMMs of the block, then its rows; shared: another arithmetic's pass that has just run the same
+  // block, whose products of the inputs are reused.
+  void block(int64_t h, int64_t i0, int64_t rows, const HeadPass* shared = nullptr);
   void forward(int64_t r, KeyRange vis, RowInfo& row);  // o, lse of row i0 + r, keys vis (bounds.cpp)
   // The pieces of forward(): the row's scores into sc; the weights' deviations into logP, zeta,
   // d_o_w, d_l and w_hat (j_exact: the key whose weight is exactly 1, or -1); o's bound into B.o and
@@ -199,6 +216,10 @@ struct HeadPass {
 // The model on a problem in the dense layout (any mask, window, softcap, ALiBi, d_v; bounds.cpp);
 // error_bounds cuts varlen and paged problems into such problems, one per sequence (bounds_variants.cpp).
 Bounds dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec);
+// The same for several arithmetics at once, each block's products of the inputs computed once:
+// element for element the bits of dense_bounds with each.
+std::vector<Bounds> dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
+                                 const std::vector<Precision>& precs);
 Bounds sequence_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec);
 
 // The d_k, d_v chain weight of row i of the group's head hl for key j (rows a causal mask hides from

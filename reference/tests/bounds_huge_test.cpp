@@ -13,6 +13,7 @@
 
 #include "reference/bounds.hpp"
 #include "reference/exact.hpp"
+#include "kernels/tensor.hpp"
 
 namespace fc::ref {
 namespace {
@@ -144,6 +145,59 @@ TEST_CASE("zero q and k under a huge scale: exactly zero gradients with finite b
       CHECK_FALSE(within_bound(moved, *value, *bound, DType::F64).ok);
     }
   }
+}
+
+}  // namespace fc::ref
+
+namespace fc::ref {
+
+// A GQA group of 512 BF16 heads whose d_k, d_v are summed from per-head gradients stored in BF16
+// (Arithmetic::kv_per_head, what a kernel that declares nothing is charged): 511 adds at u = 2^-8,
+// so a first-order (G - 1) u passes 1. The bound stays finite, and it holds against that arithmetic
+// replayed: each head's gradient (the certified oracle's, on k and v repeated per head) rounded to
+// BF16 and the group summed in BF16, one add at a time.
+// At G = 2^18 the factor (1 + 2^-8)^(G - 1) overflows a double: the bound is then what any finite
+// stored value satisfies, still finite.
+TEST_CASE("error bounds stay finite and sound for a 512-head BF16 group summed from stored heads", "[cpu]") {
+ for (const int32_t G : {512, 1 << 18}) {
+  INFO("group " << G);
+  const Problem p{.batch = 1, .heads_q = G, .heads_kv = 1, .n_q = 1, .n_k = 2, .d = 1, .dtype = DType::BF16,
+                  .mask = Mask::None, .scale = 1.0};
+  Problem mha = p;
+  mha.heads_kv = G;
+  std::mt19937_64 rng(25);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto bf16 = [&] { return round_to(DType::BF16, normal(rng)); };
+  Tensors64 in, in_mha;
+  for (int64_t x = 0; x < numel_q(p); ++x) in.q.push_back(bf16()), in.d_o.push_back(bf16());
+  for (int64_t x = 0; x < numel_kv(p); ++x) in.k.push_back(bf16()), in.v.push_back(bf16());
+  in_mha.q = in.q, in_mha.d_o = in.d_o;
+  for (int32_t h = 0; h < G; ++h)  // (1, G, 2, 1): every head's own copy of the shared k, v
+    in_mha.k.insert(in_mha.k.end(), in.k.begin(), in.k.end()), in_mha.v.insert(in_mha.v.end(), in.v.begin(), in.v.end());
+  const Certified ref = certified(p, in), per_head = certified(mha, in_mha);
+  Precision pr;
+  pr.storage = DType::BF16;
+  pr.ar = undeclared_arithmetic(DType::BF16);
+  const Bounds b = error_bounds(p, in, ref, pr);
+  for (const auto& [name, bound, value, heads] :
+       {std::tuple{"d_k", &b.d_k, &ref.value.d_k, &per_head.value.d_k},
+        std::tuple{"d_v", &b.d_v, &ref.value.d_v, &per_head.value.d_v}}) {
+    for (int64_t j = 0; j < p.n_k; ++j) {
+      INFO(name << " key " << j);
+      double sum = 0, mag = 0;  // the group summed in BF16 from BF16 per-head values; sum |per head|
+      for (int32_t h = 0; h < G; ++h) {
+        const double y = round_to(DType::BF16, (*heads)[size_t(h * p.n_k + j)]);
+        sum = h == 0 ? y : round_to(DType::BF16, sum + y), mag += std::fabs((*heads)[size_t(h * p.n_k + j)]);
+      }
+      const double bd = (*bound)[size_t(j)];
+      REQUIRE(std::isfinite(bd));
+      CHECK(std::fabs(sum - (*value)[size_t(j)]) <= bd);
+      // Not vacuous: within the per-term factor (1 + 2^-8)^511 (1 + 2^-24)^511 - 1 < 6.4 of sum |terms|
+      // (plus the chains and the roundings around them).
+      if (G == 512) CHECK(bd <= 8 * mag + 1e-3);
+    }
+  }
+ }
 }
 
 }  // namespace fc::ref
