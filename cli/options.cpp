@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "cli/command.hpp"
 #include "io/errors.hpp"
 #include "io/numbers.hpp"
+#include "reference/gpu/oracle_select.hpp"
 #include "reference/parallel.hpp"
 
 namespace fc::cli {
@@ -103,10 +105,35 @@ void add_limit_options(CLI::App* sub, Limits& limits) {
       ->check(decimal_unsigned());
 }
 
+void add_oracle_option(CLI::App* sub, std::string& text) {
+  text = "auto";
+  sub->add_option("--oracle", text,
+                  "certified oracle: cpu, gpu (an error where the GPU oracle cannot run) or auto (default: the GPU "
+                  "when a CUDA device is present and the problem is covered and fits)")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
+}
+
+void apply_oracle(const std::string& text) {
+  ref::OracleKind kind = ref::OracleKind::Auto;
+  if (!ref::parse_oracle(text, &kind)) throw UsageError(fmt::format("--oracle {}: expected cpu, gpu or auto", text));
+  ref::set_oracle(kind);
+}
+
+Cost oracle_cost(const Problem& p, bool grads, bool* gpu) {
+  const bool on_gpu = ref::uses_gpu(ref::oracle(), p, grads);
+  if (gpu) *gpu = on_gpu;
+  if (!on_gpu) return certified_cost(p, grads);
+  const double tensors = double(numel_q(p)) * (grads ? 6 : 3) + double(numel_kv(p)) * (grads ? 8 : 4);
+  Cost c;
+  c.bytes = 8 * tensors * 2 + (64ull << 20);  // the inputs, the certificate, one staging copy
+  c.seconds = 0;
+  return c;
+}
+
 Cost require_affordable(const std::string& file, const Problem& p, bool grads, const Limits& limits) {
   uint64_t max_memory = limits.max_memory ? limits.max_memory : physical_memory() / 4 * 3;
   if (!limits.max_memory_text.empty()) parse_size(limits.max_memory_text, &max_memory);
-  const Cost c = certified_cost(p, grads);
+  const Cost c = oracle_cost(p, grads);
   const bool memory = c.bytes > double(max_memory), time = c.seconds > limits.max_seconds;
   if (!memory && !time) return c;
   std::string need;
