@@ -483,6 +483,12 @@ __global__ void dkv_keys(Dev D) {
   const double g_k = chunk_gamma(m, 0);
   __syncthreads();
   for (int64_t r0 = 0; r0 < m; r0 += kRowT) {
+    if (r0 % kChunk == 0) {  // a new chunk of rows, whether or not this tile sees the block's keys
+      for (int idx = threadIdx.x; idx < kKeyT * d; idx += blockDim.x)
+        k_tot[idx] += k_part[idx], ke_tot[idx] += ke_part[idx], k_part[idx] = 0, ke_part[idx] = 0;
+      for (int idx = threadIdx.x; idx < kKeyT * dv; idx += blockDim.x)
+        v_tot[idx] += v_part[idx], ve_tot[idx] += ve_part[idx], v_part[idx] = 0, ve_part[idx] = 0;
+    }
     if (threadIdx.x < kRowT) {
       const int t = threadIdx.x;
       const RowId id = row_id(D, b, h_kv, r0 + t);
@@ -515,10 +521,8 @@ __global__ void dkv_keys(Dev D) {
         }
       }
       __syncthreads();
-      const bool flush = r0 % kChunk == 0;
       for (int idx = threadIdx.x; idx < kKeyT * d; idx += blockDim.x) {
         const int jj = idx / d, l = idx % d;
-        if (flush) k_tot[idx] += k_part[idx], ke_tot[idx] += ke_part[idx], k_part[idx] = 0, ke_part[idx] = 0;
         double pa = k_part[idx], pe = ke_part[idx];
         for (int t = 0; t < kRowT; ++t) {
           const double x = qt[t * d + l];
@@ -529,7 +533,6 @@ __global__ void dkv_keys(Dev D) {
       }
       for (int idx = threadIdx.x; idx < kKeyT * dv; idx += blockDim.x) {
         const int jj = idx / dv, l = idx % dv;
-        if (flush) v_tot[idx] += v_part[idx], ve_tot[idx] += ve_part[idx], v_part[idx] = 0, ve_part[idx] = 0;
         double pa = v_part[idx], pe = ve_part[idx];
         for (int t = 0; t < kRowT; ++t) {
           const double x = dot[t * dv + l];
@@ -726,6 +729,8 @@ Certified certified(const Problem& p, const Tensors64& in) {
   for (Buffer* bf : {&lse, &lse_err}) check(cudaMemset(bf->p, 0, size_t(numel_lse(p)) * 8), "cudaMemset");
 
   const int64_t row_blocks = groups * D.row_tiles, key_blocks = groups * D.key_tiles;
+  if (row_blocks > int64_t(INT32_MAX) || key_blocks > int64_t(INT32_MAX))
+    throw NotCovered("the GPU oracle does not cover problems of more than 2^31 blocks");
   if (row_blocks > 0 && D.m_max > 0 && p.n_k > 0) {
     const size_t s1 = fwd_smem(d, dv, tk);
     check(cudaFuncSetAttribute(forward_rows, cudaFuncAttributeMaxDynamicSharedMemorySize, int(s1)), "smem");
