@@ -28,8 +28,8 @@ struct Cost {
   double seconds = 0;  // wall time (the fit is in cli/options.cpp)
 };
 Cost certified_cost(const Problem& p, bool grads);
-// The same when the GPU oracle takes the problem (the oracle --oracle chose): host memory for the
-// tensors and their copies; its time is not estimated (0), so --max-seconds does not refuse it.
+// The cost of the oracle --oracle chose: certified_cost on the CPU; when the GPU oracle takes the
+// problem, host memory for the tensors and their copies and the GPU's time (cli/options.cpp).
 // gpu: set to whether it does.
 Cost oracle_cost(const Problem& p, bool grads, bool* gpu = nullptr);
 

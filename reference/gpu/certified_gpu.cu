@@ -33,7 +33,7 @@ constexpr double kDroppedWeight = 0x1p-1008;  // > exp(-699)
 constexpr double kTiny = 0x1p-1074;           // the smallest subnormal
 constexpr int kMaxExp = 500;                  // inputs below 2^500 in magnitude
 constexpr int kChunk = 256;
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;
 constexpr int kRows = 8;    // R: rows per block of forward_rows and dq_rows
 constexpr int kMaxRowT = 16;  // rows per tile of dkv_keys: 16 or 8 (Dev::rt); keys per block 8, 4 or 2 (Dev::kt)
 // Rows past these score bounds leave the GPU's domain (the CPU's MPFR path: certified.cpp kMpAbove).
@@ -156,12 +156,13 @@ __device__ inline double weight(double sh, double sl, double mx, double& xl, boo
 
 __device__ inline const double* row_ptr(const double* base, int64_t row, int width) { return base + row * width; }
 
-// Loads n rows of `width` from global rows (given by row_of(t)) into smem (zero past `count`).
+// Loads n rows of `width` from global rows (given by row_of(t)) into smem rows `width + 1` apart (zero
+// past `count`): an odd pitch, so that threads reading one element of different rows hit different banks.
 template <class RowOf>
 __device__ inline void load_rows(double* dst, const double* src, int n, int count, int width, RowOf row_of) {
   for (int idx = threadIdx.x; idx < n * width; idx += blockDim.x) {
     const int t = idx / width, l = idx % width;
-    dst[idx] = t < count ? src[row_of(t) * width + l] : 0.0;
+    dst[t * (width + 1) + l] = t < count ? src[row_of(t) * width + l] : 0.0;
   }
 }
 
@@ -169,13 +170,13 @@ __device__ inline void load_rows(double* dst, const double* src, int n, int coun
 // Forward: R rows per block, two passes over the keys.
 __global__ void forward_rows(Dev D) {
   extern __shared__ double sm[];
-  const int d = D.d, dv = D.dv, TK = D.tk;
+  const int d = D.d, dv = D.dv, TK = D.tk, pd = d + 1, pdv = dv + 1;  // pd, pdv: smem row pitches
   const int64_t group = blockIdx.x / D.row_tiles, tile = blockIdx.x % D.row_tiles;
   const int64_t b = group / D.p.heads_kv, h_kv = group % D.p.heads_kv, r0 = tile * kRows;
-  double* q = sm;                  // (R, d)
-  double* kt = q + kRows * d;      // (TK, d)
-  double* vt = kt + TK * d;        // (TK, dv)
-  double* t_sh = vt + TK * dv;     // (R, TK): scores' high parts, then weights
+  double* q = sm;                   // (R, d), pitch pd
+  double* kt = q + kRows * pd;      // (TK, d), pitch pd
+  double* vt = kt + TK * pd;        // (TK, dv), pitch pdv
+  double* t_sh = vt + TK * pdv;     // (R, TK): scores' high parts, then weights
   double* t_sl = t_sh + kRows * TK;
   double* t_x = t_sl + kRows * TK;  // eps, then |xl| (-1: dropped)
   double* o_tot = t_x + kRows * TK;  // (R, dv) each
@@ -220,7 +221,7 @@ __global__ void forward_rows(Dev D) {
         const int t = idx / TK, jj = idx % TK;
         const int64_t j = t0 + jj;
         double sh = -INFINITY, sl = 0, eps = 0;
-        if (s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t]) score(q + t * d, kt + jj * d, d, D.p.scale, sh, sl, eps);
+        if (s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t]) score(q + t * pd, kt + jj * pd, d, D.p.scale, sh, sl, eps);
         else if (pass == 1) sh = NAN;  // not visible: weight 0
         if (pass == 0) {
           t_sh[idx] = sh, t_sl[idx] = sl, t_x[idx] = eps;
@@ -261,13 +262,13 @@ __global__ void forward_rows(Dev D) {
           if (flush) o_tot[idx] += o_part[idx], m_tot[idx] += m_part[idx], o_part[idx] = 0, m_part[idx] = 0;
           double po = o_part[idx], pm = m_part[idx];
           for (int jj = 0; jj < TK; ++jj) {
-            const double w = t_sh[t * TK + jj], x = vt[jj * dv + l];
+            const double w = t_sh[t * TK + jj], x = vt[jj * pdv + l];
             po += w * x;
             pm += w * fabs(x);
           }
           o_part[idx] = po, m_part[idx] = pm;
           if (t == 0)
-            for (int jj = 0; jj < cnt; ++jj) vmax[l] = fmax(vmax[l], fabs(vt[jj * dv + l]));
+            for (int jj = 0; jj < cnt; ++jj) vmax[l] = fmax(vmax[l], fabs(vt[jj * pdv + l]));
         }
       }
       __syncthreads();
@@ -352,14 +353,14 @@ __device__ inline Pair pair(const Dev& D, const double* qr, const double* kr, co
 // d_q: R rows per block; D first.
 __global__ void dq_rows(Dev D) {
   extern __shared__ double sm[];
-  const int d = D.d, dv = D.dv, TK = D.tk;
+  const int d = D.d, dv = D.dv, TK = D.tk, pd = d + 1, pdv = dv + 1;  // pd, pdv: smem row pitches
   const int64_t group = blockIdx.x / D.row_tiles, tile = blockIdx.x % D.row_tiles;
   const int64_t b = group / D.p.heads_kv, h_kv = group % D.p.heads_kv, r0 = tile * kRows;
-  double* q = sm;                    // (R, d)
-  double* dor = q + kRows * d;       // (R, dv)
-  double* kt = dor + kRows * dv;     // (TK, d)
-  double* vt = kt + TK * d;          // (TK, dv)
-  double* t_ds = vt + TK * dv;       // (R, TK)
+  double* q = sm;                     // (R, d), pitch pd
+  double* dor = q + kRows * pd;       // (R, dv), pitch pdv
+  double* kt = dor + kRows * pdv;     // (TK, d), pitch pd
+  double* vt = kt + TK * pd;          // (TK, dv), pitch pdv
+  double* t_ds = vt + TK * pdv;       // (R, TK)
   double* t_w = t_ds + kRows * TK;   // (R, TK)
   double* a_tot = t_w + kRows * TK;  // (R, d) each
   double* a_part = a_tot + kRows * d;
@@ -391,10 +392,10 @@ __global__ void dq_rows(Dev D) {
       const double* o = row_ptr(D.o, s_row[t], dv);
       const double* oe = row_ptr(D.o_err, s_row[t], dv);
       double hi, lo, abs;
-      dot2(dor + t * dv, o, dv, hi, lo, abs);
+      dot2(dor + t * pdv, o, dv, hi, lo, abs);
       const double big_d = hi + lo;
       double from_o = 0;
-      for (int l = 0; l < dv; ++l) from_o += fabs(dor[t * dv + l]) * oe[l];
+      for (int l = 0; l < dv; ++l) from_o += fabs(dor[t * pdv + l]) * oe[l];
       st[kD] = big_d;
       st[kErrD] = (kU * (1 + 3 * kU) * fabs(big_d) + dot_err(dv, abs) + from_o / (1 - gamma_n(dv + 1)) + kTiny) * kSlack;
     }
@@ -415,7 +416,7 @@ __global__ void dq_rows(Dev D) {
       const int t = idx / TK, jj = idx % TK;
       const int64_t j = t0 + jj;
       if (s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t]) {
-        const Pair pp = pair(D, q + t * d, kt + jj * d, dor + t * dv, vt + jj * dv, s_st[t]);
+        const Pair pp = pair(D, q + t * pd, kt + jj * pd, dor + t * pdv, vt + jj * pdv, s_st[t]);
         t_ds[idx] = pp.ds, t_w[idx] = pp.e + g_q * fabs(pp.ds);
       } else {
         t_ds[idx] = 0, t_w[idx] = 0;
@@ -428,7 +429,7 @@ __global__ void dq_rows(Dev D) {
       if (flush) a_tot[idx] += a_part[idx], e_tot[idx] += e_part[idx], a_part[idx] = 0, e_part[idx] = 0;
       double pa = a_part[idx], pe = e_part[idx];
       for (int jj = 0; jj < TK; ++jj) {
-        const double x = kt[jj * d + l];
+        const double x = kt[jj * pd + l];
         pa += t_ds[t * TK + jj] * x;
         pe += t_w[t * TK + jj] * fabs(x);
       }
@@ -451,17 +452,17 @@ __global__ void dq_rows(Dev D) {
 // d_k, d_v: KT keys per block; every row of the group in tiles of RT (Dev::kt, Dev::rt).
 __global__ void dkv_keys(Dev D) {
   extern __shared__ double sm[];
-  const int d = D.d, dv = D.dv, kKeyT = D.kt, kRowT = D.rt;
+  const int d = D.d, dv = D.dv, kKeyT = D.kt, kRowT = D.rt, pd = d + 1, pdv = dv + 1;  // smem row pitches
   const int64_t group = blockIdx.x / D.key_tiles, tile = blockIdx.x % D.key_tiles;
   const int64_t b = group / D.p.heads_kv, h_kv = group % D.p.heads_kv, k0 = tile * kKeyT;
   const int64_t n_q = seq_n_q(D.p, D.s, b), n_k = seq_n_k(D.p, D.s, b), m = int64_t(D.g) * n_q;
   if (k0 >= n_k) return;
   const int kcnt = int(imin(kKeyT, n_k - k0));
-  double* kt = sm;                     // (KT, d)
-  double* vt = kt + kKeyT * d;         // (KT, dv)
-  double* qt = vt + kKeyT * dv;        // (RT, d)
-  double* dot = qt + kRowT * d;        // (RT, dv)
-  double* t_ds = dot + kRowT * dv;     // (RT, KT)
+  double* kt = sm;                      // (KT, d), pitch pd
+  double* vt = kt + kKeyT * pd;         // (KT, dv), pitch pdv
+  double* qt = vt + kKeyT * pdv;        // (RT, d), pitch pd
+  double* dot = qt + kRowT * pd;        // (RT, dv), pitch pdv
+  double* t_ds = dot + kRowT * pdv;     // (RT, KT)
   double* t_w = t_ds + kRowT * kKeyT;
   double* t_p = t_w + kRowT * kKeyT;
   double* t_wv = t_p + kRowT * kKeyT;
@@ -512,7 +513,7 @@ __global__ void dkv_keys(Dev D) {
         const int64_t j = k0 + jj;
         if (jj < kcnt && s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t]) {
           const double* st = s_st[t];
-          const Pair pp = pair(D, qt + t * d, kt + jj * d, dot + t * dv, vt + jj * dv, st);
+          const Pair pp = pair(D, qt + t * pd, kt + jj * pd, dot + t * pdv, vt + jj * pdv, st);
           const double kp = st[kKappa] * (1 + st[kKappa]);
           t_ds[idx] = pp.ds, t_w[idx] = pp.e + g_k * fabs(pp.ds);
           t_p[idx] = pp.pr, t_wv[idx] = (kp + g_k * (1 + kp)) * pp.pr + st[kTail] + kTiny;
@@ -525,7 +526,7 @@ __global__ void dkv_keys(Dev D) {
         const int jj = idx / d, l = idx % d;
         double pa = k_part[idx], pe = ke_part[idx];
         for (int t = 0; t < kRowT; ++t) {
-          const double x = qt[t * d + l];
+          const double x = qt[t * pd + l];
           pa += t_ds[t * kKeyT + jj] * x;
           pe += t_w[t * kKeyT + jj] * fabs(x);
         }
@@ -535,7 +536,7 @@ __global__ void dkv_keys(Dev D) {
         const int jj = idx / dv, l = idx % dv;
         double pa = v_part[idx], pe = ve_part[idx];
         for (int t = 0; t < kRowT; ++t) {
-          const double x = dot[t * dv + l];
+          const double x = dot[t * pdv + l];
           pa += t_p[t * kKeyT + jj] * x;
           pe += t_wv[t * kKeyT + jj] * fabs(x);
         }
@@ -618,12 +619,15 @@ struct IntBuffer {
 
 bool certifiable(double x) { return std::isfinite(x) && std::fabs(x) < std::ldexp(1.0, kMaxExp); }
 
-size_t fwd_smem(int d, int dv, int tk) { return size_t(kRows * d + tk * d + tk * dv + 3 * kRows * tk + 5 * kRows * dv) * 8; }
+// Shared memory of each kernel (tiles of rows at pitch width + 1, then the accumulators).
+size_t fwd_smem(int d, int dv, int tk) {
+  return size_t(kRows * (d + 1) + tk * (d + 1) + tk * (dv + 1) + 3 * kRows * tk + 5 * kRows * dv) * 8;
+}
 size_t dq_smem(int d, int dv, int tk) {
-  return size_t(kRows * d + kRows * dv + tk * d + tk * dv + 2 * kRows * tk + 4 * kRows * d) * 8;
+  return size_t(kRows * (d + 1) + kRows * (dv + 1) + tk * (d + 1) + tk * (dv + 1) + 2 * kRows * tk + 4 * kRows * d) * 8;
 }
 size_t dkv_smem(int d, int dv, int kt, int rt) {
-  return size_t(kt * d + kt * dv + rt * d + rt * dv + 4 * rt * kt + 4 * kt * d + 4 * kt * dv) * 8;
+  return size_t(kt * (d + 1) + kt * (dv + 1) + rt * (d + 1) + rt * (dv + 1) + 4 * rt * kt + 4 * kt * d + 4 * kt * dv) * 8;
 }
 // Keys per tile of the row kernels: the most of 32, 16, 8 whose shared memory fits (0: none).
 int keys_per_tile(int d, int dv) {
