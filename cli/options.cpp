@@ -109,7 +109,7 @@ void add_oracle_option(CLI::App* sub, std::string& text) {
   text = "auto";
   sub->add_option("--oracle", text,
                   "certified oracle: cpu, gpu (an error where the GPU oracle cannot run) or auto (default: the GPU "
-                  "when a CUDA device is present and the problem is covered and fits)")
+                  "when a CUDA device is present and the problem is covered, fits and is not small)")
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
 }
 

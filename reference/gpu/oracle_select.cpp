@@ -13,6 +13,15 @@ namespace fc::ref {
 
 namespace {
 std::atomic<int32_t> g_kind{int32_t(OracleKind::Auto)};
+// Auto leaves problems below this many multiply-adds of S (heads_q · n_q · n_k · d over the batch) to
+// the CPU: they take it milliseconds on one thread (certified_groups.cpp runs them serially), while a
+// GPU call pays its allocations, copies and launches and takes turns with every other thread's.
+constexpr double kAutoGpuWork = double(1 << 24);
+
+double score_work(const Problem& p) {
+  const double rows = p.varlen ? double(p.total_q) : double(p.batch) * p.n_q;
+  return rows * p.heads_q * double(p.n_k) * p.d;
+}
 std::mutex g_device;
 }  // namespace
 
@@ -44,7 +53,9 @@ bool uses_gpu(OracleKind kind, const Problem& p, bool grads, std::string* why) {
     reason = "--oracle cpu";
   } else {
 #if FC_GPU_ORACLE
-    if (!gpu::device_present()) {
+    if (kind == OracleKind::Auto && score_work(p) < kAutoGpuWork) {
+      reason = "a small problem (the CPU oracle takes milliseconds)";
+    } else if (!gpu::device_present()) {
       reason = "no CUDA device is present";
     } else if (const std::string nc = gpu::not_covered(p, grads); !nc.empty()) {
       reason = "the GPU oracle does not cover " + nc;

@@ -13,6 +13,7 @@ namespace fc::ref {
 
 enum class OracleKind : int32_t {
   Auto = 0,  // the GPU when this build has it, a CUDA device is present, the problem is covered and fits
+             // and is not small (below 2^24 multiply-adds of S the CPU takes milliseconds)
   Cpu = 1,
   Gpu = 2,   // the GPU or an error (OracleUnavailable) naming what is missing
 };

@@ -91,9 +91,13 @@ TEST_CASE("oracle_select: auto without the GPU falls back to the CPU; gpu is a o
   CHECK_FALSE(uses_gpu(OracleKind::Auto, p, in, &why));
   CHECK_FALSE(why.empty());
   CHECK(why.find('\n') == std::string::npos);
-  // With CUDA built and a device present, the reason names the variant; otherwise the machine.
-  const bool names = why.find("softcap") != std::string::npos || why.find("without CUDA") != std::string::npos ||
-                     why.find("no CUDA device") != std::string::npos;
+  // Auto on a small problem: the size; gpu: the variant (CUDA built, a device present) or the machine.
+  CHECK(why.find("small problem") != std::string::npos);
+  std::string why_gpu;
+  CHECK_FALSE(uses_gpu(OracleKind::Gpu, p, in, &why_gpu));
+  const bool names = why_gpu.find("softcap") != std::string::npos ||
+                     why_gpu.find("without CUDA") != std::string::npos ||
+                     why_gpu.find("no CUDA device") != std::string::npos;
   CHECK(names);
   const Certified a = certify(OracleKind::Auto, p, in), c = certified(p, in);
   CHECK(same(a.value.o, c.value.o));
@@ -104,8 +108,20 @@ TEST_CASE("oracle_select: auto without the GPU falls back to the CPU; gpu is a o
   } catch (const OracleUnavailable& e) {
     const std::string msg = e.what();
     CHECK(msg.rfind("--oracle gpu: ", 0) == 0);
-    CHECK(msg.find(why) != std::string::npos);
+    CHECK(msg.find(why_gpu) != std::string::npos);
   }
+}
+
+TEST_CASE("oracle_select: auto leaves small problems to the CPU; gpu takes them where it can", "[cpu]") {
+  const Problem p = small();  // 2 · 3 · 5 · 4 multiply-adds of S
+  const Tensors64 in = inputs(p);
+  std::string why;
+  CHECK_FALSE(uses_gpu(OracleKind::Auto, p, in, &why));
+  CHECK(why.find("small problem") != std::string::npos);
+  std::string why_gpu;
+  const bool gpu = uses_gpu(OracleKind::Gpu, p, in, &why_gpu);
+  CHECK(gpu == why_gpu.empty());
+  CHECK(why_gpu.find("small") == std::string::npos);  // gpu: only the machine or the variant refuse
 }
 
 TEST_CASE("oracle_select: a CPU-only build says so", "[cpu]") {
