@@ -96,6 +96,8 @@ Certified certify(OracleKind kind, const Problem& p, const Tensors64& in) {
     return gpu::certified(p, in);
   } catch (const gpu::NotCovered& e) {
     if (kind == OracleKind::Gpu) throw OracleUnavailable(std::string("--oracle gpu: ") + e.what());
+  } catch (const std::runtime_error& e) {  // a CUDA error (a kernel under test may have broken the context)
+    if (kind == OracleKind::Gpu) throw OracleUnavailable(std::string("--oracle gpu: ") + e.what());
   }
 #endif
   return certified(p, in);

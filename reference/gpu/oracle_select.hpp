@@ -40,8 +40,8 @@ bool uses_gpu(OracleKind kind, const Problem& p, const Tensors64& in, std::strin
 bool uses_gpu(OracleKind kind, const Problem& p, bool grads, std::string* why = nullptr);
 
 // The certificate of (p, in) from the oracle `oracle()` selects: Auto falls back to the CPU whenever
-// the GPU does not take the problem (also when it finds scores past its range while running); Gpu
-// throws OracleUnavailable instead.
+// the GPU does not take the problem (also when it finds scores past its range while running, or meets
+// a CUDA error: the CPU's certificate is as good); Gpu throws OracleUnavailable instead.
 Certified certify(const Problem& p, const Tensors64& in);
 Certified certify(OracleKind kind, const Problem& p, const Tensors64& in);
 
