@@ -34,7 +34,7 @@ void one_line_exit_2(const RunResult& r, const std::string& mention) {
   CHECK(r.err.find(mention) != std::string::npos);
 }
 
-TEST_CASE("--oracle: a value other than cpu, gpu, auto is one line, exit 2, on every command", "[cpu]") {
+TEST_CASE("oracle option: a value other than cpu, gpu, auto is one line, exit 2, on every command", "[cpu]") {
   const std::string dir = scratch_dir("oracle_bad");
   const std::string in = dir + "/in.safetensors";
   io::write_safetensors(in, io::inputs_file(oracle_inputs(false)));
@@ -50,7 +50,7 @@ TEST_CASE("--oracle: a value other than cpu, gpu, auto is one line, exit 2, on e
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("--oracle: cpu and auto answer; gpu answers or names what is missing", "[cpu]") {
+TEST_CASE("oracle option: cpu and auto answer, and gpu answers or names what is missing", "[cpu]") {
   const std::string dir = scratch_dir("oracle_choice");
   const std::string in = dir + "/in.safetensors", capped = dir + "/capped.safetensors";
   io::write_safetensors(in, io::inputs_file(oracle_inputs(false)));

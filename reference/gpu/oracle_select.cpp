@@ -22,7 +22,9 @@ double score_work(const Problem& p) {
   const double rows = p.varlen ? double(p.total_q) : double(p.batch) * p.n_q;
   return rows * p.heads_q * double(p.n_k) * p.d;
 }
-std::mutex g_device;
+#if FC_GPU_ORACLE
+std::mutex g_device;  // one device: GPU calls take turns
+#endif
 }  // namespace
 
 bool parse_oracle(const std::string& text, OracleKind* kind) {
@@ -51,11 +53,11 @@ bool uses_gpu(OracleKind kind, const Problem& p, bool grads, std::string* why) {
   std::string reason;
   if (kind == OracleKind::Cpu) {
     reason = "--oracle cpu";
+  } else if (kind == OracleKind::Auto && score_work(p) < kAutoGpuWork) {
+    reason = "a small problem (the CPU oracle takes milliseconds)";
   } else {
 #if FC_GPU_ORACLE
-    if (kind == OracleKind::Auto && score_work(p) < kAutoGpuWork) {
-      reason = "a small problem (the CPU oracle takes milliseconds)";
-    } else if (!gpu::device_present()) {
+    if (!gpu::device_present()) {
       reason = "no CUDA device is present";
     } else if (const std::string nc = gpu::not_covered(p, grads); !nc.empty()) {
       reason = "the GPU oracle does not cover " + nc;

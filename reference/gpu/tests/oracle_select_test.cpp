@@ -83,7 +83,7 @@ TEST_CASE("oracle_select: --oracle cpu is the CPU oracle, bit for bit", "[cpu]")
   CHECK(why == "--oracle cpu");
 }
 
-TEST_CASE("oracle_select: auto without the GPU falls back to the CPU; gpu is a one-line error naming why", "[cpu]") {
+TEST_CASE("oracle_select: auto falls back to the CPU where the GPU cannot run, and gpu is a one-line error naming why", "[cpu]") {
   Problem p = small();
   p.softcap = 20;  // a variant the GPU oracle does not cover, whatever the machine
   const Tensors64 in = inputs(p);
@@ -112,7 +112,7 @@ TEST_CASE("oracle_select: auto without the GPU falls back to the CPU; gpu is a o
   }
 }
 
-TEST_CASE("oracle_select: auto leaves small problems to the CPU; gpu takes them where it can", "[cpu]") {
+TEST_CASE("oracle_select: auto leaves small problems to the CPU, and gpu takes them where it can", "[cpu]") {
   const Problem p = small();  // 2 · 3 · 5 · 4 multiply-adds of S
   const Tensors64 in = inputs(p);
   std::string why;
