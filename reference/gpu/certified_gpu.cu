@@ -651,7 +651,8 @@ bool dkv_tiles(int d, int dv, int& kt, int& rt) {
 std::string not_covered(const Problem& p, bool grads) {
   if (p.softcap > 0) return "softcap";
   if (p.alibi) return "ALiBi";
-  if (is_paged(p) && grads) return "paged K/V with gradients";
+  if (is_paged(p)) return "paged K/V";  // (the forward reads through kv_row, but no test holds it on the GPU yet)
+  (void)grads;
   const int dv = head_dim_v(p);
   int kt = 0, rt = 0;
   if (p.d > kMaxHeadDim || dv > kMaxHeadDim || keys_per_tile(p.d, dv) == 0 || !dkv_tiles(p.d, dv, kt, rt))

@@ -9,7 +9,7 @@
 //   - on the small cases, both lie within the exact MPFR oracle's certificate: |x - exact| <= err_x;
 //   - the bounds reach the CPU oracle's 1e-13 targets (not vacuous), and a planted error just past the
 //     joint bound is caught (the comparison can fail).
-// Cases the GPU does not take (softcap, ALiBi, paged gradients, scores past its range) must say so:
+// Cases the GPU does not take (softcap, ALiBi, paged K/V, scores past its range) must say so:
 // auto then gives the CPU's certificate.
 #include "tests/catch.hpp"
 
