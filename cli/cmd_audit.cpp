@@ -33,6 +33,7 @@ struct AuditOptions {
   uint64_t seed = 1;
   std::string out = "reports/out", junit, shard, save_case;
   int jobs = 0;
+  std::string oracle = "auto";  // --oracle
   PluginArgs plugin;                    // --plugin lib.so: a kernel of the user's, audited like a registry kernel
   const ExternalKernel* ext = nullptr;  // or one given by the program embedding flashcheck (the C API)
 };
@@ -86,6 +87,7 @@ int save_case(const AuditOptions& o) {
 
 int run_audit(const AuditOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
+  apply_oracle(o.oracle);
   if (!o.save_case.empty()) return save_case(o);
   const std::pair<int, int> shard = parse_shard(o.shard);
   report::PlanOptions plan;
@@ -187,6 +189,7 @@ Run setup_audit(CLI::App& app, const ExternalKernel* ext) {
       ->check(CLI::Range(1, 1024));
   sub->add_option("--save-case", o->save_case, "With one --case: write its inputs as safetensors to FILE and exit");
   sub->add_flag("--json", o->as_json, "Print report.json instead of the summary");
+  add_oracle_option(sub, o->oracle);
   return [o] { return run_audit(*o); };
 }
 

@@ -87,6 +87,7 @@ struct CheckOptions {
   uint64_t seed = 0;
   bool save = false, kill_matrix = false, json = false;
   PluginArgs plugin;
+  std::string oracle = "auto";  // --oracle
   bool seed_given = false, regressions_given = false;  // filled in when the command runs
 };
 
@@ -111,6 +112,7 @@ void add_check_options(CLI::App* sub, CheckOptions& o, const ExternalKernel* ext
   sub->add_option("--regressions", o.regressions, "regression folder replayed before random cases");
   sub->add_flag("--save-regressions", o.save, "save each minimal counterexample to the regression folder");
   sub->add_option("--json-out", o.json_out, "also write every law's result to this file (JSON)");
+  add_oracle_option(sub, o.oracle);
   if (!ext) {
     sub->add_flag("--kill-matrix", o.kill_matrix, "every law on every mutant (or --kernels): which law kills which");
     sub->add_option("--kernels", o.kernels, "kernels for --kill-matrix (default: every mutant whose device is present)")
@@ -186,6 +188,7 @@ int run_check_inputs(const CheckOptions& o, const Kernel& k, const std::string& 
 
 int run_check(const CheckOptions& o, const ExternalKernel* ext) {
   std::ostream& out = ext && ext->out ? *ext->out : std::cout;
+  apply_oracle(o.oracle);
   if (o.kill_matrix) {
     if (!o.kernel.empty() || !o.plugin.path.empty() || !o.law.empty() || !o.reproduce.empty() || !o.case_file.empty() ||
         !o.inputs.empty())

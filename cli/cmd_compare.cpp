@@ -27,6 +27,7 @@ struct CompareOptions {
   std::string out, junit;
   bool as_json = false;
   bool p_f32 = false;
+  std::string oracle = "auto";  // --oracle
 };
 
 // The certified oracle's range is finite magnitudes below 2^500 (only F64 files reach past it).
@@ -41,6 +42,7 @@ void check_range(const std::string& file, const char* name, const HostTensor& t)
 
 int run_compare(CompareOptions o) {
   o.c.p_in_storage = !o.p_f32;
+  apply_oracle(o.oracle);
   const std::vector<std::string> inputs = {o.c.inputs, o.c.outputs};
   report::check_outputs(o.out, o.junit, inputs);
   const Inputs in = io::read_inputs(o.c.inputs);
@@ -84,6 +86,7 @@ Run setup_compare(CLI::App& app) {
       ->check(decimal_unsigned());
   sub->add_flag("--p-f32", o->p_f32, "P stays fp32 before P·V (default: rounded to the storage type)");
   sub->add_flag("--json", o->as_json, "Print report.json instead of the summary");
+  add_oracle_option(sub, o->oracle);
   add_limit_options(sub, o->limits);
   return [o] { return run_compare(*o); };
 }

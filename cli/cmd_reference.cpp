@@ -10,6 +10,7 @@
 #include "cli/command.hpp"
 #include "cli/options.hpp"
 #include "io/atomic_file.hpp"
+#include "reference/gpu/oracle_select.hpp"
 #include "io/attention_io.hpp"
 #include "reference/certified.hpp"
 #include "kernels/registry.hpp"
@@ -22,6 +23,7 @@ namespace {
 struct ReferenceOptions {
   std::string inputs, out;
   Limits limits;
+  std::string oracle = "auto";  // --oracle
 };
 
 double max_of(const std::vector<double>& x) {
@@ -44,6 +46,7 @@ void check_range(const std::string& file, const char* name, const std::vector<do
 }
 
 int run_reference(const ReferenceOptions& o) {
+  apply_oracle(o.oracle);
   io::check_output_path(o.out, {o.inputs});  // before the work: output == input, a FIFO, no folder
   const Inputs in = io::read_inputs(o.inputs);
   const Problem& p = in.p;
@@ -53,7 +56,7 @@ int run_reference(const ReferenceOptions& o) {
   check_range(o.inputs, "k", t.k);
   check_range(o.inputs, "v", t.v);
   check_range(o.inputs, "d_o", t.d_o);
-  const ref::Certified c = ref::certified(p, t);
+  const ref::Certified c = ref::certify(p, t);
 
   Outputs out;
   // The inputs' layout: dense (batch, heads, n, d), varlen (total, heads, d), paged k-side.
@@ -90,6 +93,7 @@ Run setup_reference(CLI::App& app) {
       ->required();
   sub->add_option("--out", o->out, "Output safetensors: o, lse (+ d_q, d_k, d_v) as F64")->required();
   add_limit_options(sub, o->limits);
+  add_oracle_option(sub, o->oracle);
   return [o] { return run_reference(*o); };
 }
 

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "cli/command.hpp"
 #include "io/errors.hpp"
 #include "io/numbers.hpp"
+#include "reference/gpu/oracle_select.hpp"
 #include "reference/parallel.hpp"
 
 namespace fc::cli {
@@ -103,10 +105,41 @@ void add_limit_options(CLI::App* sub, Limits& limits) {
       ->check(decimal_unsigned());
 }
 
+void add_oracle_option(CLI::App* sub, std::string& text) {
+  text = "auto";
+  sub->add_option("--oracle", text,
+                  "certified oracle: cpu, gpu (an error where the GPU oracle cannot run) or auto (default: the GPU "
+                  "when a CUDA device is present and the problem is covered, fits and is not small)")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
+}
+
+void apply_oracle(const std::string& text) {
+  ref::OracleKind kind = ref::OracleKind::Auto;
+  if (!ref::parse_oracle(text, &kind)) throw UsageError(fmt::format("--oracle {}: expected cpu, gpu or auto", text));
+  ref::set_oracle(kind);
+}
+
+// The GPU oracle's time: measured on the H200 (gpu_oracle_test "[.time]", copies included) for b 1,
+// h 4, N 4096, d 128 bf16 forward and backward (6.7e7 scores) at 0.39 s; the estimate charges the
+// 0.64 s of an earlier, slower build (about 9.5 ns per score at d = d_v = 128), erring on the side of
+// refusing: per score (d + d_v + 32) · 3.7e-11 s (the 32: a score's fixed work, so that d = 1 is not
+// free), forward alone 0.4 of that, plus a second for the device's start.
+Cost oracle_cost(const Problem& p, bool grads, bool* gpu) {
+  const bool on_gpu = ref::uses_gpu(ref::oracle(), p, grads);
+  if (gpu) *gpu = on_gpu;
+  if (!on_gpu) return certified_cost(p, grads);
+  const double scores = double(p.heads_q) * p.n_q * double(p.n_k) * p.batch;
+  const double tensors = double(numel_q(p)) * (grads ? 6 : 3) + double(numel_kv(p)) * (grads ? 8 : 4);
+  Cost c;
+  c.bytes = 8 * tensors * 2 + (64ull << 20);  // the inputs, the certificate, one staging copy
+  c.seconds = scores * double(p.d + head_dim_v(p) + 32) * 3.7e-11 * (grads ? 1.0 : 0.4) + 1.0;
+  return c;
+}
+
 Cost require_affordable(const std::string& file, const Problem& p, bool grads, const Limits& limits) {
   uint64_t max_memory = limits.max_memory ? limits.max_memory : physical_memory() / 4 * 3;
   if (!limits.max_memory_text.empty()) parse_size(limits.max_memory_text, &max_memory);
-  const Cost c = certified_cost(p, grads);
+  const Cost c = oracle_cost(p, grads);
   const bool memory = c.bytes > double(max_memory), time = c.seconds > limits.max_seconds;
   if (!memory && !time) return c;
   std::string need;

@@ -28,6 +28,10 @@ struct Cost {
   double seconds = 0;  // wall time (the fit is in cli/options.cpp)
 };
 Cost certified_cost(const Problem& p, bool grads);
+// The cost of the oracle --oracle chose: certified_cost on the CPU; when the GPU oracle takes the
+// problem, host memory for the tensors and their copies and the GPU's time (cli/options.cpp).
+// gpu: set to whether it does.
+Cost oracle_cost(const Problem& p, bool grads, bool* gpu = nullptr);
 
 struct Limits {
   uint64_t max_memory = 0;   // bytes; 0 = three quarters of this machine's physical memory
@@ -37,6 +41,12 @@ struct Limits {
 // Adds --max-memory SIZE and --max-seconds S to a subcommand.
 void add_limit_options(CLI::App* sub, Limits& limits);
 uint64_t physical_memory();
+// --oracle cpu|gpu|auto (reference/gpu/oracle_select.hpp) on a subcommand, into `text` (default
+// "auto"); apply_oracle sets the process-wide choice when the command runs (each run of the C API
+// starts from its own argv, so a previous run's choice never lingers).
+void add_oracle_option(CLI::App* sub, std::string& text);
+void apply_oracle(const std::string& text);
+
 // Throws io::FileError(Fault::TooLarge) naming `file`, the shape and the need when the problem's
 // cost exceeds a limit; returns the cost otherwise.
 Cost require_affordable(const std::string& file, const Problem& p, bool grads, const Limits& limits);

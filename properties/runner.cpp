@@ -11,6 +11,7 @@
 #include <ostream>
 
 #include "properties/execute.hpp"
+#include "reference/gpu/oracle_select.hpp"
 
 namespace fc::props {
 namespace {
@@ -30,12 +31,16 @@ struct Outcome {
   std::string message;  // applies and non-empty: the law failed
 };
 
-// The law on one case; exceptions are failures, not crashes.
+// The law on one case; exceptions are failures, not crashes, except `--oracle gpu` meeting a case the
+// GPU oracle cannot take (ref::OracleUnavailable): bad usage, not the kernel's fault, so it stops the
+// run (exit 2, one line).
 Outcome check_case(const Law& law, const Kernel& k, const Case& c) {
   try {
     return {true, law.check(k, c)};
   } catch (const NotApplicable& e) {
     return {false, e.what()};
+  } catch (const ref::OracleUnavailable&) {
+    throw;
   } catch (const std::exception& e) {
     return {true, fmt::format("threw: {}\n", e.what())};
   }
@@ -73,6 +78,8 @@ LawResult run_once(const Law& law, const Kernel& k, const RunOptions& opt) {
   } catch (const NotApplicable& e) {
     res.applies = false, res.not_applicable = e.what();
     return res;
+  } catch (const ref::OracleUnavailable&) {
+    throw;
   } catch (const std::exception& e) {
     res.message = fmt::format("threw: {}\n", e.what());
   }
@@ -136,7 +143,9 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
   auto faults = [&] { return opt.faults ? opt.faults() : int64_t(0); };
   bool tripped = false;  // a call on the current case faulted
   const Kernel guarded = opt.faults ? stop_after_fault(k, opt.faults, &tripped) : k;
+  std::string unavailable;  // an OracleUnavailable met inside RapidCheck: rethrown once it returns
   auto property = [&] {
+    if (!unavailable.empty()) RC_DISCARD("the oracle is unavailable");
     const Case c = *gen_case(spec);
     if (sh.skip > 0) {
       --sh.skip;
@@ -150,7 +159,13 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
     const int64_t faults_before = faults();
     const bool claimed = claims(k, c.in.p);
     tripped = false;
-    const Outcome o = claimed ? check_case(law, guarded, c) : Outcome{};
+    Outcome o;
+    try {
+      o = claimed ? check_case(law, guarded, c) : Outcome{};
+    } catch (const ref::OracleUnavailable& e) {
+      unavailable = e.what();
+      RC_DISCARD("the oracle is unavailable");
+    }
     if (sh.failed && faults() > faults_before) ++sh.faulted;
     if (!claimed) {
       ++res.declined;
@@ -176,6 +191,7 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
   QuietListener listener;
   const rc::detail::TestResult result =
       rc::detail::checkProperty(rc::detail::toProperty(property), meta, params, listener, repro);
+  if (!unavailable.empty()) throw ref::OracleUnavailable(unavailable);
   rc::detail::SuccessResult ok;
   rc::detail::FailureResult fail;
   rc::detail::GaveUpResult gave_up;

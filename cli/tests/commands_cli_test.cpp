@@ -90,7 +90,7 @@ TEST_CASE("flashcheck reference writes certified F64 o, lse and gradients that m
     const Inputs in = random_inputs(p, grads, 42 + p.n_q);
     const std::string src = dir + "/in.safetensors", dst = dir + "/ref.safetensors";
     io::write_safetensors(src, io::inputs_file(in));
-    const RunResult r = run_flashcheck({"reference", "--inputs", src, "--out", dst});
+    const RunResult r = run_flashcheck({"reference", "--inputs", src, "--out", dst, "--oracle", "cpu"});
     CAPTURE(r.err);
     REQUIRE(r.code == 0);
     const io::TensorFile f = io::read_safetensors(dst);
@@ -128,7 +128,7 @@ TEST_CASE("flashcheck reference gives the closed form when every key is the same
   in.v = HostTensor::from_f64(DType::F32, shape_kv(in.p), {1, 2, 3, 4, 5, 6, 7, 8});          // (1, 1, 4, 2)
   io::write_safetensors(dir + "/in.safetensors", io::inputs_file(in));
   const RunResult r =
-      run_flashcheck({"reference", "--inputs", dir + "/in.safetensors", "--out", dir + "/ref.safetensors"});
+      run_flashcheck({"reference", "--inputs", dir + "/in.safetensors", "--out", dir + "/ref.safetensors", "--oracle", "cpu"});
   REQUIRE(r.code == 0);
   const io::TensorFile f = io::read_safetensors(dir + "/ref.safetensors");
   const ref::Certified cert = ref::certified(in.p, as64(in));

@@ -168,7 +168,9 @@ TEST_CASE("reference refuses a problem too large for the oracle in one line, nam
     const std::string file = dir + "/n" + std::to_string(n) + ".safetensors";
     io::write_safetensors(file, io::inputs_file(in));
     if (n == 1 << 15) continue;  // within the default limits of a large machine: used below
-    const RunResult r = run_flashcheck({"reference", "--inputs", file, "--out", dir + "/o.safetensors"}, 30);
+    // The CPU oracle's estimate (the GPU's takes n = 2^16 in seconds).
+    const RunResult r =
+        run_flashcheck({"reference", "--inputs", file, "--out", dir + "/o.safetensors", "--oracle", "cpu"}, 30);
     expect_one_line_exit_2(r, "n_q=" + std::to_string(n));
     CHECK(r.err.find("--max-") != std::string::npos);  // names the limit to raise
     CHECK_FALSE(std::filesystem::exists(dir + "/o.safetensors"));
@@ -176,7 +178,8 @@ TEST_CASE("reference refuses a problem too large for the oracle in one line, nam
   // Limits raised past what the machine (here: the test's 4 GiB address-space cap) can give: one
   // line saying so, not "std::bad_alloc".
   const RunResult r = run_flashcheck({"reference", "--inputs", dir + "/n32768.safetensors", "--out",
-                                      dir + "/o.safetensors", "--max-memory", "1T", "--max-seconds", "100000000"},
+                                      dir + "/o.safetensors", "--max-memory", "1T", "--max-seconds", "100000000",
+                                      "--oracle", "cpu"},
                                      60);
   expect_one_line_exit_2(r, "out of memory");
   for (const char* limit : {"-1", "0", "1.5G", "12X", "010G"})

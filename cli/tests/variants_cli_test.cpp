@@ -44,7 +44,7 @@ TEST_CASE("flashcheck reference on variant files writes the variant's layout wit
     const Problem& p = g.in.p;
     const std::string src = dir + "/in.safetensors", dst = dir + "/ref.safetensors";
     io::write_safetensors(src, io::inputs_file(g.in));
-    const RunResult r = run_flashcheck({"reference", "--inputs", src, "--out", dst});
+    const RunResult r = run_flashcheck({"reference", "--inputs", src, "--out", dst, "--oracle", "cpu"});
     CAPTURE(r.err);
     REQUIRE(r.code == 0);
     const io::TensorFile f = io::read_safetensors(dst);

@@ -1,0 +1,330 @@
+// The certified oracle on the GPU against the CPU's and the exact one (label gpu; exit 77 without a
+// device). On every case the GPU covers:
+//   - the two certificates overlap: |gpu - cpu| <= err_gpu + err_cpu elementwise (non-finite values
+//     equal), so neither result leaves the other's certificate;
+//   - the GPU bound is no looser than 2x the CPU's, elementwise on every tensor (plus 2^-960
+//     absolute: the floors of dropped weights and underflow), and on o and lse the CPU bound is no looser
+//     than 2x the GPU's (the gradients' CPU bound is Cauchy–Schwarz, the GPU's elementwise: looser by
+//     a factor that depends on the data, printed);
+//   - on the small cases, both lie within the exact MPFR oracle's certificate: |x - exact| <= err_x;
+//   - the bounds reach the CPU oracle's 1e-13 targets (not vacuous), and a planted error just past the
+//     joint bound is caught (the comparison can fail).
+// Cases the GPU does not take (softcap, ALiBi, paged K/V, scores past its range) must say so:
+// auto then gives the CPU's certificate.
+#include "tests/catch.hpp"
+
+#include <boost/multiprecision/mpfr.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <tuple>
+#include <string>
+
+#include "reference/certified.hpp"
+#include "reference/exact.hpp"
+#include "reference/gpu/certified_gpu.hpp"
+#include "reference/gpu/oracle_select.hpp"
+#include "reference/tests/certified_cases.hpp"
+#include "reference/tests/variant_cases.hpp"
+
+namespace fc::ref {
+namespace {
+
+constexpr double kFactor = 2.0;       // each bound against the other (see the header)
+constexpr double kFloor = 0x1p-960;   // absolute slack of that comparison only
+constexpr double kTarget = 1e-13;     // the CPU oracle's targets (reference/README.md)
+
+struct Named {
+  std::string name;
+  Problem p;
+  Tensors64 in;
+};
+
+std::vector<Named> cases() {
+  std::vector<Named> out;
+  for (auto& c : testing::certified_cases()) out.push_back({c.name, c.p, std::move(c.in)});
+  for (auto& c : testing::variant_cases()) out.push_back({"variant: " + c.name, c.p, std::move(c.in)});
+  return out;
+}
+
+bool both_nonfinite_equal(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return a == b;
+}
+
+// The first element where |a - b| > ea + eb (or non-finite values differ), or -1.
+long overlap_violation(const std::vector<double>& a, const std::vector<double>& ea, const std::vector<double>& b,
+                       const std::vector<double>& eb) {
+  if (a.size() != b.size() || ea.size() != a.size() || eb.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) {
+      if (!both_nonfinite_equal(a[i], b[i])) return long(i);
+      continue;
+    }
+    if (!(std::fabs(a[i] - b[i]) <= ea[i] + eb[i])) return long(i);
+  }
+  return -1;
+}
+
+// The first element where x > factor · y + kFloor, or -1; *worst: max x / y (0/0 counts as 0).
+long looser(const std::vector<double>& x, const std::vector<double>& y, double factor, double* worst) {
+  long first = -1;
+  *worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i]) && !std::isfinite(y[i])) continue;
+    if (!(x[i] <= factor * y[i] + kFloor) && first < 0) first = long(i);
+    if (x[i] > 0) *worst = std::max(*worst, y[i] > 0 ? x[i] / y[i] : INFINITY);
+  }
+  return first;
+}
+
+struct Tensor {
+  const char* name;
+  const std::vector<double>* gv;
+  const std::vector<double>* ge;
+  const std::vector<double>* cv;
+  const std::vector<double>* ce;
+};
+std::vector<Tensor> tensors(const Certified& g, const Certified& c) {
+  return {{"o", &g.value.o, &g.err.o, &c.value.o, &c.err.o},
+          {"lse", &g.value.lse, &g.err.lse, &c.value.lse, &c.err.lse},
+          {"d_q", &g.value.d_q, &g.err.d_q, &c.value.d_q, &c.err.d_q},
+          {"d_k", &g.value.d_k, &g.err.d_k, &c.value.d_k, &c.err.d_k},
+          {"d_v", &g.value.d_v, &g.err.d_v, &c.value.d_v, &c.err.d_v}};
+}
+
+// GPU against CPU on one case: overlap and the bounds' factors. Prints the measured ratios.
+void against_cpu(const std::string& name, const Certified& g, const Certified& c) {
+  for (const Tensor& t : tensors(g, c)) {
+    INFO(name << ": " << t.name);
+    REQUIRE(t.gv->size() == t.cv->size());
+    const long bad = overlap_violation(*t.gv, *t.ge, *t.cv, *t.ce);
+    if (bad >= 0)
+      FAIL_CHECK("element " << bad << ": gpu " << (*t.gv)[size_t(bad)] << " +- " << (*t.ge)[size_t(bad)] << ", cpu "
+                            << (*t.cv)[size_t(bad)] << " +- " << (*t.ce)[size_t(bad)]);
+    double g_over_c = 0, c_over_g = 0;
+    const long loose_g = looser(*t.ge, *t.ce, kFactor, &g_over_c);
+    const long loose_c = looser(*t.ce, *t.ge, kFactor, &c_over_g);
+    std::printf("%-58s %-4s max err_gpu/err_cpu %-10.3g max err_cpu/err_gpu %.3g\n", name.c_str(), t.name, g_over_c,
+                c_over_g);
+    if (loose_g >= 0)
+      FAIL_CHECK("gpu bound looser than " << kFactor << "x the cpu's at " << loose_g << ": " << (*t.ge)[size_t(loose_g)]
+                                          << " vs " << (*t.ce)[size_t(loose_g)]);
+    const bool forward = std::string(t.name) == "o" || std::string(t.name) == "lse";
+    if (forward && loose_c >= 0)
+      FAIL_CHECK("cpu bound looser than " << kFactor << "x the gpu's at " << loose_c << ": " << (*t.ce)[size_t(loose_c)]
+                                          << " vs " << (*t.ge)[size_t(loose_c)]);
+  }
+}
+
+TEST_CASE("gpu oracle: within the CPU certificate and the exact one, bounds within 2x", "[gpu]") {
+  int covered = 0, total = 0;
+  for (const Named& c : cases()) {
+    ++total;
+    std::string why = gpu::not_covered(c.p, true);
+    if (why.empty()) why = gpu::not_covered(c.in);
+    Certified g;
+    try {
+      g = gpu::certified(c.p, c.in);
+    } catch (const gpu::NotCovered& e) {
+      std::printf("%-58s not covered: %s\n", c.name.c_str(), e.what());
+      // Auto gives the CPU's certificate there.
+      const Certified a = certify(OracleKind::Auto, c.p, c.in), cpu = certified(c.p, c.in);
+      CHECK(overlap_violation(a.value.o, a.err.o, cpu.value.o, cpu.err.o) == -1);
+      CHECK(a.err.o == cpu.err.o);
+      continue;
+    }
+    INFO(c.name);
+    REQUIRE(why.empty());  // not_covered said it would run
+    ++covered;
+    const Certified cpu = certified(c.p, c.in);
+    against_cpu(c.name, g, cpu);
+    const Result64 ex = exact(c.p, c.in, 256);
+    CHECK(testing::first_violation(g.value.o, ex.o, g.err.o) == -1);
+    CHECK(testing::first_violation(g.value.lse, ex.lse, g.err.lse) == -1);
+    CHECK(testing::first_violation(g.value.d_q, ex.d_q, g.err.d_q) == -1);
+    CHECK(testing::first_violation(g.value.d_k, ex.d_k, g.err.d_k) == -1);
+    CHECK(testing::first_violation(g.value.d_v, ex.d_v, g.err.d_v) == -1);
+    CHECK(testing::first_violation(cpu.value.o, ex.o, cpu.err.o) == -1);
+    CHECK(testing::first_violation(cpu.value.d_k, ex.d_k, cpu.err.d_k) == -1);
+    // o_mag is a scale (sum_j P_ij |v_jk|): both oracles' agree to far better than a percent.
+    for (size_t i = 0; i < g.o_mag.size(); ++i)
+      CHECK(std::fabs(g.o_mag[i] - cpu.o_mag[i]) <= 1e-12 * std::fabs(cpu.o_mag[i]) + 1e-300);
+  }
+  std::printf("gpu oracle: %d of %d cases covered\n", covered, total);
+  CHECK(covered >= total / 2);
+}
+
+// Random q, k, v, d_o on a grid of 1/64 (exact in bf16 and fp16).
+Tensors64 random_inputs(const Problem& p, double sigma, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  auto draw = [&](int64_t n, double s) {
+    std::vector<double> x(static_cast<size_t>(n), 0.0);
+    for (double& e : x) e = std::round(std::clamp(s * nd(rng), -2.0, 2.0) * 64) / 64;
+    return x;
+  };
+  Tensors64 in;
+  in.q = draw(numel_q(p), sigma), in.k = draw(numel_kv(p), sigma);
+  in.v = draw(numel_v(p), 1.0), in.d_o = draw(numel_o(p), 1.0);
+  return in;
+}
+
+Problem shape(int32_t b, int32_t hq, int32_t hkv, int32_t nq, int32_t nk, int32_t d, int32_t dv, DType t, Mask m) {
+  Problem p = testing::shape(b, hq, hkv, nq, nk, d, t, m, 1 / std::sqrt(double(d)));
+  p.d_v = dv;
+  return p;
+}
+
+TEST_CASE("gpu oracle: long rows (several chunks and tiles), GQA, d_v != d, against the CPU", "[gpu]") {
+  const std::vector<std::pair<std::string, Problem>> shapes = {
+      {"bf16 GQA 4/2 causal_top_left n 700 d 64", shape(2, 4, 2, 700, 700, 64, 64, DType::BF16, Mask::CausalTopLeft)},
+      {"f16 no mask n_q 129 n_k 1100 d 128", shape(1, 2, 1, 129, 1100, 128, 128, DType::F16, Mask::None)},
+      {"bf16 causal_bottom_right n_q 300 n_k 520 d 96 d_v 40",
+       shape(1, 3, 3, 300, 520, 96, 40, DType::BF16, Mask::CausalBottomRight)},
+      {"f16 d 256 n 300", shape(1, 1, 1, 300, 300, 256, 256, DType::F16, Mask::CausalTopLeft)},
+  };
+  uint64_t seed = 7;
+  for (const auto& [name, p] : shapes) {
+    INFO(name);
+    const Tensors64 in = random_inputs(p, 1.0, seed++);
+    const Certified g = gpu::certified(p, in), c = certified(p, in);
+    against_cpu(name, g, c);
+    // Not vacuous: o within 1e-13 o_mag (the dropped-weight floor aside).
+    for (size_t i = 0; i < g.err.o.size(); ++i) CHECK(g.err.o[i] <= kTarget * g.o_mag[i] + 1e-290);
+  }
+}
+
+TEST_CASE("gpu oracle: gradient bounds meet the 1e-13 normwise targets", "[gpu]") {
+  for (const auto& c : testing::certified_cases()) {
+    if (!gpu::not_covered(c.p, true).empty() || !gpu::not_covered(c.in).empty()) continue;
+    Certified g;
+    try {
+      g = gpu::certified(c.p, c.in);
+    } catch (const gpu::NotCovered&) {
+      continue;
+    }
+    INFO(c.name);
+    const testing::Scales sc = testing::natural_scales(c.p, c.in);
+    auto frob = [&](const std::vector<double>& e, int64_t b, int64_t h_kv, bool q_side, int width) {
+      // Frobenius norm of e over the (b, kv head) group (dense layouts only: certified_cases are dense).
+      double s = 0;
+      const int g_size = c.p.heads_q / c.p.heads_kv;
+      const int64_t n = q_side ? c.p.n_q : c.p.n_k;
+      for (int h = 0; h < (q_side ? g_size : 1); ++h) {
+        const int64_t head = q_side ? h_kv * g_size + h : h_kv;
+        const int64_t heads = q_side ? c.p.heads_q : c.p.heads_kv;
+        for (int64_t i = 0; i < n; ++i)
+          for (int l = 0; l < width; ++l) {
+            const double x = e[size_t(((b * heads + head) * n + i) * width + l)];
+            s += x * x;
+          }
+      }
+      return std::sqrt(s);
+    };
+    const int dv = head_dim_v(c.p);
+    for (int64_t b = 0; b < c.p.batch; ++b)
+      for (int64_t h = 0; h < c.p.heads_kv; ++h) {
+        const size_t grp = size_t(b * c.p.heads_kv + h);
+        CHECK(frob(g.err.d_q, b, h, true, c.p.d) <= kTarget * sc.dq[grp] + 1e-290);
+        CHECK(frob(g.err.d_k, b, h, false, c.p.d) <= kTarget * sc.dk[grp] + 1e-290);
+        CHECK(frob(g.err.d_v, b, h, false, dv) <= kTarget * sc.dv[grp] + 1e-290);
+      }
+  }
+}
+
+TEST_CASE("gpu oracle: the comparison catches a value just past the joint bound", "[gpu]") {
+  const Problem p = shape(1, 2, 1, 40, 50, 32, 32, DType::BF16, Mask::CausalTopLeft);
+  const Tensors64 in = random_inputs(p, 1.0, 3);
+  const Certified g = gpu::certified(p, in), c = certified(p, in);
+  REQUIRE(overlap_violation(g.value.o, g.err.o, c.value.o, c.err.o) == -1);
+  REQUIRE(overlap_violation(g.value.d_k, g.err.d_k, c.value.d_k, c.err.d_k) == -1);
+  for (auto [v, e, cv, ce] : {std::tuple{g.value.o, g.err.o, c.value.o, c.err.o},
+                              std::tuple{g.value.d_k, g.err.d_k, c.value.d_k, c.err.d_k}}) {
+    const size_t i = v.size() / 3;
+    v[i] = cv[i] + 1.01 * (e[i] + ce[i]) + 1e-300;
+    CHECK(overlap_violation(v, e, cv, ce) == long(i));
+  }
+}
+
+TEST_CASE("gpu oracle: scores past its range are refused, and auto gives the CPU's certificate", "[gpu]") {
+  // q, k ~ 3e4 in fp16, scale 0.3: scores ~ 1e9 whose low parts (scale times an exact dot product,
+  // TwoProd's error ~ u |s|) pass 2^-30: the CPU takes MPFR there. (With scale 1 the same inputs stay
+  // in range: fp16 dot products of d 4 are exact, the low parts are 0, and the GPU certifies them,
+  // within the exact oracle's certificate: the first test.)
+  for (const auto& base : testing::certified_cases()) {
+    if (base.name != "fp16 near 65504, scores ~ 1e9") continue;
+    Problem p = base.p;
+    p.scale = 0.3;
+    CHECK_THROWS_AS(gpu::certified(p, base.in), gpu::NotCovered);
+    const Certified a = certify(OracleKind::Auto, p, base.in), cpu = certified(p, base.in);
+    CHECK(a.value.o == cpu.value.o);
+    CHECK(a.err.d_q == cpu.err.d_q);
+    CHECK_THROWS_AS(certify(OracleKind::Gpu, p, base.in), OracleUnavailable);
+    return;
+  }
+  FAIL("the case is gone from certified_cases()");
+}
+
+TEST_CASE("gpu oracle: the same inputs give the same bits on every run", "[gpu]") {
+  const Problem p = shape(2, 4, 2, 333, 517, 64, 48, DType::BF16, Mask::CausalBottomRight);
+  const Tensors64 in = random_inputs(p, 1.0, 21);
+  const Certified a = gpu::certified(p, in), b = gpu::certified(p, in);
+  for (const Tensor& t : tensors(a, b)) {
+    INFO(t.name);
+    CHECK(*t.gv == *t.cv);
+    CHECK(*t.ge == *t.ce);
+  }
+  CHECK(a.o_mag == b.o_mag);
+}
+
+TEST_CASE("gpu oracle: the device's exp and log are within the 2 ulp the bound charges", "[gpu]") {
+  using mp = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<200>>;
+  std::mt19937_64 rng(11);
+  std::vector<double> xe, xl;
+  std::uniform_real_distribution<double> ue(-700.0, 0.0), ul(-1.0, 40.0);
+  for (int i = 0; i < 20000; ++i) xe.push_back(ue(rng)), xl.push_back(std::exp2(ul(rng)));
+  for (double x : {0.0, -1e-300, -0x1p-60, -700.0, -699.9999, -1.0, -0.5}) xe.push_back(x);
+  for (double x : {1.0, 1.0 + 0x1p-52, 0.5, 2.0, 0x1p40, 3.0}) xl.push_back(x);
+  std::vector<double> e1, l1, e2, l2;
+  gpu::device_exp_log(xe, e1, l1);
+  gpu::device_exp_log(xl, e2, l2);
+  double worst_e = 0, worst_l = 0;
+  for (size_t i = 0; i < xe.size(); ++i) {
+    const mp t = exp(mp(xe[i]));
+    worst_e = std::max(worst_e, double(abs(mp(e1[i]) - t) / t));
+  }
+  for (size_t i = 0; i < xl.size(); ++i) {
+    const mp t = log(mp(xl[i]));
+    if (t == 0) {
+      CHECK(l2[i] == 0);
+      continue;
+    }
+    worst_l = std::max(worst_l, double(abs(mp(l2[i]) - t) / abs(t)));
+  }
+  std::printf("device exp: worst relative error %.3g (charged 2^-51 = %.3g); log: %.3g\n", worst_e, 0x1p-51, worst_l);
+  CHECK(worst_e <= 0x1p-51);
+  CHECK(worst_l <= 0x1p-51);
+}
+
+// Not a test of correctness: the time of the GPU oracle on one larger shape, printed (run by hand with
+// "[.time]"; FC_GPU_TIME_SHAPE="batch,heads,n,d" picks another, default 1,4,4096,128), bf16, no mask.
+TEST_CASE("gpu oracle: time of one bf16 forward+backward", "[.time]") {
+  int b = 1, h = 4, n = 4096, d = 128;
+  if (const char* s = std::getenv("FC_GPU_TIME_SHAPE")) REQUIRE(std::sscanf(s, "%d,%d,%d,%d", &b, &h, &n, &d) == 4);
+  const Problem p = shape(b, h, h, n, n, d, d, DType::BF16, Mask::None);
+  const Tensors64 in = random_inputs(p, 1.0, 5);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Certified g = gpu::certified(p, in);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double worst = 0;
+  for (size_t i = 0; i < g.err.o.size(); ++i) worst = std::max(worst, g.err.o[i] / g.o_mag[i]);
+  std::printf("gpu oracle b%d h%d N%d d%d bf16 fwd+bwd: %.3f s, copies included (max err_o/o_mag %.3g)\n", b, h, n, d,
+              s, worst);
+  CHECK(worst <= kTarget);
+}
+
+}  // namespace
+}  // namespace fc::ref
