@@ -9,9 +9,9 @@
 #include <random>
 #include <tuple>
 
-#include "properties/evidence.hpp"
 #include "properties/constants.hpp"
 #include "properties/differential.hpp"
+#include "properties/evidence.hpp"
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
 

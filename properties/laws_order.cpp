@@ -6,8 +6,8 @@
 
 #include <random>
 
-#include "properties/evidence.hpp"
 #include "properties/differential.hpp"
+#include "properties/evidence.hpp"
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
 

@@ -7,8 +7,8 @@
 #include <random>
 #include <tuple>
 
-#include "properties/evidence.hpp"
 #include "properties/differential.hpp"
+#include "properties/evidence.hpp"
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
 

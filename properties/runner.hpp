@@ -79,7 +79,7 @@ struct LawResult {
   bool inconclusive = false;   // too few accepted cases to judge (never a failure): message and hint say why
   std::string hint;            // inconclusive: the declaration or option that would open the law
   int cases = 0;               // cases that passed (regression files and random cases)
-  int regression_cases = 0;    // of them, regression files
+  int regression_cases = 0;    // regression files run (passed or failed)
   bool random_failed = false;  // the random cases failed (message.. replay are theirs); else a regression file's
   int declined = 0;            // generated cases the kernel's supports() declined (not run)
   int discarded = 0;           // generated cases outside the law's domain (NotApplicable)

@@ -95,10 +95,12 @@ void print_result(const Law& law, const LawResult& r, std::ostream& log) {
     log << fmt::format("  n/a   {:<15} {} ({})\n", law.id, law.sentence, r.not_applicable);
     return;
   }
-  const std::string files =
-      r.regression_cases > 0 ? fmt::format(": {} regression file{}", r.regression_cases, r.regression_cases == 1 ? "" : "s") : "";
-  log << fmt::format("  {}  {:<15} {} ({} case{}{}, {:.1f} s)\n", r.inconclusive ? "INCONCLUSIVE" : r.ok ? "PASS" : "FAIL",
-                     law.id, law.sentence, r.cases, r.cases == 1 ? "" : "s", files, r.seconds);
+  std::string files;  // "; 6 regression files, 2 failing;" (cases counts the files that passed)
+  if (r.regression_cases > 0)
+    files = fmt::format("; {} regression file{}{};", r.regression_cases, r.regression_cases == 1 ? "" : "s",
+                        r.regression_failures.empty() ? "" : fmt::format(", {} failing", r.regression_failures.size()));
+  log << fmt::format("  {}  {:<15} {} ({} case{}{} {:.1f} s)\n", r.inconclusive ? "INCONCLUSIVE" : r.ok ? "PASS" : "FAIL",
+                     law.id, law.sentence, r.cases, r.cases == 1 ? "" : "s", files.empty() ? "," : files, r.seconds);
   if (r.ok) return;
   if (r.inconclusive) {
     log << "  " << r.message;

@@ -51,7 +51,7 @@ NOTES = [
      "with sequence lengths: an inserted sequence changes that grid, so a row's sums run over other (masked, zero) "
      "terms and may round differently (the case: {dtype}, d = {d})", "jax_"),
 ]
-_STATUS = re.compile(r"^  (PASS|FAIL|INCONCLUSIVE|n/a)\s+(\S+)\s+(.*?)(?: \((\d+) cases?(?:[:,][^()]*)?\))?$")
+_STATUS = re.compile(r"^  (PASS|FAIL|INCONCLUSIVE|n/a)\s+(\S+)\s+(.*?)(?: \((\d+) cases?(?:[:,;][^()]*)?\))?$")
 
 
 def read_check(json_path, log_path):

@@ -186,7 +186,7 @@ TEST_CASE("regression files and random cases both run and both report their fail
   CHECK(contains(r.replay, "--reproduce "));
   std::ostringstream log;
   print_result(law, r, log);
-  CHECK(contains(log.str(), "1 regression file"));
+  CHECK(contains(log.str(), "; 1 regression file, 1 failing; "));
   CHECK(contains(log.str(), "  random cases: "));
   CHECK(contains(log.str(), "  regression file " + saved.saved + " fails: "));
   // A correct kernel passes the file and the random cases, and the count says which was which.
@@ -194,6 +194,7 @@ TEST_CASE("regression files and random cases both run and both report their fail
   CHECK(ok.ok);
   CHECK(ok.regression_cases == 1);
   CHECK(ok.cases > ok.regression_cases);
+  CHECK(r.cases < ok.cases);  // the failing file is run, not counted as passed
   std::filesystem::remove_all(dir);
 }
 
