@@ -2,8 +2,9 @@
 // suite on one kernel. Exit 0 every law held, 1 a law failed (its minimal counterexample and a replay
 // line are printed), 2 bad usage. `--reproduce TOKEN` (with --law) replays exactly one minimal case;
 // `--case FILE` one regression file. Regression files in --regressions DIR (default the source
-// tree's properties/regressions) are replayed before the random cases; --save-regressions writes
-// each new minimal counterexample there; --json-out FILE writes every law's result. A plugin runs in a
+// tree's properties/regressions) are replayed beside the random cases (both run, both reported);
+// --save-regressions writes each new minimal counterexample there (and a variant law's problem
+// beside it); --json-out FILE writes every law's result. A plugin runs in a
 // worker process (cli/plugin_options.hpp); `--shrink-faults N` stops shrinking once N candidates have
 // crashed, hung or broken the CUDA context (the counterexample then may not be minimal).
 // `--inputs FILE` runs every law that applies to that one input (exit 2 when none does).
@@ -26,6 +27,8 @@
 #include <atomic>
 #include <csignal>
 #include <cstring>
+#include <iterator>
+#include <optional>
 #include <unistd.h>
 
 #include "cli/command.hpp"
@@ -42,7 +45,9 @@ namespace {
 
 // The case running now, for a time-out from outside (timeout(1), a CI job's limit: SIGTERM, SIGINT,
 // SIGHUP, SIGXCPU): the handler writes "cut during law L on case SHAPE" to stderr, then dies of the
-// signal as it would have. Two buffers, swapped atomically: the handler never reads a half-written line.
+// signal as it would have. Two buffers, swapped atomically: the handler never reads a half-written
+// line. Installed by the flashcheck executable only (an embedding program, Python, keeps its own
+// handlers), for the suite's run, and the previous handlers restored after it.
 class CurrentCase {
  public:
   static void set(const std::string& law, const Problem& p) {
@@ -53,13 +58,23 @@ class CurrentCase {
     sizes_[next] = n;
     which_.store(next);
   }
-  static void install() {
-    for (int sig : kSignals) std::signal(sig, handle);
-  }
-  static void uninstall() {
-    for (int sig : kSignals) std::signal(sig, SIG_DFL);
-    sizes_[0] = sizes_[1] = 0;
-  }
+  struct Installed {
+    Installed() {
+      struct sigaction act {};
+      act.sa_handler = handle;
+      sigemptyset(&act.sa_mask);
+      for (size_t i = 0; i < std::size(kSignals); ++i) {
+        sigaction(kSignals[i], nullptr, &previous_[i]);
+        if (previous_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &act, nullptr);  // an ignored one stays so
+      }
+    }
+    ~Installed() {
+      for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+      sizes_[0] = sizes_[1] = 0;
+    }
+    Installed(const Installed&) = delete;
+    Installed& operator=(const Installed&) = delete;
+  };
 
  private:
   static constexpr int kSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGXCPU};
@@ -69,12 +84,14 @@ class CurrentCase {
       const ssize_t written = write(STDERR_FILENO, lines_[w], sizes_[w]);
       (void)written;
     }
-    std::signal(sig, SIG_DFL);
+    for (size_t i = 0; i < std::size(kSignals); ++i)
+      if (kSignals[i] == sig) sigaction(sig, &previous_[i], nullptr);  // the disposition before this one
     std::raise(sig);
   }
   static inline char lines_[2][512] = {};
   static inline std::atomic<size_t> sizes_[2] = {0, 0};
   static inline std::atomic<int> which_{0};
+  static inline struct sigaction previous_[std::size(kSignals)] = {};
 };
 
 nlohmann::json failure_json(const props::Failure& f) {
@@ -87,7 +104,8 @@ std::string results_json(const Kernel& k, const props::RunOptions& opt,
   for (const auto& [id, r] : results) {
     const props::Law* law = props::find_law(id);
     nlohmann::json problems = nlohmann::json::array();
-    for (const auto& [role, in] : r.evidence.problems) problems.push_back({{"role", role}, {"problem", props::describe(in)}});
+    for (const auto& [role, in] : r.evidence.problems)
+      problems.push_back({{"role", role}, {"problem", props::describe(in)}});
     nlohmann::json regressions = nlohmann::json::array();
     for (const props::Failure& f : r.regression_failures) regressions.push_back(failure_json(f));
     nlohmann::json one = {{"id", id},
@@ -101,8 +119,8 @@ std::string results_json(const Kernel& k, const props::RunOptions& opt,
                           {"message", r.applies ? r.message : r.not_applicable},
                           {"hint", r.hint},
                           {"failed_on", !r.applies || r.ok || r.inconclusive ? ""
-                                        : r.random_failed                   ? "random"
-                                                                            : "regression"},
+                                        : r.random_failed                    ? "random"
+                                                                             : "regression"},
                           {"counterexample", r.counterexample},
                           {"problems", problems},
                           {"transform", r.evidence.transform},
@@ -149,7 +167,8 @@ int run_kill_matrix(const std::vector<std::string>& names, int cases, uint64_t s
 struct CheckOptions {
   std::string kernel, law, reproduce, case_file, inputs, json_out, regressions = props::default_regressions_dir();
   std::vector<std::string> kernels;
-  int cases = 100, shrink_faults = props::RunOptions{}.shrink_faults, replay_repeats = props::RunOptions{}.replay_repeats;
+  int cases = 100, shrink_faults = props::RunOptions{}.shrink_faults,
+      replay_repeats = props::RunOptions{}.replay_repeats;
   uint64_t seed = 0;
   bool save = false, kill_matrix = false, json = false, fail_inconclusive = false, allow_inconclusive = false;
   bool no_progress = false;
@@ -175,12 +194,13 @@ void add_check_options(CLI::App* sub, CheckOptions& o, const ExternalKernel* ext
   sub->add_option("--reproduce", o.reproduce, "replay token printed by a failure (needs --law)");
   sub->add_option("--case", o.case_file, "replay one regression file (needs --law)");
   sub->add_option("--inputs", o.inputs, "run every law that applies to this one input file (safetensors)");
-  sub->add_option("--regressions", o.regressions, "regression folder replayed before random cases");
+  sub->add_option("--regressions", o.regressions, "regression folder, replayed beside the random cases");
   sub->add_flag("--save-regressions", o.save, "save each minimal counterexample to the regression folder");
   sub->add_option("--json-out", o.json_out, "also write every law's result to this file (JSON)");
-  CLI::Option* fail_inc = sub->add_flag(
-      "--fail-on-inconclusive", o.fail_inconclusive, "an inconclusive law fails the run (exit 1, not 3)");
-  sub->add_flag("--allow-inconclusive", o.allow_inconclusive, "an inconclusive law does not fail the run (exit 0, not 3)")
+  CLI::Option* fail_inc =
+      sub->add_flag("--fail-on-inconclusive", o.fail_inconclusive, "an inconclusive law fails the run (exit 1, not 3)");
+  sub->add_flag("--allow-inconclusive", o.allow_inconclusive,
+                "an inconclusive law does not fail the run (exit 0, not 3)")
       ->excludes(fail_inc);
   sub->add_option("--replay-repeats", o.replay_repeats,
                   "a --reproduce case that passes is run this many more times (default 10)")
@@ -288,15 +308,16 @@ int run_check(const CheckOptions& o, const ExternalKernel* ext) {
     opt.progress_tty = isatty(STDERR_FILENO) == 1;
     opt.progress_every_s = opt.progress_tty ? 1 : 10;
   }
-  opt.on_case = [](const std::string& law, const Problem& p) { CurrentCase::set(law, p); };
+  if (!ext) opt.on_case = [](const std::string& law, const Problem& p) { CurrentCase::set(law, p); };
   if (subject) opt.faults = [&subject] { return int64_t(subject->faults()); };
   out << fmt::format("flashcheck check: kernel {} ({}), {} cases per law, seed {}\n", k->info.name,
                      k->info.mutant ? "mutant" : k->info.device, opt.cases, opt.seed);
   if (subject) out << fmt::format("  {}; {}\n", k->info.description, subject->notes());
   std::vector<std::pair<std::string, props::LawResult>> results;
-  CurrentCase::install();
+  std::optional<CurrentCase::Installed> signals;
+  if (!ext) signals.emplace();
   const bool ok = props::run_suite(*k, opt, out, o.law, &results);
-  CurrentCase::uninstall();
+  signals.reset();
   if (!o.json_out.empty()) io::write_file_atomic(o.json_out, results_json(*k, opt, results, ok) + "\n");
   if (subject && subject->restarts() > 0)
     out << fmt::format("the worker was restarted {} times after faults\n", subject->restarts());

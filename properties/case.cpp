@@ -141,7 +141,8 @@ std::string describe(const Inputs& in) {
   if (is_paged(p))
     more += fmt::format(" paged page_size={} num_pages={} pages_per_seq={}", p.page_size, p.num_pages, p.pages_per_seq);
   auto strided = [](const HostTensor& t) { return !t.shape.empty() && !t.is_compact(); };
-  for (auto [name, t] : {std::pair{"q", &in.q}, std::pair{"k", &in.k}, std::pair{"v", &in.v}, std::pair{"d_o", &in.d_o}})
+  for (auto [name, t] :
+       {std::pair{"q", &in.q}, std::pair{"k", &in.k}, std::pair{"v", &in.v}, std::pair{"d_o", &in.d_o}})
     if (strided(*t)) more += fmt::format(" {} strided", name);
   if (!more.empty()) s += "  variants:" + more + "\n";
   for (auto [name, t] : {std::pair{"cu_seqlens_q", &in.cu_seqlens_q}, std::pair{"cu_seqlens_k", &in.cu_seqlens_k},

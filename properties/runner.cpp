@@ -64,10 +64,10 @@ class Progress {
     const double t = elapsed();
     if (t < opt_.progress_after_s || (shown_ && t - last_ < opt_.progress_every_s)) return;
     const int run = res.cases + res.declined + res.discarded;
-    const std::string line =
-        fmt::format("  ... {}: {} cases so far ({} passed, {} declined, {} outside the law), {:.1f} cases/s, {:.0f} s; "
-                    "now {}",
-                    law_.id, run, res.cases, res.declined, res.discarded, t > 0 ? run / t : 0.0, t, shape_line(p));
+    const std::string line = fmt::format(
+        "  ... {}: {} cases so far ({} passed, {} declined, {} outside the law), {:.1f} cases/s, {:.0f} s; "
+        "now {}",
+        law_.id, run, res.cases, res.declined, res.discarded, t > 0 ? run / t : 0.0, t, shape_line(p));
     if (opt_.progress_tty)
       *opt_.progress << "\r\x1b[K" << line << std::flush;
     else
@@ -97,7 +97,7 @@ std::string describe_evidence(const Evidence& e) {
 // replays the law) and the drawn problem beside it (<file stem>.<role>.safetensors, for running the
 // kernel on it alone). Returns the paths, the regression file first.
 std::vector<std::string> save_failure(const Law& law, const Kernel& k, const std::string& dir, const Case& minimal,
-                         const Evidence& e) {
+                                      const Evidence& e) {
   Case saved = minimal;
   std::vector<std::pair<std::string, Inputs>> beside;
   for (const auto& [role, in] : e.problems) {
@@ -174,9 +174,8 @@ void replay_files(const Law& law, const Kernel& k, const RunOptions& opt, LawRes
       ++res.cases;
       continue;
     }
-    res.regression_failures.push_back(
-        {f, o.message, describe(c) + describe_evidence(noted_evidence()),
-         fmt::format("{} --law {} --case {}", replay_prefix(k, opt), law.id, f)});
+    res.regression_failures.push_back({f, o.message, describe(c) + describe_evidence(noted_evidence()),
+                                       fmt::format("{} --law {} --case {}", replay_prefix(k, opt), law.id, f)});
   }
 }
 
@@ -297,9 +296,10 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
         if (++res.repeats_failed == 1) first = again.message, ev = t_evidence;
       }
       if (res.repeats_failed > 0)
-        o.message = fmt::format("nondeterministic: {} of {} repeats fail (the replayed case passed on its first run); "
-                                "the first failing repeat:\n{}",
-                                res.repeats_failed, res.repeats, first);
+        o.message = fmt::format(
+            "nondeterministic: {} of {} repeats fail (the replayed case passed on its first run); "
+            "the first failing repeat:\n{}",
+            res.repeats_failed, res.repeats, first);
     }
     ++res.coverage[classify(c)];
     if (!o.message.empty()) {
@@ -358,11 +358,12 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
     res.inconclusive = true;
     if (!replay_not_run.empty()) {
       res.message = fmt::format("the replay did not run its case: {}\n", replay_not_run);
-      res.hint = "the kernel or the law changed since the token was printed: run the law's random cases (without "
-                 "--reproduce)";
+      res.hint =
+          "the kernel or the law changed since the token was printed: run the law's random cases (without "
+          "--reproduce)";
     } else {
-      res.message = fmt::format("did not reproduce: the replayed case passed on its run and on {} repeats\n",
-                                res.repeats);
+      res.message =
+          fmt::format("did not reproduce: the replayed case passed on its run and on {} repeats\n", res.repeats);
       res.hint = fmt::format(
           "a fault that fails less often than 1 run in {} (a race), or a kernel that changed since the token was "
           "printed: raise --replay-repeats, or run the law's random cases (without --reproduce)",
@@ -560,10 +561,13 @@ std::string inconclusive_hint(const DrawStats& s, int wanted) {
   };
   // The axes whose declined values the accepted cases never show: what the kernel's supports() turns down.
   std::vector<std::string> parts, what;
-  const std::map<std::string, std::string> declaration = {
-      {"n_q", "length constraints"}, {"n_k", "length constraints"}, {"d", "head dims"},
-      {"dtype", "dtypes"},          {"mask", "masks"},             {"batch", "batch sizes"},
-      {"heads_q/heads_kv", "GQA ratios"}};
+  const std::map<std::string, std::string> declaration = {{"n_q", "length constraints"},
+                                                          {"n_k", "length constraints"},
+                                                          {"d", "head dims"},
+                                                          {"dtype", "dtypes"},
+                                                          {"mask", "masks"},
+                                                          {"batch", "batch sizes"},
+                                                          {"heads_q/heads_kv", "GQA ratios"}};
   for (const auto& [axis, declined] : s.declined_values) {
     const auto acc = s.accepted_values.find(axis);
     std::vector<std::pair<int, int64_t>> only;  // (count, value) declined and never accepted
@@ -589,8 +593,8 @@ std::string inconclusive_hint(const DrawStats& s, int wanted) {
         accepted += fmt::format("{}{}", i++ ? ", " : "", name(axis, v));
       }
     }
-    parts.push_back(fmt::format("{} declined: {}{}", axis, vals,
-                                accepted.empty() ? "" : fmt::format("; accepted: {}", accepted)));
+    parts.push_back(
+        fmt::format("{} declined: {}{}", axis, vals, accepted.empty() ? "" : fmt::format("; accepted: {}", accepted)));
     const std::string& d = declaration.at(axis);
     if (std::find(what.begin(), what.end(), d) == what.end()) what.push_back(d);
   }
@@ -607,8 +611,8 @@ std::string inconclusive_hint(const DrawStats& s, int wanted) {
     std::pair<std::string, int> top{"", 0};
     for (const auto& [why, n] : s.discard_reasons)
       if (n > top.second) top = {why, n};
-    hint += fmt::format("{}{} of the accepted cases were outside the law (most often: {}); {}", hint.empty() ? "" : "; ",
-                        s.discarded, top.first,
+    hint += fmt::format("{}{} of the accepted cases were outside the law (most often: {}); {}",
+                        hint.empty() ? "" : "; ", s.discarded, top.first,
                         "declaring the kernel's arithmetic (exact scores, tiles) or dtypes widens the law's domain");
   }
   if (hint.empty())

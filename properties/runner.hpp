@@ -24,7 +24,7 @@ struct RunOptions {
   uint64_t seed = 1;            // RapidCheck seed
   std::string reproduce;        // replay exactly one (minimal) case: the token of a replay line
   std::string case_file;        // replay one regression file (any law named with it runs on it)
-  std::string regressions_dir;  // replayed before random cases; "" = none
+  std::string regressions_dir;  // replayed beside the random cases (both run); "" = none
   bool save_failures = false;   // write each minimal counterexample into regressions_dir
   std::string replay_prefix;    // the command that selects the kernel in replay lines; "" = "flashcheck
                                 // check --kernel NAME" (a plugin: --plugin PATH; Python: its own)
@@ -88,7 +88,7 @@ struct LawResult {
   std::string replay;          // one command line replaying exactly that case
   std::string saved;           // regression file written, if any
   std::vector<std::string> saved_problems;  // beside it: the noted problems the file is not (save_failure)
-  int shrink_stopped = 0;      // > 0: shrinking stopped after this many faulting candidates
+  int shrink_stopped = 0;                   // > 0: shrinking stopped after this many faulting candidates
   std::map<Regime, int> coverage;
   std::vector<Failure> regression_failures;  // every regression file that failed (the first also fills message..)
   Evidence evidence;                         // the failing case's variant problem and transform, when the law noted any

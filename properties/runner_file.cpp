@@ -99,7 +99,10 @@ void print_result(const Law& law, const LawResult& r, std::ostream& log) {
   if (r.regression_cases > 0)
     files = fmt::format("; {} regression file{}{};", r.regression_cases, r.regression_cases == 1 ? "" : "s",
                         r.regression_failures.empty() ? "" : fmt::format(", {} failing", r.regression_failures.size()));
-  log << fmt::format("  {}  {:<15} {} ({} case{}{} {:.1f} s)\n", r.inconclusive ? "INCONCLUSIVE" : r.ok ? "PASS" : "FAIL",
+  log << fmt::format("  {}  {:<15} {} ({} case{}{} {:.1f} s)\n",
+                     r.inconclusive ? "INCONCLUSIVE"
+                     : r.ok         ? "PASS"
+                                    : "FAIL",
                      law.id, law.sentence, r.cases, r.cases == 1 ? "" : "s", files.empty() ? "," : files, r.seconds);
   if (r.ok) return;
   if (r.inconclusive) {

@@ -181,7 +181,8 @@ TEST_CASE("check's verdict options, per-law time, JSON fields and the case a tim
   CHECK(text.find("\"hint\": \"\"") != std::string::npos);
   std::filesystem::remove(json);
   // A run cut from outside names the law and the case it was on (stderr), then dies of the signal.
-  const auto [cut, cut_code] = run("timeout -s TERM 2 " + exe + " check --kernel cpu_tiled --cases 1000000 --seed 1 2>&1");
+  const auto [cut, cut_code] =
+      run("timeout -s TERM 2 " + exe + " check --kernel cpu_tiled --cases 1000000 --seed 1 2>&1");
   CHECK(cut_code == 124);
   CHECK(cut.find("flashcheck check: cut during law reference on case batch=") != std::string::npos);
 }
