@@ -22,7 +22,7 @@ namespace {
 thread_local Evidence t_evidence;  // what the running check noted (evidence.hpp)
 
 // Where a kernel declares what it takes and how it computes: the hints' wording names it once.
-constexpr const char* kDeclarations = "the kernel's declarations (plugin.h for a C plugin, Kernel(...) in Python)";
+constexpr const char* kDeclarations = "plugin.h's declarations or Python's Kernel(...)";
 
 template <class V, class X>
 bool holds_value(const V& v, X x) {
@@ -281,7 +281,7 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
     }
     if (!o.applies) {
       ++res.discarded;
-      if (!sh.failed) ++res.draws.discard_reasons[o.message.substr(0, o.message.find('\n'))];
+      if (!sh.failed) ++res.draws.discarded, ++res.draws.discard_reasons[o.message.substr(0, o.message.find('\n'))];
       if (replaying) replay_not_run = "the replayed case is outside the law: " + o.message;
       RC_DISCARD(o.message);
     }
@@ -376,6 +376,7 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
         "inconclusive: {} accepted case{} of the {} asked for ({} drawn: {} declined by the kernel, {} outside the "
         "law)\n",
         gave_up.numSuccess, gave_up.numSuccess == 1 ? "" : "s", cases, res.draws.drawn, res.declined, res.discarded);
+    probe_declines(k, res.draws);
     res.hint = inconclusive_hint(res.draws, cases);
   } else if (result.match(error)) {
     res.message = fmt::format("RapidCheck error: {}\n", error.description);
@@ -417,6 +418,7 @@ void top_up_coverage(const Law& law, const Kernel& k, const GenSpec& spec, const
           "inconclusive: {} of {} claimed-regime cases show the {} regime, which needs {}; the kernel declined {} of "
           "the {} top-up cases drawn from it alone\n",
           res.coverage[r], opt.cases, regime_name(r), need, res.declined - before.declined, drawn);
+      probe_declines(k, res.draws);
       res.hint = inconclusive_hint(res.draws, opt.cases);
       return;
     }
@@ -549,63 +551,126 @@ void DrawStats::add(const Problem& p, bool declined_it) {
   (declined_it ? ++declined : ++accepted);
   auto& m = declined_it ? declined_values : accepted_values;
   ++m["n_q"][p.n_q], ++m["n_k"][p.n_k], ++m["d"][p.d], ++m["dtype"][int64_t(p.dtype)];
-  ++m["mask"][int64_t(p.mask)], ++m["batch"][p.batch], ++m["heads_q/heads_kv"][p.heads_q / std::max(1, p.heads_kv)];
+  ++m["mask"][int64_t(p.mask)], ++m["batch"][p.batch], ++m["heads_q"][p.heads_q], ++m["heads_kv"][p.heads_kv];
+  std::vector<Problem>& sample = declined_it ? declined_sample : accepted_sample;
+  if (sample.size() < kSample) sample.push_back(p);
+}
+
+namespace {
+
+// The properties probe_declines copies, each with the axes it names and the declaration that sets it.
+struct Property {
+  const char* name;
+  std::vector<const char*> axes;
+  const char* declaration;
+  void (*copy)(const Problem& from, Problem& to);
+};
+const std::vector<Property>& properties() {
+  static const std::vector<Property> list = {
+      {"lengths",
+       {"n_q", "n_k"},
+       "length constraints",
+       [](const Problem& a, Problem& b) { b.n_q = a.n_q, b.n_k = a.n_k; }},
+      {"head dim", {"d"}, "head dims", [](const Problem& a, Problem& b) { b.d = a.d, b.d_v = a.d_v; }},
+      {"dtype", {"dtype"}, "dtypes", [](const Problem& a, Problem& b) { b.dtype = a.dtype; }},
+      {"mask", {"mask"}, "masks", [](const Problem& a, Problem& b) { b.mask = a.mask; }},
+      {"batch", {"batch"}, "batch sizes", [](const Problem& a, Problem& b) { b.batch = a.batch; }},
+      {"heads",
+       {"heads_q", "heads_kv"},
+       "head counts (GQA ratios)",
+       [](const Problem& a, Problem& b) { b.heads_q = a.heads_q, b.heads_kv = a.heads_kv; }},
+  };
+  return list;
+}
+
+std::string axis_value(const std::string& axis, int64_t v) {
+  if (axis == "dtype") return dtype_name(DType(v));
+  if (axis == "mask") return mask_name(Mask(v));
+  return std::to_string(v);
+}
+
+// "n_q 1 (40x), 3 (12x), ... (17 values)": an axis's most frequent values.
+std::string top_values(const std::string& axis, const std::map<int64_t, int>& m, size_t shown = 6) {
+  std::vector<std::pair<int, int64_t>> v;
+  for (const auto& [x, n] : m) v.emplace_back(n, x);
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string s = axis + " ";
+  for (size_t i = 0; i < std::min(v.size(), shown); ++i)
+    s += fmt::format("{}{} ({}x)", i ? ", " : "", axis_value(axis, v[i].second), v[i].first);
+  if (v.size() > shown) s += fmt::format(", ... ({} values)", v.size());
+  return s;
+}
+
+// "n_q 1..45": an axis's range drawn (or its values, for a dtype or mask).
+std::string range_of(const std::string& axis, const std::map<int64_t, int>& m) {
+  if (m.empty()) return axis;
+  if (axis == "dtype" || axis == "mask") {
+    std::vector<std::string> names;
+    for (const auto& [x, n] : m) names.push_back(axis_value(axis, x));
+    return fmt::format("{} {}", axis, fmt::join(names, " "));
+  }
+  const int64_t lo = m.begin()->first, hi = m.rbegin()->first;
+  return lo == hi ? fmt::format("{} {}", axis, lo) : fmt::format("{} {}..{}", axis, lo, hi);
+}
+
+}  // namespace
+
+void probe_declines(const Kernel& k, DrawStats& s) {
+  s.probed = 0, s.blockers.clear();
+  if (s.accepted_sample.empty()) return;
+  for (const Problem& no : s.declined_sample) {
+    ++s.probed;
+    for (const Property& prop : properties())
+      for (const Problem& yes : s.accepted_sample) {
+        Problem p = no;
+        prop.copy(yes, p);
+        if (!claims(k, p)) continue;
+        ++s.blockers[prop.name];
+        break;
+      }
+  }
 }
 
 std::string inconclusive_hint(const DrawStats& s, int wanted) {
-  // A value shown for each axis: a dtype or mask by name, a size as a number.
-  auto name = [](const std::string& axis, int64_t v) -> std::string {
-    if (axis == "dtype") return dtype_name(DType(v));
-    if (axis == "mask") return mask_name(Mask(v));
-    return std::to_string(v);
-  };
-  // The axes whose declined values the accepted cases never show: what the kernel's supports() turns down.
-  std::vector<std::string> parts, what;
-  const std::map<std::string, std::string> declaration = {{"n_q", "length constraints"},
-                                                          {"n_k", "length constraints"},
-                                                          {"d", "head dims"},
-                                                          {"dtype", "dtypes"},
-                                                          {"mask", "masks"},
-                                                          {"batch", "batch sizes"},
-                                                          {"heads_q/heads_kv", "GQA ratios"}};
-  for (const auto& [axis, declined] : s.declined_values) {
-    const auto acc = s.accepted_values.find(axis);
-    std::vector<std::pair<int, int64_t>> only;  // (count, value) declined and never accepted
-    for (const auto& [v, n] : declined)
-      if (acc == s.accepted_values.end() || !acc->second.count(v)) only.emplace_back(n, v);
-    if (only.empty()) continue;
-    int n_only = 0;
-    for (const auto& o : only) n_only += o.first;
-    if (n_only * 4 < s.declined) continue;  // a value turned down in under a quarter of the declines explains little
-    std::sort(only.begin(), only.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-    std::string vals;
-    for (size_t i = 0; i < std::min<size_t>(only.size(), 6); ++i)
-      vals += fmt::format("{}{} ({}x)", i ? ", " : "", name(axis, only[i].second), only[i].first);
-    if (only.size() > 6) vals += fmt::format(", ... ({} values)", only.size());
-    std::string accepted;
-    if (acc != s.accepted_values.end()) {
-      size_t i = 0;
-      for (const auto& [v, n] : acc->second) {
-        if (i == 6) {
-          accepted += ", ...";
-          break;
-        }
-        accepted += fmt::format("{}{}", i++ ? ", " : "", name(axis, v));
-      }
-    }
-    parts.push_back(
-        fmt::format("{} declined: {}{}", axis, vals, accepted.empty() ? "" : fmt::format("; accepted: {}", accepted)));
-    const std::string& d = declaration.at(axis);
-    if (std::find(what.begin(), what.end(), d) == what.end()) what.push_back(d);
-  }
   std::string hint;
   if (s.declined > 0) {
     hint = fmt::format("the kernel declined {} of the {} cases drawn", s.declined, s.drawn);
-    if (!parts.empty()) hint += " (" + fmt::format("{}", fmt::join(parts, "; ")) + ")";
+    std::vector<std::string> opened, declare;
+    std::vector<std::string> shown;  // the declined values of the axes that matter
+    for (const Property& prop : properties()) {
+      const auto it = s.blockers.find(prop.name);
+      if (it == s.blockers.end()) continue;
+      opened.push_back(fmt::format("{} of {} with the {} of an accepted one", it->second, s.probed, prop.name));
+      declare.push_back(prop.declaration);
+      for (const char* axis : prop.axes) {
+        std::string line = "declined " + top_values(axis, s.declined_values.at(axis));
+        if (const auto acc = s.accepted_values.find(axis); acc != s.accepted_values.end())
+          line += "; accepted " + top_values(axis, acc->second, 4);
+        shown.push_back(line);
+      }
+    }
+    if (!opened.empty()) {
+      hint += fmt::format("; of the {} declined problems asked again, the kernel takes {} ({})", s.probed,
+                          fmt::join(opened, ", "), fmt::join(shown, "; "));
+    } else if (s.probed > 0) {
+      hint += fmt::format(
+          "; no one property of an accepted problem (lengths, head dim, dtype, mask, batch, heads) "
+          "makes a declined one accepted (drawn: {}, {}, {})",
+          range_of("n_q", s.declined_values.at("n_q")), range_of("n_k", s.declined_values.at("n_k")),
+          range_of("d", s.declined_values.at("d")));
+    } else {
+      std::vector<std::string> drawn;
+      for (const char* axis : {"n_q", "n_k", "d", "dtype", "mask", "batch", "heads_q", "heads_kv"})
+        if (const auto it = s.declined_values.find(axis); it != s.declined_values.end())
+          drawn.push_back(range_of(axis, it->second));
+      hint += fmt::format("; none was accepted (drawn: {})", fmt::join(drawn, ", "));
+    }
     hint += fmt::format(
-        ": declare the {} it takes in {}, so that the suite draws only those, or narrow the sizes drawn from the "
-        "command line",
-        what.empty() ? std::string("shapes") : fmt::format("{}", fmt::join(what, ", ")), kDeclarations);
+        ": declare the {} the kernel takes in {}, so that the suite draws only those, or narrow the sizes drawn from "
+        "the command line",
+        declare.empty() ? std::string("lengths, head dims, dtypes and masks")
+                        : fmt::format("{}", fmt::join(declare, ", ")),
+        kDeclarations);
   }
   if (s.discarded > 0 && s.discarded * 2 >= s.accepted) {
     std::pair<std::string, int> top{"", 0};
@@ -623,22 +688,22 @@ std::string inconclusive_hint(const DrawStats& s, int wanted) {
 std::string law_lacks(const Law& law, const Kernel& k) {
   const KernelInfo& i = k.info;
   if (law.needs_backward && !i.backward) return "needs a backward, and the kernel declares none";
-  if (law.needs_lse && !i.writes_lse) return "reads lse, and the kernel writes none (declare that it writes lse)";
+  if (law.needs_lse && !i.writes_lse) return "reads lse, and the kernel declares that it writes none";
   if (!covers(i.variants, law.needs_variants)) {
     std::vector<std::string> missing;
     const std::vector<std::string> need = variant_names(law.needs_variants);
     const std::vector<std::string> have = variant_names(i.variants);
     for (const std::string& v : need)
       if (!holds_value(have, v)) missing.push_back(v);
-    return fmt::format("needs the variant{} {} (declare {} in {})", missing.size() == 1 ? "" : "s",
+    return fmt::format("needs the variant{} {}; declare {} in {}", missing.size() == 1 ? "" : "s",
                        fmt::join(missing, ", "), missing.size() == 1 ? "it" : "them", kDeclarations);
   }
   if (law.mask_none_only && !holds_value(i.masks, Mask::None))
-    return "holds only without a mask, and the kernel takes no unmasked problem (declare mask none)";
+    return "holds only without a mask, and the kernel declares no unmasked problem";
   if (law.needs_causal && std::none_of(i.masks.begin(), i.masks.end(), [](Mask m) { return m != Mask::None; }))
     return "needs a causal mask, and the kernel declares none";
   if (law.needs_tiles && !i.any_tile && i.configs.size() < 2)
-    return fmt::format("needs two configurations with distinct tiles (declare the kernel's configurations in {})",
+    return fmt::format("needs two configurations with distinct tiles; declare the kernel's configurations in {}",
                        kDeclarations);
   if (law.needs_large_offsets && !i.large_offsets)
     return "needs tensors past 2^31 elements, and the kernel does not declare 64-bit offsets (large_offsets)";
@@ -650,7 +715,7 @@ std::string law_lacks(const Law& law, const Kernel& k) {
   }
   if (law.needs_exact)
     if (const std::string why = law.needs_exact(i); !why.empty())
-      return fmt::format("{} (declare the kernel's arithmetic in {})", why, kDeclarations);
+      return fmt::format("{}; declare the kernel's arithmetic in {}", why, kDeclarations);
   if (law.needs_baseline) {
     const Kernel* base = find_kernel("cpu_naive");
     if (!base) return "needs the same-precision baseline cpu_naive, which this build lacks";

@@ -57,13 +57,24 @@ struct Failure {
 };
 
 // What a law's draw met (the cases it generated, those the kernel declined and those outside the law),
-// for an inconclusive law's hint: which sizes, head dims, dtypes and masks were declined and accepted.
+// for an inconclusive law's hint: the values drawn per axis and a sample of declined and accepted
+// problems, on which probe_declines asks the kernel which property of an accepted problem a
+// declined one lacks.
 struct DrawStats {
   int drawn = 0, declined = 0, discarded = 0, accepted = 0;
   std::map<std::string, std::map<int64_t, int>> declined_values, accepted_values;  // axis -> value -> count
   std::map<std::string, int> discard_reasons;                                      // NotApplicable's messages
+  std::vector<Problem> declined_sample, accepted_sample;                           // the first kSample of each
+  int probed = 0;                       // declined problems probe_declines asked about
+  std::map<std::string, int> blockers;  // property -> probed problems it alone opens
+  static constexpr size_t kSample = 16;
   void add(const Problem& p, bool declined_it);
 };
+
+// For each sampled declined problem: the properties (lengths, head dim, dtype, mask, batch, heads)
+// of a sampled accepted one that, copied alone, make the kernel claim it (claims(): its declarations
+// and supports()). At most kSample x 6 x kSample calls; none when nothing was accepted.
+void probe_declines(const Kernel& k, DrawStats& s);
 
 // An inconclusive law's reason and what would open it (the declaration or the option): the one place
 // its wording lives. `wanted`: the cases the law asked for.
