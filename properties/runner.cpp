@@ -272,7 +272,8 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
     prog.tick(res, c.in.p);
     tripped = false;
     Outcome o = claimed ? check_case(law, guarded, c) : Outcome{};
-    Evidence ev = t_evidence;
+    Evidence ev;  // copied only from a failing run (a variant problem may be large)
+    if (o.applies && !o.message.empty()) ev = t_evidence;
     if (sh.failed && faults() > faults_before) ++sh.faulted;
     if (!claimed) {
       ++res.declined;

@@ -183,6 +183,21 @@ TEST_CASE("a replay that fails only on some runs reports nondeterminism", "[cpu]
   racy = true;
 }
 
+TEST_CASE("the racy mutant's determinism counterexample replays as a failure", "[cpu]") {
+  // mutant_racy_dq sums d_q's tiles in another order on every other call: the law's two runs differ
+  // on every replay, so the replay's own run fails and no repeat is needed.
+  const fc::Kernel& k = *fc::find_kernel("mutant_racy_dq");
+  RunOptions opt;
+  const LawResult first = run_law(*find_law("determinism"), k, opt);
+  REQUIRE_FALSE(first.ok);
+  opt.reproduce = token_of(first.replay);
+  const LawResult again = run_law(*find_law("determinism"), k, opt);
+  CHECK_FALSE(again.ok);
+  CHECK_FALSE(again.inconclusive);
+  CHECK(again.repeats == 0);
+  CHECK(contains(again.message, "on the same inputs"));
+}
+
 TEST_CASE("regression files and random cases both run and both report their failures", "[cpu]") {
   const std::string dir = (std::filesystem::temp_directory_path() / "fc_verdicts_regressions").string();
   std::filesystem::remove_all(dir);
