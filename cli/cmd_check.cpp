@@ -46,8 +46,8 @@ namespace {
 // The case running now, for a time-out from outside (timeout(1), a CI job's limit: SIGTERM, SIGINT,
 // SIGHUP, SIGXCPU): the handler writes "cut during law L on case SHAPE" to stderr, then dies of the
 // signal as it would have. Two buffers, swapped atomically: the handler never reads a half-written
-// line. Installed by the flashcheck executable only (an embedding program, Python, keeps its own
-// handlers), for the suite's run, and the previous handlers restored after it.
+// line. Installed for the suite's run over the default dispositions only (a signal the process
+// ignores or handles itself, as Python handles SIGINT, keeps its handler), then restored.
 class CurrentCase {
  public:
   static void set(const std::string& law, const Problem& p) {
@@ -65,7 +65,8 @@ class CurrentCase {
       sigemptyset(&act.sa_mask);
       for (size_t i = 0; i < std::size(kSignals); ++i) {
         sigaction(kSignals[i], nullptr, &previous_[i]);
-        if (previous_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &act, nullptr);  // an ignored one stays so
+        if (!(previous_[i].sa_flags & SA_SIGINFO) && previous_[i].sa_handler == SIG_DFL)
+          sigaction(kSignals[i], &act, nullptr);
       }
     }
     ~Installed() {
@@ -308,14 +309,13 @@ int run_check(const CheckOptions& o, const ExternalKernel* ext) {
     opt.progress_tty = isatty(STDERR_FILENO) == 1;
     opt.progress_every_s = opt.progress_tty ? 1 : 10;
   }
-  if (!ext) opt.on_case = [](const std::string& law, const Problem& p) { CurrentCase::set(law, p); };
+  opt.on_case = [](const std::string& law, const Problem& p) { CurrentCase::set(law, p); };
   if (subject) opt.faults = [&subject] { return int64_t(subject->faults()); };
   out << fmt::format("flashcheck check: kernel {} ({}), {} cases per law, seed {}\n", k->info.name,
                      k->info.mutant ? "mutant" : k->info.device, opt.cases, opt.seed);
   if (subject) out << fmt::format("  {}; {}\n", k->info.description, subject->notes());
   std::vector<std::pair<std::string, props::LawResult>> results;
-  std::optional<CurrentCase::Installed> signals;
-  if (!ext) signals.emplace();
+  std::optional<CurrentCase::Installed> signals(std::in_place);
   const bool ok = props::run_suite(*k, opt, out, o.law, &results);
   signals.reset();
   if (!o.json_out.empty()) io::write_file_atomic(o.json_out, results_json(*k, opt, results, ok) + "\n");

@@ -566,7 +566,7 @@ struct Property {
   const char* declaration;
   void (*copy)(const Problem& from, Problem& to);
 };
-const std::vector<Property>& properties() {
+const std::vector<Property>& copied_properties() {
   static const std::vector<Property> list = {
       {"lengths",
        {"n_q", "n_k"},
@@ -621,7 +621,7 @@ void probe_declines(const Kernel& k, DrawStats& s) {
   if (s.accepted_sample.empty()) return;
   for (const Problem& no : s.declined_sample) {
     ++s.probed;
-    for (const Property& prop : properties())
+    for (const Property& prop : copied_properties())
       for (const Problem& yes : s.accepted_sample) {
         Problem p = no;
         prop.copy(yes, p);
@@ -638,7 +638,7 @@ std::string inconclusive_hint(const DrawStats& s, int wanted) {
     hint = fmt::format("the kernel declined {} of the {} cases drawn", s.declined, s.drawn);
     std::vector<std::string> opened, declare;
     std::vector<std::string> shown;  // the declined values of the axes that matter
-    for (const Property& prop : properties()) {
+    for (const Property& prop : copied_properties()) {
       const auto it = s.blockers.find(prop.name);
       if (it == s.blockers.end()) continue;
       opened.push_back(fmt::format("{} of {} with the {} of an accepted one", it->second, s.probed, prop.name));
