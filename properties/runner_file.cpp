@@ -124,9 +124,16 @@ void print_result(const Law& law, const LawResult& r, std::ostream& log) {
     if (!r.counterexample.empty()) log << "  minimal counterexample:\n" << r.counterexample;
     if (!r.replay.empty()) log << "  replay: " << r.replay << "\n";
   }
-  for (const Failure& f : r.regression_failures) {
-    log << "  regression file " << f.source << " fails: " << f.message;
-    log << "  its case:\n" << f.counterexample;
+  // The first failing files in full; the rest by their first line (every one is in --json-out).
+  constexpr size_t kFull = 3;
+  for (size_t i = 0; i < r.regression_failures.size(); ++i) {
+    const Failure& f = r.regression_failures[i];
+    if (i < kFull) {
+      log << "  regression file " << f.source << " fails: " << f.message;
+      log << "  its case:\n" << f.counterexample;
+    } else {
+      log << "  regression file " << f.source << " fails: " << f.message.substr(0, f.message.find('\n')) << "\n";
+    }
     log << "  replay: " << f.replay << "\n";
   }
 }

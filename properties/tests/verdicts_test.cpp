@@ -225,6 +225,22 @@ TEST_CASE("regression files and random cases both run and both report their fail
   CHECK(contains(log.str(), "; 1 regression file, 1 failing; "));
   CHECK(contains(log.str(), "  random cases: "));
   CHECK(contains(log.str(), "  regression file " + saved.saved + " fails: "));
+  // Past three failing files, each prints one line and its replay line (the JSON keeps them whole).
+  const Case one = read_case(saved.saved, nullptr);
+  for (int i = 0; i < 4; ++i)
+    write_case(dir, "reference", k.info.name, one, {}, "copy" + std::to_string(i) + ".safetensors");
+  const LawResult many = run_law(law, k, again);
+  REQUIRE(many.regression_failures.size() == 5);
+  std::ostringstream many_log;
+  print_result(law, many, many_log);
+  const std::string m = many_log.str();
+  size_t files = 0, cases = 0;
+  for (size_t at = m.find("  regression file "); at != std::string::npos; at = m.find("  regression file ", at + 1))
+    ++files;
+  for (size_t at = m.find("  its case:"); at != std::string::npos; at = m.find("  its case:", at + 1)) ++cases;
+  CHECK(files == 5);
+  CHECK(cases == 3);
+  for (int i = 0; i < 4; ++i) std::filesystem::remove(dir + "/copy" + std::to_string(i) + ".safetensors");
   // A correct kernel passes the file and the random cases, and the count says which was which.
   const LawResult ok = run_law(law, *fc::find_kernel("cpu_tiled"), again);
   CHECK(ok.ok);
