@@ -2,11 +2,16 @@
 // suite on one kernel. Exit 0 every law held, 1 a law failed (its minimal counterexample and a replay
 // line are printed), 2 bad usage. `--reproduce TOKEN` (with --law) replays exactly one minimal case;
 // `--case FILE` one regression file. Regression files in --regressions DIR (default the source
-// tree's properties/regressions) are replayed before the random cases; --save-regressions writes
-// each new minimal counterexample there; --json-out FILE writes every law's result. A plugin runs in a
+// tree's properties/regressions) are replayed beside the random cases (both run, both reported);
+// --save-regressions writes each new minimal counterexample there (and a variant law's problem
+// beside it); --json-out FILE writes every law's result. A plugin runs in a
 // worker process (cli/plugin_options.hpp); `--shrink-faults N` stops shrinking once N candidates have
 // crashed, hung or broken the CUDA context (the counterexample then may not be minimal).
 // `--inputs FILE` runs every law that applies to that one input (exit 2 when none does).
+// Exit 3: no law failed, but one is inconclusive (too few accepted cases, or a replay that did not
+// reproduce): --fail-on-inconclusive makes that exit 1, --allow-inconclusive exit 0. A progress line
+// per law goes to stderr once a law has run 2 s (rewritten in place every second on a terminal, a
+// plain line every 10 s otherwise; --no-progress: none).
 // `--kill-matrix [--kernels A,B] [--json]` runs every law on every mutant whose device is present (or
 // on the kernels named) and prints which law kills which (exit 1 when a mutant survives every law or
 // a correct kernel is killed).
@@ -18,6 +23,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <iterator>
+#include <optional>
+#include <unistd.h>
 
 #include "cli/command.hpp"
 #include "cli/options.hpp"
@@ -31,21 +43,94 @@
 namespace fc::cli {
 namespace {
 
+// The case running now, for a time-out from outside (timeout(1), a CI job's limit: SIGTERM, SIGINT,
+// SIGHUP, SIGXCPU): the handler writes "cut during law L on case SHAPE" to stderr, then dies of the
+// signal as it would have. Two buffers, swapped atomically: the handler never reads a half-written
+// line. Installed for the suite's run over the default dispositions only (a signal the process
+// ignores or handles itself, as Python handles SIGINT, keeps its handler), then restored.
+class CurrentCase {
+ public:
+  static void set(const std::string& law, const Problem& p) {
+    const int next = 1 - which_.load();
+    const std::string line = fmt::format("flashcheck check: cut during law {} on case {}\n", law, props::shape_line(p));
+    const size_t n = std::min(line.size(), sizeof(lines_[0]));
+    std::memcpy(lines_[next], line.data(), n);
+    sizes_[next] = n;
+    which_.store(next);
+  }
+  struct Installed {
+    Installed() {
+      struct sigaction act {};
+      act.sa_handler = handle;
+      sigemptyset(&act.sa_mask);
+      for (size_t i = 0; i < std::size(kSignals); ++i) {
+        sigaction(kSignals[i], nullptr, &previous_[i]);
+        if (!(previous_[i].sa_flags & SA_SIGINFO) && previous_[i].sa_handler == SIG_DFL)
+          sigaction(kSignals[i], &act, nullptr);
+      }
+    }
+    ~Installed() {
+      for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+      sizes_[0] = sizes_[1] = 0;
+    }
+    Installed(const Installed&) = delete;
+    Installed& operator=(const Installed&) = delete;
+  };
+
+ private:
+  static constexpr int kSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGXCPU};
+  static void handle(int sig) {
+    const int w = which_.load();
+    if (sizes_[w] > 0) {
+      const ssize_t written = write(STDERR_FILENO, lines_[w], sizes_[w]);
+      (void)written;
+    }
+    for (size_t i = 0; i < std::size(kSignals); ++i)
+      if (kSignals[i] == sig) sigaction(sig, &previous_[i], nullptr);  // the disposition before this one
+    std::raise(sig);
+  }
+  static inline char lines_[2][512] = {};
+  static inline std::atomic<size_t> sizes_[2] = {0, 0};
+  static inline std::atomic<int> which_{0};
+  static inline struct sigaction previous_[std::size(kSignals)] = {};
+};
+
+nlohmann::json failure_json(const props::Failure& f) {
+  return {{"file", f.source}, {"message", f.message}, {"counterexample", f.counterexample}, {"replay", f.replay}};
+}
+
 std::string results_json(const Kernel& k, const props::RunOptions& opt,
                          const std::vector<std::pair<std::string, props::LawResult>>& results, bool ok) {
   nlohmann::json laws = nlohmann::json::array();
   for (const auto& [id, r] : results) {
     const props::Law* law = props::find_law(id);
-    const char* status = !r.applies ? (r.declined > 0 ? "unsupported" : "n/a") : r.ok ? "pass" : "fail";
-    laws.push_back({{"id", id},
-                    {"sentence", law ? law->sentence : ""},
-                    {"status", status},
-                    {"cases", r.cases},
-                    {"declined", r.declined},
-                    {"message", r.message},
-                    {"counterexample", r.counterexample},
-                    {"replay", r.replay},
-                    {"saved", r.saved}});
+    nlohmann::json problems = nlohmann::json::array();
+    for (const auto& [role, in] : r.evidence.problems)
+      problems.push_back({{"role", role}, {"problem", props::describe(in)}});
+    nlohmann::json regressions = nlohmann::json::array();
+    for (const props::Failure& f : r.regression_failures) regressions.push_back(failure_json(f));
+    nlohmann::json one = {{"id", id},
+                          {"sentence", law ? law->sentence : ""},
+                          {"status", props::law_status(r)},
+                          {"cases", r.cases},
+                          {"regression_cases", r.regression_cases},
+                          {"declined", r.declined},
+                          {"discarded", r.discarded},
+                          {"seconds", r.seconds},
+                          {"message", r.applies ? r.message : r.not_applicable},
+                          {"hint", r.hint},
+                          {"failed_on", !r.applies || r.ok || r.inconclusive ? ""
+                                        : r.random_failed                    ? "random"
+                                                                             : "regression"},
+                          {"counterexample", r.counterexample},
+                          {"problems", problems},
+                          {"transform", r.evidence.transform},
+                          {"replay", r.replay},
+                          {"saved", r.saved},
+                          {"saved_problems", r.saved_problems},
+                          {"regression_failures", regressions}};
+    if (r.repeats > 0) one["repeats"] = {{"run", r.repeats}, {"failed", r.repeats_failed}};
+    laws.push_back(one);
   }
   return nlohmann::json{{"kernel", k.info.name}, {"device", k.info.device},    {"description", k.info.description},
                         {"seed", opt.seed},      {"cases_per_law", opt.cases}, {"ok", ok},
@@ -83,9 +168,11 @@ int run_kill_matrix(const std::vector<std::string>& names, int cases, uint64_t s
 struct CheckOptions {
   std::string kernel, law, reproduce, case_file, inputs, json_out, regressions = props::default_regressions_dir();
   std::vector<std::string> kernels;
-  int cases = 100, shrink_faults = props::RunOptions{}.shrink_faults;
+  int cases = 100, shrink_faults = props::RunOptions{}.shrink_faults,
+      replay_repeats = props::RunOptions{}.replay_repeats;
   uint64_t seed = 0;
-  bool save = false, kill_matrix = false, json = false;
+  bool save = false, kill_matrix = false, json = false, fail_inconclusive = false, allow_inconclusive = false;
+  bool no_progress = false;
   PluginArgs plugin;
   std::string oracle = "auto";  // --oracle
   bool seed_given = false, regressions_given = false;  // filled in when the command runs
@@ -109,10 +196,20 @@ void add_check_options(CLI::App* sub, CheckOptions& o, const ExternalKernel* ext
   sub->add_option("--reproduce", o.reproduce, "replay token printed by a failure (needs --law)");
   sub->add_option("--case", o.case_file, "replay one regression file (needs --law)");
   sub->add_option("--inputs", o.inputs, "run every law that applies to this one input file (safetensors)");
-  sub->add_option("--regressions", o.regressions, "regression folder replayed before random cases");
+  sub->add_option("--regressions", o.regressions, "regression folder, replayed beside the random cases");
   sub->add_flag("--save-regressions", o.save, "save each minimal counterexample to the regression folder");
   sub->add_option("--json-out", o.json_out, "also write every law's result to this file (JSON)");
   add_oracle_option(sub, o.oracle);
+  CLI::Option* fail_inc =
+      sub->add_flag("--fail-on-inconclusive", o.fail_inconclusive, "an inconclusive law fails the run (exit 1, not 3)");
+  sub->add_flag("--allow-inconclusive", o.allow_inconclusive,
+                "an inconclusive law does not fail the run (exit 0, not 3)")
+      ->excludes(fail_inc);
+  sub->add_option("--replay-repeats", o.replay_repeats,
+                  "a --reproduce case that passes is run this many more times (default 10)")
+      ->check(decimal_unsigned())
+      ->check(CLI::Range(0, 100000));
+  sub->add_flag("--no-progress", o.no_progress, "no progress lines on stderr");
   if (!ext) {
     sub->add_flag("--kill-matrix", o.kill_matrix, "every law on every mutant (or --kernels): which law kills which");
     sub->add_option("--kernels", o.kernels, "kernels for --kill-matrix (default: every mutant whose device is present)")
@@ -209,18 +306,42 @@ int run_check(const CheckOptions& o, const ExternalKernel* ext) {
   opt.regressions_dir = o.regressions;
   opt.save_failures = o.save;
   opt.shrink_faults = o.shrink_faults;
+  opt.replay_repeats = o.replay_repeats;
+  if (!o.no_progress) {
+    opt.progress = &std::cerr;
+    opt.progress_tty = isatty(STDERR_FILENO) == 1;
+    opt.progress_every_s = opt.progress_tty ? 1 : 10;
+  }
+  opt.on_case = [](const std::string& law, const Problem& p) { CurrentCase::set(law, p); };
   if (subject) opt.faults = [&subject] { return int64_t(subject->faults()); };
   out << fmt::format("flashcheck check: kernel {} ({}), {} cases per law, seed {}\n", k->info.name,
                      k->info.mutant ? "mutant" : k->info.device, opt.cases, opt.seed);
   if (subject) out << fmt::format("  {}; {}\n", k->info.description, subject->notes());
   std::vector<std::pair<std::string, props::LawResult>> results;
+  std::optional<CurrentCase::Installed> signals(std::in_place);
   const bool ok = props::run_suite(*k, opt, out, o.law, &results);
+  signals.reset();
   if (!o.json_out.empty()) io::write_file_atomic(o.json_out, results_json(*k, opt, results, ok) + "\n");
   if (subject && subject->restarts() > 0)
     out << fmt::format("the worker was restarted {} times after faults\n", subject->restarts());
-  out << (ok ? "every law holds\n" : "a law failed\n");
+  const int failed = int(std::count_if(results.begin(), results.end(), [](const auto& r) {
+    return r.second.applies && !r.second.ok && !r.second.inconclusive;
+  }));
+  const int inconclusive =
+      int(std::count_if(results.begin(), results.end(), [](const auto& r) { return r.second.inconclusive; }));
+  static_assert(kExitInconclusive == 3 && kExitFail == 1 && kExitPass == 0, "props::suite_exit_code's codes");
+  const int code = props::suite_exit_code(results, o.fail_inconclusive    ? props::OnInconclusive::Fail
+                                                   : o.allow_inconclusive ? props::OnInconclusive::Pass
+                                                                          : props::OnInconclusive::Exit3);
+  if (ok)
+    out << "every law holds\n";
+  else if (failed > 0)
+    out << (inconclusive > 0 ? fmt::format("a law failed ({} inconclusive)\n", inconclusive) : "a law failed\n");
+  else
+    out << fmt::format("no law failed; {} inconclusive{}\n", inconclusive,
+                       code == kExitPass ? " (--allow-inconclusive)" : "");
   out.flush();
-  return ok ? kExitPass : kExitFail;
+  return code;
 }
 
 }  // namespace

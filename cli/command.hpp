@@ -19,9 +19,10 @@ class Subject;
 namespace fc::cli {
 
 // Exit codes (docs/INTERFACES.md).
-constexpr int kExitPass = 0;   // everything passed
-constexpr int kExitFail = 1;   // a check failed
-constexpr int kExitUsage = 2;  // bad usage or bad input
+constexpr int kExitPass = 0;          // everything passed
+constexpr int kExitFail = 1;          // a check failed
+constexpr int kExitUsage = 2;         // bad usage or bad input
+constexpr int kExitInconclusive = 3;  // check: no law failed, and one could not be judged (too few accepted cases)
 
 // A subcommand's action, run after parsing; returns one of the exit codes above.
 using Run = std::function<int()>;

@@ -128,6 +128,31 @@ std::string describe(const Case& c) {
   return s;
 }
 
+std::string describe(const Inputs& in) {
+  const Problem& p = in.p;
+  std::string s =
+      fmt::format("  problem: batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} dtype={} mask={} scale={:.17g}\n",
+                  p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype), mask_name(p.mask), p.scale);
+  std::string more;
+  if (p.d_v > 0) more += fmt::format(" d_v={}", p.d_v);
+  if (has_window(p)) more += fmt::format(" window=({}, {})", p.window_left, p.window_right);
+  if (p.softcap > 0) more += fmt::format(" softcap={:.17g}", p.softcap);
+  if (p.varlen) more += fmt::format(" varlen total_q={} total_k={}", p.total_q, p.total_k);
+  if (is_paged(p))
+    more += fmt::format(" paged page_size={} num_pages={} pages_per_seq={}", p.page_size, p.num_pages, p.pages_per_seq);
+  auto strided = [](const HostTensor& t) { return !t.shape.empty() && !t.is_compact(); };
+  for (auto [name, t] :
+       {std::pair{"q", &in.q}, std::pair{"k", &in.k}, std::pair{"v", &in.v}, std::pair{"d_o", &in.d_o}})
+    if (strided(*t)) more += fmt::format(" {} strided", name);
+  if (!more.empty()) s += "  variants:" + more + "\n";
+  for (auto [name, t] : {std::pair{"cu_seqlens_q", &in.cu_seqlens_q}, std::pair{"cu_seqlens_k", &in.cu_seqlens_k},
+                         std::pair{"page_table", &in.page_table}, std::pair{"alibi_slopes", &in.alibi_slopes}})
+    if (!t->shape.empty()) s += values(name, *t);
+  s += values("q", in.q) + values("k", in.k) + values("v", in.v);
+  if (in.has_d_o()) s += values("d_o", in.d_o);
+  return s;
+}
+
 void showValue(const Case& c, std::ostream& os) { os << "\n" << describe(c); }
 
 std::string write_case(const std::string& dir, const std::string& law, const std::string& kernel, const Case& c,

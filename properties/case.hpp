@@ -51,6 +51,9 @@ bool same_case(const Case& a, const Case& b);
 
 // Multi-line description: shape, dtype, mask, scale, configs, regime, and the values when small.
 std::string describe(const Case& c);
+// The same for a problem's inputs alone (a variant problem a law drew from a case): its shape, its
+// variants (window, softcap, varlen offsets, page table, ALiBi slopes, strided tensors) and values.
+std::string describe(const Inputs& in);
 void showValue(const Case& c, std::ostream& os);  // RapidCheck's counterexample printer (ADL)
 
 // Regression files: safetensors inputs (q k v d_o, metadata mask and scale) plus metadata for the

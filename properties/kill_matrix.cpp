@@ -46,7 +46,7 @@ KillMatrix kill_matrix(const std::vector<const Kernel*>& kernels, const RunOptio
     KillRow row{k->info.name, k->info.description, k->info.mutant, {}, {}};
     for (const Law& law : laws()) {
       const LawResult r = run_law(law, *k, opt);
-      row.cells.push_back(!r.applies ? Cell::NotApplicable : r.ok ? Cell::Survived : Cell::Killed);
+      row.cells.push_back(!r.applies || r.inconclusive ? Cell::NotApplicable : r.ok ? Cell::Survived : Cell::Killed);
       row.first_failure.push_back(r.ok ? "" : r.message.substr(0, r.message.find('\n')));
     }
     if (progress) *progress << fmt::format("{}: killed by {}\n", k->info.name, joined(killers(m, row)));

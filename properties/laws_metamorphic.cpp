@@ -11,6 +11,7 @@
 
 #include "properties/constants.hpp"
 #include "properties/differential.hpp"
+#include "properties/evidence.hpp"
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
 
@@ -50,6 +51,8 @@ std::string law_shift(const Kernel& k, const Case& c) {
     if (round_to(p.dtype, y) != y) throw NotApplicable("the shifted keys are not exact in the storage type");
     in2.k.set(x, y);
   }
+  note_problem("shifted keys' problem", in2);
+  note_transform("K + 1 w^T, w (batch, kv head, column) = " + list_values(w, 64));
   const double u = ref::coarse(precision_of(k, c.cfg, p)).u_acc;
   if (!dots_exact(c.in, u) || !dots_exact(in2, u))
     throw NotApplicable("the dot products are not exact (grid values): the shifted scores would round apart");
@@ -104,6 +107,9 @@ std::string law_affine_v(const Kernel& k, const Case& c) {
       throw NotApplicable("aV + b is not exact in the storage type");
     in_a.v.set(x, y), in_b.v.set(x, z);
   }
+  note_problem("aV problem", in_a);
+  note_problem("aV + b problem", in_b);
+  note_transform(fmt::format("a = {}, b (per column) = {}", a, list_values(shift, 64)));
   const bool bwd = has_backward(k, c);
   const Run r1 = execute(k, c.in, c.cfg, bwd), ra = execute(k, in_a, c.cfg, bwd), rb = execute(k, in_b, c.cfg, bwd);
   if (const std::string e = run_errors(r1, ra) + run_errors(rb, rb); !e.empty()) return e;

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "properties/differential.hpp"
+#include "properties/evidence.hpp"
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
 
@@ -92,6 +93,8 @@ std::string law_block_size(const Kernel& k, const Case& c) {
   const Problem& p = c.in.p;
   const Config cfg2 = second_config(k, c);
   const bool bwd = has_backward(k, c);
+  note_transform(fmt::format("second config: block_m={} block_n={} order={}", cfg2.block_m, cfg2.block_n,
+                             cfg2.order == LoopOrder::FA1 ? "FA1" : "FA2"));
   const Run a = execute(k, c.in, c.cfg, bwd), b = execute(k, c.in, cfg2, bwd);
   if (const std::string e = run_errors(a, b); !e.empty()) return e;
   // Only kBlockM differs: every row's arithmetic is the same, except in the FA1 order under a mask,
@@ -121,6 +124,11 @@ std::string law_kv_permutation(const Kernel& k, const Case& c) {
   for (int64_t g = 0; g < p.batch * p.heads_kv; ++g) perms.push_back(block_permutation(p.n_k, tile, rng));
   Inputs in2 = c.in;
   in2.k = permute_rows(c.in.k, p.n_k, p.d, perms), in2.v = permute_rows(c.in.v, p.n_k, p.d, perms);
+  note_problem("permuted keys' problem", in2);
+  for (size_t g = 0; g < perms.size(); ++g)
+    note_transform(fmt::format("keys of (batch {}, kv head {}) permuted {}: {}", int64_t(g) / p.heads_kv,
+                               int64_t(g) % p.heads_kv, in_tiles ? "within their tiles" : "anywhere",
+                               list_values(perms[g])));
   const Run a = execute(k, c.in, c.cfg, false), b = execute(k, in2, c.cfg, false);
   if (const std::string e = run_errors(a, b); !e.empty()) return e;
   const std::string msg =
@@ -139,6 +147,10 @@ std::string law_q_permutation(const Kernel& k, const Case& c) {
   Inputs in2 = c.in;
   in2.q = permute_rows(c.in.q, p.n_q, p.d, perms);
   if (c.in.has_d_o()) in2.d_o = permute_rows(c.in.d_o, p.n_q, p.d, perms);
+  note_problem("permuted queries' problem", in2);
+  for (size_t g = 0; g < perms.size(); ++g)
+    note_transform(fmt::format("queries of (batch {}, head {}) permuted: {}", int64_t(g) / p.heads_q,
+                               int64_t(g) % p.heads_q, list_values(perms[g])));
   const Run a = execute(k, c.in, c.cfg, bwd), b = execute(k, in2, c.cfg, bwd);
   if (const std::string e = run_errors(a, b); !e.empty()) return e;
   Outputs back = b.out;  // the second run's query-shaped outputs, back in the first run's order

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "properties/evidence.hpp"
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
 #include "properties/variant_gen.hpp"
@@ -31,6 +32,8 @@ std::string law_reference(const Kernel& k, const Case& c) {
   // A kernel may take a variant only under some masks or sizes (a window only with a causal mask):
   // a variant problem it does not claim leaves the case dense.
   if (!claims(k, in)) return judge(k, c.in, c.cfg);
+  note_problem("variant problem", in);
+  note_transform("variant problem drawn from the case: " + how);
   const std::string m = judge(k, in, c.cfg);
   return m.empty() ? "" : fmt::format("variant problem ({}): {}", how, m);
 }

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "properties/differential.hpp"
+#include "properties/evidence.hpp"
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
 
@@ -63,6 +64,8 @@ std::string law_invisible_keys(const Kernel& k, const Case& c) {
       in2.k.set(x, round_to(p.dtype, 1000.0 * std::normal_distribution<double>()(rng)));
       in2.v.set(x, round_to(p.dtype, 1000.0 * std::normal_distribution<double>()(rng)));
     }
+  note_problem("problem with replaced keys", in2);
+  note_transform(fmt::format("keys j >= {} (and their values) replaced", cut));
   const bool bwd = has_backward(k, c);
   const Run a = execute(k, c.in, c.cfg, bwd), b = execute(k, in2, c.cfg, bwd);
   if (!a.error.empty() || !b.error.empty()) return a.error + b.error;

@@ -10,6 +10,7 @@
 // declines every one).
 #include <fmt/format.h>
 
+#include "properties/evidence.hpp"
 #include "properties/variant_compare.hpp"
 #include "properties/variant_gen.hpp"
 
@@ -22,6 +23,8 @@ std::string law_varlen_split(const Kernel& k, const Case& c_in) {
   Rng rng(c.aux);
   const SeqLens lens = draw_lengths(rng, c.in.p.batch, c.in.p.n_q, c.in.p.n_k);
   const Inputs batch = to_varlen(c.in, lens);
+  note_problem("varlen batch", batch);
+  note_transform("sequence lengths " + describe(lens));
   const bool g = grads(k, c);
   const Run all = execute(k, batch, c.cfg, g);
   if (!all.error.empty()) return "the kernel threw: " + all.error;
@@ -52,6 +55,9 @@ std::string law_paged(const Kernel& k, const Case& c_in) {
   std::string how;
   const Inputs paged = to_paged(to_varlen(c.in, lens), draw_page_size(rng), true, rng, &how);
   const Inputs flat = unpaged(paged);
+  note_problem("paged batch", paged);
+  note_problem("contiguous batch", flat);
+  note_transform(describe(lens) + "; " + how);
   const bool g = grads(k, c);
   const Run a = execute(k, paged, c.cfg, g), b = execute(k, flat, c.cfg, g);
   if (std::string e = both_ran(a, b); !e.empty()) return e;
@@ -96,6 +102,9 @@ std::string law_strides(const Kernel& k, const Case& c_in) {
     *t = draw_strided(*t, rng, &how);
     how += "; ";
   }
+  note_problem("compact problem", plain);
+  note_problem("strided problem", strided);
+  note_transform(how);
   const bool g = grads(k, c);  // one kernel on the same data: every output, bit for bit
   const Run a = execute(k, plain, c.cfg, g), b = execute(k, strided, c.cfg, g);
   if (std::string e = both_ran(a, b); !e.empty()) return e;
@@ -109,6 +118,7 @@ std::string law_alibi_zero(const Kernel& k, const Case& c_in) {
   Inputs zero = c.in;
   zero.p.alibi = true;
   zero.alibi_slopes = HostTensor(DType::F32, {zero.p.heads_q});  // +0 for every head
+  note_problem("zero-slope ALiBi problem", zero);
   const bool g = grads(k, c);
   const Run a = execute(k, c.in, c.cfg, g), b = execute(k, zero, c.cfg, g);
   if (std::string e = both_ran(a, b); !e.empty()) return e;
@@ -142,6 +152,9 @@ std::string law_zero_length(const Kernel& k, const Case& c_in) {
   for (size_t y = 0, b = 0; y < kind.size(); ++y)
     if (kind[y] < 0) at[b++] = int64_t(y);
   const Inputs padded = to_varlen(c.in, more);
+  note_problem("varlen batch", base);
+  note_problem("batch with zero-length sequences", padded);
+  note_transform(describe(lens) + " with sequences inserted: " + describe(more));
   const bool g = grads(k, c);
   const Run a = execute(k, base, c.cfg, g), z = execute(k, padded, c.cfg, g);
   if (std::string e = both_ran(a, z); !e.empty()) return e;

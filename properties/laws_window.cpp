@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "properties/differential.hpp"
+#include "properties/evidence.hpp"
 #include "properties/generators.hpp"
 #include "properties/variant_compare.hpp"
 #include "properties/variant_gen.hpp"
@@ -27,6 +28,9 @@ std::string law_window_mask(const Kernel& k, const Case& c_in) {
   if (p.mask == Mask::None) causal.p.mask = Mask::CausalBottomRight;
   wide.p.window_left = left, wide.p.window_right = right;
   if (!claims(k, causal.p)) throw NotApplicable("the kernel does not claim the causal mask");
+  note_problem("windowed problem", win);
+  note_transform(fmt::format("window ({}, 0) against the {} mask; window ({}, {}) against no window", left,
+                             mask_name(causal.p.mask), left, right));
   const Run a = execute(k, win, c.cfg, g), b = execute(k, causal, c.cfg, g);
   if (std::string e = both_ran(a, b); !e.empty()) return e;
   std::string m = same_outputs(p, a.out, b.out, g);
@@ -66,6 +70,12 @@ std::string law_window_invisible(const Kernel& k, const Case& c_in) {
       for (int64_t x = 0; x < p.d; ++x) bad.k.set(row * p.d + x, NAN);
       for (int64_t x = 0; x < dv; ++x) bad.v.set(row * dv + x, NAN);
     }
+  note_problem("windowed problem", win);
+  note_problem("windowed problem with NaN keys", bad);
+  std::vector<int64_t> nan_keys;
+  for (size_t j = 0; j < poisoned.size(); ++j)
+    if (poisoned[j]) nan_keys.push_back(int64_t(j));
+  note_transform(how + "; NaN keys " + list_values(nan_keys));
   const bool g = grads(k, c);
   const Run a = execute(k, win, c.cfg, g), b = execute(k, bad, c.cfg, g);
   if (std::string e = both_ran(a, b); !e.empty()) return e;
@@ -111,6 +121,8 @@ std::string softcap_to_infinity(const Kernel& k, const Case& c) {
   if (cap > 0x1p100) return "";  // huge scores: c would leave fp32's range
   Inputs capped = plain;
   capped.p.softcap = cap;
+  note_problem("capped problem", capped);
+  note_transform(fmt::format("softcap c = {:.9g} against no softcap", cap));
   const Run a = execute(k, plain, c.cfg, false), b = execute(k, capped, c.cfg, false);
   if (std::string e = both_ran(a, b); !e.empty()) return e;
   const ref::Precision prec = precision_of(k, c.cfg, p);
@@ -165,6 +177,8 @@ std::string law_softcap(const Kernel& k, const Case& c_in) {
   Problem& p = in.p;
   p.softcap = draw_softcap(rng, score_stats(c.in).max_abs);
   if (c.aux % 2) return softcap_to_infinity(k, c_in);  // the differential tolerance is of width d
+  note_problem("capped problem", in);
+  note_transform(fmt::format("softcap c = {:.9g}", p.softcap));
   const Run r = execute(k, in, c.cfg, false);
   if (!r.error.empty()) return "the kernel threw: " + r.error;
   const double u_soft = p.dtype == DType::F64 ? 0x1p-53 : 0x1p-24;

@@ -39,7 +39,7 @@ LawResult run_law_on_file(const Law& law, const Kernel& k, const std::string& fi
     res.applies = false, res.not_applicable = why;
     return res;
   };
-  if (!law_applies(law, k)) return not_applicable("the kernel does not claim what the law needs");
+  if (!law_applies(law, k)) return not_applicable(law_lacks(law, k));
   if (law.check_once) return not_applicable("the law builds its one case from the seed, not from a file");
   std::map<std::string, std::string> meta;
   Case c = read_case(file, nullptr, &meta);  // a malformed file is bad input: it throws
@@ -51,6 +51,7 @@ LawResult run_law_on_file(const Law& law, const Kernel& k, const std::string& fi
   const bool file_poison = meta.count("fc.poison_value") && !std::isfinite(c.poison_value);
   for (const Case& one : poison ? poisoned_cases(c, file_poison) : std::vector<Case>{c}) {
     std::string message;
+    clear_evidence();
     try {
       message = law.check(k, one);
     } catch (const NotApplicable& e) {
@@ -61,7 +62,11 @@ LawResult run_law_on_file(const Law& law, const Kernel& k, const std::string& fi
     }
     ++res.cases;
     if (message.empty()) continue;
-    res.ok = false, res.message = message, res.counterexample = describe(one);
+    res.ok = false, res.message = message, res.evidence = noted_evidence();
+    res.counterexample = describe(one);
+    for (const auto& [role, in] : res.evidence.problems)
+      res.counterexample += fmt::format("  the {} the kernel ran:\n{}", role, describe(in));
+    for (const std::string& t : res.evidence.transform) res.counterexample += "  transform: " + t + "\n";
     res.replay = fmt::format("{} --law {} {} {}", prefix.empty() ? "flashcheck check --kernel " + k.info.name : prefix,
                              law.id, option, file);
     return res;
@@ -90,13 +95,58 @@ void print_result(const Law& law, const LawResult& r, std::ostream& log) {
     log << fmt::format("  n/a   {:<15} {} ({})\n", law.id, law.sentence, r.not_applicable);
     return;
   }
-  log << fmt::format("  {}  {:<15} {} ({} case{})\n", r.ok ? "PASS" : "FAIL", law.id, law.sentence, r.cases,
-                     r.cases == 1 ? "" : "s");
+  std::string files;  // "; 6 regression files, 2 failing;" (cases counts the files that passed)
+  if (r.regression_cases > 0)
+    files = fmt::format("; {} regression file{}{};", r.regression_cases, r.regression_cases == 1 ? "" : "s",
+                        r.regression_failures.empty() ? "" : fmt::format(", {} failing", r.regression_failures.size()));
+  log << fmt::format("  {}  {:<15} {} ({} case{}{} {:.1f} s)\n",
+                     r.inconclusive ? "INCONCLUSIVE"
+                     : r.ok         ? "PASS"
+                                    : "FAIL",
+                     law.id, law.sentence, r.cases, r.cases == 1 ? "" : "s", files.empty() ? "," : files, r.seconds);
   if (r.ok) return;
-  log << r.message;
-  if (!r.counterexample.empty()) log << "  minimal counterexample:\n" << r.counterexample;
-  if (!r.replay.empty()) log << "  replay: " << r.replay << "\n";
-  if (!r.saved.empty()) log << "  saved: " << r.saved << "\n";
+  if (r.inconclusive) {
+    log << "  " << r.message;
+    if (!r.hint.empty()) log << "  to open it: " << r.hint << "\n";
+    if (!r.replay.empty()) log << "  replay: " << r.replay << "\n";
+    return;
+  }
+  if (r.random_failed) {
+    log << (r.regression_failures.empty() ? "" : "  random cases: ") << r.message;
+    if (!r.counterexample.empty()) log << "  minimal counterexample:\n" << r.counterexample;
+    if (!r.replay.empty()) log << "  replay: " << r.replay << "\n";
+    if (!r.saved.empty()) log << "  saved: " << r.saved << "\n";
+    for (const std::string& f : r.saved_problems) log << "  saved beside it: " << f << "\n";
+  } else if (!r.regression_failures.empty()) {
+    log << "  random cases: every one held\n";
+  } else {  // a file's case (--case, --inputs) or the law's own case
+    log << r.message;
+    if (!r.counterexample.empty()) log << "  minimal counterexample:\n" << r.counterexample;
+    if (!r.replay.empty()) log << "  replay: " << r.replay << "\n";
+  }
+  // The first failing files in full; the rest by their first line (every one is in --json-out).
+  constexpr size_t kFull = 3;
+  for (size_t i = 0; i < r.regression_failures.size(); ++i) {
+    const Failure& f = r.regression_failures[i];
+    if (i < kFull) {
+      log << "  regression file " << f.source << " fails: " << f.message;
+      log << "  its case:\n" << f.counterexample;
+    } else {
+      log << "  regression file " << f.source << " fails: " << f.message.substr(0, f.message.find('\n')) << "\n";
+    }
+    log << "  replay: " << f.replay << "\n";
+  }
+}
+
+int suite_exit_code(const std::vector<std::pair<std::string, LawResult>>& results, OnInconclusive on) {
+  bool failed = false, inconclusive = false;
+  for (const auto& [id, r] : results) {
+    failed |= r.applies && !r.ok && !r.inconclusive;
+    inconclusive |= r.inconclusive;
+  }
+  if (failed) return 1;
+  if (!inconclusive) return 0;
+  return on == OnInconclusive::Fail ? 1 : on == OnInconclusive::Pass ? 0 : 3;
 }
 
 bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const std::string& law_id,

@@ -51,7 +51,7 @@ NOTES = [
      "with sequence lengths: an inserted sequence changes that grid, so a row's sums run over other (masked, zero) "
      "terms and may round differently (the case: {dtype}, d = {d})", "jax_"),
 ]
-_STATUS = re.compile(r"^  (PASS|FAIL|n/a)\s+(\S+)\s+(.*?)(?: \((\d+) cases?\))?$")
+_STATUS = re.compile(r"^  (PASS|FAIL|INCONCLUSIVE|n/a)\s+(\S+)\s+(.*?)(?: \((\d+) cases?(?:[:,;][^()]*)?\))?$")
 
 
 def read_check(json_path, log_path):
@@ -66,7 +66,7 @@ def read_check(json_path, log_path):
     for line in _lines(log_path):
         m = _STATUS.match(line)
         if m:
-            status = {"PASS": "pass", "FAIL": "fail"}.get(m.group(1), "n/a")
+            status = {"PASS": "pass", "FAIL": "fail", "INCONCLUSIVE": "inconclusive"}.get(m.group(1), "n/a")
             law = {"id": m.group(2), "status": status, "sentence": m.group(3), "cases": int(m.group(4) or 0),
                    "message": "", "counterexample": "", "replay": "", "saved": ""}
             if status == "n/a":
@@ -127,11 +127,11 @@ def fmt(x):
 
 
 def _laws(r):
-    """The run's laws; one that gave up (the kernel declined nearly every case drawn, none outside the law)
-    is neither held nor broken: its status reads "gave up"."""
+    """The run's laws; one that is inconclusive (the kernel declined nearly every case drawn; older runs:
+    a "fail" whose message starts "gave up") is neither held nor broken: its status reads "gave up"."""
     laws = r["runs"].get("check", {}).get("laws", [])
-    return [dict(x, status="gave up") if x.get("status") == "fail" and x.get("message", "").startswith("gave up")
-            else x for x in laws]
+    return [dict(x, status="gave up") if x.get("status") == "inconclusive" or
+            (x.get("status") == "fail" and x.get("message", "").startswith("gave up")) else x for x in laws]
 
 
 def _cells(r):

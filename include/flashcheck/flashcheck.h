@@ -22,7 +22,8 @@ typedef void (*flashcheck_write_fn)(const char *text, size_t size, void *ctx);
  * command's options as the CLI takes them (argc in all). Replay lines start with `replay_prefix`, in
  * which "{cmd}" stands for the subcommand. check's report goes to `write` (NULL: stdout); audit
  * prints to stdout and writes its --out folder. Returns the exit code: 0 pass, 1 a law or cell
- * failed, 2 bad usage, whose one-line reason goes to `error` (error_size bytes). */
+ * failed, 2 bad usage, whose one-line reason goes to `error` (error_size bytes), 3 (check) no law
+ * failed and one is inconclusive. */
 int flashcheck_run(const fc_kernel *kernel, const char *const *worker_argv, const char *replay_prefix, int argc,
                    const char *const *argv, flashcheck_write_fn write, void *ctx, char *error, size_t error_size);
 

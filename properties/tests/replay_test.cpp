@@ -6,6 +6,8 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "io/attention_io.hpp"
@@ -148,7 +150,7 @@ TEST_CASE("check --inputs runs every law that applies to one input file", "[cpu]
   CHECK(run(exe + " check --kernel cpu_tiled --law reference --case " + unmasked).second == 2);
   const auto [one, one_code] = run(exe + " check --kernel cpu_tiled --law reference --inputs " + unmasked);
   CHECK(one_code == 0);
-  CHECK(one.find("(1 case)") != std::string::npos);
+  CHECK(one.find("(1 case, ") != std::string::npos);
   // Malformed law metadata is bad input.
   fc::io::TensorFile f = fc::io::inputs_file(c.in);
   f.metadata["fc.aux"] = "twelve";
@@ -157,4 +159,30 @@ TEST_CASE("check --inputs runs every law that applies to one input file", "[cpu]
   CHECK(run(exe + " check --kernel cpu_tiled --inputs " + junk).second == 2);
   CHECK(run(exe + " check --kernel cpu_tiled --inputs " + dir + "/missing.safetensors").second == 2);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("check's verdict options, per-law time, JSON fields and the case a time-out cuts", "[cpu]") {
+  const std::string exe = FC_FLASHCHECK_EXE;
+  CHECK(run(exe + " check --kernel cpu_tiled --fail-on-inconclusive --allow-inconclusive 2>/dev/null").second == 2);
+  CHECK(run(exe + " check --kernel cpu_tiled --replay-repeats x 2>/dev/null").second == 2);
+  const std::string json = (std::filesystem::temp_directory_path() / "fc_verdicts_check.json").string();
+  const std::string empty = (std::filesystem::temp_directory_path() / "fc_verdicts_empty").string();
+  std::filesystem::create_directories(empty);
+  const auto [out2, code2] = run(exe + " check --kernel mutant_scale_twice --law reference --seed 2 --cases 10 " +
+                                 "--regressions " + empty + " --json-out " + json + " --no-progress");
+  CHECK(code2 == 1);
+  CHECK(out2.find(" s)\n") != std::string::npos);  // the law's line ends with its wall time
+  std::ifstream in(json);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text.find("\"status\": \"fail\"") != std::string::npos);
+  CHECK(text.find("\"failed_on\": \"random\"") != std::string::npos);
+  CHECK(text.find("\"seconds\": ") != std::string::npos);
+  CHECK(text.find("\"regression_failures\": []") != std::string::npos);
+  CHECK(text.find("\"hint\": \"\"") != std::string::npos);
+  std::filesystem::remove(json);
+  // A run cut from outside names the law and the case it was on (stderr), then dies of the signal.
+  const auto [cut, cut_code] =
+      run("timeout -s TERM 2 " + exe + " check --kernel cpu_tiled --cases 1000000 --seed 1 2>&1");
+  CHECK(cut_code == 124);
+  CHECK(cut.find("flashcheck check: cut during law reference on case batch=") != std::string::npos);
 }

@@ -18,9 +18,9 @@ class UsageError(Exception):
 
 @dataclasses.dataclass
 class Result:
-    exit_code: int  # 0 every law holds, 1 a law failed
+    exit_code: int  # 0 every law holds, 1 a law failed, 3 none failed and one is inconclusive
     report: str     # the report `flashcheck check` prints
-    laws: list      # per law: id, sentence, status (pass/fail/n/a/unsupported), cases, message, replay, ...
+    laws: list      # per law: id, sentence, status (pass/fail/inconclusive/n/a), cases, message, hint, ...
     seed: int = 0
 
     @property
@@ -30,6 +30,10 @@ class Result:
     @property
     def failures(self):
         return [law for law in self.laws if law.get("status") == "fail"]
+
+    @property
+    def inconclusive(self):
+        return [law for law in self.laws if law.get("status") == "inconclusive"]
 
     def __bool__(self):
         return self.ok

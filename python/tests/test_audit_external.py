@@ -33,9 +33,9 @@ def test_the_self_test_reports_the_planted_bug_with_its_counterexample(tmp_path)
 def test_a_law_run_cut_short_keeps_the_laws_it_printed(tmp_path):
     log = tmp_path / "check.log"
     log.write_text("flashcheck check: kernel k (cuda), 12 cases per law, seed 1\n"
-                   "  PASS  reference       every output agrees with the reference (14 cases)\n"
+                   "  PASS  reference       every output agrees with the reference (14 cases; 2 regression files; 1.5 s)\n"
                    "  n/a   block_size      tiles change nothing (the kernel does not claim what the law needs)\n"
-                   "  FAIL  nan_blast       a NaN or inf poisons only the rows that read it (2 cases)\n"
+                   "  FAIL  nan_blast       a NaN or inf poisons only the rows that read it (2 cases, 0.1 s)\n"
                    "nan at q[b=0,h=0,i=0,c=0]: a key no poisoned row sees changed: d_k[b=0,h=0,j=1,c=0]\n"
                    "  minimal counterexample:\n"
                    "  problem: batch=1 n_q=2 n_k=2\n"
