@@ -161,6 +161,8 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
       RC_DISCARD(o.message);
     }
     ++res.coverage[classify(c)];
+    for (uint32_t bits = shape_paths(c.in.p, c.cfg.block_n), x = 0; x < uint32_t(ShapePath::kCount); ++x)
+      if (bits >> x & 1u) ++res.paths[shape_path_name(ShapePath(x))];
     if (!o.message.empty()) {
       sh.failed = true, sh.minimal = c, sh.message = o.message;
       RC_FAIL(o.message);

@@ -49,6 +49,7 @@ struct LawResult {
   std::string saved;           // regression file written, if any
   int shrink_stopped = 0;      // > 0: shrinking stopped after this many faulting candidates
   std::map<Regime, int> coverage;
+  std::map<std::string, int> paths;  // cases per shape path reached (shape_paths: decode, multi_tile, ...)
 };
 
 // The default regressions folder (properties/regressions in the source tree).
