@@ -13,7 +13,8 @@
  *
  * Compile definitions, for flashcheck's own tests: FC_FAULT=TAIL drops the last key of a row whose
  * keys span 2 tiles or more (a missing tail tile); FC_ACC16=1 accumulates P.V in fp16, declared
- * (FC_HIDE_ACC16 undefined) or hidden (FC_HIDE_ACC16=1: it claims fp32). */
+ * (FC_HIDE_ACC16 undefined) or hidden (FC_HIDE_ACC16=1: it claims fp32); FC_UNDECLARED=1 leaves the
+ * declarations out. */
 #include <flashcheck/plugin.h>
 #include <math.h>
 #include <stdlib.h>
@@ -31,6 +32,9 @@ enum { NONE, TAIL };
 #endif
 #ifndef FC_HIDE_ACC16
 #define FC_HIDE_ACC16 0
+#endif
+#ifndef FC_UNDECLARED /* 1: the same kernel without its declarations (flashcheck's test that it is then refused) */
+#define FC_UNDECLARED 0
 #endif
 
 static char error_text[256];
@@ -203,7 +207,7 @@ static const fc_kernel kernel = {
     .forward = forward,
     .backward = NULL,
     .last_error = last_error,
-    .declarations = &declarations,
+    .declarations = FC_UNDECLARED ? NULL : &declarations,
 };
 
 FC_PLUGIN_EXPORT const fc_kernel *flashcheck_kernel(void) { return &kernel; }
