@@ -12,7 +12,8 @@
  *   - its exactness declared: rows, shared scores, tile weights, exact scores.
  *
  * Compile definitions, for flashcheck's own tests: FC_FAULT=TAIL drops the last key of a row whose
- * keys span 2 tiles or more (a missing tail tile); FC_ACC16=1 accumulates P.V in fp16, declared
+ * keys span 2 tiles or more (a missing tail tile); FC_ACC16=1 accumulates P.V in fp16 (F16 storage,
+ * rows of at most 512 keys, where an fp16 sum's error bound stays below 1), declared
  * (FC_HIDE_ACC16 undefined) or hidden (FC_HIDE_ACC16=1: it claims fp32); FC_UNDECLARED=1 leaves the
  * declarations out. */
 #include <flashcheck/plugin.h>
@@ -113,6 +114,7 @@ static int supports(const fc_problem *p, const fc_forward_args *a) {
     if (ts[i]->ndim != 4 || ts[i]->strides || !dtype_ok(ts[i])) return 0;
   if (a->cu_seqlens_q.ndim || a->page_table.ndim || a->alibi_slopes.ndim) return 0;
   if (p->n_q % 64 || p->n_k % 64 || p->n_q < 64 || p->n_k < 64 || p->d != p->d_v) return 0;
+  if (FC_ACC16 && p->n_k > 512) return 0;
   if (p->d != 32 && p->d != 64 && p->d != 128) return 0;
   if (p->window_left != -1 || p->window_right != -1 || p->softcap != 0) return 0;
   return p->config >= 0 && p->config < 3;
@@ -182,7 +184,7 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
 
 static const fc_declarations declarations = {
     .n_q = {.multiple_of = 64},
-    .n_k = {.multiple_of = 64},
+    .n_k = {.multiple_of = 64, .max = FC_ACC16 ? 512 : 0}, /* fp16 sums stay meaningful to 512 keys */
     .head_dims = head_dims,
     .num_head_dims = 3,
     .arithmetic = {.summation = FC_SUM_SERIAL,
