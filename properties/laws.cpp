@@ -74,6 +74,8 @@ std::vector<Regime> claimed_regimes(const Law& law, const Kernel& k) {
   for (Regime r : law.regimes) {
     if (r == Regime::Fp16Max && !has(k.info.dtypes, DType::F16)) continue;
     if (r == Regime::FullyMasked && (law.mask_none_only || !has(k.info.masks, Mask::CausalBottomRight))) continue;
+    // Long rows need >= 256 visible keys (classify): out of reach under a smaller declared or --max-n bound.
+    if (r == Regime::LongRow && k.info.n_k.max > 0 && k.info.n_k.max < 256) continue;
     out.push_back(r);
   }
   return out;
