@@ -156,8 +156,9 @@ const Kernel* open_check_kernel(const CheckOptions& o, const ExternalKernel* ext
     opt.replay_prefix = plugin_replay_prefix(o.plugin, *subject);
     return &subject->kernel();
   }
-  if (o.plugin.max_n > 0 || o.plugin.max_batch > 0 || o.plugin.max_heads > 0)
-    throw UsageError("--max-n, --max-batch and --max-heads bound a plugin's or Python kernel's shapes, not --kernel's");
+  if (o.plugin.max_n > 0 || o.plugin.max_batch > 0 || o.plugin.max_heads > 0 || o.plugin.shape_buckets)
+    throw UsageError(
+        "--max-n, --max-batch, --max-heads and --shape-buckets shape a plugin's or Python kernel's cases, not --kernel's");
   const Kernel* k = find_kernel(o.kernel);
   if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", o.kernel));
   if (!device_present(k->info.device))

@@ -40,6 +40,8 @@ void add_size_options(CLI::App* sub, PluginArgs& a) {
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--max-batch", a.max_batch, "largest batch drawn")->check(CLI::Range(1, 1 << 16));
   sub->add_option("--max-heads", a.max_heads, "most query heads drawn")->check(CLI::Range(1, 1 << 16));
+  sub->add_flag("--shape-buckets", a.shape_buckets,
+                "n_q and n_k powers of two only (a kernel that compiles per shape meets a few lengths)");
 }
 
 plugin::SubjectOptions subject_options(const PluginArgs& a, std::string description) {
@@ -47,6 +49,7 @@ plugin::SubjectOptions subject_options(const PluginArgs& a, std::string descript
   so.layout = layout_policy(a);
   so.description = std::move(description);
   so.max_n = a.max_n, so.max_batch = a.max_batch, so.max_heads = a.max_heads;
+  so.shape_buckets = a.shape_buckets;
   return so;
 }
 
@@ -77,6 +80,7 @@ std::string plugin_replay_prefix(const PluginArgs& a, const plugin::Subject& s) 
   if (a.max_n > 0) line += fmt::format(" --max-n {}", a.max_n);
   if (a.max_batch > 0) line += fmt::format(" --max-batch {}", a.max_batch);
   if (a.max_heads > 0) line += fmt::format(" --max-heads {}", a.max_heads);
+  if (a.shape_buckets) line += " --shape-buckets";
   return line;
 }
 

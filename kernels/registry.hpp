@@ -27,20 +27,44 @@ struct Config {
 };
 
 // The sequence lengths a kernel takes on one axis (a plugin's declarations): n % multiple == residue
-// and min <= n <= max (max 0: no bound). The generators draw inside it (properties/generators.cpp).
+// and min <= n <= max (max 0: no bound); with pow2 (the shape-bucket mode) also a power of two. The
+// generators draw inside it (properties/generators.cpp).
 struct Lengths {
   int32_t multiple = 1, residue = 0, min = 1, max = 0;
+  bool pow2 = false;
   bool admits(int64_t n) const {
-    return n >= min && (max <= 0 || n <= max) && (multiple <= 1 || n % multiple == residue);
+    return n >= min && (max <= 0 || n <= max) && (multiple <= 1 || n % multiple == residue) &&
+           (!pow2 || (n > 0 && (n & (n - 1)) == 0));
   }
-  bool any() const { return multiple <= 1 && min <= 1 && max <= 0; }
-  // The admitted length nearest to n from above, or the largest admitted one below it when none is
-  // above (every set read from a declaration admits at least one length).
-  int32_t snap(int64_t n) const {
+  bool any() const { return multiple <= 1 && min <= 1 && max <= 0 && !pow2; }
+  // The largest admitted length <= cap, or 0 when none is.
+  int32_t below(int64_t cap) const {
+    if (max > 0) cap = std::min<int64_t>(cap, max);
+    if (pow2) {
+      for (int64_t x = int64_t(1) << 30; x >= 1; x /= 2)
+        if (x <= cap && admits(x)) return int32_t(x);
+      return 0;
+    }
     const int64_t m = multiple > 1 ? multiple : 1;
+    const int64_t x = cap - ((cap - residue) % m + m) % m;
+    return x >= std::max(min, 1) ? int32_t(x) : 0;
+  }
+  // The admitted length nearest to n from above, or the largest admitted one below it when none is
+  // above (every set read from a declaration admits at least one length; 0 when this one admits none).
+  int32_t snap(int64_t n) const {
     int64_t x = std::max<int64_t>(n, std::max(min, 1));
+    if (pow2) {
+      int64_t p = 1;
+      while (p < x || !admits(p)) {
+        if (max > 0 && p > max) return below(max);
+        if (p > (int64_t(1) << 30)) return 0;
+        p *= 2;
+      }
+      return int32_t(p);
+    }
+    const int64_t m = multiple > 1 ? multiple : 1;
     x += ((residue - x) % m + m) % m;
-    if (max > 0 && x > max) x -= (x - max + m - 1) / m * m;
+    if (max > 0 && x > max) return below(max);
     return int32_t(x);
   }
 };

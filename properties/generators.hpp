@@ -40,7 +40,8 @@ struct GenSpec {
   Lengths n_q, n_k;
   int32_t max_batch = 0, max_heads = 0;
   double fixed_scale = 0;
-  // Kernels from outside (plugins, Python): this percentage of cases takes one of the shapes that reach
+  // Kernels from outside (plugins, Python): this percentage of the cases of size >= 50 takes one of the
+  // shapes that reach
   // a kernel's other code paths (Path): decode rows against long keys, rows of 3 to 4 tiles, a
   // length in every residue class mod 128, GQA groups up to 16, and the head dims 40 .. 256.
   int32_t path_percent = 0;

@@ -124,9 +124,17 @@ void Subject::bound() {
   if (opt_.max_n > 0) {
     clamp(i.n_q.max, opt_.max_n), clamp(i.n_k.max, opt_.max_n);
     for (const Lengths* l : {&i.n_q, &i.n_k})
-      if (!l->admits(l->snap(1)))
+      if (l->snap(1) == 0 || !l->admits(l->snap(1)))
         throw LoadError(fmt::format("{}: --max-n {} leaves no length the kernel declares ({} mod {}, >= {})", i.name,
                                     opt_.max_n, l->residue, l->multiple, l->min));
+  }
+  if (opt_.shape_buckets) {
+    i.n_q.pow2 = i.n_k.pow2 = true;
+    for (const Lengths* l : {&i.n_q, &i.n_k})
+      if (l->snap(1) == 0)
+        throw LoadError(fmt::format("{}: --shape-buckets: no power of two is a length the kernel declares ({} mod {}, "
+                                    "in [{}, {}])",
+                                    i.name, l->residue, l->multiple, l->min, l->max));
   }
   if (opt_.max_batch > 0) clamp(i.max_batch, opt_.max_batch);
   if (opt_.max_heads > 0) clamp(i.max_heads, opt_.max_heads);

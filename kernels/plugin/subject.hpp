@@ -22,6 +22,9 @@ struct SubjectOptions {
   // Size bounds from the command line or the Python call (0: none), intersected with what the kernel
   // declares: the longest n_q and n_k, the largest batch, the most query heads.
   int32_t max_n = 0, max_batch = 0, max_heads = 0;
+  // Shape buckets (a kernel that compiles per shape): every n_q and n_k a power of two inside the
+  // declarations, so a law meets a few lengths (docs/plugins.md, "Shape buckets").
+  bool shape_buckets = false;
 };
 
 class Subject {
