@@ -246,3 +246,22 @@ TEST_CASE("gen_case reaches the paths of an outside kernel: decode, multi-tile, 
   CHECK(residues.size() >= 100);  // most classes of 128 in 3000 draws (105 measured at these seeds)
   CHECK(group16 > 0);
 }
+
+TEST_CASE("shape buckets: every drawn length is a power of two inside the declared set", "[cpu]") {
+  GenSpec s = wide_spec({Regime::Normal, Regime::FullyMasked, Regime::LongRow});
+  s.n_q.multiple = s.n_k.multiple = 64;
+  s.n_q.pow2 = s.n_k.pow2 = true;
+  s.path_percent = 50;
+  std::set<int> lengths;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    const Case c = draw(s, seed, int(seed % 100));
+    CAPTURE(seed, c.in.p.n_q, c.in.p.n_k);
+    CHECK(s.n_q.admits(c.in.p.n_q));
+    CHECK(s.n_k.admits(c.in.p.n_k));
+    lengths.insert(c.in.p.n_q), lengths.insert(c.in.p.n_k);
+  }
+  CHECK(lengths.size() <= 8);  // 64 .. 8192: a handful of compiled shapes per law
+  fc::Lengths none;
+  none.multiple = 64, none.residue = 3, none.pow2 = true, none.max = 1000;
+  CHECK(none.snap(1) == 0);  // no power of two is 3 mod 64: the Subject refuses such a run
+}
