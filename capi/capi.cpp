@@ -81,9 +81,8 @@ extern "C" int flashcheck_run(const fc_kernel* kernel, const char* const* worker
     ext.out = write ? &out : nullptr;
     ext.replay_prefix = replay_prefix ? replay_prefix : "";
     ext.open = [&](const cli::PluginArgs& a) {
-      plugin::SubjectOptions so;
-      so.layout = cli::layout_policy(a);
-      so.description = kernel ? "a kernel in this process" : "a kernel served by " + worker.back();
+      const plugin::SubjectOptions so = cli::subject_options(
+          a, kernel ? "a kernel in this process" : "a kernel served by " + worker.back());
       std::unique_ptr<plugin::Backend> b = kernel ? plugin::in_process(kernel) : plugin::isolated(worker, a.timeout_s);
       return std::make_unique<plugin::Subject>(std::move(b), so);
     };

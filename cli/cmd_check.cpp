@@ -115,6 +115,7 @@ std::string results_json(const Kernel& k, const props::RunOptions& opt,
                           {"cases", r.cases},
                           {"regression_cases", r.regression_cases},
                           {"declined", r.declined},
+                          {"paths", r.paths},
                           {"discarded", r.discarded},
                           {"seconds", r.seconds},
                           {"message", r.applies ? r.message : r.not_applicable},
@@ -182,9 +183,11 @@ void add_check_options(CLI::App* sub, CheckOptions& o, const ExternalKernel* ext
   if (!ext) {
     CLI::Option* kernel = sub->add_option("--kernel", o.kernel, "kernel name (see `flashcheck kernels`)");
     CLI::Option* plugin = add_plugin_options(sub, o.plugin, PluginOptions::Run);
+    add_size_options(sub, o.plugin);
     kernel->excludes(plugin);
   } else {
     add_plugin_options(sub, o.plugin, PluginOptions::Embedded);
+    add_size_options(sub, o.plugin);
   }
   sub->add_option("--cases", o.cases, "random cases per law")->check(decimal_unsigned())->check(CLI::Range(1, 1000000));
   sub->add_option("--seed", o.seed, "RapidCheck seed (default: random, printed)")->check(decimal_unsigned());
@@ -252,6 +255,9 @@ const Kernel* open_check_kernel(const CheckOptions& o, const ExternalKernel* ext
     opt.replay_prefix = plugin_replay_prefix(o.plugin, *subject);
     return &subject->kernel();
   }
+  if (o.plugin.max_n > 0 || o.plugin.max_batch > 0 || o.plugin.max_heads > 0 || o.plugin.shape_buckets)
+    throw UsageError(
+        "--max-n, --max-batch, --max-heads and --shape-buckets shape a plugin's or Python kernel's cases, not --kernel's");
   const Kernel* k = find_kernel(o.kernel);
   if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", o.kernel));
   if (!device_present(k->info.device))

@@ -35,6 +35,24 @@ CLI::Option* add_plugin_options(CLI::App* sub, PluginArgs& a, PluginOptions whic
   return opt;
 }
 
+void add_size_options(CLI::App* sub, PluginArgs& a) {
+  sub->add_option("--max-n", a.max_n, "longest n_q and n_k drawn (within what the kernel declares)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--max-batch", a.max_batch, "largest batch drawn")->check(CLI::Range(1, 1 << 16));
+  sub->add_option("--max-heads", a.max_heads, "most query heads drawn")->check(CLI::Range(1, 1 << 16));
+  sub->add_flag("--shape-buckets", a.shape_buckets,
+                "n_q and n_k powers of two only (a kernel that compiles per shape meets a few lengths)");
+}
+
+plugin::SubjectOptions subject_options(const PluginArgs& a, std::string description) {
+  plugin::SubjectOptions so;
+  so.layout = layout_policy(a);
+  so.description = std::move(description);
+  so.max_n = a.max_n, so.max_batch = a.max_batch, so.max_heads = a.max_heads;
+  so.shape_buckets = a.shape_buckets;
+  return so;
+}
+
 plugin::LayoutPolicy layout_policy(const PluginArgs& a) {
   return a.layout == "compact" ? plugin::LayoutPolicy::Compact : plugin::LayoutPolicy::Mixed;
 }
@@ -42,9 +60,7 @@ plugin::LayoutPolicy layout_policy(const PluginArgs& a) {
 std::unique_ptr<plugin::Subject> open_plugin(const PluginArgs& a) {
   std::error_code ec;
   const std::string path = std::filesystem::absolute(a.path, ec).lexically_normal().string();
-  plugin::SubjectOptions so;
-  so.layout = layout_policy(a);
-  so.description = "plugin " + path;
+  const plugin::SubjectOptions so = subject_options(a, "plugin " + path);
   try {
     std::unique_ptr<plugin::Backend> b = a.isolation == "none"
                                              ? plugin::in_process(plugin::load_plugin(path))
@@ -61,6 +77,10 @@ std::string plugin_replay_prefix(const PluginArgs& a, const plugin::Subject& s) 
   if (s.layout_policy() == plugin::LayoutPolicy::Compact && a.layout == "compact") line += " --layout compact";
   if (a.timeout_s != 60) line += fmt::format(" --timeout {}", a.timeout_s);
   if (a.isolation == "none") line += " --isolation none";
+  if (a.max_n > 0) line += fmt::format(" --max-n {}", a.max_n);
+  if (a.max_batch > 0) line += fmt::format(" --max-batch {}", a.max_batch);
+  if (a.max_heads > 0) line += fmt::format(" --max-heads {}", a.max_heads);
+  if (a.shape_buckets) line += " --shape-buckets";
   return line;
 }
 

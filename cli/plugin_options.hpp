@@ -15,6 +15,8 @@ struct PluginArgs {
   double timeout_s = 60;              // --timeout: the most one call may take (isolated)
   std::string isolation = "process";  // --isolation process|none
   std::string layout = "mixed";       // --layout mixed|compact
+  int32_t max_n = 0, max_batch = 0, max_heads = 0;  // --max-n, --max-batch, --max-heads (0: none)
+  bool shape_buckets = false;                       // --shape-buckets
 };
 
 // Which options a subcommand offers: --plugin alone (kernels), --plugin with --timeout, --isolation
@@ -22,7 +24,12 @@ struct PluginArgs {
 enum class PluginOptions { Path, Run, Embedded };
 // Returns the --plugin option (nullptr for Embedded).
 CLI::Option* add_plugin_options(CLI::App* sub, PluginArgs& a, PluginOptions which);
+// --max-n, --max-batch, --max-heads, --shape-buckets (check): bounds on the shapes drawn for a plugin
+// or Python kernel.
+void add_size_options(CLI::App* sub, PluginArgs& a);
 plugin::LayoutPolicy layout_policy(const PluginArgs& a);
+// The SubjectOptions the arguments ask for (layout, size bounds), with a description.
+plugin::SubjectOptions subject_options(const PluginArgs& a, std::string description);
 
 // Loads (and, isolated, starts the worker for) the plugin; UsageError, one line, when it cannot.
 std::unique_ptr<plugin::Subject> open_plugin(const PluginArgs& a);

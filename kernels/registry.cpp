@@ -77,8 +77,16 @@ bool covers(const Variants& have, const Variants& need) {
          (have.strides || !need.strides);
 }
 
+bool declared_shape(const KernelInfo& i, const Problem& p) {
+  if (!i.n_q.admits(p.n_q) || !i.n_k.admits(p.n_k)) return false;
+  if (i.max_batch > 0 && p.batch > i.max_batch) return false;
+  if (i.max_heads > 0 && p.heads_q > i.max_heads) return false;
+  return i.fixed_scale == 0 || p.scale == i.fixed_scale;
+}
+
 bool claims(const Kernel& k, const Problem& p) {
   const KernelInfo& i = k.info;
+  if (!declared_shape(i, p)) return false;
   auto has = [](const auto& v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
   if (!well_formed(p) || !has(i.dtypes, p.dtype) || !has(i.masks, p.mask)) return false;
   if (!i.head_dims.empty() && !has(i.head_dims, p.d)) return false;

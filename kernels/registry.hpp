@@ -2,6 +2,8 @@
 // Host only. A kernel is a row: what it claims (capabilities) and two entry points on host tensors.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -21,6 +23,50 @@ struct Config {
   LoopOrder order = LoopOrder::FA2;
   DType accum = DType::F32;    // accumulation type (F32, or F16 where a kernel offers it)
   bool deterministic = false;  // backward: bitwise-repeatable variant where offered
+  int32_t splits = 0;          // split-KV count (0: the kernel's default, no split)
+};
+
+// The sequence lengths a kernel takes on one axis (a plugin's declarations): n % multiple == residue
+// and min <= n <= max (max 0: no bound); with pow2 (the shape-bucket mode) also a power of two. The
+// generators draw inside it (properties/generators.cpp).
+struct Lengths {
+  int32_t multiple = 1, residue = 0, min = 1, max = 0;
+  bool pow2 = false;
+  bool admits(int64_t n) const {
+    return n >= min && (max <= 0 || n <= max) && (multiple <= 1 || n % multiple == residue) &&
+           (!pow2 || (n > 0 && (n & (n - 1)) == 0));
+  }
+  bool any() const { return multiple <= 1 && min <= 1 && max <= 0 && !pow2; }
+  // The largest admitted length <= cap, or 0 when none is.
+  int32_t below(int64_t cap) const {
+    if (max > 0) cap = std::min<int64_t>(cap, max);
+    if (pow2) {
+      for (int64_t x = int64_t(1) << 30; x >= 1; x /= 2)
+        if (x <= cap && admits(x)) return int32_t(x);
+      return 0;
+    }
+    const int64_t m = multiple > 1 ? multiple : 1;
+    const int64_t x = cap - ((cap - residue) % m + m) % m;
+    return x >= std::max(min, 1) ? int32_t(x) : 0;
+  }
+  // The admitted length nearest to n from above, or the largest admitted one below it when none is
+  // above (every set read from a declaration admits at least one length; 0 when this one admits none).
+  int32_t snap(int64_t n) const {
+    int64_t x = std::max<int64_t>(n, std::max(min, 1));
+    if (pow2) {
+      int64_t p = 1;
+      while (p < x || !admits(p)) {
+        if (max > 0 && p > max) return below(max);
+        if (p > (int64_t(1) << 30)) return 0;
+        p *= 2;
+      }
+      return int32_t(p);
+    }
+    const int64_t m = multiple > 1 ? multiple : 1;
+    x += ((residue - x) % m + m) % m;
+    if (max > 0 && x > max) return below(max);
+    return int32_t(x);
+  }
 };
 
 // The variants of contract v2 a kernel implements (docs/SEMANTICS.md). Inputs that use a variant
@@ -65,7 +111,16 @@ struct KernelInfo {
   Exactness exact;             // what the metamorphic laws may ask for bit for bit
   bool large_offsets = false;  // indexes tensors of more than 2^31 elements (64-bit offsets): the
                                // large_offsets law holds it to one such case
+  // Shapes a plugin declares it takes (fc_declarations); the defaults take every shape.
+  Lengths n_q, n_k;
+  int32_t max_batch = 0, max_heads = 0;  // 0: no bound
+  double fixed_scale = 0;                // nonzero: the one softmax scale the kernel takes
+  bool external = false;                 // a plugin or Python kernel: cases also reach its other paths
+  bool atomic_backward = false;          // d_q (d_k, d_v) reduced in an unfixed order: the determinism law
+                                         // holds the runs to the reordering tolerance, not to bits
 };
+// Whether p's shape lies inside what the kernel declares it takes (lengths, batch, heads, scale).
+bool declared_shape(const KernelInfo& i, const Problem& p);
 
 // Forward: reads in (q, k, v and the variants' data), writes out.o and out.lse, which the caller
 // allocates (compact, shaped by shape_o / shape_lse, unless it offers strided outputs to a kernel

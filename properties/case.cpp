@@ -32,7 +32,8 @@ std::string values(const char* name, const HostTensor& t) {
 }
 
 std::string config_str(const Config& c) {
-  return fmt::format("block_m={} block_n={} order={}", c.block_m, c.block_n, c.order == LoopOrder::FA1 ? "FA1" : "FA2");
+  return fmt::format("block_m={} block_n={} order={}{}", c.block_m, c.block_n, c.order == LoopOrder::FA1 ? "FA1" : "FA2",
+                     c.splits > 0 ? fmt::format(" splits={}", c.splits) : "");
 }
 
 using Meta = std::map<std::string, std::string>;
@@ -58,6 +59,7 @@ Config read_config(const std::string& path, const Meta& m, const std::string& su
   c.block_m = int32_t(read_int(path, m, ("fc.block_m" + suffix).c_str(), 0, 0, kMax));
   c.block_n = int32_t(read_int(path, m, ("fc.block_n" + suffix).c_str(), 0, 0, kMax));
   c.order = read_int(path, m, ("fc.order" + suffix).c_str(), 0, 0, 1) == 1 ? LoopOrder::FA1 : LoopOrder::FA2;
+  c.splits = int32_t(read_int(path, m, ("fc.splits" + suffix).c_str(), 0, 0, kMax));
   return c;
 }
 
@@ -97,7 +99,7 @@ auto problem_fields(const Problem& p) {
                   p.pages_per_seq);
 }
 
-auto config_fields(const Config& c) { return std::tie(c.block_m, c.block_n, c.order, c.accum, c.deterministic); }
+auto config_fields(const Config& c) { return std::tie(c.block_m, c.block_n, c.order, c.accum, c.deterministic, c.splits); }
 
 }  // namespace
 
@@ -167,6 +169,7 @@ std::string write_case(const std::string& dir, const std::string& law, const std
     m[fmt::format("fc.block_m{}", suffix)] = std::to_string(cfg->block_m);
     m[fmt::format("fc.block_n{}", suffix)] = std::to_string(cfg->block_n);
     m[fmt::format("fc.order{}", suffix)] = std::to_string(int(cfg->order));
+    if (cfg->splits > 0) m[fmt::format("fc.splits{}", suffix)] = std::to_string(cfg->splits);
   }
   m["fc.poison_tensor"] = std::to_string(c.poison_tensor);
   m["fc.poison_index"] = std::to_string(c.poison_index);

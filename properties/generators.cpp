@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace fc::props {
@@ -60,6 +61,17 @@ template <class T>
 T pick(const std::vector<T>& options) {
   return options[*uniform_index(options.size())];
 }
+
+// n mapped into the axis' declared set: the admitted length nearest above it, or the largest admitted
+// length at most `cap` when that one exceeds cap (none: the smallest admitted).
+int32_t fit_length(const Lengths& l, int32_t n, int32_t cap) {
+  if (l.any()) return n;
+  const int32_t up = l.snap(n);
+  if (up <= cap) return up;
+  const int32_t down = l.below(cap);
+  return down > 0 ? down : l.snap(1);
+}
+
 
 }  // namespace
 
@@ -200,7 +212,9 @@ Case long_row_case(Case c, const GenSpec& spec) {
   const double lo = std::log(256.0), hi = std::log(double(std::max(spec.long_n, 257)));
   const double f = double(*rc::gen::inRange(0, 1001)) / 1000;
   p.n_k = std::max(int32_t(std::exp(lo + f * (hi - lo))), spec.min_n);
-  p.scale = default_scale(p.d);
+  p.n_q = fit_length(spec.n_q, p.n_q, p.n_q), p.n_k = fit_length(spec.n_k, p.n_k, p.n_k);
+  if (spec.max_heads > 0 && p.heads_q > spec.max_heads) p.heads_q = p.heads_kv = 1;
+  p.scale = spec.fixed_scale > 0 ? spec.fixed_scale : default_scale(p.d);
   if (spec.any_tile) {
     c.cfg.block_m = *rc::gen::inRange(1, 65);
     c.cfg.block_n = pick(std::vector<int32_t>{64, 1, 16, 17, 128});
@@ -215,7 +229,80 @@ Case long_row_case(Case c, const GenSpec& spec) {
   return c;
 }
 
+// A length on an axis of declared multiples: a count of them, uniform in [0, units], mapped into the
+// set (shrinks toward the smallest admitted length).
+int32_t draw_declared(const Lengths& l, int32_t units) {
+  const int32_t m = std::max(l.multiple, 1);
+  return l.snap(int64_t(l.residue) + int64_t(m) * *rc::gen::inRange(0, units + 1));
+}
+
+constexpr int32_t kPathDims[] = {40, 72, 96, 104, 136, 192, 256};
+
+// One of the shapes that reach an outside kernel's other paths (GenSpec::path_percent).
+void path_shape(Problem& p, const GenSpec& spec, int32_t bn) {
+  const auto path = ShapePath(1 + *uniform_index(5));
+  switch (path) {
+    case ShapePath::Decode:  // a few query rows against a long key row, several sequences
+      p.batch = 2 + int32_t(*uniform_index(2));
+      p.heads_kv = 1, p.heads_q = spec.gqa ? 1 + int32_t(*uniform_index(4)) : 1;
+      p.n_q = 1 + int32_t(*uniform_index(8));
+      p.n_k = *uniform_length(8 * bn, 16 * bn, 1);
+      p.d = std::min(p.d, 64);
+      break;
+    case ShapePath::MultiTile:  // rows of 3 to 4 key tiles, 1 to 2 query tiles
+      p.batch = 1, p.heads_q = p.heads_kv = 1;
+      p.n_q = *uniform_length(bn, 2 * bn, 1);
+      p.n_k = *uniform_length(3 * bn, 4 * bn, 1);
+      if (*uniform_index(3) == 2) p.n_q = p.n_k;
+      p.d = std::min(p.d, 64);
+      break;
+    case ShapePath::Residue:  // 128 k + r for every r: tails of every length at tiles up to 128
+      p.batch = 1, p.heads_q = p.heads_kv = 1;
+      p.n_k = 128 * (1 + int32_t(*uniform_index(2))) + int32_t(*uniform_index(128));
+      p.n_q = *uniform_index(2) ? p.n_k : 1 + int32_t(*uniform_index(128));
+      p.d = std::min(p.d, 32);
+      break;
+    case ShapePath::WideGroup:  // GQA groups of 8 and 16 query heads per kv head
+      if (spec.gqa) p.heads_kv = 1 + int32_t(*uniform_index(2)), p.heads_q = p.heads_kv * (*uniform_index(2) ? 16 : 8);
+      p.batch = 1;
+      p.n_q = 1 + int32_t(*uniform_index(32)), p.n_k = 1 + int32_t(*uniform_index(96));
+      p.d = std::min(p.d, 32);
+      break;
+    default:  // the head dims FlashAttention kernels specialise beyond the powers of two
+      if (spec.head_dims.empty()) p.d = kPathDims[*uniform_index(std::size(kPathDims))];
+      p.batch = 1, p.heads_q = p.heads_kv = 1;
+      p.n_q = 1 + int32_t(*uniform_index(80)), p.n_k = 1 + int32_t(*uniform_index(160));
+      break;
+  }
+}
+
 }  // namespace
+
+const char* shape_path_name(ShapePath s) {
+  switch (s) {
+    case ShapePath::Plain: return "plain";
+    case ShapePath::Decode: return "decode";
+    case ShapePath::MultiTile: return "multi_tile";
+    case ShapePath::Residue: return "residue";
+    case ShapePath::WideGroup: return "wide_group";
+    case ShapePath::HeadDim: return "head_dim";
+    case ShapePath::kCount: break;
+  }
+  return "?";
+}
+
+uint32_t shape_paths(const Problem& p, int32_t block_n) {
+  const int64_t bn = block_n > 0 ? block_n : 64;
+  uint32_t out = 0;
+  auto set = [&out](ShapePath s) { out |= 1u << int(s); };
+  if (p.n_q <= 8 && p.n_k >= 8 * p.n_q && p.n_k >= 64 && p.batch >= 2) set(ShapePath::Decode);
+  if (p.n_k >= 3 * bn) set(ShapePath::MultiTile);
+  if (p.n_k > 128 && p.n_k % 128 != 0) set(ShapePath::Residue);
+  if (p.heads_kv > 0 && p.heads_q / p.heads_kv >= 8) set(ShapePath::WideGroup);
+  if (std::find(std::begin(kPathDims), std::end(kPathDims), p.d) != std::end(kPathDims)) set(ShapePath::HeadDim);
+  if (out == 0) set(ShapePath::Plain);
+  return out;
+}
 
 rc::Gen<Case> gen_case(const GenSpec& spec) {
   return rc::gen::exec([spec] {
@@ -277,6 +364,35 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
       // A third square: causal self-attention's diagonal tiles, over >= 3 key and >= 2 query tiles.
       if (*uniform_index(3) == 2) p.n_q = p.n_k = std::max(p.n_q, p.n_k);
     }
+    // From size 50 on (the later half of a run): a fault the small shapes already meet is found there
+    // first and shrinks within them (a path shape's shrink back to an ordinary one costs a faulting
+    // candidate per step).
+    if (spec.path_percent > 0 && size >= 50 && c.regime != Regime::FullyMasked &&
+        *uniform_index(100) >= size_t(100 - spec.path_percent)) {  // shrinks toward the ordinary shape
+      const int32_t d0 = p.d;
+      path_shape(p, spec, bn);
+      if (!spec.head_dims.empty()) p.d = d0;  // the kernel's own head dims only
+      p.d = std::max(p.d, spec.min_d);
+    }
+    // Inside the declared shapes: lengths drawn as counts of the declared multiple, or mapped into the
+    // set; batch and heads within their bounds (GQA groups kept whole).
+    if (!spec.n_q.any() || !spec.n_k.any()) {
+      const double per = double(p.batch) * p.heads_q * p.d;
+      const int32_t cap = std::max<int32_t>(2, int32_t(std::sqrt(kMaxWork / per)));
+      const int32_t units = std::max(2, 4 * std::max(spec.max_n, bn) / std::max(spec.n_k.multiple, 1) / 3);
+      if (spec.n_k.multiple > 1 && *uniform_index(2)) p.n_k = draw_declared(spec.n_k, units);
+      if (spec.n_q.multiple > 1 && *uniform_index(2)) p.n_q = draw_declared(spec.n_q, units);
+      p.n_k = fit_length(spec.n_k, std::max(p.n_k, spec.min_n), std::max(cap, p.n_k));
+      p.n_q = fit_length(spec.n_q, std::max(p.n_q, spec.min_n), std::max(cap, p.n_q));
+      if (c.regime == Regime::FullyMasked && p.n_q <= p.n_k) p.n_q = spec.n_q.snap(p.n_k + 1);
+    }
+    if (spec.max_heads > 0 && p.heads_q > spec.max_heads) {
+      const int32_t group = p.heads_q / p.heads_kv;
+      p.heads_kv = std::max(1, spec.max_heads / group);
+      p.heads_q = p.heads_kv * std::min(group, spec.max_heads);
+      if (p.heads_q > spec.max_heads) p.heads_q = p.heads_kv = 1;
+    }
+    if (spec.max_batch > 0) p.batch = std::min(p.batch, spec.max_batch);
     p.n_q = std::max(p.n_q, spec.min_n), p.n_k = std::max(p.n_k, spec.min_n);
     const double dflt = default_scale(p.d);
     if (spec.pow2_scale)  // 1 first, then 2^-1 .. 2^-4 (1/sqrt(d) rounded to a power of two) and 2
@@ -288,6 +404,7 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
         case 2: p.scale = dflt * pick(std::vector<double>{0.5, 2.0, 0.25, 4.0}); break;
         default: p.scale = *rc::gen::inRange(3, 128) / 64.0;
       }
+    if (spec.fixed_scale > 0) p.scale = spec.fixed_scale;
     const int plain = *rc::gen::inRange(0, 3);
     const uint64_t seed = *rc::gen::noShrink(rc::gen::arbitrary<uint64_t>());
     c.aux = *rc::gen::noShrink(rc::gen::arbitrary<uint64_t>());

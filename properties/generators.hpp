@@ -34,7 +34,27 @@ struct GenSpec {
   // a pipeline ring wraps, a backward runs >= 2 key blocks. 0 (CPU kernels) draws nothing for it.
   // Their lengths shrink to a single key and query: a failure first met there shrinks to short rows.
   int32_t large_percent = 0;
+  // The shapes the kernel declares it takes (KernelInfo::n_q, n_k, max_batch, max_heads, fixed_scale):
+  // every drawn length is mapped into its axis' set (a multiple-of-64 axis draws a count of 64s), never
+  // drawn and rejected.
+  Lengths n_q, n_k;
+  int32_t max_batch = 0, max_heads = 0;
+  double fixed_scale = 0;
+  // Kernels from outside (plugins, Python): this percentage of the cases of size >= 50 takes one of the
+  // shapes that reach
+  // a kernel's other code paths (Path): decode rows against long keys, rows of 3 to 4 tiles, a
+  // length in every residue class mod 128, GQA groups up to 16, and the head dims 40 .. 256.
+  int32_t path_percent = 0;
 };
+
+// The regime of shapes a case was drawn in (its coverage, counted per law): Path::Plain for the
+// ordinary small shapes.
+enum class ShapePath : int32_t { Plain = 0, Decode = 1, MultiTile = 2, Residue = 3, WideGroup = 4, HeadDim = 5, kCount };
+const char* shape_path_name(ShapePath s);
+// Which paths a problem reaches under a key tile of block_n (64 where the config names none):
+// decode (n_q <= 8 < n_k / 8, batch >= 2), >= 3 key tiles, GQA ratio >= 8, an odd head dim of the
+// list; a bit per ShapePath.
+uint32_t shape_paths(const Problem& p, int32_t block_n);
 
 rc::Gen<Case> gen_case(const GenSpec& spec);
 

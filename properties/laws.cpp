@@ -14,6 +14,8 @@ namespace {
 // The share of a GPU kernel's cases drawn GPU-sized (GenSpec::large_percent): >= 30 % of them span
 // >= 3 key tiles; the rest keep the small shapes that shrink well and the oracle judges fast.
 constexpr int32_t kLargePercent = 40;
+// The share of an outside kernel's cases drawn on its other paths (GenSpec::path_percent).
+constexpr int32_t kPathPercent = 25;
 
 template <class V, class X>
 bool has(const V& v, X x) {
@@ -55,6 +57,7 @@ bool law_applies(const Law& law, const Kernel& k) {
   if (law.needs_causal && std::none_of(i.masks.begin(), i.masks.end(), is_causal)) return false;
   if (law.needs_tiles && !i.any_tile && i.configs.size() < 2) return false;
   if (law.needs_large_offsets && !i.large_offsets) return false;
+  if (law.pow2_scale && i.fixed_scale > 0 && !is_pow2(i.fixed_scale)) return false;  // exact scores need 2^k
   if (!law.only_dtypes.empty() &&
       std::none_of(law.only_dtypes.begin(), law.only_dtypes.end(), [&](DType t) { return has(i.dtypes, t); }))
     return false;
@@ -71,6 +74,8 @@ std::vector<Regime> claimed_regimes(const Law& law, const Kernel& k) {
   for (Regime r : law.regimes) {
     if (r == Regime::Fp16Max && !has(k.info.dtypes, DType::F16)) continue;
     if (r == Regime::FullyMasked && (law.mask_none_only || !has(k.info.masks, Mask::CausalBottomRight))) continue;
+    // Long rows need >= 256 visible keys (classify): out of reach under a smaller declared or --max-n bound.
+    if (r == Regime::LongRow && k.info.n_k.max > 0 && k.info.n_k.max < 256) continue;
     out.push_back(r);
   }
   return out;
@@ -103,6 +108,10 @@ GenSpec spec_for(const Law& law, const Kernel& k) {
   s.s_in_storage = i.stores_s_p;  // as precision_of decides
   s.pow2_scale = law.pow2_scale;
   s.large_percent = i.device == "cpu" ? 0 : kLargePercent;
+  s.n_q = i.n_q, s.n_k = i.n_k;
+  s.max_batch = i.max_batch, s.max_heads = i.max_heads;
+  s.fixed_scale = i.fixed_scale;
+  s.path_percent = i.external ? kPathPercent : 0;
   return s;
 }
 

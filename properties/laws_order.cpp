@@ -85,7 +85,9 @@ Config second_config(const Kernel& k, const Case& c) {
     return b;
   }
   for (const Config& b : k.info.configs)
-    if (b.block_n == a.block_n && b.order == a.order && b.accum == a.accum && b.block_m != a.block_m) return b;
+    if (b.block_n == a.block_n && b.order == a.order && b.accum == a.accum && b.splits == a.splits &&
+        b.block_m != a.block_m)
+      return b;
   return c.cfg2;
 }
 
@@ -100,6 +102,7 @@ std::string law_block_size(const Kernel& k, const Case& c) {
   // Only kBlockM differs: every row's arithmetic is the same, except in the FA1 order under a mask,
   // where a row renormalises at every key tile its query tile visits, which kBlockM decides.
   const bool same_keys = c.cfg.block_n == cfg2.block_n && c.cfg.order == cfg2.order && c.cfg.accum == cfg2.accum &&
+                         c.cfg.splits == cfg2.splits &&
                          (c.cfg.order == LoopOrder::FA2 || p.mask == Mask::None);
   if (same_keys && k.info.exact.rows) {
     std::string msg = same_bits(p, "o", a.out.o, b.out.o);

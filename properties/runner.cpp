@@ -318,6 +318,8 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
             res.repeats_failed, res.repeats, first);
     }
     ++res.coverage[classify(c)];
+    for (uint32_t bits = shape_paths(c.in.p, c.cfg.block_n), x = 0; x < uint32_t(ShapePath::kCount); ++x)
+      if (bits >> x & 1u) ++res.paths[shape_path_name(ShapePath(x))];
     if (!o.message.empty()) {
       sh.failed = true, sh.minimal = c, sh.message = o.message, sh.evidence = std::move(ev);
       RC_FAIL(o.message);

@@ -106,6 +106,7 @@ struct LawResult {
   int repeats = 0, repeats_failed = 0;       // a replay whose case passed once: the repeats run and how many failed
   double seconds = 0;                        // the law's wall time
   DrawStats draws;
+  std::map<std::string, int> paths;  // cases per shape path reached (shape_paths: decode, multi_tile, ...)
 };
 
 // The default regressions folder (properties/regressions in the source tree).

@@ -314,6 +314,9 @@ static int backward(const fc_problem *p, const fc_backward_args *g, void *stream
   return 0;
 }
 
-static const fc_kernel kernel = {FC_ABI_VERSION, FC_NAME, kDLCPU, 1, supports, forward, backward, last_error};
+#ifndef FC_ABI /* 2: built as a version-2 plugin (flashcheck's test that version 2 still loads) */
+#define FC_ABI FC_ABI_VERSION
+#endif
+static const fc_kernel kernel = {FC_ABI, FC_NAME, kDLCPU, 1, supports, forward, backward, last_error};
 
 const fc_kernel *flashcheck_kernel(void) { return &kernel; }

@@ -1,4 +1,4 @@
-/* flashcheck plugin C ABI, version 2: the one interface through which flashcheck runs a kernel it did
+/* flashcheck plugin C ABI, version 3: the one interface through which flashcheck runs a kernel it did
  * not build (`flashcheck check --plugin lib.so`, the Python bridge).
  *
  * A plugin is a shared library that exports `flashcheck_kernel`, returning a pointer to a static
@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define FC_ABI_VERSION 2
+#define FC_ABI_VERSION 3
 
 /* Marks the exported symbol visible even when the plugin builds with -fvisibility=hidden. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -47,6 +47,9 @@ typedef struct {
   int32_t window_left, window_right; /* -1: unbounded */
   double scale;                      /* s = scale * q.k */
   double softcap;                    /* 0: none */
+  /* Read these two only when the kernel says abi_version 3 (a version-2 kernel sees the prefix above). */
+  int32_t probing; /* supports() asked by flashcheck's start-up probe, not for a case to run */
+  int32_t config;  /* index into fc_declarations.configs the call runs under (0 when none is declared) */
 } fc_problem;
 
 typedef struct {
@@ -65,8 +68,83 @@ typedef struct {
   DLTensor d_o, d_q, d_k, d_v;
 } fc_backward_args;
 
+/* Version 3: what a kernel declares about itself (every field 0 = "not declared"). flashcheck draws
+ * its cases inside the declarations, judges the kernel's arithmetic by the declared chain, and runs
+ * the laws a declaration opens (docs/plugins.md, "Declarations"). A declaration is a claim: a kernel
+ * that breaks one fails the law that relies on it. */
+enum fc_dtype_code { FC_DTYPE_UNKNOWN = 0, FC_DTYPE_F16 = 1, FC_DTYPE_BF16 = 2, FC_DTYPE_F32 = 3, FC_DTYPE_F64 = 4 };
+
+/* A sequence length n the kernel takes: n % multiple_of == residue (multiple_of 0 or 1: any), and
+ * min <= n <= max (0: no bound). */
 typedef struct {
-  int32_t abi_version; /* FC_ABI_VERSION */
+  int32_t multiple_of, residue, min, max;
+} fc_lengths;
+
+/* How every long sum is computed (kernels/arithmetic.h is the model the bounds charge). */
+enum fc_summation {
+  FC_SUM_UNKNOWN = 0,     /* charged as any order with directed rounding (the default) */
+  FC_SUM_SERIAL = 1,      /* scalar loops, round to nearest: each sum one running accumulator, terms in index
+                             order (keys ascending for o, l, d_q; query rows head-major for d_k, d_v); o and l
+                             rescaled once per key tile of block_n (FlashAttention-2's online softmax) */
+  FC_SUM_TENSOR_CORE = 2, /* mma.sync m16n8k16 / wgmma on fp16 or bf16 operands into fp32, FA2's tiling
+                             (FlashAttention-2 on tensor cores; every field below but block_m, block_n ignored) */
+};
+
+typedef struct {
+  int32_t summation;      /* enum fc_summation */
+  int32_t accumulator;    /* FC_SUM_SERIAL: enum fc_dtype_code of the accumulator of o (P.V) and of d_q, d_k,
+                             d_v (F32 if 0; F16: fp16 accumulation); the dot products over d (q.k, d_o.v,
+                             d_o.o) and l accumulate in fp32 (fp64 for fp64 storage) */
+  int32_t fused_products; /* FC_SUM_SERIAL: each product exact before its add (an FMA, or a 16-bit product
+                             widened); 0: every product rounds once more */
+  int32_t p_unrounded;    /* 1: P enters P.V as computed (not rounded to storage first); 0: rounded to storage */
+  int32_t p_type;         /* enum fc_dtype_code: P rounded to this type before P.V where coarser than storage */
+  int32_t block_m, block_n; /* query rows and keys per tile of the forward (0: unknown) */
+  double exp_ulps, log_ulps; /* |exp - exact|, |log - exact| in ulp of fp32 (0: 4 ulp assumed) */
+  int32_t exp_exact_at_zero; /* exp(0) == 1 exactly (glibc's expf) */
+  int32_t flushes_subnormals; /* FTZ: results below the smallest normal flush to zero */
+} fc_arithmetic;
+
+/* Bit-exactness claims the metamorphic laws ask for (kernels/exactness.hpp), each 0 or 1. */
+typedef struct {
+  int32_t rows;          /* a row's o, lse depend only on q_i, k, v and the key tiling (block_size, q_permutation) */
+  int32_t d_q_rows;      /* ... d_q too: no atomics or split sums across key blocks */
+  int32_t shared_scores; /* s_ij depends only on q_i, k_j, scale (block_size, kv_permutation) */
+  int32_t tile_weights;  /* a key's rounded weight depends only on s_ij and its tile's running max */
+  int32_t exact_scores;  /* exact dot products give exact s and s - m (the shift laws) */
+} fc_exactness;
+
+/* The backward's reduction of d_q (and d_k, d_v) across tiles. */
+enum fc_backward_reduction {
+  FC_BACKWARD_UNKNOWN = 0,       /* judged bitwise (as deterministic) */
+  FC_BACKWARD_DETERMINISTIC = 1, /* the same bits on every run */
+  FC_BACKWARD_ATOMIC = 2,        /* atomics or split sums in an unfixed order: runs agree within the reordering
+                                    tolerance (docs/ERROR_MODEL.md), not bitwise */
+};
+
+/* One configuration the kernel offers; the suite selects it per call by fc_problem.config. */
+typedef struct {
+  int32_t block_m, block_n; /* tile of this configuration (0: as fc_arithmetic says) */
+  int32_t splits;           /* split-KV count (0 or 1: no split) */
+  int32_t deterministic;    /* the backward is bitwise repeatable in this configuration (a deterministic mode) */
+} fc_config;
+
+typedef struct {
+  fc_lengths n_q, n_k;          /* sequence lengths taken (dense: every sequence; varlen: the longest) */
+  int32_t max_batch, max_heads; /* 0: no bound */
+  const int32_t *head_dims;     /* head dims d taken (NULL: probed, any of 1..256 the kernel accepts) */
+  int32_t num_head_dims;
+  double scale;                 /* 0: any; else the one softmax scale the kernel takes */
+  fc_arithmetic arithmetic;
+  fc_exactness exact;
+  int32_t backward_reduction;   /* enum fc_backward_reduction */
+  const fc_config *configs;     /* NULL: one default configuration */
+  int32_t num_configs;
+  int32_t large_offsets;        /* 64-bit offsets: tensors of more than 2^31 elements (the large_offsets law) */
+} fc_declarations;
+
+typedef struct {
+  int32_t abi_version; /* FC_ABI_VERSION (2 still loads: no declarations, fc_problem without its tail) */
   const char *name;
   int32_t device_type; /* kDLCPU or kDLCUDA: where the suite places the tensors */
   int32_t writes_lse;  /* 0: lse is ignored; the suite supplies it to backward */
@@ -74,6 +152,7 @@ typedef struct {
   int (*forward)(const fc_problem *, const fc_forward_args *, void *stream);   /* 0 on success */
   int (*backward)(const fc_problem *, const fc_backward_args *, void *stream); /* NULL: none */
   const char *(*last_error)(void); /* text for a nonzero return; may be NULL */
+  const fc_declarations *declarations; /* version 3 only; NULL: nothing declared */
 } fc_kernel;
 
 /* The one exported symbol. supports() sees the shapes, strides, dtypes and devices the call will

@@ -39,9 +39,11 @@ bool Executor::supports(const CallPlan& plan) const {
   const DLDevice dev{on_cuda() ? kDLCUDA : kDLCPU, 0};
   make_args(plan, nullptr, dev, &args, nullptr);
   probing_now = plan.probing != 0;
+  fc_problem problem = plan.problem;
+  problem.probing = plan.probing;
   bool yes = false;
   try {
-    yes = k_->supports(&plan.problem, &args) != 0;
+    yes = k_->supports(&problem, &args) != 0;
   } catch (...) {
     yes = false;  // a C++ exception out of a C entry point: no
   }

@@ -3,7 +3,9 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -11,9 +13,9 @@ namespace fc::plugin {
 
 Meta validate(const fc_kernel* k, const std::string& where) {
   if (!k) throw LoadError(fmt::format("{}: flashcheck_kernel() returned NULL", where));
-  if (k->abi_version != FC_ABI_VERSION)
-    throw LoadError(fmt::format("{} implements plugin ABI version {}; this flashcheck reads version {}", where,
-                                k->abi_version, FC_ABI_VERSION));
+  if (k->abi_version != 2 && k->abi_version != FC_ABI_VERSION)
+    throw LoadError(fmt::format("{} implements plugin ABI version {}; this flashcheck reads versions 2 and {}",
+                                where, k->abi_version, FC_ABI_VERSION));
   if (!k->name || !*k->name) throw LoadError(fmt::format("{}: the kernel has no name", where));
   const size_t len = strnlen(k->name, 65);
   if (len > 64) throw LoadError(fmt::format("{}: the kernel's name is longer than 64 characters", where));
@@ -26,7 +28,82 @@ Meta validate(const fc_kernel* k, const std::string& where) {
     throw LoadError(fmt::format("{}: device_type {} is neither kDLCPU (1) nor kDLCUDA (2)", where, k->device_type));
   if (!k->supports) throw LoadError(fmt::format("{}: the supports entry is NULL", where));
   if (!k->forward) throw LoadError(fmt::format("{}: the forward entry is NULL", where));
-  return Meta{k->name, k->device_type, k->writes_lse != 0, k->backward != nullptr};
+  Meta m{k->name, k->device_type, k->writes_lse != 0, k->backward != nullptr, k->abi_version, {}};
+  m.declared = read_declarations(k, where);
+  return m;
+}
+
+namespace {
+
+void check_lengths(const fc_lengths& l, const char* axis, const std::string& where) {
+  const bool bad = l.multiple_of < 0 || l.min < 0 || l.max < 0 ||
+                   (l.multiple_of > 1 ? (l.residue < 0 || l.residue >= l.multiple_of) : l.residue != 0) ||
+                   (l.max > 0 && l.min > l.max);
+  if (bad)
+    throw LoadError(fmt::format("{}: declarations.{} = {{multiple_of {}, residue {}, min {}, max {}}} is not a set of "
+                                "lengths (residue in [0, multiple_of), 0 <= min <= max)",
+                                where, axis, l.multiple_of, l.residue, l.min, l.max));
+  // Some length in [max(min, 1), max] must be of the residue class.
+  if (l.max > 0) {
+    const int64_t m = l.multiple_of > 1 ? l.multiple_of : 1, lo = std::max(l.min, 1);
+    const int64_t first = lo + ((l.residue - lo) % m + m) % m;
+    if (first > l.max)
+      throw LoadError(fmt::format("{}: declarations.{} admits no length (none in [{}, {}] is {} mod {})", where, axis,
+                                  lo, l.max, l.residue, m));
+  }
+}
+
+bool dtype_code_ok(int32_t c) { return c >= FC_DTYPE_UNKNOWN && c <= FC_DTYPE_F64; }
+
+}  // namespace
+
+Declared read_declarations(const fc_kernel* k, const std::string& where) {
+  Declared d;
+  if (k->abi_version < 3 || !k->declarations) return d;
+  const fc_declarations& x = *k->declarations;
+  d.present = 1;
+  check_lengths(x.n_q, "n_q", where), check_lengths(x.n_k, "n_k", where);
+  d.n_q = x.n_q, d.n_k = x.n_k;
+  if (x.max_batch < 0 || x.max_heads < 0)
+    throw LoadError(fmt::format("{}: declarations.max_batch and max_heads must be >= 0 (0: no bound)", where));
+  d.max_batch = x.max_batch, d.max_heads = x.max_heads;
+  if (x.num_head_dims < 0 || x.num_head_dims > kMaxDeclaredDims || (x.num_head_dims > 0 && !x.head_dims))
+    throw LoadError(fmt::format("{}: declarations.num_head_dims = {} (0..{}, with head_dims non-NULL)", where,
+                                x.num_head_dims, kMaxDeclaredDims));
+  for (int32_t i = 0; i < x.num_head_dims; ++i) {
+    if (x.head_dims[i] < 1 || x.head_dims[i] > 256)
+      throw LoadError(fmt::format("{}: declarations.head_dims[{}] = {} is outside 1..256", where, i, x.head_dims[i]));
+    d.head_dims[i] = x.head_dims[i];
+  }
+  d.num_head_dims = x.num_head_dims;
+  if (x.scale != 0 && !(std::isfinite(x.scale) && x.scale > 0))
+    throw LoadError(fmt::format("{}: declarations.scale = {} (0: any scale; else a positive finite one)", where,
+                                x.scale));
+  d.scale = x.scale;
+  const fc_arithmetic& a = x.arithmetic;
+  if (a.summation < FC_SUM_UNKNOWN || a.summation > FC_SUM_TENSOR_CORE || !dtype_code_ok(a.accumulator) ||
+      !dtype_code_ok(a.p_type) || a.block_m < 0 || a.block_n < 0 || !(a.exp_ulps >= 0) || !(a.log_ulps >= 0) ||
+      !std::isfinite(a.exp_ulps) || !std::isfinite(a.log_ulps))
+    throw LoadError(fmt::format("{}: declarations.arithmetic has a field out of range (summation 0..2, dtype codes "
+                                "0..4, tiles and ulps >= 0)",
+                                where));
+  d.arithmetic = a;
+  d.exact = x.exact;
+  if (x.backward_reduction < FC_BACKWARD_UNKNOWN || x.backward_reduction > FC_BACKWARD_ATOMIC)
+    throw LoadError(fmt::format("{}: declarations.backward_reduction = {} (0..2)", where, x.backward_reduction));
+  d.backward_reduction = x.backward_reduction;
+  if (x.num_configs < 0 || x.num_configs > kMaxDeclaredConfigs || (x.num_configs > 0 && !x.configs))
+    throw LoadError(fmt::format("{}: declarations.num_configs = {} (0..{}, with configs non-NULL)", where,
+                                x.num_configs, kMaxDeclaredConfigs));
+  for (int32_t i = 0; i < x.num_configs; ++i) {
+    const fc_config& c = x.configs[i];
+    if (c.block_m < 0 || c.block_n < 0 || c.splits < 0)
+      throw LoadError(fmt::format("{}: declarations.configs[{}] has a negative field", where, i));
+    d.configs[i] = c;
+  }
+  d.num_configs = x.num_configs;
+  d.large_offsets = x.large_offsets != 0;
+  return d;
 }
 
 const fc_kernel* load_plugin(const std::string& path) {

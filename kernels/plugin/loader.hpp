@@ -14,15 +14,40 @@ struct LoadError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A version-3 kernel's declarations (fc_declarations) as plain data, so that they cross the worker's
+// pipe: the head dims and configs copied out of the plugin's arrays, their counts bounded.
+inline constexpr int32_t kMaxDeclaredDims = 256, kMaxDeclaredConfigs = 32;
+struct Declared {
+  int32_t present = 0;  // 0: a version-2 kernel, or declarations == NULL
+  fc_lengths n_q{}, n_k{};
+  int32_t max_batch = 0, max_heads = 0;
+  int32_t num_head_dims = 0;
+  int32_t head_dims[kMaxDeclaredDims]{};
+  double scale = 0;
+  fc_arithmetic arithmetic{};
+  fc_exactness exact{};
+  int32_t backward_reduction = 0;
+  int32_t num_configs = 0;
+  fc_config configs[kMaxDeclaredConfigs]{};
+  int32_t large_offsets = 0;
+};
+
 // What the suite needs to know about a kernel besides its entry points.
 struct Meta {
   std::string name;
   int32_t device_type = kDLCPU;  // kDLCPU or kDLCUDA
   bool writes_lse = true;
   bool backward = false;
+  int32_t abi_version = FC_ABI_VERSION;
+  Declared declared;
 };
 
-// Throws LoadError unless k is a usable ABI-2 kernel; `where` names it in the message.
+// The declarations of k (abi_version 3), checked: LoadError for a field out of range (a residue
+// outside [0, multiple_of), min > max, a head dim outside 1..256, more than kMaxDeclaredConfigs
+// configs, a non-positive or non-finite scale, an unknown enum value).
+Declared read_declarations(const fc_kernel* k, const std::string& where);
+
+// Throws LoadError unless k is a usable kernel of ABI version 2 or 3; `where` names it in the message.
 Meta validate(const fc_kernel* k, const std::string& where);
 
 // dlopen(path) and flashcheck_kernel(); the library stays loaded for the life of the process.

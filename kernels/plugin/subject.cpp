@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 
 namespace fc::plugin {
@@ -23,17 +25,149 @@ HostArgs variant_args(const Inputs& in) {
   return a;
 }
 
-// Every axis longer than 1 (batch 2, heads 2, n 16): in a problem with an axis of length 1 a strided
-// layout can have a compact one's strides (DLPack ignores a length-1 axis' stride), and a kernel that
-// takes compact tensors only would seem to take that layout.
-Problem probe_problem(DType t, Mask m, int32_t d) {
-  Problem p;
-  p.batch = 2, p.heads_q = 2, p.heads_kv = 2, p.n_q = 16, p.n_k = 16, p.d = d;
-  p.dtype = t, p.mask = m, p.scale = default_scale(d);
-  return p;
+Lengths lengths_of(const fc_lengths& l) {
+  Lengths x;
+  x.multiple = std::max(l.multiple_of, 1), x.residue = x.multiple > 1 ? l.residue : 0;
+  x.min = std::max(l.min, 1), x.max = l.max;
+  return x;
+}
+
+DType dtype_of(int32_t code, DType dflt) {
+  switch (code) {
+    case FC_DTYPE_F16: return DType::F16;
+    case FC_DTYPE_BF16: return DType::BF16;
+    case FC_DTYPE_F32: return DType::F32;
+    case FC_DTYPE_F64: return DType::F64;
+    default: return dflt;
+  }
+}
+
+int32_t bits_of(DType t) {
+  switch (t) {
+    case DType::F16: return 11;
+    case DType::BF16: return 8;
+    case DType::F32: return 24;
+    case DType::F64: return 53;
+    case DType::I32: break;
+  }
+  return 0;
+}
+
+// The declared arithmetic (fc_arithmetic) as the error model's Arithmetic for one problem and
+// config. FC_SUM_SERIAL is kernels/cpu/arithmetic.cpp's FA2 tiling (tiled_arithmetic) with the
+// declared accumulator, products, P rounding and libm; FC_SUM_TENSOR_CORE is tensor_core_arithmetic
+// (d_q merged in any order per key tile when the backward reduces with atomics). A tile the config
+// does not name is the declaration's; an unknown block_n is charged a rescale after every key.
+Arithmetic plugin_arithmetic(const fc_arithmetic& d, bool atomic, const Problem& p, const Config& cfg) {
+  const int32_t bm = cfg.block_m > 0 ? cfg.block_m : std::max(d.block_m, 1);
+  const int32_t bn = cfg.block_n > 0 ? cfg.block_n : std::max(d.block_n, 1);
+  if (d.summation == FC_SUM_TENSOR_CORE) return tensor_core_arithmetic(p.dtype, bm, bn, atomic ? bn : 0);
+  const DType acc = p.dtype == DType::F64 ? DType::F64 : dtype_of(d.accumulator, DType::F32);
+  const DType soft = acc == DType::F64 ? DType::F64 : DType::F32;
+  Arithmetic a;
+  a.soft = soft;
+  a.operand = bits_of(acc) < bits_of(p.dtype) ? acc : p.dtype;
+  const bool fused = d.fused_products != 0;
+  a.s = a.d_o_o = a.dp = serial_chain(soft, fused || bits_of(p.dtype) <= 12);  // over d, in the softmax type
+  a.dq = a.dkv = a.pv = serial_chain(acc, fused);
+  a.l = serial_chain(soft, true);
+  a.pv.block = a.l.block = bn;
+  a.pv.merge = a.l.merge = Merge::Rescale;
+  a.pv.merge_old = bits_of(acc) < bits_of(soft) ? 2 : 1;  // a narrow accumulator rounds the rescale again
+  if (atomic) a.dq.block = bn, a.dq.merge = Merge::AnyOrder;
+  a.block_m = bm;
+  a.rounds_p = d.p_unrounded == 0;
+  a.p_type = dtype_of(d.p_type, DType::F64);
+  a.o_normalise = 1;
+  a.exp_ulps = d.exp_ulps > 0 ? d.exp_ulps : 4;
+  a.log_ulps = d.log_ulps > 0 ? d.log_ulps : 4;
+  a.tanh_ulps = 4;
+  a.exp_exact_at_zero = d.exp_exact_at_zero != 0;
+  a.flush_subnormals = d.flushes_subnormals != 0;
+  return a;
 }
 
 }  // namespace
+
+// Every axis longer than 1 (batch 2, heads 2, n 16) where the declarations allow: in a problem with
+// an axis of length 1 a strided layout can have a compact one's strides (DLPack ignores a length-1
+// axis' stride), and a kernel that takes compact tensors only would seem to take that layout. The
+// lengths, batch, heads and scale are moved inside what the kernel declares.
+Problem Subject::probe_problem(DType t, Mask m, int32_t d) const {
+  const KernelInfo& i = kernel_.info;
+  Problem p;
+  p.batch = i.max_batch > 0 ? std::min(2, i.max_batch) : 2;
+  p.heads_q = p.heads_kv = i.max_heads > 0 ? std::min(2, i.max_heads) : 2;
+  p.n_q = i.n_q.snap(16), p.n_k = i.n_k.snap(16), p.d = d;
+  p.dtype = t, p.mask = m, p.scale = i.fixed_scale > 0 ? i.fixed_scale : default_scale(d);
+  return p;
+}
+
+// The configuration a call runs under: the declared one the suite's Config names (its tiles, splits
+// and deterministic flag), else one with the same tiles and splits, else the first.
+int32_t Subject::config_index(const Config& c) const {
+  const Declared& d = declared_;
+  auto same_tiles = [&](const fc_config& x) {
+    return x.block_m == c.block_m && x.block_n == c.block_n && x.splits == c.splits;
+  };
+  for (int32_t i = 0; i < d.num_configs; ++i)
+    if (same_tiles(d.configs[i]) && (d.configs[i].deterministic != 0) == c.deterministic) return i;
+  for (int32_t i = 0; i < d.num_configs; ++i)
+    if (same_tiles(d.configs[i])) return i;
+  return 0;
+}
+
+// The size bounds asked for, within the declarations: LoadError when they leave no length.
+void Subject::bound() {
+  KernelInfo& i = kernel_.info;
+  auto clamp = [](int32_t& have, int32_t cap) { have = have > 0 ? std::min(have, cap) : cap; };
+  if (opt_.max_n > 0) {
+    clamp(i.n_q.max, opt_.max_n), clamp(i.n_k.max, opt_.max_n);
+    for (const Lengths* l : {&i.n_q, &i.n_k})
+      if (l->snap(1) == 0 || !l->admits(l->snap(1)))
+        throw LoadError(fmt::format("{}: --max-n {} leaves no length the kernel declares ({} mod {}, >= {})", i.name,
+                                    opt_.max_n, l->residue, l->multiple, l->min));
+  }
+  if (opt_.shape_buckets) {
+    i.n_q.pow2 = i.n_k.pow2 = true;
+    for (const Lengths* l : {&i.n_q, &i.n_k})
+      if (l->snap(1) == 0)
+        throw LoadError(fmt::format("{}: --shape-buckets: no power of two is a length the kernel declares ({} mod {}, "
+                                    "in [{}, {}])",
+                                    i.name, l->residue, l->multiple, l->min, l->max));
+  }
+  if (opt_.max_batch > 0) clamp(i.max_batch, opt_.max_batch);
+  if (opt_.max_heads > 0) clamp(i.max_heads, opt_.max_heads);
+}
+
+void Subject::declare() {
+  KernelInfo& i = kernel_.info;
+  const Declared& d = declared_;
+  if (!d.present) return;
+  i.n_q = lengths_of(d.n_q), i.n_k = lengths_of(d.n_k);
+  i.max_batch = d.max_batch, i.max_heads = d.max_heads;
+  i.fixed_scale = d.scale;
+  i.exact.rows = d.exact.rows != 0, i.exact.d_q_rows = d.exact.d_q_rows != 0;
+  i.exact.shared_scores = d.exact.shared_scores != 0, i.exact.tile_weights = d.exact.tile_weights != 0;
+  i.exact.exact_scores = d.exact.exact_scores != 0;
+  i.atomic_backward = d.backward_reduction == FC_BACKWARD_ATOMIC;
+  if (i.atomic_backward) i.exact.d_q_rows = false;  // atomics are no exact d_q rows
+  i.large_offsets = d.large_offsets != 0;
+  if (d.num_configs > 0) {
+    i.configs.clear();
+    for (int32_t x = 0; x < d.num_configs; ++x) {
+      Config c;
+      c.block_m = d.configs[x].block_m, c.block_n = d.configs[x].block_n;
+      c.splits = d.configs[x].splits, c.deterministic = d.configs[x].deterministic != 0;
+      i.configs.push_back(c);
+    }
+  }
+  if (d.arithmetic.summation != FC_SUM_UNKNOWN) {
+    const fc_arithmetic a = d.arithmetic;
+    const bool atomic = i.atomic_backward;
+    i.arithmetic = [a, atomic](const Problem& p, const Config& c) { return plugin_arithmetic(a, atomic, p, c); };
+  }
+}
 
 Subject::Subject(std::unique_ptr<Backend> backend, SubjectOptions opt)
     : backend_(std::move(backend)), opt_(std::move(opt)) {
@@ -45,20 +179,28 @@ Subject::Subject(std::unique_ptr<Backend> backend, SubjectOptions opt)
   i.backward = m.backward;
   i.writes_lse = m.writes_lse;
   i.configs = {Config{}};
+  i.external = true;
+  declared_ = m.declared;
+  declare();
+  bound();
   probe();
   kernel_.supports = [this](const Problem& p) { return supports(p); };
-  kernel_.forward = [this](const Inputs& in, const Config&, Outputs& out) {
+  kernel_.forward = [this](const Inputs& in, const Config& cfg, Outputs& out) {
     HostArgs args = variant_args(in);
     args.q = &in.q, args.k = &in.k, args.v = &in.v;
-    run(plan_call(in.p, layout_for(in.p, opt_.layout), false), args, {&out.o, &out.lse});
+    CallPlan plan = plan_call(in.p, layout_for(in.p, opt_.layout), false);
+    plan.problem.config = config_index(cfg);
+    run(plan, args, {&out.o, &out.lse});
   };
   if (m.backward)
-    kernel_.backward = [this](const Inputs& in, const Config&, Outputs& out) {
+    kernel_.backward = [this](const Inputs& in, const Config& cfg, Outputs& out) {
       HostArgs args = variant_args(in);
       args.q = &in.q, args.k = &in.k, args.v = &in.v, args.o = &out.o, args.lse = &out.lse, args.d_o = &in.d_o;
       HostOuts outs;
       outs.d_q = &out.d_q, outs.d_k = &out.d_k, outs.d_v = &out.d_v;
-      run(plan_call(in.p, layout_for(in.p, opt_.layout), true), args, outs);
+      CallPlan plan = plan_call(in.p, layout_for(in.p, opt_.layout), true);
+      plan.problem.config = config_index(cfg);
+      run(plan, args, outs);
     };
 }
 
@@ -82,10 +224,12 @@ void Subject::probe() {
   Mask m0 = Mask::None;
   int32_t d0 = 64;
   bool mask_ok[3] = {false, false, false};
+  std::vector<int32_t> dims(std::begin(kProbeDims), std::end(kProbeDims));
+  if (declared_.num_head_dims > 0) dims.assign(declared_.head_dims, declared_.head_dims + declared_.num_head_dims);
   for (DType t : kProbeDtypes) {
     bool dtype_ok = false;
     for (Mask m : kProbeMasks)
-      for (int32_t d : kProbeDims)
+      for (int32_t d : dims)
         if (accepts(probe_problem(t, m, d), Layout::Compact)) {
           if (!any) any = true, t0 = t, m0 = m, d0 = d;
           dtype_ok = mask_ok[int(m)] = true;
@@ -93,22 +237,33 @@ void Subject::probe() {
         }
     if (dtype_ok) i.dtypes.push_back(t);
   }
-  if (!any)
-    throw LoadError(
-        fmt::format("{}: supports() declines every problem flashcheck offers (F16, BF16, F32, F64; "
-                    "every mask; d in 1..256; batch 2, heads 2, n = 16; compact tensors)",
-                    i.name));
+  if (!any) {
+    const Problem p = probe_problem(DType::F32, Mask::None, dims.front());
+    throw LoadError(fmt::format(
+        "{}: supports() declines every problem flashcheck offers (F16, BF16, F32, F64; every mask; d in {}; "
+        "batch {}, heads {}, n_q = {}, n_k = {}; compact tensors){}",
+        i.name, declared_.num_head_dims > 0 ? "the declared head dims" : "1..256", p.batch, p.heads_q, p.n_q, p.n_k,
+        declared_.present ? "" : "; a kernel that takes only some lengths declares them (fc_declarations)"));
+  }
   for (Mask m : kProbeMasks)
     if (mask_ok[int(m)]) i.masks.push_back(m);
-  bool every_d = true;
-  for (int32_t d = 1; d <= 256; ++d)
-    if (accepts(probe_problem(t0, m0, d), Layout::Compact))
-      i.head_dims.push_back(d);
-    else
-      every_d = false;
+  bool every_d = declared_.num_head_dims == 0;
+  if (declared_.num_head_dims > 0) {
+    for (int32_t d : dims)
+      if (accepts(probe_problem(t0, m0, d), Layout::Compact) &&
+          std::find(i.head_dims.begin(), i.head_dims.end(), d) == i.head_dims.end())
+        i.head_dims.push_back(d);
+  } else {
+    for (int32_t d = 1; d <= 256; ++d)
+      if (accepts(probe_problem(t0, m0, d), Layout::Compact))
+        i.head_dims.push_back(d);
+      else
+        every_d = false;
+  }
   if (every_d) i.head_dims.clear();  // any d
   Problem g = probe_problem(t0, m0, d0);
   g.heads_q = 4, g.heads_kv = 2;
+  if (i.max_heads > 0 && i.max_heads < 4) g.heads_q = i.max_heads, g.heads_kv = 1;
   Problem mqa = g;
   mqa.heads_kv = 1;
   i.gqa = accepts(g, Layout::Compact) || accepts(mqa, Layout::Compact);

@@ -19,6 +19,12 @@ namespace fc::plugin {
 struct SubjectOptions {
   LayoutPolicy layout = LayoutPolicy::Mixed;
   std::string description;  // KernelInfo::description, e.g. "plugin /path/lib.so"
+  // Size bounds from the command line or the Python call (0: none), intersected with what the kernel
+  // declares: the longest n_q and n_k, the largest batch, the most query heads.
+  int32_t max_n = 0, max_batch = 0, max_heads = 0;
+  // Shape buckets (a kernel that compiles per shape): every n_q and n_k a power of two inside the
+  // declarations, so a law meets a few lengths (docs/plugins.md, "Shape buckets").
+  bool shape_buckets = false;
 };
 
 class Subject {
@@ -32,7 +38,11 @@ class Subject {
   int faults() const { return backend_->faults(); }  // calls that crashed, timed out or broke the context
 
  private:
+  void declare();  // KernelInfo from a version-3 kernel's declarations
+  void bound();    // SubjectOptions' size bounds
   void probe();
+  Problem probe_problem(DType t, Mask m, int32_t d) const;
+  int32_t config_index(const Config& c) const;
   void probe_variants(const Problem& plain);
   bool accepts(const Problem& p, Layout layout);  // supports(), a fault while probing is a LoadError
   bool supports(const Problem& p);                // a fault is kept for the case's forward
@@ -41,6 +51,7 @@ class Subject {
   std::unique_ptr<Backend> backend_;
   SubjectOptions opt_;
   Kernel kernel_;
+  Declared declared_;
   std::string notes_;
   struct Pending {  // supports() faulted on this problem: its case fails with that
     fc_problem problem{};

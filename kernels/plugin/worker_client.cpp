@@ -124,7 +124,8 @@ Meta WorkerClient::start() {
     stop();
     throw LoadError(h.error);
   }
-  meta_ = Meta{std::string(h.name, strnlen(h.name, sizeof h.name)), h.device_type, h.writes_lse != 0, h.backward != 0};
+  meta_ = Meta{std::string(h.name, strnlen(h.name, sizeof h.name)), h.device_type, h.writes_lse != 0, h.backward != 0,
+               h.abi_version, h.declared};
   return meta_;
 }
 

@@ -6,10 +6,11 @@
 #include <cstdint>
 
 #include "kernels/plugin/abi_map.hpp"
+#include "kernels/plugin/loader.hpp"
 
 namespace fc::plugin::proto {
 
-constexpr uint32_t kMagic = 0x66633032;  // "fc02"
+constexpr uint32_t kMagic = 0x66633033;  // "fc03"
 constexpr int kSockFd = 3;               // the fds a worker inherits
 constexpr int kMemFd = 4;
 constexpr const char* kFdsEnv = "FLASHCHECK_WORKER_FDS";  // "3,4": set for the worker
@@ -22,6 +23,8 @@ struct Hello {
   int32_t device_type = 0;
   int32_t writes_lse = 0;
   int32_t backward = 0;
+  int32_t abi_version = 0;
+  Declared declared;  // the kernel's declarations (plain data)
   char name[72]{};
   char error[1024]{};
 };

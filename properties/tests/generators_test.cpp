@@ -5,6 +5,9 @@
 #include <rapidcheck.h>
 
 #include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
 
 #include "properties/generators.hpp"
 
@@ -181,4 +184,84 @@ TEST_CASE("shrinking leaves the GPU-sized rows for the shortest failing row", "[
     CHECK(p.d == 1);
     CHECK(p.dtype == fc::DType::F32);
   }
+}
+
+TEST_CASE("Lengths admit and snap inside the declared set", "[cpu]") {
+  fc::Lengths l;
+  l.multiple = 64, l.residue = 1, l.min = 1, l.max = 300;
+  CHECK(l.admits(65));
+  CHECK_FALSE(l.admits(64));
+  CHECK_FALSE(l.admits(321));  // 5 * 64 + 1 > max
+  CHECK(l.snap(1) == 1);
+  CHECK(l.snap(2) == 65);
+  CHECK(l.snap(290) == 257);  // past the last admitted length: the largest one below max
+  fc::Lengths any;
+  CHECK(any.any());
+  CHECK(any.snap(37) == 37);
+}
+
+TEST_CASE("gen_case draws only declared lengths, batch, heads and scale, never to reject them", "[cpu]") {
+  for (const auto& [multiple, residue, max] : std::vector<std::tuple<int, int, int>>{{128, 0, 0}, {64, 5, 0}, {16, 3, 200}}) {
+    GenSpec s = wide_spec({Regime::Normal, Regime::FullyMasked, Regime::LongRow, Regime::Huge});
+    s.n_q.multiple = s.n_k.multiple = multiple;
+    s.n_q.residue = s.n_k.residue = residue;
+    s.n_q.max = s.n_k.max = max;
+    s.max_batch = 1, s.max_heads = 4, s.fixed_scale = 0.125;
+    s.path_percent = 50;
+    std::set<int> residues_seen;
+    for (uint64_t seed = 1; seed <= 150; ++seed) {
+      const Case c = draw(s, seed, int(seed % 100));
+      const fc::Problem& p = c.in.p;
+      CAPTURE(multiple, residue, seed, p.n_q, p.n_k, p.batch, p.heads_q);
+      CHECK(s.n_q.admits(p.n_q));
+      CHECK(s.n_k.admits(p.n_k));
+      CHECK(p.batch <= 1);
+      CHECK(p.heads_q <= 4);
+      CHECK(p.heads_q % p.heads_kv == 0);
+      CHECK(p.scale == 0.125);
+      if (c.regime == Regime::FullyMasked) CHECK(p.n_q > p.n_k);
+    }
+  }
+}
+
+TEST_CASE("gen_case reaches the paths of an outside kernel: decode, multi-tile, every residue mod 128, GQA 16, odd d",
+          "[cpu]") {
+  GenSpec s = wide_spec({Regime::Normal});
+  s.path_percent = 25;
+  std::map<std::string, int> paths;
+  std::set<int> residues;
+  int group16 = 0;
+  for (uint64_t seed = 1; seed <= 3000; ++seed) {
+    const Case c = draw(s, seed, 100);
+    const fc::Problem& p = c.in.p;
+    for (uint32_t bits = shape_paths(p, 64), x = 0; x < uint32_t(ShapePath::kCount); ++x)
+      if (bits >> x & 1u) ++paths[shape_path_name(ShapePath(x))];
+    if (p.n_k > 128) residues.insert(p.n_k % 128);
+    group16 += p.heads_q / p.heads_kv == 16;
+  }
+  for (const char* path : {"decode", "multi_tile", "residue", "wide_group", "head_dim", "plain"}) {
+    CAPTURE(path);
+    CHECK(paths[path] >= 30);
+  }
+  CHECK(residues.size() >= 100);  // most classes of 128 in 3000 draws (105 measured at these seeds)
+  CHECK(group16 > 0);
+}
+
+TEST_CASE("shape buckets: every drawn length is a power of two inside the declared set", "[cpu]") {
+  GenSpec s = wide_spec({Regime::Normal, Regime::FullyMasked, Regime::LongRow});
+  s.n_q.multiple = s.n_k.multiple = 64;
+  s.n_q.pow2 = s.n_k.pow2 = true;
+  s.path_percent = 50;
+  std::set<int> lengths;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    const Case c = draw(s, seed, int(seed % 100));
+    CAPTURE(seed, c.in.p.n_q, c.in.p.n_k);
+    CHECK(s.n_q.admits(c.in.p.n_q));
+    CHECK(s.n_k.admits(c.in.p.n_k));
+    lengths.insert(c.in.p.n_q), lengths.insert(c.in.p.n_k);
+  }
+  CHECK(lengths.size() <= 8);  // 64 .. 8192: a handful of compiled shapes per law
+  fc::Lengths none;
+  none.multiple = 64, none.residue = 3, none.pow2 = true, none.max = 1000;
+  CHECK(none.snap(1) == 0);  // no power of two is 3 mod 64: the Subject refuses such a run
 }

@@ -43,6 +43,7 @@ class Problem:
     alibi: bool = False
     probing: bool = False  # supports() asked by flashcheck's start-up probe (what the kernel takes at all,
     #                        on made-up shapes), not for a case: each case is asked again before it runs
+    config: int = 0  # index into Kernel(configs=...) this call runs under (0 when none are declared)
 
     @property
     def is_causal(self):
@@ -90,11 +91,21 @@ class Kernel:
     o must be (batch, heads_q, n_q, d_v) in q's dtype and device, lse (batch, heads_q, n_q) float32.
     backward: "autograd" (torch autograd / jax.vjp through forward), None (no backward), or a callable
     (q, k, v, o, lse, d_o, problem) -> (d_q, d_k, d_v).
-    framework: "torch", "jax", "numpy" (host only; read-only arrays, no BF16) or "python"."""
+    framework: "torch", "jax", "numpy" (host only; read-only arrays, no BF16) or "python".
+
+    Declarations (docs/python.md, "Declarations"; each a claim the laws hold the kernel to):
+    n_q, n_k: the lengths taken, a dict of multiple_of, residue, min, max (e.g. {"multiple_of": 64});
+    max_batch, max_heads: bounds; scale: the one softmax scale taken; arithmetic: a dict of
+    summation ("serial" or "tensor_core"), accumulator ("F32", "F16"), fused_products, p_unrounded,
+    p_type, block_m, block_n, exp_ulps, log_ulps, exp_exact_at_zero, flushes_subnormals; exact: the
+    exactness claims (rows, d_q_rows, shared_scores, tile_weights, exact_scores); backward_reduction:
+    "deterministic" or "atomic"; configs: a list of dicts of block_m, block_n, splits, deterministic,
+    the call's one given as problem.config; large_offsets: 64-bit indexing."""
 
     def __init__(self, forward, backward="autograd", *, name=None, device=None, dtypes=None,
                  masks=_capi.MASKS, head_dims=None, gqa=True, writes_lse=True, variants=(), contiguous=False,
-                 supports=None, framework=None):
+                 supports=None, framework=None, n_q=None, n_k=None, max_batch=0, max_heads=0, scale=0.0,
+                 arithmetic=None, exact=(), backward_reduction=None, configs=(), large_offsets=False):
         if not callable(forward):
             raise TypeError("forward must be callable")
         self.forward = forward
@@ -123,6 +134,9 @@ class Kernel:
         self.dtypes, self.masks, self.variants = tuple(dtypes), tuple(masks), set(variants)
         self.head_dims = None if head_dims is None else set(head_dims)
         self.gqa, self.writes_lse, self.contiguous, self.user_supports = gqa, writes_lse, contiguous, supports
+        self._declarations = _declarations(n_q, n_k, max_batch, max_heads, scale, arithmetic, exact,
+                                           backward_reduction, configs, large_offsets, self.head_dims)
+        self.configs = [dict(c) for c in configs]
         self.interrupted = False
         self._error = ctypes.create_string_buffer(2048)
         self._c = None
@@ -136,7 +150,8 @@ class Kernel:
             self._name = self.name.encode()
             self._c = _capi.FcKernel(_capi.FC_ABI_VERSION, self._name,
                                      _capi.kDLCUDA if self.device == "cuda" else _capi.kDLCPU,
-                                     1 if self.writes_lse else 0, *self._callbacks)
+                                     1 if self.writes_lse else 0, *self._callbacks,
+                                     ctypes.pointer(self._declarations[0]))
         return self._c
 
     def _last_error(self):
@@ -161,7 +176,7 @@ class Kernel:
         return Problem(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, p.d_v, _capi.MASKS[p.mask], p.window_left,
                        p.window_right, p.scale, p.softcap, _tensors.dtype_name(a.q), strides=strides, shapes=shapes,
                        varlen="varlen" in used, page_size=shapes["k"][1] if "paged" in used else 0,
-                       alibi="alibi" in used, probing=probing, **extra)
+                       alibi="alibi" in used, probing=probing or bool(p.probing), config=p.config, **extra)
 
     def _supports(self, pp, pa):
         try:
@@ -225,6 +240,73 @@ class Kernel:
             return 0
         except BaseException as exc:  # noqa: B902
             return self._fail(exc)
+
+
+def _lengths(spec, axis):
+    spec = dict(spec or {})
+    unknown = set(spec) - {"multiple_of", "residue", "min", "max"}
+    if unknown:
+        raise ValueError("%s: unknown keys %s (multiple_of, residue, min, max)" % (axis, ", ".join(sorted(unknown))))
+    v = {key: int(spec.get(key, 0)) for key in ("multiple_of", "residue", "min", "max")}
+    m = v["multiple_of"]
+    if m < 0 or v["min"] < 0 or v["max"] < 0 or (m > 1 and not 0 <= v["residue"] < m) or (
+            m <= 1 and v["residue"] != 0) or (v["max"] and v["min"] > v["max"]):
+        raise ValueError("%s = %r is not a set of lengths (residue in [0, multiple_of), 0 <= min <= max)" % (axis, spec))
+    return _capi.FcLengths(**v)
+
+
+def _dtype_code(name, what):
+    if name not in _capi.DTYPE_CODES:
+        raise ValueError("%s: %r is not one of F16, BF16, F32, F64" % (what, name))
+    return _capi.DTYPE_CODES[name]
+
+
+_ARITHMETIC_KEYS = ("summation", "accumulator", "fused_products", "p_unrounded", "p_type", "block_m", "block_n",
+                    "exp_ulps", "log_ulps", "exp_exact_at_zero", "flushes_subnormals")
+_CONFIG_KEYS = ("block_m", "block_n", "splits", "deterministic")
+
+
+def _declarations(n_q, n_k, max_batch, max_heads, scale, arithmetic, exact, backward_reduction, configs,
+                  large_offsets, head_dims):
+    """The fc_declarations struct, and the arrays it points into (kept alive with it)."""
+    d = _capi.FcDeclarations()
+    d.n_q, d.n_k = _lengths(n_q, "n_q"), _lengths(n_k, "n_k")
+    if int(max_batch) < 0 or int(max_heads) < 0 or not float(scale) >= 0:
+        raise ValueError("max_batch, max_heads and scale must be >= 0 (0: not declared)")
+    d.max_batch, d.max_heads, d.scale = int(max_batch), int(max_heads), float(scale)
+    dims = sorted(head_dims) if head_dims else []
+    if any(not 1 <= x <= 256 for x in dims):
+        raise ValueError("head_dims must lie in 1..256")
+    dims_arr = (ctypes.c_int32 * max(len(dims), 1))(*dims)
+    d.head_dims, d.num_head_dims = ctypes.cast(dims_arr, ctypes.POINTER(ctypes.c_int32)), len(dims)
+    a = dict(arithmetic or {})
+    if set(a) - set(_ARITHMETIC_KEYS):
+        raise ValueError("arithmetic: unknown keys %s" % ", ".join(sorted(set(a) - set(_ARITHMETIC_KEYS))))
+    if a.get("summation") not in _capi.SUMMATIONS:
+        raise ValueError("arithmetic['summation'] is 'serial' or 'tensor_core'")
+    d.arithmetic = _capi.FcArithmetic(
+        _capi.SUMMATIONS[a.get("summation")], _dtype_code(a.get("accumulator"), "accumulator"),
+        int(bool(a.get("fused_products"))), int(bool(a.get("p_unrounded"))), _dtype_code(a.get("p_type"), "p_type"),
+        int(a.get("block_m", 0)), int(a.get("block_n", 0)), float(a.get("exp_ulps", 0)), float(a.get("log_ulps", 0)),
+        int(bool(a.get("exp_exact_at_zero"))), int(bool(a.get("flushes_subnormals"))))
+    bad = [x for x in exact if x not in _capi.EXACTNESS]
+    if bad:
+        raise ValueError("exact: unknown claims %s (%s)" % (", ".join(bad), ", ".join(_capi.EXACTNESS)))
+    d.exact = _capi.FcExactness(*(int(x in exact) for x in _capi.EXACTNESS))
+    if backward_reduction not in _capi.REDUCTIONS:
+        raise ValueError("backward_reduction is 'deterministic', 'atomic' or None")
+    d.backward_reduction = _capi.REDUCTIONS[backward_reduction]
+    rows = []
+    for c in configs:
+        c = dict(c)
+        if set(c) - set(_CONFIG_KEYS):
+            raise ValueError("configs: unknown keys %s" % ", ".join(sorted(set(c) - set(_CONFIG_KEYS))))
+        rows.append(_capi.FcConfig(int(c.get("block_m", 0)), int(c.get("block_n", 0)), int(c.get("splits", 0)),
+                                   int(bool(c.get("deterministic")))))
+    cfg_arr = (_capi.FcConfig * max(len(rows), 1))(*rows)
+    d.configs, d.num_configs = ctypes.cast(cfg_arr, ctypes.POINTER(_capi.FcConfig)), len(rows)
+    d.large_offsets = int(bool(large_offsets))
+    return d, dims_arr, cfg_arr
 
 
 def _split(result):

@@ -38,8 +38,8 @@ DLManagedTensor._fields_ = [
     ("deleter", ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))),
 ]
 
-# <flashcheck/plugin.h>, ABI version 2
-FC_ABI_VERSION = 2
+# <flashcheck/plugin.h>, ABI version 3
+FC_ABI_VERSION = 3
 MASKS = ("none", "causal_top_left", "causal_bottom_right")  # enum fc_mask
 
 
@@ -51,6 +51,46 @@ class FcProblem(ctypes.Structure):
         ("mask", ctypes.c_int32),
         ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
         ("scale", ctypes.c_double), ("softcap", ctypes.c_double),
+        ("probing", ctypes.c_int32), ("config", ctypes.c_int32),
+    ]
+
+
+DTYPE_CODES = {None: 0, "F16": 1, "BF16": 2, "F32": 3, "F64": 4}  # enum fc_dtype_code
+SUMMATIONS = {None: 0, "serial": 1, "tensor_core": 2}  # enum fc_summation
+REDUCTIONS = {None: 0, "deterministic": 1, "atomic": 2}  # enum fc_backward_reduction
+EXACTNESS = ("rows", "d_q_rows", "shared_scores", "tile_weights", "exact_scores")
+
+
+class FcLengths(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int32) for n in ("multiple_of", "residue", "min", "max")]
+
+
+class FcArithmetic(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int32) for n in ("summation", "accumulator", "fused_products", "p_unrounded", "p_type",
+                                              "block_m", "block_n")] + [
+        ("exp_ulps", ctypes.c_double), ("log_ulps", ctypes.c_double),
+        ("exp_exact_at_zero", ctypes.c_int32), ("flushes_subnormals", ctypes.c_int32)]
+
+
+class FcExactness(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int32) for n in EXACTNESS]
+
+
+class FcConfig(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int32) for n in ("block_m", "block_n", "splits", "deterministic")]
+
+
+class FcDeclarations(ctypes.Structure):
+    _fields_ = [
+        ("n_q", FcLengths), ("n_k", FcLengths),
+        ("max_batch", ctypes.c_int32), ("max_heads", ctypes.c_int32),
+        ("head_dims", ctypes.POINTER(ctypes.c_int32)), ("num_head_dims", ctypes.c_int32),
+        ("scale", ctypes.c_double),
+        ("arithmetic", FcArithmetic),
+        ("exact", FcExactness),
+        ("backward_reduction", ctypes.c_int32),
+        ("configs", ctypes.POINTER(FcConfig)), ("num_configs", ctypes.c_int32),
+        ("large_offsets", ctypes.c_int32),
     ]
 
 
@@ -79,6 +119,7 @@ class FcKernel(ctypes.Structure):
         ("forward", FORWARD),
         ("backward", BACKWARD),
         ("last_error", LAST_ERROR),
+        ("declarations", ctypes.POINTER(FcDeclarations)),
     ]
 
 

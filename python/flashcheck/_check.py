@@ -142,7 +142,8 @@ def _run(command, kernel, argv, isolate, quiet):
 
 
 def check(kernel, *, cases=None, seed=None, law=None, reproduce=None, timeout=None, layout=None, regressions=None,
-          save_regressions=False, isolate=None, quiet=False, extra_args=()):
+          save_regressions=False, isolate=None, quiet=False, extra_args=(), max_n=None, max_batch=None,
+          max_heads=None, shape_buckets=False):
     """Run every law of flashcheck on `kernel` and return a Result (raise UsageError on bad usage).
 
     kernel: a flashcheck.Kernel, a callable forward(q, k, v, problem) (wrapped in a default Kernel),
@@ -150,8 +151,16 @@ def check(kernel, *, cases=None, seed=None, law=None, reproduce=None, timeout=No
     defaults to True for it): a crash or hang of the kernel fails its case and a fresh worker goes on.
     A Kernel or callable runs in this process (Python exceptions fail their case). The other options
     are `flashcheck check`'s (cases per law, RapidCheck seed, one law, a replay token, seconds per
-    call, "mixed"/"compact" layouts, the regression folder)."""
+    call, "mixed"/"compact" layouts, the regression folder); max_n, max_batch and max_heads bound
+    the shapes drawn (`--max-n`, `--max-batch`, `--max-heads`), within what the kernel declares;
+    shape_buckets=True draws n_q, n_k as powers of two only (`--shape-buckets`: a kernel that compiles
+    per shape meets a few lengths)."""
     extra = list(extra_args)
+    for flag, value in (("--max-n", max_n), ("--max-batch", max_batch), ("--max-heads", max_heads)):
+        if value is not None:
+            extra += [flag, str(int(value))]
+    if shape_buckets:
+        extra.append("--shape-buckets")
     mine = "--json-out" not in extra  # the caller's own --json-out FILE (python -m flashcheck) is kept
     if mine:
         fd, json_path = tempfile.mkstemp(prefix="flashcheck_", suffix=".json")

@@ -115,3 +115,38 @@ def test_a_kernel_without_lse_is_not_held_to_the_lse_laws(tmp_path):
     assert result.ok and result.laws[0]["status"] == "n/a", result.report
     assert flashcheck.check(py_kernels.no_lse, law="reference", cases=5, seed=3, regressions=str(tmp_path),
                             quiet=True).ok
+
+
+def _multiple_of_64(q, k, v, p):
+    if p.n_q % 64 or p.n_k % 64:
+        raise ValueError("a length that is not a multiple of 64 reached the kernel: n_q %d, n_k %d" % (p.n_q, p.n_k))
+    if p.config not in (0, 1):
+        raise ValueError("config %d was never declared" % p.config)
+    return py_kernels.attention(q, k, v, p)
+
+
+def _declared(**declarations):
+    return flashcheck.Kernel(_multiple_of_64, None, name="py_multiple_of_64", device="cpu", framework="python",
+                             dtypes=("F32",), head_dims=[4, 8], gqa=False,
+                             supports=lambda p: p.n_q % 64 == 0 and p.n_k % 64 == 0, **declarations)
+
+
+def test_a_kernel_declaring_multiples_of_64_gets_only_those_and_passes():
+    kernel = _declared(n_q={"multiple_of": 64}, n_k={"multiple_of": 64}, max_batch=1, max_heads=1,
+                       configs=[{"block_m": 64, "block_n": 64}, {"block_m": 64, "block_n": 128}])
+    result = flashcheck.check(kernel, law="reference", cases=10, seed=3, quiet=True, max_n=128)
+    assert result.ok, result.report
+    (law,) = result.laws
+    assert law["status"] == "pass" and law["cases"] >= 10 and law["declined"] == 0, law
+    # Without the declarations the same kernel is refused at load: the probe's n = 16 is declined.
+    with pytest.raises(flashcheck.UsageError, match="declines every problem"):
+        flashcheck.check(_declared(), law="reference", cases=5, seed=3, quiet=True)
+
+
+@pytest.mark.parametrize("bad", [dict(n_q={"multiple_of": 64, "residue": 64}), dict(n_k={"step": 2}),
+                                 dict(arithmetic={"summation": "pairwise"}), dict(exact=["bits"]),
+                                 dict(backward_reduction="sometimes"), dict(configs=[{"tile": 64}]),
+                                 dict(arithmetic={"accumulator": "F8"}), dict(head_dims=[300])])
+def test_a_bad_declaration_is_a_value_error(bad):
+    with pytest.raises(ValueError):
+        flashcheck.Kernel(py_kernels.attention, None, device="cpu", framework="python", **bad)

@@ -12,6 +12,13 @@
 #define BAD_NAME 6
 #define DECLINES_ALL 7
 #define CRASHES_IN_SUPPORTS 8
+#define BAD_RESIDUE 9 /* declarations.n_k = {multiple_of 64, residue 64} */
+#define EMPTY_LENGTHS 10 /* declarations.n_q = {multiple_of 64, min 65, max 100}: no length */
+
+static const fc_declarations declarations = {
+    .n_q = {.multiple_of = 64, .min = BAD == EMPTY_LENGTHS ? 65 : 0, .max = BAD == EMPTY_LENGTHS ? 100 : 0},
+    .n_k = {.multiple_of = 64, .residue = BAD == BAD_RESIDUE ? 64 : 0},
+};
 
 static int supports(const fc_problem *p, const fc_forward_args *a) {
   (void)a;
@@ -30,7 +37,8 @@ static const fc_kernel kernel = {BAD == OLD_ABI ? 1 : FC_ABI_VERSION,
                                  BAD == NULL_SUPPORTS ? NULL : supports,
                                  BAD == NULL_FORWARD ? NULL : forward,
                                  NULL,
-                                 NULL};
+                                 NULL,
+                                 BAD == BAD_RESIDUE || BAD == EMPTY_LENGTHS ? &declarations : NULL};
 
 #if BAD == NO_SYMBOL
 const fc_kernel *some_other_symbol(void) { return &kernel; }
