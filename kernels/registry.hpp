@@ -30,7 +30,7 @@ struct Config {
 // and min <= n <= max (max 0: no bound); with pow2 (the shape-bucket mode) also a power of two. The
 // generators draw inside it (properties/generators.cpp).
 struct Lengths {
-  int32_t multiple = 1, residue = 0, min = 1, max = 0;
+  int32_t multiple = 1, residue = 0, min = 0, max = 0;  // min 0: zero-length sequences too (the contract has them)
   bool pow2 = false;
   bool admits(int64_t n) const {
     return n >= min && (max <= 0 || n <= max) && (multiple <= 1 || n % multiple == residue) &&

@@ -75,7 +75,8 @@ typedef struct {
 enum fc_dtype_code { FC_DTYPE_UNKNOWN = 0, FC_DTYPE_F16 = 1, FC_DTYPE_BF16 = 2, FC_DTYPE_F32 = 3, FC_DTYPE_F64 = 4 };
 
 /* A sequence length n the kernel takes: n % multiple_of == residue (multiple_of 0 or 1: any), and
- * min <= n <= max (0: no bound). */
+ * min <= n <= max (0: no bound). A length of 0 (an empty sequence of a varlen batch, a problem with no
+ * queries or keys: the contract has them) is offered unless min >= 1. */
 typedef struct {
   int32_t multiple_of, residue, min, max;
 } fc_lengths;

@@ -3,6 +3,8 @@
 // leaving the previous report intact, a planted bug failing with a replay line that replays, and
 // usage errors exiting 2 with one line.
 #include "tests/catch.hpp"
+#include <gnu/libc-version.h>
+
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -87,7 +89,16 @@ TEST_CASE("audit --quick is reproducible: threads, shards merged, and the commit
       "reports/baseline/quick.json is not this build's quick audit. After a deliberate change to a CPU kernel, "
       "a bound, the sweep or the metrics, run reports/baseline/update.sh and commit quick.json with the change; "
       "if the gate below passes and only bytes differ, this machine's arithmetic differs (docs/gate.md)");
-  CHECK(slurp(baseline) == report);
+  // The CPU kernels' lse comes from libm's logf and expf, which differ in the last bit between glibc
+  // releases: the bytes are this run's only where the baseline was made on the same glibc
+  // (platform.txt, written by update.sh); elsewhere the gate below is the check.
+  const std::string made_on = slurp(std::string(FC_SOURCE_DIR) + "/reports/baseline/platform.txt");
+  const std::string here = std::string("glibc ") + gnu_get_libc_version() + "\n";
+  if (made_on == here)
+    CHECK(slurp(baseline) == report);
+  else
+    WARN("reports/baseline/quick.json was made on " << made_on << "this is " << here
+                                                      << "its bytes are not compared, only the gate");
   const RunResult g = run_flashcheck({"gate", "--baseline", baseline, "--current", dir + "/j1/report.json"}, 60);
   CAPTURE(g.out);
   CHECK(g.code == 0);
