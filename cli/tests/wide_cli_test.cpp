@@ -46,6 +46,18 @@ TEST_CASE("check of an MQA group of 512 BF16 heads: finite bounds, a correct ker
   std::filesystem::remove_all(dir);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int64_t kCeilingMb = 4096;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr int64_t kCeilingMb = 4096;
+#else
+constexpr int64_t kCeilingMb = 512;
+#endif
+#else
+constexpr int64_t kCeilingMb = 512;
+#endif
+
 TEST_CASE("check of an MHA problem of 1025 x 512 heads stays within a memory ceiling", "[cpu]") {
   const std::string dir = scratch_dir("wide_mha");
   const std::string file = wide_inputs(dir, 512);
@@ -53,6 +65,9 @@ TEST_CASE("check of an MHA problem of 1025 x 512 heads stays within a memory cei
   const RunResult r = run_flashcheck({"check", "--kernel", "cpu_naive", "--inputs", file, "--law", "q_permutation"}, 120);
   INFO(r.out << r.err);
   CHECK(r.code == 0);
-  CHECK(r.max_rss_kb < 512 * 1024);  // linear: about 150 MB measured; the old partials needed 130 GB
+  // Linear: about 150 MB measured; the old partials needed 130 GB. AddressSanitizer's shadow memory,
+  // redzones and quarantine put the same run at 1.2 GB (the sanitizer build, measured), so its ceiling
+  // is 4 GB: still 30 times below the quadratic old path.
+  CHECK(r.max_rss_kb < kCeilingMb * 1024);
   std::filesystem::remove_all(dir);
 }

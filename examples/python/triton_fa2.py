@@ -5,8 +5,8 @@ Forward: one program per (query tile of BLOCK_M rows, batch x query head); the o
 tiles of BLOCK_N, scores scaled by scale * log2(e) and exponentiated with exp2, P rounded to the storage
 type before P.V (tensor-core dots, fp32 accumulators), lse = ln 2 * (m + log2 l). Backward (deterministic,
 no atomics): one program per key tile writes d_k, d_v (summing the GQA group's query heads in order),
-one per query tile writes d_q; D = rowsum(d_o * o) first. Every length is a multiple of 64, so no tile
-needs a boundary mask: the declaration n_q = n_k = {"multiple_of": 64} is what makes that sound.
+one per query tile writes d_q; D = rowsum(d_o * o) first. Every length is a multiple of 64, so a 64-row or
+64-key tile needs no boundary mask (a 128-row forward tile masks its rows past n_q): the declaration n_q = n_k = {"multiple_of": 64} is what makes that sound.
 
     python examples/python/triton_fa2.py [--cases 100] [--law ID] [--max-n 1024]
 
@@ -21,8 +21,10 @@ import triton.language as tl
 
 import flashcheck
 
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
+LOG2E = 1.4426950408889634  # host side (the scale handed to the kernels)
+# Inside @triton.jit a global must be a tl.constexpr.
+LOG2E_C = tl.constexpr(1.4426950408889634)
+LN2_C = tl.constexpr(0.6931471805599453)
 CONFIGS = [{"block_m": 64, "block_n": 64}, {"block_m": 128, "block_n": 64}]
 MASKS = {"none": 0, "causal_top_left": 1, "causal_bottom_right": 2}
 
@@ -39,7 +41,8 @@ def _fwd(Q, K, V, O, LSE, qk_scale, n_q, n_k, group, heads_q, heads_kv,
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, D)
-    q = tl.load(Q + b * s_qb + h * s_qh + offs_m[:, None] * s_qn + offs_d[None, :])
+    row_ok = offs_m < n_q  # a 128-row tile over 64k rows: its last half is past the end
+    q = tl.load(Q + b * s_qb + h * s_qh + offs_m[:, None] * s_qn + offs_d[None, :], mask=row_ok[:, None], other=0.0)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, D], dtype=tl.float32)
@@ -65,9 +68,10 @@ def _fwd(Q, K, V, O, LSE, qk_scale, n_q, n_k, group, heads_q, heads_kv,
         m_i = m_new
     inv = tl.where(l_i == 0.0, 0.0, 1.0 / l_i)
     o = acc * inv[:, None]
-    tl.store(O + b * s_ob + h * s_oh + offs_m[:, None] * s_on + offs_d[None, :], o.to(O.dtype.element_ty))
-    lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.math.log2(l_i)) * LN2)
-    tl.store(LSE + bh * n_q + offs_m, lse)
+    tl.store(O + b * s_ob + h * s_oh + offs_m[:, None] * s_on + offs_d[None, :], o.to(O.dtype.element_ty),
+             mask=row_ok[:, None])
+    lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.math.log2(l_i)) * LN2_C)
+    tl.store(LSE + bh * n_q + offs_m, lse, mask=row_ok)
 
 
 @triton.jit
@@ -110,7 +114,7 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, qk_scale, n_q, n_k, gro
             q_at = b * s_qb + h * s_qh + rows[:, None] * s_qn + offs_d[None, :]
             q = tl.load(Q + q_at)
             do = tl.load(DO + q_at)
-            lse2 = tl.load(LSE + bh * n_q + rows) * LOG2E
+            lse2 = tl.load(LSE + bh * n_q + rows) * LOG2E_C
             delta = tl.load(DELTA + bh * n_q + rows)
             s = tl.dot(q, tl.trans(k)) * qk_scale
             p = tl.where(lse2[:, None] == float("-inf"), 0.0, tl.math.exp2(s - lse2[:, None]))
@@ -118,7 +122,8 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, qk_scale, n_q, n_k, gro
                 p = tl.where(cols[None, :] <= rows[:, None] + shift, p, 0.0)
             dv += tl.dot(tl.trans(p.to(do.dtype)), do)
             dp = tl.dot(do, tl.trans(v))
-            ds = p * (dp - delta[:, None])
+            # 0 where P is 0: a masked pair's dS must not carry a poisoned row's NaN delta (0 * NaN) into d_k
+            ds = tl.where(p == 0.0, 0.0, p * (dp - delta[:, None]))
             dk += tl.dot(tl.trans(ds.to(q.dtype)), q)
     tl.store(DK + kv_at, (dk * sm_scale).to(DK.dtype.element_ty))
     tl.store(DV + kv_at, dv.to(DV.dtype.element_ty))
@@ -138,7 +143,7 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, qk_scale, n_q, n_k, group, he
     q_at = b * s_qb + h * s_qh + rows[:, None] * s_qn + offs_d[None, :]
     q = tl.load(Q + q_at)
     do = tl.load(DO + q_at)
-    lse2 = tl.load(LSE + bh * n_q + rows) * LOG2E
+    lse2 = tl.load(LSE + bh * n_q + rows) * LOG2E_C
     delta = tl.load(DELTA + bh * n_q + rows)
     dq = tl.zeros([BLOCK_M, D], dtype=tl.float32)
     shift = 0
@@ -154,7 +159,7 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, qk_scale, n_q, n_k, group, he
         if MASK != 0:
             p = tl.where(cols[None, :] <= rows[:, None] + shift, p, 0.0)
         dp = tl.dot(do, tl.trans(v))
-        ds = p * (dp - delta[:, None])
+        ds = tl.where(p == 0.0, 0.0, p * (dp - delta[:, None]))
         dq += tl.dot(ds.to(k.dtype), k)
     tl.store(DQ + q_at, (dq * sm_scale).to(DQ.dtype.element_ty))
 
@@ -168,7 +173,7 @@ def forward(q, k, v, p):
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = torch.empty_like(q)
     lse = torch.empty((p.batch, p.heads_q, p.n_q), device=q.device, dtype=torch.float32)
-    grid = (p.n_q // cfg["block_m"], p.batch * p.heads_q)
+    grid = (triton.cdiv(p.n_q, cfg["block_m"]), p.batch * p.heads_q)
     _fwd[grid](q, k, v, o, lse, p.scale * LOG2E, p.n_q, p.n_k, p.gqa_group, p.heads_q, p.heads_kv,
                *_strides(q), *_strides(k), *_strides(v), *_strides(o),
                MASK=MASKS[p.mask], D=p.d, BLOCK_M=cfg["block_m"], BLOCK_N=cfg["block_n"], num_warps=4)
