@@ -16,6 +16,7 @@
 #include "fuzz/campaign.hpp"
 #include "io/atomic_file.hpp"
 #include "io/errors.hpp"
+#include "reference/gpu/oracle_select.hpp"
 #include "io/numbers.hpp"
 #include "reports/report.hpp"
 
@@ -25,6 +26,7 @@ namespace {
 struct FuzzOptions {
   PluginArgs plugin;
   std::string kernel, out, shard, regimes;
+  std::string oracle = "auto";  // --oracle
   double seconds = 0;
   uint64_t cases = 0, seed = 1;
   int batch = 256, threads = 0, max_n = 40, max_d = 16, rows = 64, big_max_n = 131072;
@@ -66,6 +68,10 @@ std::vector<fuzz::Values> parse_regimes(const std::string& list) {
 int run_fuzz(const FuzzOptions& o) {
   if (o.kernel.empty() == o.plugin.path.empty()) throw UsageError("fuzz needs --kernel NAME or --plugin PATH");
   if (o.seconds <= 0 && o.cases == 0) throw UsageError("fuzz needs --seconds T or --cases N");
+  apply_oracle(o.oracle);
+  // A one-element problem is covered and fits: what stops it is the build or the device, for every case.
+  if (std::string why; ref::oracle() == ref::OracleKind::Gpu && !ref::uses_gpu(ref::oracle(), Problem{}, false, &why))
+    throw UsageError("--oracle gpu: " + why);
   std::unique_ptr<plugin::Subject> subject;  // a plugin runs in its worker process
   const Kernel* k = nullptr;
   fuzz::CampaignOptions c;
@@ -102,7 +108,12 @@ int run_fuzz(const FuzzOptions& o) {
   log << fmt::format("flashcheck fuzz: kernel {} ({}), seed {}, {}{}{}\n", k->info.name, k->info.device, o.seed,
                      o.cases ? fmt::format("{} cases", o.cases) : fmt::format("{} s", o.seconds),
                      o.shard.empty() ? "" : ", shard " + o.shard, o.big ? ", big shapes" : "");
-  const nlohmann::json r = fuzz::run_campaign(*k, c, log);
+  nlohmann::json r;
+  try {
+    r = fuzz::run_campaign(*k, c, log);
+  } catch (const ref::OracleUnavailable& e) {  // a case the GPU oracle cannot take, under --oracle gpu
+    throw UsageError(e.what());
+  }
   for (const nlohmann::json& f : r["failures"])
     log << fmt::format(
         "  FAIL batch {} case {}: {}: {}{}\n", f["seq"].get<uint64_t>(), f["sub"].get<int64_t>(),
@@ -152,6 +163,7 @@ Run setup_fuzz(CLI::App& app) {
       ->check(decimal_unsigned());
   sub->add_option("--only-batch", o->only_batch, "run batch B alone (a failure's replay; with the same options)")
       ->check(decimal_unsigned());
+  add_oracle_option(sub, o->oracle);
   sub->add_flag("--json", o->as_json, "print fuzz.json on stdout (progress goes to stderr)");
   return [o] { return run_fuzz(*o); };
 }

@@ -8,6 +8,7 @@
 
 #include "fuzz/judge.hpp"
 #include "fuzz/threads.hpp"
+#include "reference/gpu/oracle_select.hpp"
 
 namespace fc::fuzz {
 
@@ -138,6 +139,8 @@ BatchResult run_batch(const Kernel& k, const CampaignOptions& o, uint64_t b, int
     const props::Run mine = slice(run, i, o.batch), clean = any_dirty ? slice(clean_run, i, o.batch) : props::Run{};
     verdicts[size_t(i)] = judge_run(k, cases[size_t(i)], mine, any_dirty ? &clean : nullptr);
   });
+  for (const Judgement& j : verdicts)
+    if (!j.unavailable.empty()) throw ref::OracleUnavailable(j.unavailable);
   for (int64_t i = 0; i < o.batch; ++i) {
     const Judgement& j = verdicts[size_t(i)];
     ++res.checks[j.check];

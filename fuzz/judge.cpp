@@ -11,6 +11,7 @@
 #include "properties/execute.hpp"
 #include "properties/generators.hpp"
 #include "properties/laws.hpp"
+#include "reference/gpu/oracle_select.hpp"
 
 namespace fc::fuzz {
 
@@ -211,6 +212,8 @@ Judgement judge_run(const Kernel& k, const props::Case& c, const props::Run& r, 
   j.check = "reference";
   try {
     j.failure = props::check_outputs(k, c.in, r.out, props::oracle(k, c.in, c.cfg));
+  } catch (const ref::OracleUnavailable& e) {  // bad usage, not the kernel's fault
+    j.unavailable = e.what();
   } catch (const std::exception& e) {
     j.failure = fmt::format("threw: {}\n", e.what());
   }
@@ -229,6 +232,8 @@ Judgement judge(const Kernel& k, const props::Case& c, uint64_t law_pick) {
     const props::Law& law = *applicable[law_pick % applicable.size()];
     j.check = "reference+" + law.id;
     j.failure = law.check(k, c);
+  } catch (const ref::OracleUnavailable& e) {
+    j.unavailable = e.what();
   } catch (const std::exception& e) {
     j.failure = fmt::format("threw: {}\n", e.what());
   }

@@ -21,6 +21,7 @@ namespace fc::fuzz {
 struct Judgement {
   std::string check;    // what was held: "reference+<law>", "blast_radius", "structure"
   std::string failure;  // "" when it held; otherwise what broke, one or more lines
+  std::string unavailable;  // `--oracle gpu` could not take the case (its reason): the campaign stops, exit 2
   bool ok() const { return failure.empty(); }
 };
 

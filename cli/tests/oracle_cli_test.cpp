@@ -45,6 +45,7 @@ TEST_CASE("oracle option: a value other than cpu, gpu, auto is one line, exit 2,
     one_line_exit_2(run_flashcheck({"check", "--kernel", "cpu_tiled", "--cases", "1", "--oracle", bad}), "--oracle");
     one_line_exit_2(run_flashcheck({"compare", "--inputs", in, "--outputs", in, "--oracle", bad}), "--oracle");
     one_line_exit_2(run_flashcheck({"audit", "--quick", "--oracle", bad}), "--oracle");
+    one_line_exit_2(run_flashcheck({"fuzz", "--kernel", "cpu_tiled", "--cases", "1", "--oracle", bad}), "--oracle");
   }
   CHECK_FALSE(std::filesystem::exists(dir + "/o.safetensors"));
   std::filesystem::remove_all(dir);
@@ -84,6 +85,21 @@ TEST_CASE("oracle option: cpu and auto answer, and gpu answers or names what is 
     CHECK(why);
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("oracle option: fuzz takes cpu, and gpu answers or is one line naming what is missing", "[cpu]") {
+  const RunResult cpu = run_flashcheck({"fuzz", "--kernel", "cpu_tiled", "--cases", "256", "--oracle", "cpu"});
+  CAPTURE(cpu.err, cpu.out);
+  CHECK(cpu.code == 0);
+  CHECK(cpu.out.find("0 failed") != std::string::npos);
+  // Without a device every case would be refused: the campaign is refused before it starts, never a
+  // failing case of the kernel's. With one, a variant the GPU oracle does not cover stops it the same way.
+  const RunResult gpu = run_flashcheck({"fuzz", "--kernel", "cpu_tiled", "--cases", "256", "--oracle", "gpu"});
+  CAPTURE(gpu.err, gpu.out);
+  if (gpu.code != 0) {
+    one_line_exit_2(gpu, "--oracle gpu: ");
+    CHECK(gpu.out.find("FAIL") == std::string::npos);
+  }
 }
 
 }  // namespace
