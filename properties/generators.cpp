@@ -286,6 +286,7 @@ const char* shape_path_name(ShapePath s) {
     case ShapePath::Residue: return "residue";
     case ShapePath::WideGroup: return "wide_group";
     case ShapePath::HeadDim: return "head_dim";
+    case ShapePath::Long: return "long";
     case ShapePath::kCount: break;
   }
   return "?";
@@ -300,6 +301,7 @@ uint32_t shape_paths(const Problem& p, int32_t block_n) {
   if (p.n_k > 128 && p.n_k % 128 != 0) set(ShapePath::Residue);
   if (p.heads_kv > 0 && p.heads_q / p.heads_kv >= 8) set(ShapePath::WideGroup);
   if (std::find(std::begin(kPathDims), std::end(kPathDims), p.d) != std::end(kPathDims)) set(ShapePath::HeadDim);
+  if (p.n_k >= kLongMin) set(ShapePath::Long);
   if (out == 0) set(ShapePath::Plain);
   return out;
 }
@@ -364,10 +366,21 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
       // A third square: causal self-attention's diagonal tiles, over >= 3 key and >= 2 query tiles.
       if (*uniform_index(3) == 2) p.n_q = p.n_k = std::max(p.n_q, p.n_k);
     }
+    bool long_row = false;
+    if (spec.long_percent > 0 && c.regime != Regime::FullyMasked &&
+        *uniform_index(100) >= size_t(100 - spec.long_percent)) {  // shrinks toward the ordinary shape
+      long_row = true;
+      // Uniform in log n_k at every size; the 1000 steps shrink toward kLongMin.
+      const double lo = std::log(double(kLongMin)), hi = std::log(double(std::max(spec.long_max, kLongMin)));
+      p.batch = 1 + int32_t(*uniform_index(2));
+      p.heads_kv = 1, p.heads_q = spec.gqa ? 1 + int32_t(*uniform_index(4)) : 1;
+      p.n_q = 1 + int32_t(*uniform_index(8));
+      p.n_k = int32_t(std::exp(lo + double(*uniform_index(1001)) / 1000 * (hi - lo)));
+    }
     // From size 50 on (the later half of a run): a fault the small shapes already meet is found there
     // first and shrinks within them (a path shape's shrink back to an ordinary one costs a faulting
     // candidate per step).
-    if (spec.path_percent > 0 && size >= 50 && c.regime != Regime::FullyMasked &&
+    if (spec.path_percent > 0 && size >= 50 && c.regime != Regime::FullyMasked && !long_row &&
         *uniform_index(100) >= size_t(100 - spec.path_percent)) {  // shrinks toward the ordinary shape
       const int32_t d0 = p.d;
       path_shape(p, spec, bn);
@@ -380,8 +393,8 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
       const double per = double(p.batch) * p.heads_q * p.d;
       const int32_t cap = std::max<int32_t>(2, int32_t(std::sqrt(kMaxWork / per)));
       const int32_t units = std::max(2, 4 * std::max(spec.max_n, bn) / std::max(spec.n_k.multiple, 1) / 3);
-      if (spec.n_k.multiple > 1 && *uniform_index(2)) p.n_k = draw_declared(spec.n_k, units);
-      if (spec.n_q.multiple > 1 && *uniform_index(2)) p.n_q = draw_declared(spec.n_q, units);
+      if (spec.n_k.multiple > 1 && !long_row && *uniform_index(2)) p.n_k = draw_declared(spec.n_k, units);
+      if (spec.n_q.multiple > 1 && !long_row && *uniform_index(2)) p.n_q = draw_declared(spec.n_q, units);
       p.n_k = fit_length(spec.n_k, std::max(p.n_k, spec.min_n), std::max(cap, p.n_k));
       p.n_q = fit_length(spec.n_q, std::max(p.n_q, spec.min_n), std::max(cap, p.n_q));
       if (c.regime == Regime::FullyMasked && p.n_q <= p.n_k) p.n_q = spec.n_q.snap(p.n_k + 1);

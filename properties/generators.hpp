@@ -45,15 +45,31 @@ struct GenSpec {
   // a kernel's other code paths (Path): decode rows against long keys, rows of 3 to 4 tiles, a
   // length in every residue class mod 128, GQA groups up to 16, and the head dims 40 .. 256.
   int32_t path_percent = 0;
+  // Long rows at production lengths: this percentage of the cases is a decode's 1..8 query rows (batch
+  // 1..2, a GQA group of up to 4) against n_k keys log-uniform in [kLongMin, long_max] (4096 .. 131072),
+  // every row and gradient judged in full. Only where the certified oracle runs on the GPU (spec_for):
+  // the CPU's would take seconds per case. The lengths shrink to 4096, the branch to the ordinary shape.
+  int32_t long_percent = 0;
+  int32_t long_max = 131072;
 };
+inline constexpr int32_t kLongMin = 4096;
 
 // The regime of shapes a case was drawn in (its coverage, counted per law): Path::Plain for the
 // ordinary small shapes.
-enum class ShapePath : int32_t { Plain = 0, Decode = 1, MultiTile = 2, Residue = 3, WideGroup = 4, HeadDim = 5, kCount };
+enum class ShapePath : int32_t {
+  Plain = 0,
+  Decode = 1,
+  MultiTile = 2,
+  Residue = 3,
+  WideGroup = 4,
+  HeadDim = 5,
+  Long = 6,  // n_k >= kLongMin
+  kCount
+};
 const char* shape_path_name(ShapePath s);
 // Which paths a problem reaches under a key tile of block_n (64 where the config names none):
 // decode (n_q <= 8 < n_k / 8, batch >= 2), >= 3 key tiles, GQA ratio >= 8, an odd head dim of the
-// list; a bit per ShapePath.
+// list, n_k >= kLongMin; a bit per ShapePath.
 uint32_t shape_paths(const Problem& p, int32_t block_n);
 
 rc::Gen<Case> gen_case(const GenSpec& spec);

@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "properties/execute.hpp"
+#include "properties/generators.hpp"
+#include "reference/gpu/oracle_select.hpp"
 
 namespace fc::props {
 namespace {
@@ -16,6 +18,23 @@ namespace {
 constexpr int32_t kLargePercent = 40;
 // The share of an outside kernel's cases drawn on its other paths (GenSpec::path_percent).
 constexpr int32_t kPathPercent = 25;
+// The share of a GPU kernel's cases with rows of 4096 .. 131072 keys (GenSpec::long_percent).
+constexpr int32_t kLongPercent = 12;
+
+// Long rows for kernel info i: where the certified oracle of the longest such case (two sequences of 8
+// rows of a GQA group of 4 against long_max keys, the largest head dim) runs on the GPU under the
+// process's --oracle; 0 elsewhere (the CPU oracle would take seconds per case).
+int32_t long_max_for(const KernelInfo& i) {
+  if (i.device == "cpu") return 0;
+  const int32_t n_max = i.n_k.max > 0 ? std::min(i.n_k.max, 131072) : 131072;
+  if (n_max < kLongMin) return 0;
+  Problem p;
+  p.batch = 2, p.heads_q = 4, p.heads_kv = 1, p.n_q = 8, p.n_k = n_max;
+  p.d = i.head_dims.empty() ? 256 : *std::max_element(i.head_dims.begin(), i.head_dims.end());
+  p.dtype = i.dtypes.empty() ? DType::F32 : i.dtypes.front();
+  p.mask = Mask::CausalBottomRight;
+  return ref::uses_gpu(ref::oracle(), p, i.backward) ? n_max : 0;
+}
 
 template <class V, class X>
 bool has(const V& v, X x) {
@@ -112,6 +131,8 @@ GenSpec spec_for(const Law& law, const Kernel& k) {
   s.max_batch = i.max_batch, s.max_heads = i.max_heads;
   s.fixed_scale = i.fixed_scale;
   s.path_percent = i.external ? kPathPercent : 0;
+  s.long_max = long_max_for(i);
+  s.long_percent = s.long_max > 0 ? kLongPercent : 0;
   return s;
 }
 

@@ -247,6 +247,37 @@ TEST_CASE("gen_case reaches the paths of an outside kernel: decode, multi-tile, 
   CHECK(group16 > 0);
 }
 
+TEST_CASE("gen_case draws long rows: a decode's rows against 4096 .. long_max keys, inside the declarations",
+          "[cpu]") {
+  for (const int multiple : {0, 64}) {
+    GenSpec s = wide_spec({Regime::Normal, Regime::FullyMasked, Regime::Poison});
+    s.long_percent = 40, s.long_max = 16384;  // the checks' 131072 costs 8 x the draws here
+    s.n_q.multiple = s.n_k.multiple = multiple;
+    int longs = 0, upper_half = 0;
+    for (uint64_t seed = 1; seed <= 60; ++seed) {
+      const Case c = draw(s, seed, int(seed % 100));
+      const fc::Problem& p = c.in.p;
+      CAPTURE(multiple, seed, p.n_q, p.n_k);
+      CHECK(s.n_q.admits(p.n_q));
+      CHECK(s.n_k.admits(p.n_k));
+      CHECK(p.n_k <= s.long_max);
+      const bool is_long = (shape_paths(p, 64) >> uint32_t(ShapePath::Long) & 1u) != 0;
+      CHECK(is_long == (p.n_k >= kLongMin));
+      if (!is_long) continue;
+      ++longs, upper_half += p.n_k >= 8192;
+      CHECK(p.n_q <= std::max(8, multiple));  // a decode's rows, or the one tile a multiple-of-64 kernel takes
+      CHECK(c.regime != Regime::FullyMasked);
+      CHECK(c.in.k.numel() == int64_t(p.batch) * p.heads_kv * p.n_k * p.d);
+    }
+    CHECK(longs >= 12);  // 40 % of the cases outside FullyMasked; fewer would mean the branch is lost
+    CHECK(longs <= 40);
+    CHECK(upper_half >= 3);  // log-uniform: half of them above 8192
+  }
+  // A plain spec draws none: the share is spec_for's choice (GPU kernels, GPU oracle) only.
+  const GenSpec plain = wide_spec({Regime::Normal});
+  for (uint64_t seed = 1; seed <= 100; ++seed) CHECK(draw(plain, seed, int(seed)).in.p.n_k < kLongMin);
+}
+
 TEST_CASE("shape buckets: every drawn length is a power of two inside the declared set", "[cpu]") {
   GenSpec s = wide_spec({Regime::Normal, Regime::FullyMasked, Regime::LongRow});
   s.n_q.multiple = s.n_k.multiple = 64;
