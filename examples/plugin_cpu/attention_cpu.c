@@ -32,14 +32,16 @@ enum { NONE, SEGV, ABORT, HANG, ERROR, STRIDES, CAUSAL, EXIT, OOB };
 #define FC_COMPACT 0
 #endif
 
-/* FC_DQ (flashcheck's own tests of the determinism law): d_q summed in fp32 (fp64 storage: fp64) over keys in an order that
- * changes from call to call, as atomics do (DQ_ATOMIC, declared FC_BACKWARD_ATOMIC; DQ_ATOMIC_HIDDEN:
- * the same claiming FC_BACKWARD_DETERMINISTIC); two configurations, the atomic one and a deterministic
- * mode in key order (DQ_MODE), or a mode that sums in reverse order in one call of 30 (DQ_MODE_RARE). */
+/* FC_DQ (flashcheck's own tests of the determinism law): d_q summed in fp32 (fp64 storage: fp64) over
+ * keys in an order that changes from call to call, as atomics do (DQ_ATOMIC, declared
+ * FC_BACKWARD_ATOMIC; DQ_ATOMIC_HIDDEN: the same claiming FC_BACKWARD_DETERMINISTIC); two
+ * configurations, the atomic one and a deterministic mode in key order (DQ_MODE), or a mode that sums
+ * in reverse order in one call of 30 (DQ_MODE_RARE). */
 enum { DQ_NONE, DQ_ATOMIC, DQ_ATOMIC_HIDDEN, DQ_MODE, DQ_MODE_RARE };
 #ifndef FC_DQ
 #define FC_DQ DQ_NONE
 #endif
+#define DQ_ON (FC_DQ != DQ_NONE)
 
 static char error_text[256];
 static const char *last_error(void) { return error_text; }
@@ -271,8 +273,9 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
   return 0;
 }
 
-/* d_q_i = scale sum_j dS_ij k_j, in fp32 (fp64 for fp64 storage) over the visible keys (FC_DQ): in key order, or in an order drawn
- * afresh for every row of every call (atomics), or reversed in one call of 30 (DQ_MODE_RARE's mode). */
+/* d_q_i = scale sum_j dS_ij k_j, in fp32 (fp64 for fp64 storage) over the visible keys (FC_DQ): in key
+ * order, or in an order drawn afresh for every row of every call (atomics), or reversed in one call of
+ * 30 (DQ_MODE_RARE's mode). */
 static uint64_t dq_state = 0x9E3779B97F4A7C15u;
 static uint64_t dq_next(void) {
   dq_state ^= dq_state << 13, dq_state ^= dq_state >> 7, dq_state ^= dq_state << 17;
@@ -317,9 +320,9 @@ static int backward(const fc_problem *p, const fc_backward_args *g, void *stream
   static int64_t mode_calls = 0;
   const int mode = (FC_DQ == DQ_MODE || FC_DQ == DQ_MODE_RARE) && p->config == 1;
   const int shuffled = FC_DQ != DQ_NONE && !mode, reversed = FC_DQ == DQ_MODE_RARE && mode && ++mode_calls % 30 == 0;
-  double *ds_buf = FC_DQ ? malloc(sizeof(double) * (size_t)(p->n_k + 1)) : NULL;
-  int64_t *order = FC_DQ ? malloc(sizeof(int64_t) * (size_t)(p->n_k + 1)) : NULL;
-  if (FC_DQ && (!ds_buf || !order)) {
+  double *ds_buf = DQ_ON ? malloc(sizeof(double) * (size_t)(p->n_k + 1)) : NULL;
+  int64_t *order = DQ_ON ? malloc(sizeof(int64_t) * (size_t)(p->n_k + 1)) : NULL;
+  if (DQ_ON && (!ds_buf || !order)) {
     free(ds_buf), free(order), free(all);
     return snprintf(error_text, sizeof error_text, "out of memory"), 1;
   }
@@ -348,13 +351,14 @@ static int backward(const fc_problem *p, const fc_backward_args *g, void *stream
               t.d_v[j * dv + x] += t.w[j] * d_o[x];
             }
             const double ds = t.w[j] * (dp - D);
-            if (FC_DQ) ds_of[j] = ds;
+            if (DQ_ON) ds_of[j] = ds;
             for (int64_t x = 0; x < d; ++x) {
               d_q[x] += p->scale * ds * t.k[j * d + x];
               t.d_k[j * d + x] += p->scale * ds * t.q[i * d + x];
             }
           }
-          if (FC_DQ && t.lse[i] != -INFINITY) dq_sum(sp, &t, i, ds_of, order, shuffled, reversed, g->d_q.dtype.bits == 64, d_q);
+          if (DQ_ON && t.lse[i] != -INFINITY)
+            dq_sum(sp, &t, i, ds_of, order, shuffled, reversed, g->d_q.dtype.bits == 64, d_q);
         }
         scatter(&g->d_q, b, h, s.q0, sp->n_q, d, t.d_q);
       }
@@ -375,6 +379,6 @@ static const fc_declarations dq_declarations = {
     .num_configs = FC_DQ >= DQ_MODE ? 2 : 0,
 };
 static const fc_kernel kernel = {FC_ABI,   FC_NAME,  kDLCPU,     1, supports,
-                                 forward,  backward, last_error, FC_DQ ? &dq_declarations : NULL};
+                                 forward,  backward, last_error, DQ_ON ? &dq_declarations : NULL};
 
 const fc_kernel *flashcheck_kernel(void) { return &kernel; }

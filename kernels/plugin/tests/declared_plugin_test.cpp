@@ -3,9 +3,10 @@
 // tiles and exactness open, and passes them; its planted fault, and an fp16 accumulator hidden behind
 // an fp32 claim, fail, while the declared fp16 accumulator passes every law; the permutation laws judge
 // a kernel without exactness claims, and kill a position-dependent score; determinism is judged by
-// the declared backward (atomic, deterministic, a deterministic mode run 100 times); the same kernel without declarations, and declarations that admit nothing, are
-// refused in one line; a version-2 plugin still loads. FC_LONG_TEST: every law at 100 cases (the
-// short variant: the laws the declarations open, at 12 cases).
+// the declared backward (atomic, deterministic, a deterministic mode run 100 times); the same kernel
+// without declarations, and declarations that admit nothing, are refused in one line; a version-2
+// plugin still loads. FC_LONG_TEST: every law at 100 cases (the short variant: the laws the
+// declarations open, at 12 cases).
 #include "tests/catch.hpp"
 #include <nlohmann/json.hpp>
 
