@@ -88,10 +88,22 @@ bool law_applies(const Law& law, const Kernel& k) {
   return !claimed_regimes(law, k).empty();
 }
 
+// Whether the kernel declares an fp16 P.V accumulator (or one as narrow): the unnormalised sum of
+// P_j v_j with v near 65504 overflows it by design, so the fp16_max regime lies outside what it
+// declares it represents.
+bool narrow_pv_accumulator(const Kernel& k) {
+  if (!k.info.arithmetic) return false;
+  Problem p;
+  p.dtype = DType::F16, p.n_q = p.n_k = 64, p.d = 64, p.scale = 0.125;
+  const Config cfg = k.info.configs.empty() ? Config{} : k.info.configs.front();
+  return ref::unit_roundoff(k.info.arithmetic(p, cfg).pv.acc) >= ref::unit_roundoff(DType::F16);
+}
+
 std::vector<Regime> claimed_regimes(const Law& law, const Kernel& k) {
   std::vector<Regime> out;
+  const bool narrow = narrow_pv_accumulator(k);
   for (Regime r : law.regimes) {
-    if (r == Regime::Fp16Max && !has(k.info.dtypes, DType::F16)) continue;
+    if (r == Regime::Fp16Max && (!has(k.info.dtypes, DType::F16) || narrow)) continue;
     if (r == Regime::FullyMasked && (law.mask_none_only || !has(k.info.masks, Mask::CausalBottomRight))) continue;
     // Long rows need >= 256 visible keys (classify): out of reach under a smaller declared or --max-n bound.
     if (r == Regime::LongRow && k.info.n_k.max > 0 && k.info.n_k.max < 256) continue;

@@ -20,6 +20,12 @@ namespace {
 
 double grid_value(std::mt19937_64& rng) { return double(int64_t(rng() % 63) - 31) / 8; }  // k/8, |k| <= 31
 
+// The unit roundoff of the score chain (q.k over d), a whole ulp where it truncates or runs on tensor cores.
+double score_unit(const ref::Precision& pr) {
+  const Chain& s = pr.ar.s;
+  return ref::unit_roundoff(s.acc) * (s.adder == Adder::TensorCore || s.truncates ? 2 : 1);
+}
+
 // lse moves by the row's score shift c_i = scale q_i . w (exact in fp64 on the grid).
 std::vector<double> shifted_back(const Problem& p, const Inputs& in, const std::vector<double>& w,
                                  const HostTensor& lse) {
@@ -53,7 +59,9 @@ std::string law_shift(const Kernel& k, const Case& c) {
   }
   note_problem("shifted keys' problem", in2);
   note_transform("K + 1 w^T, w (batch, kv head, column) = " + list_values(w, 64));
-  const double u = ref::coarse(precision_of(k, c.cfg, p)).u_acc;
+  // The dot products' own accumulator (the score chain), not the coarsest of the kernel's: a kernel
+  // that accumulates P.V in fp16 still sums q.k in fp32 when it declares so.
+  const double u = score_unit(precision_of(k, c.cfg, p));
   if (!dots_exact(c.in, u) || !dots_exact(in2, u))
     throw NotApplicable("the dot products are not exact (grid values): the shifted scores would round apart");
   const Run a = execute(k, c.in, c.cfg, false), b = execute(k, in2, c.cfg, false);
@@ -90,6 +98,54 @@ std::vector<double> underflow_floor_tol(const ref::Coarse& pr, const Problem& p,
   return std::vector<double>(size_t(numel_q(p)), t);
 }
 
+// A P.V accumulator narrower than fp32 (fp16, bf16) meets gradual underflow in ordinary rows: a
+// product P_j v_j below 2^-14 already rounds in fp16's subnormal range, where a scaling by a power of
+// two is not exact. The per-operation floors (underflow_floor_tol) bound what each such rounding adds,
+// but the tiny discrepancy it leaves can move a later rounding of the running sum across a rounding
+// boundary: once the two chains differ, each later rounding keeps the difference on the result's
+// grid, so it grows by at most one ulp of the running sum where the sum's binade grows and one per
+// rescale (T tiles, merge_old roundings each), and the normalising product and the store may each
+// round one ulp apart. Bounded by 2 (T + 1) merge_old u_acc (1 + |a|) sum_j P_j |v_j| (P_j the exact
+// weights, doubled for P's rounding and l's error), plus an ulp of o in the softmax type and in
+// storage. In fp32 a discrepancy of 2^-149 moves no rounding of a normal sum of the rows drawn here,
+// so the floors alone stay the tolerance there.
+void add_underflow_carry(const Kernel& k, const Case& c, double a, const HostTensor& o1, const HostTensor& oa,
+                         std::vector<double>& tol) {
+  const Problem& p = c.in.p;
+  const ref::Precision pr = precision_of(k, c.cfg, p);
+  const Chain& pv = pr.ar.pv;
+  if (ref::unit_roundoff(pv.acc) <= ref::unit_roundoff(DType::F32)) return;
+  const double u_pv = ref::unit_roundoff(pv.acc), u_soft = ref::unit_roundoff(pr.ar.soft);
+  const double u_out = ref::unit_roundoff(p.dtype);
+  const int64_t bn = pv.block > 0 ? pv.block : p.n_k;
+  std::vector<double> s(static_cast<size_t>(p.n_k));  // (n_k,) one row's scores, exact on the grid
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      for (int64_t i = 0; i < p.n_q; ++i) {
+        const int64_t n_v = n_visible(p.mask, i, p.n_q, p.n_k), g = kv_head(p, int32_t(h));
+        if (n_v == 0) continue;
+        double m = -kInf;
+        for (int64_t j = 0; j < n_v; ++j) {
+          double dot = 0;
+          for (int64_t x = 0; x < p.d; ++x)
+            dot += c.in.q.get(offset_q(p, b, h, i) + x) * c.in.k.get(offset_kv(p, b, g, j) + x);
+          s[size_t(j)] = p.scale * dot, m = std::max(m, s[size_t(j)]);
+        }
+        double l = 0;
+        for (int64_t j = 0; j < n_v; ++j) l += std::exp(s[size_t(j)] - m);
+        const double T = double((n_v + bn - 1) / bn);
+        for (int64_t x = 0; x < p.d; ++x) {
+          double S = 0;  // sum_j P_j |v_j| of column x
+          for (int64_t j = 0; j < n_v; ++j)
+            S += std::exp(s[size_t(j)] - m) / l * std::fabs(c.in.v.get(offset_kv(p, b, g, j) + x));
+          const int64_t at = offset_q(p, b, h, i) + x;
+          const double y = std::fabs(a * o1.get(at)) + std::fabs(oa.get(at));
+          tol[size_t(at)] += 2 * (T + 1) * double(pv.merge_old) * u_pv * (1 + std::fabs(a)) * 2 * S +
+                             2 * (u_soft + u_out) * y;
+        }
+      }
+}
+
 // O(aV + b) = aO + b in two steps. aV (a = +-1/2, +-1, +-2): every operation scales exactly, so o,
 // lse and d_v keep their bits up to gradual underflow, and for a = +-1 (sign symmetry of every
 // rounding) d_q and d_k flip exactly. aV + b: the weights, l and 1/l are the same bits as before; only
@@ -117,7 +173,9 @@ std::string law_affine_v(const Kernel& k, const Case& c) {
   // Step 1: o(aV) = a o(V), lse(aV) = lse(V), d_v(aV) = d_v(V); for |a| = 1 also d_q, d_k scaled.
   std::vector<double> scaled = r1.out.o.to_f64();
   for (double& x : scaled) x *= a;
-  std::string msg = within(p, "o", ra.out.o.to_f64(), scaled, underflow_floor_tol(pr, p, a, p.n_k), p.dtype);
+  std::vector<double> tol1 = underflow_floor_tol(pr, p, a, p.n_k);
+  add_underflow_carry(k, c, a, r1.out.o, ra.out.o, tol1);
+  std::string msg = within(p, "o", ra.out.o.to_f64(), scaled, tol1, p.dtype);
   if (k.info.writes_lse)
     msg += same_bits(p, "lse", r1.out.lse, ra.out.lse) + same_bits(p, "lse", r1.out.lse, rb.out.lse);
   if (bwd) {

@@ -81,6 +81,9 @@ struct RowUnits {
   double u_out;                          // the store's
   double l_round;                        // u_p when l sums P after its rounding (KernelInfo::stores_s_p), else 0
   double floor_p, floor_f32, floor_out;  // underflow floors: P's, fp32's, storage's
+  double u_pv;                           // P.V's accumulator where it is coarser than the row sum's: the
+                                         // one-hot P_j it holds rounds there at its add and at each rescale
+  int32_t pv_merge;                      // roundings per rescale of that accumulator
   int64_t block;                         // keys per tile (0: untiled)
   bool folded;                           // the scale folded into the scores before the max
 };
@@ -101,6 +104,8 @@ RowUnits row_units(const Kernel& k, const Case& c, const Problem& p) {
   ru.floor_p = (pround.to_first ? floor_of(pround.first) : 0.0) + (pround.to_second ? floor_of(pround.second) : 0.0);
   ru.floor_f32 = floor_of(DType::F32), ru.floor_out = floor_of(pr.storage);
   ru.block = pr.ar.pv.block;
+  const double u_pv = ref::unit_roundoff(pr.ar.pv.acc) * (pr.ar.pv.adder == Adder::TensorCore ? 2 : 1);
+  ru.u_pv = u_pv > ru.u ? u_pv : 0.0, ru.pv_merge = pr.ar.pv.merge_old;
   return ru;
 }
 
@@ -118,7 +123,11 @@ std::string check_row(const Kernel& k, const RowUnits& ru, int64_t i, const std:
   // normalising product (u), P's rounding to its type before P.V (u_p) and the store (u_out).
   const double T = ru.block > 0 ? std::ceil(double(n) / double(ru.block)) : 1.0;
   const double spread = x_max - x_min;
-  const double rel_base = (double(n) + 2 + 2 * spread + T * (spread + 4) + 1) * u + ru.u_p + ru.u_out + ru.l_round;
+  // A P.V accumulator coarser than the row sum's (a declared fp16 accumulator) rounds the P_j it holds
+  // once at its add and merge_old times at each of the T rescales after it.
+  const double pv_acc = (1 + T * double(ru.pv_merge)) * ru.u_pv;
+  const double rel_base =
+      (double(n) + 2 + 2 * spread + T * (spread + 4) + 1) * u + ru.u_p + ru.u_out + ru.l_round + pv_acc;
   // BHH assume no underflow: a subnormal P also carries gradual underflow's absolute error, one
   // floor for the exponential, one for the normalising product and one per rescale (<= n), and
   // P's and the output's own.
@@ -138,7 +147,7 @@ std::string check_row(const Kernel& k, const RowUnits& ru, int64_t i, const std:
   // BHH's n u, plus the reciprocal and the normalising product (2 u), P's and the store's rounding
   // of every element, the rescales, the fold; and the fp64 sum's own rounding.
   const double fold = ru.folded ? 4 * std::max(std::fabs(x_max), std::fabs(x_min)) * u : 0.0;
-  const double sum_tol = (double(n) + 3 + T * (spread + 4)) * u + ru.u_p + ru.u_out + ru.l_round + fold +
+  const double sum_tol = (double(n) + 3 + T * (spread + 4)) * u + ru.u_p + ru.u_out + ru.l_round + pv_acc + fold +
                          double(n) * (floor_abs + 0x1p-53);
   if (!(std::fabs(sum - 1) <= sum_tol))
     return fmt::format("row {}: sum of P = {:.17g}, not 1 within {:.3g}\n", i, sum, sum_tol);

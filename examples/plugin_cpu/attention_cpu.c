@@ -32,6 +32,17 @@ enum { NONE, SEGV, ABORT, HANG, ERROR, STRIDES, CAUSAL, EXIT, OOB };
 #define FC_COMPACT 0
 #endif
 
+/* FC_DQ (flashcheck's own tests of the determinism law): d_q summed in fp32 (fp64 storage: fp64) over
+ * keys in an order that changes from call to call, as atomics do (DQ_ATOMIC, declared
+ * FC_BACKWARD_ATOMIC; DQ_ATOMIC_HIDDEN: the same claiming FC_BACKWARD_DETERMINISTIC); two
+ * configurations, the atomic one and a deterministic mode in key order (DQ_MODE), or a mode that sums
+ * in reverse order in one call of 30 (DQ_MODE_RARE). */
+enum { DQ_NONE, DQ_ATOMIC, DQ_ATOMIC_HIDDEN, DQ_MODE, DQ_MODE_RARE };
+#ifndef FC_DQ
+#define FC_DQ DQ_NONE
+#endif
+#define DQ_ON (FC_DQ != DQ_NONE)
+
 static char error_text[256];
 static const char *last_error(void) { return error_text; }
 
@@ -262,6 +273,36 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
   return 0;
 }
 
+/* d_q_i = scale sum_j dS_ij k_j, in fp32 (fp64 for fp64 storage) over the visible keys (FC_DQ): in key
+ * order, or in an order drawn afresh for every row of every call (atomics), or reversed in one call of
+ * 30 (DQ_MODE_RARE's mode). */
+static uint64_t dq_state = 0x9E3779B97F4A7C15u;
+static uint64_t dq_next(void) {
+  dq_state ^= dq_state << 13, dq_state ^= dq_state >> 7, dq_state ^= dq_state << 17;
+  return dq_state;
+}
+static void dq_sum(const fc_problem *p, const head *t, int64_t i, const double *ds, int64_t *order, int shuffled,
+                   int reversed, int wide, double *d_q) {
+  int64_t n = 0;
+  for (int64_t j = 0; j < p->n_k; ++j)
+    if (visible(p, i, j)) order[n++] = j;
+  for (int64_t r = n - 1; shuffled && r > 0; --r) {
+    const int64_t o = (int64_t)(dq_next() % (uint64_t)(r + 1)), x = order[r];
+    order[r] = order[o], order[o] = x;
+  }
+  for (int64_t x = 0; x < p->d; ++x) {
+    float acc = 0;
+    double acc64 = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t j = order[reversed ? n - 1 - r : r];
+      const double term = p->scale * ds[j] * t->k[j * p->d + x];
+      if (wide) acc64 += term;
+      else acc += (float)term;
+    }
+    d_q[x] = wide ? acc64 : acc;
+  }
+}
+
 /* D_i = d_o_i . o_i, dS_ij = P_ij (d_o_i . v_j - D_i), d_q = scale dS K, d_k = scale dS^T Q, d_v = P^T d_o,
  * with o and P recomputed in double; d_k and d_v sum over the query heads of their kv head. */
 static int backward(const fc_problem *p, const fc_backward_args *g, void *stream) {
@@ -274,6 +315,17 @@ static int backward(const fc_problem *p, const fc_backward_args *g, void *stream
   double *all = alloc_head(p, &t);
   if (!all) return snprintf(error_text, sizeof error_text, "out of memory"), 1;
   const int64_t group = p->heads_q / p->heads_kv, d = p->d, dv = p->d_v;
+  /* FC_DQ: the atomic configuration (config 0) shuffles; the deterministic mode (config 1) does not,
+   * except DQ_MODE_RARE's in one call of 30, which reverses. */
+  static int64_t mode_calls = 0;
+  const int mode = (FC_DQ == DQ_MODE || FC_DQ == DQ_MODE_RARE) && p->config == 1;
+  const int shuffled = FC_DQ != DQ_NONE && !mode, reversed = FC_DQ == DQ_MODE_RARE && mode && ++mode_calls % 30 == 0;
+  double *ds_buf = DQ_ON ? malloc(sizeof(double) * (size_t)(p->n_k + 1)) : NULL;
+  int64_t *order = DQ_ON ? malloc(sizeof(int64_t) * (size_t)(p->n_k + 1)) : NULL;
+  if (DQ_ON && (!ds_buf || !order)) {
+    free(ds_buf), free(order), free(all);
+    return snprintf(error_text, sizeof error_text, "out of memory"), 1;
+  }
   for (int64_t b = 0; b < p->batch; ++b)
     for (int64_t hk = 0; hk < p->heads_kv; ++hk) {
       const seq s = sequence(p, a, b);
@@ -287,7 +339,7 @@ static int backward(const fc_problem *p, const fc_backward_args *g, void *stream
         gather(&g->d_o, b, h, s.q0, sp->n_q, dv, t.d_o);
         for (int64_t i = 0; i < sp->n_q; ++i) {
           const double *d_o = t.d_o + i * dv;
-          double D = 0, *d_q = t.d_q + i * d;
+          double D = 0, *d_q = t.d_q + i * d, *ds_of = ds_buf;
           row(sp, &t, i);
           for (int64_t x = 0; x < dv; ++x) D += d_o[x] * t.o[i * dv + x];
           for (int64_t x = 0; x < d; ++x) d_q[x] = 0;
@@ -299,24 +351,34 @@ static int backward(const fc_problem *p, const fc_backward_args *g, void *stream
               t.d_v[j * dv + x] += t.w[j] * d_o[x];
             }
             const double ds = t.w[j] * (dp - D);
+            if (DQ_ON) ds_of[j] = ds;
             for (int64_t x = 0; x < d; ++x) {
               d_q[x] += p->scale * ds * t.k[j * d + x];
               t.d_k[j * d + x] += p->scale * ds * t.q[i * d + x];
             }
           }
+          if (DQ_ON && t.lse[i] != -INFINITY)
+            dq_sum(sp, &t, i, ds_of, order, shuffled, reversed, g->d_q.dtype.bits == 64, d_q);
         }
         scatter(&g->d_q, b, h, s.q0, sp->n_q, d, t.d_q);
       }
       scatter(&g->d_k, b, hk, s.k0, sp->n_k, d, t.d_k);
       scatter(&g->d_v, b, hk, s.k0, sp->n_k, dv, t.d_v);
     }
-  free(all);
+  free(all), free(ds_buf), free(order);
   return 0;
 }
 
 #ifndef FC_ABI /* 2: built as a version-2 plugin (flashcheck's test that version 2 still loads) */
 #define FC_ABI FC_ABI_VERSION
 #endif
-static const fc_kernel kernel = {FC_ABI, FC_NAME, kDLCPU, 1, supports, forward, backward, last_error};
+static const fc_config dq_configs[] = {{0, 0, 0, 0}, {0, 0, 0, 1}}; /* atomic, then the deterministic mode */
+static const fc_declarations dq_declarations = {
+    .backward_reduction = FC_DQ == DQ_ATOMIC_HIDDEN ? FC_BACKWARD_DETERMINISTIC : FC_BACKWARD_ATOMIC,
+    .configs = FC_DQ >= DQ_MODE ? dq_configs : NULL,
+    .num_configs = FC_DQ >= DQ_MODE ? 2 : 0,
+};
+static const fc_kernel kernel = {FC_ABI,   FC_NAME,  kDLCPU,     1, supports,
+                                 forward,  backward, last_error, DQ_ON ? &dq_declarations : NULL};
 
 const fc_kernel *flashcheck_kernel(void) { return &kernel; }

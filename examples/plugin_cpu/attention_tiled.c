@@ -12,7 +12,9 @@
  *   - its exactness declared: rows, shared scores, tile weights, exact scores.
  *
  * Compile definitions, for flashcheck's own tests: FC_FAULT=TAIL drops the last key of a row whose
- * keys span 2 tiles or more (a missing tail tile); FC_ACC16=1 accumulates P.V in fp16 (F16 storage,
+ * keys span 2 tiles or more (a missing tail tile); FC_FAULT=TAILKEYS (TAILROWS) sums the dot products
+ * of the last 8 keys (rows) over d in reverse; FC_NO_EXACT=1 declares
+ * the arithmetic but no exactness; FC_ACC16=1 accumulates P.V in fp16 (F16 storage,
  * rows of at most 512 keys, where an fp16 sum's error bound stays below 1), declared
  * (FC_HIDE_ACC16 undefined) or hidden (FC_HIDE_ACC16=1: it claims fp32); FC_UNDECLARED=1 leaves the
  * declarations out. */
@@ -24,7 +26,7 @@
 #ifndef FC_NAME
 #define FC_NAME "example_tiled"
 #endif
-enum { NONE, TAIL };
+enum { NONE, TAIL, TAILKEYS, TAILROWS };
 #ifndef FC_FAULT
 #define FC_FAULT NONE
 #endif
@@ -33,6 +35,9 @@ enum { NONE, TAIL };
 #endif
 #ifndef FC_HIDE_ACC16
 #define FC_HIDE_ACC16 0
+#endif
+#ifndef FC_NO_EXACT /* 1: the arithmetic declared, no exactness claim (the permutation laws' differential) */
+#define FC_NO_EXACT 0
 #endif
 #ifndef FC_UNDECLARED /* 1: the same kernel without its declarations (flashcheck's test that it is then refused) */
 #define FC_UNDECLARED 0
@@ -153,8 +158,15 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
           const int64_t j1 = j0 + bn < end ? j0 + bn : end;
           float m_new = m;
           for (int64_t j = j0; j < j1; ++j) {
+            /* FC_FAULT=TAILKEYS (TAILROWS): the last 8 keys (rows), a remainder path, sum their dot
+             * products over d from the last column: within every error bound, but a key's (row's)
+             * score then depends on its position. */
+            const int rev = (FC_FAULT == TAILKEYS && j >= p->n_k - 8) || (FC_FAULT == TAILROWS && i >= p->n_q - 8);
             float dot = 0;
-            for (int64_t c = 0; c < d; ++c) dot = fmaf(load(&a->q, oq + i * d + c), load(&a->k, ok + j * d + c), dot);
+            for (int64_t e = 0; e < d; ++e) {
+              const int64_t c = rev ? d - 1 - e : e;
+              dot = fmaf(load(&a->q, oq + i * d + c), load(&a->k, ok + j * d + c), dot);
+            }
             s[j - j0] = dot * scale;
             if (s[j - j0] > m_new) m_new = s[j - j0];
           }
@@ -195,7 +207,8 @@ static const fc_declarations declarations = {
                    .exp_ulps = 1,
                    .log_ulps = 1,
                    .exp_exact_at_zero = 1},
-    .exact = {.rows = 1, .shared_scores = 1, .tile_weights = 1, .exact_scores = 1},
+    .exact = {.rows = !FC_NO_EXACT, .shared_scores = !FC_NO_EXACT, .tile_weights = !FC_NO_EXACT,
+              .exact_scores = !FC_NO_EXACT},
     .configs = configs,
     .num_configs = 3,
 };

@@ -148,9 +148,40 @@ TEST_CASE("n/a names what the kernel does not declare", "[cpu]") {
   no_bwd.backward = nullptr;
   for (const Law& law : laws())
     if (law.needs_backward) CHECK(law_lacks(law, no_bwd) == "needs a backward, and the kernel declares none");
-  fc::Kernel inexact = one;
+  // Without exactness claims block_size still needs shared scores; the permutation laws apply to every
+  // kernel (a differential bound under a declared arithmetic, each run's certified bound without one).
+  fc::Kernel inexact = *fc::find_kernel("cpu_tiled");
   inexact.info.exact = {};
-  CHECK(contains(law_lacks(*find_law("q_permutation"), inexact), "declare the kernel's arithmetic"));
+  CHECK(contains(law_lacks(*find_law("block_size"), inexact), "declare the kernel's arithmetic"));
+  for (fc::Kernel* kp : {&one, &inexact}) {
+    fc::Kernel bare = *kp;
+    bare.info.arithmetic = nullptr;
+    for (const fc::Kernel* k : std::initializer_list<const fc::Kernel*>{kp, &bare})
+      for (const char* id : {"kv_permutation", "q_permutation"}) {
+        INFO(id);
+        CHECK(law_lacks(*find_law(id), *k).empty());
+        CHECK(law_applies(*find_law(id), *k));
+      }
+  }
+}
+
+TEST_CASE("the permutation laws without exactness claims: a correct kernel passes under either criterion", "[cpu]") {
+  // cpu_tiled's arithmetic declared but no exactness (the differential bound of shared scores, gradients
+  // by the order tolerance), and nothing declared at all (each run within its certified bound).
+  fc::Kernel inexact = *fc::find_kernel("cpu_tiled");
+  inexact.info.exact = {};
+  fc::Kernel bare = inexact;
+  bare.info.arithmetic = nullptr;
+  RunOptions opt;
+  opt.seed = 11;
+  for (const fc::Kernel* k : {&inexact, &bare})
+    for (const char* id : {"kv_permutation", "q_permutation"}) {
+      INFO(k->info.name << " " << id << (k->info.arithmetic ? " (arithmetic declared)" : " (nothing declared)"));
+      const LawResult r = run_law(*find_law(id), *k, opt);
+      CHECK(r.applies);
+      CHECK(r.ok);
+      CHECK(r.cases >= 100);
+    }
 }
 
 TEST_CASE("a replay that fails only on some runs reports nondeterminism", "[cpu]") {
