@@ -108,48 +108,11 @@ std::optional<Inputs> interlude(const Kernel& k, const Case& c, bool bwd) {
     if (bwd) in.d_o = HostTensor(q.dtype, shape_o(q));
     std::mt19937_64 rng(c.aux ^ 0x9e3779b97f4a7c15ull);
     for (HostTensor* t : {&in.q, &in.k, &in.v, &in.d_o})
-      for (int64_t x = 0; x < t->numel(); ++x) t->set(x, double(int64_t(rng() % 5) - 2));
+      for (int64_t x = 0; !t->shape.empty() && x < t->numel(); ++x) t->set(x, double(int64_t(rng() % 5) - 2));
     if (p.alibi) in.alibi_slopes = c.in.alibi_slopes;
     if (validate(in).empty() && claims(k, in)) return in;
   }
   return std::nullopt;
-}
-
-// The first output of b that differs from a's (o and lse by their bits; a reordering backward's
-// gradients by the reordering tolerance), or "".
-std::string first_difference(const Kernel& k, const Case& c, const Config& cfg, const Run& a, const Run& b, bool bwd) {
-  // A backward that declares atomic reductions (and offers no deterministic mode for this config) sums
-  // the same gradient terms in another order on each run: its gradients are held to the reordering
-  // tolerance (docs/ERROR_MODEL.md, "Atomic reductions"), o and lse still to their bits.
-  GradientTolerance tol;
-  const bool reorders = bwd && k.info.atomic_backward && !deterministic_mode(k, c.cfg);
-  if (reorders) tol = gradient_order_difference(k, c.in, cfg, a.out, b.out);
-  const std::vector<double>* tols[] = {nullptr, nullptr, &tol.d_q, &tol.d_k, &tol.d_v};
-  const std::pair<const char*, const HostTensor*> pairs[][2] = {{{"o", &a.out.o}, {"o", &b.out.o}},
-                                                                {{"lse", &a.out.lse}, {"lse", &b.out.lse}},
-                                                                {{"d_q", &a.out.d_q}, {"d_q", &b.out.d_q}},
-                                                                {{"d_k", &a.out.d_k}, {"d_k", &b.out.d_k}},
-                                                                {{"d_v", &a.out.d_v}, {"d_v", &b.out.d_v}}};
-  // The first output that differs: its first differing element, both values, and how many differ.
-  for (size_t t = 0; t < std::size(pairs); ++t) {
-    const auto& pr = pairs[t];
-    const HostTensor &ta = *pr[0].second, &tb = *pr[1].second;
-    if (ta.bytes == tb.bytes) continue;
-    if (reorders && tols[t]) {
-      const std::vector<double> zero(tols[t]->size(), 0.0);
-      const std::string msg = agree(c.in.p, pr[0].first, ta, tb, *tols[t], zero);
-      if (!msg.empty()) return "the atomic reduction's runs differ beyond the reordering tolerance: " + msg;
-      continue;
-    }
-    int64_t first = -1, differ = 0;
-    for (int64_t x = 0; x < ta.numel(); ++x)
-      if (!same_bits(ta, tb, x)) first = first < 0 ? x : first, ++differ;
-    if (differ == 0) continue;  // the same values (a padded or strided tensor's gaps may differ)
-    return fmt::format("{}: {:.9g} then {:.9g} on the same inputs ({} of {} elements of {} differ){}\n",
-                       element_name(c.in.p, pr[0].first, first), ta.get(first), tb.get(first), differ, ta.numel(),
-                       pr[0].first, deterministic_mode(k, c.cfg) ? " in the declared deterministic mode" : "");
-  }
-  return "";
 }
 
 // Three runs of the case: the second right after the first, the third after a call on another
@@ -160,13 +123,13 @@ std::string law_determinism(const Kernel& k, const Case& c) {
   const bool bwd = has_backward(k, c);
   const Run a = execute(k, c.in, cfg, bwd), b = execute(k, c.in, cfg, bwd);
   if (!a.error.empty() || !b.error.empty()) return a.error + b.error;
-  if (std::string msg = first_difference(k, c, cfg, a, b, bwd); !msg.empty()) return msg;
+  if (std::string msg = repeat_difference(k, c, cfg, a, b, bwd); !msg.empty()) return msg;
   const std::optional<Inputs> other = interlude(k, c, bwd);
   if (!other) return "";
   if (const Run x = execute(k, *other, cfg, bwd); !x.error.empty()) return x.error;
   const Run r = execute(k, c.in, cfg, bwd);
   if (!r.error.empty()) return r.error;
-  const std::string msg = first_difference(k, c, cfg, a, r, bwd);
+  const std::string msg = repeat_difference(k, c, cfg, a, r, bwd);
   return msg.empty() ? ""
                      : fmt::format("after a call on another problem (batch={} heads_q={} n_q={}): {}", other->p.batch,
                                    other->p.heads_q, other->p.n_q, msg);
@@ -222,6 +185,41 @@ std::string law_nan_blast(const Kernel& k, const Case& c) {
 }
 
 }  // namespace
+
+std::string repeat_difference(const Kernel& k, const Case& c, const Config& cfg, const Run& a, const Run& b, bool bwd) {
+  // A backward that declares atomic reductions (and offers no deterministic mode for this config) sums
+  // the same gradient terms in another order on each run: its gradients are held to the reordering
+  // tolerance (docs/ERROR_MODEL.md, "Atomic reductions"), o and lse still to their bits.
+  GradientTolerance tol;
+  const bool reorders = bwd && k.info.atomic_backward && !deterministic_mode(k, c.cfg);
+  if (reorders) tol = gradient_order_difference(k, c.in, cfg, a.out, b.out);
+  const std::vector<double>* tols[] = {nullptr, nullptr, &tol.d_q, &tol.d_k, &tol.d_v};
+  const std::pair<const char*, const HostTensor*> pairs[][2] = {{{"o", &a.out.o}, {"o", &b.out.o}},
+                                                                {{"lse", &a.out.lse}, {"lse", &b.out.lse}},
+                                                                {{"d_q", &a.out.d_q}, {"d_q", &b.out.d_q}},
+                                                                {{"d_k", &a.out.d_k}, {"d_k", &b.out.d_k}},
+                                                                {{"d_v", &a.out.d_v}, {"d_v", &b.out.d_v}}};
+  // The first output that differs: its first differing element, both values, and how many differ.
+  for (size_t t = 0; t < std::size(pairs); ++t) {
+    const auto& pr = pairs[t];
+    const HostTensor &ta = *pr[0].second, &tb = *pr[1].second;
+    if (ta.bytes == tb.bytes) continue;
+    if (reorders && tols[t]) {
+      const std::vector<double> zero(tols[t]->size(), 0.0);
+      const std::string msg = agree(c.in.p, pr[0].first, ta, tb, *tols[t], zero);
+      if (!msg.empty()) return "the atomic reduction's runs differ beyond the reordering tolerance: " + msg;
+      continue;
+    }
+    int64_t first = -1, differ = 0;
+    for (int64_t x = 0; x < ta.numel(); ++x)
+      if (!same_bits(ta, tb, x)) first = first < 0 ? x : first, ++differ;
+    if (differ == 0) continue;  // the same values (a padded or strided tensor's gaps may differ)
+    return fmt::format("{}: {:.9g} then {:.9g} on the same inputs ({} of {} elements of {} differ){}\n",
+                       element_name(c.in.p, pr[0].first, first), ta.get(first), tb.get(first), differ, ta.numel(),
+                       pr[0].first, deterministic_mode(k, c.cfg) ? " in the declared deterministic mode" : "");
+  }
+  return "";
+}
 
 void add_structural_laws(std::vector<Law>& out) {
   using R = Regime;

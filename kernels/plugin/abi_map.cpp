@@ -1,5 +1,7 @@
 #include "kernels/plugin/abi_map.hpp"
 
+#include "kernels/hostile.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -174,7 +176,7 @@ Layout layout_for(const Problem& p, LayoutPolicy policy) {
   for (uint64_t x : {uint64_t(p.batch), uint64_t(p.heads_q), uint64_t(p.heads_kv), uint64_t(p.n_q), uint64_t(p.n_k),
                      uint64_t(p.d), uint64_t(p.dtype), uint64_t(p.mask), scale_bits})
     mix(x);
-  return Layout(h % 3);
+  return Layout((h + uint64_t(layout_shift())) % 3);  // a LayoutShift rotates it (kernels/hostile.hpp)
 }
 
 const char* slot_name(int32_t id) {

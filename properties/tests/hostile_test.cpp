@@ -8,6 +8,7 @@
 #include <random>
 
 #include "kernels/hostile.hpp"
+#include "kernels/mutants/variant_faulty.hpp"
 #include "properties/execute.hpp"
 #include "properties/variant_gen.hpp"
 
@@ -114,4 +115,37 @@ TEST_CASE("the correct CPU kernels give the same bits on poisoned inputs", "[cpu
       CHECK(same_bits(a.lse, b.lse));
     }
   }
+}
+
+TEST_CASE("the gap and tail mutants are harmless on benign memory and NaN on poisoned memory", "[cpu]") {
+  // What kills them is the poison: on the inputs as generated (gaps zero, spare slots finite) they give
+  // the correct kernel's bits; on poison(inputs) some row turns NaN.
+  using mutants::VariantFault;
+  const Kernel clean = mutants::make_variant_faulty_kernel(VariantFault::None, "variant_faulty_none", "no fault");
+  const Kernel gap = mutants::make_variant_faulty_kernel(VariantFault::StrideGapRead, "gap", "");
+  const Kernel tail = mutants::make_variant_faulty_kernel(VariantFault::PageTailRead, "tail", "");
+  auto any_nan = [](const HostTensor& t) {
+    for (int64_t x = 0; x < t.numel(); ++x)
+      if (std::isnan(t.get(x))) return true;
+    return false;
+  };
+  Rng rng(17);
+  int gap_nan = 0, tail_nan = 0;
+  for (int round = 0; round < 20; ++round) {
+    INFO("round " << round);
+    const Inputs dense = dense_case(uint64_t(round));
+    Inputs strided = dense;
+    strided.k = draw_strided(dense.k, rng, nullptr), strided.v = draw_strided(dense.v, rng, nullptr);
+    const Outputs want = run_forward(clean, strided, Config{});
+    CHECK(same_bits(run_forward(gap, strided, Config{}).o, want.o));
+    const Outputs bad = run_forward(gap, poison(strided), Config{});
+    gap_nan += any_nan(bad.o) && !any_nan(want.o);
+    const Inputs varlen = to_varlen(dense, draw_lengths(rng, dense.p.batch, dense.p.n_q, dense.p.n_k));
+    const Inputs paged = to_paged(varlen, 5, false, rng, nullptr);  // page size 5: most lengths leave a tail
+    const Outputs want_p = run_forward(clean, paged, Config{});
+    CHECK(same_bits(run_forward(tail, paged, Config{}).o, want_p.o));
+    tail_nan += any_nan(run_forward(tail, poison(paged), Config{}).o) && !any_nan(want_p.o);
+  }
+  CHECK(gap_nan >= 10);
+  CHECK(tail_nan >= 10);
 }

@@ -31,3 +31,16 @@ TEST_CASE("determinism kills mutant_racy_dq at every one of 20 seeds", "[cpu][mu
   // of an even number of rows agree, so the law also runs the case after a call on another problem.
   killed_at_twenty_seeds("determinism", "mutant_racy_dq");
 }
+
+TEST_CASE("the hostile harness's mutants are killed at every one of 20 seeds", "[cpu][mutants]") {
+  // NaN in the bytes a kernel must not read (kernels/hostile.hpp): a strided view's gaps, the tail of a
+  // sequence's last page.
+  killed_at_twenty_seeds("strides", "mutant_reads_stride_gap");
+  killed_at_twenty_seeds("reference", "mutant_reads_stride_gap");
+  killed_at_twenty_seeds("paged", "mutant_reads_page_tail");
+  killed_at_twenty_seeds("reference", "mutant_reads_page_tail");
+  // State kept across calls (properties/laws_hostile.cpp).
+  killed_at_twenty_seeds("consecutive_calls", "mutant_layout_by_shape");
+  killed_at_twenty_seeds("consecutive_calls", "mutant_stale_row_sums");
+  killed_at_twenty_seeds("determinism", "mutant_stale_row_sums");
+}

@@ -1,0 +1,117 @@
+// The hostile harness's call sequence: a kernel's outputs depend on its inputs only, not on the calls
+// before it. Stale scratch (a workspace kept across calls and read where this call did not write),
+// state cached by shape (a layout plan, strides, a dtype's code path looked up by the problem's sizes
+// alone) and counters pass every law that calls a problem once in one layout; here one case is called
+// again after calls of its own shape with other data, other strides and another dtype.
+#include <fmt/format.h>
+
+#include <optional>
+#include <random>
+
+#include "kernels/hostile.hpp"
+#include "properties/execute.hpp"
+#include "properties/laws.hpp"
+#include "properties/variant_gen.hpp"
+
+namespace fc::props {
+namespace {
+
+// c's inputs with other values of the same shape and dtype: q, k, v, d_o redrawn on a coarse grid and
+// scaled by 16, so that anything left of them changes the case's outputs.
+Inputs other_data(const Inputs& in, uint64_t seed) {
+  Inputs out = in;
+  std::mt19937_64 rng(seed ^ 0x5DEECE66Dull);
+  for (HostTensor* t : {&out.q, &out.k, &out.v, &out.d_o})
+    for (int64_t x = 0; !t->shape.empty() && x < t->numel(); ++x) t->set(x, double(int64_t(rng() % 17) - 8) * 2);
+  return out;
+}
+
+// c's values in dtype t (rounded), or nullopt when the kernel does not claim the problem in t.
+std::optional<Inputs> in_dtype(const Kernel& k, const Inputs& in, DType t) {
+  Inputs out = in;
+  out.p.dtype = t;
+  for (HostTensor* x : {&out.q, &out.k, &out.v, &out.d_o}) {
+    if (x->shape.empty()) continue;
+    const HostTensor from = x->contiguous();
+    HostTensor to(t, from.shape);
+    for (int64_t e = 0; e < from.numel(); ++e) to.set(e, from.get(e));
+    *x = std::move(to);
+  }
+  if (!validate(out).empty() || !claims(k, out)) return std::nullopt;
+  return out;
+}
+
+// The case once more after the interlude: "" when it gives a's outputs again.
+std::string again(const Kernel& k, const Case& c, const Config& cfg, const Run& a, bool bwd, const std::string& after) {
+  const Run r = execute(k, c.in, cfg, bwd);
+  if (!r.error.empty()) return r.error;
+  const std::string msg = repeat_difference(k, c, cfg, a, r, bwd);
+  return msg.empty() ? "" : fmt::format("the case again, after a call {}: {}", after, msg);
+}
+
+// The interlude's own outputs against the certified reference.
+std::string judged(const Kernel& k, const Inputs& in, const Config& cfg, bool bwd, const std::string& what) {
+  const Run r = execute(k, in, cfg, bwd);
+  if (!r.error.empty()) return r.error;
+  const std::string msg = check_outputs(k, in, r.out, oracle(k, in, cfg));
+  return msg.empty() ? "" : fmt::format("the same problem {}: {}", what, msg);
+}
+
+std::string law_consecutive_calls(const Kernel& k, const Case& c) {
+  const bool bwd = has_backward(k, c);
+  const Config& cfg = c.cfg;
+  const Run a = execute(k, c.in, cfg, bwd);
+  if (!a.error.empty()) return a.error;
+  // 1. Other data, the same shape and layout.
+  if (const Run x = execute(k, other_data(c.in, c.aux), cfg, bwd); !x.error.empty()) return x.error;
+  if (std::string m = again(k, c, cfg, a, bwd, "on other data of its shape"); !m.empty()) return m;
+  // 2. Other strides: a kernel that takes strided inputs gets the case's values in a strided view (gaps
+  // NaN); a plugin or Python kernel, which lays out its own tensors, the next layout it accepts.
+  {
+    std::string what;
+    std::optional<Inputs> strided;
+    std::optional<LayoutShift> shift;
+    if (k.info.variants.strides) {
+      Rng rng(c.aux + 1);
+      Inputs s = c.in;
+      for (HostTensor* t : {&s.q, &s.k, &s.v, &s.d_o})
+        if (!t->shape.empty()) *t = draw_strided(*t, rng, &what), what += "; ";
+      if (claims(k, s)) strided = std::move(s), what = "in strides " + what;
+    } else if (k.info.external) {
+      for (int by = 1; by <= 2 && !strided; ++by) {
+        shift.emplace(by);
+        if (claims(k, c.in)) strided = c.in, what = fmt::format("in another layout (rotated by {})", by);
+        else shift.reset();
+      }
+    }
+    if (strided) {
+      if (std::string m = judged(k, *strided, cfg, bwd, what); !m.empty()) return m;
+      shift.reset();
+      if (std::string m = again(k, c, cfg, a, bwd, what); !m.empty()) return m;
+    }
+  }
+  // 3. Another dtype of the same shape (the first the kernel claims it in).
+  for (DType t : k.info.dtypes) {
+    if (t == c.in.p.dtype) continue;
+    const std::optional<Inputs> other = in_dtype(k, c.in, t);
+    if (!other) continue;
+    const std::string what = fmt::format("in {}", dtype_name(t));
+    if (std::string m = judged(k, *other, cfg, bwd, what); !m.empty()) return m;
+    if (std::string m = again(k, c, cfg, a, bwd, what); !m.empty()) return m;
+    break;
+  }
+  return "";
+}
+
+}  // namespace
+
+void add_hostile_laws(std::vector<Law>& out) {
+  out.push_back({.id = "consecutive_calls",
+                 .sentence = "a call's outputs do not depend on the calls before it (other data, strides or dtype "
+                             "of its shape)",
+                 .regimes = {Regime::Normal},
+                 .backward = true,
+                 .check = law_consecutive_calls});
+}
+
+}  // namespace fc::props
