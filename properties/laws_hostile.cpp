@@ -44,7 +44,7 @@ std::optional<Inputs> in_dtype(const Kernel& k, const Inputs& in, DType t) {
 // The case once more after the interlude: "" when it gives a's outputs again.
 std::string again(const Kernel& k, const Case& c, const Config& cfg, const Run& a, bool bwd, const std::string& after) {
   const Run r = execute(k, c.in, cfg, bwd);
-  if (!r.error.empty()) return r.error;
+  if (!r.error.empty()) return fmt::format("the case again, after a call {}: {}", after, r.error);
   const std::string msg = repeat_difference(k, c, cfg, a, r, bwd);
   return msg.empty() ? "" : fmt::format("the case again, after a call {}: {}", after, msg);
 }
@@ -52,7 +52,7 @@ std::string again(const Kernel& k, const Case& c, const Config& cfg, const Run& 
 // The interlude's own outputs against the certified reference.
 std::string judged(const Kernel& k, const Inputs& in, const Config& cfg, bool bwd, const std::string& what) {
   const Run r = execute(k, in, cfg, bwd);
-  if (!r.error.empty()) return r.error;
+  if (!r.error.empty()) return fmt::format("the same problem {}: {}", what, r.error);
   const std::string msg = check_outputs(k, in, r.out, oracle(k, in, cfg));
   return msg.empty() ? "" : fmt::format("the same problem {}: {}", what, msg);
 }
@@ -63,7 +63,8 @@ std::string law_consecutive_calls(const Kernel& k, const Case& c) {
   const Run a = execute(k, c.in, cfg, bwd);
   if (!a.error.empty()) return a.error;
   // 1. Other data, the same shape and layout.
-  if (const Run x = execute(k, other_data(c.in, c.aux), cfg, bwd); !x.error.empty()) return x.error;
+  if (const Run x = execute(k, other_data(c.in, c.aux), cfg, bwd); !x.error.empty())
+    return "the same problem on other data: " + x.error;
   if (std::string m = again(k, c, cfg, a, bwd, "on other data of its shape"); !m.empty()) return m;
   // 2. Other strides: a kernel that takes strided inputs gets the case's values in a strided view (gaps
   // NaN); a plugin or Python kernel, which lays out its own tensors, the next layout it accepts.
