@@ -12,14 +12,21 @@ namespace fc::plugin {
 
 #ifdef FLASHCHECK_HAVE_CUDA
 
+cudaError_t launch_producer(unsigned char* dst, const unsigned char* src, uint64_t bytes, long long spin_cycles,
+                            cudaStream_t stream);  // producer.cu
+
 namespace {
 std::string why(cudaError_t e) { return fmt::format("{} ({})", cudaGetErrorString(e), cudaGetErrorName(e)); }
+// The producer's spin before it writes: 2^21 cycles, about 1 ms at the H200's 1.98 GHz, long past a
+// kernel launch, so a plugin kernel that is not ordered after the producer runs before its inputs land.
+constexpr long long kProducerSpin = 1ll << 21;
 }  // namespace
 
 DeviceStage::DeviceStage() = default;
 
 DeviceStage::~DeviceStage() {
   if (data_) cudaFree(data_);
+  if (staging_) cudaFree(staging_);
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
@@ -33,11 +40,13 @@ std::string DeviceStage::init() {
   return "";
 }
 
-std::string DeviceStage::upload(const unsigned char* host, uint64_t bytes) {
+std::string DeviceStage::upload(const unsigned char* host, uint64_t bytes, bool producer) {
   if (bytes > bytes_) {
     if (data_) cudaFree(data_);
-    data_ = nullptr, bytes_ = 0;
-    const cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&data_), bytes);
+    if (staging_) cudaFree(staging_);
+    data_ = staging_ = nullptr, bytes_ = 0;
+    cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&data_), bytes);
+    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void**>(&staging_), bytes);
     if (e != cudaSuccess) return fmt::format("cudaMalloc of {} bytes: {}", bytes, why(e));
     bytes_ = bytes;
   }
@@ -45,6 +54,13 @@ std::string DeviceStage::upload(const unsigned char* host, uint64_t bytes) {
   // legacy default stream: a kernel on our non-blocking stream, or a framework reading on streams of
   // its own (JAX), could read the bytes before they arrive. Copy on our stream and wait for it.
   const auto s = static_cast<cudaStream_t>(stream_);
+  if (producer) {  // the arena NaN, the inputs staged; then the producer, not waited for
+    cudaError_t e = cudaMemsetAsync(data_, 0xFF, bytes, s);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(staging_, host, bytes, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (e == cudaSuccess) e = launch_producer(data_, staging_, bytes, kProducerSpin, s);
+    return e == cudaSuccess ? "" : "producer mode: " + why(e);
+  }
   cudaError_t e = cudaMemcpyAsync(data_, host, bytes, cudaMemcpyHostToDevice, s);
   if (e == cudaSuccess) e = cudaStreamSynchronize(s);
   return e == cudaSuccess ? "" : why(e);
@@ -70,7 +86,7 @@ std::string DeviceStage::sync(bool* fatal) {
 DeviceStage::DeviceStage() = default;
 DeviceStage::~DeviceStage() = default;
 std::string DeviceStage::init() { return "this flashcheck was built without CUDA"; }
-std::string DeviceStage::upload(const unsigned char*, uint64_t) { return "this flashcheck was built without CUDA"; }
+std::string DeviceStage::upload(const unsigned char*, uint64_t, bool) { return "this flashcheck was built without CUDA"; }
 std::string DeviceStage::download(unsigned char*, uint64_t) { return "this flashcheck was built without CUDA"; }
 std::string DeviceStage::sync(bool*) { return ""; }
 

@@ -34,6 +34,21 @@ thread_local bool probing_now = false;
 
 bool probing_supports() { return probing_now; }
 
+namespace {
+bool producer_allowed = true;
+}  // namespace
+
+void allow_producer(bool yes) { producer_allowed = yes; }
+
+bool producer_call(const CallPlan& plan) {
+  if (!producer_allowed) return false;
+  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a over the problem's bytes and the call's kind
+  const auto* b = reinterpret_cast<const unsigned char*>(&plan.problem);
+  for (size_t x = 0; x < sizeof plan.problem; ++x) h = (h ^ b[x]) * 0x100000001B3ull;
+  h = (h ^ uint64_t(plan.backward)) * 0x100000001B3ull;
+  return (h >> 7) % 2 == 1;
+}
+
 bool Executor::supports(const CallPlan& plan) const {
   fc_forward_args args;
   const DLDevice dev{on_cuda() ? kDLCUDA : kDLCPU, 0};
@@ -57,7 +72,7 @@ CallResult Executor::call(const CallPlan& plan, unsigned char* arena) {
   if (plan.backward && !k_->backward) return {false, "the kernel has no backward", false};
   unsigned char* base = arena;
   if (on_cuda()) {
-    r.error = stage_.upload(arena, plan.bytes);
+    r.error = stage_.upload(arena, plan.bytes, producer_call(plan));
     if (!r.error.empty()) return r.ok = false, r.error = "uploading the inputs: " + r.error, r;
     base = stage_.data();
   }

@@ -27,8 +27,11 @@ class DeviceStage {
   DeviceStage(const DeviceStage&) = delete;
   DeviceStage& operator=(const DeviceStage&) = delete;
   std::string init();  // select the device and create the context: "" or why it failed
-  // Upload `bytes` of host memory (growing the device buffer); "" or the CUDA error.
-  std::string upload(const unsigned char* host, uint64_t bytes);
+  // Upload `bytes` of host memory (growing the device buffer); "" or the CUDA error. With `producer`
+  // (the hostile harness's producer mode) the device buffer is filled with 0xFF and the bytes land
+  // through a kernel on stream() that spins first, enqueued and not waited for: the plugin's call is
+  // ordered after them only by the stream (producer.cu).
+  std::string upload(const unsigned char* host, uint64_t bytes, bool producer = false);
   std::string download(unsigned char* host, uint64_t bytes);
   unsigned char* data() const { return data_; }
   void* stream() const { return stream_; }
@@ -37,9 +40,18 @@ class DeviceStage {
 
  private:
   unsigned char* data_ = nullptr;
+  unsigned char* staging_ = nullptr;  // producer mode: the inputs on the device, before the producer copies them
   uint64_t bytes_ = 0;
   void* stream_ = nullptr;
 };
+
+// Whether a CUDA call of this plan runs in producer mode (DeviceStage::upload): half the problems, by
+// a hash of the plan's problem, so that every run of one case shares the choice and a replay reproduces it.
+bool producer_call(const CallPlan& plan);
+// Whether this process calls CUDA kernels in producer mode at all (default: yes). The Python bridge
+// turns it off (capi.cpp): its frameworks run on streams of their own (JAX has no way to wait on a
+// foreign stream), so their calls are ordered by the upload's synchronisation instead.
+void allow_producer(bool yes);
 
 // Whether the supports() call running on this thread is the start-up probe's (CallPlan::probing):
 // the Python bridge shows it to a kernel's supports() as Problem.probing.
