@@ -65,7 +65,7 @@ TEST_CASE("check --plugin: an illegal address shrinks to its minimal case", "[gp
 TEST_CASE("check --plugin: the producer mode kills a kernel launched on another stream at 20 seeds", "[gpu]") {
   for (int seed = 1; seed <= 20; ++seed) {
     CAPTURE(seed);
-    const std::vector<std::string> common = {"--law", "reference", "--cases", "10", "--seed", std::to_string(seed),
+    const std::vector<std::string> common = {"--law", "reference", "--cases", "30", "--seed", std::to_string(seed),
                                              "--no-progress", "--regressions", no_regressions()};
     std::vector<std::string> bad = {"check", "--plugin", plugin_path("plugin_cuda_other_stream")};
     bad.insert(bad.end(), common.begin(), common.end());
