@@ -28,9 +28,8 @@ Executor::Executor(const fc_kernel* k) : k_(k) {}
 
 std::string Executor::init() {
   if (!on_cuda()) return "";
-  if (std::string e = stage_.init(0); !e.empty()) return e;
   has_second_ = DeviceStage::count() >= 2 && second_.init(1).empty();  // no second GPU: every call on device 0
-  return "";
+  return stage_.init(0);  // last: device 0 stays current
 }
 
 namespace {
