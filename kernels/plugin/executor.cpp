@@ -39,10 +39,11 @@ thread_local bool probing_now = false;
 bool probing_supports() { return probing_now; }
 
 namespace {
-bool producer_allowed = true;
+bool producer_allowed_now = true;
 }  // namespace
 
-void allow_producer(bool yes) { producer_allowed = yes; }
+void allow_producer(bool yes) { producer_allowed_now = yes; }
+bool producer_allowed() { return producer_allowed_now; }
 
 namespace {
 uint64_t call_hash(const CallPlan& plan) {
@@ -53,7 +54,7 @@ uint64_t call_hash(const CallPlan& plan) {
 }
 }  // namespace
 
-bool producer_call(const CallPlan& plan) { return producer_allowed && (call_hash(plan) >> 7) % 2 == 1; }
+bool producer_call(const CallPlan& plan) { return producer_allowed_now && (call_hash(plan) >> 7) % 2 == 1; }
 bool second_gpu_call(const CallPlan& plan) {
   CallPlan shape = plan;  // the problem alone: supports(), forward and backward of a case share the device
   shape.problem.config = 0, shape.problem.probing = 0, shape.backward = 0;

@@ -57,6 +57,7 @@ bool producer_call(const CallPlan& plan);
 // turns it off (capi.cpp): its frameworks run on streams of their own (JAX has no way to wait on a
 // foreign stream), so their calls are ordered by the upload's synchronisation instead.
 void allow_producer(bool yes);
+bool producer_allowed();
 // Whether a CUDA call of this plan runs on the second GPU when there is one: another half of the
 // problems, by another bit of the same hash. Its tensors are on device 1 (DLDevice device_id 1), its
 // stream is device 1's and device 1 is current: a kernel that launches on device 0 whatever its
