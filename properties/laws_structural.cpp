@@ -91,14 +91,15 @@ bool deterministic_mode(const Kernel& k, const Config& cfg) {
 // state the previous call left (which of two orders a reduction's tiles arrive in, a counter, the
 // scheduler's queue) repeats its pattern when the same call runs back to back, and shows when one
 // call of another row count came in between. The problem: one row of one head (the case's d, dtype,
-// mask), else the case's with a query row more or fewer; none when the kernel claims neither.
+// mask), else the case's with a query row more or fewer, else with one batch element more (a kernel
+// that declares its lengths); none when the kernel claims none of them.
 std::optional<Inputs> interlude(const Kernel& k, const Case& c, bool bwd) {
   const Problem& p = c.in.p;
   Problem one = p;
   one.batch = one.heads_q = one.heads_kv = one.n_q = 1;
-  Problem more = p, fewer = p;
-  ++more.n_q, --fewer.n_q;
-  for (const Problem& q : {one, more, fewer}) {
+  Problem more = p, fewer = p, wider = p;
+  ++more.n_q, --fewer.n_q, ++wider.batch;
+  for (const Problem& q : {one, more, fewer, wider}) {
     if (q.varlen || q.n_q < 1 || !claims(k, q)) continue;
     Inputs in;
     in.p = q;
