@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <optional>
+#include <utility>
 #include <random>
 
 #include "kernels/hostile.hpp"
@@ -57,51 +58,54 @@ std::string judged(const Kernel& k, const Inputs& in, const Config& cfg, bool bw
   return msg.empty() ? "" : fmt::format("the same problem {}: {}", what, msg);
 }
 
+// One interlude per case, by its seed: other data (a third), other strides or layout (a third, where
+// the kernel takes another), another dtype (a third, where it claims one); other data where the drawn
+// one is not available. A case costs three calls and at most one certified reference.
 std::string law_consecutive_calls(const Kernel& k, const Case& c) {
   const bool bwd = has_backward(k, c);
   const Config& cfg = c.cfg;
   const Run a = execute(k, c.in, cfg, bwd);
   if (!a.error.empty()) return a.error;
-  // 1. Other data, the same shape and layout.
-  if (const Run x = execute(k, other_data(c.in, c.aux), cfg, bwd); !x.error.empty())
-    return "the same problem on other data: " + x.error;
-  if (std::string m = again(k, c, cfg, a, bwd, "on other data of its shape"); !m.empty()) return m;
-  // 2. Other strides: a kernel that takes strided inputs gets the case's values in a strided view (gaps
+  const uint64_t pick = c.aux % 3;
+  // Other strides: a kernel that takes strided inputs gets the case's values in a strided view (gaps
   // NaN); a plugin or Python kernel, which lays out its own tensors, the next layout it accepts.
-  {
-    std::string what;
-    std::optional<Inputs> strided;
-    std::optional<LayoutShift> shift;
-    if (k.info.variants.strides) {
-      Rng rng(c.aux + 1);
-      Inputs s = c.in;
-      for (HostTensor* t : {&s.q, &s.k, &s.v, &s.d_o})
-        if (!t->shape.empty()) *t = draw_strided(*t, rng, &what), what += "; ";
-      if (claims(k, s)) strided = std::move(s), what = "in strides " + what;
-    } else if (k.info.external) {
-      for (int by = 1; by <= 2 && !strided; ++by) {
-        shift.emplace(by);
-        if (claims(k, c.in)) strided = c.in, what = fmt::format("in another layout (rotated by {})", by);
-        else shift.reset();
-      }
+  if (pick == 1 && k.info.variants.strides) {
+    Rng rng(c.aux + 1);
+    Inputs s = c.in;
+    std::string how;
+    for (auto [name, t] : {std::pair{"q", &s.q}, std::pair{"k", &s.k}, std::pair{"v", &s.v}, std::pair{"d_o", &s.d_o}}) {
+      if (t->shape.empty()) continue;
+      how += fmt::format("{}{} ", how.empty() ? "" : "; ", name);
+      *t = draw_strided(*t, rng, &how);
     }
-    if (strided) {
-      if (std::string m = judged(k, *strided, cfg, bwd, what); !m.empty()) return m;
-      shift.reset();
-      if (std::string m = again(k, c, cfg, a, bwd, what); !m.empty()) return m;
+    if (claims(k, s)) {
+      const std::string what = "in strided views (" + how + ")";
+      if (std::string m = judged(k, s, cfg, bwd, what); !m.empty()) return m;
+      return again(k, c, cfg, a, bwd, what);
     }
   }
-  // 3. Another dtype of the same shape (the first the kernel claims it in).
+  if (pick == 1 && k.info.external)
+    for (int by = 1; by <= 2; ++by) {
+      std::optional<LayoutShift> shift(std::in_place, by);
+      if (!claims(k, c.in)) continue;
+      const std::string what = fmt::format("in another layout (rotated by {})", by);
+      if (std::string m = judged(k, c.in, cfg, bwd, what); !m.empty()) return m;
+      shift.reset();
+      return again(k, c, cfg, a, bwd, what);
+    }
+  // Another dtype of the same shape (the first the kernel claims it in).
   for (DType t : k.info.dtypes) {
-    if (t == c.in.p.dtype) continue;
+    if (pick != 2 || t == c.in.p.dtype) continue;
     const std::optional<Inputs> other = in_dtype(k, c.in, t);
     if (!other) continue;
     const std::string what = fmt::format("in {}", dtype_name(t));
     if (std::string m = judged(k, *other, cfg, bwd, what); !m.empty()) return m;
-    if (std::string m = again(k, c, cfg, a, bwd, what); !m.empty()) return m;
-    break;
+    return again(k, c, cfg, a, bwd, what);
   }
-  return "";
+  // Other data, the same shape and layout.
+  if (const Run x = execute(k, other_data(c.in, c.aux), cfg, bwd); !x.error.empty())
+    return "the same problem on other data: " + x.error;
+  return again(k, c, cfg, a, bwd, "on other data of its shape");
 }
 
 }  // namespace
