@@ -19,6 +19,7 @@
 #include "io/errors.hpp"
 #include "kernels/plugin/backend.hpp"
 #include "kernels/plugin/dl_copy.hpp"
+#include "kernels/plugin/executor.hpp"
 #include "kernels/plugin/subject.hpp"
 #include "kernels/plugin/worker.hpp"
 #include "kernels/plugin/worker_proto.hpp"
@@ -71,6 +72,7 @@ extern "C" int flashcheck_run(const fc_kernel* kernel, const char* const* worker
                               size_t error_size) {
   using namespace fc;
   put_error(error, error_size, "");
+  plugin::allow_producer(false);  // an embedder's kernel runs on its framework's streams (executor.hpp)
   try {
     if (!kernel && (!worker_argv || !worker_argv[0])) throw cli::UsageError("neither a kernel nor a worker command");
     std::vector<std::string> worker;
@@ -124,6 +126,7 @@ extern "C" int flashcheck_serve(const fc_kernel* kernel, const char* load_error)
     std::fprintf(stderr, "flashcheck_serve: not started as a worker by flashcheck_run\n");
     return 2;
   }
+  fc::plugin::allow_producer(false);  // as flashcheck_run's: the embedder's framework picks its streams
   try {
     return fc::plugin::serve(kernel, kernel ? "" : load_error && *load_error ? load_error : "no kernel to serve");
   } catch (...) {

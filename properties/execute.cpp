@@ -1,5 +1,6 @@
 #include "properties/execute.hpp"
 
+#include "kernels/hostile.hpp"
 #include "properties/laws.hpp"
 #include "reference/gpu/oracle_select.hpp"
 #include "reference/inputs64.hpp"
@@ -30,8 +31,12 @@ Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward)
                     in.p.varlen ? " varlen" : "", in.strided() ? " strided" : ""));
   Run r;
   const Problem& p = in.p;
+  // The kernel reads hostile memory: NaN in every byte it must not read (kernels/hostile.hpp).
+  const bool poisoned = has_poisonable(in);
+  const Inputs hostile = poisoned ? poison(in) : Inputs{};
+  const Inputs& given = poisoned ? hostile : in;
   try {
-    r.out = run_forward(k, in, cfg);
+    r.out = run_forward(k, given, cfg);
     if (!backward || !in.has_d_o() || !k.backward) return r;
     if (!k.info.writes_lse) {
       const ref::Certified c = certify(in);
@@ -40,7 +45,7 @@ Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward)
     r.out.d_q = HostTensor(p.dtype, shape_q(p));
     r.out.d_k = HostTensor(p.dtype, shape_kv(p));
     r.out.d_v = HostTensor(p.dtype, shape_v(p));
-    k.backward(in, cfg, r.out);
+    k.backward(given, cfg, r.out);
   } catch (const std::exception& e) {
     r.error = fmt::format("{} failed: {}\n", k.info.name, e.what());
   }

@@ -54,6 +54,7 @@ const std::vector<Law>& laws() {
     add_hull_laws(t);
     add_metamorphic_laws(t);
     add_structural_laws(t);
+    add_hostile_laws(t);
     add_softmax_laws(t);
     add_large_laws(t);  // last: one huge case per run
     return t;

@@ -67,6 +67,7 @@ void add_order_laws(std::vector<Law>& out);        // laws_order.cpp
 void add_hull_laws(std::vector<Law>& out);         // laws_hull.cpp
 void add_large_laws(std::vector<Law>& out);        // laws_large.cpp
 void add_variant_laws(std::vector<Law>& out);      // laws_variants.cpp, laws_window.cpp
+void add_hostile_laws(std::vector<Law>& out);      // laws_hostile.cpp
 
 // Helpers shared by the law files.
 // The same bits, element by element ("" or the first element that differs).
@@ -84,5 +85,10 @@ std::string agree(const Problem& p, const char* name, const HostTensor& a, const
 std::string within(const Problem& p, const char* name, const std::vector<double>& got,
                    const std::vector<double>& expected, const std::vector<double>& bound, DType dt);
 bool has_backward(const Kernel& k, const Case& c);
+struct Run;
+// Two runs of case c (in cfg) that must agree: the first output of b that differs from a's (o and lse
+// by their bits; the gradients of a backward that declares atomic reductions, and no deterministic mode
+// for c's config, by the reordering tolerance), or "" (laws_structural.cpp).
+std::string repeat_difference(const Kernel& k, const Case& c, const Config& cfg, const Run& a, const Run& b, bool bwd);
 
 }  // namespace fc::props

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <tuple>
 
@@ -121,6 +122,35 @@ std::string first_difference(const Problem& p, const Outputs& a, const Outputs& 
   return "";
 }
 
+// A call on another problem, made between two runs of the case: a race whose outcome depends on the
+// state the previous call left (which of two orders a reduction's tiles arrive in, a counter, the
+// scheduler's queue) repeats its pattern when the same call runs back to back, and shows when one
+// call of another row count came in between. The problem: one row of one head (the case's d, dtype,
+// mask), else the case's with a query row more or fewer, else with one batch element more (a kernel
+// that declares its lengths); none when the kernel claims none of them.
+std::optional<Inputs> interlude(const Kernel& k, const Case& c, bool bwd) {
+  const Problem& p = c.in.p;
+  Problem one = p;
+  one.batch = one.heads_q = one.heads_kv = one.n_q = 1;
+  Problem more = p, fewer = p, wider = p;
+  ++more.n_q, --fewer.n_q, ++wider.batch;
+  for (const Problem& q : {one, more, fewer, wider}) {
+    if (q.varlen || q.n_q < 1 || !claims(k, q)) continue;
+    Inputs in;
+    in.p = q;
+    in.q = HostTensor(q.dtype, shape_q(q));
+    in.k = HostTensor(q.dtype, shape_kv(q));
+    in.v = HostTensor(q.dtype, shape_v(q));
+    if (bwd) in.d_o = HostTensor(q.dtype, shape_o(q));
+    std::mt19937_64 rng(c.aux ^ 0x9e3779b97f4a7c15ull);
+    for (HostTensor* t : {&in.q, &in.k, &in.v, &in.d_o})
+      for (int64_t x = 0; !t->shape.empty() && x < t->numel(); ++x) t->set(x, double(int64_t(rng() % 5) - 2));
+    if (p.alibi) in.alibi_slopes = c.in.alibi_slopes;
+    if (validate(in).empty() && claims(k, in)) return in;
+  }
+  return std::nullopt;
+}
+
 // Judged by what the kernel declares: a declared deterministic mode for the case's tiles and splits
 // runs kModeRepeats times, bitwise; a backward that declares atomic reductions sums the same gradient
 // terms in another order on each run, so its gradients are held to the reordering tolerance
@@ -146,13 +176,26 @@ std::string law_determinism(const Kernel& k, const Case& c) {
   }
   Config cfg = c.cfg;
   cfg.deterministic = !k.info.atomic_backward;  // an atomic backward is judged in its atomic configuration
-  const Run a = execute(k, c.in, cfg, bwd), b = execute(k, c.in, cfg, bwd);
-  if (!a.error.empty() || !b.error.empty()) return a.error + b.error;
-  if (bwd && k.info.atomic_backward) {
+  const bool reorders = bwd && k.info.atomic_backward;
+  auto differ = [&](const Run& a, const Run& b) {
+    if (!reorders) return first_difference(c.in.p, a.out, b.out, nullptr);
     const GradientTolerance tol = gradient_order_difference(k, c.in, cfg, a.out, b.out);
     return first_difference(c.in.p, a.out, b.out, &tol);
-  }
-  return first_difference(c.in.p, a.out, b.out, nullptr);
+  };
+  // Three runs: the second right after the first, the third after a call on another problem
+  // (interlude); each held to the first.
+  const Run a = execute(k, c.in, cfg, bwd), b = execute(k, c.in, cfg, bwd);
+  if (!a.error.empty() || !b.error.empty()) return a.error + b.error;
+  if (std::string msg = differ(a, b); !msg.empty()) return msg;
+  const std::optional<Inputs> other = interlude(k, c, bwd);
+  if (!other) return "";
+  if (const Run x = execute(k, *other, cfg, bwd); !x.error.empty()) return x.error;
+  const Run r = execute(k, c.in, cfg, bwd);
+  if (!r.error.empty()) return r.error;
+  const std::string msg = differ(a, r);
+  return msg.empty() ? ""
+                     : fmt::format("after a call on another problem (batch={} heads_q={} n_q={}): {}", other->p.batch,
+                                   other->p.heads_q, other->p.n_q, msg);
 }
 
 std::string law_nan_blast(const Kernel& k, const Case& c) {
@@ -205,6 +248,16 @@ std::string law_nan_blast(const Kernel& k, const Case& c) {
 }
 
 }  // namespace
+
+std::string repeat_difference(const Kernel& k, const Case& c, const Config& cfg, const Run& a, const Run& b, bool bwd) {
+  // A backward that declares atomic reductions (and offers no deterministic mode for this config) sums
+  // the same gradient terms in another order on each run: its gradients are held to the reordering
+  // tolerance (docs/ERROR_MODEL.md, "Atomic reductions"), o and lse still to their bits.
+  if (!(bwd && k.info.atomic_backward && !deterministic_mode(k, c.cfg)))
+    return first_difference(c.in.p, a.out, b.out, nullptr);
+  const GradientTolerance tol = gradient_order_difference(k, c.in, cfg, a.out, b.out);
+  return first_difference(c.in.p, a.out, b.out, &tol);
+}
 
 void add_structural_laws(std::vector<Law>& out) {
   using R = Regime;

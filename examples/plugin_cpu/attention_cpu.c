@@ -8,7 +8,8 @@
  *   flashcheck check --plugin build/libattention_cpu.so
  *
  * FC_FAULT (a compile definition) plants one bug, for flashcheck's own tests of its plugin path; the
- * faults fire only when n_k > 3, so each minimal counterexample has n_k = 4. */
+ * faults fire only when n_k > 3, so each minimal counterexample has n_k = 4 (LAYOUT_CACHE, a cache of
+ * strides by shape, fires on any call after the first of a shape). */
 #include <flashcheck/plugin.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +20,7 @@
 #ifndef FC_NAME
 #define FC_NAME "example_cpu"
 #endif
-enum { NONE, SEGV, ABORT, HANG, ERROR, STRIDES, CAUSAL, EXIT, OOB };
+enum { NONE, SEGV, ABORT, HANG, ERROR, STRIDES, CAUSAL, EXIT, OOB, LAYOUT_CACHE };
 #ifndef FC_FAULT
 #define FC_FAULT NONE
 #endif
@@ -46,11 +47,44 @@ enum { DQ_NONE, DQ_ATOMIC, DQ_ATOMIC_HIDDEN, DQ_MODE, DQ_MODE_RARE };
 static char error_text[256];
 static const char *last_error(void) { return error_text; }
 
+/* FC_FAULT LAYOUT_CACHE: a plan cached per problem (its fc_problem, the tensor's dtype and shape),
+ * strides included: the strides of the first tensor seen of each (problem, shape), reused for every later call
+ * of that problem whatever its tensors' strides (as kernels that build TMA descriptors or launch plans
+ * per problem do). The cache holds 256 entries, then stops caching. */
+typedef struct {
+  fc_problem problem;
+  DLDataType dtype;
+  int ndim, has_strides;
+  int64_t shape[4], strides[4];
+} layout_entry;
+static layout_entry layout_cache[256];
+static int layout_cached;
+static fc_problem current_problem; /* the call's problem, set by forward and backward */
+
+static const int64_t *cached_strides(const DLTensor *t) {
+  for (int x = 0; x < layout_cached; ++x) {
+    const layout_entry *e = &layout_cache[x];
+    if (e->ndim == t->ndim && memcmp(&e->problem, &current_problem, sizeof current_problem) == 0 &&
+        e->dtype.code == t->dtype.code && e->dtype.bits == t->dtype.bits &&
+        memcmp(e->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim) == 0)
+      return e->has_strides ? e->strides : NULL;
+  }
+  if (layout_cached < 256 && t->ndim <= 4) {
+    layout_entry *e = &layout_cache[layout_cached++];
+    e->problem = current_problem, e->dtype = t->dtype;
+    e->ndim = t->ndim, e->has_strides = t->strides != NULL;
+    memcpy(e->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    if (t->strides) memcpy(e->strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+  }
+  return t->strides;
+}
+
 /* Element (i0, i1, i2, i3) of a rank-3 or rank-4 tensor, honouring its strides (NULL: compact). */
 static int64_t offset_of(const DLTensor *t, const int64_t *idx) {
   int64_t off = 0, stride = 1;
+  const int64_t *strides = FC_FAULT == LAYOUT_CACHE ? cached_strides(t) : t->strides;
   for (int a = t->ndim - 1; a >= 0; --a) {
-    const int64_t s = (t->strides && FC_FAULT != STRIDES) ? t->strides[a] : stride;
+    const int64_t s = (strides && FC_FAULT != STRIDES) ? strides[a] : stride;
     off += idx[a] * s;
     stride *= t->shape[a];
   }
@@ -244,6 +278,7 @@ static int fault(const fc_problem *p) {
 
 static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) {
   (void)stream;
+  current_problem = *p;
   const DLTensor *const ts[5] = {&a->q, &a->k, &a->v, &a->o, &a->lse};
   if (!compact_all(ts, 5)) return snprintf(error_text, sizeof error_text, "a non-compact tensor reached forward"), 1;
   if (fault(p)) return 1;
@@ -307,6 +342,7 @@ static void dq_sum(const fc_problem *p, const head *t, int64_t i, const double *
  * with o and P recomputed in double; d_k and d_v sum over the query heads of their kv head. */
 static int backward(const fc_problem *p, const fc_backward_args *g, void *stream) {
   (void)stream;
+  current_problem = *p;
   const fc_forward_args *a = &g->fwd;
   const DLTensor *const ts[9] = {&a->q, &a->k, &a->v, &a->o, &a->lse, &g->d_o, &g->d_q, &g->d_k, &g->d_v};
   if (!compact_all(ts, 9)) return snprintf(error_text, sizeof error_text, "a non-compact tensor reached backward"), 1;

@@ -7,7 +7,11 @@
 //   flashcheck check --plugin build/libattention_cuda.so
 //
 // FC_FAULT=ILLEGAL (a compile definition) plants an illegal address for n_k > 3, for flashcheck's own
-// test that a broken CUDA context is a failing case and the suite goes on.
+// test that a broken CUDA context is a failing case and the suite goes on. FC_FAULT=OTHER_STREAM
+// launches on a stream of its own instead of the one it is given, unordered with the work before the
+// call (a producer race: the hostile harness's producer mode writes the inputs on the given stream).
+// FC_FAULT=DEVICE0 makes device 0 current before it launches, whatever device its tensors and stream
+// are on (the suite's second-GPU calls put them on device 1: the launch fails there).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <flashcheck/plugin.h>
@@ -20,6 +24,8 @@
 #endif
 #define NONE 0
 #define ILLEGAL 1
+#define OTHER_STREAM 2
+#define DEVICE0 3
 #ifndef FC_FAULT
 #define FC_FAULT NONE
 #endif
@@ -115,7 +121,13 @@ void launch(const fc_problem* p, const fc_forward_args* a, cudaStream_t stream) 
 }
 
 int forward(const fc_problem* p, const fc_forward_args* a, void* stream) {
-  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (FC_FAULT == OTHER_STREAM) {  // the planted bug: a stream of its own, never waiting on the caller's
+    static cudaStream_t own = nullptr;
+    if (!own && cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking) != cudaSuccess) own = nullptr;
+    if (own) s = own;
+  }
+  if (FC_FAULT == DEVICE0) cudaSetDevice(0);  // the planted bug: device 0 made current, whatever the tensors say
   if (is(a->q.dtype, kDLFloat, 16)) launch<__half>(p, a, s);
   if (is(a->q.dtype, kDLBfloat, 16)) launch<__nv_bfloat16>(p, a, s);
   if (is(a->q.dtype, kDLFloat, 32)) launch<float>(p, a, s);

@@ -2,9 +2,13 @@
 // the visible-key range, the K/V gather, the problem it reads or the finalisation.
 #include "kernels/mutants/variant_faulty.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "kernels/cpu/cpu_kernels.hpp"
 #include "kernels/cpu/glue.hpp"
@@ -64,7 +68,8 @@ bool wide_exp(F f, const Inputs& in) {
 // cpu_tiled's fa2_forward_head with faulty_keys for keys(), the exp Exp, and the ZeroKeysNaN
 // finalisation.
 template <class T, class A, class Exp>
-void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, const cpu::Tiling& t, T* o, double* lse) {
+void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, const cpu::Tiling& t, T* o, double* lse,
+                  double* m_work = nullptr, double* l_work = nullptr) {
   using L = cpu::Soft<A>;
   using cpu::cvt;
   const Exp exp_fn;
@@ -74,6 +79,8 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
     const int64_t i1 = std::min<int64_t>(i0 + t.block_m, h.n_q), rows = i1 - i0;
     std::vector<L> m(size_t(rows), rules::neg_inf<L>());            // (kBlockM)
     std::vector<L> l(size_t(rows), L(0));                           // (kBlockM)
+    for (int64_t r = 0; l_work && r < rows; ++r)  // StaleRowSums: the running state is not reset
+      m[size_t(r)] = L(m_work[i0 + r]), l[size_t(r)] = L(l_work[i0 + r]);
     std::vector<A> acc(size_t(rows * d), A(0.0f));                  // (kBlockM, d_v)
     std::vector<L> s(size_t(std::min<int64_t>(t.block_n, h.n_k)));  // (kBlockN)
     const KeyRange blk = {keys(i0).begin, keys(i1 - 1).end};
@@ -112,6 +119,7 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
       const L inv = f == F::ZeroKeysNaN && h.n_k == 0 ? L(1) / l[size_t(r)] : rules::inv_l(l[size_t(r)]);
       for (int64_t c = 0; c < d; ++c) o[(i0 + r) * d + c] = cvt<T>(cvt<L>(acc[size_t(r * d + c)]) * inv);
       lse[i0 + r] = double(rules::finalize_lse(m[size_t(r)], l[size_t(r)], cpu::Log{}));
+      if (l_work) m_work[i0 + r] = double(m[size_t(r)]), l_work[i0 + r] = double(l[size_t(r)]);
     }
   }
 }
@@ -149,6 +157,97 @@ Inputs read_with_page_128(const Inputs& in) {
   return u;
 }
 
+// StrideGapRead: each row of a strided tensor's innermost axis gains 0 * (the storage element one
+// step past its last element) on that last element, where that element is a gap.
+HostTensor with_gap_read(const HostTensor& t) {
+  if (t.is_compact() || t.shape.empty() || t.numel() == 0) return t;
+  std::vector<bool> used(t.bytes.size() / size_t(dtype_size(t.dtype)), false);
+  for (int64_t i = 0; i < t.numel(); ++i) used[size_t(t.storage_index(i))] = true;
+  HostTensor out = t.contiguous(), gap = t;
+  gap.shape = {int64_t(used.size())}, gap.strides.clear(), gap.offset = 0;  // the storage as a flat tensor
+  const int64_t w = t.shape.back(), step = t.strides.back();
+  for (int64_t last = w - 1; last < t.numel(); last += w) {
+    const int64_t next = t.storage_index(last) + step;
+    if (next < 0 || next >= int64_t(used.size()) || used[size_t(next)]) continue;
+    out.set(last, out.get(last) + 0.0 * gap.get(next));
+  }
+  return out;
+}
+
+// PageTailRead: the slots of each sequence's last page past its end, 0 * their values added to the
+// sequence's last key (k and v).
+Inputs with_tail_read(const Inputs& in) {
+  const Problem& p = in.p;
+  const Seqs seqs = in.seqs();
+  Inputs r = in;
+  r.k = in.k.contiguous(), r.v = in.v.contiguous();
+  const int64_t dv = head_dim_v(p);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t n = seq_n_k(p, seqs, b);
+    if (n == 0 || n % p.page_size == 0) continue;
+    const int64_t page = seqs.page_table[b * p.pages_per_seq + (n - 1) / p.page_size];
+    const int64_t last = page * p.page_size + (n - 1) % p.page_size;
+    for (int64_t slot = last + 1; slot < (page + 1) * p.page_size; ++slot)
+      for (int64_t h = 0; h < p.heads_kv; ++h) {
+        for (int64_t c = 0; c < p.d; ++c) {
+          const int64_t at = (last * p.heads_kv + h) * p.d + c;
+          r.k.set(at, r.k.get(at) + 0.0 * in.k.get((slot * p.heads_kv + h) * p.d + c));
+        }
+        for (int64_t c = 0; c < dv; ++c) {
+          const int64_t at = (last * p.heads_kv + h) * dv + c;
+          r.v.set(at, r.v.get(at) + 0.0 * in.v.get((slot * p.heads_kv + h) * dv + c));
+        }
+      }
+  }
+  return r;
+}
+
+// The problem's sizes, without its dtype, mask or strides: the key LayoutByShape and StaleRowSums
+// cache under.
+std::string size_key(const Problem& p) {
+  return fmt::format("{} {} {} {} {} {} {} {} {} {}", p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, head_dim_v(p),
+                     p.total_q, p.total_k, p.page_size);
+}
+
+std::mutex cache_mutex;  // LayoutByShape's and StaleRowSums' caches (the audit calls kernels from many threads)
+
+// LayoutByShape: the first call of a size key records q, k, v's strides and offsets; a later call of
+// that key reads its storage through them (an element they put outside the storage reads 0).
+HostTensor through(const HostTensor& t, const std::vector<int64_t>& strides, int64_t offset) {
+  HostTensor v = t;
+  v.strides = strides, v.offset = offset;
+  if (v.strides.size() != v.shape.size() && !v.strides.empty()) return HostTensor(t.dtype, t.shape);
+  if (!v.strides.empty() && !v.strides_in_bounds()) return HostTensor(t.dtype, t.shape);
+  if (v.strides.empty() && t.bytes.size() < size_t(t.numel() * dtype_size(t.dtype))) return HostTensor(t.dtype, t.shape);
+  if (v.strides.empty()) {  // compact strides over a strided storage: its first elements, row-major
+    HostTensor out(t.dtype, t.shape);
+    std::memcpy(out.bytes.data(), t.bytes.data(), out.bytes.size());
+    return out;
+  }
+  return v;
+}
+
+Inputs with_cached_layout(const Inputs& in) {
+  struct Layout {
+    std::vector<int64_t> strides[3];
+    int64_t offset[3] = {0, 0, 0};
+  };
+  static std::map<std::string, Layout> cache;
+  const std::lock_guard<std::mutex> lock(cache_mutex);
+  const std::string key = size_key(in.p);
+  Inputs r = in;
+  HostTensor* ts[3] = {&r.q, &r.k, &r.v};
+  const auto it = cache.find(key);
+  if (it == cache.end()) {
+    Layout l;
+    for (int x = 0; x < 3; ++x) l.strides[x] = ts[x]->strides, l.offset[x] = ts[x]->offset;
+    cache.emplace(key, std::move(l));
+    return r;
+  }
+  for (int x = 0; x < 3; ++x) *ts[x] = through(*ts[x], it->second.strides[x], it->second.offset[x]);
+  return r;
+}
+
 // The inputs as the faulty kernel reads them.
 Inputs as_read(F f, const Inputs& in) {
   Inputs r = in;
@@ -156,6 +255,9 @@ Inputs as_read(F f, const Inputs& in) {
   if (f == F::AlibiForcesCausal && in.p.alibi && in.p.mask == Mask::None) r.p.mask = Mask::CausalBottomRight;
   if (f == F::StridesIgnored) r.q = as_if_contiguous(in.q), r.k = as_if_contiguous(in.k), r.v = as_if_contiguous(in.v);
   if (f == F::PageSize128 && is_paged(in.p) && in.p.page_size != 128) r = read_with_page_128(r);
+  if (f == F::StrideGapRead) r.q = with_gap_read(in.q), r.k = with_gap_read(in.k), r.v = with_gap_read(in.v);
+  if (f == F::PageTailRead && is_paged(in.p)) r = with_tail_read(r);
+  if (f == F::LayoutByShape) r = with_cached_layout(r);
   return r;
 }
 
@@ -164,15 +266,30 @@ void faulty_forward(F f, const Inputs& given, const cpu::Tiling& t, Outputs& out
   const Inputs in = as_read(f, given);
   const Problem& p = in.p;
   const Seqs seqs = in.seqs();
+  // StaleRowSums: one running max m and sum l per (sequence, head, row) of the shape, kept from call to
+  // call (m from -inf, l from 0 when allocated).
+  static std::map<std::string, std::vector<double>> sums;
+  std::unique_lock<std::mutex> lock(cache_mutex, std::defer_lock);
+  std::vector<double>* work = nullptr;
+  if (f == F::StaleRowSums) {
+    lock.lock();
+    const size_t rows = size_t(int64_t(p.batch) * p.heads_q * p.n_q);
+    auto [it, fresh] = sums.try_emplace(size_key(p), 2 * rows, 0.0);
+    if (fresh) std::fill(it->second.begin(), it->second.begin() + std::ptrdiff_t(rows), -INFINITY);
+    work = &it->second;
+  }
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h) {
+      const int64_t row0 = (b * p.heads_q + h) * p.n_q, rows = int64_t(p.batch) * p.heads_q * p.n_q;
+      double* m_work = work ? work->data() + row0 : nullptr;
+      double* l_work = work ? work->data() + rows + row0 : nullptr;
       const cpu::WideHead<A> wide = cpu::widen_head<A, T>(in, b, h);
       std::vector<T> o_h(size_t(wide.n_q * wide.d_v));  // (n_q, d_v)
       std::vector<double> lse_h(size_t(wide.n_q));      // (n_q)
       if (wide_exp(f, given))
         forward_head<T, A, WideExp>(f, wide.view(), p.n_q, p.n_k, t, o_h.data(), lse_h.data());
       else
-        forward_head<T, A, cpu::Exp>(f, wide.view(), p.n_q, p.n_k, t, o_h.data(), lse_h.data());
+        forward_head<T, A, cpu::Exp>(f, wide.view(), p.n_q, p.n_k, t, o_h.data(), lse_h.data(), m_work, l_work);
       for (int64_t i = 0; i < wide.n_q; ++i) {
         cpu::write_row<T>(out.o, q_row(p, seqs, b, h, i), wide.d_v, o_h.data() + i * wide.d_v);
         out.lse.set(lse_index(p, seqs, b, h, i), lse_h[size_t(i)]);
@@ -255,6 +372,16 @@ void register_variant_mutants(std::vector<Kernel>& out) {
        "fp32: the window applied after the row max, so keys of the tile only the window hides join it"},
       {F::SoftcapTinyZero, "mutant_softcap_tiny_zero",
        "softcap's tanh flushes |s/c| < 2^-40 to 0: right near the scores, every score 0 at a huge cap"},
+      {F::StrideGapRead, "mutant_reads_stride_gap",
+       "a vector load reads one element past each row of a strided q, k or v and weighs it by 0: NaN leaks from a gap"},
+      {F::PageTailRead, "mutant_reads_page_tail",
+       "each sequence's last page read whole, its slots past the sequence's end weighted by 0: NaN leaks from the tail"},
+      {F::LayoutByShape, "mutant_layout_by_shape",
+       "q, k, v strides cached by the problem's sizes: a later call of those sizes in other strides reads through "
+       "the first call's"},
+      {F::StaleRowSums, "mutant_stale_row_sums",
+       "the rows' running max and sum kept in a per-shape workspace reset once: a second call of a shape starts "
+       "from the first's"},
   };
   for (const Row& r : rows) out.push_back(make_variant_faulty_kernel(r.fault, r.name, r.description));
 }

@@ -1,6 +1,9 @@
 #include "kernels/plugin/abi_map.hpp"
 
+#include "kernels/hostile.hpp"
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
@@ -91,6 +94,63 @@ void check_tensor(const Slot& s, const HostTensor& t, int32_t id) {
     throw std::logic_error(fmt::format("abi_map: {} has {} elements, the plan {}", slot_name(id), t.numel(), n));
 }
 
+
+// The logical coordinates of a slot's element with row-major index e, "(i0, i1, ...)".
+std::string coords(const Slot& s, int64_t e) {
+  std::vector<int64_t> x(size_t(s.ndim));
+  for (int i = s.ndim - 1; i >= 0; --i) x[size_t(i)] = s.shape[i] > 0 ? e % s.shape[i] : 0, e /= std::max<int64_t>(s.shape[i], 1);
+  return fmt::format("({})", fmt::join(x, ", "));
+}
+
+int64_t numel_of(const Slot& s) {
+  int64_t n = 1;
+  for (int i = 0; i < s.ndim; ++i) n *= s.shape[i];
+  return n;
+}
+
+// One line naming the tensor and the element next to a stray byte the kernel wrote: past an output's
+// last element (its element index), before its first, in the gaps of its strided span (after which
+// element), into an input, or outside every tensor. The guards: kGuard bytes after every tensor, and
+// before every tensor but the arena's first the previous one's guard and alignment padding.
+std::string bytes_text(uint64_t n) { return fmt::format("{} byte{}", n, n == 1 ? "" : "s"); }
+
+std::string stray_write(const CallPlan& plan, uint64_t bad) {
+  for (int32_t id = 0; id < kSlots; ++id) {  // inside a span first
+    const Slot& s = plan.slot[id];
+    if (!s.present || bad < s.offset || bad >= s.offset + s.span) continue;
+    if (!is_output(plan, id)) return fmt::format("the kernel modified its input {}", slot_name(id));
+    // The row whose start is the last at or before `bad`: the byte lies in the gap after its last element.
+    int64_t last = -1;
+    uint64_t end = 0;
+    for_rows(s, [&](uint64_t at, int64_t bytes, int64_t from) {
+      if (bytes > 0 && at <= bad && at + uint64_t(bytes) > end)
+        end = at + uint64_t(bytes), last = (from + bytes) / elem_size(s) - 1;
+    });
+    if (last < 0) return fmt::format("the kernel wrote into the gaps of {} (byte {} of its strided span)", slot_name(id), bad - s.offset);
+    return fmt::format("the kernel wrote into the gaps between the elements of {}: {} after its element {} "
+                       "(byte {} of its strided span)",
+                       slot_name(id), bytes_text(bad - end + 1), coords(s, last), bad - s.offset);
+  }
+  for (int pass = 0; pass < 2; ++pass)  // outputs first: a byte between two tensors is charged to the output
+    for (int32_t id = 0; id < kSlots; ++id) {
+      const Slot& s = plan.slot[id];
+      if (!s.present || (pass == 0) != is_output(plan, id)) continue;
+      const int64_t es = elem_size(s);
+      if (bad >= s.offset + s.span && bad < s.offset + s.span + kGuard) {
+        const uint64_t past = bad - s.offset - s.span;
+        return fmt::format("the kernel wrote {} past the end of {}: its element {} ({} past its last, {})",
+                           bytes_text(past + 1), slot_name(id), numel_of(s) + int64_t(past) / es, int64_t(past) / es + 1,
+                           numel_of(s) > 0 ? "whose index is " + std::to_string(numel_of(s) - 1) : "it has none");
+      }
+      if (is_output(plan, id) && bad < s.offset && bad + kGuard >= s.offset) {
+        const uint64_t before = s.offset - bad;
+        return fmt::format("the kernel wrote {} before the start of {}: its element {}", bytes_text(before), slot_name(id),
+                           -int64_t((before + uint64_t(es) - 1) / uint64_t(es)));
+      }
+    }
+  return fmt::format("the kernel wrote outside every tensor (arena byte {})", bad);
+}
+
 }  // namespace
 
 const char* layout_name(Layout l) {
@@ -116,7 +176,7 @@ Layout layout_for(const Problem& p, LayoutPolicy policy) {
   for (uint64_t x : {uint64_t(p.batch), uint64_t(p.heads_q), uint64_t(p.heads_kv), uint64_t(p.n_q), uint64_t(p.n_k),
                      uint64_t(p.d), uint64_t(p.dtype), uint64_t(p.mask), scale_bits})
     mix(x);
-  return Layout(h % 3);
+  return Layout((h + uint64_t(layout_shift())) % 3);  // a LayoutShift rotates it (kernels/hostile.hpp)
 }
 
 const char* slot_name(int32_t id) {
@@ -240,20 +300,7 @@ std::string unpack(const CallPlan& plan, const unsigned char* arena, const unsig
   }
   if (bad < 0) bad = differs(from, plan.bytes);
   if (bad < 0) return "";
-  for (int32_t id = 0; id < kSlots; ++id) {
-    const Slot& s = plan.slot[id];
-    if (!s.present || uint64_t(bad) < s.offset) continue;
-    if (uint64_t(bad) < s.offset + s.span)
-      return is_output(plan, id) ? fmt::format(
-                                       "the kernel wrote into the gaps between the elements of {} (byte {} "
-                                       "of its strided span)",
-                                       slot_name(id), uint64_t(bad) - s.offset)
-                                 : fmt::format("the kernel modified its input {}", slot_name(id));
-    if (uint64_t(bad) < s.offset + s.span + kGuard)
-      return fmt::format("the kernel wrote {} bytes past the end of {}", uint64_t(bad) - s.offset - s.span + 1,
-                         slot_name(id));
-  }
-  return fmt::format("the kernel wrote outside every tensor (arena byte {})", bad);
+  return stray_write(plan, uint64_t(bad));
 }
 
 void make_args(const CallPlan& plan, unsigned char* base, DLDevice dev, fc_forward_args* fwd, fc_backward_args* bwd) {

@@ -1,5 +1,7 @@
 #include "kernels/plugin/subject.hpp"
 
+#include "kernels/plugin/executor.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -280,6 +282,11 @@ void Subject::probe() {
   }
   const std::vector<std::string> names = variant_names(i.variants);
   notes_ += names.empty() ? "; no variant of contract v2" : fmt::format("; variants: {}", fmt::join(names, ", "));
+  // The hostile harness (docs/laws.md): what every call of this kernel meets.
+  notes_ += "; NaN in gaps and unused page slots";
+  if (i.device == "cuda")
+    notes_ += producer_allowed() ? "; inputs written on the stream by a producer kernel on half the problems"
+                                 : "; inputs uploaded and synchronised (no producer mode behind the C API)";
 }
 
 // Each variant of contract v2 on one problem of the first accepted kind, under each accepted mask (a

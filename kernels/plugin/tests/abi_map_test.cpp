@@ -150,6 +150,12 @@ TEST_CASE("abi_map: stray writes are named (padding, past the end, into an input
   const Slot& sl = plan.slot[kLse];  // the last tensor: its guard, then alignment padding
   CHECK(poke(sl.offset + sl.span + 63).find("past the end of lse") != std::string::npos);
   CHECK(poke(plan.bytes - 1).find("outside every tensor") != std::string::npos);
+  // The element is named: o is (1, 2, 3, 4), 24 elements; row 0 ends at element (0, 0, 0, 3).
+  CHECK(poke(so.offset + so.span).find("its element 24 (1 past its last") != std::string::npos);
+  CHECK(poke(so.offset + so.span + 4).find("its element 25 (2 past its last") != std::string::npos);
+  CHECK(poke(so.offset - 1).find("1 byte before the start of o: its element -1") != std::string::npos);
+  CHECK(poke(so.offset - 5).find("before the start of o: its element -2") != std::string::npos);
+  CHECK(poke(so.offset + 4 * 4).find("1 byte after its element (0, 0, 0, 3)") != std::string::npos);
 }
 
 TEST_CASE("abi_map: the variants map to fields and tensors", "[cpu]") {

@@ -230,3 +230,25 @@ TEST_CASE("check --plugin: after a crash the suite goes on with a fresh worker",
   CHECK(count(r.out, "SIGSEGV") >= 10);  // law after law
   CHECK(r.out.find("the worker was restarted") != std::string::npos);
 }
+
+// A plan cached per problem, strides included (FC_FAULT=LAYOUT_CACHE): one problem always comes in one
+// layout, so reference passes it; consecutive_calls calls the problem again in another layout and kills
+// it at every one of 20 seeds, naming the layout. The correct example passes consecutive_calls.
+TEST_CASE("check --plugin: consecutive_calls kills a layout cached per problem at 20 seeds", "[cpu]") {
+  const std::string cached = plugin_path("plugin_cpu_layout_cache"), none = plugin_path("plugin_cpu_none");
+  const Ran ref = run_cli({"check", "--plugin", cached, "--law", "reference", "--seed", "1", "--no-progress",
+                           "--regressions", no_regressions()});
+  CAPTURE(ref.out, ref.err);
+  CHECK(ref.code == 0);
+  for (int seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    const Ran r = run_cli({"check", "--plugin", cached, "--law", "consecutive_calls", "--seed", std::to_string(seed),
+                           "--no-progress"});
+    CAPTURE(r.out, r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.find("in another layout") != std::string::npos);
+  }
+  const Ran ok = run_cli({"check", "--plugin", none, "--law", "consecutive_calls", "--seed", "1", "--no-progress"});
+  CAPTURE(ok.out, ok.err);
+  CHECK(ok.code == 0);
+}

@@ -5,6 +5,7 @@
 #include <regex>
 #include <sstream>
 
+#include "kernels/plugin/executor.hpp"
 #include "kernels/plugin/tests/run_cli.hpp"
 
 using namespace fc::plugin::testing;
@@ -56,4 +57,42 @@ TEST_CASE("check --plugin: an illegal address shrinks to its minimal case", "[gp
   CHECK(r.out.find("illegal memory access") != std::string::npos);
   CHECK(r.out.find("shrinking stopped") == std::string::npos);
   CHECK(std::regex_search(r.out, std::regex("batch=1 heads_q=1 heads_kv=1 n_q=1 n_k=4 d=1 ")));
+}
+
+// The producer mode (kernels/plugin/producer.cu): on half the problems a device kernel writes the
+// inputs on the plugin's stream after a 1 ms spin, with no host synchronisation before the call. The
+// example launched on a stream of its own (FC_FAULT=OTHER_STREAM) reads them before they land and
+// fails reference at every one of 20 seeds; the correct example passes it at the same seeds.
+TEST_CASE("check --plugin: the producer mode kills a kernel launched on another stream at 20 seeds", "[gpu]") {
+  for (int seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    const std::vector<std::string> common = {"--law", "reference", "--cases", "30", "--seed", std::to_string(seed),
+                                             "--no-progress", "--regressions", no_regressions()};
+    std::vector<std::string> bad = {"check", "--plugin", plugin_path("plugin_cuda_other_stream")};
+    bad.insert(bad.end(), common.begin(), common.end());
+    const Ran r = run_cli(bad);
+    CAPTURE(r.out, r.err);
+    CHECK(r.code == 1);
+    std::vector<std::string> good = {"check", "--plugin", plugin_path("plugin_cuda_none")};
+    good.insert(good.end(), common.begin(), common.end());
+    const Ran ok = run_cli(good);
+    CAPTURE(ok.out, ok.err);
+    CHECK(ok.code == 0);
+  }
+}
+
+// The second GPU (kernels/plugin/executor.hpp): with two devices, half the problems run on device 1
+// (tensors, stream and current device). The example that launches on device 0 whatever its tensors
+// say (FC_FAULT=DEVICE0) fails reference at every one of 20 seeds there; on one device every call is
+// device 0's and the same fault is harmless, which this checks instead (so the second GPU is what
+// kills it).
+TEST_CASE("check --plugin: the second GPU kills a kernel that launches on device 0", "[gpu]") {
+  const bool two = fc::plugin::DeviceStage::count() >= 2;
+  for (int seed = 1; seed <= (two ? 20 : 1); ++seed) {
+    CAPTURE(seed, two);
+    const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_cuda_device0"), "--law", "reference", "--cases",
+                           "30", "--seed", std::to_string(seed), "--no-progress", "--regressions", no_regressions()});
+    CAPTURE(r.out, r.err);
+    CHECK(r.code == (two ? 1 : 0));
+  }
 }

@@ -1,0 +1,46 @@
+// Mutants whose fault shows only on some runs or some memory (a race, a read of bytes the kernel
+// must not read, a write past an output, state kept across calls) are killed at every one of 20
+// seeds by the law aimed at them, a law of the default `check`: a kill that depends on the seed is a
+// law that does not bite.
+#include "tests/catch.hpp"
+
+#include "properties/runner.hpp"
+
+namespace {
+
+void killed_at_twenty_seeds(const char* law, const char* mutant) {
+  const fc::Kernel* k = fc::find_kernel(mutant);
+  REQUIRE(k != nullptr);
+  REQUIRE(k->info.mutant);
+  const fc::props::Law* l = fc::props::find_law(law);
+  REQUIRE(l != nullptr);
+  fc::props::RunOptions opt;  // `check`'s defaults but the seed
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    opt.seed = seed;
+    const fc::props::LawResult r = fc::props::run_law(*l, *k, opt);
+    INFO(law << " on " << mutant << ", seed " << seed << ": " << r.message);
+    CHECK(r.applies);
+    CHECK_FALSE(r.ok);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("determinism kills mutant_racy_dq at every one of 20 seeds", "[cpu][mutants]") {
+  // Its d_q tiles arrive in an order that alternates row by row across calls: two back-to-back runs
+  // of an even number of rows agree, so the law also runs the case after a call on another problem.
+  killed_at_twenty_seeds("determinism", "mutant_racy_dq");
+}
+
+TEST_CASE("the hostile harness's mutants are killed at every one of 20 seeds", "[cpu][mutants]") {
+  // NaN in the bytes a kernel must not read (kernels/hostile.hpp): a strided view's gaps, the tail of a
+  // sequence's last page.
+  killed_at_twenty_seeds("strides", "mutant_reads_stride_gap");
+  killed_at_twenty_seeds("reference", "mutant_reads_stride_gap");
+  killed_at_twenty_seeds("paged", "mutant_reads_page_tail");
+  killed_at_twenty_seeds("reference", "mutant_reads_page_tail");
+  // State kept across calls (properties/laws_hostile.cpp).
+  killed_at_twenty_seeds("consecutive_calls", "mutant_layout_by_shape");
+  killed_at_twenty_seeds("consecutive_calls", "mutant_stale_row_sums");
+  killed_at_twenty_seeds("determinism", "mutant_stale_row_sums");
+}
