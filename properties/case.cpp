@@ -94,7 +94,7 @@ bool same_tensor(const HostTensor& a, const HostTensor& b) {
 }
 
 auto problem_fields(const Problem& p) {
-  return std::tie(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, p.dtype, p.mask, p.scale, p.d_v, p.window_left,
+  return std::tie(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, p.dtype, p.dtype_kv, p.dtype_o, p.mask, p.scale, p.d_v, p.window_left,
                   p.window_right, p.softcap, p.alibi, p.varlen, p.total_q, p.total_k, p.page_size, p.num_pages,
                   p.pages_per_seq);
 }
@@ -119,7 +119,7 @@ std::string describe(const Case& c) {
   const Problem& p = c.in.p;
   std::string s =
       fmt::format("  problem: batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} dtype={} mask={} scale={:.17g}\n",
-                  p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype), mask_name(p.mask), p.scale);
+                  p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtypes_str(p), mask_name(p.mask), p.scale);
   s += fmt::format("  config: {} (second config: {})\n", config_str(c.cfg), config_str(c.cfg2));
   s += fmt::format("  regime: {}", regime_name(c.regime));
   if (c.regime == Regime::Poison)
@@ -134,7 +134,7 @@ std::string describe(const Inputs& in) {
   const Problem& p = in.p;
   std::string s =
       fmt::format("  problem: batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} dtype={} mask={} scale={:.17g}\n",
-                  p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype), mask_name(p.mask), p.scale);
+                  p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtypes_str(p), mask_name(p.mask), p.scale);
   std::string more;
   if (p.d_v > 0) more += fmt::format(" d_v={}", p.d_v);
   if (has_window(p)) more += fmt::format(" window=({}, {})", p.window_left, p.window_right);

@@ -130,6 +130,13 @@ typedef struct {
   int32_t deterministic;    /* the backward is bitwise repeatable in this configuration (a deterministic mode) */
 } fc_config;
 
+/* One combination of per-tensor storage dtypes the kernel takes, each an enum fc_dtype_code: q (and d_q),
+ * k and v (and d_k, d_v), o (and d_o). lse stays fp32 (fp64 when q is F64). {F32, F16, F32} is a CPU
+ * inference library's call (fp16 K/V cache, fp32 queries and output). */
+typedef struct {
+  int32_t q, kv, o;
+} fc_dtypes;
+
 typedef struct {
   fc_lengths n_q, n_k;          /* sequence lengths taken (dense: every sequence; varlen: the longest) */
   int32_t max_batch, max_heads; /* 0: no bound */
@@ -142,6 +149,9 @@ typedef struct {
   const fc_config *configs;     /* NULL: one default configuration */
   int32_t num_configs;
   int32_t large_offsets;        /* 64-bit offsets: tensors of more than 2^31 elements (the large_offsets law) */
+  const fc_dtypes *dtypes;      /* NULL: probed, one dtype for every tensor (F16, BF16, F32, F64); else exactly
+                                   these combinations are drawn (supports() sees each tensor's DLTensor dtype) */
+  int32_t num_dtypes;
 } fc_declarations;
 
 typedef struct {
