@@ -45,18 +45,18 @@ nlohmann::json kernel_json(const KernelInfo& i) {
                        {"accum", dtype_name(c.accum)},
                        {"deterministic", c.deterministic}});
   nlohmann::json j = {{"name", i.name},
-          {"device", i.device},
-          {"mutant", i.mutant},
-          {"dtypes", names(i.dtypes, dtype_name)},
-          {"masks", names(i.masks, mask_name)},
-          {"backward", i.backward},
-          {"gqa", i.gqa},
-          {"head_dims", i.head_dims},
-          {"any_tile", i.any_tile},
-          {"writes_lse", i.writes_lse},
-          {"variants", variant_names(i.variants)},
-          {"configs", configs},
-          {"description", i.description}};
+                      {"device", i.device},
+                      {"mutant", i.mutant},
+                      {"dtypes", names(i.dtypes, dtype_name)},
+                      {"masks", names(i.masks, mask_name)},
+                      {"backward", i.backward},
+                      {"gqa", i.gqa},
+                      {"head_dims", i.head_dims},
+                      {"any_tile", i.any_tile},
+                      {"writes_lse", i.writes_lse},
+                      {"variants", variant_names(i.variants)},
+                      {"configs", configs},
+                      {"description", i.description}};
   if (!i.mixed_dtypes.empty()) {  // per-tensor dtypes: {q, kv, o} per combination
     j["mixed_dtypes"] = nlohmann::json::array();
     for (const DtypeSet& t : i.mixed_dtypes)

@@ -13,7 +13,8 @@ namespace fc::props {
 ref::Precision precision_of(const Kernel& k, const Config& cfg, const Problem& p) {
   // Per-tensor dtypes: an undeclared kernel is charged at the coarsest of them (its operands and P may be
   // any one), a declared one by its arithmetic (plugin_arithmetic reads the problem's dtypes).
-  return ref::precision_for(p, k.info.arithmetic ? k.info.arithmetic(p, cfg) : undeclared_arithmetic(coarsest(dtypes_of(p))));
+  return ref::precision_for(
+      p, k.info.arithmetic ? k.info.arithmetic(p, cfg) : undeclared_arithmetic(coarsest(dtypes_of(p))));
 }
 
 ref::Tensors64 tensors64(const Inputs& in) { return ref::tensors64(in); }

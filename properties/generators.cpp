@@ -204,8 +204,7 @@ namespace {
 // The dtypes of a case: one of spec.dtypes for every tensor, or one of spec.mixed_dtypes (uniformly
 // over both lists; shrinking moves toward the first single dtype).
 DtypeSet pick_dtypes(const GenSpec& spec) {
-  const size_t n = spec.dtypes.size() + spec.mixed_dtypes.size();
-  const size_t at = size_t(*rc::gen::inRange<int64_t>(0, int64_t(n)));
+  const size_t at = size_t(*uniform_index(spec.dtypes.size() + spec.mixed_dtypes.size()));  // pick's draw
   if (at < spec.dtypes.size()) return {spec.dtypes[at], spec.dtypes[at], spec.dtypes[at]};
   return spec.mixed_dtypes[at - spec.dtypes.size()];
 }

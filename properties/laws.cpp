@@ -130,8 +130,8 @@ std::string case_outside_law(const Law& law, const Kernel& k, const Case& c) {
     return "a law of dense attention: the inputs use a variant";
   if (law.needs_causal && p.mask == Mask::None) return "needs a causal mask";
   if (law.needs_backward && !c.in.has_d_o()) return "needs d_o (a backward)";
-  if (!law.only_dtypes.empty() && !(has(law.only_dtypes, dtype_q(p)) && has(law.only_dtypes, dtype_kv(p)) &&
-                                     has(law.only_dtypes, dtype_o(p))))
+  if (!law.only_dtypes.empty() &&
+      !(has(law.only_dtypes, dtype_q(p)) && has(law.only_dtypes, dtype_kv(p)) && has(law.only_dtypes, dtype_o(p))))
     return fmt::format("not defined for {} storage", dtypes_str(p));
   if (p.n_q < law.min_n || p.n_k < law.min_n || p.d < law.min_d)
     return fmt::format("needs n_q, n_k >= {} and d >= {}", law.min_n, law.min_d);

@@ -124,8 +124,8 @@ std::string law_large_offsets(const Kernel& k, uint64_t seed) {
   const bool backward = k.info.backward && k.info.writes_lse;  // else the oracle would run on all of it
   // q, k, v, d_o and o, d_q, d_k, d_v in storage, and a copy's margin: a machine without the memory
   // cannot judge the case (n/a), rather than fail a correct kernel.
-  const double need =
-      10.0 * double(numel_q(p)) * double(std::max({dtype_size(dtype_q(p)), dtype_size(dtype_kv(p)), dtype_size(dtype_o(p))}));
+  const double need = 10.0 * double(numel_q(p)) *
+                      double(std::max({dtype_size(dtype_q(p)), dtype_size(dtype_kv(p)), dtype_size(dtype_o(p))}));
   if (need > double(available_host_bytes()))
     throw NotApplicable(fmt::format("the case needs about {:.0f} GB of host memory, {:.0f} GB available", need / 1e9,
                                     double(available_host_bytes()) / 1e9));

@@ -54,9 +54,11 @@ std::string run_row_unit(const Kernel& k, const Case& c, const Problem& p, const
   const int64_t blocks = (p.n_k + p.d - 1) / p.d;
   P_got.assign(size_t(p.n_q * p.n_k), 0.0);
   for (int64_t blk = 0; blk < blocks; ++blk) {  // keys [blk d, (blk + 1) d) one-hot in V
-    Inputs in{
-        p, HostTensor(dtype_q(p), shape_q(p)), HostTensor(dtype_kv(p), shape_kv(p)), HostTensor(dtype_kv(p), shape_kv(p)),
-        {}};
+    Inputs in{p,
+              HostTensor(dtype_q(p), shape_q(p)),
+              HostTensor(dtype_kv(p), shape_kv(p)),
+              HostTensor(dtype_kv(p), shape_kv(p)),
+              {}};
     for (int64_t i = 0; i < p.n_q; ++i) in.q.set(i * p.d, 1.0);
     for (int64_t j = 0; j < p.n_k; ++j) {
       in.k.set(j * p.d, x[size_t(j)]);

@@ -17,7 +17,8 @@
  *
  * FC_FAULT (a compile definition), for flashcheck's own tests: K_BF16 reads an F16 key as if it were
  * stored in bf16 (its significand cut to 8 bits: a narrower K than the declared one); O_F16 rounds o to
- * fp16 before storing it in its F32 tensor (a coarser output than declared). */
+ * fp16 before storing it in its F32 tensor (a coarser output than declared). FC_BAD_DTYPES=1 or 2
+ * declares a combination with an unknown dtype code, or one supports() declines (refused at load). */
 #include <flashcheck/plugin.h>
 #include <math.h>
 #include <stdlib.h>
@@ -147,7 +148,17 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
   return 0;
 }
 
-static const fc_dtypes dtypes[] = {{FC_DTYPE_F32, FC_DTYPE_F16, FC_DTYPE_F32}, {FC_DTYPE_F32, FC_DTYPE_BF16, FC_DTYPE_F32}};
+#ifndef FC_BAD_DTYPES /* flashcheck's tests of refused declarations: 1 an unknown code, 2 one supports() declines */
+#define FC_BAD_DTYPES 0
+#endif
+#if FC_BAD_DTYPES == 1
+#define SECOND_DTYPES {FC_DTYPE_F32, 9, FC_DTYPE_F32}
+#elif FC_BAD_DTYPES == 2
+#define SECOND_DTYPES {FC_DTYPE_F16, FC_DTYPE_F16, FC_DTYPE_F16}
+#else
+#define SECOND_DTYPES {FC_DTYPE_F32, FC_DTYPE_BF16, FC_DTYPE_F32}
+#endif
+static const fc_dtypes dtypes[] = {{FC_DTYPE_F32, FC_DTYPE_F16, FC_DTYPE_F32}, SECOND_DTYPES};
 
 static const fc_declarations declarations = {
     .arithmetic = {.summation = FC_SUM_SERIAL,

@@ -109,7 +109,8 @@ TEST_CASE("inputs_file then inputs_from round-trips problem, scale and tensors",
 }
 
 TEST_CASE("a case with per-tensor dtypes round-trips them; a single-dtype file is written as before", "[cpu]") {
-  for (const DtypeSet t : {DtypeSet{DType::F32, DType::F16, DType::F32}, DtypeSet{DType::BF16, DType::F16, DType::F32}}) {
+  for (const DtypeSet t :
+       {DtypeSet{DType::F32, DType::F16, DType::F32}, DtypeSet{DType::BF16, DType::F16, DType::F32}}) {
     Inputs in;
     in.p = Problem{1, 2, 1, 3, 5, 4, DType::F32, Mask::None, 0.5};
     set_dtypes(in.p, t);
@@ -140,12 +141,14 @@ TEST_CASE("a case with per-tensor dtypes round-trips them; a single-dtype file i
   // k and v of two dtypes, d_o not o's dtype, and an unknown dtype_o are refused.
   Inputs bad = in;
   bad.v = HostTensor(DType::F32, shape_v(in.p));
-  CHECK_THROWS_WITH(io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(io::inputs_file(bad)))),
-                    Catch::Contains("k and v share one dtype"));
+  CHECK_THROWS_WITH(
+      io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(io::inputs_file(bad)))),
+      Catch::Contains("k and v share one dtype"));
   bad = in;
   bad.d_o = HostTensor(DType::F32, shape_o(in.p));
-  CHECK_THROWS_WITH(io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(io::inputs_file(bad)))),
-                    Catch::Contains("d_o has o's dtype"));
+  CHECK_THROWS_WITH(
+      io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(io::inputs_file(bad)))),
+      Catch::Contains("d_o has o's dtype"));
   io::TensorFile odd = io::inputs_file(in);
   odd.metadata["dtype_o"] = "F8";
   CHECK_THROWS_WITH(io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(odd))),

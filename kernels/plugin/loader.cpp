@@ -110,9 +110,10 @@ Declared read_declarations(const fc_kernel* k, const std::string& where) {
     const fc_dtypes& t = x.dtypes[i];
     for (int32_t c : {t.q, t.kv, t.o})
       if (c < FC_DTYPE_F16 || c > FC_DTYPE_F64)
-        throw LoadError(fmt::format("{}: declarations.dtypes[{}] = {{{}, {}, {}}}: each of q, kv, o is a dtype code 1..4 "
-                                    "(FC_DTYPE_F16, BF16, F32, F64)",
-                                    where, i, t.q, t.kv, t.o));
+        throw LoadError(
+            fmt::format("{}: declarations.dtypes[{}] = {{{}, {}, {}}}: each of q, kv, o is a dtype code 1..4 "
+                        "(FC_DTYPE_F16, BF16, F32, F64)",
+                        where, i, t.q, t.kv, t.o));
     for (int32_t j = 0; j < i; ++j)
       if (d.dtypes[j].q == t.q && d.dtypes[j].kv == t.kv && d.dtypes[j].o == t.o)
         throw LoadError(fmt::format("{}: declarations.dtypes[{}] repeats dtypes[{}]", where, i, j));

@@ -77,7 +77,7 @@ Arithmetic plugin_arithmetic(const fc_arithmetic& d, bool atomic, const Problem&
   a.operand = bits_of(acc) < bits_of(finest) ? acc : finest;
   const bool fused = d.fused_products != 0;
   auto exact = [&](DType x, DType y) { return fused || bits_of(x) + bits_of(y) <= 24; };
-  a.s = serial_chain(soft, exact(t.q, t.kv));  // over d, in the softmax type
+  a.s = serial_chain(soft, exact(t.q, t.kv));   // over d, in the softmax type
   a.dp = serial_chain(soft, exact(t.o, t.kv));  // d_o . v
   a.d_o_o = serial_chain(soft, exact(t.o, t.o));
   a.dq = a.dkv = a.pv = serial_chain(acc, fused);
@@ -262,9 +262,10 @@ void Subject::probe() {
     if (!dtype_ok && declared_.num_dtypes > 0) {
       Problem p;
       set_dtypes(p, t);
-      throw LoadError(fmt::format("{}: declarations.dtypes names {{{}}}, but supports() declines it at every mask and "
-                                  "head dim flashcheck offers",
-                                  i.name, dtypes_str(p)));
+      throw LoadError(
+          fmt::format("{}: declarations.dtypes names {{{}}}, but supports() declines it at every mask and "
+                      "head dim flashcheck offers",
+                      i.name, dtypes_str(p)));
     }
   }
   if (!any) {

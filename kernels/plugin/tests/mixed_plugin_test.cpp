@@ -29,8 +29,13 @@ struct Checked {
 Checked check(const std::string& plugin, std::vector<std::string> extra, const std::string& regressions = "") {
   const std::string json =
       (std::filesystem::temp_directory_path() / ("fc_mixed_" + plugin + std::to_string(::getpid()) + ".json")).string();
-  std::vector<std::string> args = {"check",        "--plugin", plugin_path(plugin), "--json-out", json,
-                                   "--regressions", regressions.empty() ? no_regressions() : regressions};
+  std::vector<std::string> args = {"check",
+                                   "--plugin",
+                                   plugin_path(plugin),
+                                   "--json-out",
+                                   json,
+                                   "--regressions",
+                                   regressions.empty() ? no_regressions() : regressions};
   args.insert(args.end(), extra.begin(), extra.end());
   Checked c;
   c.ran = run_cli(args, 1200);
@@ -52,11 +57,24 @@ TEST_CASE("per-tensor dtypes: the declared combinations are what the kernel list
   REQUIRE(r.code == 0);
   const nlohmann::json k = nlohmann::json::parse(r.out).at("kernels").at(0);
   CHECK(k.at("dtypes").empty());  // no single dtype: it takes only its mixed calls
-  const nlohmann::json want = nlohmann::json::parse(
-      R"([{"q": "F32", "kv": "F16", "o": "F32"}, {"q": "F32", "kv": "BF16", "o": "F32"}])");
+  const nlohmann::json want =
+      nlohmann::json::parse(R"([{"q": "F32", "kv": "F16", "o": "F32"}, {"q": "F32", "kv": "BF16", "o": "F32"}])");
   CHECK(k.at("mixed_dtypes") == want);
   const Ran text = run_cli({"kernels", "--plugin", plugin_path("plugin_mixed_none")});
   CHECK(text.out.find("F32/F16/F32,F32/BF16/F32") != std::string::npos);
+}
+
+TEST_CASE("per-tensor dtypes: an unknown dtype code, or a combination supports() declines, is one line and exit 2",
+          "[cpu]") {
+  for (const auto& [bad, why] : std::vector<std::pair<std::string, std::string>>{
+           {"plugin_mixed_bad1", "declarations.dtypes[1] = {3, 9, 3}"},
+           {"plugin_mixed_bad2", "declarations.dtypes names {F16}, but supports() declines it"}}) {
+    const Ran r = run_cli({"check", "--plugin", plugin_path(bad)});
+    CAPTURE(bad, r.out, r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(why) != std::string::npos);
+    CHECK(r.err_lines() == 1);
+  }
 }
 
 TEST_CASE("per-tensor dtypes: a correct mixed kernel passes every law that applies", "[cpu]") {
@@ -94,8 +112,8 @@ TEST_CASE("per-tensor dtypes: K read as bf16, or o rounded to fp16, is killed; t
     const std::filesystem::path dir =
         std::filesystem::temp_directory_path() / (std::string("fc_mixed_reg_") + plugin + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
-    const Checked bad = check(plugin, {"--law", "reference", "--cases", "30", "--seed", "5", "--save-regressions"},
-                              dir.string());
+    const Checked bad =
+        check(plugin, {"--law", "reference", "--cases", "30", "--seed", "5", "--save-regressions"}, dir.string());
     CAPTURE(plugin, bad.ran.out, bad.ran.err);
     CHECK(bad.ran.code == 1);
     CHECK(bad.ran.out.find("FAIL  reference") != std::string::npos);
@@ -105,7 +123,8 @@ TEST_CASE("per-tensor dtypes: K read as bf16, or o rounded to fp16, is killed; t
     for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
       if (e.path().extension() == ".safetensors") file = e.path().string();
     REQUIRE(!file.empty());
-    const Ran good = run_cli({"check", "--plugin", plugin_path("plugin_mixed_none"), "--law", "reference", "--case", file});
+    const Ran good =
+        run_cli({"check", "--plugin", plugin_path("plugin_mixed_none"), "--law", "reference", "--case", file});
     CAPTURE(good.out, good.err);
     CHECK(good.code == 0);
     const Ran again = run_cli({"check", "--plugin", plugin_path(plugin), "--law", "reference", "--case", file});
