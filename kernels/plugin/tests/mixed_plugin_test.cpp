@@ -10,6 +10,7 @@
 #include <fstream>
 #include <unistd.h>
 
+#include "io/safetensors.hpp"
 #include "kernels/plugin/tests/run_cli.hpp"
 
 using namespace fc::plugin::testing;
@@ -130,6 +131,42 @@ TEST_CASE("per-tensor dtypes: K read as bf16, or o rounded to fp16, is killed; t
     const Ran again = run_cli({"check", "--plugin", plugin_path(plugin), "--law", "reference", "--case", file});
     CAPTURE(again.out, again.err);
     CHECK(again.code == 1);
+    // `compare` on the case: the reference's o stored in o's F32 passes beside the baseline (run in the
+    // finest dtype); rounded to fp16 first it fails; stored as F16 it is refused (o's dtype is F32).
+    const std::string ref = (dir / "ref.safetensors").string();
+    REQUIRE(run_cli({"reference", "--inputs", file, "--out", ref}).code == 0);
+    const fc::io::TensorFile exact = fc::io::read_safetensors(ref);
+    auto outputs = [&](const char* name, fc::DType stored, fc::DType rounded) {
+      fc::io::TensorFile f;
+      const fc::HostTensor& o = exact.tensors.at("o");
+      std::vector<double> x = o.to_f64();
+      for (double& y : x) y = fc::round_to(rounded, y);
+      f.tensors["o"] = fc::HostTensor::from_f64(stored, o.shape, x);
+      f.tensors["lse"] = fc::HostTensor::from_f64(fc::DType::F32, exact.tensors.at("lse").shape,
+                                                   exact.tensors.at("lse").to_f64());
+      const std::string path = (dir / name).string();
+      fc::io::write_safetensors(path, f);
+      return path;
+    };
+    const std::string report = (dir / "report").string();
+    const Ran pass = run_cli({"compare", "--inputs", file, "--outputs", outputs("good.safetensors", fc::DType::F32,
+                                                                               fc::DType::F32),
+                              "--rounding", "nearest", "--p-f32", "--block-n", "64", "--out", report});
+    CAPTURE(pass.out, pass.err);
+    CHECK(pass.code == 0);
+    std::ifstream in(report + "/report.json");
+    const nlohmann::json r = nlohmann::json::parse(in);
+    CHECK(r.at("cases").at(0).at("dtype").get<std::string>().rfind("q=F32 kv=", 0) == 0);
+    const Ran fail = run_cli({"compare", "--inputs", file, "--outputs",
+                              outputs("o16.safetensors", fc::DType::F32, fc::DType::F16), "--rounding", "nearest",
+                              "--p-f32", "--block-n", "64", "--out", report});
+    CAPTURE(fail.out, fail.err);
+    CHECK(fail.code == 1);
+    const Ran refused = run_cli({"compare", "--inputs", file, "--outputs",
+                                 outputs("f16.safetensors", fc::DType::F16, fc::DType::F16)});
+    CAPTURE(refused.out, refused.err);
+    CHECK(refused.code == 2);
+    CHECK(refused.err.find("tensor \"o\" is F16, expected F32") != std::string::npos);
     std::filesystem::remove_all(dir);
   }
 }
