@@ -1,8 +1,9 @@
 // Per-tensor dtypes end to end (examples/plugin_cpu/attention_mixed.c): a kernel that takes q and o in
 // F32 with an F16 or BF16 K/V cache declares those combinations, is probed on them (supports() sees
 // each tensor's dtype), is drawn inside them, and passes; reading K as bf16, or rounding o to fp16,
-// is killed; a failing case is saved with its dtypes and replays from the file. FC_LONG_TEST: every
-// law at 100 cases (the short variant: the reference law at 100 cases).
+// is killed; a failing case is saved with its dtypes and replays from the file; the example host
+// kernel's backward, given per-tensor dtypes, passes. FC_LONG_TEST: every law at 100 cases (the short
+// variant: the reference law at 100 cases, the backward's laws at 25).
 #include "tests/catch.hpp"
 #include <nlohmann/json.hpp>
 
@@ -105,6 +106,27 @@ TEST_CASE("per-tensor dtypes: a correct mixed kernel passes every law that appli
     CHECK(c.laws[id].at("status") == "pass");
   }
 #endif
+}
+
+TEST_CASE("per-tensor dtypes: a backward's gradients are held in their own tensors' dtypes", "[cpu]") {
+#ifdef FC_LONG_TEST
+  const std::string cases = "100";
+#else
+  const std::string cases = "25";
+#endif
+  const Checked c = check("plugin_mixed_cpu", {"--cases", cases, "--seed", "11"});
+  CAPTURE(c.ran.out, c.ran.err);
+  CHECK(c.ran.code == 0);
+  CHECK(count(c.ran.out, "FAIL") == 0);
+  for (const char* id : {"reference", "extreme", "nan_blast", "determinism", "affine_v", "invisible_keys"}) {
+    CAPTURE(id);
+    REQUIRE(c.laws.contains(id));
+    CHECK(c.laws[id].at("status") == "pass");
+  }
+  for (const auto& [id, l] : c.laws.items()) {
+    CAPTURE(id);
+    CHECK((l.at("status") == "pass" || l.at("status") == "n/a"));
+  }
 }
 
 TEST_CASE("per-tensor dtypes: K read as bf16, or o rounded to fp16, is killed; the case replays from its file",
