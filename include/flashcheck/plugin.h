@@ -4,7 +4,8 @@
  * A plugin is a shared library that exports `flashcheck_kernel`, returning a pointer to a static
  * fc_kernel. Tensors are DLPack DLTensors: data, device, dtype (kDLFloat 16/32/64, kDLBfloat 16, kDLInt
  * 32), shape and strides (in elements; NULL = compact row-major) travel together, so any layout can be
- * offered, and a kernel that ignores strides is caught.
+ * offered, and a kernel that ignores strides is caught. q, k/v and o share one dtype unless the kernel
+ * declares per-tensor combinations (fc_declarations.dtypes): then each tensor has its own.
  *
  * Semantics (flashcheck's contract): q (batch, heads_q, n_q, d), k (batch, heads_kv, n_k, d), v and o
  * with last dim d_v; s_ij = scale * q_i . k_j (softcap c > 0: s <- c * tanh(s / c)); masks: none,
