@@ -28,6 +28,14 @@ std::string tile(const Config& c) {
 
 std::string joined(const std::vector<std::string>& xs) { return fmt::format("{}", fmt::join(xs, ",")); }
 
+// The dtypes column: the single dtypes, then each per-tensor combination as q/kv/o ("F32/F16/F32").
+std::vector<std::string> dtype_names(const KernelInfo& i) {
+  std::vector<std::string> out = names(i.dtypes, dtype_name);
+  for (const DtypeSet& t : i.mixed_dtypes)
+    out.push_back(fmt::format("{}/{}/{}", dtype_name(t.q), dtype_name(t.kv), dtype_name(t.o)));
+  return out;
+}
+
 nlohmann::json kernel_json(const KernelInfo& i) {
   nlohmann::json configs = nlohmann::json::array();
   for (const Config& c : i.configs)
@@ -36,19 +44,25 @@ nlohmann::json kernel_json(const KernelInfo& i) {
                        {"order", c.order == LoopOrder::FA1 ? "FA1" : "FA2"},
                        {"accum", dtype_name(c.accum)},
                        {"deterministic", c.deterministic}});
-  return {{"name", i.name},
-          {"device", i.device},
-          {"mutant", i.mutant},
-          {"dtypes", names(i.dtypes, dtype_name)},
-          {"masks", names(i.masks, mask_name)},
-          {"backward", i.backward},
-          {"gqa", i.gqa},
-          {"head_dims", i.head_dims},
-          {"any_tile", i.any_tile},
-          {"writes_lse", i.writes_lse},
-          {"variants", variant_names(i.variants)},
-          {"configs", configs},
-          {"description", i.description}};
+  nlohmann::json j = {{"name", i.name},
+                      {"device", i.device},
+                      {"mutant", i.mutant},
+                      {"dtypes", names(i.dtypes, dtype_name)},
+                      {"masks", names(i.masks, mask_name)},
+                      {"backward", i.backward},
+                      {"gqa", i.gqa},
+                      {"head_dims", i.head_dims},
+                      {"any_tile", i.any_tile},
+                      {"writes_lse", i.writes_lse},
+                      {"variants", variant_names(i.variants)},
+                      {"configs", configs},
+                      {"description", i.description}};
+  if (!i.mixed_dtypes.empty()) {  // per-tensor dtypes: {q, kv, o} per combination
+    j["mixed_dtypes"] = nlohmann::json::array();
+    for (const DtypeSet& t : i.mixed_dtypes)
+      j["mixed_dtypes"].push_back({{"q", dtype_name(t.q)}, {"kv", dtype_name(t.kv)}, {"o", dtype_name(t.o)}});
+  }
+  return j;
 }
 
 int run_kernels(bool as_json, const std::vector<const Kernel*>& kernels) {
@@ -68,7 +82,7 @@ int run_kernels(bool as_json, const std::vector<const Kernel*>& kernels) {
       tiles += tile(c);
     }
     fmt::print("{:<22} {:<6} {:<6} {:<16} {:<44} {:<8} {:<4} {}\n", i.name, i.device, i.mutant ? "yes" : "no",
-               joined(names(i.dtypes, dtype_name)), joined(names(i.masks, mask_name)), i.backward ? "yes" : "no",
+               joined(dtype_names(i)), joined(names(i.masks, mask_name)), i.backward ? "yes" : "no",
                i.gqa ? "yes" : "no", tiles);
   }
   fmt::print("{} kernels\n", kernels.size());

@@ -69,14 +69,14 @@ int run_reference(const ReferenceOptions& o) {
   }
   // The problem's metadata as the input file carries it (mask, scale, window, softcap), and the oracle's.
   std::map<std::string, std::string> meta = io::problem_metadata(p);
-  meta["input_dtype"] = dtype_name(p.dtype);
+  meta["input_dtype"] = dtypes_str(p);
   meta["oracle"] = "certified";
   meta["max_err_o"] = io::exact_decimal(max_of(c.err.o));  // the oracle's own bound on |o - exact|
   meta["max_err_lse"] = io::exact_decimal(max_of(c.err.lse));
   io::write_outputs(o.out, out, meta, {o.inputs});
   const std::vector<std::string> variants = variant_names(variants_of(p));
   fmt::print("reference: {} -> {} (b={} h_q={} h_kv={} n_q={} n_k={} d={} {} {}{}{}{})\n", o.inputs, o.out, p.batch,
-             p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype), mask_name(p.mask),
+             p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtypes_str(p), mask_name(p.mask),
              variants.empty() ? "" : ", ", fmt::join(variants, " "), in.has_d_o() ? ", with gradients" : "");
   return kExitPass;
 }

@@ -152,7 +152,7 @@ Cost require_affordable(const std::string& file, const Problem& p, bool grads, c
   throw io::FileError(io::Fault::TooLarge, file,
                       fmt::format("batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} {}{}: the certified oracle "
                                   "would need {}",
-                                  p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype),
+                                  p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtypes_str(p),
                                   grads ? " with gradients" : "", need));
 }
 

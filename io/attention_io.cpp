@@ -52,11 +52,12 @@ namespace {
 
 using Fail = std::function<FileError(Fault, const std::string&)>;
 
-// q, k, v (+ d_o): one floating dtype, the expected rank, dimensions in [1, 2^31) but for the token
-// axis of a packed tensor (first, `packed`), which may be 0.
+// q, k, v (+ d_o): floating dtypes (k and v one, d_o o's: q's unless "dtype_o" says otherwise), the
+// expected rank, dimensions in [1, 2^31) but for the token axis of a packed tensor (first, `packed`),
+// which may be 0.
 void check_attention_tensors(const TensorFile& file, const std::vector<std::string>& names, const Fail& fail,
-                             bool varlen, bool paged) {
-  const HostTensor& q = file.tensors.at("q");
+                             bool varlen, bool paged, DType o_dtype) {
+  const HostTensor& k = file.tensors.at("k");
   for (const std::string& t : names) {
     const HostTensor& x = file.tensors.at(t);
     const bool kv = t == "k" || t == "v";
@@ -71,9 +72,13 @@ void check_attention_tensors(const TensorFile& file, const std::vector<std::stri
     if (x.shape.size() != rank)
       throw fail(Fault::WrongRank, fmt::format("tensor \"{}\" has rank {} (shape {}), expected {}: {}", t,
                                                x.shape.size(), shape_str(x.shape), rank, layout));
-    if (x.dtype != q.dtype)
-      throw fail(Fault::MixedDtypes, fmt::format("tensor \"{}\" is {} but q is {}: q, k, v, d_o must share one dtype",
-                                                 t, dtype_name(x.dtype), dtype_name(q.dtype)));
+    if (t == "v" && x.dtype != k.dtype)
+      throw fail(Fault::MixedDtypes, fmt::format("tensor \"v\" is {} but k is {}: k and v share one dtype",
+                                                 dtype_name(x.dtype), dtype_name(k.dtype)));
+    if (t == "d_o" && x.dtype != o_dtype)
+      throw fail(Fault::MixedDtypes, fmt::format("tensor \"d_o\" is {} but o is {}: d_o has o's dtype (q's unless "
+                                                 "metadata dtype_o names another)",
+                                                 dtype_name(x.dtype), dtype_name(o_dtype)));
     const bool packed = varlen && !(kv && paged);
     for (size_t a = 0; a < x.shape.size(); ++a)
       if (x.shape[a] < (packed && a == 0 ? 0 : 1) || x.shape[a] > std::numeric_limits<int32_t>::max())
@@ -137,7 +142,12 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
     throw fail(Fault::BadVariant, "page_table needs cu_seqlens_q and cu_seqlens_k (paged K/V is a varlen layout)");
   std::vector<std::string> names = {"q", "k", "v"};
   if (with_d_o) names.push_back("d_o");
-  check_attention_tensors(file, names, fail, varlen, paged);
+  DType o_dtype = file.tensors.at("q").dtype;
+  if (auto it = file.metadata.find("dtype_o"); it != file.metadata.end())
+    if (!parse_dtype(it->second.c_str(), &o_dtype))
+      throw fail(Fault::UnknownDtype,
+                 fmt::format("dtype_o {} is not a dtype (F16, BF16, F32 or F64)", io::quoted(it->second)));
+  check_attention_tensors(file, names, fail, varlen, paged, o_dtype);
   check_heads_and_dims(file, fail, varlen, paged);
 
   Inputs in;
@@ -147,7 +157,7 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
   const HostTensor& v = file.tensors.at("v");
   p.d = int32_t(q.shape.back());
   p.d_v = v.shape.back() == q.shape.back() ? 0 : int32_t(v.shape.back());
-  p.dtype = q.dtype;
+  set_dtypes(p, {q.dtype, k.dtype, o_dtype});
   p.heads_q = int32_t(q.shape[1]);
   p.heads_kv = int32_t(k.shape[paged ? 2 : 1]);
   if (varlen) {
@@ -217,6 +227,7 @@ std::map<std::string, std::string> problem_metadata(const Problem& p) {
   if (p.window_left >= 0) m["window_left"] = fmt::format("{}", p.window_left);
   if (p.window_right >= 0) m["window_right"] = fmt::format("{}", p.window_right);
   if (p.softcap > 0) m["softcap"] = exact_decimal(p.softcap);
+  if (dtype_o(p) != dtype_q(p)) m["dtype_o"] = dtype_name(dtype_o(p));  // k, v carry their own dtype
   return m;
 }
 

@@ -25,17 +25,18 @@ void require_names(const std::string& name, const TensorFile& file, const std::v
 // dense q (batch, heads_q, n_q, d), k (batch, heads_kv, n_k, d), v (..., d_v), d_o shaped like o;
 // varlen (cu_seqlens_q, cu_seqlens_k I32 (batch + 1)) q (total_q, heads_q, d), k, v (total_k,
 // heads_kv, d | d_v); paged (page_table I32 (batch, pages per sequence)) k, v (num_pages, page_size,
-// heads_kv, d | d_v); alibi_slopes F32 (heads_q). One floating dtype, heads_q % heads_kv == 0, no
-// other tensor. Metadata: "mask", "scale" (a plain decimal, io/numbers.hpp), "window_left" and
-// "window_right" (integers >= -1, default -1), "softcap" (decimal >= 0, default 0).
+// heads_kv, d | d_v); alibi_slopes F32 (heads_q). Floating dtypes: q's, k's (= v's) and o's (= d_o's)
+// may differ (Problem::dtype, dtype_kv, dtype_o); heads_q % heads_kv == 0, no other tensor. Metadata:
+// "mask", "scale" (a plain decimal, io/numbers.hpp), "window_left" and "window_right" (integers >= -1,
+// default -1), "softcap" (decimal >= 0, default 0), "dtype_o" (o's dtype, default q's).
 // `name` is used in error messages. Every problem is a FileError.
 Inputs inputs_from(const std::string& name, TensorFile file);
 Inputs read_inputs(const std::string& path);
 
 // The inverse, for tests and tools: every tensor of in (compacted) with problem_metadata.
 TensorFile inputs_file(const Inputs& in);
-// A problem's metadata as a file carries it: mask, scale, and window_left / window_right / softcap
-// when they are set.
+// A problem's metadata as a file carries it: mask, scale, and window_left / window_right / softcap /
+// dtype_o when they are set (dtype_o when o's dtype is not q's).
 std::map<std::string, std::string> problem_metadata(const Problem& p);
 // The varlen and paged part of inputs_from (variant_io.cpp): the offsets' and the page table's
 // shapes, and p's batch, lengths, totals and paging from them.

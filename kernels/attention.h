@@ -17,6 +17,17 @@ namespace fc {
 // I32 is for the variants' offsets and page tables only, never a problem's storage.
 enum class DType : int32_t { F32 = 0, F16 = 1, BF16 = 2, F64 = 3, I32 = 4 };
 FC_HD inline bool is_float(DType t) { return t != DType::I32; }
+// A Problem's dtype_kv or dtype_o that is q's (the default: one dtype for every tensor). Not a dtype:
+// read a problem's dtypes through dtype_q, dtype_kv and dtype_o.
+inline constexpr DType kDtypeAsQ = static_cast<DType>(-1);
+
+// The storage dtypes of one problem's tensors (docs/SEMANTICS.md, "Per-tensor dtypes"): q (and d_q),
+// k and v (and d_k, d_v), o (and d_o); lse is fp32 (fp64 when q is F64) whatever they are.
+struct DtypeSet {
+  DType q = DType::F32, kv = DType::F32, o = DType::F32;
+  FC_HD bool uniform() const { return q == kv && q == o; }
+  FC_HD bool operator==(const DtypeSet& b) const { return q == b.q && kv == b.kv && o == b.o; }
+};
 
 // Masks. top-left: key j visible to query i iff j <= i (PyTorch SDPA is_causal).
 // bottom-right: j <= i + n_k - n_q (FlashAttention >= 2.1): the last query sees every key.
@@ -34,7 +45,7 @@ struct Problem {
   int32_t n_q = 1;       // varlen: the longest sequence's query count
   int32_t n_k = 1;       // varlen: the longest sequence's key count
   int32_t d = 1;         // head dim of q, k
-  DType dtype = DType::F32;
+  DType dtype = DType::F32;  // storage of q (and d_q); of every tensor unless dtype_kv, dtype_o say otherwise
   Mask mask = Mask::None;
   double scale = 1.0;         // s_ij = scale * q_i . k_j; callers default it with default_scale(d)
   int32_t d_v = 0;            // head dim of v, o, d_o, d_v; 0: d
@@ -48,7 +59,24 @@ struct Problem {
   int32_t page_size = 0;      // paged K/V (varlen only): keys per page; 0: k, v not paged
   int32_t num_pages = 0;      // paged: physical pages of k and v
   int32_t pages_per_seq = 0;  // paged: columns of the page table
+  // Per-tensor dtypes (read them through dtype_q, dtype_kv, dtype_o; set them with set_dtypes).
+  DType dtype_kv = kDtypeAsQ;  // storage of k, v (and d_k, d_v); kDtypeAsQ: dtype
+  DType dtype_o = kDtypeAsQ;   // storage of o (and d_o); kDtypeAsQ: dtype
 };
+
+// The dtypes of a problem's tensors; mixed_dtypes: they are not all one.
+FC_HD inline DType dtype_q(const Problem& p) { return p.dtype; }
+FC_HD inline DType dtype_kv(const Problem& p) { return int32_t(p.dtype_kv) < 0 ? p.dtype : p.dtype_kv; }
+FC_HD inline DType dtype_o(const Problem& p) { return int32_t(p.dtype_o) < 0 ? p.dtype : p.dtype_o; }
+FC_HD inline DtypeSet dtypes_of(const Problem& p) { return {dtype_q(p), dtype_kv(p), dtype_o(p)}; }
+FC_HD inline bool mixed_dtypes(const Problem& p) { return !dtypes_of(p).uniform(); }
+// Sets p's dtypes; a uniform set is stored as today's single dtype (dtype_kv, dtype_o kDtypeAsQ), so a
+// problem has one representation whichever way its dtypes were given.
+FC_HD inline void set_dtypes(Problem& p, DtypeSet t) {
+  p.dtype = t.q;
+  p.dtype_kv = t.kv == t.q ? kDtypeAsQ : t.kv;
+  p.dtype_o = t.o == t.q ? kDtypeAsQ : t.o;
+}
 
 // Query head h reads kv head h / (heads_q / heads_kv).
 FC_HD inline int32_t kv_head(const Problem& p, int32_t h) { return h / (p.heads_q / p.heads_kv); }
@@ -178,10 +206,13 @@ FC_HD inline int64_t offset_lse(const Problem& p, int64_t b, int64_t h, int64_t 
   return (b * p.heads_q + h) * p.n_q + i;
 }
 
+// One of the floating dtypes F32, F16, BF16, F64.
+FC_HD inline bool known_float(DType t) { return int32_t(t) >= 0 && int32_t(t) <= 3; }
+
 // Is the problem well-formed? Positive sizes (varlen: lengths may be 0), GQA divisibility, a finite
 // scale (any sign), windows >= -1, a softcap of 0 or within fp32's normal range (kernels keep c in
-// fp32), paging only with varlen and a page table wide enough for the longest sequence. The
-// per-sequence data are checked by validate (tensor.hpp).
+// fp32), floating dtypes (dtype_kv, dtype_o also kDtypeAsQ), paging only with varlen and a page table
+// wide enough for the longest sequence. The per-sequence data are checked by validate (tensor.hpp).
 inline bool well_formed(const Problem& p) {
   constexpr double inf = std::numeric_limits<double>::infinity();
   const bool sizes = p.batch > 0 && p.heads_q > 0 && p.heads_kv > 0 && p.d > 0 && p.d_v >= 0 &&
@@ -192,7 +223,8 @@ inline bool well_formed(const Problem& p) {
                                              int64_t(p.pages_per_seq) * p.page_size >= p.n_k;
   return sizes && paging && p.heads_q % p.heads_kv == 0 && p.scale == p.scale && p.scale != inf && p.scale != -inf &&
          p.window_left >= -1 && p.window_right >= -1 &&
-         (p.softcap == 0 || (p.softcap >= 0x1p-126 && p.softcap <= 0x1.fffffep127)) && is_float(p.dtype);
+         (p.softcap == 0 || (p.softcap >= 0x1p-126 && p.softcap <= 0x1.fffffep127)) && known_float(p.dtype) &&
+         (p.dtype_kv == kDtypeAsQ || known_float(p.dtype_kv)) && (p.dtype_o == kDtypeAsQ || known_float(p.dtype_o));
 }
 
 // Default scale 1/sqrt(d).

@@ -88,7 +88,8 @@ bool claims(const Kernel& k, const Problem& p) {
   const KernelInfo& i = k.info;
   if (!declared_shape(i, p)) return false;
   auto has = [](const auto& v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
-  if (!well_formed(p) || !has(i.dtypes, p.dtype) || !has(i.masks, p.mask)) return false;
+  if (!well_formed(p) || !has(i.masks, p.mask)) return false;
+  if (mixed_dtypes(p) ? !has(i.mixed_dtypes, dtypes_of(p)) : !has(i.dtypes, p.dtype)) return false;
   if (!i.head_dims.empty() && !has(i.head_dims, p.d)) return false;
   if (!i.gqa && p.heads_q != p.heads_kv) return false;
   if (!covers(i.variants, variants_of(p))) return false;
@@ -100,12 +101,12 @@ bool claims(const Kernel& k, const Inputs& in) { return claims(k, in.p) && (k.in
 Outputs alloc_outputs(const Inputs& in, bool grads) {
   const Problem& p = in.p;
   Outputs out;
-  out.o = HostTensor(p.dtype, shape_o(p));
-  out.lse = HostTensor(lse_dtype(p.dtype), shape_lse(p));
+  out.o = HostTensor(dtype_o(p), shape_o(p));
+  out.lse = HostTensor(lse_dtype(p), shape_lse(p));
   if (grads) {
-    out.d_q = HostTensor(p.dtype, shape_q(p));
-    out.d_k = HostTensor(p.dtype, shape_kv(p));
-    out.d_v = HostTensor(p.dtype, shape_v(p));
+    out.d_q = HostTensor(dtype_q(p), shape_q(p));
+    out.d_k = HostTensor(dtype_kv(p), shape_kv(p));
+    out.d_v = HostTensor(dtype_kv(p), shape_v(p));
   }
   return out;
 }

@@ -94,7 +94,9 @@ struct KernelInfo {
   std::string device;         // "cpu" or "cuda"
   bool mutant = false;        // planted bug: the suite must catch it
   std::string description;    // one line
-  std::vector<DType> dtypes;  // storage dtypes supported
+  std::vector<DType> dtypes;  // storage dtypes supported, one for every tensor
+  std::vector<DtypeSet> mixed_dtypes;  // per-tensor dtypes supported ({q, kv, o} not all one; a plugin's
+                                       // declared combinations): drawn beside `dtypes`
   std::vector<Mask> masks;
   std::vector<int32_t> head_dims;  // empty: any d >= 1
   bool gqa = true;

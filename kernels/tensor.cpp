@@ -186,4 +186,9 @@ Inputs contiguous(const Inputs& in) {
   return out;
 }
 
+std::string dtypes_str(const Problem& p) {
+  if (!mixed_dtypes(p)) return dtype_name(p.dtype);
+  return std::string("q=") + dtype_name(dtype_q(p)) + " kv=" + dtype_name(dtype_kv(p)) + " o=" + dtype_name(dtype_o(p));
+}
+
 }  // namespace fc

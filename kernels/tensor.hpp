@@ -70,6 +70,9 @@ struct HostTensor {
   }
 };
 
+// A problem's dtypes as messages name them: "F16" when one for every tensor, else "q=F32 kv=F16 o=F32".
+std::string dtypes_str(const Problem& p);
+
 // Round x to the nearest value of dtype t (ties to even), returned as double.
 double round_to(DType t, double x);
 
@@ -84,8 +87,10 @@ std::vector<int64_t> shape_lse(const Problem& p);  // (batch, heads_q, n_q); var
 // lse is F32 by the contract; F64-storage runs (a CPU-only oracle-grade mode) keep it in F64 so that
 // a backward recomputing P from lse stays at fp64 accuracy.
 inline DType lse_dtype(DType storage) { return storage == DType::F64 ? DType::F64 : DType::F32; }
+// A problem's lse dtype: by q's dtype (F64 only for F64 queries), whatever k, v and o are.
+inline DType lse_dtype(const Problem& p) { return lse_dtype(dtype_q(p)); }
 
-// A problem's inputs: q, k, v in p.dtype; d_o optional (empty shape = absent); the variants'
+// A problem's inputs: q in dtype_q(p), k and v in dtype_kv(p), d_o in dtype_o(p); d_o optional (empty shape = absent); the variants'
 // per-sequence data, present exactly when the problem uses them.
 struct Inputs {
   Problem p;
@@ -110,7 +115,7 @@ std::string validate(const Inputs& in);
 // in with compact q, k, v, d_o (the same values).
 Inputs contiguous(const Inputs& in);
 
-// What a kernel returns: o (and d_q, d_k, d_v) in p.dtype, lse in lse_dtype(p.dtype).
+// What a kernel returns: o in dtype_o(p), d_q in dtype_q(p), d_k and d_v in dtype_kv(p), lse in lse_dtype(p).
 struct Outputs {
   HostTensor o, lse, d_q, d_k, d_v;
   bool has_grads() const { return !d_q.shape.empty(); }

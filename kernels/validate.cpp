@@ -94,10 +94,10 @@ std::string validate(const Inputs& in) {
                        p.pages_per_seq, p.page_size);
   if (!well_formed(p)) return "not a well-formed attention problem";
   if (std::string e = check_tensor("q", in.q, p.dtype, shape_q(p)); !e.empty()) return e;
-  if (std::string e = check_tensor("k", in.k, p.dtype, shape_kv(p)); !e.empty()) return e;
-  if (std::string e = check_tensor("v", in.v, p.dtype, shape_v(p)); !e.empty()) return e;
+  if (std::string e = check_tensor("k", in.k, dtype_kv(p), shape_kv(p)); !e.empty()) return e;
+  if (std::string e = check_tensor("v", in.v, dtype_kv(p), shape_v(p)); !e.empty()) return e;
   if (in.has_d_o())
-    if (std::string e = check_tensor("d_o", in.d_o, p.dtype, shape_o(p)); !e.empty()) return e;
+    if (std::string e = check_tensor("d_o", in.d_o, dtype_o(p), shape_o(p)); !e.empty()) return e;
   return "";
 }
 

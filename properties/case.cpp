@@ -93,10 +93,15 @@ bool same_tensor(const HostTensor& a, const HostTensor& b) {
          a.offset == b.offset;
 }
 
+// "dtype=F16", or with per-tensor dtypes "dtypes q=F32 kv=F16 o=F32".
+std::string dtype_field(const Problem& p) {
+  return mixed_dtypes(p) ? "dtypes " + dtypes_str(p) : std::string("dtype=") + dtype_name(p.dtype);
+}
+
 auto problem_fields(const Problem& p) {
-  return std::tie(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, p.dtype, p.mask, p.scale, p.d_v, p.window_left,
-                  p.window_right, p.softcap, p.alibi, p.varlen, p.total_q, p.total_k, p.page_size, p.num_pages,
-                  p.pages_per_seq);
+  return std::tie(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, p.dtype, p.dtype_kv, p.dtype_o, p.mask, p.scale,
+                  p.d_v, p.window_left, p.window_right, p.softcap, p.alibi, p.varlen, p.total_q, p.total_k, p.page_size,
+                  p.num_pages, p.pages_per_seq);
 }
 
 auto config_fields(const Config& c) { return std::tie(c.block_m, c.block_n, c.order, c.accum, c.deterministic, c.splits); }
@@ -118,8 +123,8 @@ bool same_case(const Case& a, const Case& b) {
 std::string describe(const Case& c) {
   const Problem& p = c.in.p;
   std::string s =
-      fmt::format("  problem: batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} dtype={} mask={} scale={:.17g}\n",
-                  p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype), mask_name(p.mask), p.scale);
+      fmt::format("  problem: batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} {} mask={} scale={:.17g}\n", p.batch,
+                  p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_field(p), mask_name(p.mask), p.scale);
   s += fmt::format("  config: {} (second config: {})\n", config_str(c.cfg), config_str(c.cfg2));
   s += fmt::format("  regime: {}", regime_name(c.regime));
   if (c.regime == Regime::Poison)
@@ -133,8 +138,8 @@ std::string describe(const Case& c) {
 std::string describe(const Inputs& in) {
   const Problem& p = in.p;
   std::string s =
-      fmt::format("  problem: batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} dtype={} mask={} scale={:.17g}\n",
-                  p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_name(p.dtype), mask_name(p.mask), p.scale);
+      fmt::format("  problem: batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} {} mask={} scale={:.17g}\n", p.batch,
+                  p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtype_field(p), mask_name(p.mask), p.scale);
   std::string more;
   if (p.d_v > 0) more += fmt::format(" d_v={}", p.d_v);
   if (has_window(p)) more += fmt::format(" window=({}, {})", p.window_left, p.window_right);

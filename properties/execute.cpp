@@ -12,10 +12,10 @@
 namespace fc::props {
 
 ref::Precision precision_of(const Kernel& k, const Config& cfg, const Problem& p) {
-  ref::Precision pr;
-  pr.storage = p.dtype;
-  pr.ar = k.info.arithmetic ? k.info.arithmetic(p, cfg) : undeclared_arithmetic(p.dtype);
-  return pr;
+  // Per-tensor dtypes: an undeclared kernel is charged at the coarsest of them (its operands and P may be
+  // any one), a declared one by its arithmetic (plugin_arithmetic reads the problem's dtypes).
+  return ref::precision_for(
+      p, k.info.arithmetic ? k.info.arithmetic(p, cfg) : undeclared_arithmetic(coarsest(dtypes_of(p))));
 }
 
 ref::Tensors64 tensors64(const Inputs& in) { return ref::tensors64(in); }
@@ -27,7 +27,7 @@ Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward)
   if (!claims(k, in))
     throw NotApplicable(
         fmt::format("{} declines the problem (batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} {}{}{})", k.info.name,
-                    in.p.batch, in.p.heads_q, in.p.heads_kv, in.p.n_q, in.p.n_k, in.p.d, dtype_name(in.p.dtype),
+                    in.p.batch, in.p.heads_q, in.p.heads_kv, in.p.n_q, in.p.n_k, in.p.d, dtypes_str(in.p),
                     in.p.varlen ? " varlen" : "", in.strided() ? " strided" : ""));
   Run r;
   const Problem& p = in.p;
@@ -42,9 +42,9 @@ Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward)
       const ref::Certified c = certify(in);
       for (int64_t i = 0; i < r.out.lse.numel(); ++i) r.out.lse.set(i, c.value.lse[size_t(i)]);
     }
-    r.out.d_q = HostTensor(p.dtype, shape_q(p));
-    r.out.d_k = HostTensor(p.dtype, shape_kv(p));
-    r.out.d_v = HostTensor(p.dtype, shape_v(p));
+    r.out.d_q = HostTensor(dtype_q(p), shape_q(p));
+    r.out.d_k = HostTensor(dtype_kv(p), shape_kv(p));
+    r.out.d_v = HostTensor(dtype_kv(p), shape_v(p));
     k.backward(given, cfg, r.out);
   } catch (const std::exception& e) {
     r.error = fmt::format("{} failed: {}\n", k.info.name, e.what());
@@ -99,12 +99,12 @@ std::string check_outputs(const Kernel& k, const Inputs& in, const Outputs& out,
                        element_name(in.p, name, v.worst), got[size_t(v.worst)], ref[size_t(v.worst)], v.measured,
                        v.bound, v.why);
   };
-  one("o", out.o, o.ref.value.o, o.bounds.o, in.p.dtype);
+  one("o", out.o, o.ref.value.o, o.bounds.o, dtype_o(in.p));
   if (k.info.writes_lse) one("lse", out.lse, o.ref.value.lse, o.bounds.lse, DType::F32);
   if (out.has_grads()) {
-    one("d_q", out.d_q, o.ref.value.d_q, o.bounds.d_q, in.p.dtype);
-    one("d_k", out.d_k, o.ref.value.d_k, o.bounds.d_k, in.p.dtype);
-    one("d_v", out.d_v, o.ref.value.d_v, o.bounds.d_v, in.p.dtype);
+    one("d_q", out.d_q, o.ref.value.d_q, o.bounds.d_q, dtype_q(in.p));
+    one("d_k", out.d_k, o.ref.value.d_k, o.bounds.d_k, dtype_kv(in.p));
+    one("d_v", out.d_v, o.ref.value.d_v, o.bounds.d_v, dtype_kv(in.p));
   }
   return msg;
 }

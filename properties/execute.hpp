@@ -9,7 +9,8 @@
 
 namespace fc::props {
 
-// The arithmetic the error model charges kernel k under cfg on p: storage = p.dtype and what the
+// The arithmetic the error model charges kernel k under cfg on p: storage = p.dtype (per-tensor dtypes:
+// ref::precision_for) and what the
 // kernel declares (KernelInfo::arithmetic; undeclared_arithmetic when it declares nothing).
 ref::Precision precision_of(const Kernel& k, const Config& cfg, const Problem& p);
 

@@ -100,7 +100,7 @@ void add_outliers(Case& c, Draw& r) {
 // Huge scores: |s| up to max_score, every partial sum of q.k finite in fp32.
 void fill_huge(Case& c, Draw& r, double max_score) {
   const Problem& p = c.in.p;
-  const double lim = max_finite(p.dtype), scale = std::fabs(p.scale), d = p.d;
+  const double lim = std::min(max_finite(dtype_q(p)), max_finite(dtype_kv(p))), scale = std::fabs(p.scale), d = p.d;
   const double hi = std::log10(max_score / 4), lo = std::min(3.5, hi - 0.1);  // 4: sampling spread
   const double target = std::pow(10.0, r.uniform(lo, hi));
   double alpha = std::sqrt(target / (scale * d));  // q, k ~ N(0, alpha^2) -> |s| ~ target
@@ -143,14 +143,14 @@ void fill_subnormal_p(Case& c, Draw& r) {
 void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_score) {
   Problem& p = c.in.p;
   Draw r{std::mt19937_64(seed), plain};
-  c.in.q = HostTensor(p.dtype, shape_q(p));
-  c.in.k = HostTensor(p.dtype, shape_kv(p));
-  c.in.v = HostTensor(p.dtype, shape_kv(p));
-  c.in.d_o = backward ? HostTensor(p.dtype, shape_q(p)) : HostTensor();
+  c.in.q = HostTensor(dtype_q(p), shape_q(p));
+  c.in.k = HostTensor(dtype_kv(p), shape_kv(p));
+  c.in.v = HostTensor(dtype_kv(p), shape_kv(p));
+  c.in.d_o = backward ? HostTensor(dtype_o(p), shape_q(p)) : HostTensor();
   auto base = [](Draw& d) { return d.base(); };
   fill(c.in.q, r, base), fill(c.in.k, r, base), fill(c.in.v, r, base);
   if (backward) fill(c.in.d_o, r, base);
-  const double lim = max_finite(p.dtype), scale = std::fabs(p.scale), d = p.d;
+  const double lim = max_finite(dtype_kv(p)), scale = std::fabs(p.scale), d = p.d;  // lim: v's (Fp16Max)
   switch (c.regime) {
     case Regime::Normal:
     case Regime::Poison:
@@ -185,9 +185,11 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
     case Regime::Subnormal: {  // q k v d_o below the smallest normal: scores ~ 0, o subnormal
       // The largest subnormal: tiny * u never rounds up to the smallest normal, which would take the
       // case out of its regime (a GPU-sized case of 10^4 values nearly always has some |u| that close to 1).
-      const double tiny = ref::min_normal(p.dtype) * (1 - 2 * ref::unit_roundoff(p.dtype));
-      for (HostTensor* t : {&c.in.q, &c.in.k, &c.in.v, &c.in.d_o})
+      // Each tensor in its own dtype's subnormal range.
+      for (HostTensor* t : {&c.in.q, &c.in.k, &c.in.v, &c.in.d_o}) {
+        const double tiny = ref::min_normal(t->dtype) * (1 - 2 * ref::unit_roundoff(t->dtype));
         for (int64_t i = 0; !t->shape.empty() && i < t->numel(); ++i) t->set(i, tiny * r.uniform(-1, 1));
+      }
       break;
     }
     case Regime::Ones:  // V = 1 exactly in every dtype: o = 1 where a row sees a key
@@ -198,6 +200,14 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
 }
 
 namespace {
+
+// The dtypes of a case: one of spec.dtypes for every tensor, or one of spec.mixed_dtypes (uniformly
+// over both lists; shrinking moves toward the first single dtype).
+DtypeSet pick_dtypes(const GenSpec& spec) {
+  const size_t at = size_t(*uniform_index(spec.dtypes.size() + spec.mixed_dtypes.size()));  // pick's draw
+  if (at < spec.dtypes.size()) return {spec.dtypes[at], spec.dtypes[at], spec.dtypes[at]};
+  return spec.mixed_dtypes[at - spec.dtypes.size()];
+}
 
 // A long row (long_rows.hpp): few queries and small heads (the kernel's own head dims where it
 // has them), n_k log-uniform up to spec.long_n, one of the adversarial patterns.
@@ -313,7 +323,10 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
     Problem& p = c.in.p;
     const int size = *rc::gen::withSize([](int s) { return rc::gen::just(s); });
     const int32_t n_max = 1 + (spec.max_n - 1) * std::min(size, 100) / 100;
-    p.dtype = c.regime == Regime::Fp16Max ? DType::F16 : pick(spec.dtypes);
+    if (c.regime == Regime::Fp16Max)
+      p.dtype = DType::F16;
+    else
+      set_dtypes(p, pick_dtypes(spec));
     if (c.regime == Regime::LongRow) return long_row_case(c, spec);
     p.mask = c.regime == Regime::FullyMasked ? Mask::CausalBottomRight : pick(spec.masks);
     p.batch = *rc::gen::inRange(1, 3);

@@ -17,6 +17,7 @@ namespace fc::props {
 // What may be generated: the kernel's capabilities intersected with what a law needs.
 struct GenSpec {
   std::vector<DType> dtypes{DType::F32};
+  std::vector<DtypeSet> mixed_dtypes;  // per-tensor dtypes drawn beside `dtypes` (KernelInfo::mixed_dtypes)
   std::vector<Mask> masks{Mask::None};
   std::vector<int32_t> head_dims;  // empty: any d (mostly small, sometimes up to 256, odd included)
   bool gqa = true;

@@ -78,8 +78,7 @@ bool law_applies(const Law& law, const Kernel& k) {
   if (law.needs_tiles && !i.any_tile && i.configs.size() < 2) return false;
   if (law.needs_large_offsets && !i.large_offsets) return false;
   if (law.pow2_scale && i.fixed_scale > 0 && !is_pow2(i.fixed_scale)) return false;  // exact scores need 2^k
-  if (!law.only_dtypes.empty() &&
-      std::none_of(law.only_dtypes.begin(), law.only_dtypes.end(), [&](DType t) { return has(i.dtypes, t); }))
+  if (!law.only_dtypes.empty() && spec_for(law, k).dtypes.empty() && spec_for(law, k).mixed_dtypes.empty())
     return false;
   if (law.needs_exact && !law.needs_exact(i).empty()) return false;
   if (law.needs_baseline) {
@@ -117,6 +116,14 @@ GenSpec spec_for(const Law& law, const Kernel& k) {
   const KernelInfo& i = k.info;
   GenSpec s;
   s.dtypes = i.dtypes;
+  s.mixed_dtypes = i.mixed_dtypes;
+  if (!law.only_dtypes.empty())  // a law defined for some storage types: combinations of those only
+    s.mixed_dtypes.erase(std::remove_if(s.mixed_dtypes.begin(), s.mixed_dtypes.end(),
+                                        [&](const DtypeSet& t) {
+                                          return !has(law.only_dtypes, t.q) || !has(law.only_dtypes, t.kv) ||
+                                                 !has(law.only_dtypes, t.o);
+                                        }),
+                         s.mixed_dtypes.end());
   // fp32 first where offered: shrinking moves toward the first element, the plainest dtype.
   auto f32 = std::find(s.dtypes.begin(), s.dtypes.end(), DType::F32);
   if (f32 != s.dtypes.end()) std::rotate(s.dtypes.begin(), f32, f32 + 1);
@@ -157,8 +164,9 @@ std::string case_outside_law(const Law& law, const Kernel& k, const Case& c) {
     return "a law of dense attention: the inputs use a variant";
   if (law.needs_causal && p.mask == Mask::None) return "needs a causal mask";
   if (law.needs_backward && !c.in.has_d_o()) return "needs d_o (a backward)";
-  if (!law.only_dtypes.empty() && !has(law.only_dtypes, p.dtype))
-    return fmt::format("not defined for {} storage", dtype_name(p.dtype));
+  if (!law.only_dtypes.empty() &&
+      !(has(law.only_dtypes, dtype_q(p)) && has(law.only_dtypes, dtype_kv(p)) && has(law.only_dtypes, dtype_o(p))))
+    return fmt::format("not defined for {} storage", dtypes_str(p));
   if (p.n_q < law.min_n || p.n_k < law.min_n || p.d < law.min_d)
     return fmt::format("needs n_q, n_k >= {} and d >= {}", law.min_n, law.min_d);
   return "";

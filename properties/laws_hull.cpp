@@ -84,7 +84,7 @@ HostTensor hull_values(const Case& c) {
   if (c.aux % 2 == 0) return c.in.v;
   double vmax = 0;
   for (int64_t x = 0; x < c.in.v.numel(); ++x) vmax = std::max(vmax, std::fabs(c.in.v.get(x)));
-  if (!(3 * vmax + 1 < max_finite(c.in.p.dtype) / 4)) return c.in.v;
+  if (!(3 * vmax + 1 < std::min(max_finite(dtype_kv(c.in.p)), max_finite(dtype_o(c.in.p))) / 4)) return c.in.v;
   HostTensor v = c.in.v;
   for (int64_t x = 0; x < v.numel(); ++x) v.set(x, std::fabs(c.in.v.get(x)) + 2 * vmax + 1);  // rounds to storage
   return v;

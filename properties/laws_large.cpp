@@ -53,9 +53,13 @@ Problem large_problem(const Kernel& k, std::mt19937_64& rng) {
       if (d <= 128) p.d = std::max(p.d, d);
     if (p.d == 0) p.d = *std::min_element(dims.begin(), dims.end());
   }
-  p.dtype = k.info.dtypes.front();
-  for (DType t : k.info.dtypes)
-    if (t == DType::F16 || t == DType::BF16) p.dtype = t;
+  if (k.info.dtypes.empty()) {  // per-tensor dtypes only: the first declared combination
+    set_dtypes(p, k.info.mixed_dtypes.front());
+  } else {
+    p.dtype = k.info.dtypes.front();
+    for (DType t : k.info.dtypes)
+      if (t == DType::F16 || t == DType::BF16) p.dtype = t;
+  }
   p.mask = k.info.masks[rng() % k.info.masks.size()];
   p.n_q = p.n_k = kN;
   const int64_t per_head = int64_t(kN) * p.d;
@@ -116,18 +120,19 @@ std::string law_large_offsets(const Kernel& k, uint64_t seed) {
   const Problem& p = in.p;
   if (!claims(k, p))
     throw NotApplicable(fmt::format("{} does not claim the case ({} x {} heads, n = {}, d = {}, {})", k.info.name,
-                                    p.batch, p.heads_q, p.n_q, p.d, dtype_name(p.dtype)));
+                                    p.batch, p.heads_q, p.n_q, p.d, dtypes_str(p)));
   const bool backward = k.info.backward && k.info.writes_lse;  // else the oracle would run on all of it
   // q, k, v, d_o and o, d_q, d_k, d_v in storage, and a copy's margin: a machine without the memory
   // cannot judge the case (n/a), rather than fail a correct kernel.
-  const double need = 10.0 * double(numel_q(p)) * double(dtype_size(p.dtype));
+  const double need = 10.0 * double(numel_q(p)) *
+                      double(std::max({dtype_size(dtype_q(p)), dtype_size(dtype_kv(p)), dtype_size(dtype_o(p))}));
   if (need > double(available_host_bytes()))
     throw NotApplicable(fmt::format("the case needs about {:.0f} GB of host memory, {:.0f} GB available", need / 1e9,
                                     double(available_host_bytes()) / 1e9));
-  in.q = HostTensor(p.dtype, shape_q(p)), in.k = HostTensor(p.dtype, shape_kv(p)),
-  in.v = HostTensor(p.dtype, shape_kv(p));
+  in.q = HostTensor(dtype_q(p), shape_q(p)), in.k = HostTensor(dtype_kv(p), shape_kv(p)),
+  in.v = HostTensor(dtype_kv(p), shape_kv(p));
   fill(in.q, seed * 4 + 0), fill(in.k, seed * 4 + 1), fill(in.v, seed * 4 + 2);
-  if (backward) in.d_o = HostTensor(p.dtype, shape_q(p)), fill(in.d_o, seed * 4 + 3);
+  if (backward) in.d_o = HostTensor(dtype_o(p), shape_q(p)), fill(in.d_o, seed * 4 + 3);
   Config cfg;
   if (!k.info.configs.empty()) cfg = k.info.configs.front();
   const Run r = execute(k, in, cfg, backward);

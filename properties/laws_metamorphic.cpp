@@ -54,7 +54,7 @@ std::string law_shift(const Kernel& k, const Case& c) {
   for (int64_t x = 0; x < in2.k.numel(); ++x) {
     const int64_t head = x / (p.n_k * p.d), col = x % p.d;
     const double y = c.in.k.get(x) + w[size_t(head * p.d + col)];
-    if (round_to(p.dtype, y) != y) throw NotApplicable("the shifted keys are not exact in the storage type");
+    if (round_to(dtype_kv(p), y) != y) throw NotApplicable("the shifted keys are not exact in the storage type");
     in2.k.set(x, y);
   }
   note_problem("shifted keys' problem", in2);
@@ -79,7 +79,7 @@ std::string law_shift(const Kernel& k, const Case& c) {
   }
   const ForwardTolerance t = forward_unshared(k, c.in, certify(c.in), c.cfg, Shared::ExactDots) +
                              forward_unshared(k, in2, certify(in2), c.cfg, Shared::ExactDots);
-  std::string msg = within(p, "o", b.out.o.to_f64(), a.out.o.to_f64(), t.o, p.dtype);
+  std::string msg = within(p, "o", b.out.o.to_f64(), a.out.o.to_f64(), t.o, dtype_o(p));
   if (k.info.writes_lse) {
     std::vector<double> tol = t.lse;
     for (size_t x = 0; x < tol.size(); ++x) tol[x] += 0x1p-52 * std::fabs(b.out.lse.get(int64_t(x)));  // fp64 - c_i
@@ -159,7 +159,7 @@ std::string law_affine_v(const Kernel& k, const Case& c) {
   Inputs in_a = c.in, in_b = c.in;
   for (int64_t x = 0; x < c.in.v.numel(); ++x) {
     const double y = a * c.in.v.get(x), z = y + shift[size_t(x % p.d)];
-    if (round_to(p.dtype, y) != y || round_to(p.dtype, z) != z)
+    if (round_to(dtype_kv(p), y) != y || round_to(dtype_kv(p), z) != z)
       throw NotApplicable("aV + b is not exact in the storage type");
     in_a.v.set(x, y), in_b.v.set(x, z);
   }
@@ -175,7 +175,7 @@ std::string law_affine_v(const Kernel& k, const Case& c) {
   for (double& x : scaled) x *= a;
   std::vector<double> tol1 = underflow_floor_tol(pr, p, a, p.n_k);
   add_underflow_carry(k, c, a, r1.out.o, ra.out.o, tol1);
-  std::string msg = within(p, "o", ra.out.o.to_f64(), scaled, tol1, p.dtype);
+  std::string msg = within(p, "o", ra.out.o.to_f64(), scaled, tol1, dtype_o(p));
   if (k.info.writes_lse)
     msg += same_bits(p, "lse", r1.out.lse, ra.out.lse) + same_bits(p, "lse", r1.out.lse, rb.out.lse);
   if (bwd) {
@@ -217,7 +217,7 @@ std::string law_affine_v(const Kernel& k, const Case& c) {
           expected[at] += bx;
         }
       }
-  msg = within(p, "o", rb.out.o.to_f64(), expected, tol, p.dtype);
+  msg = within(p, "o", rb.out.o.to_f64(), expected, tol, dtype_o(p));
   return msg.empty() ? "" : fmt::format("a = {}, b added: {}", a, msg);
 }
 

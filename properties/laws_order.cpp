@@ -57,9 +57,9 @@ std::string gradients_reordered(const Kernel& k, const Inputs& in, const Config&
   const Problem& p = in.p;
   const GradientTolerance t = gradient_order_difference(k, in, cfg, a, b);
   std::string msg = k.info.exact.d_q_rows ? same_bits(p, "d_q", a.d_q, b.d_q)
-                                          : within(p, "d_q", b.d_q.to_f64(), a.d_q.to_f64(), t.d_q, p.dtype);
-  return msg + within(p, "d_k", b.d_k.to_f64(), a.d_k.to_f64(), t.d_k, p.dtype) +
-         within(p, "d_v", b.d_v.to_f64(), a.d_v.to_f64(), t.d_v, p.dtype);
+                                          : within(p, "d_q", b.d_q.to_f64(), a.d_q.to_f64(), t.d_q, dtype_q(p));
+  return msg + within(p, "d_k", b.d_k.to_f64(), a.d_k.to_f64(), t.d_k, dtype_kv(p)) +
+         within(p, "d_v", b.d_v.to_f64(), a.d_v.to_f64(), t.d_v, dtype_kv(p));
 }
 
 // The forward of two runs on the same scores within both runs' unshared errors.
@@ -68,7 +68,7 @@ std::string forward_within(const Kernel& k, const Inputs& in, const Config& ca, 
   const Problem& p = in.p;
   const ref::Certified ref = certify(in);
   const ForwardTolerance t = forward_unshared(k, in, ref, ca, shared) + forward_unshared(k, in, ref, cb, shared);
-  std::string msg = within(p, "o", b.o.to_f64(), a.o.to_f64(), t.o, p.dtype);
+  std::string msg = within(p, "o", b.o.to_f64(), a.o.to_f64(), t.o, dtype_o(p));
   if (k.info.writes_lse) msg += within(p, "lse", b.lse.to_f64(), a.lse.to_f64(), t.lse, DType::F32);
   return msg;
 }

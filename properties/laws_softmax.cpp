@@ -39,7 +39,8 @@ std::vector<double> row_scores(const Case& c, DType storage, int64_t n) {
 Problem row_problem(const Kernel& k, const Case& c) {
   const Problem& pc = c.in.p;
   Problem p;
-  p.dtype = pc.dtype, p.mask = pc.mask, p.scale = 1, p.n_q = pc.n_q;
+  set_dtypes(p, dtypes_of(pc));
+  p.mask = pc.mask, p.scale = 1, p.n_q = pc.n_q;
   p.d = k.info.head_dims.empty() ? std::max<int32_t>(1, std::min<int32_t>(pc.n_k, 256))
                                  : *std::min_element(k.info.head_dims.begin(), k.info.head_dims.end());
   p.n_k = int32_t(std::min<int64_t>(pc.n_k, 8 * int64_t(p.d)));
@@ -53,8 +54,11 @@ std::string run_row_unit(const Kernel& k, const Case& c, const Problem& p, const
   const int64_t blocks = (p.n_k + p.d - 1) / p.d;
   P_got.assign(size_t(p.n_q * p.n_k), 0.0);
   for (int64_t blk = 0; blk < blocks; ++blk) {  // keys [blk d, (blk + 1) d) one-hot in V
-    Inputs in{
-        p, HostTensor(p.dtype, shape_q(p)), HostTensor(p.dtype, shape_kv(p)), HostTensor(p.dtype, shape_kv(p)), {}};
+    Inputs in{p,
+              HostTensor(dtype_q(p), shape_q(p)),
+              HostTensor(dtype_kv(p), shape_kv(p)),
+              HostTensor(dtype_kv(p), shape_kv(p)),
+              {}};
     for (int64_t i = 0; i < p.n_q; ++i) in.q.set(i * p.d, 1.0);
     for (int64_t j = 0; j < p.n_k; ++j) {
       in.k.set(j * p.d, x[size_t(j)]);
@@ -165,7 +169,7 @@ std::string check_row(const Kernel& k, const RowUnits& ru, int64_t i, const std:
 std::string law_softmax_row(const Kernel& k, const Case& c) {
   const Problem p = row_problem(k, c);
   if (!claims(k, p)) throw NotApplicable("the kernel declines the row problem");
-  const std::vector<double> x = row_scores(c, p.dtype, p.n_k);
+  const std::vector<double> x = row_scores(c, dtype_kv(p), p.n_k);  // the scores are keys' values
   std::vector<double> P_got, lse_got;  // (n_q, n_k), (n_q)
   if (std::string err = run_row_unit(k, c, p, x, P_got, lse_got); !err.empty()) return err;
   const RowUnits ru = row_units(k, c, p);

@@ -63,8 +63,8 @@ std::string law_invisible_keys(const Kernel& k, const Case& c) {
   Inputs in2 = c.in;
   for (int64_t x = 0; x < in2.k.numel(); ++x)
     if (x / p.d % p.n_k >= cut) {  // large, fresh values: any leak shows
-      in2.k.set(x, round_to(p.dtype, 1000.0 * std::normal_distribution<double>()(rng)));
-      in2.v.set(x, round_to(p.dtype, 1000.0 * std::normal_distribution<double>()(rng)));
+      in2.k.set(x, round_to(dtype_kv(p), 1000.0 * std::normal_distribution<double>()(rng)));
+      in2.v.set(x, round_to(dtype_kv(p), 1000.0 * std::normal_distribution<double>()(rng)));
     }
   note_problem("problem with replaced keys", in2);
   note_transform(fmt::format("keys j >= {} (and their values) replaced", cut));

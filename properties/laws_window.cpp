@@ -158,7 +158,7 @@ std::string softcap_to_infinity(const Kernel& k, const Case& c) {
                                       (R[size_t(x)] > 0 ? std::expm1(2 * delta) * R[size_t(x)] : 0.0);
       }
     }
-  std::string m = within(p, "o", b.out.o.to_f64(), a.out.o.to_f64(), t.o, p.dtype);
+  std::string m = within(p, "o", b.out.o.to_f64(), a.out.o.to_f64(), t.o, dtype_o(p));
   if (k.info.writes_lse) m += within(p, "lse", b.out.lse.to_f64(), a.out.lse.to_f64(), t.lse, DType::F32);
   return m.empty() ? "" : fmt::format("softcap c = {:.9g} (above every score by 2^40) against no softcap: {}", cap, m);
 }

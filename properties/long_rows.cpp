@@ -22,16 +22,17 @@ void fill_long_row(Case& c, LongPattern pattern, uint64_t seed, bool backward) {
   const Problem& p = c.in.p;
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> n01;
-  c.in.q = HostTensor(p.dtype, shape_q(p));
-  c.in.k = HostTensor(p.dtype, shape_kv(p));
-  c.in.v = HostTensor(p.dtype, shape_kv(p));
-  c.in.d_o = backward ? HostTensor(p.dtype, shape_q(p)) : HostTensor();
+  c.in.q = HostTensor(dtype_q(p), shape_q(p));
+  c.in.k = HostTensor(dtype_kv(p), shape_kv(p));
+  c.in.v = HostTensor(dtype_kv(p), shape_kv(p));
+  c.in.d_o = backward ? HostTensor(dtype_o(p), shape_q(p)) : HostTensor();
+  const DType t_v = dtype_kv(p);  // the patterns are values of v
   // The run's head 2^e and the accumulator's ulp there (fp32, fp64 for fp64 storage): for fp16 the
   // head is 2^10 so that x and t stay within fp16's range (x = 6.2e-5, t = 3.0e-5).
-  const int e = p.dtype == DType::F16 ? 10 : 0, acc_bits = p.dtype == DType::F64 ? 53 : 24;
+  const int e = t_v == DType::F16 ? 10 : 0, acc_bits = t_v == DType::F64 ? 53 : 24;
   const double head = std::ldexp(1.0, e);
-  const double x = round_to(p.dtype, 0.51 * std::ldexp(1.0, e - acc_bits + 1));  // 0.51 ulp of the head
-  const double t = round_to(p.dtype, 0.99 * std::ldexp(1.0, e - 25));            // under the 2^-25 grid
+  const double x = round_to(t_v, 0.51 * std::ldexp(1.0, e - acc_bits + 1));  // 0.51 ulp of the head
+  const double t = round_to(t_v, 0.99 * std::ldexp(1.0, e - 25));            // under the 2^-25 grid
   const int64_t n_k = p.n_k, d = p.d;
   const int64_t big = std::array<int64_t, 3>{0, n_k / 2, n_k - 1}[rng() % 3];  // one_large's key
   for (int64_t b = 0; b < p.batch; ++b)

@@ -726,8 +726,7 @@ std::string law_lacks(const Law& law, const Kernel& k) {
                        kDeclarations);
   if (law.needs_large_offsets && !i.large_offsets)
     return "needs tensors past 2^31 elements, and the kernel does not declare 64-bit offsets (large_offsets)";
-  if (!law.only_dtypes.empty() &&
-      std::none_of(law.only_dtypes.begin(), law.only_dtypes.end(), [&](DType t) { return holds_value(i.dtypes, t); })) {
+  if (!law.only_dtypes.empty() && spec_for(law, k).dtypes.empty() && spec_for(law, k).mixed_dtypes.empty()) {
     std::vector<std::string> names;
     for (DType t : law.only_dtypes) names.push_back(dtype_name(t));
     return fmt::format("is defined for {} only, and the kernel takes none of them", fmt::join(names, ", "));

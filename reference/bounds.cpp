@@ -25,25 +25,30 @@ double const_err(double x) { return x == 0 ? 0.0 : std::fabs(double(float(x)) - 
 
 Consts::Consts(const Problem& p_, const Tensors64& in_, const Certified& ref_, const Precision& prec)
     : p(p_), in(in_), ref(ref_), ar(prec.ar), storage(prec.storage) {
-  lse_type = storage == DType::F64 ? DType::F64 : DType::F32;
+  const DtypeSet types = prec.dtypes();
+  out_q = types.q, out_kv = types.kv, out_o = types.o;
+  lse_type = types.q == DType::F64 ? DType::F64 : DType::F32;
   ftz = ar.flush_subnormals;
   us = unit_roundoff(ar.soft);
   // FTZ flushes arithmetic results below the smallest normal; conversions to 16-bit keep subnormals.
   floor_s = ftz ? min_normal(ar.soft) : underflow_floor(ar.soft);
   // Inputs converted to a narrower operand type: its unit, and its underflow where its range is smaller.
-  if (ar.operand != storage) {
-    u_in = coarser(ar.operand, storage) ? unit_roundoff(ar.operand) : 0.0;
-    floor_in = min_normal(ar.operand) > min_normal(storage) ? underflow_floor(ar.operand) : 0.0;
+  // Per-tensor dtypes: charged to every input when the operand type is coarser than any one of them.
+  for (DType t : {types.q, types.kv, types.o}) {
+    if (ar.operand == t) continue;
+    if (coarser(ar.operand, t)) u_in = unit_roundoff(ar.operand);
+    if (min_normal(ar.operand) > min_normal(t)) floor_in = underflow_floor(ar.operand);
   }
   // P (and dS): to storage when the kernel rounds them there, then to the operand type if narrower.
   const PRounding pr = p_rounding(prec);
   u_p = pr.u;
-  floor_p = (pr.to_first ? underflow_floor(pr.first) : 0.0) + (pr.to_second ? underflow_floor(pr.second) : 0.0);
+  const double floor_first = pr.first == storage ? storage_floor(prec) : underflow_floor(pr.first);
+  floor_p = (pr.to_first ? floor_first : 0.0) + (pr.to_second ? underflow_floor(pr.second) : 0.0);
   // dS scaled before its rounding: the rounding's floor f, carried back through d_q, d_k = scale * sum, is f / |scale|.
   const double abs_scale = std::fabs(p.scale);
   floor_ds = floor_p * (ar.ds_scaled && abs_scale > 0 && abs_scale < 1 ? 1 / abs_scale : 1.0);
   u_store_s = ar.stores_s && coarser(storage, ar.soft) ? unit_roundoff(storage) : 0.0;
-  floor_store_s = u_store_s > 0 ? underflow_floor(storage) : 0.0;  // a tiny S or dP stored lands on the subnormal grid
+  floor_store_s = u_store_s > 0 ? storage_floor(prec) : 0.0;  // a tiny S or dP stored lands on the subnormal grid
   constexpr double kLog2e = 1.4426950408889634, kLn2 = 0.6931471805599453;
   const double c = ar.base2 ? p.scale * kLog2e : p.scale;
   delta_c = ar.soft == DType::F64 ? 0.0 : const_err(c) + (ar.base2 ? 0x1p-52 : 0.0);
@@ -77,7 +82,7 @@ Consts::Consts(const Problem& p_, const Tensors64& in_, const Certified& ref_, c
   if (ar.kv_per_head && group > 1 && coarser(storage, ar.dkv.acc)) {
     const double x = double(group - 1) * (std::log1p(unit_roundoff(storage)) + std::log1p(unit_roundoff(ar.dkv.acc)));
     kv_head_phi = std::expm1(x * (1 + 0x1p-50)) * (1 + 0x1p-50);  // outward past log1p's and expm1's errors
-    kv_head_floor = double(group) * underflow_floor(storage) * (1 + kv_head_phi);
+    kv_head_floor = double(group) * storage_floor(prec) * (1 + kv_head_phi);
   }
   w_s = chain_weights(ar.s, p.d, ftz), w_dp = chain_weights(ar.dp, dv, ftz), w_D = chain_weights(ar.d_o_o, dv, ftz);
   // Absent rows (masked) counted as present: an exact add of zero, so only looser.
@@ -324,7 +329,7 @@ void HeadPass::o_bound(int64_t oo, int64_t jb, const ChainWeights& wpv, int64_t 
     double e = E_l < 1 ? W + (E_acc + E_l * (ao + W)) / (1 - E_l) : kInf;
     if (!ar.p_normalised) e += gamma(ar.o_normalise, u) * (ao + e);  // 1/l rounded
     e += k.ftz ? k.floor_s : 0.0;                                    // the product flushed
-    B.o[size_t(oo + c)] = rounded_bound(o[c], e, err_o[size_t(c)], ar.soft, k.storage, true) * kSlack;
+    B.o[size_t(oo + c)] = rounded_bound(o[c], e, err_o[size_t(c)], ar.soft, k.out_o, true) * kSlack;
     e_o[size_t(c)] = B.o[size_t(oo + c)];  // |kernel o - exact o|, for D
   }
 }

@@ -19,10 +19,21 @@ namespace fc::ref {
 
 // What the error model needs to know about how a kernel computes: the storage type of its inputs and
 // outputs, and its declared arithmetic (the rounding chain of every sum, kernels/arithmetic.h).
+// A problem with per-tensor dtypes (mixed_dtypes) gives each output its own rounding (o and d_o in
+// dtypes().o, d_q in .q, d_k and d_v in .kv), its inputs exact in their own types, and charges the
+// roundings the arithmetic makes "to storage" (P, dS, a baseline's S) at the coarsest of the three
+// types, with the largest of their underflow floors (the widest-safe reading of "storage").
 struct Precision {
-  DType storage = DType::F32;  // q k v o d_o d_q d_k d_v (outputs are rounded to it)
+  DType storage = DType::F32;  // q k v o d_o d_q d_k d_v (outputs are rounded to it); mixed: the coarsest
   Arithmetic ar;
+  bool mixed = false;    // per-tensor dtypes: `tensors` holds them
+  DtypeSet tensors = {};
+  DtypeSet dtypes() const { return mixed ? tensors : DtypeSet{storage, storage, storage}; }
 };
+// The Precision of problem p under arithmetic ar: storage p's dtype, or the coarsest of its per-tensor ones.
+Precision precision_for(const Problem& p, const Arithmetic& ar);
+// The largest underflow floor among a precision's storage types (underflow_floor(storage) when uniform).
+double storage_floor(const Precision& prec);
 
 // Unit roundoff of a dtype (2^-p for p significand bits) and half its smallest subnormal (the
 // absolute rounding error floor of gradual underflow).

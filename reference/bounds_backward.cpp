@@ -152,7 +152,7 @@ void HeadPass::finish_dq(int64_t rows) {
       // loses them unscaled, one that scales the sum loses them scaled.
       const double e = scale * (1 + k.delta_out) * chain + floor_scale * (1 + k.delta_out) * dq_floor[size_t(r)] +
                        times(k.delta_out, std::fabs(dq) + err) + floor;
-      B.d_q[size_t(oq + c)] = rounded_bound(dq, e, err, k.ar.soft, k.storage, true) * kSlack;
+      B.d_q[size_t(oq + c)] = rounded_bound(dq, e, err, k.ar.soft, k.out_q, true) * kSlack;
     }
   }
 }
@@ -162,7 +162,7 @@ void HeadPass::finish_kv() {
   // Stored-head sums of a huge group (phi past ~1e30, or +inf past G ~ 1.8e5 at BF16): any finite
   // stored value y has |y| <= max_finite, so |y - exact| <= max_finite + |r| + err_r, a bound that
   // also admits an overflow to either infinity (within_bound): the model's bound, at most that.
-  const double top = max_finite(k.storage);
+  const double top = max_finite(k.out_kv);
   auto capped = [&](double bound, double r, double err_r) {
     if (!(k.kv_head_phi > 0) || std::isnan(bound) || std::isnan(r)) return bound;
     return std::min(bound, (top + std::fabs(r) + err_r) * kSlack);
@@ -182,7 +182,7 @@ void HeadPass::finish_kv() {
       const double e_k = scale * (1 + k.delta_out) * chain_k +
                          floor_scale * (1 + k.delta_out) * (fl * (1 + k.kv_head_phi) + k.kv_head_floor) +
                          times(k.delta_out, std::fabs(dk) + ek) + floor;
-      B.d_k[size_t(x)] = capped(rounded_bound(dk, e_k, ek, k.ar.soft, k.storage, true) * kSlack, dk, ek);
+      B.d_k[size_t(x)] = capped(rounded_bound(dk, e_k, ek, k.ar.soft, k.out_kv, true) * kSlack, dk, ek);
     }
     for (int64_t c = 0; c < k.dv; ++c) {  // d_v = acc, converted to storage
       const int64_t x = offset_v(p, b, g, j) + c;
@@ -190,7 +190,7 @@ void HeadPass::finish_kv() {
       double chain_v = (E_dv(j, c) + beta0_v[size_t(j)]) * sc_j;
       if (k.kv_head_phi > 0) chain_v = chain_v * (1 + k.kv_head_phi) + times(k.kv_head_phi, M_dv(j, c));
       const double e_v = chain_v + fl * (1 + k.kv_head_phi) + k.kv_head_floor + floor;
-      B.d_v[size_t(x)] = capped(rounded_bound(dv, e_v, ev, k.ar.soft, k.storage, false) * kSlack, dv, ev);
+      B.d_v[size_t(x)] = capped(rounded_bound(dv, e_v, ev, k.ar.soft, k.out_kv, false) * kSlack, dv, ev);
     }
   }
 }

@@ -51,6 +51,20 @@ double min_normal(DType t) {
 
 bool coarser(DType a, DType b) { return unit_roundoff(a) > unit_roundoff(b); }
 
+Precision precision_for(const Problem& p, const Arithmetic& ar) {
+  Precision pr;
+  pr.ar = ar;
+  pr.mixed = mixed_dtypes(p);
+  pr.tensors = dtypes_of(p);
+  pr.storage = pr.mixed ? coarsest(pr.tensors) : p.dtype;
+  return pr;
+}
+
+double storage_floor(const Precision& prec) {
+  const DtypeSet t = prec.dtypes();
+  return std::max({underflow_floor(prec.storage), underflow_floor(t.q), underflow_floor(t.kv), underflow_floor(t.o)});
+}
+
 PRounding p_rounding(const Precision& prec) {
   const Arithmetic& ar = prec.ar;
   PRounding r;

@@ -68,6 +68,7 @@ struct Consts {
   const Certified& ref;
   const Arithmetic& ar;
   DType storage, lse_type;
+  DType out_q, out_kv, out_o;  // the outputs' types: d_q; d_k, d_v; o (storage unless dtypes are per tensor)
   bool ftz;
   double us;        // unit roundoff of the element-wise arithmetic
   double floor_s;   // its underflow floor (exp, products of weights)

@@ -143,8 +143,8 @@ Bounds sequence_bounds(const Problem& p, const Tensors64& in, const Certified& r
       }
   }
   if (!bwd) return B;
-  const double u_out = unit_roundoff(prec.storage), u_s = unit_roundoff(prec.ar.soft);
-  const double fl = 2 * underflow_floor(prec.storage) + 2 * underflow_floor(prec.ar.soft);
+  const double u_out = unit_roundoff(prec.dtypes().kv), u_s = unit_roundoff(prec.ar.soft);  // d_k, d_v's type
+  const double fl = 2 * underflow_floor(prec.dtypes().kv) + 2 * underflow_floor(prec.ar.soft);
   auto finish = [&](std::vector<double>& bound, const std::vector<double>& sum, const std::vector<double>& mag,
                     const std::vector<double>& err, int64_t w) {
     for (size_t row = 0; row < uses.size(); ++row) {

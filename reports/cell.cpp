@@ -15,7 +15,8 @@ using nlohmann::json;
 
 std::map<std::string, TensorMetrics> measure_outputs(const Inputs& checked, const ref::Certified& want,
                                                      const ref::Bounds& bounds, const Outputs& got, bool has_lse) {
-  const DType t = checked.p.dtype;
+  const Problem& p = checked.p;  // each output in its own dtype (per-tensor dtypes: o's, q's, k/v's)
+  const DType t_o = dtype_o(p), t_q = dtype_q(p), t_kv = dtype_kv(p);
   const bool grads = got.has_grads() && !want.value.d_q.empty();
   // The tensors' metrics are independent (each measure() is one serial pass): side by side on the
   // oracle's threads (reference/parallel.hpp), each the same bits as alone.
@@ -27,11 +28,11 @@ std::map<std::string, TensorMetrics> measure_outputs(const Inputs& checked, cons
   ref::parallel_for(5, [&](int64_t x) {
     if (!used[size_t(x)]) return;
     switch (x) {
-      case 0: out[0] = measure(got.o.to_f64(), want.value.o, bounds.o, t, {Scale::Elementwise, &want.o_mag}); break;
-      case 1: out[1] = measure(got.lse.to_f64(), want.value.lse, bounds.lse, lse_dtype(t), {Scale::Absolute}); break;
-      case 2: out[2] = measure(got.d_q.to_f64(), want.value.d_q, bounds.d_q, t, {Scale::TensorMax}); break;
-      case 3: out[3] = measure(got.d_k.to_f64(), want.value.d_k, bounds.d_k, t, {Scale::TensorMax}); break;
-      default: out[4] = measure(got.d_v.to_f64(), want.value.d_v, bounds.d_v, t, {Scale::TensorMax}); break;
+      case 0: out[0] = measure(got.o.to_f64(), want.value.o, bounds.o, t_o, {Scale::Elementwise, &want.o_mag}); break;
+      case 1: out[1] = measure(got.lse.to_f64(), want.value.lse, bounds.lse, lse_dtype(p), {Scale::Absolute}); break;
+      case 2: out[2] = measure(got.d_q.to_f64(), want.value.d_q, bounds.d_q, t_q, {Scale::TensorMax}); break;
+      case 3: out[3] = measure(got.d_k.to_f64(), want.value.d_k, bounds.d_k, t_kv, {Scale::TensorMax}); break;
+      default: out[4] = measure(got.d_v.to_f64(), want.value.d_v, bounds.d_v, t_kv, {Scale::TensorMax}); break;
     }
   });
   std::map<std::string, TensorMetrics> m;
@@ -131,7 +132,7 @@ json case_json(const CaseSpec& c, uint64_t inputs_hash, double score_max_) {
   json j = {{"seq", c.seq},
             {"id", c.id},
             {"regime", c.regime},
-            {"dtype", dtype_name(c.p.dtype)},
+            {"dtype", dtypes_str(c.p)},
             {"batch", c.p.batch},
             {"heads_q", c.p.heads_q},
             {"heads_kv", c.p.heads_kv},

@@ -31,8 +31,8 @@ Outputs read_outputs(const std::string& path, const Inputs& in) {
     const HostTensor& t = it->second;
     if (t.dtype != dtype)
       throw io::FileError(io::Fault::MixedDtypes, path,
-                          fmt::format("tensor \"{}\" is {}, expected {} (the inputs' dtype; lse is {})", name,
-                                      dtype_name(t.dtype), dtype_name(dtype), dtype_name(lse_dtype(p.dtype))));
+                          fmt::format("tensor \"{}\" is {}, expected {} (the inputs' dtype for it; lse is {})", name,
+                                      dtype_name(t.dtype), dtype_name(dtype), dtype_name(lse_dtype(p))));
     if (t.shape != shape)
       throw io::FileError(io::Fault::BadShape, path,
                           fmt::format("tensor \"{}\" has shape [{}], expected [{}]", name, fmt::join(t.shape, ", "),
@@ -44,18 +44,31 @@ Outputs read_outputs(const std::string& path, const Inputs& in) {
       throw io::FileError(io::Fault::BadHeader, path,
                           fmt::format("unknown tensor {} (outputs are o, lse, d_q, d_k, d_v)", io::quoted(name)));
   if (!f.tensors.count("o")) throw io::FileError(io::Fault::MissingTensor, path, "no tensor \"o\"");
-  take("o", out.o, p.dtype, shape_o(p));
-  take("lse", out.lse, lse_dtype(p.dtype), shape_lse(p));
+  take("o", out.o, dtype_o(p), shape_o(p));
+  take("lse", out.lse, lse_dtype(p), shape_lse(p));
   const int grads = int(f.tensors.count("d_q") + f.tensors.count("d_k") + f.tensors.count("d_v"));
   if (grads > 0) {
     if (grads < 3) throw io::FileError(io::Fault::MissingTensor, path, "gradients need all of d_q, d_k and d_v");
     if (!in.has_d_o())
       throw io::FileError(io::Fault::MissingTensor, path, "holds gradients but the inputs have no d_o");
-    take("d_q", out.d_q, p.dtype, shape_q(p));
-    take("d_k", out.d_k, p.dtype, shape_kv(p));
-    take("d_v", out.d_v, p.dtype, shape_v(p));
+    take("d_q", out.d_q, dtype_q(p), shape_q(p));
+    take("d_k", out.d_k, dtype_kv(p), shape_kv(p));
+    take("d_v", out.d_v, dtype_kv(p), shape_v(p));
   }
   return out;
+}
+
+// in with every tensor in the finest of its dtypes (exact: each coarser value is a value of it).
+Inputs uniform_dtype(const Inputs& in) {
+  const DtypeSet t = dtypes_of(in.p);
+  DType fine = t.q;
+  for (DType x : {t.kv, t.o})
+    if (significand_bits(x) > significand_bits(fine)) fine = x;
+  Inputs u = in;
+  set_dtypes(u.p, {fine, fine, fine});
+  for (HostTensor* x : {&u.q, &u.k, &u.v, &u.d_o})
+    if (!x->shape.empty()) *x = HostTensor::from_f64(fine, x->shape, x->to_f64());
+  return u;
 }
 
 ref::Precision precision(const CompareOptions& o, const Problem& p, int32_t block_n) {
@@ -71,15 +84,14 @@ ref::Precision precision(const CompareOptions& o, const Problem& p, int32_t bloc
   // be), "nearest" cpu_tiled's (FA2) or cpu_naive's on acc; P rounded to storage or kept.
   Config cfg;
   cfg.block_m = p.n_q, cfg.block_n = block_n, cfg.accum = acc;
-  ref::Precision pr;
-  pr.storage = p.dtype;
+  ref::Precision pr = ref::precision_for(p, Arithmetic{});  // storage: the coarsest of per-tensor dtypes
   if (o.model == "naive") {
     pr.ar = cpu::naive_arithmetic(p, cfg);
     if (o.rounding == "truncate")  // directed rounding in an unknown order, FTZ: what a GPU may do
       for (Chain* c : {&pr.ar.s, &pr.ar.pv, &pr.ar.l, &pr.ar.d_o_o, &pr.ar.dp, &pr.ar.dq, &pr.ar.dkv})
         c->adder = Adder::AnyOrder, c->truncates = true, c->block = 0;
   } else if (o.rounding == "truncate") {
-    pr.ar = tensor_core_arithmetic(p.dtype, p.n_q, block_n, 0);  // d_q one chain: longer than any split
+    pr.ar = tensor_core_arithmetic(pr.storage, p.n_q, block_n, 0);  // d_q one chain: longer than any split
   } else {
     pr.ar = cpu::tiled_arithmetic(p, cfg);
   }
@@ -113,8 +125,11 @@ json compare_report(const CompareOptions& o, const Inputs& in) {
     c.len_k.push_back(int32_t(in.cu_seqlens_k.get(b + 1) - in.cu_seqlens_k.get(b)));
   }
   // The same-precision baseline on the same inputs, for the ratios.
+  // Per-tensor dtypes: the baseline runs with every tensor in the finest of them, which holds every
+  // input exactly (an F16 or BF16 value is an F32 value), so it answers the same problem.
   const Subject base = baseline_subject();
-  const CellRun base_run = run_cell(c, checked, checked, want, base, false);
+  const Inputs base_in = mixed_dtypes(in.p) ? uniform_dtype(checked) : checked;
+  const CellRun base_run = run_cell(c, base_in, base_in, want, base, false);
   const BaselineErrors base_err = max_abs_of(base_run.metrics);
 
   CellRun r;

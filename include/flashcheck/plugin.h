@@ -4,7 +4,8 @@
  * A plugin is a shared library that exports `flashcheck_kernel`, returning a pointer to a static
  * fc_kernel. Tensors are DLPack DLTensors: data, device, dtype (kDLFloat 16/32/64, kDLBfloat 16, kDLInt
  * 32), shape and strides (in elements; NULL = compact row-major) travel together, so any layout can be
- * offered, and a kernel that ignores strides is caught.
+ * offered, and a kernel that ignores strides is caught. q, k/v and o share one dtype unless the kernel
+ * declares per-tensor combinations (fc_declarations.dtypes): then each tensor has its own.
  *
  * Semantics (flashcheck's contract): q (batch, heads_q, n_q, d), k (batch, heads_kv, n_k, d), v and o
  * with last dim d_v; s_ij = scale * q_i . k_j (softcap c > 0: s <- c * tanh(s / c)); masks: none,
@@ -130,6 +131,13 @@ typedef struct {
   int32_t deterministic;    /* the backward is bitwise repeatable in this configuration (a deterministic mode) */
 } fc_config;
 
+/* One combination of per-tensor storage dtypes the kernel takes, each an enum fc_dtype_code: q (and d_q),
+ * k and v (and d_k, d_v), o (and d_o). lse stays fp32 (fp64 when q is F64). {F32, F16, F32} is a CPU
+ * inference library's call (fp16 K/V cache, fp32 queries and output). */
+typedef struct {
+  int32_t q, kv, o;
+} fc_dtypes;
+
 typedef struct {
   fc_lengths n_q, n_k;          /* sequence lengths taken (dense: every sequence; varlen: the longest) */
   int32_t max_batch, max_heads; /* 0: no bound */
@@ -142,6 +150,9 @@ typedef struct {
   const fc_config *configs;     /* NULL: one default configuration */
   int32_t num_configs;
   int32_t large_offsets;        /* 64-bit offsets: tensors of more than 2^31 elements (the large_offsets law) */
+  const fc_dtypes *dtypes;      /* NULL: probed, one dtype for every tensor (F16, BF16, F32, F64); else exactly
+                                   these combinations are drawn (supports() sees each tensor's DLTensor dtype) */
+  int32_t num_dtypes;
 } fc_declarations;
 
 typedef struct {

@@ -107,3 +107,50 @@ TEST_CASE("inputs_file then inputs_from round-trips problem, scale and tensors",
   CHECK(out.p.heads_kv == 2);
   CHECK(out.k.bytes == in.k.bytes);
 }
+
+TEST_CASE("a case with per-tensor dtypes round-trips them; a single-dtype file is written as before", "[cpu]") {
+  for (const DtypeSet t :
+       {DtypeSet{DType::F32, DType::F16, DType::F32}, DtypeSet{DType::BF16, DType::F16, DType::F32}}) {
+    Inputs in;
+    in.p = Problem{1, 2, 1, 3, 5, 4, DType::F32, Mask::None, 0.5};
+    set_dtypes(in.p, t);
+    in.q = HostTensor(t.q, shape_q(in.p));
+    in.k = HostTensor(t.kv, shape_kv(in.p));
+    in.v = HostTensor(t.kv, shape_v(in.p));
+    in.d_o = HostTensor(t.o, shape_o(in.p));
+    for (int64_t i = 0; i < in.k.numel(); ++i) in.k.set(i, double(i) / 7), in.q.set(i % in.q.numel(), 1.0 / 3);
+    const io::TensorFile f = io::inputs_file(in);
+    CHECK(f.metadata.count("dtype_o") == (t.o != t.q ? 1u : 0u));
+    const Inputs out = io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(f)));
+    CHECK(dtypes_of(out.p) == t);
+    CHECK(mixed_dtypes(out.p));
+    CHECK(out.q.bytes == in.q.bytes);
+    CHECK(out.k.bytes == in.k.bytes);
+    CHECK(out.d_o.dtype == t.o);
+  }
+  // One dtype: the metadata and bytes of a file written before per-tensor dtypes existed.
+  Inputs in;
+  in.p = Problem{1, 1, 1, 2, 2, 2, DType::F16, Mask::None, 0.5};
+  in.q = HostTensor(DType::F16, shape_q(in.p)), in.k = HostTensor(DType::F16, shape_kv(in.p));
+  in.v = HostTensor(DType::F16, shape_v(in.p));
+  const io::TensorFile f = io::inputs_file(in);
+  CHECK(f.metadata == std::map<std::string, std::string>{{"mask", "none"}, {"scale", "0.5"}});
+  const Inputs out = io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(f)));
+  CHECK(!mixed_dtypes(out.p));
+  CHECK(int32_t(out.p.dtype_kv) == int32_t(kDtypeAsQ));
+  // k and v of two dtypes, d_o not o's dtype, and an unknown dtype_o are refused.
+  Inputs bad = in;
+  bad.v = HostTensor(DType::F32, shape_v(in.p));
+  CHECK_THROWS_WITH(
+      io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(io::inputs_file(bad)))),
+      Catch::Contains("k and v share one dtype"));
+  bad = in;
+  bad.d_o = HostTensor(DType::F32, shape_o(in.p));
+  CHECK_THROWS_WITH(
+      io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(io::inputs_file(bad)))),
+      Catch::Contains("d_o has o's dtype"));
+  io::TensorFile odd = io::inputs_file(in);
+  odd.metadata["dtype_o"] = "F8";
+  CHECK_THROWS_WITH(io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(odd))),
+                    Catch::Contains("dtype_o"));
+}

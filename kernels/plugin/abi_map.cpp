@@ -176,6 +176,7 @@ Layout layout_for(const Problem& p, LayoutPolicy policy) {
   for (uint64_t x : {uint64_t(p.batch), uint64_t(p.heads_q), uint64_t(p.heads_kv), uint64_t(p.n_q), uint64_t(p.n_k),
                      uint64_t(p.d), uint64_t(p.dtype), uint64_t(p.mask), scale_bits})
     mix(x);
+  if (mixed_dtypes(p)) mix(uint64_t(dtype_kv(p)) << 8 | uint64_t(dtype_o(p)));  // uniform problems: as before
   return Layout((h + uint64_t(layout_shift())) % 3);  // a LayoutShift rotates it (kernels/hostile.hpp)
 }
 
@@ -215,13 +216,13 @@ CallPlan plan_call(const Problem& p, Layout layout, bool backward) {
   plan.problem = to_abi(p);
   plan.backward = backward;
   plan.layout = int32_t(layout);
-  const DLDataType t = dl_dtype(p.dtype), i32 = dl_dtype(DType::I32);
-  plan.slot[kQ] = tensor_slot(t, shape_q(p), layout);   // (batch, heads_q, n_q, d); varlen (total_q, heads_q, d)
-  plan.slot[kK] = tensor_slot(t, shape_kv(p), layout);  // (batch, heads_kv, n_k, d); varlen, paged: tensor.hpp
-  plan.slot[kV] = tensor_slot(t, shape_v(p), layout);   // k's with d_v
-  plan.slot[kO] = tensor_slot(t, shape_o(p), layout);   // q's with d_v
-  plan.slot[kLse] =
-      lse_slot(lse_dtype(p.dtype), shape_lse(p), layout);  // (batch, heads_q, n_q); varlen (heads_q, total_q)
+  const DLDataType tq = dl_dtype(dtype_q(p)), tkv = dl_dtype(dtype_kv(p)), to = dl_dtype(dtype_o(p));
+  const DLDataType i32 = dl_dtype(DType::I32);
+  plan.slot[kQ] = tensor_slot(tq, shape_q(p), layout);    // (batch, heads_q, n_q, d); varlen (total_q, heads_q, d)
+  plan.slot[kK] = tensor_slot(tkv, shape_kv(p), layout);  // (batch, heads_kv, n_k, d); varlen, paged: tensor.hpp
+  plan.slot[kV] = tensor_slot(tkv, shape_v(p), layout);   // k's with d_v
+  plan.slot[kO] = tensor_slot(to, shape_o(p), layout);    // q's with d_v
+  plan.slot[kLse] = lse_slot(lse_dtype(p), shape_lse(p), layout);  // (batch, heads_q, n_q); varlen (heads_q, total_q)
   if (p.varlen) {
     plan.slot[kCuSeqlensQ] = tensor_slot(i32, {int64_t(p.batch) + 1}, Layout::Compact);  // (batch + 1)
     plan.slot[kCuSeqlensK] = tensor_slot(i32, {int64_t(p.batch) + 1}, Layout::Compact);  // (batch + 1)

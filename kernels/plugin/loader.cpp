@@ -103,6 +103,23 @@ Declared read_declarations(const fc_kernel* k, const std::string& where) {
   }
   d.num_configs = x.num_configs;
   d.large_offsets = x.large_offsets != 0;
+  if (x.num_dtypes < 0 || x.num_dtypes > kMaxDeclaredDtypes || (x.num_dtypes > 0 && !x.dtypes))
+    throw LoadError(fmt::format("{}: declarations.num_dtypes = {} (0..{}, with dtypes non-NULL)", where, x.num_dtypes,
+                                kMaxDeclaredDtypes));
+  for (int32_t i = 0; i < x.num_dtypes; ++i) {
+    const fc_dtypes& t = x.dtypes[i];
+    for (int32_t c : {t.q, t.kv, t.o})
+      if (c < FC_DTYPE_F16 || c > FC_DTYPE_F64)
+        throw LoadError(
+            fmt::format("{}: declarations.dtypes[{}] = {{{}, {}, {}}}: each of q, kv, o is a dtype code 1..4 "
+                        "(FC_DTYPE_F16, BF16, F32, F64)",
+                        where, i, t.q, t.kv, t.o));
+    for (int32_t j = 0; j < i; ++j)
+      if (d.dtypes[j].q == t.q && d.dtypes[j].kv == t.kv && d.dtypes[j].o == t.o)
+        throw LoadError(fmt::format("{}: declarations.dtypes[{}] repeats dtypes[{}]", where, i, j));
+    d.dtypes[i] = t;
+  }
+  d.num_dtypes = x.num_dtypes;
   return d;
 }
 

@@ -16,7 +16,7 @@ struct LoadError : std::runtime_error {
 
 // A version-3 kernel's declarations (fc_declarations) as plain data, so that they cross the worker's
 // pipe: the head dims and configs copied out of the plugin's arrays, their counts bounded.
-inline constexpr int32_t kMaxDeclaredDims = 256, kMaxDeclaredConfigs = 32;
+inline constexpr int32_t kMaxDeclaredDims = 256, kMaxDeclaredConfigs = 32, kMaxDeclaredDtypes = 64;
 struct Declared {
   int32_t present = 0;  // 0: a version-2 kernel, or declarations == NULL
   fc_lengths n_q{}, n_k{};
@@ -30,6 +30,8 @@ struct Declared {
   int32_t num_configs = 0;
   fc_config configs[kMaxDeclaredConfigs]{};
   int32_t large_offsets = 0;
+  int32_t num_dtypes = 0;  // 0: probed
+  fc_dtypes dtypes[kMaxDeclaredDtypes]{};
 };
 
 // What the suite needs to know about a kernel besides its entry points.
@@ -44,7 +46,8 @@ struct Meta {
 
 // The declarations of k (abi_version 3), checked: LoadError for a field out of range (a residue
 // outside [0, multiple_of), min > max, a head dim outside 1..256, more than kMaxDeclaredConfigs
-// configs, a non-positive or non-finite scale, an unknown enum value).
+// configs or dtype combinations, a non-positive or non-finite scale, an unknown enum value, a dtype
+// combination with an unknown type or given twice).
 Declared read_declarations(const fc_kernel* k, const std::string& where);
 
 // Throws LoadError unless k is a usable kernel of ABI version 2 or 3; `where` names it in the message.

@@ -63,14 +63,25 @@ int32_t bits_of(DType t) {
 Arithmetic plugin_arithmetic(const fc_arithmetic& d, bool atomic, const Problem& p, const Config& cfg) {
   const int32_t bm = cfg.block_m > 0 ? cfg.block_m : std::max(d.block_m, 1);
   const int32_t bn = cfg.block_n > 0 ? cfg.block_n : std::max(d.block_n, 1);
-  if (d.summation == FC_SUM_TENSOR_CORE) return tensor_core_arithmetic(p.dtype, bm, bn, atomic ? bn : 0);
-  const DType acc = p.dtype == DType::F64 ? DType::F64 : dtype_of(d.accumulator, DType::F32);
+  // Per-tensor dtypes: tensor cores take their operands in the coarsest type; a serial kernel reads each
+  // tensor in its own type (exact), so its operand type is the finest, and a product of two inputs is
+  // exact in fp32 when their significands fit in 24 bits together (16-bit by 16-bit).
+  const DtypeSet t = dtypes_of(p);
+  if (d.summation == FC_SUM_TENSOR_CORE) return tensor_core_arithmetic(coarsest(t), bm, bn, atomic ? bn : 0);
+  const bool all64 = t.q == DType::F64 && t.kv == DType::F64 && t.o == DType::F64;
+  const DType acc = all64 ? DType::F64 : dtype_of(d.accumulator, DType::F32);
   const DType soft = acc == DType::F64 ? DType::F64 : DType::F32;
+  const DType finest = bits_of(t.q) >= bits_of(t.kv) && bits_of(t.q) >= bits_of(t.o) ? t.q
+                       : bits_of(t.kv) >= bits_of(t.o)                               ? t.kv
+                                                                                     : t.o;
   Arithmetic a;
   a.soft = soft;
-  a.operand = bits_of(acc) < bits_of(p.dtype) ? acc : p.dtype;
+  a.operand = bits_of(acc) < bits_of(finest) ? acc : finest;
   const bool fused = d.fused_products != 0;
-  a.s = a.d_o_o = a.dp = serial_chain(soft, fused || bits_of(p.dtype) <= 12);  // over d, in the softmax type
+  auto exact = [&](DType x, DType y) { return fused || bits_of(x) + bits_of(y) <= 24; };
+  a.s = serial_chain(soft, exact(t.q, t.kv));   // over d, in the softmax type
+  a.dp = serial_chain(soft, exact(t.o, t.kv));  // d_o . v
+  a.d_o_o = serial_chain(soft, exact(t.o, t.o));
   a.dq = a.dkv = a.pv = serial_chain(acc, fused);
   a.l = serial_chain(soft, true);
   a.pv.block = a.l.block = bn;
@@ -95,13 +106,14 @@ Arithmetic plugin_arithmetic(const fc_arithmetic& d, bool atomic, const Problem&
 // an axis of length 1 a strided layout can have a compact one's strides (DLPack ignores a length-1
 // axis' stride), and a kernel that takes compact tensors only would seem to take that layout. The
 // lengths, batch, heads and scale are moved inside what the kernel declares.
-Problem Subject::probe_problem(DType t, Mask m, int32_t d) const {
+Problem Subject::probe_problem(DtypeSet t, Mask m, int32_t d) const {
   const KernelInfo& i = kernel_.info;
   Problem p;
   p.batch = i.max_batch > 0 ? std::min(2, i.max_batch) : 2;
   p.heads_q = p.heads_kv = i.max_heads > 0 ? std::min(2, i.max_heads) : 2;
   p.n_q = i.n_q.snap(16), p.n_k = i.n_k.snap(16), p.d = d;
-  p.dtype = t, p.mask = m, p.scale = i.fixed_scale > 0 ? i.fixed_scale : default_scale(d);
+  set_dtypes(p, t);
+  p.mask = m, p.scale = i.fixed_scale > 0 ? i.fixed_scale : default_scale(d);
   return p;
 }
 
@@ -218,17 +230,28 @@ bool Subject::accepts(const Problem& p, Layout layout) {
 }
 
 // dtypes and masks at the common head dims, then every head dim 1..256 on the first accepted pair,
-// then GQA/MQA, then whether strided layouts are accepted at all.
+// then GQA/MQA, then whether strided layouts are accepted at all. Declared dtype combinations are
+// asked instead of the four single dtypes; one that supports() declines at every mask and head dim
+// contradicts the declaration (LoadError).
 void Subject::probe() {
   KernelInfo& i = kernel_.info;
   bool any = false;
-  DType t0 = DType::F32;
+  DtypeSet t0{};
   Mask m0 = Mask::None;
   int32_t d0 = 64;
   bool mask_ok[3] = {false, false, false};
   std::vector<int32_t> dims(std::begin(kProbeDims), std::end(kProbeDims));
   if (declared_.num_head_dims > 0) dims.assign(declared_.head_dims, declared_.head_dims + declared_.num_head_dims);
-  for (DType t : kProbeDtypes) {
+  std::vector<DtypeSet> sets;
+  for (DType t : kProbeDtypes) sets.push_back({t, t, t});
+  if (declared_.num_dtypes > 0) {
+    sets.clear();
+    for (int32_t x = 0; x < declared_.num_dtypes; ++x) {
+      const fc_dtypes& c = declared_.dtypes[x];
+      sets.push_back({dtype_of(c.q, DType::F32), dtype_of(c.kv, DType::F32), dtype_of(c.o, DType::F32)});
+    }
+  }
+  for (const DtypeSet& t : sets) {
     bool dtype_ok = false;
     for (Mask m : kProbeMasks)
       for (int32_t d : dims)
@@ -237,10 +260,18 @@ void Subject::probe() {
           dtype_ok = mask_ok[int(m)] = true;
           break;
         }
-    if (dtype_ok) i.dtypes.push_back(t);
+    if (dtype_ok) (t.uniform() ? i.dtypes.push_back(t.q) : i.mixed_dtypes.push_back(t));
+    if (!dtype_ok && declared_.num_dtypes > 0) {
+      Problem p;
+      set_dtypes(p, t);
+      throw LoadError(
+          fmt::format("{}: declarations.dtypes names {{{}}}, but supports() declines it at every mask and "
+                      "head dim flashcheck offers",
+                      i.name, dtypes_str(p)));
+    }
   }
   if (!any) {
-    const Problem p = probe_problem(DType::F32, Mask::None, dims.front());
+    const Problem p = probe_problem({DType::F32, DType::F32, DType::F32}, Mask::None, dims.front());
     throw LoadError(fmt::format(
         "{}: supports() declines every problem flashcheck offers (F16, BF16, F32, F64; every mask; d in {}; "
         "batch {}, heads {}, n_q = {}, n_k = {}; compact tensors){}",
@@ -331,18 +362,20 @@ bool Subject::supports(const Problem& p) {
   if (fault.empty()) return yes;
   // The case is claimed so that it runs, and fails with the fault (shrinking then minimises it).
   for (const Pending& x : pending_)  // asked again (a law's gate, then its run): kept once
-    if (std::memcmp(&x.problem, &plan.problem, sizeof plan.problem) == 0 && x.dtype == p.dtype) return true;
+    if (std::memcmp(&x.problem, &plan.problem, sizeof plan.problem) == 0 && x.dtypes == dtypes_of(p)) return true;
   if (pending_.size() >= 64) pending_.erase(pending_.begin());  // claimed cases that never ran
-  pending_.push_back({plan.problem, p.dtype, "supports(): " + fault});
+  pending_.push_back({plan.problem, dtypes_of(p), "supports(): " + fault});
   return true;
 }
 
 void Subject::run(const CallPlan& plan, const HostArgs& in, const HostOuts& out) {
   const std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    auto same_dtype = [&](int32_t slot, DType t) {
+      return plan.slot[slot].dtype.code == dl_dtype(t).code && plan.slot[slot].dtype.bits == dl_dtype(t).bits;
+    };
     const bool same = std::memcmp(&plan.problem, &it->problem, sizeof plan.problem) == 0 &&
-                      plan.slot[kQ].dtype.code == dl_dtype(it->dtype).code &&
-                      plan.slot[kQ].dtype.bits == dl_dtype(it->dtype).bits;
+                      same_dtype(kQ, it->dtypes.q) && same_dtype(kK, it->dtypes.kv) && same_dtype(kO, it->dtypes.o);
     if (!same) continue;
     const std::string fault = std::move(it->fault);
     pending_.erase(it);

@@ -41,7 +41,7 @@ class Subject {
   void declare();  // KernelInfo from a version-3 kernel's declarations
   void bound();    // SubjectOptions' size bounds
   void probe();
-  Problem probe_problem(DType t, Mask m, int32_t d) const;
+  Problem probe_problem(DtypeSet t, Mask m, int32_t d) const;
   int32_t config_index(const Config& c) const;
   void probe_variants(const Problem& plain);
   bool accepts(const Problem& p, Layout layout);  // supports(), a fault while probing is a LoadError
@@ -55,7 +55,7 @@ class Subject {
   std::string notes_;
   struct Pending {  // supports() faulted on this problem: its case fails with that
     fc_problem problem{};
-    DType dtype = DType::F32;
+    DtypeSet dtypes{};
     std::string fault;
   };
   // One worker and one arena serve every thread of a sweep (the audit runs cases in parallel): each

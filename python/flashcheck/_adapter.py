@@ -44,6 +44,8 @@ class Problem:
     probing: bool = False  # supports() asked by flashcheck's start-up probe (what the kernel takes at all,
     #                        on made-up shapes), not for a case: each case is asked again before it runs
     config: int = 0  # index into Kernel(configs=...) this call runs under (0 when none are declared)
+    dtype_kv: str = None  # k's and v's dtype (dtype: q's), and o's: they differ only for a kernel that
+    dtype_o: str = None   # declares per-tensor dtypes (Kernel(dtypes=[("F32", "F16", "F32")]))
 
     @property
     def is_causal(self):
@@ -88,7 +90,11 @@ class Kernel:
 
     forward(q, k, v, problem) -> a tuple (o, lse), or o: q, k, v are framework tensors (torch, jax, or
     flashcheck HostViews for framework "python") shaped (batch, heads, n, d) in the suite's memory;
-    o must be (batch, heads_q, n_q, d_v) in q's dtype and device, lse (batch, heads_q, n_q) float32.
+    o must be (batch, heads_q, n_q, d_v) in o's dtype (problem.dtype_o: q's unless declared otherwise) on
+    q's device, lse (batch, heads_q, n_q) float32.
+    dtypes: the storage dtypes taken, each a name ("F16", one dtype for q, k, v and o) or a (q, kv, o)
+    triple of names for per-tensor dtypes (("F32", "F16", "F32"): an fp16 K/V cache beside fp32 q and o);
+    with a triple the list is declared (fc_declarations.dtypes) and exactly its entries are drawn.
     backward: "autograd" (torch autograd / jax.vjp through forward), None (no backward), or a callable
     (q, k, v, o, lse, d_o, problem) -> (d_q, d_k, d_v).
     framework: "torch", "jax", "numpy" (host only; read-only arrays, no BF16) or "python".
@@ -119,7 +125,10 @@ class Kernel:
             dtypes = ("F16", "F32") if self.framework == "numpy" else ("F16", "BF16", "F32")
         self.name = name or getattr(forward, "__name__", "python_kernel").replace("<", "").replace(">", "")
         self.device = device
-        bad = [x for x in dtypes if x not in DTYPES] + [m for m in masks if m not in _capi.MASKS]
+        sets = [tuple(x) if isinstance(x, (tuple, list)) else (x, x, x) for x in dtypes]
+        bad = [x for x in dtypes if not isinstance(x, (tuple, list)) and x not in DTYPES]
+        bad += [x for x in dtypes if isinstance(x, (tuple, list)) and (len(x) != 3 or any(t not in DTYPES for t in x))]
+        bad += [m for m in masks if m not in _capi.MASKS]
         bad += [v for v in variants if v not in VARIANTS]
         bad += [device] if device not in ("cpu", "cuda") else []
         bad += [self.framework] if self.framework not in ("torch", "jax", "numpy", "python") else []
@@ -127,15 +136,20 @@ class Kernel:
             raise ValueError("unknown dtype, mask, variant, device or framework: %s" % ", ".join(map(str, bad)))
         if self.framework in ("numpy", "python") and device != "cpu":
             raise ValueError("framework %r runs on host tensors: device='cpu'" % self.framework)
-        if self.framework == "numpy" and "BF16" in dtypes:
+        if len(set(sets)) != len(sets):
+            raise ValueError("dtypes: an entry is given twice")
+        if self.framework == "numpy" and any("BF16" in x for x in sets):
             raise ValueError("NumPy has no bfloat16: leave BF16 out of dtypes")
         if backward is not None and not callable(backward) and backward != "autograd":
             raise ValueError("backward is 'autograd', None or a callable (q, k, v, o, lse, d_o, problem)")
         self.dtypes, self.masks, self.variants = tuple(dtypes), tuple(masks), set(variants)
+        # Per-tensor dtypes: a triple declares the whole list; names alone are probed as before.
+        self._dtype_sets = tuple(sets) if any(isinstance(x, (tuple, list)) for x in dtypes) else None
         self.head_dims = None if head_dims is None else set(head_dims)
         self.gqa, self.writes_lse, self.contiguous, self.user_supports = gqa, writes_lse, contiguous, supports
         self._declarations = _declarations(n_q, n_k, max_batch, max_heads, scale, arithmetic, exact,
-                                           backward_reduction, configs, large_offsets, self.head_dims)
+                                           backward_reduction, configs, large_offsets, self.head_dims,
+                                           self._dtype_sets)
         self.configs = [dict(c) for c in configs]
         self.interrupted = False
         self._error = ctypes.create_string_buffer(2048)
@@ -176,12 +190,18 @@ class Kernel:
         return Problem(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, p.d_v, _capi.MASKS[p.mask], p.window_left,
                        p.window_right, p.scale, p.softcap, _tensors.dtype_name(a.q), strides=strides, shapes=shapes,
                        varlen="varlen" in used, page_size=shapes["k"][1] if "paged" in used else 0,
-                       alibi="alibi" in used, probing=probing or bool(p.probing), config=p.config, **extra)
+                       alibi="alibi" in used, probing=probing or bool(p.probing), config=p.config,
+                       dtype_kv=_tensors.dtype_name(a.k), dtype_o=_tensors.dtype_name(a.o), **extra)
 
     def _supports(self, pp, pa):
         try:
             p, a = pp.contents, pa.contents
-            if self.interrupted or _tensors.dtype_name(a.q) not in self.dtypes:
+            if self.interrupted:
+                return 0
+            if self._dtype_sets is None and _tensors.dtype_name(a.q) not in self.dtypes:
+                return 0
+            if self._dtype_sets is not None and tuple(_tensors.dtype_name(t) for t in (a.q, a.k, a.o)) not in \
+                    self._dtype_sets:
                 return 0
             if not 0 <= p.mask < 3 or _capi.MASKS[p.mask] not in self.masks:
                 return 0
@@ -267,7 +287,7 @@ _CONFIG_KEYS = ("block_m", "block_n", "splits", "deterministic")
 
 
 def _declarations(n_q, n_k, max_batch, max_heads, scale, arithmetic, exact, backward_reduction, configs,
-                  large_offsets, head_dims):
+                  large_offsets, head_dims, dtype_sets=None):
     """The fc_declarations struct, and the arrays it points into (kept alive with it)."""
     d = _capi.FcDeclarations()
     d.n_q, d.n_k = _lengths(n_q, "n_q"), _lengths(n_k, "n_k")
@@ -306,7 +326,10 @@ def _declarations(n_q, n_k, max_batch, max_heads, scale, arithmetic, exact, back
     cfg_arr = (_capi.FcConfig * max(len(rows), 1))(*rows)
     d.configs, d.num_configs = ctypes.cast(cfg_arr, ctypes.POINTER(_capi.FcConfig)), len(rows)
     d.large_offsets = int(bool(large_offsets))
-    return d, dims_arr, cfg_arr
+    sets = [_capi.FcDtypes(*(_capi.DTYPE_CODES[t] for t in x)) for x in (dtype_sets or ())]
+    sets_arr = (_capi.FcDtypes * max(len(sets), 1))(*sets)
+    d.dtypes, d.num_dtypes = ctypes.cast(sets_arr, ctypes.POINTER(_capi.FcDtypes)), len(sets)
+    return d, dims_arr, cfg_arr, sets_arr
 
 
 def _split(result):

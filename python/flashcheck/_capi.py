@@ -80,6 +80,10 @@ class FcConfig(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int32) for n in ("block_m", "block_n", "splits", "deterministic")]
 
 
+class FcDtypes(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int32) for n in ("q", "kv", "o")]
+
+
 class FcDeclarations(ctypes.Structure):
     _fields_ = [
         ("n_q", FcLengths), ("n_k", FcLengths),
@@ -91,6 +95,7 @@ class FcDeclarations(ctypes.Structure):
         ("backward_reduction", ctypes.c_int32),
         ("configs", ctypes.POINTER(FcConfig)), ("num_configs", ctypes.c_int32),
         ("large_offsets", ctypes.c_int32),
+        ("dtypes", ctypes.POINTER(FcDtypes)), ("num_dtypes", ctypes.c_int32),
     ]
 
 
