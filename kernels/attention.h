@@ -48,6 +48,9 @@ struct Problem {
   int32_t page_size = 0;      // paged K/V (varlen only): keys per page; 0: k, v not paged
   int32_t num_pages = 0;      // paged: physical pages of k and v
   int32_t pages_per_seq = 0;  // paged: columns of the page table
+  // Contract v3 (docs/SEMANTICS.md, "Attention sinks"): one fp32 logit sink_h per query head joins
+  // every row's softmax denominator and has no value; lse includes it. false: no sinks.
+  bool sinks = false;
 };
 
 // Query head h reads kv head h / (heads_q / heads_kv).
