@@ -157,11 +157,14 @@ void forward_row(const GroupIn& g, const ExactProduct& s, const std::vector<doub
     eps = 0;
     for (double e : err_x) eps = std::max(eps, e);
     if (has_sink) {
-      // x_j = s_j - s_max here, mx = round(s_max). A sink above mx becomes the reference: x_j + (mx -
-      // sink) (TwoSum exact; the low parts' two more roundings charged), and the sink's own x is 0.
-      // Below it, the sink's x = (sink - mx) + (mx - s_max): TwoSum exact, mx_err charged.
+      // x_j = s_j - s_max here, mx = round(s_max). A sink above mx becomes the reference (exact: lse =
+      // sink + log l needs no mx_err): x_j + (mx - sink), TwoSum exact, the low parts' two more
+      // roundings and mx_err charged to the keys, and none at all when every key's weight is dropped
+      // (charged absolutely); the sink's own x is 0. Below mx, the sink's x = (sink - mx) + (mx -
+      // s_max): TwoSum exact, mx_err charged when its weight is kept.
       if (sink > mx) {
         double th, tl, xl_max = 0;
+        bool kept = false;
         two_sum(mx, -sink, th, tl);
         for (Index j = j0; j < nv; ++j) {
           double h2, e2;
@@ -169,11 +172,15 @@ void forward_row(const GroupIn& g, const ExactProduct& s, const std::vector<doub
           f.p(r, j) = h2;
           sl[j] = sl[j] + tl + e2;
           xl_max = std::max(xl_max, std::fabs(sl[j]));
+          kept = kept || h2 >= kDropBelow;
         }
-        eps += 2.01 * kU * xl_max;
-        mx = sink;
+        eps = kept ? eps + 2.01 * kU * xl_max + 1.01 * mx_err : 0.0;
+        mx = sink, mx_err = 0;
+      } else {
+        double xh, xl;
+        two_sum(sink, -mx, xh, xl);
+        if (xh >= kDropBelow) eps += 1.01 * mx_err;
       }
-      eps += 1.01 * mx_err;
     }
     eps *= kSlack;
   } else if (has_sink) {
