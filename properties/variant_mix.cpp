@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "properties/generators.hpp"
 #include "properties/variant_gen.hpp"
@@ -26,6 +27,29 @@ HostTensor rewidth(const HostTensor& t, int64_t w) {
 }
 
 }  // namespace
+
+Inputs with_sinks(const Inputs& dense, Rng& rng, std::string* how) {
+  Inputs in = dense;
+  const ScoreStats st = score_stats(dense);
+  const double top = std::isfinite(st.max_score) ? st.max_score : 0.0;
+  const double spread = std::max(1.0, st.max_abs);
+  in.p.sinks = true;
+  in.sinks = HostTensor(DType::F32, {in.p.heads_q});
+  std::vector<std::string> kinds;
+  for (int64_t h = 0; h < in.p.heads_q; ++h) {
+    double s = 0;
+    switch (rng() % 5) {
+      case 0: s = -std::numeric_limits<double>::infinity(), kinds.push_back("-inf"); break;
+      case 1: s = top + std::log(double(std::max(in.p.n_k, 1))), kinds.push_back("top+log n"); break;
+      case 2: s = top, kinds.push_back("top"); break;
+      case 3: s = top + 4 * spread + 30, kinds.push_back("far above"); break;
+      default: s = top - 4 * spread - 30, kinds.push_back("far below"); break;
+    }
+    in.sinks.set(h, std::isfinite(s) ? double(float(s)) : s);  // an fp32 logit
+  }
+  *how = fmt::format("sinks ({})", fmt::join(kinds, ", "));
+  return in;
+}
 
 int32_t draw_d_v(Rng& rng, int32_t d) {
   const int32_t pick[] = {1, std::max(1, d / 2), d + 1, d + 8, 2 * d, 3};
@@ -62,6 +86,11 @@ Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n,
     for (int64_t h = 0; h < p.heads_q; ++h)
       in.alibi_slopes.set(h, steep * std::exp2(-8.0 * double(h + 1) / double(p.heads_q)));
     parts.push_back(fmt::format("ALiBi slopes x{}", steep));
+  }
+  if (have.sinks && rng() % 2) {  // drawn from the dense scores, before d_v and varlen change the layout
+    std::string s;
+    in = with_sinks(in, rng, &s);
+    parts.push_back(s);
   }
   if (have.d_v && rng() % 2) {
     in = with_d_v(in, draw_d_v(rng, p.d));

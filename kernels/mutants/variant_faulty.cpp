@@ -58,7 +58,7 @@ bool wide_exp(F f, const Inputs& in) {
     empty |= seq_n_q(p, in.seqs(), b) == 0 || seq_n_k(p, in.seqs(), b) == 0;
   return (f == F::VarlenWideExp && p.varlen) || (f == F::PagedWideExp && is_paged(p)) ||
          (f == F::StridedWideExp && in.strided()) || (f == F::WindowWideExp && has_window(p)) ||
-         (f == F::AlibiWideExp && p.alibi) || (f == F::EmptySeqWideExp && empty);
+         (f == F::AlibiWideExp && p.alibi) || (f == F::EmptySeqWideExp && empty) || (f == F::SinkWideExp && p.sinks);
 }
 
 // cpu_tiled's fa2_forward_head with faulty_keys for keys(), the exp Exp, and the ZeroKeysNaN
@@ -108,10 +108,20 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
+      // The sink as cpu_tiled merges it; SinkNotInDenominator keeps the keys' (m, l) for o,
+      // SinkNotInLse for lse.
+      L m_keys = m[size_t(r)], l_keys = l[size_t(r)];
+      if (h.p.sinks) {
+        const L alpha = rules::merge_sink(m[size_t(r)], l[size_t(r)], L(h.sink), exp_fn);
+        for (int64_t c = 0; c < d; ++c) acc[size_t(r * d + c)] = cvt<A>(cvt<L>(acc[size_t(r * d + c)]) * alpha);
+        m_keys = rules::running_max(m_keys, L(h.sink)), l_keys *= alpha;  // the keys' sum at the new max
+      }
+      const L l_o = f == F::SinkNotInDenominator ? l_keys : l[size_t(r)];
+      const L m_lse = f == F::SinkNotInLse ? m_keys : m[size_t(r)], l_lse = f == F::SinkNotInLse ? l_keys : l[size_t(r)];
       // ZeroKeysNaN: a sequence without keys divides 0 by l = 0.
-      const L inv = f == F::ZeroKeysNaN && h.n_k == 0 ? L(1) / l[size_t(r)] : rules::inv_l(l[size_t(r)]);
+      const L inv = f == F::ZeroKeysNaN && h.n_k == 0 ? L(1) / l_o : rules::inv_l(l_o);
       for (int64_t c = 0; c < d; ++c) o[(i0 + r) * d + c] = cvt<T>(cvt<L>(acc[size_t(r * d + c)]) * inv);
-      lse[i0 + r] = double(rules::finalize_lse(m[size_t(r)], l[size_t(r)], cpu::Log{}));
+      lse[i0 + r] = double(rules::finalize_lse(m_lse, l_lse, cpu::Log{}));
     }
   }
 }
@@ -201,7 +211,8 @@ Kernel make_variant_faulty_kernel(F f, const std::string& name, const std::strin
     i.configs.push_back(c);
   }
   i.variants = {
-      .varlen = true, .paged = true, .window = true, .softcap = true, .alibi = true, .d_v = true, .strides = true};
+      .varlen = true, .paged = true, .window = true, .softcap = true, .alibi = true, .d_v = true, .strides = true,
+      .sinks = true};
   i.exact = {.rows = true, .shared_scores = true, .tile_weights = true, .exact_scores = true};
   // cpu_tiled's FA2 arithmetic (the fault is what the suite must find), in the order it forces.
   i.arithmetic = [](const Problem& p, const Config& c) {
@@ -255,6 +266,11 @@ void register_variant_mutants(std::vector<Kernel>& out) {
        "fp32: the window applied after the row max, so keys of the tile only the window hides join it"},
       {F::SoftcapTinyZero, "mutant_softcap_tiny_zero",
        "softcap's tanh flushes |s/c| < 2^-40 to 0: right near the scores, every score 0 at a huge cap"},
+      {F::SinkNotInDenominator, "mutant_sink_not_in_denominator",
+       "the attention sink enters lse but not o's denominator (o normalised by the keys' sum alone)"},
+      {F::SinkNotInLse, "mutant_sink_not_in_lse", "the attention sink enters o's denominator but not lse"},
+      {F::SinkWideExp, "mutant_sink_wide_exp",
+       "the sinks' path computes exp in double: right values, but a sink at -inf is not no sink's bits"},
   };
   for (const Row& r : rows) out.push_back(make_variant_faulty_kernel(r.fault, r.name, r.description));
 }

@@ -38,6 +38,10 @@ enum class VariantFault {
   MaxOverTile,      // the running max over the whole key tile, keys outside the row's range included
   SoftcapTinyZero,  // softcap's tanh flushes |s / c| < 2^-40 to 0 (an approximate tanh): harmless at
                     // any c near the scores, every score 0 when c is huge
+  // Attention sinks (contract v3).
+  SinkNotInDenominator,  // the sink enters lse but o is normalised by the keys' sum alone
+  SinkNotInLse,          // o is right, lse the keys' alone (the backward's P then sums past 1)
+  SinkWideExp,           // the sinks' path computes exp in double: a sink at -inf is not no sink's bits
 };
 
 // The registry row of the kernel with fault f (mutant = f != None): declares every variant.
