@@ -87,11 +87,6 @@ Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n,
       in.alibi_slopes.set(h, steep * std::exp2(-8.0 * double(h + 1) / double(p.heads_q)));
     parts.push_back(fmt::format("ALiBi slopes x{}", steep));
   }
-  if (have.sinks && rng() % 2) {  // drawn from the dense scores, before d_v and varlen change the layout
-    std::string s;
-    in = with_sinks(in, rng, &s);
-    parts.push_back(s);
-  }
   if (have.d_v && rng() % 2) {
     in = with_d_v(in, draw_d_v(rng, p.d));
     parts.push_back(fmt::format("d_v {}", in.p.d_v));
@@ -109,6 +104,14 @@ Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n,
   if (have.strides && rng() % 4 == 0) {
     std::string s = "strided q: ";
     in.q = draw_strided(in.q, rng, &s);
+    parts.push_back(s);
+  }
+  // Sinks last, so that the draws above are those of a kernel without sinks; drawn from the dense
+  // case's scores (a sink is one logit per head whatever the layout).
+  if (have.sinks && rng() % 2) {
+    std::string s;
+    const Inputs sunk = with_sinks(dense, rng, &s);
+    in.p.sinks = true, in.sinks = sunk.sinks;
     parts.push_back(s);
   }
   *how = parts.empty() ? "dense" : fmt::format("{}", fmt::join(parts, "; "));

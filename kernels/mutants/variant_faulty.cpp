@@ -58,7 +58,7 @@ bool wide_exp(F f, const Inputs& in) {
     empty |= seq_n_q(p, in.seqs(), b) == 0 || seq_n_k(p, in.seqs(), b) == 0;
   return (f == F::VarlenWideExp && p.varlen) || (f == F::PagedWideExp && is_paged(p)) ||
          (f == F::StridedWideExp && in.strided()) || (f == F::WindowWideExp && has_window(p)) ||
-         (f == F::AlibiWideExp && p.alibi) || (f == F::EmptySeqWideExp && empty) || (f == F::SinkWideExp && p.sinks);
+         (f == F::AlibiWideExp && p.alibi) || (f == F::EmptySeqWideExp && empty);
 }
 
 // cpu_tiled's fa2_forward_head with faulty_keys for keys(), the exp Exp, and the ZeroKeysNaN
@@ -120,7 +120,11 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
       const L m_lse = f == F::SinkNotInLse ? m_keys : m[size_t(r)], l_lse = f == F::SinkNotInLse ? l_keys : l[size_t(r)];
       // ZeroKeysNaN: a sequence without keys divides 0 by l = 0.
       const L inv = f == F::ZeroKeysNaN && h.n_k == 0 ? L(1) / l_o : rules::inv_l(l_o);
-      for (int64_t c = 0; c < d; ++c) o[(i0 + r) * d + c] = cvt<T>(cvt<L>(acc[size_t(r * d + c)]) * inv);
+      const bool divides = f == F::SinkDivides && h.p.sinks && l_o != L(0);
+      for (int64_t c = 0; c < d; ++c) {
+        const L x = cvt<L>(acc[size_t(r * d + c)]);
+        o[(i0 + r) * d + c] = cvt<T>(divides ? x / l_o : x * inv);
+      }
       lse[i0 + r] = double(rules::finalize_lse(m_lse, l_lse, cpu::Log{}));
     }
   }
@@ -269,8 +273,9 @@ void register_variant_mutants(std::vector<Kernel>& out) {
       {F::SinkNotInDenominator, "mutant_sink_not_in_denominator",
        "the attention sink enters lse but not o's denominator (o normalised by the keys' sum alone)"},
       {F::SinkNotInLse, "mutant_sink_not_in_lse", "the attention sink enters o's denominator but not lse"},
-      {F::SinkWideExp, "mutant_sink_wide_exp",
-       "the sinks' path computes exp in double: right values, but a sink at -inf is not no sink's bits"},
+      {F::SinkDivides, "mutant_sink_divides",
+       "the sinks' path divides o by l (the dense path multiplies by 1/l): right values, but a sink at -inf is not "
+       "no sink's bits"},
   };
   for (const Row& r : rows) out.push_back(make_variant_faulty_kernel(r.fault, r.name, r.description));
 }

@@ -41,7 +41,8 @@ enum class VariantFault {
   // Attention sinks (contract v3).
   SinkNotInDenominator,  // the sink enters lse but o is normalised by the keys' sum alone
   SinkNotInLse,          // o is right, lse the keys' alone (the backward's P then sums past 1)
-  SinkWideExp,           // the sinks' path computes exp in double: a sink at -inf is not no sink's bits
+  SinkDivides,           // the sinks' path divides o by l where the dense path multiplies by 1 / l: one
+                         // rounding fewer, within every bound, but a sink at -inf is not no sink's bits
 };
 
 // The registry row of the kernel with fault f (mutant = f != None): declares every variant.
