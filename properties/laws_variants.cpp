@@ -274,7 +274,7 @@ void add_variant_laws(std::vector<Law>& out) {
                  .needs_variants = {.alibi = true},
                  .check = law_alibi_zero});
   out.push_back({.id = "sink_neg_inf",
-                 .sentence = "a sink at -inf is no sink (bitwise where exp(0) == 1 is declared; else within the bound)",
+                 .sentence = "a sink at -inf is no sink (bitwise where exp(0) == 1 is declared and within the bound elsewhere)",
                  .regimes = plain,
                  .backward = true,
                  .needs_variants = {.sinks = true},

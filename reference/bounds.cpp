@@ -151,8 +151,9 @@ void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows, const HeadPass* shar
       for (int64_t c = 0; c < k.dv; ++c) B.o[size_t(oo + c)] = at(k.ref.err.o, oo + c);
       for (int64_t c = 0; bwd && c < p.d; ++c) B.d_q[size_t(oq + c)] = at(k.ref.err.d_q, oq + c);
       const double sink = p.sinks ? k.in.seq.sinks[size_t(h)] : -kInf;
-      B.lse[size_t(ol)] = std::isfinite(sink) ? sink_only_lse_bound(Precision{k.storage, k.ar}, sink, at(k.ref.err.lse, ol))
-                                              : at(k.ref.err.lse, ol);
+      B.lse[size_t(ol)] = std::isfinite(sink)
+                              ? sink_only_lse_bound(Precision{k.storage, k.ar}, sink, at(k.ref.err.lse, ol))
+                              : at(k.ref.err.lse, ol);
       continue;
     }
     forward(r, vis, row);

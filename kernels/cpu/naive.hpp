@@ -28,7 +28,7 @@ struct NaiveHead {
   RowMat<A> q, k, v;
   int64_t n_q, n_k;
   Problem p;
-  double slope;  // ALiBi slope of the head (0: none)
+  double slope;                                            // ALiBi slope of the head (0: none)
   double sink = -std::numeric_limits<double>::infinity();  // sink logit of the head (-inf: none)
 };
 
@@ -99,8 +99,8 @@ void naive_forward(const Inputs& in, Outputs& out) {
         const int64_t n_vis = vis.end - vis.begin;
         L m = rules::neg_inf<L>();
         for (int64_t j = vis.begin; j < vis.end; ++j) m = rules::running_max(m, cvt<L>(s(i, j)));
-        const L sink = L(hd.sink);          // -inf without sinks
-        m = rules::running_max(m, sink);  // the sink is one more logit of the row's max
+        const L sink = L(hd.sink);                       // -inf without sinks
+        m = rules::running_max(m, sink);                 // the sink is one more logit of the row's max
         const L shift = rules::safe_shift(m);            // -inf - -inf guard for a row with no visible key
         Eigen::Matrix<A, 1, Eigen::Dynamic> p_i(n_vis);  // (visible keys) P row, stored in storage, widened
         A l = A(0.0f);

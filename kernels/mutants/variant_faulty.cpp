@@ -117,7 +117,8 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
         m_keys = rules::running_max(m_keys, L(h.sink)), l_keys *= alpha;  // the keys' sum at the new max
       }
       const L l_o = f == F::SinkNotInDenominator ? l_keys : l[size_t(r)];
-      const L m_lse = f == F::SinkNotInLse ? m_keys : m[size_t(r)], l_lse = f == F::SinkNotInLse ? l_keys : l[size_t(r)];
+      const L m_lse = f == F::SinkNotInLse ? m_keys : m[size_t(r)],
+              l_lse = f == F::SinkNotInLse ? l_keys : l[size_t(r)];
       // ZeroKeysNaN: a sequence without keys divides 0 by l = 0.
       const L inv = f == F::ZeroKeysNaN && h.n_k == 0 ? L(1) / l_o : rules::inv_l(l_o);
       const bool divides = f == F::SinkDivides && h.p.sinks && l_o != L(0);
@@ -214,9 +215,14 @@ Kernel make_variant_faulty_kernel(F f, const std::string& name, const std::strin
     c.block_m = bm, c.block_n = bn;
     i.configs.push_back(c);
   }
-  i.variants = {
-      .varlen = true, .paged = true, .window = true, .softcap = true, .alibi = true, .d_v = true, .strides = true,
-      .sinks = true};
+  i.variants = {.varlen = true,
+                .paged = true,
+                .window = true,
+                .softcap = true,
+                .alibi = true,
+                .d_v = true,
+                .strides = true,
+                .sinks = true};
   i.exact = {.rows = true, .shared_scores = true, .tile_weights = true, .exact_scores = true};
   // cpu_tiled's FA2 arithmetic (the fault is what the suite must find), in the order it forces.
   i.arithmetic = [](const Problem& p, const Config& c) {

@@ -121,7 +121,7 @@ Layout layout_for(const Problem& p, LayoutPolicy policy) {
 
 const char* slot_name(int32_t id) {
   static const char* const names[kSlots] = {
-      "q",   "k",   "v",   "o",  "lse", "cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes",
+      "q",   "k",   "v",   "o",   "lse",  "cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes",
       "d_o", "d_q", "d_k", "d_v", "sinks"};
   return id >= 0 && id < kSlots ? names[id] : "?";
 }

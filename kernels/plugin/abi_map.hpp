@@ -82,7 +82,7 @@ struct HostArgs {
   const HostTensor *q = nullptr, *k = nullptr, *v = nullptr;
   const HostTensor *o = nullptr, *lse = nullptr, *d_o = nullptr;  // backward: the forward's o and lse
   const HostTensor *cu_q = nullptr, *cu_k = nullptr, *page_table = nullptr, *alibi = nullptr;  // the variants'
-  const HostTensor* sinks = nullptr;                                                               // contract v3
+  const HostTensor* sinks = nullptr;                                                           // contract v3
 };
 struct HostOuts {
   HostTensor *o = nullptr, *lse = nullptr, *d_q = nullptr, *d_k = nullptr, *d_v = nullptr;

@@ -68,8 +68,8 @@ CallResult Executor::call(const CallPlan& plan, unsigned char* arena) {
   const fc_problem problem = problem_args(plan, base, dev);
   int status = 0;
   try {
-    status = plan.backward ? k_->backward(&problem, &bwd, stage_.stream())
-                           : k_->forward(&problem, &fwd, stage_.stream());
+    status =
+        plan.backward ? k_->backward(&problem, &bwd, stage_.stream()) : k_->forward(&problem, &fwd, stage_.stream());
   } catch (const std::exception& e) {
     return {false, fmt::format("{} threw a C++ exception through the C ABI: {}", entry, e.what()), false};
   } catch (...) {

@@ -171,7 +171,8 @@ std::vector<VariantCase> variant_cases() {
     p.sinks = true, p.alibi = true, p.window_left = 1;
     s.sinks = {8.0, -3.0};
     s.alibi_slopes = {0.25, 0.5};
-    add("sinks 8 and -3, varlen with sequences of no key and of no query, ALiBi, window (1, -1), causal_bottom_right", p, s, 1, 34);
+    add("sinks 8 and -3, varlen with sequences of no key and of no query, ALiBi, window (1, -1), causal_bottom_right",
+        p, s, 1, 34);
   }
   {  // huge scores take certified's MPFR path: a sink below the row max and one above every score
     Problem p = base(1, 2, 1, 3, 5, 4, Mask::None);
