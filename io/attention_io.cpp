@@ -39,7 +39,7 @@ void require_names(const std::string& name, const TensorFile& file, const std::v
 
 const std::vector<std::string>& input_names() {
   static const std::vector<std::string> names = {
-      "q", "k", "v", "d_o", "cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes"};
+      "q", "k", "v", "d_o", "cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes", "sinks"};
   return names;
 }
 
@@ -194,6 +194,10 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
     p.alibi = true;
     in.alibi_slopes = std::move(it->second);
   }
+  if (auto it = file.tensors.find("sinks"); it != file.tensors.end()) {
+    p.sinks = true;
+    in.sinks = std::move(it->second);
+  }
 
   in.q = std::move(file.tensors.at("q"));
   in.k = std::move(file.tensors.at("k"));
@@ -201,7 +205,7 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
   if (with_d_o) in.d_o = std::move(file.tensors.at("d_o"));
   // Everything the shapes above did not settle: the offsets' values, the page table's, the slopes.
   if (std::string e = validate(in); !e.empty())
-    throw fail(varlen || paged || p.alibi ? Fault::BadVariant : Fault::BadShape, e);
+    throw fail(varlen || paged || p.alibi || p.sinks ? Fault::BadVariant : Fault::BadShape, e);
   return in;
 }
 
@@ -218,6 +222,7 @@ TensorFile inputs_file(const Inputs& in) {
   if (in.p.varlen) f.tensors["cu_seqlens_q"] = in.cu_seqlens_q, f.tensors["cu_seqlens_k"] = in.cu_seqlens_k;
   if (is_paged(in.p)) f.tensors["page_table"] = in.page_table;
   if (in.p.alibi) f.tensors["alibi_slopes"] = in.alibi_slopes;
+  if (in.p.sinks) f.tensors["sinks"] = in.sinks;
   f.metadata = problem_metadata(in.p);
   return f;
 }

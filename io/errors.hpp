@@ -30,7 +30,7 @@ enum class Fault {
   OutOfRange,     // values a consumer cannot take (e.g. |x| >= 2^500 for the certified oracle)
   BadMetadata,    // a metadata value that does not parse or is out of range (e.g. a regression case's fields)
   TooLarge,       // a well-formed problem whose oracle run would exceed the memory or time limit
-  BadVariant,     // variant data that disagree (cu_seqlens, page_table, alibi_slopes; their shapes and values)
+  BadVariant,     // variant data that disagree (cu_seqlens, page_table, alibi_slopes, sinks; their shapes and values)
 };
 
 const char* fault_name(Fault f);

@@ -62,6 +62,9 @@ struct Problem {
   // Per-tensor dtypes (read them through dtype_q, dtype_kv, dtype_o; set them with set_dtypes).
   DType dtype_kv = kDtypeAsQ;  // storage of k, v (and d_k, d_v); kDtypeAsQ: dtype
   DType dtype_o = kDtypeAsQ;   // storage of o (and d_o); kDtypeAsQ: dtype
+  // Contract v3 (docs/SEMANTICS.md, "Attention sinks"): one fp32 logit sink_h per query head joins
+  // every row's softmax denominator and has no value; lse includes it. false: no sinks.
+  bool sinks = false;
 };
 
 // The dtypes of a problem's tensors; mixed_dtypes: they are not all one.

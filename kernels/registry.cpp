@@ -42,13 +42,22 @@ bool device_present(const std::string& device) {
   return false;
 }
 
-Variants all_variants() { return {true, true, true, true, true, true, true}; }
+Variants all_variants() {
+  return {.varlen = true,
+          .paged = true,
+          .window = true,
+          .softcap = true,
+          .alibi = true,
+          .d_v = true,
+          .strides = true,
+          .sinks = true};
+}
 
 std::vector<std::string> variant_names(const Variants& v) {
   std::vector<std::string> out;
   const std::pair<bool, const char*> named[] = {{v.varlen, "varlen"},   {v.paged, "paged"}, {v.window, "window"},
                                                 {v.softcap, "softcap"}, {v.alibi, "alibi"}, {v.d_v, "d_v"},
-                                                {v.strides, "strides"}};
+                                                {v.strides, "strides"}, {v.sinks, "sinks"}};
   for (auto [on, name] : named)
     if (on) out.emplace_back(name);
   return out;
@@ -62,6 +71,7 @@ Variants variants_of(const Problem& p) {
   v.softcap = p.softcap > 0;
   v.alibi = p.alibi;
   v.d_v = head_dim_v(p) != p.d;
+  v.sinks = p.sinks;
   return v;
 }
 
@@ -74,7 +84,7 @@ Variants variants_of(const Inputs& in) {
 bool covers(const Variants& have, const Variants& need) {
   return (have.varlen || !need.varlen) && (have.paged || !need.paged) && (have.window || !need.window) &&
          (have.softcap || !need.softcap) && (have.alibi || !need.alibi) && (have.d_v || !need.d_v) &&
-         (have.strides || !need.strides);
+         (have.strides || !need.strides) && (have.sinks || !need.sinks);
 }
 
 bool declared_shape(const KernelInfo& i, const Problem& p) {

@@ -79,6 +79,7 @@ struct Variants {
   bool alibi = false;    // s -= slope_h |i' - j|
   bool d_v = false;      // d_v != d
   bool strides = false;  // strided q, k, v, d_o (and strided outputs when the caller allocates them so)
+  bool sinks = false;    // contract v3: one sink logit per query head in the softmax denominator
 };
 // Every variant, and the names `flashcheck kernels` prints.
 Variants all_variants();

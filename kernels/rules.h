@@ -61,6 +61,22 @@ FC_HD inline T recompute_p(T s, T lse, Exp exp_fn) {
   return exp_fn(x > T(0) ? T(0) : x);
 }
 
+// Attention sinks (contract v3): after a row's last key tile, its head's sink logit joins the state
+// <m, l, o> as one more key of weight exp(sink - m) and no value: m <- max(m, sink), l <- l alpha +
+// exp(sink - m_new), and the caller multiplies o by the returned alpha = exp(m_old - m_new) (1 when
+// the sink does not move the max; 0 when nothing was accumulated). A sink at -inf has weight exactly 0
+// and changes nothing (alpha = 1, the state as it was). A row that saw no key gets m = sink, l = 1:
+// o = 0 and lse = sink.
+template <class T, class Exp>
+FC_HD inline T merge_sink(T& m, T& l, T sink, Exp exp_fn) {
+  if (sink == neg_inf<T>()) return T(1);
+  const T m_new = running_max(m, sink);
+  const T alpha = rescale(m, m_new, exp_fn);
+  l = l * alpha + exp_fn(sink - m_new);
+  m = m_new;
+  return alpha;
+}
+
 // ---- Schedule arithmetic of the tiled kernels: which tiles a walk visits ----
 
 // log2(e) and ln(2): the CUDA kernels keep scores in base-2 units, so that every exponential is one

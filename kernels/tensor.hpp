@@ -98,6 +98,7 @@ struct Inputs {
   HostTensor cu_seqlens_q = {}, cu_seqlens_k = {};  // I32 (batch + 1): varlen
   HostTensor page_table = {};                       // I32 (batch, pages_per_seq): paged
   HostTensor alibi_slopes = {};                     // F32 (heads_q): ALiBi
+  HostTensor sinks = {};                            // F32 (heads_q): attention sinks (finite or -inf)
   bool has_d_o() const { return !d_o.shape.empty(); }
   // Pointers into cu_seqlens_q/k and page_table (null where the problem does not use them).
   Seqs seqs() const;
@@ -105,6 +106,8 @@ struct Inputs {
   bool strided() const { return !q.is_compact() || !k.is_compact() || !v.is_compact() || !d_o.is_compact(); }
   // The slope of query head h (0 without ALiBi).
   double slope(int64_t h) const { return p.alibi ? alibi_slopes.get(h) : 0.0; }
+  // The sink logit of query head h (-inf without sinks: no sink).
+  double sink(int64_t h) const { return p.sinks ? sinks.get(h) : -std::numeric_limits<double>::infinity(); }
 };
 
 // "" when in is a consistent problem (well-formed, every tensor of the right dtype and shape, strides

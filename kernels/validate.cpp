@@ -72,6 +72,16 @@ std::string check_variants(const Inputs& in) {
   } else if (!in.alibi_slopes.shape.empty()) {
     return "alibi_slopes given for a problem without ALiBi";
   }
+  if (p.sinks) {
+    if (std::string e = check_tensor("sinks", in.sinks, DType::F32, {p.heads_q}); !e.empty()) return e;
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      const double s = in.sinks.get(h);
+      if (!(std::isfinite(s) || s == -std::numeric_limits<double>::infinity()))
+        return fmt::format("sinks[{}] = {} is neither finite nor -inf", h, s);
+    }
+  } else if (!in.sinks.shape.empty()) {
+    return "sinks given for a problem without sinks";
+  }
   return "";
 }
 

@@ -10,6 +10,8 @@
 // declines every one).
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "properties/evidence.hpp"
 #include "properties/variant_compare.hpp"
 #include "properties/variant_gen.hpp"
@@ -124,6 +126,32 @@ std::string law_alibi_zero(const Kernel& k, const Case& c_in) {
   if (std::string e = both_ran(a, b); !e.empty()) return e;
   const std::string m = same_outputs(c.in.p, a.out, b.out, g);
   return m.empty() ? "" : "ALiBi with zero slopes against no ALiBi: " + m;
+}
+
+// Every head's sink at -inf (contract v3): weight exp(-inf) = 0 exactly, so the problem is the one
+// without sinks. Bitwise for a kernel whose declared arithmetic has exp(0) == 1 exactly (a sink that
+// does not move the max rescales by exactly 1); otherwise the run with sinks is held to the no-sink
+// problem's certified reference and error bound.
+std::string law_sink_neg_inf(const Kernel& k, const Case& c_in) {
+  require_dense(c_in);
+  const Case c = with_d_v_source(k, c_in);
+  Inputs none = c.in;
+  none.p.sinks = true;
+  none.sinks = HostTensor(DType::F32, {none.p.heads_q});
+  for (int64_t h = 0; h < none.p.heads_q; ++h) none.sinks.set(h, -std::numeric_limits<double>::infinity());
+  note_problem("problem with every sink at -inf", none);
+  const bool g = grads(k, c);
+  const bool bitwise = k.info.arithmetic && k.info.arithmetic(c.in.p, c.cfg).exp_exact_at_zero;
+  if (!bitwise) {
+    const Run b = execute(k, none, c.cfg, has_backward(k, c));
+    if (!b.error.empty()) return "the kernel threw: " + b.error;
+    const std::string m = check_outputs(k, c.in, b.out, oracle(k, c.in, c.cfg));
+    return m.empty() ? "" : "sinks at -inf against the certified reference without sinks: " + m;
+  }
+  const Run a = execute(k, c.in, c.cfg, g), b = execute(k, none, c.cfg, g);
+  if (std::string e = both_ran(a, b); !e.empty()) return e;
+  const std::string m = same_outputs(c.in.p, a.out, b.out, g);
+  return m.empty() ? "" : "sinks at -inf against no sinks: " + m;
 }
 
 // Sequences of no query (with or without keys) and of no key are inserted anywhere in a varlen batch
@@ -245,6 +273,12 @@ void add_variant_laws(std::vector<Law>& out) {
                  .backward = true,
                  .needs_variants = {.alibi = true},
                  .check = law_alibi_zero});
+  out.push_back({.id = "sink_neg_inf",
+                 .sentence = "a sink at -inf is no sink (bitwise where exp(0) == 1 is declared and within the bound elsewhere)",
+                 .regimes = plain,
+                 .backward = true,
+                 .needs_variants = {.sinks = true},
+                 .check = law_sink_neg_inf});
   out.push_back({.id = "zero_length",
                  .sentence = "zero-length sequences produce nothing and disturb nothing",
                  .regimes = plain,

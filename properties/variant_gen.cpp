@@ -69,6 +69,7 @@ Inputs to_varlen(const Inputs& dense, const SeqLens& lens) {
   v.cu_seqlens_q = ints({p.batch + 1}, cu_q);
   v.cu_seqlens_k = ints({p.batch + 1}, cu_k);
   v.alibi_slopes = dense.alibi_slopes;
+  v.sinks = dense.sinks;
   const int64_t dv = head_dim_v(p);
   auto pack = [&](const HostTensor& from, int64_t heads, int64_t n_dense, int64_t width, bool queries) {
     HostTensor to(from.dtype, {queries ? p.total_q : p.total_k, heads, width});
@@ -247,6 +248,7 @@ Inputs dense_sequence(const Inputs& varlen, int64_t b) {
   out.v = cut(varlen.v, p.heads_kv, s.n_k, dv, false);
   if (varlen.has_d_o()) out.d_o = cut(varlen.d_o, p.heads_q, s.n_q, dv, true);
   out.alibi_slopes = varlen.alibi_slopes;
+  out.sinks = varlen.sinks;
   return out;
 }
 

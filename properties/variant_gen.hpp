@@ -59,6 +59,12 @@ HostTensor draw_strided(const HostTensor& t, Rng& rng, std::string* how);
 // A softcap near the scores' range: max_abs times one of 0.01, 0.1, 0.3, 0.6, 0.9, 1.1, 2, 8.
 double draw_softcap(Rng& rng, double max_abs);
 
+// Attention sinks on in (variant_mix.cpp): one fp32 logit per query head, each drawn from the case's
+// own scores (max_score, max_abs of score_stats): at -inf (no sink), near the top score plus
+// log n_k (the sink about as heavy as every key together), at the top score, far above it (o -> 0,
+// lse -> the sink) and far below it (weight underflowing to 0). *how gets a description.
+Inputs with_sinks(const Inputs& in, Rng& rng, std::string* how);
+
 // A head dim of v different from d: 1, d/2, d + 1, d + 8, 2d or 3 (variant_mix.cpp).
 int32_t draw_d_v(Rng& rng, int32_t d);
 // The dense case with v and d_o cut or repeated column-wise to width d_v (the same values).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "properties/generators.hpp"
 #include "properties/variant_gen.hpp"
@@ -26,6 +27,29 @@ HostTensor rewidth(const HostTensor& t, int64_t w) {
 }
 
 }  // namespace
+
+Inputs with_sinks(const Inputs& dense, Rng& rng, std::string* how) {
+  Inputs in = dense;
+  const ScoreStats st = score_stats(dense);
+  const double top = std::isfinite(st.max_score) ? st.max_score : 0.0;
+  const double spread = std::max(1.0, st.max_abs);
+  in.p.sinks = true;
+  in.sinks = HostTensor(DType::F32, {in.p.heads_q});
+  std::vector<std::string> kinds;
+  for (int64_t h = 0; h < in.p.heads_q; ++h) {
+    double s = 0;
+    switch (rng() % 5) {
+      case 0: s = -std::numeric_limits<double>::infinity(), kinds.push_back("-inf"); break;
+      case 1: s = top + std::log(double(std::max(in.p.n_k, 1))), kinds.push_back("top+log n"); break;
+      case 2: s = top, kinds.push_back("top"); break;
+      case 3: s = top + 4 * spread + 30, kinds.push_back("far above"); break;
+      default: s = top - 4 * spread - 30, kinds.push_back("far below"); break;
+    }
+    in.sinks.set(h, std::isfinite(s) ? double(float(s)) : s);  // an fp32 logit
+  }
+  *how = fmt::format("sinks ({})", fmt::join(kinds, ", "));
+  return in;
+}
 
 int32_t draw_d_v(Rng& rng, int32_t d) {
   const int32_t pick[] = {1, std::max(1, d / 2), d + 1, d + 8, 2 * d, 3};
@@ -80,6 +104,14 @@ Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n,
   if (have.strides && rng() % 4 == 0) {
     std::string s = "strided q: ";
     in.q = draw_strided(in.q, rng, &s);
+    parts.push_back(s);
+  }
+  // Sinks last, so that the draws above are those of a kernel without sinks; drawn from the dense
+  // case's scores (a sink is one logit per head whatever the layout).
+  if (have.sinks && rng() % 2) {
+    std::string s;
+    const Inputs sunk = with_sinks(dense, rng, &s);
+    in.p.sinks = true, in.sinks = sunk.sinks;
     parts.push_back(s);
   }
   *how = parts.empty() ? "dense" : fmt::format("{}", fmt::join(parts, "; "));

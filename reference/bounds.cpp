@@ -58,7 +58,7 @@ Consts::Consts(const Problem& p_, const Tensors64& in_, const Certified& ref_, c
   e_exp = r_exp / (1 - r_exp);                // |log(1 + r)| <= r / (1 - r)
   log_rel = ar.log_ulps * 2 * us;
   dv = head_dim_v(p);
-  common_scale = !(p.softcap > 0) && !p.alibi;
+  common_scale = !(p.softcap > 0) && !p.alibi && !p.sinks;  // a sink is not scaled
   // Softcap: c rounded to the element-wise type; the tanh within tanh_ulps ulp (an ulp of a normal
   // result is at most 2u of it, of a subnormal one twice the underflow floor).
   delta_cap = p.softcap > 0 && ar.soft != DType::F64 ? const_err(p.softcap) : 0.0;
@@ -152,10 +152,13 @@ void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows, const HeadPass* shar
     const int64_t ol = offset_lse(p, b, h, i);
     const KeyRange vis = visible_keys(p, i, p.n_q, p.n_k);
     RowInfo row;
-    if (vis.end == vis.begin) {  // the contract fixes o = 0, lse = -inf, d_q = 0 exactly
+    if (vis.end == vis.begin) {  // the contract fixes o = 0, lse = -inf (or the sink), d_q = 0 exactly
       for (int64_t c = 0; c < k.dv; ++c) B.o[size_t(oo + c)] = at(k.ref.err.o, oo + c);
       for (int64_t c = 0; bwd && c < p.d; ++c) B.d_q[size_t(oq + c)] = at(k.ref.err.d_q, oq + c);
-      B.lse[size_t(ol)] = at(k.ref.err.lse, ol);
+      const double sink = p.sinks ? k.in.seq.sinks[size_t(h)] : -kInf;
+      B.lse[size_t(ol)] = std::isfinite(sink)
+                              ? sink_only_lse_bound(Precision{k.storage, k.ar}, sink, at(k.ref.err.lse, ol))
+                              : at(k.ref.err.lse, ol);
       continue;
     }
     forward(r, vis, row);
@@ -178,14 +181,15 @@ namespace {
 // one; a rescale by exp(m_old - m_new) errs only then (exp(0) = 1 when declared exact). Its
 // argument's roundings telescope: together at most u (max s - the running max at the weight's tile).
 // Tiles start at multiples of the block in key index: a window's first key sits `off` into its tile.
-KeyTiles key_tiles(const std::vector<Score>& sc, int64_t n_t, int64_t off, int64_t bt, bool exp_exact_at_zero) {
+KeyTiles key_tiles(const std::vector<Score>& sc, int64_t n_t, int64_t off, int64_t bt, bool exp_exact_at_zero,
+                   int64_t n_keys, int64_t sink_tile) {
   const int64_t n_v = int64_t(sc.size());
   KeyTiles kt;
   kt.t_lo.assign(size_t(n_t), -kInf), kt.t_hi.assign(size_t(n_t), -kInf);
   kt.pre_lo.resize(size_t(n_t)), kt.pre_hi.resize(size_t(n_t));
   kt.moves_after.assign(size_t(n_t), 0.0);
   for (int64_t j = 0; j < n_v; ++j) {
-    const size_t t = size_t((off + j) / bt);
+    const size_t t = size_t(j < n_keys ? (off + j) / bt : sink_tile);  // the sink: a tile of its own
     kt.t_lo[t] = std::max(kt.t_lo[t], sc[size_t(j)].s - sc[size_t(j)].e_hat);
     kt.t_hi[t] = std::max(kt.t_hi[t], sc[size_t(j)].s + sc[size_t(j)].e_hat);
   }
@@ -253,7 +257,7 @@ WeightEps HeadPass::weight_errors(const RowScores& rs, const KeyTiles& kt, int64
   WeightEps we;
   for (int64_t j = 0; j < n_v; ++j) {
     const Score& s = sc[size_t(j)];
-    const int64_t t = (off + j) / bt;
+    const int64_t t = tile_of(j, off, bt);
     double common = k.e_exp + u * (std::fabs(s.s - rs.m) + 2 * rs.e_hat_max) + (j != j_exact ? stored : 0.0);
     common += kt.moves_after[size_t(t)] * k.e_exp + u * std::max(0.0, rs.hi_all - kt.pre_lo[size_t(t)]);
     if (fa1) common += k.e_exp + u * std::max(0.0, kt.pre_hi[size_t(t)] - kt.t_lo[size_t(t)]);
@@ -286,7 +290,7 @@ void HeadPass::o_bound(int64_t oo, int64_t jb, const ChainWeights& wpv, int64_t 
   coef_w.resize(size_t(n_v)), coef_acc.resize(size_t(n_v));
   double acc0 = 0;  // the operands' underflow, the same for every column
   for (int64_t j = 0; j < n_v; ++j) {
-    const double w = w_hat[size_t(j)], kap = wpv.kappa[size_t(o_pv + j)];
+    const double w = w_hat[size_t(j)], kap = wpv.kappa[size_t(j < n_keys ? o_pv + j : sink_pos_pv)];
     // Sum_j (P^_j - P_j)(v_j - o) = (1/Z) sum_j P_j (e^eta_j - 1)(v_j - o): o is P's own average.
     coef_w[size_t(j)] = p_expm1(logP[size_t(j)] + zeta[size_t(j)], d_o_w[size_t(j)]);
     coef_acc[size_t(j)] = kap * w + (1 + kap) * ((j != j_exact ? pv_up : 0.0) * w + k.floor_p + tiny_w + w * k.u_in);
@@ -306,7 +310,7 @@ void HeadPass::o_bound(int64_t oo, int64_t jb, const ChainWeights& wpv, int64_t 
   const bool finite_row = v_finite && o_r.isFinite().all() && err_r.isFinite().all();
   Eigen::ArrayXd x(dv);  // (d_v) one key's |v - o| + err_o
   for (int64_t j = 0; j < n_v; ++j) {
-    const double* v = V.data() + (jb + j) * dv;  // (d_v)
+    const double* v = j < n_keys ? V.data() + (jb + j) * dv : zero_v.data();  // (d_v); the sink's is 0
     const double cw = coef_w[size_t(j)], ca = coef_acc[size_t(j)];
     const CRow v_r(v, dv);
     if (finite_row && std::isfinite(cw)) {
@@ -361,10 +365,26 @@ void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
   const int64_t jb = vis.begin, n_v = vis.end - vis.begin;
   const int64_t i = i0 + r, oo = offset_o(p, b, h, i), ol = offset_lse(p, b, h, i);
   const double lse = k.ref.value.lse[size_t(ol)], err_lse = at(k.ref.err.lse, ol);
-  const RowScores rs = scores(r, vis);
-  const int64_t bt = ar.pv.block > 0 ? ar.pv.block : n_v, off = ar.pv.block > 0 ? jb % bt : 0;
-  const int64_t n_t = (off + n_v + bt - 1) / bt;
-  const KeyTiles kt = key_tiles(sc, n_t, off, bt, ar.exp_exact_at_zero);
+  RowScores rs = scores(r, vis);
+  n_keys = n_v;
+  const double sink = p.sinks ? k.in.seq.sinks[size_t(h)] : -kInf;
+  const bool has_sink = std::isfinite(sink);
+  if (has_sink) {
+    // The sink: exact (an fp32 logit) but for its rounding to the element-wise type and, in base 2,
+    // the product with a rounded log2 e; no dot, no scale.
+    Score s;
+    s.s = sink;
+    s.e_hat = std::fabs(sink) * (k.us + (ar.base2 ? k.delta_l2e + k.us : 0.0)) * (1 + 4 * k.us) + k.floor_s;
+    sc.push_back(s);
+    rs.m = std::max(rs.m, s.s), rs.hi_all = std::max(rs.hi_all, s.s + s.e_hat);
+    rs.e_hat_max = std::max(rs.e_hat_max, s.e_hat);
+    zero_v.assign(size_t(k.dv), 0.0);
+  }
+  const int64_t bt = ar.pv.block > 0 ? ar.pv.block : std::max<int64_t>(n_v, 1), off = ar.pv.block > 0 ? jb % bt : 0;
+  const int64_t n_t_keys = (off + n_v + bt - 1) / bt;
+  const int64_t n_t = n_t_keys + (has_sink ? 1 : 0);
+  sink_tile = has_sink ? n_t_keys : -1;
+  const KeyTiles kt = key_tiles(sc, n_t, off, bt, ar.exp_exact_at_zero, n_keys, sink_tile);
   const int64_t j_exact = exact_max_key(sc, ar);
   const WeightEps we = weight_errors(rs, kt, off, bt, j_exact, lse, err_lse);
   // l: the declared chain over the weights; each exp may underflow (absolute floor_s against a
@@ -379,17 +399,38 @@ void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
     return std::max<int64_t>(0, walked - n_t);
   };
   const int64_t o_l = key_offset(ar.l, jb), o_pv = key_offset(ar.pv, jb);
+  // The sink's chain position: a new block after the keys' (the kernel adds it after the last tile).
+  auto next_block = [](const Chain& c, int64_t n) { return c.block > 0 ? (n + c.block - 1) / c.block * c.block : n; };
+  sink_pos_l = next_block(ar.l, o_l + n_v), sink_pos_pv = next_block(ar.pv, o_pv + n_v);
+  const int64_t len_l = has_sink ? sink_pos_l + 1 : o_l + n_v, len_pv = has_sink ? sink_pos_pv + 1 : o_pv + n_v;
   // Rows of a block mostly share their lengths (every row, without a mask): the weights are a pure
   // function of (length, extra merges), kept from the previous row.
-  const ChainWeights& wl = memo_l.get(ar.l, o_l + n_v, k.ftz, extra(ar.l));
-  const ChainWeights& wpv = memo_pv.get(ar.pv, o_pv + n_v, k.ftz, extra(ar.pv));
+  const ChainWeights& wl = memo_l.get(ar.l, len_l, k.ftz, extra(ar.l));
+  const ChainWeights& wpv = memo_pv.get(ar.pv, len_pv, k.ftz, extra(ar.pv));
   double E_l = 0;
-  for (int64_t j = 0; j < n_v; ++j)
-    E_l += wl.kappa[size_t(o_l + j)] * w_hat[size_t(j)] + (1 + wl.kappa[size_t(o_l + j)]) * tiny_w;
+  for (int64_t j = 0; j < int64_t(sc.size()); ++j) {
+    const double kl = wl.kappa[size_t(j < n_keys ? o_l + j : sink_pos_l)];
+    E_l += kl * w_hat[size_t(j)] + (1 + kl) * tiny_w;
+  }
   E_l = E_l * wl.scale() + wl.events * wl.floor;
   o_bound(oo, jb, wpv, o_pv, j_exact, tiny_w, E_l, we.eps);
   row.e_lse = lse_bound(ol, lse, err_lse, rs.m, we.eps_lse, E_l);
   if (ar.p_from != PFrom::Max) lse_normalised(r, vis, wpv, o_pv, tiny_w, row);
+  if (has_sink) sc.pop_back();  // the backward's pairs are the keys alone
+}
+
+double sink_only_lse_bound(const Precision& prec, double sink, double err_ref) {
+  const Arithmetic& ar = prec.ar;
+  const double us = unit_roundoff(ar.soft), r_exp = ar.exp_ulps * 2 * us, e_exp = r_exp / (1 - r_exp);
+  constexpr double kLog2e = 1.4426950408889634, kLn2 = 0.6931471805599453;
+  // The argument sink - sink: 0 exactly, or (base 2) the difference of two equal roundings: 0. l =
+  // exp(0) (and its rounding to storage where the kernel stores P): within e_exp of 1, or 1.
+  const double e_l = ar.exp_exact_at_zero ? 0.0 : 2 * e_exp + 2 * unit_roundoff(prec.storage);
+  double e = e_l + ar.log_ulps * 2 * us * e_l + (ar.flush_subnormals ? min_normal(ar.soft) : underflow_floor(ar.soft));
+  // Base 2: sink log2 e rounded, then ln 2 (m2 + log2 l) rounded twice.
+  if (ar.base2) e += (const_err(kLog2e) + const_err(kLn2) + 3 * us) * (std::fabs(sink) + e) * (1 + 4 * us);
+  const DType lse_type = prec.storage == DType::F64 ? DType::F64 : DType::F32;
+  return rounded_bound(sink, e, err_ref, ar.soft, lse_type, true) * kSlack;
 }
 
 }  // namespace model

@@ -188,6 +188,12 @@ struct HeadPass {
   // Per row, reused: the scores, the kernel's o error (for D).
   std::vector<Score> sc;
   std::vector<double> e_o, err_o, logP, zeta, d_o_w, d_l, w_hat, coef_w, coef_acc, w_sum, R_max, e_acc;
+  // Attention sinks: the row's sink is one more entry of sc after its n_keys keys, a key of value 0
+  // in a key tile of its own (sink_tile) after the row's last, at the chain positions sink_pos_l,
+  // sink_pos_pv (the start of a new block: every key's term goes through the sink's add too).
+  int64_t n_keys = 0, sink_tile = -1, sink_pos_l = 0, sink_pos_pv = 0;
+  std::vector<double> zero_v;  // (d_v) the sink's value
+  int64_t tile_of(int64_t j, int64_t off, int64_t bt) const { return j < n_keys ? (off + j) / bt : sink_tile; }
   ChainMemo memo_l, memo_pv, memo_dq;  // one pass's chains (its arithmetic is fixed)
 
   HeadPass(const Consts& k, Bounds& B, bool bwd) : k(k), B(B), bwd(bwd) {}
@@ -222,6 +228,9 @@ Bounds dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
 std::vector<Bounds> dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
                                  const std::vector<Precision>& precs);
 Bounds sequence_bounds(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec);
+// The lse bound of a row that sees no key but its head's finite sink: the kernel's sink + log l with
+// l = exp(sink - sink) (bounds.cpp).
+double sink_only_lse_bound(const Precision& prec, double sink, double err_ref);
 
 // The d_k, d_v chain weight of row i of the group's head hl for key j (rows a causal mask hides from
 // j hold no term), and the largest weight of key j's chain.

@@ -83,6 +83,7 @@ Tensors64 sequence_tensors(const Problem& p, const Tensors64& in, int64_t b, con
       std::copy_n(&in.v[size_t(from * dv)], dv, &t.v[size_t(to * dv)]);
     }
   t.seq.alibi_slopes = in.seq.alibi_slopes;
+  t.seq.sinks = in.seq.sinks;
   return t;
 }
 
@@ -112,6 +113,13 @@ Bounds sequence_bounds(const Problem& p, const Tensors64& in, const Certified& r
   std::vector<double> sum_k(B.d_k.size(), 0.0), mag_k = sum_k, sum_v(B.d_v.size(), 0.0), mag_v = sum_v;
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t n_q = seq_n_q(p, seqs, b), n_k = seq_n_k(p, seqs, b);
+    if (n_k == 0 && p.sinks)  // rows of no key: lse is the sink (bounds.cpp)
+      for (int64_t h = 0; h < p.heads_q; ++h)
+        for (int64_t i = 0; i < n_q; ++i) {
+          const int64_t ol = lse_index(p, seqs, b, h, i);
+          const double sink = in.seq.sinks[size_t(h)];
+          if (std::isfinite(sink)) B.lse[size_t(ol)] = sink_only_lse_bound(prec, sink, at(ref.err.lse, ol));
+        }
     if (n_q == 0 || n_k == 0) continue;
     const Problem s = sequence_problem(p, n_q, n_k);
     const Tensors64 t = sequence_tensors(p, in, b, s);

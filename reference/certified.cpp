@@ -105,16 +105,36 @@ WeightSum exp_weights(Index r, Index j0, Index nv, double mx, bool mp, const std
   return w;
 }
 
+// The sink's weight exp(xh)·(1 + xl) into the sum (it has no P̂ entry: no value); dropped below e^-699.
+void add_sink_weight(double xh, double xl, WeightSum& w) {
+  if (xh < kDropBelow) {
+    w.n_drop += 1;
+    return;
+  }
+  const double pj = std::exp(xh) * (1.0 + xl);
+  w.xl_max = std::max(w.xl_max, std::fabs(xl));
+  double e;
+  two_sum(w.l_s, pj, w.l_s, e);
+  w.l_c += e;
+}
+
 // Row r of the forward: scores to weights P̂ (in place in f.p), kappa, lse and its bound. sl is the
-// caller's (n_k) scratch for the scores' low parts.
+// caller's (n_k) scratch for the scores' low parts. A sink (finite) is one more weight of l, shifted
+// by the same max, with no value: the sink is exact (an fp32 logit), its argument sink - m exact by
+// TwoSum, so every bound below holds with one more term.
 void forward_row(const GroupIn& g, const ExactProduct& s, const std::vector<double>& b_max, Index r,
                  std::vector<double>& sl, GroupFwd& f) {
   const Index n = g.k.rows();
   const Index j0 = g.first[size_t(r)], nv = g.key_end(r);  // visible keys: [j0, nv)
 
   double mx = -std::numeric_limits<double>::infinity(), s_abs = 0;
+  const double sink = g.sink_of(r);
+  const bool has_sink = std::isfinite(sink);
   if (!scaled_scores(g, s, r, j0, nv, sl, f, s_abs)) return;
-  if (nv == j0) return;  // empty row: o = 0, lse = -inf, no weight anywhere
+  if (nv == j0) {  // empty row: o = 0, lse = the sink (-inf without one) exactly, no weight anywhere
+    f.lse[r] = sink;
+    return;
+  }
   double eps = score_error(g, s, b_max, r, j0, nv, s_abs, sl, f);
   for (Index j = j0; j < nv; ++j) mx = std::max(mx, f.p(r, j));
   // Huge scores: the double-double bound grows like u^2 |s|, and past |s| ~ 2^44 the low parts
@@ -136,16 +156,50 @@ void forward_row(const GroupIn& g, const ExactProduct& s, const std::vector<doub
     }
     eps = 0;
     for (double e : err_x) eps = std::max(eps, e);
+    if (has_sink) {
+      // x_j = s_j - s_max here, mx = round(s_max). A sink above mx becomes the reference (exact: lse =
+      // sink + log l needs no mx_err): x_j + (mx - sink), TwoSum exact, the low parts' two more
+      // roundings and mx_err charged to the keys, and none at all when every key's weight is dropped
+      // (charged absolutely); the sink's own x is 0. Below mx, the sink's x = (sink - mx) + (mx -
+      // s_max): TwoSum exact, mx_err charged when its weight is kept.
+      if (sink > mx) {
+        double th, tl, xl_max = 0;
+        bool kept = false;
+        two_sum(mx, -sink, th, tl);
+        for (Index j = j0; j < nv; ++j) {
+          double h2, e2;
+          two_sum(f.p(r, j), th, h2, e2);
+          f.p(r, j) = h2;
+          sl[j] = sl[j] + tl + e2;
+          xl_max = std::max(xl_max, std::fabs(sl[j]));
+          kept = kept || h2 >= kDropBelow;
+        }
+        eps = kept ? eps + 2.01 * kU * xl_max + 1.01 * mx_err : 0.0;
+        mx = sink, mx_err = 0;
+      } else {
+        double xh, xl;
+        two_sum(sink, -mx, xh, xl);
+        if (xh >= kDropBelow) eps += 1.01 * mx_err;
+      }
+    }
     eps *= kSlack;
+  } else if (has_sink) {
+    mx = std::max(mx, sink);  // every weight shifted by the larger of the scores' max and the sink
   }
 
-  const WeightSum w = exp_weights(r, j0, nv, mx, mp, sl, f);
+  WeightSum w = exp_weights(r, j0, nv, mx, mp, sl, f);
+  if (has_sink) {
+    double xh, xl;
+    two_sum(sink, -mx, xh, xl);  // exact; 0 when the sink is the reference
+    add_sink_weight(xh, xl, w);
+  }
   const double l = w.l_s + w.l_c;
   const double inv_l = 1.0 / l;
   for (Index j = j0; j < nv; ++j) f.p(r, j) *= inv_l;  // P̂ = p̃·(1/l): two roundings
 
   const double delta = eps + kU * w.xl_max + w.xl_max * w.xl_max + kLibmRel + 2.01 * kU;
-  const double theta = kU + gamma(double(nv - j0)) * gamma(double(nv - j0));
+  const double n_w = double(nv - j0) + (has_sink ? 1.0 : 0.0);  // the weights in l
+  const double theta = kU + gamma(n_w) * gamma(n_w);
   const double tail = w.n_drop * 0x1p-1008;  // sum of dropped weights relative to l (l >= ~1)
   const double lambda = 2 * delta + 1.01 * theta + 1.01 * tail + 2.01 * kU;  // |log(P̂/P)|
   f.kappa[r] = lambda * (1 + lambda) * kSlack;                               // e^λ - 1 <= λ + λ^2 for λ <= 1

@@ -46,6 +46,7 @@ cert::GroupIn gather(const Problem& p, const Tensors64& in, int64_t b, int32_t h
   g.bad.assign(m, 0);
   g.bad_d_o.assign(m, 0);
   if (p.alibi) g.slope.assign(m, 0.0), g.aligned.assign(m, 0);
+  if (p.sinks) g.sink.assign(m, 0.0);
   std::vector<char> bad_key(n, 0);  // (n_k)
   for (Index j = 0; j < n; ++j) {
     const int64_t row = kv_row(p, seqs, b, h_kv, j);
@@ -70,6 +71,7 @@ cert::GroupIn gather(const Problem& p, const Tensors64& in, int64_t b, int32_t h
     g.first[r] = j0;
     g.n_vis[r] = j1;
     if (p.alibi) g.slope[r] = in.seq.alibi_slopes[size_t(h)], g.aligned[r] = aligned(p.mask, i, n_q, n);
+    if (p.sinks) g.sink[r] = in.seq.sinks[size_t(h)];
     for (Index j = j0; j < j1; ++j) g.bad[r] |= bad_key[j];
     // q reaches the forward and the backward, d_o only the backward; a row that sees no key has
     // o = 0, lse = -inf and d_q = 0 whatever its q and d_o hold (the contract: never NaN there).
@@ -118,8 +120,8 @@ void scatter_rows(const Problem& p, const Seqs& seqs, int64_t b, int32_t h_kv, c
   for (Index r = 0; r < m; ++r) {
     const int32_t h = int32_t(h_kv * group + r / n_q);
     const int64_t i = r % n_q, row = q_row(p, seqs, b, h, i), ol = lse_index(p, seqs, b, h, i);
-    if (n == 0) {
-      c.value.lse[ol] = -kInf;
+    if (n == 0) {  // no key: lse is the sink alone (-inf without one), exactly
+      c.value.lse[ol] = g.sink_of(r);
       continue;
     }
     const bool bad = f.bad[r];

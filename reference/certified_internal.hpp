@@ -5,6 +5,7 @@
 
 #include <Eigen/Core>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "reference/parallel.hpp"
@@ -124,8 +125,11 @@ struct GroupIn {
   std::vector<Index> n_vis;    // (m): the end of row r's visible keys
   std::vector<double> slope;   // (m): ALiBi slope of row r's head; empty: no ALiBi
   std::vector<Index> aligned;  // (m): row r's aligned row i' (ALiBi's bias is -slope·|i' - j|)
-  std::vector<char> bad;       // (m): reached by a non-finite input: NaN, uncertified (bound +inf)
-  std::vector<char> bad_d_o;   // (m): a non-finite d_o in a row that sees keys: its gradients only
+  std::vector<double> sink;    // (m): the sink logit of row r's head (finite or -inf); empty: no sinks
+  // Row r's sink, -inf when there is none.
+  double sink_of(Index r) const { return sink.empty() ? -std::numeric_limits<double>::infinity() : sink[size_t(r)]; }
+  std::vector<char> bad;      // (m): reached by a non-finite input: NaN, uncertified (bound +inf)
+  std::vector<char> bad_d_o;  // (m): a non-finite d_o in a row that sees keys: its gradients only
   Index key_end(Index r) const { return bad[size_t(r)] ? first[size_t(r)] : n_vis[size_t(r)]; }
 };
 

@@ -4,6 +4,9 @@
 // written as sums, all at `bits` of precision, rounded to double once at the end. Every variant's
 // layout is read through attention.h's q_row / kv_row / lse_index.
 //
+// Attention sinks: the head's sink logit joins every row's denominator (max and l) with no value;
+// lse includes it, and a row with no visible key has o = 0, lse = sink. The backward's formulas are
+// unchanged (P from the softmax with the sink, D = d_o . o).
 // Non-finite scores (they arise only from non-finite inputs):
 //   NaN or +inf among a row's visible scores -> the whole row is NaN (o, lse, d_q, and the d_k/d_v
 //   rows of the keys it sees): softmax is undefined there.
@@ -45,8 +48,10 @@ namespace {
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Softmax of one row of scores over the entries with live[j]; fills p (0 where not live) and lse.
-// Returns false for an empty row (nothing live, or every live score -inf).
-bool softmax_row(const std::vector<mp>& s, const std::vector<char>& live, std::vector<mp>& p, mp& lse) {
+// sink (finite, or -inf: none) is one more logit of the denominator with no p entry of its own.
+// Returns false for an empty row (nothing live, or every live score -inf): lse = sink (o = 0).
+bool softmax_row(const std::vector<mp>& s, const std::vector<char>& live, std::vector<mp>& p, mp& lse,
+                 double sink = -std::numeric_limits<double>::infinity()) {
   bool undefined = false, any = false;
   mp m;
   for (size_t j = 0; j < s.size(); ++j) {
@@ -66,10 +71,12 @@ bool softmax_row(const std::vector<mp>& s, const std::vector<char>& live, std::v
     return true;
   }
   if (!any) {
-    lse = -std::numeric_limits<double>::infinity();
+    lse = sink;  // no key: the sink alone (-inf without one)
     return false;
   }
-  mp l = 0;
+  const bool has_sink = std::isfinite(sink);
+  if (has_sink && mp(sink) > m) m = sink;
+  mp l = has_sink ? mp(exp(mp(sink) - m)) : mp(0);
   for (size_t j = 0; j < s.size(); ++j) {
     if (!live[j] || !boost::multiprecision::isfinite(s[j])) continue;  // -inf: weight exactly 0
     p[j] = exp(s[j] - m);  // shifted by the max: the exact softmax is shift-invariant
@@ -105,6 +112,7 @@ ResultMP exact_mp(const Problem& p, const TensorsMP& in) {
     for (int32_t h = 0; h < p.heads_q; ++h) {
       const int32_t h_kv = kv_head(p, h);
       const mp slope(p.alibi ? in.seq.alibi_slopes[h] : 0.0);
+      const double sink = p.sinks ? in.seq.sinks[size_t(h)] : -std::numeric_limits<double>::infinity();
       for (int64_t i = 0; i < n_q; ++i) {
         const int64_t row = q_row(p, seqs, b, h, i), oq = row * d, oo = row * dv;
         for (int64_t j = 0; j < n_k; ++j) {
@@ -123,7 +131,7 @@ ResultMP exact_mp(const Problem& p, const TensorsMP& in) {
           if (p.alibi) s[j] -= slope * mp(std::abs(aligned(p.mask, i, n_q, n_k) - j));  // exact
         }
         mp& lse = r.lse[lse_index(p, seqs, b, h, i)];
-        if (!softmax_row(s, live, pr, lse)) continue;  // empty row: o = 0, d_q = 0, no d_k/d_v
+        if (!softmax_row(s, live, pr, lse, sink)) continue;  // empty row: o = 0, d_q = 0, no d_k/d_v
         for (int64_t j = 0; j < n_k; ++j) {
           if (!live[j]) continue;
           const int64_t ov = kv_row(p, seqs, b, h_kv, j) * dv;

@@ -18,6 +18,7 @@ inline SeqData seq_data(const Inputs& in) {
   if (in.p.varlen) s.cu_seqlens_q = ints(in.cu_seqlens_q), s.cu_seqlens_k = ints(in.cu_seqlens_k);
   if (in.p.page_size > 0) s.page_table = ints(in.page_table);
   if (in.p.alibi) s.alibi_slopes = in.alibi_slopes.to_f64();
+  if (in.p.sinks) s.sinks = in.sinks.to_f64();
   return s;
 }
 

@@ -15,6 +15,7 @@ struct SeqData {
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;  // (batch + 1): varlen
   std::vector<int32_t> page_table;                  // (batch, pages_per_seq): paged
   std::vector<double> alibi_slopes;                 // (heads_q): ALiBi
+  std::vector<double> sinks;                        // (heads_q): attention sinks (finite or -inf)
   Seqs seqs() const {
     return {cu_seqlens_q.empty() ? nullptr : cu_seqlens_q.data(), cu_seqlens_k.empty() ? nullptr : cu_seqlens_k.data(),
             page_table.empty() ? nullptr : page_table.data()};

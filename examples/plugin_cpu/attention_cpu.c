@@ -1,8 +1,8 @@
 /* A correct host attention kernel as a flashcheck plugin (<flashcheck/plugin.h>): forward and backward
  * in double precision, any strides, F16/BF16/F32/F64 storage, the three masks, GQA, d_v != d, varlen
- * batches (cu_seqlens_q/k, zero-length sequences included), each output rounded once (to nearest even)
- * into its storage type. It declines the variants it does not implement (paged K/V, windows, softcap,
- * ALiBi).
+ * batches (cu_seqlens_q/k, zero-length sequences included), attention sinks (ABI version 4), each output
+ * rounded once (to nearest even) into its storage type. It declines the variants it does not implement
+ * (paged K/V, windows, softcap, ALiBi).
  *
  *   cmake -S . -B build && cmake --build build
  *   flashcheck check --plugin build/libattention_cpu.so
@@ -20,7 +20,7 @@
 #ifndef FC_NAME
 #define FC_NAME "example_cpu"
 #endif
-enum { NONE, SEGV, ABORT, HANG, ERROR, STRIDES, CAUSAL, EXIT, OOB, LAYOUT_CACHE };
+enum { NONE, SEGV, ABORT, HANG, ERROR, STRIDES, CAUSAL, EXIT, OOB, LAYOUT_CACHE, SINK };
 #ifndef FC_FAULT
 #define FC_FAULT NONE
 #endif
@@ -227,8 +227,25 @@ static double *alloc_head(const fc_problem *p, head *t) {
   return all;
 }
 
-/* o_i and lse_i of row i; leaves P_ij = exp(s_ij - lse_i) in t->w for visible j. */
-static void row(const fc_problem *p, head *t, int64_t i) {
+#ifndef FC_ABI /* 2: built as a version-2 plugin (flashcheck's test that version 2 still loads) */
+#define FC_ABI FC_ABI_VERSION
+#endif
+
+/* The sink logit of query head h (-inf: none). Version 4: fc_problem.sinks, fp32 (heads_q). */
+static double sink_of(const fc_problem *p, int64_t h) {
+#if FC_ABI >= 4
+  if (p->sinks.ndim == 1) {
+    const int64_t at = h * (p->sinks.strides ? p->sinks.strides[0] : 1);
+    return ((const float *)p->sinks.data)[at];
+  }
+#endif
+  (void)p, (void)h;
+  return -INFINITY;
+}
+
+/* o_i and lse_i of row i; leaves P_ij = exp(s_ij - lse_i) in t->w for visible j. sink: the head's sink
+ * logit (-inf: none), one more term of the denominator with no value. */
+static void row(const fc_problem *p, head *t, int64_t i, double sink) {
   double m = -INFINITY, l = 0, *o = t->o + i * p->d_v;
   for (int64_t j = 0; j < p->n_k; ++j) {
     if (!visible(p, i, j)) continue;
@@ -237,15 +254,20 @@ static void row(const fc_problem *p, head *t, int64_t i) {
     t->w[j] = p->scale * dot;
     if (t->w[j] > m) m = t->w[j]; /* NaN never becomes the max: it poisons through its own weight */
   }
+  if (sink > m) m = sink;
   for (int64_t x = 0; x < p->d_v; ++x) o[x] = 0;
   t->lse[i] = -INFINITY;
-  if (m == -INFINITY) return; /* no visible key: o = 0, lse = -inf */
+  if (m == -INFINITY) return; /* no visible key and no sink: o = 0, lse = -inf */
+  if (sink > -INFINITY) l = exp(sink - m);
+  double l_keys = 0; /* the planted SINK bug normalises o by the keys' sum alone */
   for (int64_t j = 0; j < p->n_k; ++j)
-    if (visible(p, i, j)) l += exp(t->w[j] - m);
+    if (visible(p, i, j)) l_keys += exp(t->w[j] - m);
+  l += l_keys;
   t->lse[i] = m + log(l);
+  const double l_o = FC_FAULT == SINK && p->n_k > 3 ? l_keys : l;
   for (int64_t j = 0; j < p->n_k; ++j) {
     if (!visible(p, i, j)) continue;
-    t->w[j] = exp(t->w[j] - m) / l;
+    t->w[j] = exp(t->w[j] - m) / l_o;
     for (int64_t x = 0; x < p->d_v; ++x) o[x] += t->w[j] * t->v[j * p->d_v + x];
   }
 }
@@ -294,7 +316,7 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
       gather(&a->v, b, hk, s.k0, s.p.n_k, p->d_v, t.v);
       for (int64_t i = 0; i < s.p.n_q; ++i) {
         int64_t il[3];
-        row(&s.p, &t, i);
+        row(&s.p, &t, i, sink_of(p, h));
         lse_index(&a->lse, b, h, s.q0, i, il);
         store(&a->lse, il, t.lse[i]);
       }
@@ -376,7 +398,7 @@ static int backward(const fc_problem *p, const fc_backward_args *g, void *stream
         for (int64_t i = 0; i < sp->n_q; ++i) {
           const double *d_o = t.d_o + i * dv;
           double D = 0, *d_q = t.d_q + i * d, *ds_of = ds_buf;
-          row(sp, &t, i);
+          row(sp, &t, i, sink_of(p, h));
           for (int64_t x = 0; x < dv; ++x) D += d_o[x] * t.o[i * dv + x];
           for (int64_t x = 0; x < d; ++x) d_q[x] = 0;
           for (int64_t j = 0; t.lse[i] != -INFINITY && j < sp->n_k; ++j) {
@@ -405,16 +427,17 @@ static int backward(const fc_problem *p, const fc_backward_args *g, void *stream
   return 0;
 }
 
-#ifndef FC_ABI /* 2: built as a version-2 plugin (flashcheck's test that version 2 still loads) */
-#define FC_ABI FC_ABI_VERSION
-#endif
 static const fc_config dq_configs[] = {{0, 0, 0, 0}, {0, 0, 0, 1}}; /* atomic, then the deterministic mode */
-static const fc_declarations dq_declarations = {
-    .backward_reduction = FC_DQ == DQ_ATOMIC_HIDDEN ? FC_BACKWARD_DETERMINISTIC : FC_BACKWARD_ATOMIC,
+static const fc_declarations declarations = {
+    /* FC_DQ: the backward's reduction and (FC_DQ >= DQ_MODE) a deterministic mode; otherwise not declared */
+    .backward_reduction = !DQ_ON                      ? FC_BACKWARD_UNKNOWN
+                          : FC_DQ == DQ_ATOMIC_HIDDEN ? FC_BACKWARD_DETERMINISTIC
+                                                      : FC_BACKWARD_ATOMIC,
     .configs = FC_DQ >= DQ_MODE ? dq_configs : NULL,
     .num_configs = FC_DQ >= DQ_MODE ? 2 : 0,
+    .sinks = FC_ABI >= 4, /* read by flashcheck only from a version-4 kernel */
 };
 static const fc_kernel kernel = {FC_ABI,   FC_NAME,  kDLCPU,     1, supports,
-                                 forward,  backward, last_error, DQ_ON ? &dq_declarations : NULL};
+                                 forward,  backward, last_error, DQ_ON || FC_ABI >= 4 ? &declarations : NULL};
 
 const fc_kernel *flashcheck_kernel(void) { return &kernel; }

@@ -1,4 +1,4 @@
-/* flashcheck plugin C ABI, version 3: the one interface through which flashcheck runs a kernel it did
+/* flashcheck plugin C ABI, version 4: the one interface through which flashcheck runs a kernel it did
  * not build (`flashcheck check --plugin lib.so`, the Python bridge).
  *
  * A plugin is a shared library that exports `flashcheck_kernel`, returning a pointer to a static
@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define FC_ABI_VERSION 3
+#define FC_ABI_VERSION 4
 
 /* Marks the exported symbol visible even when the plugin builds with -fvisibility=hidden. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -51,6 +51,12 @@ typedef struct {
   /* Read these two only when the kernel says abi_version 3 (a version-2 kernel sees the prefix above). */
   int32_t probing; /* supports() asked by flashcheck's start-up probe, not for a case to run */
   int32_t config;  /* index into fc_declarations.configs the call runs under (0 when none is declared) */
+  /* Version 4 (contract v3). Offered only to a kernel of abi_version 4 whose declarations say sinks = 1
+   * (a kernel of version 2 or 3, or one that does not declare them, never sees a problem with sinks). Attention sinks: fp32 (heads_q), one logit per query head
+   * that joins every row's softmax denominator with no value (lse includes it; a row with no visible
+   * key has o = 0, lse = sink); each finite or -inf. ndim == 0 (data NULL): no sinks. Placed in the
+   * kernel's device memory like the other tensors; data NULL in supports(). */
+  DLTensor sinks;
 } fc_problem;
 
 typedef struct {
@@ -150,13 +156,16 @@ typedef struct {
   const fc_config *configs;     /* NULL: one default configuration */
   int32_t num_configs;
   int32_t large_offsets;        /* 64-bit offsets: tensors of more than 2^31 elements (the large_offsets law) */
+  /* Version 4 only (read when abi_version is 4; a version-3 kernel's declarations end above). */
   const fc_dtypes *dtypes;      /* NULL: probed, one dtype for every tensor (F16, BF16, F32, F64); else exactly
                                    these combinations are drawn (supports() sees each tensor's DLTensor dtype) */
   int32_t num_dtypes;
+  int32_t sinks;                /* contract v3: 1: attention sinks (fc_problem.sinks); 0: never offered them */
 } fc_declarations;
 
 typedef struct {
-  int32_t abi_version; /* FC_ABI_VERSION (2 still loads: no declarations, fc_problem without its tail) */
+  int32_t abi_version; /* FC_ABI_VERSION (2 and 3 still load: 2 without declarations and fc_problem's tail,
+                          3 without fc_problem.sinks) */
   const char *name;
   int32_t device_type; /* kDLCPU or kDLCUDA: where the suite places the tensors */
   int32_t writes_lse;  /* 0: lse is ignored; the suite supplies it to backward */
@@ -164,7 +173,7 @@ typedef struct {
   int (*forward)(const fc_problem *, const fc_forward_args *, void *stream);   /* 0 on success */
   int (*backward)(const fc_problem *, const fc_backward_args *, void *stream); /* NULL: none */
   const char *(*last_error)(void); /* text for a nonzero return; may be NULL */
-  const fc_declarations *declarations; /* version 3 only; NULL: nothing declared */
+  const fc_declarations *declarations; /* version 3 and 4; NULL: nothing declared */
 } fc_kernel;
 
 /* The one exported symbol. supports() sees the shapes, strides, dtypes and devices the call will

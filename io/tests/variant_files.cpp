@@ -1,6 +1,7 @@
 #include "io/tests/variant_files.hpp"
 
 #include <cmath>
+#include <limits>
 
 namespace fc::io::testing {
 
@@ -75,6 +76,11 @@ std::vector<GoodVariant> good_variants() {
   al.alibi_slopes = HostTensor(DType::F32, {2});
   al.alibi_slopes.set(0, 0.5), al.alibi_slopes.set(1, 0.125);
   g.push_back({"alibi", al});
+  Inputs sk = dense(4, 3, Mask::CausalBottomRight);  // row 0 sees no key: lse = the sink
+  sk.p.sinks = true;
+  sk.sinks = HostTensor(DType::F32, {2});
+  sk.sinks.set(0, 0.75), sk.sinks.set(1, -std::numeric_limits<double>::infinity());
+  g.push_back({"sinks", sk});
   return g;
 }
 
@@ -187,6 +193,18 @@ std::vector<BadVariantCase> malformed_variant_cases() {
       Fault::BadVariant, "alibi_slopes has shape");
   add("alibi_slope_nan", edit(al, [](TensorFile& f) { f.tensors["alibi_slopes"].set(1, std::nan("")); }),
       Fault::BadVariant, "not finite");
+  Inputs sk = dense(3, 5, Mask::None);
+  sk.p.sinks = true;
+  sk.sinks = HostTensor(DType::F32, {2});
+  add("sinks_f64", edit(sk, [](TensorFile& f) { f.tensors["sinks"] = HostTensor(DType::F64, {2}); }), Fault::BadVariant,
+      "sinks is F64");
+  add("sinks_length", edit(sk, [](TensorFile& f) { f.tensors["sinks"] = HostTensor(DType::F32, {1}); }),
+      Fault::BadVariant, "sinks has shape");
+  add("sink_nan", edit(sk, [](TensorFile& f) { f.tensors["sinks"].set(0, std::nan("")); }), Fault::BadVariant,
+      "neither finite nor -inf");
+  add("sink_plus_inf",
+      edit(sk, [](TensorFile& f) { f.tensors["sinks"].set(1, std::numeric_limits<double>::infinity()); }),
+      Fault::BadVariant, "neither finite nor -inf");
   for (const char* w : {"abc", "-2", "1.5", "", "+-1", "2147483648", "0x10"})
     add(std::string("window_left_") + w,
         edit(dense(3, 4, Mask::None), [&](TensorFile& f) { f.metadata["window_left"] = w; }), Fault::BadMetadata,

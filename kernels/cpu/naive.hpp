@@ -8,6 +8,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/layout.hpp"
@@ -27,7 +28,8 @@ struct NaiveHead {
   RowMat<A> q, k, v;
   int64_t n_q, n_k;
   Problem p;
-  double slope;  // ALiBi slope of the head (0: none)
+  double slope;                                            // ALiBi slope of the head (0: none)
+  double sink = -std::numeric_limits<double>::infinity();  // sink logit of the head (-inf: none)
 };
 
 template <class A, class T>
@@ -50,7 +52,8 @@ NaiveHead<A> naive_head(const Inputs& in, int64_t b, int64_t h) {
           n_q,
           n_k,
           p,
-          in.slope(h)};
+          in.slope(h),
+          in.sink(h)};
 }
 
 // S for one head, materialised in storage: (n_q, n_k); invisible entries are -inf. As an eager
@@ -96,6 +99,8 @@ void naive_forward(const Inputs& in, Outputs& out) {
         const int64_t n_vis = vis.end - vis.begin;
         L m = rules::neg_inf<L>();
         for (int64_t j = vis.begin; j < vis.end; ++j) m = rules::running_max(m, cvt<L>(s(i, j)));
+        const L sink = L(hd.sink);                       // -inf without sinks
+        m = rules::running_max(m, sink);                 // the sink is one more logit of the row's max
         const L shift = rules::safe_shift(m);            // -inf - -inf guard for a row with no visible key
         Eigen::Matrix<A, 1, Eigen::Dynamic> p_i(n_vis);  // (visible keys) P row, stored in storage, widened
         A l = A(0.0f);
@@ -103,6 +108,8 @@ void naive_forward(const Inputs& in, Outputs& out) {
           p_i(j) = cvt<A>(cvt<T>(exp_fn(cvt<L>(s(i, vis.begin + j)) - shift)));  // P materialised in storage
           l = l + p_i(j);                                                        // the rowsum of the stored P
         }
+        // The sink's weight joins the rowsum (stored in storage like P); it has no value. At -inf: 0.
+        if (sink != rules::neg_inf<L>()) l = l + cvt<A>(cvt<T>(exp_fn(sink - shift)));
         Eigen::Matrix<A, 1, Eigen::Dynamic> o_i = Eigen::Matrix<A, 1, Eigen::Dynamic>::Zero(dv);  // (d_v)
         if (n_vis > 0) o_i = p_i * hd.v.middleRows(vis.begin, n_vis);
         const L inv = rules::inv_l(cvt<L>(l));  // l = 0 (no visible key): o = 0, not 0/0

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -51,6 +52,7 @@ struct Head {
   int64_t n_q, n_k, d, d_v;
   Problem p;     // mask, window, scale, softcap (the sequence lengths are n_q, n_k above)
   double slope;  // ALiBi slope of this head; 0 without ALiBi
+  double sink = -std::numeric_limits<double>::infinity();  // sink logit of this head; -inf: none
 };
 
 // One head's q, k, v converted once to the accumulation type A, so that inner loops convert
@@ -64,7 +66,8 @@ struct WideHead {
   int64_t n_q, n_k, d, d_v;
   Problem p;
   double slope;
-  Head<A> view() const { return {q.data(), k.data(), v.data(), n_q, n_k, d, d_v, p, slope}; }
+  double sink = -std::numeric_limits<double>::infinity();
+  Head<A> view() const { return {q.data(), k.data(), v.data(), n_q, n_k, d, d_v, p, slope, sink}; }
 };
 
 // Rows i in [0, n) of a query-side tensor (row(i) = q_row(...)) or key-side one, widened to A.
@@ -92,7 +95,8 @@ WideHead<A> widen_head(const Inputs& in, int64_t b, int64_t h) {
           p.d,
           dv,
           p,
-          in.slope(h)};
+          in.slope(h),
+          in.sink(h)};
 }
 
 // s_ij = scale · q_i·k_j: the dot product accumulated in A, in index order; the scale is applied

@@ -54,6 +54,10 @@ void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
+      if (h.p.sinks) {  // the sink after the last key tile: one more weight in l, no value
+        const L alpha = rules::merge_sink(m[size_t(r)], l[size_t(r)], L(h.sink), exp_fn);
+        for (int64_t c = 0; c < d; ++c) acc[size_t(r * d + c)] = cvt<A>(cvt<L>(acc[size_t(r * d + c)]) * alpha);
+      }
       const L inv = rules::inv_l(l[size_t(r)]);  // l = 0 (no visible key): o = 0, not 0/0
       for (int64_t c = 0; c < d; ++c) o[(i0 + r) * d + c] = cvt<T>(cvt<L>(acc[size_t(r * d + c)]) * inv);
       lse[i0 + r] = double(rules::finalize_lse(m[size_t(r)], l[size_t(r)], Log{}));
@@ -111,6 +115,12 @@ void fa1_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
     }
   }
   for (int64_t i = 0; i < h.n_q; ++i) {
+    if (h.p.sinks && L(h.sink) != rules::neg_inf<L>()) {  // the sink merges as a last step of no value
+      const L l_old = l[size_t(i)];
+      const L alpha = rules::merge_sink(m[size_t(i)], l[size_t(i)], L(h.sink), exp_fn);
+      const L factor = l_old * alpha * rules::inv_l(l[size_t(i)]);  // o stays normalised: o l_old alpha / l
+      for (int64_t c = 0; c < d; ++c) o_acc[size_t(i * d + c)] = cvt<A>(cvt<L>(o_acc[size_t(i * d + c)]) * factor);
+    }
     for (int64_t c = 0; c < d; ++c) o[i * d + c] = cvt<T>(o_acc[size_t(i * d + c)]);
     lse[i] = double(rules::finalize_lse(m[size_t(i)], l[size_t(i)], Log{}));
   }

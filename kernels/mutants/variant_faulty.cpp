@@ -115,10 +115,25 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
+      // The sink as cpu_tiled merges it; SinkNotInDenominator keeps the keys' (m, l) for o,
+      // SinkNotInLse for lse.
+      L m_keys = m[size_t(r)], l_keys = l[size_t(r)];
+      if (h.p.sinks) {
+        const L alpha = rules::merge_sink(m[size_t(r)], l[size_t(r)], L(h.sink), exp_fn);
+        for (int64_t c = 0; c < d; ++c) acc[size_t(r * d + c)] = cvt<A>(cvt<L>(acc[size_t(r * d + c)]) * alpha);
+        m_keys = rules::running_max(m_keys, L(h.sink)), l_keys *= alpha;  // the keys' sum at the new max
+      }
+      const L l_o = f == F::SinkNotInDenominator ? l_keys : l[size_t(r)];
+      const L m_lse = f == F::SinkNotInLse ? m_keys : m[size_t(r)],
+              l_lse = f == F::SinkNotInLse ? l_keys : l[size_t(r)];
       // ZeroKeysNaN: a sequence without keys divides 0 by l = 0.
-      const L inv = f == F::ZeroKeysNaN && h.n_k == 0 ? L(1) / l[size_t(r)] : rules::inv_l(l[size_t(r)]);
-      for (int64_t c = 0; c < d; ++c) o[(i0 + r) * d + c] = cvt<T>(cvt<L>(acc[size_t(r * d + c)]) * inv);
-      lse[i0 + r] = double(rules::finalize_lse(m[size_t(r)], l[size_t(r)], cpu::Log{}));
+      const L inv = f == F::ZeroKeysNaN && h.n_k == 0 ? L(1) / l_o : rules::inv_l(l_o);
+      const bool divides = f == F::SinkDivides && h.p.sinks && l_o != L(0);
+      for (int64_t c = 0; c < d; ++c) {
+        const L x = cvt<L>(acc[size_t(r * d + c)]);
+        o[(i0 + r) * d + c] = cvt<T>(divides ? x / l_o : x * inv);
+      }
+      lse[i0 + r] = double(rules::finalize_lse(m_lse, l_lse, cpu::Log{}));
       if (l_work) m_work[i0 + r] = double(m[size_t(r)]), l_work[i0 + r] = double(l[size_t(r)]);
     }
   }
@@ -317,8 +332,14 @@ Kernel make_variant_faulty_kernel(F f, const std::string& name, const std::strin
     c.block_m = bm, c.block_n = bn;
     i.configs.push_back(c);
   }
-  i.variants = {
-      .varlen = true, .paged = true, .window = true, .softcap = true, .alibi = true, .d_v = true, .strides = true};
+  i.variants = {.varlen = true,
+                .paged = true,
+                .window = true,
+                .softcap = true,
+                .alibi = true,
+                .d_v = true,
+                .strides = true,
+                .sinks = true};
   i.exact = {.rows = true, .shared_scores = true, .tile_weights = true, .exact_scores = true};
   // cpu_tiled's FA2 arithmetic (the fault is what the suite must find), in the order it forces.
   i.arithmetic = [](const Problem& p, const Config& c) {
@@ -382,6 +403,12 @@ void register_variant_mutants(std::vector<Kernel>& out) {
       {F::StaleRowSums, "mutant_stale_row_sums",
        "the rows' running max and sum kept in a per-shape workspace reset once: a second call of a shape starts "
        "from the first's"},
+      {F::SinkNotInDenominator, "mutant_sink_not_in_denominator",
+       "the attention sink enters lse but not o's denominator (o normalised by the keys' sum alone)"},
+      {F::SinkNotInLse, "mutant_sink_not_in_lse", "the attention sink enters o's denominator but not lse"},
+      {F::SinkDivides, "mutant_sink_divides",
+       "the sinks' path divides o by l (the dense path multiplies by 1/l): right values, but a sink at -inf is not "
+       "no sink's bits"},
   };
   for (const Row& r : rows) out.push_back(make_variant_faulty_kernel(r.fault, r.name, r.description));
 }

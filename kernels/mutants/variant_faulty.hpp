@@ -48,6 +48,11 @@ enum class VariantFault {
                     // strides reads its tensors through the first call's strides
   StaleRowSums,     // the rows' running max m and sum l kept in a workspace per shape, reset when
                     // allocated and not on each call: a second call of a shape starts from the first's
+  // Attention sinks (contract v3).
+  SinkNotInDenominator,  // the sink enters lse but o is normalised by the keys' sum alone
+  SinkNotInLse,          // o is right, lse the keys' alone (the backward's P then sums past 1)
+  SinkDivides,           // the sinks' path divides o by l where the dense path multiplies by 1 / l: one
+                         // rounding fewer, within every bound, but a sink at -inf is not no sink's bits
 };
 
 // The registry row of the kernel with fault f (mutant = f != None): declares every variant.

@@ -182,8 +182,8 @@ Layout layout_for(const Problem& p, LayoutPolicy policy) {
 
 const char* slot_name(int32_t id) {
   static const char* const names[kSlots] = {
-      "q",   "k",   "v",   "o",  "lse", "cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes",
-      "d_o", "d_q", "d_k", "d_v"};
+      "q",   "k",   "v",   "o",   "lse",  "cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes",
+      "d_o", "d_q", "d_k", "d_v", "sinks"};
   return id >= 0 && id < kSlots ? names[id] : "?";
 }
 
@@ -229,6 +229,7 @@ CallPlan plan_call(const Problem& p, Layout layout, bool backward) {
   }
   if (is_paged(p)) plan.slot[kPageTable] = tensor_slot(i32, {p.batch, p.pages_per_seq}, Layout::Compact);
   if (p.alibi) plan.slot[kAlibi] = tensor_slot(dl_dtype(DType::F32), {p.heads_q}, Layout::Compact);  // (heads_q)
+  if (p.sinks) plan.slot[kSinks] = tensor_slot(dl_dtype(DType::F32), {p.heads_q}, Layout::Compact);  // (heads_q)
   if (backward) {
     plan.slot[kDo] = plan.slot[kO], plan.slot[kDq] = plan.slot[kQ];
     plan.slot[kDk] = plan.slot[kK], plan.slot[kDv] = plan.slot[kV];
@@ -255,7 +256,8 @@ void pack(const CallPlan& plan, const HostArgs& in, unsigned char* arena) {
                                                           {kCuSeqlensQ, in.cu_q},
                                                           {kCuSeqlensK, in.cu_k},
                                                           {kPageTable, in.page_table},
-                                                          {kAlibi, in.alibi}};
+                                                          {kAlibi, in.alibi},
+                                                          {kSinks, in.sinks}};
   for (const auto& entry : inputs) {
     const int32_t id = entry.first;
     const Slot& s = plan.slot[id];
@@ -304,19 +306,31 @@ std::string unpack(const CallPlan& plan, const unsigned char* arena, const unsig
   return stray_write(plan, uint64_t(bad));
 }
 
+namespace {
+
+DLTensor slot_view(const CallPlan& plan, unsigned char* base, DLDevice dev, int32_t id) {
+  const Slot& s = plan.slot[id];
+  DLTensor t{};
+  t.device = dev;
+  if (!s.present) return t;
+  t.data = base ? base + s.offset : nullptr;
+  t.ndim = s.ndim;
+  t.dtype = s.dtype;
+  t.shape = const_cast<int64_t*>(s.shape);
+  t.strides = s.has_strides ? const_cast<int64_t*>(s.strides) : nullptr;
+  return t;
+}
+
+}  // namespace
+
+fc_problem problem_args(const CallPlan& plan, unsigned char* base, DLDevice dev) {
+  fc_problem p = plan.problem;
+  p.sinks = slot_view(plan, base, dev, kSinks);
+  return p;
+}
+
 void make_args(const CallPlan& plan, unsigned char* base, DLDevice dev, fc_forward_args* fwd, fc_backward_args* bwd) {
-  auto view = [&](int32_t id) {
-    const Slot& s = plan.slot[id];
-    DLTensor t{};
-    t.device = dev;
-    if (!s.present) return t;
-    t.data = base ? base + s.offset : nullptr;
-    t.ndim = s.ndim;
-    t.dtype = s.dtype;
-    t.shape = const_cast<int64_t*>(s.shape);
-    t.strides = s.has_strides ? const_cast<int64_t*>(s.strides) : nullptr;
-    return t;
-  };
+  auto view = [&](int32_t id) { return slot_view(plan, base, dev, id); };
   fc_forward_args f{};
   f.q = view(kQ), f.k = view(kK), f.v = view(kV), f.o = view(kO), f.lse = view(kLse);
   f.cu_seqlens_q = view(kCuSeqlensQ), f.cu_seqlens_k = view(kCuSeqlensK);

@@ -66,7 +66,7 @@ bool Executor::supports(const CallPlan& plan) const {
   const DLDevice dev{on_cuda() ? kDLCUDA : kDLCPU, on_cuda() && has_second_ && second_gpu_call(plan) ? 1 : 0};
   make_args(plan, nullptr, dev, &args, nullptr);
   probing_now = plan.probing != 0;
-  fc_problem problem = plan.problem;
+  fc_problem problem = problem_args(plan, nullptr, dev);
   problem.probing = plan.probing;
   bool yes = false;
   try {
@@ -93,10 +93,10 @@ CallResult Executor::call(const CallPlan& plan, unsigned char* arena) {
   fc_forward_args fwd;
   fc_backward_args bwd;
   make_args(plan, base, dev, &fwd, &bwd);
+  const fc_problem problem = problem_args(plan, base, dev);
   int status = 0;
   try {
-    status = plan.backward ? k_->backward(&plan.problem, &bwd, stage.stream())
-                           : k_->forward(&plan.problem, &fwd, stage.stream());
+    status = plan.backward ? k_->backward(&problem, &bwd, stage.stream()) : k_->forward(&problem, &fwd, stage.stream());
   } catch (const std::exception& e) {
     return {false, fmt::format("{} threw a C++ exception through the C ABI: {}", entry, e.what()), false};
   } catch (...) {

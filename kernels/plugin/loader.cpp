@@ -13,8 +13,8 @@ namespace fc::plugin {
 
 Meta validate(const fc_kernel* k, const std::string& where) {
   if (!k) throw LoadError(fmt::format("{}: flashcheck_kernel() returned NULL", where));
-  if (k->abi_version != 2 && k->abi_version != FC_ABI_VERSION)
-    throw LoadError(fmt::format("{} implements plugin ABI version {}; this flashcheck reads versions 2 and {}",
+  if (k->abi_version != 2 && k->abi_version != 3 && k->abi_version != FC_ABI_VERSION)
+    throw LoadError(fmt::format("{} implements plugin ABI version {}; this flashcheck reads versions 2 to {}",
                                 where, k->abi_version, FC_ABI_VERSION));
   if (!k->name || !*k->name) throw LoadError(fmt::format("{}: the kernel has no name", where));
   const size_t len = strnlen(k->name, 65);
@@ -103,6 +103,7 @@ Declared read_declarations(const fc_kernel* k, const std::string& where) {
   }
   d.num_configs = x.num_configs;
   d.large_offsets = x.large_offsets != 0;
+  if (k->abi_version < 4) return d;  // a version-3 kernel's declarations end at large_offsets
   if (x.num_dtypes < 0 || x.num_dtypes > kMaxDeclaredDtypes || (x.num_dtypes > 0 && !x.dtypes))
     throw LoadError(fmt::format("{}: declarations.num_dtypes = {} (0..{}, with dtypes non-NULL)", where, x.num_dtypes,
                                 kMaxDeclaredDtypes));
@@ -120,6 +121,7 @@ Declared read_declarations(const fc_kernel* k, const std::string& where) {
     d.dtypes[i] = t;
   }
   d.num_dtypes = x.num_dtypes;
+  d.sinks = x.sinks != 0;
   return d;
 }
 

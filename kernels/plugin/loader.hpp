@@ -30,8 +30,9 @@ struct Declared {
   int32_t num_configs = 0;
   fc_config configs[kMaxDeclaredConfigs]{};
   int32_t large_offsets = 0;
-  int32_t num_dtypes = 0;  // 0: probed
+  int32_t num_dtypes = 0;  // 0: probed (version 4: declared combinations)
   fc_dtypes dtypes[kMaxDeclaredDtypes]{};
+  int32_t sinks = 0;  // version 4: attention sinks declared
 };
 
 // What the suite needs to know about a kernel besides its entry points.

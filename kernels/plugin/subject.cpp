@@ -24,6 +24,7 @@ HostArgs variant_args(const Inputs& in) {
   if (in.p.varlen) a.cu_q = &in.cu_seqlens_q, a.cu_k = &in.cu_seqlens_k;
   if (is_paged(in.p)) a.page_table = &in.page_table;
   if (in.p.alibi) a.alibi = &in.alibi_slopes;
+  if (in.p.sinks) a.sinks = &in.sinks;
   return a;
 }
 
@@ -352,6 +353,9 @@ void Subject::probe_variants(const Problem& plain) {
   v.paged = v.varlen && any_mask(p);
   // The suite's own strided inputs are not offered: every call is re-laid out here (layout_for).
   v.strides = false;
+  // Attention sinks reach a kernel of ABI version 4 that declares them (fc_problem.sinks).
+  p = plain, p.sinks = true;
+  v.sinks = declared_.sinks != 0 && any_mask(p);
 }
 
 bool Subject::supports(const Problem& p) {

@@ -60,6 +60,20 @@ Inputs one_variant(int which, const Inputs& dense, props::Rng& rng, std::string*
       *how = props::describe(lens) + "; " + paged;
       break;
     }
+    case 11: in = props::with_sinks(in, rng, how); break;
+    case 12: {
+      const props::SeqLens lens = props::draw_lengths(rng, p.batch, p.n_q, p.n_k);
+      std::string sinks;
+      in = props::to_varlen(props::with_sinks(in, rng, &sinks), lens), *how = sinks + "; " + props::describe(lens);
+      break;
+    }
+    case 13: {  // rows of no key under a window: o = 0, lse = the sink
+      std::string sinks;
+      in = props::with_sinks(in, rng, &sinks);
+      in.p.window_left = 0, in.p.window_right = 0, *how = sinks + "; window (0, 0)";
+      if (in.p.mask == Mask::None) in.p.mask = Mask::CausalBottomRight;
+      break;
+    }
     default: in = props::with_variants(all_variants(), in, 8, rng, how);
   }
   return in;
@@ -73,7 +87,7 @@ TEST_CASE("error bounds hold for correct kernels on every variant", "[cpu]") {
   fa1.order = LoopOrder::FA1;
   int runs = 0;
   for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64})
-    for (int which = 0; which < 14; ++which) {
+    for (int which = 0; which < 17; ++which) {
       const uint64_t seed = uint64_t(which) * 7 + uint64_t(t);
       const Mask mask = Mask(which % 3);
       const Inputs dense = make_inputs(t, 19, 29, 12, mask, seed, 3);
@@ -106,6 +120,15 @@ TEST_CASE("error bounds are sharp on the variants: a mutant and an error just ab
   Inputs win = make_inputs(DType::F32, 16, 24, 16, Mask::CausalBottomRight, 4);
   win.p.window_left = 3, win.p.window_right = 0;
   CHECK(worst_ratio(wide, win, Config{8, 8}) > 3.0);
+
+  // A sink forgotten in o's denominator, or in lse: a sink as heavy as the keys changes both by far
+  // more than any rounding.
+  Inputs sunk = make_inputs(DType::BF16, 16, 24, 16, Mask::CausalTopLeft, 5);
+  sunk.p.sinks = true;
+  sunk.sinks = HostTensor(DType::F32, {sunk.p.heads_q});
+  sunk.sinks.set(0, 1.0), sunk.sinks.set(1, 2.5);
+  CHECK(worst_ratio(*find_kernel("mutant_sink_not_in_denominator"), sunk, Config{8, 8}) > 3.0);
+  CHECK(worst_ratio(*find_kernel("mutant_sink_not_in_lse"), sunk, Config{8, 8}) > 3.0);
 
   // cpu_tiled's own output with one element of o moved just past its bound (on softcap + ALiBi +
   // window + varlen): the verdict flips there.

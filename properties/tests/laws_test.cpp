@@ -74,3 +74,4 @@ FC_LAW("window_invisible", "a key outside a row's window never influences the ro
 FC_LAW("softcap", "with softcap c every score stays within (-c, c), and c -> infinity is no softcap")
 FC_LAW("alibi_zero", "ALiBi with zero slopes equals no ALiBi (bitwise)")
 FC_LAW("zero_length", "zero-length sequences produce nothing and disturb nothing")
+FC_LAW("sink_neg_inf", "a sink at -inf is no sink (bitwise where exp(0) == 1 is declared and within the bound elsewhere)")

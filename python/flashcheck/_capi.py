@@ -38,8 +38,8 @@ DLManagedTensor._fields_ = [
     ("deleter", ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))),
 ]
 
-# <flashcheck/plugin.h>, ABI version 3
-FC_ABI_VERSION = 3
+# <flashcheck/plugin.h>, ABI version 4 (the bridge declares no sinks, so it is never offered them)
+FC_ABI_VERSION = 4
 MASKS = ("none", "causal_top_left", "causal_bottom_right")  # enum fc_mask
 
 
@@ -95,7 +95,8 @@ class FcDeclarations(ctypes.Structure):
         ("backward_reduction", ctypes.c_int32),
         ("configs", ctypes.POINTER(FcConfig)), ("num_configs", ctypes.c_int32),
         ("large_offsets", ctypes.c_int32),
-        ("dtypes", ctypes.POINTER(FcDtypes)), ("num_dtypes", ctypes.c_int32),
+        ("dtypes", ctypes.POINTER(FcDtypes)), ("num_dtypes", ctypes.c_int32),  # version 4
+        ("sinks", ctypes.c_int32),  # version 4: 0
     ]
 
 

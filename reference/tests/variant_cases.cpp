@@ -156,6 +156,31 @@ std::vector<VariantCase> variant_cases() {
     s.alibi_slopes = {0.25, 0.5, 1.0, 0.125};
     add("varlen paged window softcap ALiBi d_v, GQA 4/2", p, s, 1.5, 32);
   }
+  // Attention sinks (contract v3), appended so that the cases above keep their indices.
+  {  // rows 0, 1 see no key: o = 0, lse = the sink; head 1's sink at -inf is no sink
+    Problem p = base(1, 2, 1, 6, 4, 4, Mask::CausalBottomRight);
+    p.sinks = true;
+    SeqData s;
+    s.sinks = {1.5, -INFINITY};
+    add("sinks 1.5 and -inf, GQA 2/1, causal_bottom_right with rows of no key", p, s, 1, 33);
+  }
+  {  // a sink above every score, a sequence of no key, ALiBi and a window
+    Problem p = base(1, 2, 2, 1, 1, 4, Mask::CausalBottomRight);
+    SeqData s;
+    set_varlen(p, s, {3, 2, 4, 0}, {5, 0, 3, 2});
+    p.sinks = true, p.alibi = true, p.window_left = 1;
+    s.sinks = {8.0, -3.0};
+    s.alibi_slopes = {0.25, 0.5};
+    add("sinks 8 and -3, varlen with sequences of no key and of no query, ALiBi, window (1, -1), causal_bottom_right",
+        p, s, 1, 34);
+  }
+  {  // huge scores take certified's MPFR path: a sink below the row max and one above every score
+    Problem p = base(1, 2, 1, 3, 5, 4, Mask::None);
+    p.sinks = true;
+    SeqData s;
+    s.sinks = {0.0, 0x1p53};
+    add("sinks 0 and 2^53 under scores near 2^48 (MPFR rows)", p, s, 0x1p24, 35);
+  }
   return cs;
 }
 
@@ -186,6 +211,7 @@ Dense dense_sequence(const Problem& p, const Tensors64& in, int64_t b) {
   out.in.k = copy_kv(in.k, d);
   out.in.v = copy_kv(in.v, dv);
   if (p.alibi) out.in.seq.alibi_slopes = in.seq.alibi_slopes;
+  if (p.sinks) out.in.seq.sinks = in.seq.sinks;
   return out;
 }
 

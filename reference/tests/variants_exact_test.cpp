@@ -79,8 +79,8 @@ TEST_CASE("exact: a varlen or paged batch equals its sequences run one by one", 
       const int64_t n_q = n_q_of(p, vc.in.seq, b), n_k = n_k_of(p, vc.in.seq, b);
       if (n_q == 0) continue;  // nothing produced; its keys are seen by no query
       for (int64_t h = 0; h < p.heads_q; ++h)
-        for (int64_t i = 0; i < n_q && n_k == 0; ++i) {  // no key: o = 0, lse = -inf, d_q = 0
-          CHECK(r.lse[size_t(lse_at(p, vc.in.seq, b, h, i))] == -INFINITY);
+        for (int64_t i = 0; i < n_q && n_k == 0; ++i) {  // no key: o = 0, lse = -inf (the sink), d_q = 0
+          CHECK(r.lse[size_t(lse_at(p, vc.in.seq, b, h, i))] == (p.sinks ? vc.in.seq.sinks[size_t(h)] : -INFINITY));
           for (int64_t c = 0; c < dv; ++c) CHECK(r.o[size_t(q_index(p, vc.in.seq, b, h, i, c, dv))] == 0.0);
           for (int64_t c = 0; c < d; ++c) CHECK(r.d_q[size_t(q_index(p, vc.in.seq, b, h, i, c, d))] == 0.0);
         }
@@ -177,6 +177,65 @@ TEST_CASE("exact: ALiBi with zero slopes is no ALiBi; with slopes it is a bias f
   CHECK(a.o != plain.o);  // the bias changes the answer: the comparison is not vacuous
 }
 
+TEST_CASE("exact: sinks at -inf are no sinks; a sink is a key of value 0 whose score is the sink", "[cpu]") {
+  Problem p = dense_sequence(variant_cases().at(5).p, variant_cases().at(5).in, 0).p;  // 2 heads, 6 x 8
+  p.mask = Mask::None, p.window_left = p.window_right = -1;
+  p.scale = 0.5;  // sink / scale stays exact below
+  REQUIRE(p.heads_q == p.heads_kv);
+  const Tensors64 in = fill(p, {}, 1, 51);
+  Problem sunk = p;
+  sunk.sinks = true;
+  Tensors64 none = in;
+  none.seq.sinks = {-INFINITY, -INFINITY};
+  const Result64 plain = exact(p, in), at_neg_inf = exact(sunk, none);
+  CHECK(plain.o == at_neg_inf.o);
+  CHECK(plain.lse == at_neg_inf.lse);
+  CHECK(plain.d_q == at_neg_inf.d_q);
+  CHECK(plain.d_k == at_neg_inf.d_k);
+  CHECK(plain.d_v == at_neg_inf.d_v);
+  // The sink as key n_k of a problem one dimension wider: q' = [q, 1], k'_j = [k_j, 0], the sink's
+  // key [0, sink / scale] with value 0, so that its score is the sink and it adds nothing to o.
+  const std::vector<double> sinks = {1.5, -2.25};
+  Tensors64 with = in;
+  with.seq.sinks = sinks;
+  Problem wide = p;
+  wide.d = p.d + 1, wide.d_v = p.d, wide.n_k = p.n_k + 1;
+  Tensors64 aug;
+  aug.d_o = in.d_o;
+  const int64_t d = p.d;
+  for (int64_t h = 0; h < p.heads_q; ++h)
+    for (int64_t i = 0; i < p.n_q; ++i) {
+      for (int64_t c = 0; c < d; ++c) aug.q.push_back(in.q[size_t((h * p.n_q + i) * d + c)]);
+      aug.q.push_back(1.0);
+    }
+  for (int64_t h = 0; h < p.heads_kv; ++h) {
+    for (int64_t j = 0; j < p.n_k; ++j) {
+      for (int64_t c = 0; c < d; ++c) {
+        aug.k.push_back(in.k[size_t((h * p.n_k + j) * d + c)]);
+        aug.v.push_back(in.v[size_t((h * p.n_k + j) * d + c)]);
+      }
+      aug.k.push_back(0.0);
+    }
+    for (int64_t c = 0; c < d; ++c) aug.k.push_back(0.0), aug.v.push_back(0.0);
+    aug.k.push_back(sinks[size_t(h)] / p.scale);
+  }
+  const Result64 a = exact(sunk, with), b = exact(wide, aug);
+  // Both are exact results rounded once to double.
+  auto close = [](double x, double y) { return std::fabs(x - y) <= 2 * kU * std::fabs(y); };
+  for (size_t x = 0; x < a.o.size(); ++x) CHECK(close(a.o[x], b.o[x]));
+  for (size_t x = 0; x < a.lse.size(); ++x) CHECK(close(a.lse[x], b.lse[x]));
+  for (int64_t r = 0; r < p.heads_q * p.n_q; ++r)
+    for (int64_t c = 0; c < d; ++c) CHECK(close(a.d_q[size_t(r * d + c)], b.d_q[size_t(r * (d + 1) + c)]));
+  for (int64_t h = 0; h < p.heads_kv; ++h)
+    for (int64_t j = 0; j < p.n_k; ++j)
+      for (int64_t c = 0; c < d; ++c) {
+        CHECK(close(a.d_k[size_t((h * p.n_k + j) * d + c)], b.d_k[size_t((h * (p.n_k + 1) + j) * (d + 1) + c)]));
+        CHECK(close(a.d_v[size_t((h * p.n_k + j) * d + c)], b.d_v[size_t((h * (p.n_k + 1) + j) * d + c)]));
+      }
+  CHECK(a.o != plain.o);  // the sink changes the answer: the comparison is not vacuous
+  CHECK(a.lse != plain.lse);
+}
+
 TEST_CASE("exact: softcap on one row matches the formula c tanh(s / c) evaluated in double", "[cpu]") {
   // q = [1], k_j = x_j, scale 1, V = identity: o is the softmax of the capped scores.
   for (double c : {0.5, 2.0, 30.0})
@@ -224,7 +283,8 @@ detail::mp worst_gap(const Problem& p, detail::TensorsMP in, std::vector<detail:
 TEST_CASE("exact backward equals central finite differences through softcap, ALiBi, window, paged varlen, d_v",
           "[cpu]") {
   const std::vector<VariantCase> cases = variant_cases();
-  for (size_t which : {size_t(7), size_t(9), size_t(11)}) {  // softcap 50; ALiBi+softcap+window; everything
+  // softcap 50; ALiBi+softcap+window; everything; sinks with rows of no key; sinks+varlen+ALiBi+window
+  for (size_t which : {size_t(7), size_t(9), size_t(11), size_t(12), size_t(13)}) {
     const VariantCase& vc = cases.at(which);
     INFO(vc.name);
     detail::PrecisionGuard guard(256);

@@ -188,6 +188,24 @@ TEST_CASE("check --plugin: crashes, hangs and errors are failing cases with a re
   }
 }
 
+// Attention sinks reach a version-4 plugin that declares them: the example kernel takes them (its
+// whole check passes above), and the same kernel normalising o by the keys' sum alone (FC_FAULT=SINK)
+// fails the reference law on a problem with sinks.
+TEST_CASE("check --plugin: a declared sink that o's denominator forgets fails reference", "[cpu]") {
+  const Ran kernels = run_cli({"check", "--plugin", plugin_path("plugin_cpu_none"), "--law", "sink_neg_inf", "--cases",
+                               "20", "--seed", "3", "--regressions", no_regressions()});
+  CAPTURE(kernels.out, kernels.err);
+  CHECK(kernels.code == 0);
+  CHECK(kernels.out.find("sinks") != std::string::npos);  // the variants line names them
+  for (const char* seed : {"1", "2", "3"}) {
+    const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_cpu_sink"), "--law", "reference", "--seed", seed,
+                           "--regressions", no_regressions()});
+    CAPTURE(seed, r.out, r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.find("sinks (") != std::string::npos);  // the failing case is a problem with sinks
+  }
+}
+
 // Shrinking a crash, an abort or a hang restarts the worker for every faulting candidate: past
 // --shrink-faults of them it stops, says so, and reports the smallest failing case so far, which its
 // replay line reproduces.
