@@ -194,7 +194,14 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
   return 0;
 }
 
+#ifndef FC_ABI /* 3: built as a version-3 plugin (flashcheck's test that version 3 still loads) */
+#define FC_ABI FC_ABI_VERSION
+#endif
 static const fc_declarations declarations = {
+#if FC_ABI < 4 /* a version-3 struct ends at large_offsets: what lies past it is never read (here: nonsense) */
+    .num_dtypes = -1,
+    .sinks = 1,
+#endif
     .n_q = {.multiple_of = 64},
     .n_k = {.multiple_of = 64, .max = FC_ACC16 ? 512 : 0}, /* fp16 sums stay meaningful to 512 keys */
     .head_dims = head_dims,
@@ -214,7 +221,7 @@ static const fc_declarations declarations = {
 };
 
 static const fc_kernel kernel = {
-    .abi_version = FC_ABI_VERSION,
+    .abi_version = FC_ABI,
     .name = FC_NAME,
     .device_type = kDLCPU,
     .writes_lse = 1,

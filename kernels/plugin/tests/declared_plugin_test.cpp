@@ -246,6 +246,16 @@ TEST_CASE("determinism: judged by what the backward declares", "[cpu]") {
   CHECK(rare.ran.out.find("of 100 in the declared deterministic mode differs from the first") != std::string::npos);
 }
 
+TEST_CASE("declarations: a version-3 plugin's declarations are read to large_offsets only", "[cpu]") {
+  // plugin_tiled_abi3 says version 3 and holds nonsense in the version-4 fields (num_dtypes = -1,
+  // sinks = 1) that a version-3 struct does not have: it loads, its lengths are drawn, no sinks offered.
+  const Checked c = check("plugin_tiled_abi3", {"--law", "reference", "--cases", "20", "--seed", "2"});
+  CAPTURE(c.ran.out, c.ran.err);
+  CHECK(c.ran.code == 0);
+  REQUIRE(c.laws.contains("reference"));
+  CHECK(c.laws["reference"].at("status") == "pass");
+}
+
 TEST_CASE("declarations: a version-2 plugin loads and runs unchanged", "[cpu]") {
   const Checked c = check("plugin_cpu_abi2", {"--law", "reference", "--cases", "20", "--seed", "2"});
   CAPTURE(c.ran.out, c.ran.err);
