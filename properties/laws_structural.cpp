@@ -94,7 +94,7 @@ std::string law_determinism(const Kernel& k, const Case& c) {
   if (!a.error.empty() || !b.error.empty()) return a.error + b.error;
   // A backward that declares atomic reductions (and offers no deterministic mode for this config) sums
   // the same gradient terms in another order on each run: its gradients are held to the reordering
-  // tolerance (docs/ERROR_MODEL.md, "Atomic reductions"), o and lse still to their bits.
+  // tolerance (docs/error-model.md, "Atomic reductions"), o and lse still to their bits.
   GradientTolerance tol;
   const bool reorders = bwd && k.info.atomic_backward && !deterministic_mode(k, c.cfg);
   if (reorders) tol = gradient_order_difference(k, c.in, cfg, a.out, b.out);

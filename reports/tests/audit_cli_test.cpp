@@ -84,20 +84,20 @@ TEST_CASE("audit --quick is reproducible: threads, shards merged, and the commit
   // CI's gate: the committed baseline is this run, byte for byte (same options, same seed), and the
   // gate passes. A byte difference with a passing gate means machine-dependent arithmetic
   // (docs/gate.md says what the baseline assumes).
-  const std::string baseline = std::string(FC_SOURCE_DIR) + "/reports/baseline/quick.json";
+  const std::string baseline = std::string(FC_SOURCE_DIR) + "/results/baseline/quick.json";
   INFO(
-      "reports/baseline/quick.json is not this build's quick audit. After a deliberate change to a CPU kernel, "
-      "a bound, the sweep or the metrics, run reports/baseline/update.sh and commit quick.json with the change; "
+      "results/baseline/quick.json is not this build's quick audit. After a deliberate change to a CPU kernel, "
+      "a bound, the sweep or the metrics, run scripts/results.sh baseline and commit quick.json with the change; "
       "if the gate below passes and only bytes differ, this machine's arithmetic differs (docs/gate.md)");
   // The CPU kernels' lse comes from libm's logf and expf, which differ in the last bit between glibc
   // releases: the bytes are this run's only where the baseline was made on the same glibc
   // (platform.txt, written by update.sh); elsewhere the gate below is the check.
-  const std::string made_on = slurp(std::string(FC_SOURCE_DIR) + "/reports/baseline/platform.txt");
+  const std::string made_on = slurp(std::string(FC_SOURCE_DIR) + "/results/baseline/platform.txt");
   const std::string here = std::string("glibc ") + gnu_get_libc_version() + "\n";
   if (made_on == here)
     CHECK(slurp(baseline) == report);
   else
-    WARN("reports/baseline/quick.json was made on " << made_on << "this is " << here
+    WARN("results/baseline/quick.json was made on " << made_on << "this is " << here
                                                       << "its bytes are not compared, only the gate");
   const RunResult g = run_flashcheck({"gate", "--baseline", baseline, "--current", dir + "/j1/report.json"}, 60);
   CAPTURE(g.out);
