@@ -33,6 +33,8 @@ import audit_summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import flashcheck.laws as flashcheck_laws  # noqa: E402  (the law ids; the package's own, not a copy)
 ADAPTERS = os.path.join(ROOT, "examples", "python")  # the torch and JAX adapters the specs name
 # (name, spec or None for a flashcheck registry kernel, what it covers, extra `check` options). The order
 # is the summary's. sdpa_flash_any_stride and sdpa_cudnn_any_stride are SDPA's flash and cuDNN backends
@@ -62,17 +64,15 @@ NO_AUDIT = {"sdpa_flash_any_stride", "sdpa_cudnn_any_stride", "py_variants", "py
 # (the issue's) and its law runs d = 64 (two programs a kernel instead of eight), as the summary says.
 SCOPE = {"FC_FLEX_DTYPES": "F16,BF16", "FC_FLEX_HEAD_DIMS": "64,128", "FC_FLEX_MIN_BUCKET": "1024"}
 CHECK_SCOPE = {"FC_FLEX_HEAD_DIMS": "64"}
-# Every law id, in the order `check` runs them (properties/laws*.cpp). A kernel in LAW_SPLIT runs each law
-# in its own process under LAW_BUDGET seconds, several at once, instead of all in one process under
-# --check-budget: one law that stalls (worker restarts after a fault the adapter does not foresee, a
-# shrink through slow cases) then costs its own row, not every law after it. It costs one interpreter
-# start (torch's import) per law, so only kernels with no compilation per process are split, and jax_xla,
-# whose supports() compiles each case's programs before the case runs (jax_attention.py: XLA refuses some
-# shapes' dot algorithm) and ran past 300 s with every law in one process; JAX's persistent compilation
-# cache (jax_attention.py) lets its law processes share what each compiles.
-LAWS = ("reference", "extreme", "varlen_split", "paged", "strides", "window_mask", "window_invisible", "softcap",
-        "alibi_zero", "zero_length", "block_size", "kv_permutation", "q_permutation", "lse_bracket", "convex_hull",
-        "shift", "affine_v", "invisible_keys", "determinism", "nan_blast", "softmax_row", "large_offsets")
+# Every law id, in the order `check` runs them (python/flashcheck/laws.py, generated from the binary's
+# list). A kernel in LAW_SPLIT runs each law in its own process under LAW_BUDGET seconds, several at once,
+# instead of all in one process under --check-budget: one law that stalls (worker restarts after a fault the
+# adapter does not foresee, a shrink through slow cases) then costs its own row, not every law after it. It
+# costs one interpreter start (torch's import) per law, so only kernels with no compilation per process are
+# split, and jax_xla, whose supports() compiles each case's programs before the case runs (jax_attention.py:
+# XLA refuses some shapes' dot algorithm) and ran past 300 s with every law in one process; JAX's persistent
+# compilation cache (jax_attention.py) lets its law processes share what each compiles.
+LAWS = flashcheck_laws.IDS
 LAW_SPLIT = {"torch_varlen", "sdpa_cudnn", "jax_xla"}
 LAW_BUDGET = 150
 # Laws of a split kernel with a budget and a per-call time-out of their own. torch_varlen's varlen_split
