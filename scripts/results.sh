@@ -48,7 +48,7 @@ case $job in
     ;;
   html)
     dir=${1:-}
-    [ -n "$dir" ] && [ -f "$dir/report.json" ] || usage
+    if [ -z "$dir" ] || [ ! -f "$dir/report.json" ]; then usage; fi
     bin=${2:-$root/build/cli/flashcheck}
     "$bin" render "$dir/report.json" --out "$dir"
     ;;

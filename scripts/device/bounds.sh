@@ -14,7 +14,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 case "${1:-}" in
   build)
     set -e
-    bash "$root/scripts/device.sh carry" bounds_tightness tc_probe_gpu_test
+    bash "$root/scripts/device/carry.sh" bounds_tightness tc_probe_gpu_test
     exe=$(find "${BUILD_DIR:-$root/build-h200}" -type f -name bounds_tightness -perm -u+x | head -1)
     for lib in $(ldd "$exe" | awk '/libfmt|libmpfr|libgmp/ {print $3}'); do cp -L "$lib" "$root/.carry/lib/"; done
     tar czf "$root/.carry-z/bundle.tar.gz" -C "$root" .carry

@@ -87,7 +87,7 @@ for m in ("torch", "jax", "triton", "numpy", "pytest"):
 steps=()
 while [ $# -gt 0 ] && [ "$1" != -- ]; do steps+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift
-[ ${#steps[@]} -gt 0 ] || { echo "usage: scripts/device.sh carry-external | STEP... [-- audit options] (STEP: tests, audit)" >&2; exit 2; }
+[ ${#steps[@]} -gt 0 ] || { echo "usage: scripts/device.sh carry-external | scripts/device.sh external STEP... [-- audit options] (STEP: tests, plugin-tests, python-tests, audit)" >&2; exit 2; }
 unpack
 rc=0
 for step in "${steps[@]}"; do
