@@ -10,7 +10,8 @@ fc=$root/.carry/tests/flashcheck
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 echo "commit $(cat "$root/.carry/COMMIT")" | tee -a "$out/device.txt"
 cd "$out"
-gpu="--kernel cuda_tiled --kernel cuda_wgmma --kernel cuda_naive"
+gpu=$(for k in $(cuda_kernels); do printf -- "--kernel %s " "$k"; done)  # every CUDA kernel of the registry
+[ -n "$gpu" ] || { echo "no CUDA kernel in $fc kernels (is it carried?)" >&2; exit 2; }
 for run in "audit ${AUDIT_LIMIT:-200} --dtype F16,BF16 $gpu" \
   "accumulation ${ACC_LIMIT:-380} --accumulation $gpu --kernel cpu_tiled --kernel cpu_naive"; do
   set -- $run

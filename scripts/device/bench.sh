@@ -5,7 +5,7 @@
 # Steps:
 #   tests      the gpu-labelled test binaries carried (laws_gpu_test with FC_SEED=1, cuda_tiled_test,
 #              cuda_naive_test): every law and the kernels' own tests on every CUDA kernel
-#   laws       flashcheck check --kernel K --seed 7 for each CUDA kernel, and flashcheck audit --quick
+#   laws       flashcheck check --kernel K --seed 7 for each CUDA kernel with a backward, and flashcheck audit --quick
 #   sanitize   compute-sanitizer memcheck and racecheck on cuda_tiled_test "[sanitize]"
 #   check      bench_sdpa.py --jobs check: relative errors vs float64 attention, beside torch flash's
 #   perf       bench_sdpa.py --jobs perf: TFLOP/s beside PyTorch SDPA (flash, cuDNN); perf-quick: N = 4096
@@ -60,7 +60,7 @@ for s in "$@"; do
       step cuda_tiled_test 120 "$bin/cuda_tiled_test" -r compact
       step cuda_naive_test 60 "$bin/cuda_naive_test" -r compact ;;
     laws)
-      for k in cuda_tiled cuda_wgmma; do step "check_$k" 400 "$bin/flashcheck" check --kernel "$k" --seed 7; done
+      for k in $(cuda_kernels backward); do step "check_$k" 400 "$bin/flashcheck" check --kernel "$k" --seed 7; done
       step audit 180 "$bin/flashcheck" audit --quick --out "$work/audit" ;;
     sanitize)
       for tool in memcheck racecheck; do

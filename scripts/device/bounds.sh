@@ -31,7 +31,7 @@ case "${1:-}" in
     echo "probe rc=$?" >> "$res/summary.txt"
     # Tightness: one process per kernel x dtype x regime, 8 at a time (the oracle runs on the CPU).
     jobs_=()
-    for k in cuda_tiled cuda_wgmma; do
+    for k in $(cuda_kernels backward); do
       for t in F16 BF16; do
         for r in normal outliers; do
           f=$res/tight_${k}_${t}_${r}
@@ -45,7 +45,8 @@ case "${1:-}" in
       done
     done
     for p in "${jobs_[@]}"; do wait "$p"; echo "pid $p rc=$?" >> "$res/summary.txt"; done
-    { head -2 "$res"/tight_cuda_tiled_F16_normal.md; for f in "$res"/tight_*.md "$res"/long_*.md; do tail -n +3 "$f"; done; } \
+    tables=("$res"/tight_*.md)  # the header of any one of them
+    { head -2 "${tables[0]}"; for f in "$res"/tight_*.md "$res"/long_*.md; do tail -n +3 "$f"; done; } \
       > "$res/table.md"
     grep -h UNSOUND "$res"/*.err | head -20 >> "$res/summary.txt"
     cat "$res/table.md" "$res/summary.txt"

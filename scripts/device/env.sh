@@ -16,3 +16,16 @@ if [ -f "$root/.carry-z/bundle.tar.gz" ]; then
   ) 9> "$root/.carry-z.lock"
 fi
 export LD_LIBRARY_PATH=$root/.carry/lib:${LD_LIBRARY_PATH:-}
+# The registry's CUDA kernels (mutants aside), in its order, from the carried flashcheck: the jobs
+# iterate these rather than naming kernels. `cuda_kernels backward`: those with a backward (the
+# FlashAttention kernels; cuda_naive, without one, is the same-precision baseline). Prints nothing
+# where flashcheck is not carried.
+cuda_kernels() {
+  [ -x "$root/.carry/tests/flashcheck" ] || return 0
+  "$root/.carry/tests/flashcheck" kernels --json | python3 -c '
+import json, sys
+backward_only = sys.argv[1:] == ["backward"]
+for k in json.load(sys.stdin)["kernels"]:
+    if k["device"] == "cuda" and not k["mutant"] and (k["backward"] or not backward_only):
+        print(k["name"])' "$@"
+}

@@ -33,7 +33,7 @@ for mode in $modes; do
     small)
       # Throughput: every host thread judges; cases of one shape share a launch (--batch).
       step cpu_tiled_threads $((secs + 40)) "$fc" fuzz --kernel cpu_tiled --seconds "$secs" --out "$work/cpu_tiled"
-      for k in cuda_tiled cuda_wgmma cuda_naive; do
+      for k in $(cuda_kernels); do
         step "$k" $((secs + 40)) "$fc" fuzz --kernel "$k" --seconds "$secs" --batch 1024 --out "$work/$k"
       done
       ;;

@@ -7,7 +7,7 @@
 #             mutant, KILL_JOBS at a time, default 1) and the kill table (the first law that kills each)
 #   controls  large_offsets' witness (it kills cuda_mutant_tiled_offset32, reference does not), the
 #             correct kernels hold large_offsets, the base kernels pass every law at the mutants' builds
-#   sanitize  compute-sanitizer racecheck and memcheck on cuda_tiled and cuda_wgmma (a few reference
+#   sanitize  compute-sanitizer racecheck and memcheck on the CUDA kernels with a backward (a few reference
 #             cases each), and racecheck on the mutants that plant a race (it may or may not see them)
 #   shapes    the shape histogram of the cases `check --kernel cuda_wgmma` draws (and cuda_tiled's),
 #             then that check itself, timed (100 cases per law, seed 1)
@@ -69,7 +69,7 @@ for s in ${*:-kills}; do
       ;;
     sanitize)
       cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-      for k in cuda_tiled cuda_wgmma; do
+      for k in $(cuda_kernels backward); do
         for tool in racecheck memcheck; do
           step "${tool}_$k" 280 "$cs" --tool "$tool" --error-exitcode 99 "$fc" check --kernel "$k" --law reference \
             --cases 4 --seed 1
