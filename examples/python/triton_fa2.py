@@ -27,6 +27,41 @@ LOG2E_C = tl.constexpr(1.4426950408889634)
 LN2_C = tl.constexpr(0.6931471805599453)
 CONFIGS = [{"block_m": 64, "block_n": 64}, {"block_m": 128, "block_n": 64}]
 MASKS = {"none": 0, "causal_top_left": 1, "causal_bottom_right": 2}
+# Triton fuses s * scale - m into one fma by default: the max's own exponent is then its product's rounding
+# residual (up to half an ulp of a huge score, e.g. +-32 at 1e9), not 0, and P at the max lands in fp16's
+# subnormals or past 1. Every launch turns the fusion off so P = exp2(s - max s) is exactly 1 at the max.
+FP_FUSION = False
+
+
+@triton.jit
+def _finite_part(x):
+    """x with its non-finite entries (NaN, +-inf) zeroed, and the mask of the finite ones."""
+    finite = tl.abs(x.to(tl.float32)) < float("inf")  # false for NaN too
+    return tl.where(finite, x, 0.0).to(x.dtype), finite
+
+
+# NaN blast radius (flashcheck's nan_blast law; docs/SEMANTICS.md): in a tile that straddles the causal
+# mask, a pair (query i, key j) that is masked still meets inside the dot, its weight exactly 0, and
+# 0 * NaN = NaN would poison a row (or a key's gradient) that never reads the NaN. The two helpers below
+# dot the finite part of the operand and mark NaN exactly the outputs that do read a non-finite entry. A
+# causal row sees a prefix of keys (j <= i + shift), so "reads one" is one comparison with the first
+# non-finite key (or the last non-finite query) of each column: a reduction, no second dot.
+@triton.jit
+def _dot_keys(a, x, keys, rows, shift):
+    """a @ x with x's rows the keys `keys` and the output's rows the queries `rows` (o = P V, d_q = dS K)."""
+    xf, finite = _finite_part(x)
+    out = tl.dot(a, xf)
+    first = tl.min(tl.where(finite, 1 << 30, keys[:, None]), 0)  # (D): first non-finite key per column
+    return tl.where(first[None, :] <= rows[:, None] + shift, float("nan"), out)
+
+
+@triton.jit
+def _dot_queries(a, x, rows, keys, shift):
+    """a @ x with x's rows the queries `rows` and the output's rows the keys `keys` (d_k = dS^T Q)."""
+    xf, finite = _finite_part(x)
+    out = tl.dot(a, xf)
+    last = tl.max(tl.where(finite, -(1 << 30), rows[:, None]), 0)  # (D): last non-finite query per column
+    return tl.where(last[None, :] >= keys[:, None] - shift, float("nan"), out)
 
 
 @triton.jit
@@ -60,11 +95,15 @@ def _fwd(Q, K, V, O, LSE, qk_scale, n_q, n_k, group, heads_q, heads_kv,
             s = tl.where(cols[None, :] <= offs_m[:, None] + shift, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen no key yet
-        p = tl.math.exp2(s - m_safe[:, None])
+        p = tl.math.exp2(s - m_safe[:, None])  # exact 0 at the max: no fma fusion (FP_FUSION below)
         alpha = tl.where(m_i == float("-inf"), 0.0, tl.math.exp2(m_i - m_safe))
         l_i = l_i * alpha + tl.sum(p, 1)
         v = tl.load(V + b * s_vb + g * s_vh + cols[:, None] * s_vn + offs_d[None, :])
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        if MASK != 0:
+            pv = _dot_keys(p.to(v.dtype), v, cols, offs_m, shift)
+        else:
+            pv = tl.dot(p.to(v.dtype), v)
+        acc = acc * alpha[:, None] + pv
         m_i = m_new
     inv = tl.where(l_i == 0.0, 0.0, 1.0 / l_i)
     o = acc * inv[:, None]
@@ -72,6 +111,15 @@ def _fwd(Q, K, V, O, LSE, qk_scale, n_q, n_k, group, heads_q, heads_kv,
              mask=row_ok[:, None])
     lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.math.log2(l_i)) * LN2_C)
     tl.store(LSE + bh * n_q + offs_m, lse, mask=row_ok)
+
+
+@triton.jit
+def _recompute_p(s, lse2):
+    """P = exp2(s - lse2) from the saved lse. lse went through fp32 twice (ln 2 on the way out, log2 e on the
+    way back): at huge scores s - lse2 is off by many units either way, so the exponent is clamped at 0
+    (P <= 1, as every softmax weight is; a NaN stays NaN). A row that saw no key (lse = -inf) has P = 0."""
+    x = s - lse2[:, None]
+    return tl.where(lse2[:, None] == float("-inf"), 0.0, tl.math.exp2(tl.where(x > 0.0, 0.0, x)))
 
 
 @triton.jit
@@ -117,14 +165,17 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, qk_scale, n_q, n_k, gro
             lse2 = tl.load(LSE + bh * n_q + rows) * LOG2E_C
             delta = tl.load(DELTA + bh * n_q + rows)
             s = tl.dot(q, tl.trans(k)) * qk_scale
-            p = tl.where(lse2[:, None] == float("-inf"), 0.0, tl.math.exp2(s - lse2[:, None]))
+            p = _recompute_p(s, lse2)
             if MASK != 0:
                 p = tl.where(cols[None, :] <= rows[:, None] + shift, p, 0.0)
             dv += tl.dot(tl.trans(p.to(do.dtype)), do)
             dp = tl.dot(do, tl.trans(v))
             # 0 where P is 0: a masked pair's dS must not carry a poisoned row's NaN delta (0 * NaN) into d_k
             ds = tl.where(p == 0.0, 0.0, p * (dp - delta[:, None]))
-            dk += tl.dot(tl.trans(ds.to(q.dtype)), q)
+            if MASK != 0:  # nor dS = 0 times a poisoned q row that cannot see this key
+                dk += _dot_queries(tl.trans(ds.to(q.dtype)), q, rows, cols, shift)
+            else:
+                dk += tl.dot(tl.trans(ds.to(q.dtype)), q)
     tl.store(DK + kv_at, (dk * sm_scale).to(DK.dtype.element_ty))
     tl.store(DV + kv_at, dv.to(DV.dtype.element_ty))
 
@@ -155,12 +206,15 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, qk_scale, n_q, n_k, group, he
         k = tl.load(K + kv_at)
         v = tl.load(V + kv_at)
         s = tl.dot(q, tl.trans(k)) * qk_scale
-        p = tl.where(lse2[:, None] == float("-inf"), 0.0, tl.math.exp2(s - lse2[:, None]))
+        p = _recompute_p(s, lse2)
         if MASK != 0:
             p = tl.where(cols[None, :] <= rows[:, None] + shift, p, 0.0)
         dp = tl.dot(do, tl.trans(v))
         ds = tl.where(p == 0.0, 0.0, p * (dp - delta[:, None]))
-        dq += tl.dot(ds.to(k.dtype), k)
+        if MASK != 0:  # dS = 0 times a poisoned key a row cannot see must not reach its d_q
+            dq += _dot_keys(ds.to(k.dtype), k, cols, rows, shift)
+        else:
+            dq += tl.dot(ds.to(k.dtype), k)
     tl.store(DQ + q_at, (dq * sm_scale).to(DQ.dtype.element_ty))
 
 
@@ -176,7 +230,8 @@ def forward(q, k, v, p):
     grid = (triton.cdiv(p.n_q, cfg["block_m"]), p.batch * p.heads_q)
     _fwd[grid](q, k, v, o, lse, p.scale * LOG2E, p.n_q, p.n_k, p.gqa_group, p.heads_q, p.heads_kv,
                *_strides(q), *_strides(k), *_strides(v), *_strides(o),
-               MASK=MASKS[p.mask], D=p.d, BLOCK_M=cfg["block_m"], BLOCK_N=cfg["block_n"], num_warps=4)
+               MASK=MASKS[p.mask], D=p.d, BLOCK_M=cfg["block_m"], BLOCK_N=cfg["block_n"], num_warps=4,
+               enable_fp_fusion=FP_FUSION)
     return o, lse
 
 
@@ -185,13 +240,16 @@ def backward(q, k, v, o, lse, d_o, p):
     lse = lse.contiguous()
     delta = torch.empty_like(lse)
     bm = bn = 64
-    _bwd_pre[(p.n_q // bm, p.batch * p.heads_q)](o, d_o, delta, p.n_q, p.heads_q, *_strides(o), D=p.d, BLOCK_M=bm)
+    _bwd_pre[(p.n_q // bm, p.batch * p.heads_q)](o, d_o, delta, p.n_q, p.heads_q, *_strides(o), D=p.d, BLOCK_M=bm,
+                                                  enable_fp_fusion=FP_FUSION)
     d_q, d_k, d_v = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     args = (p.scale, p.scale * LOG2E, p.n_q, p.n_k, p.gqa_group, p.heads_q, p.heads_kv, *_strides(q), *_strides(k))
     _bwd_dkdv[(p.n_k // bn, p.batch * p.heads_kv)](q, k, v, d_o, lse, delta, d_k, d_v, *args,
-                                                   MASK=MASKS[p.mask], D=p.d, BLOCK_M=bm, BLOCK_N=bn, num_warps=4)
+                                                   MASK=MASKS[p.mask], D=p.d, BLOCK_M=bm, BLOCK_N=bn, num_warps=4,
+                                                   enable_fp_fusion=FP_FUSION)
     _bwd_dq[(p.n_q // bm, p.batch * p.heads_q)](q, k, v, d_o, lse, delta, d_q, *args,
-                                                MASK=MASKS[p.mask], D=p.d, BLOCK_M=bm, BLOCK_N=bn, num_warps=4)
+                                                MASK=MASKS[p.mask], D=p.d, BLOCK_M=bm, BLOCK_N=bn, num_warps=4,
+                                                enable_fp_fusion=FP_FUSION)
     return d_q, d_k, d_v
 
 
