@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side by side: the two perf passes of a `bench/device.sh ab` run (perf: the new build, perf_base: the
+"""Side by side: the two perf passes of a `scripts/device.sh bench ab` run (perf: the new build, perf_base: the
 old one), fwd+bwd first.   bench/ab_compare.py RUN.json"""
 import json
 import sys

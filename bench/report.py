@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""GPU runs as results: one JSON per run in reports/h200/runs/, and BENCH.md generated from them.
+"""GPU runs as results: one JSON per run in results/h200/runs/, and BENCH.md generated from them.
 
   bench/report.py collect WORK --command CMD --out DIR
-      (bench/device.sh) WORK holds a run's logs and JSON: steps.tsv (name, exit status, seconds), NAME.log,
+      (scripts/device.sh bench) WORK holds a run's logs and JSON: steps.tsv (name, exit status, seconds), NAME.log,
       check.json, perf.json, perf_base.json, memory.json, audit/report.json, device.txt. Writes
       DIR/<YYYY-MM-DD-HHMM>_<commit>.json and prints its path. Numbers are copied, never recomputed.
-  bench/report.py render RUN.json... --out reports/h200/BENCH.md [--main RUN.json]
+  bench/report.py render RUN.json... --out results/h200/BENCH.md [--main RUN.json]
       The main run (default: the newest with perf at three sequence lengths and memory) in full; every
       run in the table of runs; a later run's perf beside the main run's.
 

@@ -139,6 +139,31 @@ std::string results_json(const Kernel& k, const props::RunOptions& opt,
       .dump(2);
 }
 
+// --list-laws: the law table's ids, in the order check runs them, with what each needs. The one list
+// of law ids: the Python package's (python/flashcheck/laws.py) and the docs' tables are generated from
+// it by scripts/law_table.py, and the test law_table_up_to_date fails when they differ.
+void print_laws(bool json, std::ostream& out) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const props::Law& law : props::laws()) {
+    nlohmann::json regimes = nlohmann::json::array(), dtypes = nlohmann::json::array();
+    for (props::Regime r : law.regimes) regimes.push_back(props::regime_name(r));
+    for (DType t : law.only_dtypes) dtypes.push_back(dtype_name(t));
+    all.push_back({{"id", law.id},
+                   {"sentence", law.sentence},
+                   {"regimes", regimes},
+                   {"backward", law.backward},
+                   {"needs_backward", law.needs_backward},
+                   {"variants", variant_names(law.needs_variants)},
+                   {"only_dtypes", dtypes}});
+  }
+  if (json) {
+    out << all.dump(1) << "\n";
+    return;
+  }
+  for (const nlohmann::json& law : all)
+    out << fmt::format("{:<17} {}\n", law["id"].get<std::string>(), law["sentence"].get<std::string>());
+}
+
 // --kill-matrix: every law on every mutant whose device is present (or on `names`).
 int run_kill_matrix(const std::vector<std::string>& names, int cases, uint64_t seed, const std::string& regressions,
                     bool json, std::ostream& out) {
@@ -172,10 +197,11 @@ struct CheckOptions {
   int cases = 100, shrink_faults = props::RunOptions{}.shrink_faults,
       replay_repeats = props::RunOptions{}.replay_repeats;
   uint64_t seed = 0;
-  bool save = false, kill_matrix = false, json = false, fail_inconclusive = false, allow_inconclusive = false;
+  bool save = false, kill_matrix = false, list_laws = false, json = false, fail_inconclusive = false,
+       allow_inconclusive = false;
   bool no_progress = false;
   PluginArgs plugin;
-  std::string oracle = "auto";  // --oracle
+  std::string oracle = "auto";                         // --oracle
   bool seed_given = false, regressions_given = false;  // filled in when the command runs
 };
 
@@ -217,13 +243,15 @@ void add_check_options(CLI::App* sub, CheckOptions& o, const ExternalKernel* ext
     sub->add_flag("--kill-matrix", o.kill_matrix, "every law on every mutant (or --kernels): which law kills which");
     sub->add_option("--kernels", o.kernels, "kernels for --kill-matrix (default: every mutant whose device is present)")
         ->delimiter(',');
-    sub->add_flag("--json", o.json, "--kill-matrix as JSON");
+    sub->add_flag("--list-laws", o.list_laws, "print every law's id and sentence, in the order check runs them");
+    sub->add_flag("--json", o.json, "--kill-matrix or --list-laws as JSON");
   }
 }
 
 // The combinations of flags `check` refuses (all but --kill-matrix's, checked first).
 void check_usage(const CheckOptions& o, const ExternalKernel* ext) {
-  if (!o.kernels.empty() || o.json) throw UsageError("--kernels and --json go with --kill-matrix");
+  if (!o.kernels.empty() || o.json)
+    throw UsageError("--kernels and --json go with --kill-matrix (--json also with --list-laws)");
   if (!o.inputs.empty() && (!o.reproduce.empty() || !o.case_file.empty()))
     throw UsageError("--inputs takes neither --reproduce nor --case");
   if (!ext && o.kernel.empty() && o.plugin.path.empty())
@@ -257,7 +285,8 @@ const Kernel* open_check_kernel(const CheckOptions& o, const ExternalKernel* ext
   }
   if (o.plugin.max_n > 0 || o.plugin.max_batch > 0 || o.plugin.max_heads > 0 || o.plugin.shape_buckets)
     throw UsageError(
-        "--max-n, --max-batch, --max-heads and --shape-buckets shape a plugin's or Python kernel's cases, not --kernel's");
+        "--max-n, --max-batch, --max-heads and --shape-buckets shape a plugin's or Python kernel's cases, not "
+        "--kernel's");
   const Kernel* k = find_kernel(o.kernel);
   if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", o.kernel));
   if (!device_present(k->info.device))
@@ -292,6 +321,13 @@ int run_check_inputs(const CheckOptions& o, const Kernel& k, const std::string& 
 int run_check(const CheckOptions& o, const ExternalKernel* ext) {
   std::ostream& out = ext && ext->out ? *ext->out : std::cout;
   apply_oracle(o.oracle);
+  if (o.list_laws) {
+    if (o.kill_matrix || !o.kernels.empty() || !o.kernel.empty() || !o.plugin.path.empty() || !o.law.empty() ||
+        !o.reproduce.empty() || !o.case_file.empty() || !o.inputs.empty())
+      throw UsageError("--list-laws takes --json only");
+    print_laws(o.json, out);
+    return kExitPass;
+  }
   if (o.kill_matrix) {
     if (!o.kernel.empty() || !o.plugin.path.empty() || !o.law.empty() || !o.reproduce.empty() || !o.case_file.empty() ||
         !o.inputs.empty())

@@ -1,6 +1,6 @@
 // The flashcheck CLI's one interface. Each subcommand lives in its own cli/cmd_*.cpp and is one row
 // of the table in cli/main.cpp: `setup` adds the subcommand (and its options) to the app and returns
-// the action to run when the user picked it. Actions return an exit code (docs/INTERFACES.md); bad input is
+// the action to run when the user picked it. Actions return an exit code (docs/interfaces.md); bad input is
 // reported by throwing fc::io::FileError or fc::cli::UsageError, which main.cpp turns into exit 2 and
 // exactly one line on stderr.
 #pragma once
@@ -18,7 +18,7 @@ class Subject;
 
 namespace fc::cli {
 
-// Exit codes (docs/INTERFACES.md).
+// Exit codes (docs/interfaces.md).
 constexpr int kExitPass = 0;          // everything passed
 constexpr int kExitFail = 1;          // a check failed
 constexpr int kExitUsage = 2;         // bad usage or bad input
@@ -44,6 +44,7 @@ Run setup_audit(CLI::App& app);      // cmd_audit.cpp:     flashcheck audit [--k
 Run setup_compare(CLI::App& app);    // cmd_compare.cpp:   flashcheck compare --inputs F --outputs F [--out DIR]
 Run setup_gate(CLI::App& app);       // cmd_gate.cpp:      flashcheck gate --baseline F --current F
 Run setup_merge(CLI::App& app);      // cmd_merge.cpp:     flashcheck merge --out DIR SHARD.json...
+Run setup_render(CLI::App& app);     // cmd_render.cpp:    flashcheck render REPORT.json --out DIR
 Run setup_fuzz(CLI::App& app);       // cmd_fuzz.cpp:      flashcheck fuzz --kernel NAME --seconds T ...
 Run register_check_command(CLI::App& app);  // cmd_check.cpp: flashcheck check --kernel NAME [--cases N] [--seed S]
 

@@ -25,6 +25,7 @@ const Command kCommands[] = {
     {"compare", fc::cli::setup_compare},         // cli/cmd_compare.cpp
     {"gate", fc::cli::setup_gate},               // cli/cmd_gate.cpp
     {"merge", fc::cli::setup_merge},             // cli/cmd_merge.cpp
+    {"render", fc::cli::setup_render},           // cli/cmd_render.cpp
     {"fuzz", fc::cli::setup_fuzz},               // cli/cmd_fuzz.cpp
     {"check", fc::cli::register_check_command},  // cli/cmd_check.cpp
 };

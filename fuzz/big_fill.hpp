@@ -2,7 +2,7 @@
 // splitmix64 word per element (one stream per 2^20-element chunk, so threads fill chunks
 // independently). The grid holds 4096 values, so the fast fill rounds each of them into the dtype
 // once and copies bit patterns; per element it costs a splitmix64 step and a table load, which is
-// what lets a case of 10^10 elements fill in seconds on the host (reports/FUZZING.md).
+// what lets a case of 10^10 elements fill in seconds on the host (docs/fuzzing.md).
 #pragma once
 
 #include <cstdint>

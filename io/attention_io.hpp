@@ -1,4 +1,4 @@
-// Attention tensor files (docs/INTERFACES.md): an input file holds q, k, v (+ d_o) and metadata "mask"
+// Attention tensor files (docs/interfaces.md): an input file holds q, k, v (+ d_o) and metadata "mask"
 // (none|causal_top_left|causal_bottom_right, default none) and "scale" (decimal string, default
 // 1/sqrt(d)); an output file holds o, lse (+ d_q, d_k, d_v) and metadata.
 #pragma once

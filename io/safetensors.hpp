@@ -1,4 +1,4 @@
-// safetensors read/write (docs/INTERFACES.md). Layout: 8-byte little-endian header length N, N bytes of JSON
+// safetensors read/write (docs/interfaces.md). Layout: 8-byte little-endian header length N, N bytes of JSON
 // header {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}, then
 // the data buffer (offsets are relative to its start). Dtypes F16 BF16 F32 F64 (I32 for offsets and page tables).
 //

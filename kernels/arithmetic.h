@@ -1,5 +1,5 @@
 // What a kernel declares about how it computes, for the error model (reference/bounds.hpp; the
-// derivation is reports/ERROR_MODEL.md): the chain of roundings of every long sum, the type of the
+// derivation is docs/error-model.md): the chain of roundings of every long sum, the type of the
 // element-wise arithmetic around them, and the accuracy of the exp and log it calls. The bound
 // charges exactly the declared chains, so a declaration must describe the kernel as it is: a sum
 // declared shorter than it is makes the bound unsound at long rows. A kernel that declares nothing
@@ -17,7 +17,7 @@ namespace fc {
 enum class Adder : int32_t {
   Nearest,     // IEEE round-to-nearest adds (or FMAs) in the kernel's order: one rounding per term
   TensorCore,  // mma.sync m16n8k16 / wgmma k16, fp16 or bf16 products into fp32 (measured on the H200,
-               // docs/ERROR_MODEL.md): exact products; a fused step of kTensorCoreFused products and the
+               // docs/error-model.md): exact products; a fused step of kTensorCoreFused products and the
                // accumulator, aligned to the largest addend with 2 extra bits and truncated, the
                // step's result truncated toward zero
   AnyOrder,    // round to nearest in an order the kernel does not fix (a BLAS product): any term may

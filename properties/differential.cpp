@@ -1,4 +1,4 @@
-// Differential bounds: the derivation is reports/ERROR_MODEL.md, "Differential bounds". Notation as
+// Differential bounds: the derivation is docs/error-model.md, "Differential bounds". Notation as
 // there and in reference/bounds.cpp: s scores (fp64 from the inputs), a = |scale| |q||k|, m the row
 // max, M the largest |s|, T the key tiles a row visits, u the accumulation unit, u_p P's unit.
 // Magnitudes come from the certified reference (lse, o) or, for the gradients, from the runs' own
@@ -18,7 +18,7 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // An exponent argument s - m is one rounding of two values each rounded once on the way in (the
-// scale, log2 e): at most 2 u (|s| + |m|); exp / exp2 within 2 ulp = 4 u (ERROR_MODEL.md §3).
+// scale, log2 e): at most 2 u (|s| + |m|); exp / exp2 within 2 ulp = 4 u (docs/error-model.md §3).
 constexpr double kArgRoundings = 2;
 constexpr double kExpUnits = 4;
 constexpr double kU64 = 0x1p-53;
@@ -69,7 +69,7 @@ void for_rows(const Problem& p, const std::function<void(int64_t, int64_t)>& fn)
   ref::parallel_rows(rows, 16, fn);
 }
 
-// One row's weights as forward_unshared bounds them (ERROR_MODEL.md, "Differential bounds").
+// One row's weights as forward_unshared bounds them (docs/error-model.md, "Differential bounds").
 struct RowWeights {
   double m = -kInf, M = 0, e_s = 0;  // the row max, the largest |s|, the scores' error envelope
   double own_max = 0, l_dev = 0;     // the largest own deviation delta_j, l's deviation from them

@@ -1,4 +1,4 @@
-// Differential bounds (reports/ERROR_MODEL.md, "Differential bounds"): how far two runs of one kernel
+// Differential bounds (docs/error-model.md, "Differential bounds"): how far two runs of one kernel
 // may differ when their exact answers coincide and they share part of their arithmetic. The part
 // they share cancels in the difference: the certified reference's own error always, the scores'
 // dot-product error when both runs compute the same scores, the weights and their rounding when both

@@ -3,7 +3,7 @@
 // so m <= lse <= m + log n up to the final roundings) and the convex hull (the same weights, up to
 // P's rounding, scale the numerator and l: o is a convex combination of V's rows up to that and the
 // sums' roundings). Score, exponent and rescale errors cancel in both; derivation in
-// reports/ERROR_MODEL.md, "Differential bounds".
+// docs/error-model.md, "Differential bounds".
 #include <fmt/format.h>
 
 #include <cmath>

@@ -154,7 +154,7 @@ std::optional<Inputs> interlude(const Kernel& k, const Case& c, bool bwd) {
 // Judged by what the kernel declares: a declared deterministic mode for the case's tiles and splits
 // runs kModeRepeats times, bitwise; a backward that declares atomic reductions sums the same gradient
 // terms in another order on each run, so its gradients are held to the reordering tolerance
-// (docs/ERROR_MODEL.md, "Atomic reductions") and o, lse to their bits; any other kernel gives the same
+// (docs/error-model.md, "Atomic reductions") and o, lse to their bits; any other kernel gives the same
 // bits twice (with Config::deterministic set: kernels with a bitwise-repeatable backward variant use it).
 std::string law_determinism(const Kernel& k, const Case& c) {
   const bool bwd = has_backward(k, c);
@@ -252,7 +252,7 @@ std::string law_nan_blast(const Kernel& k, const Case& c) {
 std::string repeat_difference(const Kernel& k, const Case& c, const Config& cfg, const Run& a, const Run& b, bool bwd) {
   // A backward that declares atomic reductions (and offers no deterministic mode for this config) sums
   // the same gradient terms in another order on each run: its gradients are held to the reordering
-  // tolerance (docs/ERROR_MODEL.md, "Atomic reductions"), o and lse still to their bits.
+  // tolerance (docs/error-model.md, "Atomic reductions"), o and lse still to their bits.
   if (!(bwd && k.info.atomic_backward && !deterministic_mode(k, c.cfg)))
     return first_difference(c.in.p, a.out, b.out, nullptr);
   const GradientTolerance tol = gradient_order_difference(k, c.in, cfg, a.out, b.out);

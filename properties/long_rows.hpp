@@ -1,6 +1,6 @@
 // The long-row regime: rows of thousands of keys (few queries, small d) whose values make the
 // accumulation chain of o, l and the gradients err as much as it can, so that a bound charging a
-// shorter chain than the kernel's fails (reports/ERROR_MODEL.md, "Accumulation chains"). The
+// shorter chain than the kernel's fails (docs/error-model.md, "Accumulation chains"). The
 // patterns, each with every score equal (q = k = 0) unless said otherwise:
 //   run_of_x    v = [2^e, x, x, ...], x just over half an accumulator ulp of 2^e: in key order each
 //               round-to-nearest add of x rounds the same way;

@@ -134,7 +134,7 @@ bool run_suite(const Kernel& k, const RunOptions& opt, std::ostream& log, const 
 // What an inconclusive law does to `check`'s exit code: 3 (its own), 1 (--fail-on-inconclusive) or 0
 // (--allow-inconclusive).
 enum class OnInconclusive { Exit3, Fail, Pass };
-// `check`'s exit code over its laws' results (docs/INTERFACES.md): 1 when a law failed; else 3 when
+// `check`'s exit code over its laws' results (docs/interfaces.md): 1 when a law failed; else 3 when
 // one is inconclusive (or 1 or 0, as `on` says); else 0.
 int suite_exit_code(const std::vector<std::pair<std::string, LawResult>>& results, OnInconclusive on);
 

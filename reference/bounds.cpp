@@ -1,7 +1,7 @@
 // The error model, element by element: head by head, row block by row block, the scores and dP from
 // GEMMs, then each row's forward (o, lse) here and its backward terms in bounds_backward.cpp; every
 // sum's rounding chain as per-term weights (bounds_chain.cpp). Derivation and the meaning of every
-// term: reports/ERROR_MODEL.md (summary: docs/ERROR_MODEL.md). Notation: s scores, m the row max, T the key tiles a row visits,
+// term: docs/error-model.md. Notation: s scores, m the row max, T the key tiles a row visits,
 // delta_j the exponent-argument error of weight j, W the weights' deviation term. Magnitudes (P,
 // dP, D, dS) are recomputed here in fp64 from the inputs and the certified lse; their own evaluation
 // error (zeta) is charged where it matters (the weights of a row), and kSlack covers the rest.
@@ -75,7 +75,7 @@ Consts::Consts(const Problem& p_, const Tensors64& in_, const Certified& ref_, c
   n_q16 = (int64_t(p.n_q) + 15) / 16 * 16;
   // Per-head gradients stored, then the group summed: each head's rounding to storage and the adds
   // between heads, in storage (the last is the output's own rounding) or in the accumulator type.
-  // Each term goes through at most (group - 1) of each (reports/ERROR_MODEL.md, section 4): its
+  // Each term goes through at most (group - 1) of each (docs/error-model.md, section 4): its
   // factor is within phi = (1 + u_storage)^(group - 1) (1 + u_acc)^(group - 1) - 1 of 1, evaluated
   // in the log domain (finite at every group size: no first-order (group - 1) u that passes 1). A
   // subnormal per-head gradient lands on storage's grid, and the adds carry that floor along.

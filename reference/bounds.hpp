@@ -1,4 +1,4 @@
-// A-priori error bounds (docs/ERROR_MODEL.md, derived in reports/ERROR_MODEL.md): for every output element of a kernel, a
+// A-priori error bounds (derived in docs/error-model.md): for every output element of a kernel, a
 // rigorous first-principles bound on |kernel - exact| computed from the inputs, the certified
 // reference and what the kernel declares about its arithmetic (kernels/arithmetic.h). No fudge
 // factors: every term is one rounding (or one chain of roundings) of the algorithm, named in

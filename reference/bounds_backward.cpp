@@ -1,7 +1,7 @@
 // The error model's backward (recomputation from the saved lse): each (query, key) pair's
 // recomputed P and dS with their errors, turned into the coefficients of the gradients' chain sums
 // (alpha: d_q over keys; beta: d_k, d_v over the group's query rows), which bounds.cpp multiplies
-// out with |k|, |q|, |d_o| as GEMMs. reports/ERROR_MODEL.md, "Backward".
+// out with |k|, |q|, |d_o| as GEMMs. docs/error-model.md, "Backward".
 #include <algorithm>
 #include <cmath>
 

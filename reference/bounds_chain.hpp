@@ -4,7 +4,7 @@
 // and kappa_j counts, in units u, every rounding term j goes through: its product, its own add and
 // every later add of the partial it sits in, the merges and rescales of that partial, a lane tree's
 // levels. For a tensor-core step kappa also carries the step's alignment losses, bounded linearly
-// (reports/ERROR_MODEL.md, "Accumulation chains"). The weights depend only on the chain and on which
+// (docs/error-model.md, "Accumulation chains"). The weights depend only on the chain and on which
 // positions hold a term, so a whole tensor's bound is a few weighted sums (GEMMs), and it holds at
 // any length: every rounding is counted where it happens, not n u against the whole sum.
 #pragma once

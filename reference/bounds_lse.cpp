@@ -1,5 +1,5 @@
 // The error model's o for a kernel that normalises each weight by the lse it computed first
-// (Arithmetic::p_from, reports/ERROR_MODEL.md "Weights normalised by the lse"): P^_j = exp(s^_j - lse^)
+// (Arithmetic::p_from, docs/error-model.md "Weights normalised by the lse"): P^_j = exp(s^_j - lse^)
 // and o = sum_j P^_j v_j, with no division by l. Nothing renormalises, so the kernel's lse error
 // and the rounding of s^ - lse^ (u |s - lse|: of order u |lse| for a weight near the top, since
 // s ~ lse there) enter every weight, and the weights' error scales with |v|, not with |v - o|.

@@ -1,6 +1,6 @@
 // Internals of the error model (bounds.cpp: the head loop, scores and the forward; bounds_backward.cpp:
 // the recomputed weights, dS and the gradient sums): the per-problem constants a declared arithmetic
-// implies and the per-element pieces. Notation of reports/ERROR_MODEL.md: u_s the unit of the
+// implies and the per-element pieces. Notation of docs/error-model.md: u_s the unit of the
 // element-wise (softmax) arithmetic, u_p the rounding of P and dS to the GEMM operand type, e_exp the
 // exp's relative error, kappa a chain's per-term rounding weight (bounds_chain.hpp).
 #pragma once
@@ -144,7 +144,7 @@ inline int64_t key_offset(const Chain& c, int64_t jb) {
 struct RowScores {
   double m = -kInf, hi_all = -kInf, e_dot_max = 0, e_hat_max = 0;
 };
-// The key tiles a row visits (ERROR_MODEL.md): per tile t the largest s - e^ and s + e^, their
+// The key tiles a row visits (docs/error-model.md): per tile t the largest s - e^ and s + e^, their
 // running maxima through t, and the rescales after t that may err.
 struct KeyTiles {
   std::vector<double> t_lo, t_hi;      // (T) max s -+ e

@@ -1,4 +1,4 @@
-// The error model's variants (reports/ERROR_MODEL.md, "Variants"): softcap's and ALiBi's roundings
+// The error model's variants (docs/error-model.md, "Variants"): softcap's and ALiBi's roundings
 // on each score, and varlen and paged problems cut into one dense problem per sequence. Windows and
 // d_v != d live in the dense walk itself (bounds.cpp: a row's visible keys are one range).
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The accumulation audit (`flashcheck audit --accumulation`, reports/ACCUMULATION.md): the same
+// The accumulation audit (`flashcheck audit --accumulation`, docs/accumulation.md): the same
 // inputs through cpu_tiled with fp16 vs fp32 accumulation, P rounded to storage or kept in fp32, FA1
 // vs FA2 order, several tiles; P rounded to bf16 instead of fp16 (kernels/mutants' compact FA2
 // emulation, with and without that rounding); the same-precision baseline (fp32 and fp16

@@ -102,7 +102,7 @@ def _indices(p, even=False):
     cu_q, cu_k = (np.asarray(x).astype(np.int64) for x in (p.cu_seqlens_q, p.cu_seqlens_k))
     for name, cu, n in (("q", cu_q, p.n_q), ("k", cu_k, p.n_k)):
         # What the device gave back, checked against the problem before any index is built from it: a
-        # bad read is named as such (the audit met one: reports/h200/external/FINDINGS.md, jax_cudnn).
+        # bad read is named as such (the audit met one: results/h200/external/FINDINGS.md, jax_cudnn).
         lens, total = np.diff(cu), p.shapes[name][0]
         if len(cu) != p.batch + 1 or cu[0] != 0 or cu[-1] != total or (lens < 0).any() or (lens > n).any():
             raise ValueError("cu_seqlens_%s read back as %s: not the offsets of %d sequences of at most %d "
@@ -216,7 +216,7 @@ def _kernel(impl):
         if not window_ok(p):
             return False
         # XLA refuses some programs ("Unsupported dot precision algorithm: 4", ALG_DOT_F16_F16_F32, met on
-        # fp16 with d = 1, 2 at n = 16 and with d = 9 at n = 1: reports/h200/external/FINDINGS.md). Every
+        # fp16 with d = 1, 2 at n = 16 and with d = 9 at n = 1: results/h200/external/FINDINGS.md). Every
         # shape a case asks about is compiled once on zeros, and one XLA refuses is declined so the laws
         # judge the rest. flashcheck's start-up probe (p.probing: each d in 1..256 on made-up shapes, which
         # no case reuses) is answered without compiling: its cases are asked again.

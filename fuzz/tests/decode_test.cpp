@@ -14,8 +14,11 @@ TEST_CASE("decode_case turns any bytes into a case the kernel claims, within the
   std::mt19937_64 rng(7);
   fuzz::Limits lim;
   lim.max_n = 12, lim.max_d = 6;
-  for (const char* name : {"cpu_tiled", "cpu_naive"}) {
-    const Kernel& k = *find_kernel(name);
+  int kernels = 0;
+  for (const Kernel& k : registry()) {  // every correct CPU kernel of the registry
+    if (k.info.mutant || k.info.device != "cpu") continue;
+    ++kernels;
+    const std::string& name = k.info.name;
     for (int iter = 0; iter < 300; ++iter) {
       std::string bytes(size_t(rng() % 600), '\0');
       for (char& c : bytes) c = char(rng());
@@ -33,6 +36,7 @@ TEST_CASE("decode_case turns any bytes into a case the kernel claims, within the
       if (c.in.has_d_o()) CHECK(c.in.d_o.shape == c.in.q.shape);
     }
   }
+  CHECK(kernels >= 2);  // cpu_naive and cpu_tiled at least
   // No bytes at all: the plainest case (everything zero, one of each dimension).
   fuzz::ByteSource none(std::string_view{});
   const props::Case c = fuzz::decode_case(none, *find_kernel("cpu_tiled"));

@@ -127,7 +127,7 @@ enum fc_backward_reduction {
   FC_BACKWARD_UNKNOWN = 0,       /* judged bitwise (as deterministic) */
   FC_BACKWARD_DETERMINISTIC = 1, /* the same bits on every run */
   FC_BACKWARD_ATOMIC = 2,        /* atomics or split sums in an unfixed order: runs agree within the reordering
-                                    tolerance (docs/ERROR_MODEL.md), not bitwise */
+                                    tolerance (docs/error-model.md), not bitwise */
 };
 
 /* One configuration the kernel offers; the suite selects it per call by fc_problem.config. */

@@ -1,5 +1,5 @@
 // Generated tensor files for tests: good attention inputs, and one bad file per malformed-input case
-// (docs/INTERFACES.md), each with the FileError it must raise and a word its message must contain.
+// (docs/interfaces.md), each with the FileError it must raise and a word its message must contain.
 // Shared by the io tests (reader level) and the cli tests (the flashcheck binary as a subprocess).
 #pragma once
 

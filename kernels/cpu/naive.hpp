@@ -1,5 +1,5 @@
 // Standard 3-pass attention in the kernel's own precision, the same-precision baseline
-// (docs/ARCHITECTURE.md, oracle 4): S = scale·QKᵀ (Eigen product accumulated in A) stored rounded to storage,
+// (docs/architecture.md, oracle 4): S = scale·QKᵀ (Eigen product accumulated in A) stored rounded to storage,
 // row max, P = exp(S - m) stored in storage, l = rowsum(P), O = P·V / l rounded to storage.
 // The backward materialises likewise: P = exp(S - lse), dP = d_o Vᵀ and dS = P (dP - D) stored in
 // storage, then d_v = Pᵀ d_o, d_q = scale·dS K, d_k = scale·dSᵀ Q accumulated in A.

@@ -1,5 +1,5 @@
 // cuda_naive: standard attention as three kernels with S and P materialised in HBM in the storage
-// type, the GPU's same-precision baseline (docs/ARCHITECTURE.md, oracle 4) and the quadratic-memory "crime
+// type, the GPU's same-precision baseline (docs/architecture.md, oracle 4) and the quadratic-memory "crime
 // scene" of the seeds. Plain CUDA-core GEMM tiles with fp32 accumulation; any head dim.
 //   1. scores:  S = T(scale q k^T), invisible entries -inf            S: (b, h_q, n_q, n_k)
 //   2. softmax: P = T(exp(S - max) / sum), lse = max + log(sum)       P: (b, h_q, n_q, n_k)

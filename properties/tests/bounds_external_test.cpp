@@ -1,6 +1,6 @@
-// The undeclared-arithmetic charge (reports/ERROR_MODEL.md, "What an external kernel is charged")
+// The undeclared-arithmetic charge (docs/error-model.md, "What an external kernel is charged")
 // against two external kernels' arithmetic, replayed on the CPU on their regression cases
-// (reports/h200/external/regressions/): XLA's autodiff backward, which rounds scale·dS to F16 before
+// (results/h200/external/regressions/): XLA's autodiff backward, which rounds scale·dS to F16 before
 // its GEMMs, and a GQA backward that stores each query head's d_k, d_v in F16 before the group sum
 // (cuDNN through JAX). Each reproduces the H200's bits, lies within the bound, and a kernel whose
 // rounding errors are twice as large fails it.
@@ -93,7 +93,7 @@ struct Case {
 };
 
 Case load(const std::string& rel) {
-  Inputs in = io::read_inputs(std::string(FC_REPO_DIR) + "/reports/h200/external/regressions/" + rel);
+  Inputs in = io::read_inputs(std::string(FC_REPO_DIR) + "/results/h200/external/regressions/" + rel);
   REQUIRE(in.p.mask == Mask::None);
   const ref::Tensors64 t = ref::tensors64(in);
   ref::Certified ref = ref::certified(in.p, t);

@@ -1,4 +1,4 @@
-// The error model on the variants (reports/ERROR_MODEL.md, "Variants"): correct kernels stay inside
+// The error model on the variants (docs/error-model.md, "Variants"): correct kernels stay inside
 // the bound on every variant alone and mixed, in every storage type and loop order; a variant
 // mutant and an error injected just above the bound are caught.
 #include "tests/catch.hpp"

@@ -1,4 +1,4 @@
-// Device probes of what the error model assumes about the GPU (reports/ERROR_MODEL.md, section 7):
+// Device probes of what the error model assumes about the GPU (docs/error-model.md, section 7):
 // ex2.approx.ftz.f32 and log2f over every float argument the kernels give them, and single mma.sync
 // m16n8k16 instructions on chosen operands. Host launchers; device code in tc_probe.cu.
 #pragma once

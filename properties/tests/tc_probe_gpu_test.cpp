@@ -1,4 +1,4 @@
-// What the error model assumes about the GPU, measured on it (label gpu; reports/ERROR_MODEL.md
+// What the error model assumes about the GPU, measured on it (label gpu; docs/error-model.md
 // sections 2 and 7): ex2.approx.ftz.f32 within the declared 2 ulp over every float exponent argument
 // the kernels use (x - m in [-127, 0]; below 2^-126 the result may flush), log2f within 1 ulp over
 // every row sum l in [1, 2^20], and single mma.sync m16n8k16 instructions within the tensor-core

@@ -2,7 +2,7 @@
 // random cases of the `reference` law's generator (its shapes, tiles and masks), and per output
 // tensor the largest measured/bound over every element of every case, with the median of the cases'
 // largest. A ratio above 1 is a correct kernel outside its bound: the bound is unsound there, and
-// the program says so and exits 1. Prints the Markdown table of reports/ERROR_MODEL.md.
+// the program says so and exits 1. Prints the Markdown table of docs/error-model.md.
 //   bounds_tightness [--cases N] [--seed S] [--kernel NAME]... [--regime NAME]... [--dtype NAME]...
 //                    [--long-n N] [--variants yes] [--judge declared|undeclared|undeclared-online]
 // Defaults: 1000 cases, seed 1, every non-mutant kernel whose device is present, regimes normal and

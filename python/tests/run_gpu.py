@@ -13,7 +13,7 @@ if not torch.cuda.is_available():
     sys.exit(77)
 import pytest  # noqa: E402
 
-# -q unless the caller asks for its own verbosity (h200_audit.sh passes -v: one line per test).
+# -q unless the caller asks for its own verbosity (scripts/device.sh external passes -v: one line per test).
 quiet = [] if any(a.startswith("-v") for a in sys.argv[1:]) else ["-q"]
 sys.exit(pytest.main([os.path.join(os.path.dirname(os.path.abspath(__file__)), "test_torch.py"), "-p",
                       "no:cacheprovider"] + quiet + sys.argv[1:]))

@@ -1,4 +1,4 @@
-"""The external audit's pipeline (examples/python/audit_external.py --self-test) end to end on pure-Python
+"""The external audit's pipeline (tools/external_audit/audit_external.py --self-test) end to end on pure-Python
 kernels, and its reading of a law run cut short (the laws its log printed)."""
 import json
 import os
@@ -6,22 +6,22 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "python")
-sys.path.insert(0, EXAMPLES)
+TOOL = os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools", "external_audit")
+sys.path.insert(0, TOOL)
 
 import audit_summary  # noqa: E402
 
 
 def test_the_self_test_reports_the_planted_bug_with_its_counterexample(tmp_path):
     out = tmp_path / "out"
-    argv = [sys.executable, os.path.join(EXAMPLES, "audit_external.py"), "--self-test", "--out", str(out),
+    argv = [sys.executable, os.path.join(TOOL, "audit_external.py"), "--self-test", "--out", str(out),
             "--only", "cpu_tiled,py_off_by_one", "--cases", "3", "--no-long", "--budget", "120", "--threads", "1"]
     run = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     summary = (out / "summary.md").read_text()
     assert "| py_off_by_one (" in summary and "### py_off_by_one: `reference`" in summary
     assert "python -m flashcheck check py_kernels:planted_bug --law reference --case " \
-           "reports/h200/external/regressions/py_off_by_one/reference-" in summary
+           "results/h200/external/regressions/py_off_by_one/reference-" in summary
     data = json.loads((out / "results.json").read_text())
     planted = next(k for k in data["kernels"] if k["name"] == "py_off_by_one")
     failed = [law for law in planted["runs"]["check"]["laws"] if law["status"] == "fail"]

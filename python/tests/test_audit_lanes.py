@@ -1,13 +1,15 @@
 """The external audit's pure-Python parts that decide what runs where, without torch, JAX or a GPU:
 FlexAttention's padded shapes (examples/python/shape_buckets.py), the law-per-process split and its
-merge, and the merge of two lanes' results (examples/python/audit_merge.py)."""
+merge, and the merge of two lanes' results (tools/external_audit/audit_merge.py)."""
 import os
 import sys
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "python"))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "examples", "python"))  # shape_buckets, the FlexAttention adapter's
+sys.path.insert(0, os.path.join(ROOT, "tools", "external_audit"))
 
 import audit_external  # noqa: E402
 import audit_merge  # noqa: E402

@@ -128,7 +128,7 @@ def _problem(n_q=64, n_k=64, d=8, dtype="F16", varlen=False, row=None, batch=1):
 
 
 def test_the_jax_adapter_declines_what_jax_raises_on(adapter):
-    # Each rule is one the H200 audit met (reports/h200/external/FINDINGS.md); a contract-valid
+    # Each rule is one the H200 audit met (results/h200/external/FINDINGS.md); a contract-valid
     # neighbour of each is still taken, so the rule cannot decline everything.
     xla, cudnn = adapter.xla.user_supports, adapter.cudnn.user_supports
     assert xla(_problem()) and cudnn(_problem())
@@ -196,7 +196,7 @@ def test_fp32_runs_at_full_fp32_matmul_precision_and_half_types_at_the_default(a
 
 def test_the_xla_adapter_declines_exactly_the_shapes_xla_refuses_to_compile(adapter):
     # On the H200, XLA raised "Unsupported dot precision algorithm: 4" on fp16 problems with d = 1, 2 at
-    # n = 16 and d = 9 at n = 1 (reports/h200/external/FINDINGS.md). supports() runs the forward and the
+    # n = 16 and d = 9 at n = 1 (results/h200/external/FINDINGS.md). supports() runs the forward and the
     # backward once on zeros of each shape it is asked about (whatever its d, dtype or lengths) and
     # declines only on that refusal; any other error is left for the real call to report.
     jax = sys.modules["jax"]

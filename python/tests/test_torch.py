@@ -116,7 +116,7 @@ def test_the_examples_adapt_in_a_few_lines(spec, law, monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(EXAMPLES)
     result = flashcheck.check(spec, law=law, cases=6, seed=1, quiet=True, timeout=300, regressions=str(tmp_path))
     # A verdict on the library (the external audit reports it), never the adapter's own error: the only
-    # exceptions allowed are the library failures reports/h200/external/FINDINGS.md records for the pair.
+    # exceptions allowed are the library failures results/h200/external/FINDINGS.md records for the pair.
     assert [x["status"] for x in result.laws] in (["pass"], ["fail"]), result.report
     report = re.sub(LIBRARY_FAILURES.get((spec, law), r"(?!)"), "", result.report)
     assert not re.search(r"\b\w+(Error|Exception): ", report), result.report

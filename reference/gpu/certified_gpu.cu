@@ -1,4 +1,4 @@
-// The certified oracle on the GPU (certified_gpu.hpp). Derivation: docs/ERROR_MODEL.md, "The certified
+// The certified oracle on the GPU (certified_gpu.hpp). Derivation: docs/error-model.md, "The certified
 // oracle on the GPU"; the names below (eps, δ, θ, λ, κ, γ_o, ...) are that section's.
 //
 // Every score is an Ogita–Rump–Oishi Dot2 kept unevaluated (s = sh + sl, |error| <= 2γ(d)²Σ|q_l k_l|

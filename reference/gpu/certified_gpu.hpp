@@ -1,4 +1,4 @@
-// The certified oracle on the GPU (docs/ERROR_MODEL.md, "The certified oracle on the GPU"): the same
+// The certified oracle on the GPU (docs/error-model.md, "The certified oracle on the GPU"): the same
 // certificate as fc::ref::certified (the value and a rigorous elementwise bound on its distance to the
 // exact result, plus o_mag), computed in float64 on a CUDA device with every bound term computed there
 // too. Built only with CUDA (target fc_reference_gpu); reference/gpu/oracle_select.hpp is the one

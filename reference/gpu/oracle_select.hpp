@@ -1,7 +1,7 @@
 // Which certified oracle runs: the CPU's (reference/certified.hpp) or the GPU's
 // (reference/gpu/certified_gpu.hpp), chosen once per process by `--oracle cpu|gpu|auto` (cli/) and
 // applied here, in the one function the rest of flashcheck calls for a certificate. Both return the
-// same certificate (docs/ERROR_MODEL.md): the choice never changes a verdict's soundness, only its cost.
+// same certificate (docs/error-model.md): the choice never changes a verdict's soundness, only its cost.
 #pragma once
 
 #include <stdexcept>

@@ -1,6 +1,6 @@
 // The chain weights (reference/bounds_chain.hpp): hand-counted roundings for each structure, and the
 // bound they give held against the sums themselves, computed the way the chain says (fp32 round to
-// nearest, and the tensor-core step of the H200 measurement (docs/ERROR_MODEL.md): addends aligned to the largest
+// nearest, and the tensor-core step of the H200 measurement (docs/error-model.md): addends aligned to the largest
 // with 2 extra bits and truncated, the result truncated) on random and adversarial terms, exact sums
 // alongside. Whether the hardware behaves like that model is kernels' GPU test's business.
 #include "tests/catch.hpp"

@@ -1,6 +1,6 @@
 // Cases, scales and the comparator for certified_vs_exact_test: random and extreme inputs (scores
 // +-1e4 and beyond, fully masked rows, GQA, both causal alignments, n_q != n_k, fp16/bf16/fp32
-// representable values), the natural error scales of docs/ERROR_MODEL.md computed independently of the
+// representable values), the natural error scales of docs/error-model.md computed independently of the
 // oracle under test, and "is |value - exact| <= err everywhere" with exact non-finite handling.
 #pragma once
 

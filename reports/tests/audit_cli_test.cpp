@@ -80,25 +80,36 @@ TEST_CASE("audit --quick is reproducible: threads, shards merged, and the commit
     CAPTURE(f);
     CHECK(slurp(dir + "/merged/" + f) == slurp(dir + "/j1/" + f));
   }
+  // `render` writes from report.json alone the Markdown and HTML the run wrote (committed results keep
+  // no HTML: results/README.md), and nothing else.
+  const RunResult rendered = run_flashcheck({"render", dir + "/j1/report.json", "--out", dir + "/rendered"}, 60);
+  CAPTURE(rendered.err);
+  REQUIRE(rendered.code == 0);
+  for (const char* f : {"report.md", "report.html"}) {
+    CAPTURE(f);
+    CHECK(slurp(dir + "/rendered/" + f) == slurp(dir + "/j1/" + f));
+  }
+  CHECK_FALSE(std::filesystem::exists(dir + "/rendered/report.json"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/rendered/run.json"));
 
   // CI's gate: the committed baseline is this run, byte for byte (same options, same seed), and the
   // gate passes. A byte difference with a passing gate means machine-dependent arithmetic
   // (docs/gate.md says what the baseline assumes).
-  const std::string baseline = std::string(FC_SOURCE_DIR) + "/reports/baseline/quick.json";
+  const std::string baseline = std::string(FC_SOURCE_DIR) + "/results/baseline/quick.json";
   INFO(
-      "reports/baseline/quick.json is not this build's quick audit. After a deliberate change to a CPU kernel, "
-      "a bound, the sweep or the metrics, run reports/baseline/update.sh and commit quick.json with the change; "
+      "results/baseline/quick.json is not this build's quick audit. After a deliberate change to a CPU kernel, "
+      "a bound, the sweep or the metrics, run scripts/results.sh baseline and commit quick.json with the change; "
       "if the gate below passes and only bytes differ, this machine's arithmetic differs (docs/gate.md)");
   // The CPU kernels' lse comes from libm's logf and expf, which differ in the last bit between glibc
   // releases: the bytes are this run's only where the baseline was made on the same glibc
   // (platform.txt, written by update.sh); elsewhere the gate below is the check.
-  const std::string made_on = slurp(std::string(FC_SOURCE_DIR) + "/reports/baseline/platform.txt");
+  const std::string made_on = slurp(std::string(FC_SOURCE_DIR) + "/results/baseline/platform.txt");
   const std::string here = std::string("glibc ") + gnu_get_libc_version() + "\n";
   if (made_on == here)
     CHECK(slurp(baseline) == report);
   else
-    WARN("reports/baseline/quick.json was made on " << made_on << "this is " << here
-                                                      << "its bytes are not compared, only the gate");
+    WARN("results/baseline/quick.json was made on " << made_on << "this is " << here
+                                                    << "its bytes are not compared, only the gate");
   const RunResult g = run_flashcheck({"gate", "--baseline", baseline, "--current", dir + "/j1/report.json"}, 60);
   CAPTURE(g.out);
   CHECK(g.code == 0);
@@ -174,7 +185,7 @@ TEST_CASE("a planted bug fails the audit with a replay line that replays", "[cpu
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("audit, gate and merge refuse bad usage with exit 2 and one line", "[cpu]") {
+TEST_CASE("audit, gate, merge and render refuse bad usage with exit 2 and one line", "[cpu]") {
   const std::vector<std::vector<std::string>> bad = {
       {"audit", "--shard", "3/3"},
       {"audit", "--shard", "x"},
@@ -187,6 +198,9 @@ TEST_CASE("audit, gate and merge refuse bad usage with exit 2 and one line", "[c
       {"gate", "--baseline", "/nonexistent.json", "--current", "/nonexistent.json"},
       {"gate", "--baseline", "/dev/null", "--current", "/dev/null", "--tolerance", "abc"},
       {"merge", "/nonexistent.json"},
+      {"render", "/nonexistent.json", "--out", "/tmp"},
+      {"render", "/dev/null", "--out", "/tmp"},
+      {"render", FC_SOURCE_DIR "/results/baseline/quick.json", "--out", "/dev/null/x"},
   };
   for (const auto& args : bad) {
     const RunResult r = run_flashcheck(args, 60);
