@@ -12,6 +12,7 @@ LAWS = (
     ("window_invisible", "a key outside a row's window never influences the row (bitwise)"),
     ("softcap", "with softcap c every score stays within (-c, c), and c -> infinity is no softcap"),
     ("alibi_zero", "ALiBi with zero slopes equals no ALiBi (bitwise)"),
+    ("sink_neg_inf", "a sink at -inf is no sink (bitwise where exp(0) == 1 is declared and within the bound elsewhere)"),
     ("zero_length", "zero-length sequences produce nothing and disturb nothing"),
     ("block_size", "block size never changes the answer beyond the bound"),
     ("kv_permutation", "permuting keys and values together changes nothing"),
@@ -23,6 +24,7 @@ LAWS = (
     ("invisible_keys", "keys a row cannot see never influence it (bitwise)"),
     ("determinism", "the same inputs give the same bits"),
     ("nan_blast", "a NaN or inf poisons only the rows that read it"),
+    ("consecutive_calls", "a call's outputs do not depend on the calls before it (other data, strides or dtype of its shape)"),
     ("softmax_row", "the online softmax of a row equals the exact softmax within the shifted-softmax bound"),
     ("large_offsets", "tensors past 2^31 elements are indexed right: sampled heads agree with the reference"),
 )
