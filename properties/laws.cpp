@@ -151,7 +151,7 @@ GenSpec spec_for(const Law& law, const Kernel& k) {
   s.max_batch = i.max_batch, s.max_heads = i.max_heads;
   s.fixed_scale = i.fixed_scale;
   s.path_percent = i.external ? kPathPercent : 0;
-  s.long_max = long_max_for(i);
+  s.long_max = law.long_rows ? long_max_for(i) : 0;
   s.long_percent = s.long_max > 0 ? kLongPercent : 0;
   return s;
 }
