@@ -332,14 +332,7 @@ Kernel make_variant_faulty_kernel(F f, const std::string& name, const std::strin
     c.block_m = bm, c.block_n = bn;
     i.configs.push_back(c);
   }
-  i.variants = {.varlen = true,
-                .paged = true,
-                .window = true,
-                .softcap = true,
-                .alibi = true,
-                .d_v = true,
-                .strides = true,
-                .sinks = true};
+  i.variants = all_variants();
   i.exact = {.rows = true, .shared_scores = true, .tile_weights = true, .exact_scores = true};
   // cpu_tiled's FA2 arithmetic (the fault is what the suite must find), in the order it forces.
   i.arithmetic = [](const Problem& p, const Config& c) {
