@@ -18,7 +18,9 @@
  * and backward return 0 on success; a nonzero return is a failing case, with last_error()'s text. The
  * suite may run the kernel in a child process, so a crash or hang is a failing case too.
  * `stream` is a cudaStream_t for kDLCUDA kernels (the suite synchronises the device after each call),
- * NULL for host kernels. */
+ * NULL for host kernels. The inputs may still be in flight on that stream when the call starts (the
+ * suite's producer mode writes them there without a host synchronisation): run on it, or wait for it.
+ * With two GPUs, the tensors and the stream may be on device 1. */
 #ifndef FLASHCHECK_PLUGIN_H_
 #define FLASHCHECK_PLUGIN_H_
 
@@ -52,8 +54,9 @@ typedef struct {
   int32_t probing; /* supports() asked by flashcheck's start-up probe, not for a case to run */
   int32_t config;  /* index into fc_declarations.configs the call runs under (0 when none is declared) */
   /* Version 4 (contract v3). Offered only to a kernel of abi_version 4 whose declarations say sinks = 1
-   * (a kernel of version 2 or 3, or one that does not declare them, never sees a problem with sinks). Attention sinks: fp32 (heads_q), one logit per query head
-   * that joins every row's softmax denominator with no value (lse includes it; a row with no visible
+   * (a kernel of version 2 or 3, or one that does not declare them, never sees a problem with sinks).
+   * Attention sinks: fp32 (heads_q), one logit per query head that joins every row's softmax
+   * denominator with no value (lse includes it; a row with no visible
    * key has o = 0, lse = sink); each finite or -inf. ndim == 0 (data NULL): no sinks. Placed in the
    * kernel's device memory like the other tensors; data NULL in supports(). */
   DLTensor sinks;
@@ -165,7 +168,7 @@ typedef struct {
 
 typedef struct {
   int32_t abi_version; /* FC_ABI_VERSION (2 and 3 still load: 2 without declarations and fc_problem's tail,
-                          3 without fc_problem.sinks) */
+                          3 without fc_problem.sinks and fc_declarations past large_offsets) */
   const char *name;
   int32_t device_type; /* kDLCPU or kDLCUDA: where the suite places the tensors */
   int32_t writes_lse;  /* 0: lse is ignored; the suite supplies it to backward */
