@@ -50,14 +50,14 @@ typedef struct {
   int32_t window_left, window_right; /* -1: unbounded */
   double scale;                      /* s = scale * q.k */
   double softcap;                    /* 0: none */
-  /* Read these two only when the kernel says abi_version 3 (a version-2 kernel sees the prefix above). */
+  /* Read these two only when the kernel says abi_version 3 or 4 (a version-2 kernel sees the prefix above). */
   int32_t probing; /* supports() asked by flashcheck's start-up probe, not for a case to run */
   int32_t config;  /* index into fc_declarations.configs the call runs under (0 when none is declared) */
   /* Version 4 (contract v3). Offered only to a kernel of abi_version 4 whose declarations say sinks = 1
    * (a kernel of version 2 or 3, or one that does not declare them, never sees a problem with sinks).
    * Attention sinks: fp32 (heads_q), one logit per query head that joins every row's softmax
-   * denominator with no value (lse includes it; a row with no visible
-   * key has o = 0, lse = sink); each finite or -inf. ndim == 0 (data NULL): no sinks. Placed in the
+   * denominator with no value (lse includes it; a row with no visible key has o = 0, lse = sink); each
+   * finite or -inf. ndim == 0 (data NULL): no sinks. Placed in the
    * kernel's device memory like the other tensors; data NULL in supports(). */
   DLTensor sinks;
 } fc_problem;
