@@ -108,6 +108,20 @@ TEST_CASE("inputs_file then inputs_from round-trips problem, scale and tensors",
   CHECK(out.k.bytes == in.k.bytes);
 }
 
+namespace {
+
+// The message a file's loading is refused with ("" when it loads).
+std::string refusal(const io::TensorFile& f) {
+  try {
+    io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(f)));
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
 TEST_CASE("a case with per-tensor dtypes round-trips them; a single-dtype file is written as before", "[cpu]") {
   for (const DtypeSet t :
        {DtypeSet{DType::F32, DType::F16, DType::F32}, DtypeSet{DType::BF16, DType::F16, DType::F32}}) {
@@ -141,16 +155,11 @@ TEST_CASE("a case with per-tensor dtypes round-trips them; a single-dtype file i
   // k and v of two dtypes, d_o not o's dtype, and an unknown dtype_o are refused.
   Inputs bad = in;
   bad.v = HostTensor(DType::F32, shape_v(in.p));
-  CHECK_THROWS_WITH(
-      io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(io::inputs_file(bad)))),
-      Catch::Contains("k and v share one dtype"));
+  CHECK(refusal(io::inputs_file(bad)).find("k and v share one dtype") != std::string::npos);
   bad = in;
   bad.d_o = HostTensor(DType::F32, shape_o(in.p));
-  CHECK_THROWS_WITH(
-      io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(io::inputs_file(bad)))),
-      Catch::Contains("d_o has o's dtype"));
+  CHECK(refusal(io::inputs_file(bad)).find("d_o has o's dtype") != std::string::npos);
   io::TensorFile odd = io::inputs_file(in);
   odd.metadata["dtype_o"] = "F8";
-  CHECK_THROWS_WITH(io::inputs_from("mem", io::parse_safetensors("mem", io::serialize_safetensors(odd))),
-                    Catch::Contains("dtype_o"));
+  CHECK(refusal(odd).find("dtype_o") != std::string::npos);
 }
