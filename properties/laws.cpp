@@ -77,6 +77,7 @@ bool law_applies(const Law& law, const Kernel& k) {
   if (law.needs_causal && std::none_of(i.masks.begin(), i.masks.end(), is_causal)) return false;
   if (law.needs_tiles && !i.any_tile && i.configs.size() < 2) return false;
   if (law.needs_large_offsets && !i.large_offsets) return false;
+  if (law.device_only && i.device == "cpu") return false;
   if (law.pow2_scale && i.fixed_scale > 0 && !is_pow2(i.fixed_scale)) return false;  // exact scores need 2^k
   if (!law.only_dtypes.empty() && spec_for(law, k).dtypes.empty() && spec_for(law, k).mixed_dtypes.empty())
     return false;

@@ -33,6 +33,9 @@ struct Law {
   std::function<std::string(const KernelInfo&)> needs_exact{};
   std::function<std::string(const Kernel&, const Case&)> check{};
   bool needs_large_offsets = false;  // only for kernels that declare KernelInfo::large_offsets
+  // Only for kernels on a device (KernelInfo::device not "cpu"): a case of GPU scale (padded_scratch),
+  // which a host kernel would take minutes over and whose faults (padded device scratch) it has not.
+  bool device_only = false;
   // A law judged on one case it builds from the seed (too large for RapidCheck to hold, copy and
   // shrink: laws_large.cpp): the runner calls it once instead of `check` on random cases.
   std::function<std::string(const Kernel&, uint64_t seed)> check_once{};
@@ -72,6 +75,13 @@ void add_hull_laws(std::vector<Law>& out);         // laws_hull.cpp
 void add_large_laws(std::vector<Law>& out);        // laws_large.cpp
 void add_variant_laws(std::vector<Law>& out);      // laws_variants.cpp, laws_window.cpp
 void add_hostile_laws(std::vector<Law>& out);      // laws_hostile.cpp
+
+// The padded_scratch law's case (laws_large.cpp): its problem for kernel k at seed `seed`; the
+// elements of a scratch padded to 128 rows per head, b h_q round_up(n_q, 128) max(d, 32); and whether
+// that passes 2^31 while q, k, v, o, lse and the gradients stay below it.
+Problem padded_scratch_problem(const Kernel& k, uint64_t seed);
+int64_t padded_scratch_elements(const Problem& p);
+bool padded_scratch_crosses(const Problem& p);
 
 // Helpers shared by the law files.
 // The same bits, element by element ("" or the first element that differs).

@@ -12,10 +12,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -163,9 +165,134 @@ std::string law_large_offsets(const Kernel& k, uint64_t seed) {
   return msg;
 }
 
+// The padded_scratch case: a decode's 1 to 8 query rows, so that a scratch buffer padded to 128 rows
+// per head (b * h_q * round_up(n_q, 128) * max(d, 32) elements: FlashAttention-2's d_q accumulator, a
+// split-KV partial o) passes 2^31 elements by kScratchPast while q, k, v and the gradients stay far
+// below it. The head dim and a 16-bit dtype the kernel claims, the mask, the GQA group and n_k come
+// from the seed; heads_q = 32 (batch up to a few thousand, inside a launch grid's y and z).
+constexpr int32_t kScratchRows = 128;   // the padding: round_up(n_q, 128)
+constexpr double kScratchPast = 0.125;  // heads past the crossing: an eighth more than reach it
+constexpr int32_t kScratchHeads = 32;
+
+int64_t padded_rows_of(int32_t n_q) { return (int64_t(n_q) + kScratchRows - 1) / kScratchRows * kScratchRows; }
+// The first (batch, head) pair whose padded scratch starts at or past element 2^31.
+int64_t scratch_crossing(const Problem& p) {
+  const int64_t per_head = padded_rows_of(p.n_q) * std::max(p.d, 32);
+  return (kLimit + per_head - 1) / per_head;
+}
+
+Problem padded_problem(const Kernel& k, std::mt19937_64& rng) {
+  Problem p;
+  std::vector<int32_t> dims;
+  for (int32_t d : k.info.head_dims)
+    if (d <= 256) dims.push_back(d);
+  if (k.info.head_dims.empty()) dims = {64, 128};
+  if (dims.empty()) dims = {*std::min_element(k.info.head_dims.begin(), k.info.head_dims.end())};
+  p.d = dims[rng() % dims.size()];
+  if (k.info.dtypes.empty()) {  // per-tensor dtypes only: the first declared combination
+    set_dtypes(p, k.info.mixed_dtypes.front());
+  } else {
+    std::vector<DType> half;
+    for (DType t : k.info.dtypes)
+      if (t == DType::F16 || t == DType::BF16) half.push_back(t);
+    p.dtype = half.empty() ? k.info.dtypes.front() : half[rng() % half.size()];
+  }
+  p.mask = k.info.masks[rng() % k.info.masks.size()];
+  p.n_q = int32_t(1 + rng() % 8);
+  const int32_t groups[] = {1, 2, 4, 8};
+  const int32_t g = k.info.gqa ? groups[rng() % 4] : 1;
+  p.heads_q = kScratchHeads, p.heads_kv = kScratchHeads / g;
+  p.n_k = int32_t(1 + rng() % uint64_t(16 * g));  // k, v: b h_kv n_k d < 2^31 / 4 elements
+  const int64_t per_head = padded_rows_of(p.n_q) * std::max(p.d, 32);
+  const auto heads = int64_t(std::ceil(double(kLimit) / double(per_head) * (1 + kScratchPast)));
+  p.batch = int32_t((heads + p.heads_q - 1) / p.heads_q);
+  p.scale = default_scale(p.d);
+  return p;
+}
+
+// The (batch, kv head) groups to judge, as indices b * h_kv + h_kv: those holding the first q head,
+// the three around the scratch's crossing, the last, and four from the seed (two before, two past).
+std::vector<int64_t> sampled_groups(const Problem& p, std::mt19937_64& rng) {
+  const int64_t heads = int64_t(p.batch) * p.heads_q, cross = scratch_crossing(p), g = p.heads_q / p.heads_kv;
+  std::vector<int64_t> bh{0, cross - 1, cross, cross + 1, heads - 1};
+  for (int i = 0; i < 2; ++i) bh.push_back(int64_t(rng() % uint64_t(cross)));
+  for (int i = 0; i < 2; ++i) bh.push_back(cross + int64_t(rng() % uint64_t(heads - cross)));
+  std::vector<int64_t> out;
+  for (int64_t x : bh) out.push_back(x / g);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string law_padded_scratch(const Kernel& k, uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x5A3B1Eull);  // the sampled groups' draws
+  Inputs in;
+  in.p = padded_scratch_problem(k, seed);
+  const Problem& p = in.p;
+  const std::string shape = fmt::format("{} x {} heads ({} kv), n_q = {}, n_k = {}, d = {}, {}", p.batch, p.heads_q,
+                                        p.heads_kv, p.n_q, p.n_k, p.d, dtypes_str(p));
+  if (!padded_scratch_crosses(p))
+    throw std::logic_error("padded_scratch: the case does not cross 2^31 in scratch alone: " + shape);
+  if (!claims(k, p)) throw NotApplicable(fmt::format("{} does not claim the case ({})", k.info.name, shape));
+  const bool backward = k.info.backward && k.info.writes_lse;  // else the oracle would run on all of it
+  in.q = HostTensor(dtype_q(p), shape_q(p)), in.k = HostTensor(dtype_kv(p), shape_kv(p)),
+  in.v = HostTensor(dtype_kv(p), shape_kv(p));
+  fill(in.q, seed * 4 + 0), fill(in.k, seed * 4 + 1), fill(in.v, seed * 4 + 2);
+  if (backward) in.d_o = HostTensor(dtype_o(p), shape_q(p)), fill(in.d_o, seed * 4 + 3);
+  Config cfg;
+  if (!k.info.configs.empty()) cfg = k.info.configs.front();
+  const Run r = execute(k, in, cfg, backward);
+  if (r.error.find("out of memory") != std::string::npos)  // the device's, not the kernel's fault
+    throw NotApplicable("the device lacks the memory for the case: " + r.error);
+  if (!r.error.empty()) return fmt::format("{}: {}", shape, r.error);
+
+  std::string msg;
+  const int64_t g = p.heads_q / p.heads_kv, cross = scratch_crossing(p);
+  for (int64_t x : sampled_groups(p, rng)) {
+    Inputs one;
+    one.p = p;
+    one.p.batch = 1, one.p.heads_q = int32_t(g), one.p.heads_kv = 1;
+    const std::vector<int64_t> sq = shape_q(one.p), skv = shape_kv(one.p);
+    one.q = head_of(in.q, x, sq), one.k = head_of(in.k, x, skv), one.v = head_of(in.v, x, skv);
+    if (backward) one.d_o = head_of(in.d_o, x, sq);
+    Outputs got;
+    got.o = head_of(r.out.o, x, sq);
+    got.lse = head_of(r.out.lse, x, shape_lse(one.p));
+    if (r.out.has_grads())
+      got.d_q = head_of(r.out.d_q, x, sq), got.d_k = head_of(r.out.d_k, x, skv), got.d_v = head_of(r.out.d_v, x, skv);
+    const std::string bad = check_outputs(k, one, got, oracle(k, one, cfg));
+    if (!bad.empty())
+      msg += fmt::format("{}: batch {}, kv head {} (q heads {}..{}{}):\n{}", shape, x / p.heads_kv, x % p.heads_kv,
+                         x * g % p.heads_q, x * g % p.heads_q + g - 1,
+                         (x + 1) * g > cross ? ", whose padded scratch lies past 2^31" : "", bad);
+  }
+  return msg;
+}
+
 }  // namespace
 
+int64_t padded_scratch_elements(const Problem& p) {
+  return int64_t(p.batch) * p.heads_q * padded_rows_of(p.n_q) * std::max(p.d, 32);
+}
+
+bool padded_scratch_crosses(const Problem& p) {
+  return padded_scratch_elements(p) > kLimit && numel_q(p) < kLimit &&
+         int64_t(p.batch) * p.heads_kv * p.n_k * p.d < kLimit && int64_t(p.batch) * p.heads_q * p.n_q < kLimit;
+}
+
+Problem padded_scratch_problem(const Kernel& k, uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x9AD5C7A7C4ull);
+  return padded_problem(k, rng);
+}
+
 void add_large_laws(std::vector<Law>& out) {
+  out.push_back({.id = "padded_scratch",
+                 .sentence = "scratch padded to 128 rows past 2^31 elements, every tensor below it: sampled heads "
+                             "agree with the reference",
+                 .regimes = {Regime::Normal},
+                 .backward = true,
+                 .device_only = true,
+                 .check_once = law_padded_scratch});
   out.push_back({.id = "large_offsets",
                  .sentence = "tensors past 2^31 elements are indexed right: sampled heads agree with the reference",
                  .regimes = {Regime::Normal},

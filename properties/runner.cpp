@@ -726,6 +726,8 @@ std::string law_lacks(const Law& law, const Kernel& k) {
                        kDeclarations);
   if (law.needs_large_offsets && !i.large_offsets)
     return "needs tensors past 2^31 elements, and the kernel does not declare 64-bit offsets (large_offsets)";
+  if (law.device_only && i.device == "cpu")
+    return "builds a case of GPU scale (scratch past 2^31 elements), for kernels that run on a device only";
   if (!law.only_dtypes.empty() && spec_for(law, k).dtypes.empty() && spec_for(law, k).mixed_dtypes.empty()) {
     std::vector<std::string> names;
     for (DType t : law.only_dtypes) names.push_back(dtype_name(t));

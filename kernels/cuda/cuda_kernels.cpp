@@ -1,8 +1,11 @@
 // Registry rows of the CUDA kernels, one per entry of the kernel table (kernel_table.cpp), and their
 // host-tensor glue: upload the inputs, run the entry's launchers on the default stream, download.
+// Every output (o, lse, d_q, d_k, d_v) lies between two guards and starts as NaN (GuardedBuffer): a
+// write outside it fails the call, naming the tensor and the element.
 #include "kernels/cuda/cuda_kernels.hpp"
 
 #include <functional>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -15,7 +18,7 @@ namespace {
 
 // The kernels write and read lse in F32 (the contract); a caller may hand an F64 tensor (as the CPU
 // kernels accept): convert through F32, each value exact in both directions.
-void download_lse(const DeviceBuffer& d_lse, HostTensor& lse) {
+void download_lse(const GuardedBuffer& d_lse, HostTensor& lse) {
   if (lse.dtype == DType::F32) return d_lse.download(lse);
   HostTensor f32(DType::F32, lse.shape);  // (batch, heads_q, n_q)
   d_lse.download(f32);
@@ -28,15 +31,29 @@ DeviceBuffer upload_lse(const HostTensor& lse) {
   return DeviceBuffer(f32);
 }
 
+// Throws, naming the kernel's pass, the tensor and the element, when a guard of an output changed.
+struct Guarded {
+  const char* name;
+  const GuardedBuffer* buf;
+  int elem_size;  // bytes per element on the device
+};
+void check_guards(const std::string& pass, std::initializer_list<Guarded> outs) {
+  for (const Guarded& g : outs)
+    if (const std::string bad = g.buf->breach(g.name, g.elem_size); !bad.empty())
+      throw std::runtime_error(pass + ": " + bad);
+}
+
 // Upload, run the kernel's forward launcher on tile t, download.
 void forward_host(const CudaKernel& ck, Tile t, const Problem& p, const HostTensor& q, const HostTensor& k,
                   const HostTensor& v, HostTensor& o, HostTensor& lse) {
   if (!ck.supports(p, t)) throw std::invalid_argument(ck.name + ": unsupported problem, tile or device");
-  DeviceBuffer dq(q), dk(k), dv(v), d_out(o.bytes.size()), d_lse(size_t(lse.numel()) * sizeof(float));
+  DeviceBuffer dq(q), dk(k), dv(v);
+  GuardedBuffer d_out(o.bytes.size()), d_lse(size_t(lse.numel()) * sizeof(float));
   DeviceBuffer ws(ck.forward_workspace_bytes(p));
   ForwardArgs a{dq.get(), dk.get(), dv.get(), d_out.get(), static_cast<float*>(d_lse.get())};
   check(ck.forward(p, t, a, ws.get(), nullptr), (ck.name + " forward").c_str());
   check(cudaDeviceSynchronize(), (ck.name + " forward (sync)").c_str());
+  check_guards(ck.name + " forward", {{"o", &d_out, dtype_size(o.dtype)}, {"lse", &d_lse, int(sizeof(float))}});
   d_out.download(o);
   download_lse(d_lse, lse);
 }
@@ -47,12 +64,15 @@ void backward_host(const CudaKernel& ck, Tile t, bool deterministic, const Probl
                    const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
   if (!ck.supports(p, Tile{})) throw std::invalid_argument(ck.name + ": unsupported problem or device");
   DeviceBuffer bq(q), bk(k), bv(v), bo(o), blse = upload_lse(lse), bdo(d_o);
-  DeviceBuffer bdq(d_q.bytes.size()), bdk(d_k.bytes.size()), bdv(d_v.bytes.size());
+  GuardedBuffer bdq(d_q.bytes.size()), bdk(d_k.bytes.size()), bdv(d_v.bytes.size());
   DeviceBuffer ws(ck.backward_workspace_bytes(p));
   BackwardArgs a{bq.get(),  bk.get(),  bv.get(), bo.get(), bdo.get(), static_cast<const float*>(blse.get()),
                  bdq.get(), bdk.get(), bdv.get()};
   check(ck.backward(p, t, deterministic, a, ws.get(), nullptr), (ck.name + " backward").c_str());
   check(cudaDeviceSynchronize(), (ck.name + " backward (sync)").c_str());
+  check_guards(ck.name + " backward", {{"d_q", &bdq, dtype_size(d_q.dtype)},
+                                       {"d_k", &bdk, dtype_size(d_k.dtype)},
+                                       {"d_v", &bdv, dtype_size(d_v.dtype)}});
   bdq.download(d_q);
   bdk.download(d_k);
   bdv.download(d_v);

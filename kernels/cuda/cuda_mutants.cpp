@@ -70,7 +70,9 @@ CudaKernel mutant_kernel() {
       tiled(m.site) ? TiledTraits::forward_workspace_bytes : WgmmaTraits::forward_workspace_bytes;
   k.backward = backward<I>;
   k.backward_workspace_bytes =
-      tiled(m.site) ? TiledTraits::backward_workspace_bytes : WgmmaTraits::backward_workspace_bytes;
+      m.fault == Fault::TiledDqAccPad32
+          ? padded_dq_workspace_bytes
+          : (tiled(m.site) ? TiledTraits::backward_workspace_bytes : WgmmaTraits::backward_workspace_bytes);
   return k;
 }
 

@@ -5,6 +5,9 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "kernels/guard.hpp"
 
 namespace fc::cuda {
 
@@ -39,6 +42,26 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 void DeviceBuffer::download(HostTensor& t) const {
   if (t.bytes.size() != bytes_) throw std::invalid_argument("download: size mismatch");
   if (bytes_ > 0) check(cudaMemcpy(t.bytes.data(), ptr_, bytes_, cudaMemcpyDeviceToHost), "download");
+}
+
+static_assert(GuardedBuffer::kGuard == kGuardBytes, "the guard of guard_breach");
+
+GuardedBuffer::GuardedBuffer(size_t bytes) : all_(bytes + 2 * kGuard), bytes_(bytes) {
+  check(cudaMemset(all_.get(), kGuardFill, bytes + 2 * kGuard), "cudaMemset (output guards)");
+}
+
+void GuardedBuffer::download(HostTensor& t) const {
+  if (t.bytes.size() != bytes_) throw std::invalid_argument("download: size mismatch");
+  if (bytes_ > 0) check(cudaMemcpy(t.bytes.data(), get(), bytes_, cudaMemcpyDeviceToHost), "download");
+}
+
+std::string GuardedBuffer::breach(const std::string& name, int elem_size) const {
+  std::vector<unsigned char> before(kGuard), after(kGuard);
+  const char* base = static_cast<const char*>(all_.get());
+  check(cudaMemcpy(before.data(), base, kGuard, cudaMemcpyDeviceToHost), "download (output guard)");
+  check(cudaMemcpy(after.data(), base + kGuard + bytes_, kGuard, cudaMemcpyDeviceToHost), "download (output guard)");
+  return guard_breach(name, int64_t(bytes_) / (elem_size > 0 ? elem_size : 1), elem_size, before.data(), after.data(),
+                      kGuard);
 }
 
 }  // namespace fc::cuda

@@ -129,8 +129,9 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[kNB][4], float (&
 }
 
 // o / l and lse for the 16-row block starting at query row0 of head (b, h): rows past n_q are not
-// written; l = 0 (no visible key) gives o = 0 and lse = -inf (contract).
-template <class T, int kDB>
+// written; l = 0 (no visible key) gives o = 0 and lse = -inf (contract). kPastEnd (a CUDA mutant's
+// fault, Fault::TiledStorePastEnd): the row predicate off by one, so row n_q is written too.
+template <class T, int kDB, bool kPastEnd = false>
 __device__ __forceinline__ void store_o_lse(const FwdParams<T>& p, const float (&o)[kDB][4], const float (&m)[2],
                                             const float (&l)[2], int b, int h, int64_t row0) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -139,7 +140,11 @@ __device__ __forceinline__ void store_o_lse(const FwdParams<T>& p, const float (
     const int64_t i = row0 + g + 8 * r;
     const float l_row = quad_sum(l[r]);
     const float inv = rules::inv_l(l_row);
-    if (i >= p.n_q) continue;
+    if constexpr (kPastEnd) {
+      if (i > p.n_q) continue;
+    } else {
+      if (i >= p.n_q) continue;
+    }
     T* o_row = p.o + ((int64_t(b) * p.heads_q + h) * p.n_q + i) * (kDB * 8);  // (d)
 #pragma unroll
     for (int db = 0; db < kDB; ++db)

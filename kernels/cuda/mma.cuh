@@ -163,4 +163,8 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// An element offset as 32-bit arithmetic leaves it: wrapped modulo 2^32, read as signed (the CUDA
+// mutants' Fault::TiledOffset32 and Fault::TiledDqAccPad32).
+__device__ __forceinline__ int64_t wrap32(int64_t x) { return int32_t(uint32_t(uint64_t(x))); }
+
 }  // namespace fc::cuda

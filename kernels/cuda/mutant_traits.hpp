@@ -14,16 +14,18 @@ namespace fc::cuda {
 
 enum class Fault : int {
   None = 0,
-  TiledNoSync,       // cuda_tiled forward: no __syncthreads after cp.async.wait_group (a race)
-  TiledTail,         // cuda_tiled forward: the last partial key tile read and used without the n_k predicate
-  TiledCausalSkip,   // cuda_tiled forward: the causal walk one key tile short
-  TiledOffset32,     // cuda_tiled forward: head offsets of q, k, v, o, lse in 32 bits
-  TiledDqPlainAdd,   // cuda_tiled backward: d_q += by a plain load-add-store instead of an atomic
-  WgmmaSkipKFull,    // cuda_wgmma forward: S GEMMs issued without waiting on k_full (a race with the TMA)
-  WgmmaRingWrap,     // cuda_wgmma forward: the consumers' stage index wraps at 3, not 2
-  WgmmaNoRescale,    // cuda_wgmma forward: consumer warpgroup 1 never rescales o
-  WgmmaDsNoSwizzle,  // cuda_wgmma backward: dS^T stored without the 128-byte swizzle its GEMM reads
-  WgmmaDsSyncScope,  // cuda_wgmma backward: the barrier before the d_q GEMM spans one warpgroup (a race)
+  TiledNoSync,        // cuda_tiled forward: no __syncthreads after cp.async.wait_group (a race)
+  TiledTail,          // cuda_tiled forward: the last partial key tile read and used without the n_k predicate
+  TiledCausalSkip,    // cuda_tiled forward: the causal walk one key tile short
+  TiledOffset32,      // cuda_tiled forward: head offsets of q, k, v, o, lse in 32 bits
+  TiledDqPlainAdd,    // cuda_tiled backward: d_q += by a plain load-add-store instead of an atomic
+  TiledStorePastEnd,  // cuda_tiled forward: the o / lse row predicate off by one (row n_q is written)
+  TiledDqAccPad32,    // cuda_tiled backward: a d_q accumulator padded to 128 rows per head, offsets in 32 bits
+  WgmmaSkipKFull,     // cuda_wgmma forward: S GEMMs issued without waiting on k_full (a race with the TMA)
+  WgmmaRingWrap,      // cuda_wgmma forward: the consumers' stage index wraps at 3, not 2
+  WgmmaNoRescale,     // cuda_wgmma forward: consumer warpgroup 1 never rescales o
+  WgmmaDsNoSwizzle,   // cuda_wgmma backward: dS^T stored without the 128-byte swizzle its GEMM reads
+  WgmmaDsSyncScope,   // cuda_wgmma backward: the barrier before the d_q GEMM spans one warpgroup (a race)
 };
 
 // The launcher whose kernel carries the fault.
@@ -62,6 +64,14 @@ inline constexpr CudaMutant kCudaMutants[] = {
     {"cuda_mutant_tiled_dq_plain_add",
      "cuda_tiled backward adding d_q by a plain load-add-store: key tiles' CTAs lose each other's contributions",
      Fault::TiledDqPlainAdd, FaultSite::TiledBackward, DType::BF16, 64, {128, 64}, {64, 64}, false, false},
+    {"cuda_mutant_tiled_store_past_end",
+     "cuda_tiled forward whose o / lse row predicate is i > n_q, not i >= n_q: row n_q is written, the next head's "
+     "first row or, in the last head, one row past the end of o and one element past the end of lse",
+     Fault::TiledStorePastEnd, FaultSite::TiledForward, DType::F16, 64, {128, 64}, {64, 64}, false, false},
+    {"cuda_mutant_tiled_dq_acc_pad32",
+     "cuda_tiled backward with FlashAttention-2's d_q accumulator, padded to 128 rows per head, indexed in 32-bit "
+     "int arithmetic: the offset wraps once b h round_up(n_q, 128) d passes 2^31, while no tensor does",
+     Fault::TiledDqAccPad32, FaultSite::TiledBackward, DType::F16, 128, {64, 64}, {64, 64}, false, false},
     {"cuda_mutant_wgmma_skip_k_full",
      "cuda_wgmma forward issuing S = q k_n^T without waiting on k_full: the stage may still hold k_{n-2} or k_n "
      "half-landed",
@@ -81,6 +91,11 @@ inline constexpr CudaMutant kCudaMutants[] = {
      Fault::WgmmaDsSyncScope, FaultSite::WgmmaBackward, DType::BF16, 64, {128, 128}, {128, 128}, true, false},
 };
 // clang-format on
+
+// The workspace of Fault::TiledDqAccPad32: the real backward's, then (from a 256-byte boundary) the
+// padded accumulator, b h_q round_up(n_q, 128) d floats (tiled_backward.cu).
+size_t padded_dq_workspace_offset(const Problem& p);
+size_t padded_dq_workspace_bytes(const Problem& p);
 
 // The faulty launchers, one per site (the .cu file of the kernel): run mutant kCudaMutants[i]'s fault
 // on its one instantiation. cudaErrorInvalidValue for a fault of another site or a problem of

@@ -51,6 +51,17 @@ __global__ void __launch_bounds__(256) bwd_dq_convert_kernel(const float* acc, T
     d_q[x] = Storage<T>::from_float(acc[x] * scale);
 }
 
+// d_q = T(scale * acc) from an accumulator padded to n_q_pad rows per head (b, h_q, n_q_pad, d): the
+// layout of Fault::TiledDqAccPad32 only (FlashAttention-2's dq_accum), read with 64-bit offsets.
+template <class T>
+__global__ void __launch_bounds__(256)
+    bwd_dq_convert_padded_kernel(const float* acc, T* d_q, int64_t n, int n_q, int n_q_pad, int d, float scale) {
+  for (int64_t x = blockIdx.x * int64_t(256) + threadIdx.x; x < n; x += int64_t(gridDim.x) * 256) {
+    const int64_t row = x / d, c = x % d, bh = row / n_q, i = row % n_q;
+    d_q[x] = Storage<T>::from_float(acc[(bh * n_q_pad + i) * d + c] * scale);
+  }
+}
+
 // Shared memory of one CTA: the k and v tiles, two stages of q and d_o, two of lse2 and D (fp32), and
 // with kAtomicDq the dS^T tile of the d_q GEMM.
 template <class T, int kD, int kBlockM, int kBlockN, bool kAtomicDq>
@@ -198,6 +209,8 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
       // d_q tile (kBlockM, kD) += dS K, in (16 rows, 32 columns) units spread over the warps.
       constexpr int kUnits = (kBlockM / 16) * (kD / 32);
       float* acc_bh = p.dq_acc + offset_q(p.pr, b, h, m0);  // (kBlockM, kD)
+      if constexpr (kFault == Fault::TiledDqAccPad32)  // (b, h_q, n_q_pad, kD), its offset in 32-bit int arithmetic
+        acc_bh = p.dq_acc + wrap32(((int64_t(b) * p.heads_q + h) * p.n_q_pad + m0) * kD);
       for (int u = warp; u < kUnits; u += kWarps) {
         const int r0 = (u / (kD / 32)) * 16, c0 = (u % (kD / 32)) * 32;
         float dq[4][4] = {};  // (16, 32) d_q unit of this warp
@@ -265,8 +278,19 @@ cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) 
     auto kernel = bwd_kv_kernel<T, kD, kBlockM, kBlockN, true, kFault>;
     constexpr int smem = kv_smem_bytes<T, kD, kBlockM, kBlockN, true>();
     if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess) return e;
+    if constexpr (kFault == Fault::TiledDqAccPad32) {  // the padded accumulator, zeroed whole
+      const int64_t n = int64_t(p.batch) * p.heads_q * p.n_q_pad * kD;
+      if ((e = cudaMemsetAsync(p.dq_acc, 0, size_t(n) * sizeof(float), stream)) != cudaSuccess) return e;
+    }
     kernel<<<grid, kBlockN * 2, smem, stream>>>(p);
-    backward_dq_convert(p, stream);
+    if constexpr (kFault == Fault::TiledDqAccPad32) {
+      const int64_t n = int64_t(p.batch) * p.heads_q * p.n_q * kD;
+      const unsigned blocks = unsigned((n + 255) / 256 < 65536 ? (n + 255) / 256 : 65536);
+      bwd_dq_convert_padded_kernel<T>
+          <<<blocks, 256, 0, stream>>>(p.dq_acc, static_cast<T*>(p.d_q), n, p.n_q, p.n_q_pad, kD, p.scale);
+    } else {
+      backward_dq_convert(p, stream);
+    }
   } else if constexpr (kFault != Fault::None) {
     return cudaErrorInvalidValue;
   } else {
@@ -299,6 +323,12 @@ void backward_dq_convert(const BwdParams& p, cudaStream_t stream) {
 
 size_t TiledTraits::backward_workspace_bytes(const Problem& p) { return backward_workspace_bytes_of(p); }
 
+size_t padded_dq_workspace_offset(const Problem& p) { return (backward_workspace_bytes_of(p) + 255) / 256 * 256; }
+
+size_t padded_dq_workspace_bytes(const Problem& p) {
+  return padded_dq_workspace_offset(p) + size_t(p.batch) * p.heads_q * padded_rows(p.n_q) * p.d * sizeof(float);
+}
+
 // The tiles of tiled_traits.hpp, for its dtypes and head dims.
 cudaError_t TiledTraits::backward(const Problem& pr, Tile t, bool deterministic, const BackwardArgs& a, void* workspace,
                                   cudaStream_t stream) {
@@ -320,7 +350,9 @@ cudaError_t TiledTraits::backward(const Problem& pr, Tile t, bool deterministic,
 cudaError_t tiled_backward_mutant(Fault f, const Problem& pr, const BackwardArgs& a, void* workspace,
                                   cudaStream_t stream) {
   if (!well_formed(pr)) return cudaErrorInvalidValue;
-  const BwdParams p = make_bwd_params(pr, a, workspace);
+  BwdParams p = make_bwd_params(pr, a, workspace);
+  if (f == Fault::TiledDqAccPad32)  // its padded accumulator past the workspace of the real kernel
+    p.dq_acc = reinterpret_cast<float*>(static_cast<char*>(workspace) + padded_dq_workspace_offset(pr));
   return mutant_switch<FaultSite::TiledBackward>(f, pr, [&](auto i) {
     constexpr CudaMutant m = kCudaMutants[decltype(i)::value];
     return launch<MutantStorage<decltype(i)::value>, m.d, m.backward.block_m, m.backward.block_n, m.fault>(p, false,

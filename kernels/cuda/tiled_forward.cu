@@ -21,9 +21,6 @@ constexpr int forward_smem_bytes() {
   return (kBlockM + 4 * kBlockN) * kD * int(sizeof(T));
 }
 
-// An element offset as 32-bit arithmetic leaves it: wrapped modulo 2^32, read as signed (Fault::TiledOffset32).
-__device__ __forceinline__ int64_t wrap32(int64_t x) { return int32_t(uint32_t(uint64_t(x))); }
-
 // kMT: 16-row m-tiles per warp. kMT = 1 keeps the warp's q fragments in registers; kMT = 2 reads
 // them from shared memory at every k-step but reuses each k / v fragment for two m-tiles, halving
 // the shared-memory traffic per mma (the FlashAttention-2 layout). kFault: a planted fault of a CUDA
@@ -162,7 +159,8 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
   cp_async_wait<0>();
 
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) store_o_lse<T, kDB>(p, o[mt], m[mt], l[mt], b, h, m0 + w0 + mt * 16);
+  for (int mt = 0; mt < kMT; ++mt)
+    store_o_lse<T, kDB, kFault == Fault::TiledStorePastEnd>(p, o[mt], m[mt], l[mt], b, h, m0 + w0 + mt * 16);
 }
 
 template <class T, int kD, int kBlockM, int kBlockN, int kMT, Fault kFault = Fault::None>
