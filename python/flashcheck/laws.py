@@ -26,6 +26,7 @@ LAWS = (
     ("nan_blast", "a NaN or inf poisons only the rows that read it"),
     ("consecutive_calls", "a call's outputs do not depend on the calls before it (other data, strides or dtype of its shape)"),
     ("softmax_row", "the online softmax of a row equals the exact softmax within the shifted-softmax bound"),
+    ("padded_scratch", "scratch padded to 128 rows past 2^31 elements, every tensor below it: sampled heads agree with the reference"),
     ("large_offsets", "tensors past 2^31 elements are indexed right: sampled heads agree with the reference"),
 )
 IDS = tuple(law_id for law_id, _ in LAWS)
