@@ -127,7 +127,7 @@ TEST_CASE("the correct CUDA kernels hold large_offsets", "[gpu]") {
   }
 }
 
-TEST_CASE("padded_scratch kills cuda_mutant_tiled_dq_acc_pad32, which reference and large_offsets do not", "[gpu]") {
+TEST_CASE("padded_scratch kills cuda_mutant_tiled_dq_acc_pad32 and neither reference nor large_offsets does", "[gpu]") {
   const fc::Kernel* k = fc::find_kernel("cuda_mutant_tiled_dq_acc_pad32");
   REQUIRE(k != nullptr);
   const fc::props::LawResult ref = fc::props::run_law(*fc::props::find_law("reference"), *k, {});
