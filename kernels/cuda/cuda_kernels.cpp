@@ -90,6 +90,10 @@ Kernel registry_row(const CudaKernel& ck) {
   k.info.masks = {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight};
   k.info.head_dims.assign(ck.head_dims.begin(), ck.head_dims.end());
   k.info.backward = ck.backward != nullptr;
+  // The backward's default (Config::deterministic false) adds d_q by fp32 atomics or TMA reduce-adds:
+  // the order, and so the last bit, changes run to run (determinism and consecutive_calls hold the
+  // gradients to the reordering tolerance there; the deterministic variant's bits: cuda_tiled_test).
+  k.info.atomic_backward = ck.backward != nullptr;
   k.info.stores_s_p = ck.stores_s_p;
   k.info.large_offsets = ck.large_offsets;
   k.info.exact = ck.exact;
