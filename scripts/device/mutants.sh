@@ -6,7 +6,9 @@
 #   kills     each CUDA mutant killed by `check`'s default budget (cuda_mutants_test, one process per
 #             mutant, KILL_JOBS at a time, default 1) and the kill table (the first law that kills each)
 #   controls  large_offsets' witness (it kills cuda_mutant_tiled_offset32, reference does not), the
-#             correct kernels hold large_offsets, the base kernels pass every law at the mutants' builds
+#             correct kernels hold large_offsets, padded_scratch's witness (cuda_mutant_tiled_dq_acc_pad32)
+#             and the correct kernels under it, the output guards' witness, the base kernels pass
+#             every law at the mutants' builds
 #   sanitize  compute-sanitizer racecheck and memcheck on the CUDA kernels with a backward (a few reference
 #             cases each), and racecheck on the mutants that plant a race (it may or may not see them)
 #   shapes    the shape histogram of the cases `check --kernel cuda_wgmma` draws (and cuda_tiled's),
@@ -63,7 +65,11 @@ for s in ${*:-kills}; do
       cat "$table"
       ;;
     controls)
-      step witness_large_offsets 200 "$bin/cuda_mutants_test" "large_offsets kills cuda_mutant_tiled_offset32, which reference does not"
+      # A comma in a Catch test filter means "or": escaped, so that the one test runs.
+      step witness_large_offsets 200 "$bin/cuda_mutants_test" "large_offsets kills cuda_mutant_tiled_offset32\\, which reference does not"
+      step witness_padded_scratch 150 "$bin/cuda_mutants_test" "padded_scratch kills cuda_mutant_tiled_dq_acc_pad32 and neither reference nor large_offsets does"
+      step correct_padded_scratch 150 "$bin/cuda_mutants_test" "the correct CUDA kernels hold padded_scratch"
+      step witness_guards 60 "$bin/cuda_mutants_test" "the output guards name the element cuda_mutant_tiled_store_past_end writes past o"
       step correct_large_offsets 150 "$bin/cuda_mutants_test" "the correct CUDA kernels hold large_offsets"
       step base_kernels 400 "$bin/cuda_mutants_test" "the mutants' base kernels pass every law at the mutants' builds"
       ;;
