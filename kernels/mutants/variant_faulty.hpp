@@ -60,5 +60,7 @@ Kernel make_variant_faulty_kernel(VariantFault f, const std::string& name, const
 
 // The registered variant mutants (mutants.cpp appends them to the mutant table).
 void register_variant_mutants(std::vector<Kernel>& out);
+// The merge-state and split-KV mutants (merge_mutants.cpp).
+void register_merge_mutants(std::vector<Kernel>& out);
 
 }  // namespace fc::mutants
