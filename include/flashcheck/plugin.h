@@ -1,4 +1,4 @@
-/* flashcheck plugin C ABI, version 4: the one interface through which flashcheck runs a kernel it did
+/* flashcheck plugin C ABI, version 5: the one interface through which flashcheck runs a kernel it did
  * not build (`flashcheck check --plugin lib.so`, the Python bridge).
  *
  * A plugin is a shared library that exports `flashcheck_kernel`, returning a pointer to a static
@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define FC_ABI_VERSION 4
+#define FC_ABI_VERSION 5
 
 /* Marks the exported symbol visible even when the plugin builds with -fvisibility=hidden. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -166,9 +166,28 @@ typedef struct {
   int32_t sinks;                /* contract v3: 1: attention sinks (fc_problem.sinks); 0: never offered them */
 } fc_declarations;
 
+/* Version 5: merge states (docs/SEMANTICS.md, "Merge states"), FlashInfer's merge_state(s) and the
+ * split-KV combine: P partial results (o_p, lse_p) of the same rows, each the attention of those rows
+ * over a disjoint subset of the keys, merged into the attention over their union:
+ *   lse = log sum_p exp(lse_p),   o = sum_p exp(lse_p - lse) o_p.
+ * An empty partial is (o_p = 0, lse_p = -inf) and weighs exactly 0 (it changes no bit of the result);
+ * a row whose partials are all empty gives o = 0, lse = -inf, never NaN. lse values are finite or -inf. */
+typedef struct {
+  int32_t partials, rows, heads, d_v;
+  int32_t dtype;   /* enum fc_dtype_code of o_p and o: F16, BF16 or F32 (lse is fp32) */
+  int32_t probing; /* 1: a probe with every data pointer NULL: return 0 if the kernel takes this problem */
+} fc_merge_problem;
+
+typedef struct {
+  DLTensor o_partial;   /* (partials, rows, heads, d_v), dtype; any strides */
+  DLTensor lse_partial; /* fp32 (partials, heads, rows); any strides */
+  DLTensor o;           /* (rows, heads, d_v), dtype, compact: written */
+  DLTensor lse;         /* fp32 (heads, rows), compact: written */
+} fc_merge_args;
+
 typedef struct {
   int32_t abi_version; /* FC_ABI_VERSION (2 and 3 still load: 2 without declarations and fc_problem's tail,
-                          3 without fc_problem.sinks and fc_declarations past large_offsets) */
+                          3 without fc_problem.sinks and fc_declarations past large_offsets, 4 without merge) */
   const char *name;
   int32_t device_type; /* kDLCPU or kDLCUDA: where the suite places the tensors */
   int32_t writes_lse;  /* 0: lse is ignored; the suite supplies it to backward */
@@ -176,7 +195,11 @@ typedef struct {
   int (*forward)(const fc_problem *, const fc_forward_args *, void *stream);   /* 0 on success */
   int (*backward)(const fc_problem *, const fc_backward_args *, void *stream); /* NULL: none */
   const char *(*last_error)(void); /* text for a nonzero return; may be NULL */
-  const fc_declarations *declarations; /* version 3 and 4; NULL: nothing declared */
+  const fc_declarations *declarations; /* version 3 and later; NULL: nothing declared */
+  /* Version 5 only (read when abi_version is 5). Non-NULL: a merge-state kernel (its supports, forward
+   * and backward are never called and may be NULL); 0 on success. Host kernels (kDLCPU) only; the
+   * suite calls it in its own process (`--isolation none`). */
+  int (*merge)(const fc_merge_problem *, const fc_merge_args *, void *stream);
 } fc_kernel;
 
 /* The one exported symbol. supports() sees the shapes, strides, dtypes and devices the call will

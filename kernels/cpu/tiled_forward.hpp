@@ -35,7 +35,7 @@ void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
     const int64_t lo = std::max(k0, blk.begin), hi = std::min(k1, blk.end);
     for (int64_t j0 = lo / t.block_n * t.block_n; j0 < hi && lo < hi; j0 += t.block_n) {
       const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
-      if (kDropSplitTail && j1 == h.n_k && h.n_k % t.block_n != 0) break;  // mutant_split_drop_tail
+      if (kDropSplitTail && t.splits > 1 && j1 == h.n_k && h.n_k % t.block_n != 0) break;  // the mutant
       for (int64_t r = 0; r < rows; ++r) {
         const KeyRange vis = keys(h, i0 + r);
         const int64_t jb = std::max(j0, vis.begin), jv = std::min(j1, vis.end);  // visible keys: [jb, jv)

@@ -13,7 +13,7 @@ namespace fc::plugin {
 
 Meta validate(const fc_kernel* k, const std::string& where) {
   if (!k) throw LoadError(fmt::format("{}: flashcheck_kernel() returned NULL", where));
-  if (k->abi_version != 2 && k->abi_version != 3 && k->abi_version != FC_ABI_VERSION)
+  if (k->abi_version < 2 || k->abi_version > FC_ABI_VERSION)
     throw LoadError(fmt::format("{} implements plugin ABI version {}; this flashcheck reads versions 2 to {}",
                                 where, k->abi_version, FC_ABI_VERSION));
   if (!k->name || !*k->name) throw LoadError(fmt::format("{}: the kernel has no name", where));
@@ -26,6 +26,14 @@ Meta validate(const fc_kernel* k, const std::string& where) {
   }
   if (k->device_type != kDLCPU && k->device_type != kDLCUDA)
     throw LoadError(fmt::format("{}: device_type {} is neither kDLCPU (1) nor kDLCUDA (2)", where, k->device_type));
+  const bool merge = k->abi_version >= 5 && k->merge != nullptr;  // fc_kernel ends at declarations before 5
+  if (merge) {
+    if (k->device_type != kDLCPU)
+      throw LoadError(fmt::format("{}: a merge kernel must be a host kernel (device_type kDLCPU)", where));
+    Meta m{k->name, k->device_type, true, false, k->abi_version, {}};
+    m.merge = true;
+    return m;
+  }
   if (!k->supports) throw LoadError(fmt::format("{}: the supports entry is NULL", where));
   if (!k->forward) throw LoadError(fmt::format("{}: the forward entry is NULL", where));
   Meta m{k->name, k->device_type, k->writes_lse != 0, k->backward != nullptr, k->abi_version, {}};

@@ -1,6 +1,7 @@
 #include "kernels/plugin/subject.hpp"
 
 #include "kernels/plugin/executor.hpp"
+#include "kernels/plugin/merge_plugin.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -187,6 +188,13 @@ void Subject::declare() {
 Subject::Subject(std::unique_ptr<Backend> backend, SubjectOptions opt)
     : backend_(std::move(backend)), opt_(std::move(opt)) {
   const Meta m = backend_->meta();
+  if (m.merge) {  // a merge-state kernel (ABI version 5): no attention probe, its calls in this process
+    const fc_kernel* k = backend_->in_process_kernel();
+    if (!k)
+      throw LoadError(fmt::format("{}: a merge-state kernel runs in flashcheck's process: add --isolation none", m.name));
+    kernel_ = merge_kernel(k, opt_.description);
+    return;
+  }
   KernelInfo& i = kernel_.info;
   i.name = m.name;
   i.device = m.device_type == kDLCUDA ? "cuda" : "cpu";
