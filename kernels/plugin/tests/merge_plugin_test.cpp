@@ -1,0 +1,43 @@
+// Merge-state plugins (ABI version 5, fc_kernel.merge) end to end: the example merge kernel passes the
+// merge laws, its planted exp(-inf - -inf) fails merge_empty, it asks for --isolation none when run
+// isolated; a version-4 attention plugin still loads and runs.
+#include "tests/catch.hpp"
+
+#include "kernels/plugin/tests/run_cli.hpp"
+
+using namespace fc::plugin::testing;
+
+TEST_CASE("check --plugin: the example merge kernel passes the merge laws and no attention law applies", "[cpu]") {
+  const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_merge_none"), "--isolation", "none", "--seed", "3"});
+  CAPTURE(r.out, r.err);
+  CHECK(r.code == 0);
+  for (const char* law : {"merge_identity", "merge_empty", "merge_associativity", "merge_union"})
+    CHECK(r.out.find(std::string("PASS  ") + law) != std::string::npos);
+  CHECK(r.out.find("n/a   reference") != std::string::npos);
+  CHECK(r.out.find("every law holds") != std::string::npos);
+}
+
+TEST_CASE("check --plugin: a merge kernel without the empty-row guard fails merge_empty", "[cpu]") {
+  for (const char* seed : {"1", "2", "3"}) {
+    const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_merge_nan_empty"), "--isolation", "none", "--law",
+                           "merge_empty", "--seed", seed});
+    CAPTURE(seed, r.out, r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.find("FAIL  merge_empty") != std::string::npos);
+  }
+}
+
+TEST_CASE("check --plugin: a merge kernel run isolated is one line and exit 2", "[cpu]") {
+  const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_merge_none")});
+  CAPTURE(r.out, r.err);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--isolation none") != std::string::npos);
+}
+
+TEST_CASE("check --plugin: a version-4 plugin still loads and passes", "[cpu]") {
+  const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_cpu_abi4"), "--law", "reference", "--cases", "20",
+                         "--seed", "2", "--regressions", no_regressions()});
+  CAPTURE(r.out, r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("PASS  reference") != std::string::npos);
+}
