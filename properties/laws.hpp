@@ -44,6 +44,7 @@ struct Law {
   bool long_rows = false;
   bool merge = false;         // a law of merge-state kernels (KernelKind::Merge); the others judge attention kernels
   bool needs_splits = false;  // needs a split-KV config and its unsplit twin (split_pairs)
+  int once_cases = 1;         // check_once: the cases it judges (the merge laws draw many from the seed)
 };
 
 // The split-KV configs of kernel info i, each with its twin (the same config with splits = 0) where the

@@ -20,7 +20,7 @@
 namespace fc::props {
 namespace merge_laws {
 
-constexpr int kCases = 40;  // merge problems per law and seed
+constexpr int kCases = 100;  // merge problems per law and seed (check's default budget)
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 ref::Merge64 to64(const MergeInputs& in) {
@@ -465,22 +465,26 @@ void add_merge_laws(std::vector<Law>& out) {
                  .sentence = "merging with empty partials (0, -inf), anywhere among the partials, changes no bit",
                  .regimes = {R::Normal},
                  .check_once = law_merge_identity,
-                 .merge = true});
+                 .merge = true,
+                 .once_cases = kCases});
   out.push_back({.id = "merge_empty",
                  .sentence = "a row whose partials are all empty merges to o = 0, lse = -inf, never NaN",
                  .regimes = {R::Normal},
                  .check_once = law_merge_empty,
-                 .merge = true});
+                 .merge = true,
+                 .once_cases = kCases});
   out.push_back({.id = "merge_associativity",
                  .sentence = "merging in groups and in any order agrees with merging at once within the merge bound",
                  .regimes = {R::Normal},
                  .check_once = law_merge_associativity,
-                 .merge = true});
+                 .merge = true,
+                 .once_cases = kCases});
   out.push_back({.id = "merge_union",
                  .sentence = "merging the partials of disjoint key ranges gives attention over their union",
                  .regimes = {R::Normal},
                  .check_once = law_merge_union,
-                 .merge = true});
+                 .merge = true,
+                 .once_cases = kCases});
   out.push_back({.id = "split_invariance",
                  .sentence = "the split count of split-KV never changes the answer beyond the bound",
                  .regimes = {R::Normal, R::Outliers, R::Ties, R::FullyMasked, R::FarBelow},

@@ -198,7 +198,7 @@ LawResult run_once(const Law& law, const Kernel& k, const RunOptions& opt) {
   } catch (const std::exception& e) {
     res.message = fmt::format("threw: {}\n", e.what());
   }
-  res.cases = 1;
+  res.cases = law.once_cases;
   if (res.message.empty()) return res;
   res.ok = false;
   res.counterexample = "the case is the law's own, built from the seed\n";
