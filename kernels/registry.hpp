@@ -98,18 +98,18 @@ enum class KernelKind : int32_t { Attention = 0, Merge = 1 };
 struct KernelInfo {
   std::string name;
   KernelKind kind = KernelKind::Attention;  // Merge: no attention problem is ever claimed (no masks, no dtypes)
-  std::string device;         // "cpu" or "cuda"
-  bool mutant = false;        // planted bug: the suite must catch it
-  std::string description;    // one line
-  std::vector<DType> dtypes;  // storage dtypes supported, one for every tensor
-  std::vector<DtypeSet> mixed_dtypes;  // per-tensor dtypes supported ({q, kv, o} not all one; a plugin's
-                                       // declared combinations): drawn beside `dtypes`
+  std::string device;                       // "cpu" or "cuda"
+  bool mutant = false;                      // planted bug: the suite must catch it
+  std::string description;                  // one line
+  std::vector<DType> dtypes;                // storage dtypes supported, one for every tensor
+  std::vector<DtypeSet> mixed_dtypes;       // per-tensor dtypes supported ({q, kv, o} not all one; a plugin's
+                                            // declared combinations): drawn beside `dtypes`
   std::vector<Mask> masks;
   std::vector<int32_t> head_dims;  // empty: any d >= 1
   bool gqa = true;
   bool backward = false;
-  bool any_tile = false;        // accepts any block_m x block_n >= 1
-  std::vector<Config> configs;  // tile configs offered (block-size invariance ranges over these)
+  bool any_tile = false;              // accepts any block_m x block_n >= 1
+  std::vector<Config> configs;        // tile configs offered (block-size invariance ranges over these)
   std::vector<Config> split_configs;  // split-KV configs (splits >= 2) judged by split_invariance alone, each
                                       // against its twin with splits = 0 (configs' entries with splits >= 2
                                       // are judged by it too)

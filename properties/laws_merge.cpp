@@ -150,9 +150,9 @@ std::string merged_within(const MergeProblem& p, const MergeOutputs& got, const 
   const std::pair<const char*, int> tensors[] = {{"o", 0}, {"lse", 1}};
   for (auto [name, which] : tensors) {
     const HostTensor& t = which == 0 ? got.o : got.lse;
-    const ref::Verdict v = ref::within_bound(t.to_f64(), which == 0 ? want.o : want.lse,
-                                             which == 0 ? bound.o : bound.lse, which == 0 ? p.dtype : DType::F32,
-                                             ref::Infinite::NoClaim);
+    const ref::Verdict v =
+        ref::within_bound(t.to_f64(), which == 0 ? want.o : want.lse, which == 0 ? bound.o : bound.lse,
+                          which == 0 ? p.dtype : DType::F32, ref::Infinite::NoClaim);
     if (v.ok) continue;
     if (v.worst < 0) {
       msg += fmt::format("{}: {}: {} ({})\n", what, name, v.why, describe(p));
@@ -298,8 +298,8 @@ std::string law_merge_associativity(const Kernel& k, uint64_t seed) {
     std::vector<MergeOutputs> parts;
     std::vector<ref::MergeBounds> inner;
     for (int g = 0; g < groups; ++g) {
-      const MergeInputs part = select(in, std::vector<int64_t>(perm.begin() + int64_t(cut[size_t(g)]),
-                                                               perm.begin() + int64_t(cut[size_t(g) + 1])));
+      const MergeInputs part = select(
+          in, std::vector<int64_t>(perm.begin() + int64_t(cut[size_t(g)]), perm.begin() + int64_t(cut[size_t(g) + 1])));
       MergeOutputs out;
       if (std::string e = run_or_error(k, part, out); !e.empty()) return e;
       const ref::Merge64 p64 = to64(part);
@@ -407,7 +407,8 @@ std::string law_merge_union(const Kernel& k, uint64_t seed) {
           b.o[mi] += all.err.o[oi];
         }
       }
-    const std::string msg = merged_within(mp, out, want, b, "the merge of the partials against attention over all keys");
+    const std::string msg =
+        merged_within(mp, out, want, b, "the merge of the partials against attention over all keys");
     if (!msg.empty())
       return fmt::format("{} keys split at {} (n_q={}, heads_q={}, heads_kv={}, d={}, scale={:.6g}): {}", p.n_k,
                          fmt::join(cuts, ","), p.n_q, p.heads_q, p.heads_kv, p.d, p.scale, msg);

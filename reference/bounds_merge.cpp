@@ -46,7 +46,8 @@ MergeBounds merge_bounds(const Merge64& in, const CertifiedMerge& c, DType stora
         }
         const double delta = x - m;  // <= 0; fp64 rounding of it is covered by kMagnitude
         e[size_t(q)] = std::exp(delta);
-        const double hi = std::exp(delta * (1 - kArg)) * (1 + kExpLog), lo = std::exp(delta * (1 + kArg)) * (1 - kExpLog);
+        const double hi = std::exp(delta * (1 - kArg)) * (1 + kExpLog),
+                     lo = std::exp(delta * (1 + kArg)) * (1 - kExpLog);
         ew[size_t(q)] = (std::max(hi - e[size_t(q)], e[size_t(q)] - lo) + kTinyW) * kMagnitude;
         sum += e[size_t(q)];
         ew_sum += ew[size_t(q)];

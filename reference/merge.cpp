@@ -12,11 +12,11 @@ namespace fc::ref {
 namespace merge_oracle {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kU = 0x1p-53;               // fp64 unit roundoff
-constexpr double kExpU = 4 * kU;             // glibc's exp and log: below 1 ulp; charged 2 ulp = 4 u
-constexpr double kDropArg = -700;            // exp arguments below this: the weight is taken as 0 ...
+constexpr double kU = 0x1p-53;                // fp64 unit roundoff
+constexpr double kExpU = 4 * kU;              // glibc's exp and log: below 1 ulp; charged 2 ulp = 4 u
+constexpr double kDropArg = -700;             // exp arguments below this: the weight is taken as 0 ...
 constexpr double kDroppedWeight = 0x1p-1008;  // ... an error of at most exp(-700) < 2^-1008 each
-constexpr double kSlack = 1 + 0x1p-40;       // the bound's own fp64 evaluation (a few dozen roundings)
+constexpr double kSlack = 1 + 0x1p-40;        // the bound's own fp64 evaluation (a few dozen roundings)
 
 double gamma(double n) { return n * kU / (1 - n * kU); }
 

@@ -19,7 +19,7 @@
 #endif
 
 static char error[256];
-static const char *last_error(void) { return error; }
+static const char* last_error(void) { return error; }
 
 /* fp16 and bf16 through fp32 (round to nearest even on the way back). */
 static float half_to_float(uint16_t h) {
@@ -58,23 +58,23 @@ static uint16_t float_to_bf16(float f) {
   return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
 }
 
-static float get(const DLTensor *t, const int64_t *idx) {
+static float get(const DLTensor* t, const int64_t* idx) {
   int64_t at = 0;
   for (int a = 0; a < t->ndim; ++a) at += idx[a] * (t->strides ? t->strides[a] : 1);
-  const char *base = (const char *)t->data + t->byte_offset;
-  if (t->dtype.bits == 32) return ((const float *)base)[at];
-  const uint16_t v = ((const uint16_t *)base)[at];
+  const char* base = (const char*)t->data + t->byte_offset;
+  if (t->dtype.bits == 32) return ((const float*)base)[at];
+  const uint16_t v = ((const uint16_t*)base)[at];
   return t->dtype.code == kDLBfloat ? bf16_to_float(v) : half_to_float(v);
 }
-static void put(const DLTensor *t, int64_t at, float x) {
-  char *base = (char *)t->data + t->byte_offset;
+static void put(const DLTensor* t, int64_t at, float x) {
+  char* base = (char*)t->data + t->byte_offset;
   if (t->dtype.bits == 32)
-    ((float *)base)[at] = x;
+    ((float*)base)[at] = x;
   else
-    ((uint16_t *)base)[at] = t->dtype.code == kDLBfloat ? float_to_bf16(x) : float_to_half(x);
+    ((uint16_t*)base)[at] = t->dtype.code == kDLBfloat ? float_to_bf16(x) : float_to_half(x);
 }
 
-static int merge(const fc_merge_problem *p, const fc_merge_args *a, void *stream) {
+static int merge(const fc_merge_problem* p, const fc_merge_args* a, void* stream) {
   (void)stream;
   if (p->dtype != FC_DTYPE_F16 && p->dtype != FC_DTYPE_BF16 && p->dtype != FC_DTYPE_F32) {
     strcpy(error, "dtype must be F16, BF16 or F32");
@@ -127,4 +127,4 @@ static const fc_kernel kernel = {.abi_version = 5,
                                  .last_error = last_error,
                                  .merge = merge};
 
-FC_PLUGIN_EXPORT const fc_kernel *flashcheck_kernel(void) { return &kernel; }
+FC_PLUGIN_EXPORT const fc_kernel* flashcheck_kernel(void) { return &kernel; }

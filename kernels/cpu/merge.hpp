@@ -50,7 +50,8 @@ void merge_states(const MergeInputs& in, MergeOutputs& out) {
       if constexpr (F == MergeFault::NoMaxSub) m = 0;
       float sum = 0;
       for (int64_t q = 0; q < p.partials; ++q) {
-        float x = F == MergeFault::NanOnEmpty ? exp_fn(lse[size_t(q)] - m) : rules::merge_weight(lse[size_t(q)], m, exp_fn);
+        float x =
+            F == MergeFault::NanOnEmpty ? exp_fn(lse[size_t(q)] - m) : rules::merge_weight(lse[size_t(q)], m, exp_fn);
         if constexpr (F == MergeFault::Fp16Weights) x = float(Eigen::half(x));
         w[size_t(q)] = x;
         sum += x;
@@ -58,9 +59,11 @@ void merge_states(const MergeInputs& in, MergeOutputs& out) {
       const float inv = F == MergeFault::NanOnEmpty ? 1.0f / sum : rules::inv_l(sum);
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t q = 0; q < p.partials; ++q)
-        for (int64_t c = 0; c < p.d_v; ++c) acc[size_t(c)] += w[size_t(q)] * float(in.o.get(merge_o_index(p, q, r, h, c)));
+        for (int64_t c = 0; c < p.d_v; ++c)
+          acc[size_t(c)] += w[size_t(q)] * float(in.o.get(merge_o_index(p, q, r, h, c)));
       for (int64_t c = 0; c < p.d_v; ++c) out.o.set((r * p.heads + h) * p.d_v + c, double(acc[size_t(c)] * inv));
-      const float l = F == MergeFault::NanOnEmpty ? m + std::log(sum) : rules::merged_lse(m, sum, [](float x) { return std::log(x); });
+      const float l = F == MergeFault::NanOnEmpty ? m + std::log(sum)
+                                                  : rules::merged_lse(m, sum, [](float x) { return std::log(x); });
       out.lse.set(h * p.rows + r, double(l));
     }
 }

@@ -111,8 +111,8 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
 
   Kernel merge;
   merge.info = cpu::merge_info("cpu_merge",
-                          "merge states (o_p, lse_p) -> (o, lse) in fp32, partials in index order, the largest "
-                          "lse subtracted, empty rows (0, -inf)");
+                               "merge states (o_p, lse_p) -> (o, lse) in fp32, partials in index order, the largest "
+                               "lse subtracted, empty rows (0, -inf)");
   merge.merge = [](const MergeInputs& in, MergeOutputs& out) { cpu::merge_states(in, out); };
   out.push_back(std::move(merge));
 }

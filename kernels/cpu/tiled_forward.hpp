@@ -32,36 +32,36 @@ void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
     const KeyRange blk = block_keys(h, i0, i1);                     // the key tiles this row block visits
     // One run of key tiles [k0, k1) into the state <ms, ls, accs>.
     auto walk = [&](int64_t k0, int64_t k1, std::vector<L>& ms, std::vector<L>& ls, std::vector<A>& accs) {
-    const int64_t lo = std::max(k0, blk.begin), hi = std::min(k1, blk.end);
-    for (int64_t j0 = lo / t.block_n * t.block_n; j0 < hi && lo < hi; j0 += t.block_n) {
-      const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
-      if (kDropSplitTail && t.splits > 1 && j1 == h.n_k && h.n_k % t.block_n != 0) break;  // the mutant
-      for (int64_t r = 0; r < rows; ++r) {
-        const KeyRange vis = keys(h, i0 + r);
-        const int64_t jb = std::max(j0, vis.begin), jv = std::min(j1, vis.end);  // visible keys: [jb, jv)
-        L m_new = ms[size_t(r)];
-        for (int64_t j = jb; j < jv; ++j) {
-          s[size_t(j - j0)] = score<A>(h, i0 + r, j);
-          m_new = rules::running_max(m_new, s[size_t(j - j0)]);
+      const int64_t lo = std::max(k0, blk.begin), hi = std::min(k1, blk.end);
+      for (int64_t j0 = lo / t.block_n * t.block_n; j0 < hi && lo < hi; j0 += t.block_n) {
+        const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
+        if (kDropSplitTail && t.splits > 1 && j1 == h.n_k && h.n_k % t.block_n != 0) break;  // the mutant
+        for (int64_t r = 0; r < rows; ++r) {
+          const KeyRange vis = keys(h, i0 + r);
+          const int64_t jb = std::max(j0, vis.begin), jv = std::min(j1, vis.end);  // visible keys: [jb, jv)
+          L m_new = ms[size_t(r)];
+          for (int64_t j = jb; j < jv; ++j) {
+            s[size_t(j - j0)] = score<A>(h, i0 + r, j);
+            m_new = rules::running_max(m_new, s[size_t(j - j0)]);
+          }
+          // exp(m_old - m_new) re-denominates l and o; 0 (not NaN) while nothing was accumulated.
+          const L alpha = rules::rescale(ms[size_t(r)], m_new, exp_fn);
+          const L shift = rules::safe_shift(m_new);  // -inf - -inf guard for a row that saw nothing yet
+          A* acc_r = accs.data() + r * d;            // (d)
+          ls[size_t(r)] *= alpha;
+          for (int64_t c = 0; c < d; ++c) acc_r[c] = cvt<A>(cvt<L>(acc_r[c]) * alpha);
+          for (int64_t j = jb; j < jv; ++j) {
+            const L p = exp_fn(s[size_t(j - j0)] - shift);
+            ls[size_t(r)] += p;  // the row sum takes P before rounding, as FA2 sums its fp32 scores
+            // P is rounded to storage before P·V because GPU kernels convert the P fragment to the
+            // storage type to feed the tensor-core MMA; that rounding is part of what they compute.
+            const A p_op = gemm_operand<T, A>(p, t.round_p);
+            const A* v_j = h.v + j * d;  // (d)
+            for (int64_t c = 0; c < d; ++c) acc_r[c] = mac<A>(acc_r[c], p_op, v_j[c]);
+          }
+          ms[size_t(r)] = m_new;
         }
-        // exp(m_old - m_new) re-denominates l and o; 0 (not NaN) while nothing was accumulated.
-        const L alpha = rules::rescale(ms[size_t(r)], m_new, exp_fn);
-        const L shift = rules::safe_shift(m_new);  // -inf - -inf guard for a row that saw nothing yet
-        A* acc_r = accs.data() + r * d;            // (d)
-        ls[size_t(r)] *= alpha;
-        for (int64_t c = 0; c < d; ++c) acc_r[c] = cvt<A>(cvt<L>(acc_r[c]) * alpha);
-        for (int64_t j = jb; j < jv; ++j) {
-          const L p = exp_fn(s[size_t(j - j0)] - shift);
-          ls[size_t(r)] += p;  // the row sum takes P before rounding, as FA2 sums its fp32 scores
-          // P is rounded to storage before P·V because GPU kernels convert the P fragment to the
-          // storage type to feed the tensor-core MMA; that rounding is part of what they compute.
-          const A p_op = gemm_operand<T, A>(p, t.round_p);
-          const A* v_j = h.v + j * d;  // (d)
-          for (int64_t c = 0; c < d; ++c) acc_r[c] = mac<A>(acc_r[c], p_op, v_j[c]);
-        }
-        ms[size_t(r)] = m_new;
       }
-    }
     };
     if (t.splits <= 1) {
       walk(0, h.n_k, m, l, acc);
@@ -161,7 +161,8 @@ void fa1_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
 template <class T, class A, bool kDropSplitTail = false>
 void tiled_forward(const Inputs& in, const Tiling& t, Outputs& out) {
   if (t.block_m < 1 || t.block_n < 1) throw std::invalid_argument("cpu_tiled: block sizes must be >= 1");
-  if (t.splits > 1 && t.order == LoopOrder::FA1) throw std::invalid_argument("cpu_tiled: split-KV in the FA2 order only");
+  if (t.splits > 1 && t.order == LoopOrder::FA1)
+    throw std::invalid_argument("cpu_tiled: split-KV in the FA2 order only");
   const Problem& p = in.p;
   const Seqs seqs = in.seqs();
   for (int64_t b = 0; b < p.batch; ++b)

@@ -22,9 +22,11 @@ Kernel merge_mutant(const char* name, const char* description) {
 void register_merge_mutants(std::vector<Kernel>& out) {
   using F = cpu::MergeFault;
   out.push_back(merge_mutant<F::NanOnEmpty>(
-      "mutant_merge_nan_empty", "merge states without the empty-row guard: exp(-inf - -inf) = NaN when every partial is empty"));
+      "mutant_merge_nan_empty",
+      "merge states without the empty-row guard: exp(-inf - -inf) = NaN when every partial is empty"));
   out.push_back(merge_mutant<F::LseTransposed>(
-      "mutant_merge_lse_transposed", "merge states reading lse as (partials, rows, heads): heads and rows swapped (GQA decode)"));
+      "mutant_merge_lse_transposed",
+      "merge states reading lse as (partials, rows, heads): heads and rows swapped (GQA decode)"));
   out.push_back(merge_mutant<F::NoMaxSub>("mutant_merge_no_max",
                                           "merge states weighting by exp(lse_p) without subtracting the largest lse"));
   out.push_back(merge_mutant<F::Fp16Weights>("mutant_merge_fp16_weights",

@@ -78,8 +78,8 @@ Kernel merge_kernel(const fc_kernel* k, const std::string& description) {
     if (takes(k, p)) i.merge_dtypes.push_back(t);
   }
   if (i.merge_dtypes.empty())
-    throw LoadError(fmt::format("{}: merge() declines every probe (F16, BF16, F32; 2 partials, 2 rows, 2 heads, d_v 8)",
-                                m.name));
+    throw LoadError(
+        fmt::format("{}: merge() declines every probe (F16, BF16, F32; 2 partials, 2 rows, 2 heads, d_v 8)", m.name));
   out.merge_supports = [k](const MergeProblem& p) { return takes(k, p); };
   out.merge = [k, name = m.name](const MergeInputs& in, MergeOutputs& o) {
     HostTensor op = in.o, lp = in.lse;  // the plugin sees the inputs' own strides

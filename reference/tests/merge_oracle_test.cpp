@@ -30,7 +30,8 @@ Merge64 draw(std::mt19937_64& rng, int64_t P, double base, double spread, double
         double l = double(f32(base + spread * n(rng)));
         if (std::isinf(l)) l = l > 0 ? 0x1.fffffep127 : -0x1.fffffep127;
         m.lse[size_t((q * m.heads + h) * m.rows + r)] = l;
-        for (int64_t c = 0; c < m.d_v; ++c) m.o[size_t(((q * m.rows + r) * m.heads + h) * m.d_v + c)] = double(f32(n(rng)));
+        for (int64_t c = 0; c < m.d_v; ++c)
+          m.o[size_t(((q * m.rows + r) * m.heads + h) * m.d_v + c)] = double(f32(n(rng)));
       }
     }
   return m;
