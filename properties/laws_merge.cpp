@@ -2,7 +2,7 @@
 // merging partial attention results -- identity, the empty row, associativity and commutativity, and
 // equality with attention over the union of the partials' keys -- and split invariance, which holds an
 // attention kernel's split-KV configs to their unsplit twins. The merge laws build their problems from
-// the seed (Law::check_once): kCases problems per law, drawn by draw_merge below.
+// the seed (Law::check_once): kCases problems per law, drawn by draw_merge (properties/merge_gen.hpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include "properties/evidence.hpp"
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
+#include "properties/merge_gen.hpp"
 #include "reference/bounds_merge.hpp"
 #include "reference/certified.hpp"
 
@@ -48,43 +49,6 @@ HostTensor maybe_strided(const HostTensor& t, std::mt19937_64& rng) {
   std::vector<int64_t> pad(t.shape.size(), 0);
   pad.back() = int64_t(rng() % 3);
   return t.laid_out(order, 1, pad, {}, int64_t(rng() % 2));
-}
-
-// A merge problem: P from 1 to 16 (GQA-decode-like shapes a third of the time: rows = a query group of
-// 2..8 heads packed as rows, 2..4 kv heads), lse_p around a row base from 0 to 3e38 in magnitude with a
-// spread from 0.5 to 400, empty partials (o = 0, lse = -inf) at a drawn rate and rows whose partials
-// are all empty, o_p normal (times 100 at times) in the dtype, strided views at times.
-MergeInputs draw_merge(const Kernel& k, std::mt19937_64& rng, bool allow_empty_rows = true) {
-  MergeInputs in;
-  MergeProblem& p = in.p;
-  p.dtype = draw_dtype(k, rng);
-  if (rng() % 3 == 0) {
-    p.partials = 2 + int32_t(rng() % 7), p.rows = pick(rng, {2, 4, 8}), p.heads = 2 + int32_t(rng() % 3);
-    p.d_v = pick(rng, {8, 16, 32});
-  } else {
-    p.partials = 1 + int32_t(rng() % 16), p.rows = 1 + int32_t(rng() % 4), p.heads = 1 + int32_t(rng() % 4);
-    p.d_v = 1 + int32_t(rng() % 16);
-  }
-  const double empty_rate = pick(rng, {0.0, 0.2, 0.5});
-  const double o_scale = rng() % 4 == 0 ? 100.0 : 1.0;
-  HostTensor o(p.dtype, shape_merge_o_partial(p)), lse(DType::F32, shape_merge_lse_partial(p));
-  for (int64_t r = 0; r < p.rows; ++r)
-    for (int64_t h = 0; h < p.heads; ++h) {
-      const double base = pick(rng, {1.0, -1.0}) * pick(rng, {0.0, 10.0, 1e3, 1e5, 1e30, 3e38});
-      const double spread = pick(rng, {0.5, 4.0, 40.0, 400.0});
-      const bool all_empty = allow_empty_rows && rng() % 7 == 0;
-      for (int64_t q = 0; q < p.partials; ++q) {
-        const bool empty = all_empty || std::uniform_real_distribution<double>(0, 1)(rng) < empty_rate;
-        double x = empty ? kNegInf : round_to(DType::F32, base + spread * normal(rng));
-        if (std::isinf(x) && x > 0) x = 0x1.fffffep127;
-        if (!empty && std::isinf(x)) x = -0x1.fffffep127;
-        lse.set(merge_lse_index(p, q, h, r), x);
-        for (int64_t c = 0; c < p.d_v; ++c) o.set(merge_o_index(p, q, r, h, c), empty ? 0.0 : o_scale * normal(rng));
-      }
-    }
-  in.o = maybe_strided(o, rng);
-  in.lse = maybe_strided(lse, rng);
-  return in;
 }
 
 // A merged output with NaN: never right (the inputs are finite or -inf).
@@ -440,6 +404,40 @@ std::string needs_shared_scores(const KernelInfo& i) {
 }
 
 }  // namespace merge_laws
+
+MergeInputs draw_merge(const Kernel& k, std::mt19937_64& rng, bool allow_empty_rows) {
+  using namespace merge_laws;
+  MergeInputs in;
+  MergeProblem& p = in.p;
+  p.dtype = draw_dtype(k, rng);
+  if (rng() % 3 == 0) {
+    p.partials = 2 + int32_t(rng() % 7), p.rows = pick(rng, {2, 4, 8}), p.heads = 2 + int32_t(rng() % 3);
+    p.d_v = pick(rng, {8, 16, 32});
+  } else {
+    p.partials = 1 + int32_t(rng() % 16), p.rows = 1 + int32_t(rng() % 4), p.heads = 1 + int32_t(rng() % 4);
+    p.d_v = 1 + int32_t(rng() % 16);
+  }
+  const double empty_rate = pick(rng, {0.0, 0.2, 0.5});
+  const double o_scale = rng() % 4 == 0 ? 100.0 : 1.0;
+  HostTensor o(p.dtype, shape_merge_o_partial(p)), lse(DType::F32, shape_merge_lse_partial(p));
+  for (int64_t r = 0; r < p.rows; ++r)
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const double base = pick(rng, {1.0, -1.0}) * pick(rng, {0.0, 10.0, 1e3, 1e5, 1e30, 3e38});
+      const double spread = pick(rng, {0.5, 4.0, 40.0, 400.0});
+      const bool all_empty = allow_empty_rows && rng() % 7 == 0;
+      for (int64_t q = 0; q < p.partials; ++q) {
+        const bool empty = all_empty || std::uniform_real_distribution<double>(0, 1)(rng) < empty_rate;
+        double x = empty ? kNegInf : round_to(DType::F32, base + spread * normal(rng));
+        if (std::isinf(x) && x > 0) x = 0x1.fffffep127;
+        if (!empty && std::isinf(x)) x = -0x1.fffffep127;
+        lse.set(merge_lse_index(p, q, h, r), x);
+        for (int64_t c = 0; c < p.d_v; ++c) o.set(merge_o_index(p, q, r, h, c), empty ? 0.0 : o_scale * normal(rng));
+      }
+    }
+  in.o = maybe_strided(o, rng);
+  in.lse = maybe_strided(lse, rng);
+  return in;
+}
 
 std::vector<std::pair<Config, Config>> split_pairs(const KernelInfo& i) {
   using namespace merge_laws;

@@ -74,8 +74,7 @@ FC_LAW("window_invisible", "a key outside a row's window never influences the ro
 FC_LAW("softcap", "with softcap c every score stays within (-c, c), and c -> infinity is no softcap")
 FC_LAW("alibi_zero", "ALiBi with zero slopes equals no ALiBi (bitwise)")
 FC_LAW("zero_length", "zero-length sequences produce nothing and disturb nothing")
-FC_LAW("sink_neg_inf",
-       "a sink at -inf is no sink (bitwise where exp(0) == 1 is declared and within the bound elsewhere)")
+FC_LAW("sink_neg_inf", "a sink at -inf is no sink (bitwise where exp(0) == 1 is declared and within the bound elsewhere)")
 FC_LAW("merge_identity", "merging with empty partials (0, -inf), anywhere among the partials, changes no bit")
 FC_LAW("merge_empty", "a row whose partials are all empty merges to o = 0, lse = -inf, never NaN")
 FC_LAW("merge_associativity", "merging in groups and in any order agrees with merging at once within the merge bound")
