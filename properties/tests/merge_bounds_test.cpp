@@ -1,6 +1,7 @@
 // The merge kernels' error bound (reference/bounds_merge.*): cpu_merge within it on merges of every
 // dtype, extreme lse, empty partials and up to 16 partials; each merge mutant outside it (or NaN) on a
-// problem its fault reaches.
+// problem its fault reaches. And split_invariance's tolerance: cpu_tiled's split run within it, the
+// tolerance not vacuous, the split mutant outside it.
 #include "tests/catch.hpp"
 #include <cmath>
 #include <iostream>
@@ -8,6 +9,8 @@
 #include <random>
 
 #include "kernels/registry.hpp"
+#include "properties/differential.hpp"
+#include "properties/execute.hpp"
 #include "reference/bounds.hpp"
 #include "reference/bounds_merge.hpp"
 
@@ -89,4 +92,39 @@ TEST_CASE("merge bound: each merge mutant falls outside it where its fault shows
   for (int64_t c = 0; c < 4; ++c) low.o.set(c, 0.0);
   CHECK_FALSE(judged(*find_kernel("mutant_merge_sentinel"), low, "o").ok);
   CHECK(judged(*find_kernel("cpu_merge"), low, "o").ok);
+}
+
+TEST_CASE("split invariance: cpu_tiled's splits within the tolerance, which is not vacuous; a dropped tile outside",
+          "[cpu]") {
+  std::mt19937_64 rng(2);
+  std::normal_distribution<double> n(0, 1);
+  Inputs in;
+  in.p.heads_q = 2, in.p.heads_kv = 1, in.p.n_q = 5, in.p.n_k = 70, in.p.d = 16;  // 70 = 4 tiles of 16 + 6
+  in.p.scale = default_scale(in.p.d);
+  for (auto [t, shape] : {std::pair{&in.q, shape_q(in.p)}, {&in.k, shape_kv(in.p)}, {&in.v, shape_v(in.p)}}) {
+    *t = HostTensor(DType::F32, shape);
+    for (int64_t x = 0; x < t->numel(); ++x) t->set(x, n(rng));
+  }
+  Config whole, split;
+  whole.block_m = split.block_m = 16, whole.block_n = split.block_n = 16, split.splits = 3;
+  const Kernel& k = *find_kernel("cpu_tiled");
+  const ref::Certified c = props::certify(in);
+  const props::ForwardTolerance t = props::forward_unshared(k, in, c, whole, props::Shared::Scores) +
+                                    props::forward_unshared(k, in, c, split, props::Shared::Scores);
+  const Outputs a = run_forward(k, in, whole), b = run_forward(k, in, split);
+  double differs = 0, worst = 0, largest_tol = 0;
+  for (int64_t x = 0; x < a.o.numel(); ++x) {
+    const double d = std::fabs(a.o.get(x) - b.o.get(x));
+    differs = std::max(differs, d);
+    worst = std::max(worst, d / t.o[size_t(x)]);
+    largest_tol = std::max(largest_tol, t.o[size_t(x)]);
+  }
+  std::cout << "split 3 vs unsplit: largest |difference| " << differs << ", measured/tolerance " << worst
+            << ", largest tolerance " << largest_tol << "\n";
+  CHECK(worst <= 1);
+  CHECK(largest_tol < 1e-4);  // not vacuous: o is O(1)
+  const Outputs dropped = run_forward(*find_kernel("mutant_split_drop_tail"), in, split);
+  bool outside = false;
+  for (int64_t x = 0; x < a.o.numel(); ++x) outside |= std::fabs(a.o.get(x) - dropped.o.get(x)) > t.o[size_t(x)];
+  CHECK(outside);
 }
