@@ -38,7 +38,7 @@ MergeInputs draw(std::mt19937_64& rng, MergeProblem p, double base, double sprea
   return in;
 }
 
-// The worst measured/bound of k's merge of in (infinite: NaN or outside an infinite... bound), and whether it holds.
+// k's merge of in held to the certified merge within the merge bound, one tensor ("o" or "lse").
 ref::Verdict judged(const Kernel& k, const MergeInputs& in, const char* tensor) {
   const MergeOutputs out = run_merge(k, in);
   const ref::Merge64 m{in.p.partials, in.p.rows, in.p.heads, in.p.d_v, in.o.to_f64(), in.lse.to_f64()};
