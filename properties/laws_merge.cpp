@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "properties/differential.hpp"
 #include "properties/evidence.hpp"
