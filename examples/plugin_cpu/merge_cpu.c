@@ -1,7 +1,7 @@
 /* A merge-state kernel (FlashInfer's merge_states, the split-KV combine) as a flashcheck plugin, ABI
  * version 5: P partial results (o_p, lse_p) of the same rows merged into the attention over the union
  * of their keys, in fp32, the largest lse subtracted, any strides read.
- *   flashcheck check --plugin libmerge_cpu.so --isolation none
+ *   flashcheck check --plugin libmerge_cpu.so
  * FC_FAULT plants a shipped bug: NAN_EMPTY drops the guard for a row whose partials are all empty,
  * so exp(-inf - -inf) = NaN reaches o and lse. */
 #include <flashcheck/plugin.h>

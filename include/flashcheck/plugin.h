@@ -198,7 +198,7 @@ typedef struct {
   const fc_declarations* declarations; /* version 3 and later; NULL: nothing declared */
   /* Version 5 only (read when abi_version is 5). Non-NULL: a merge-state kernel (its supports, forward
    * and backward are never called and may be NULL); 0 on success. Host kernels (kDLCPU) only; the
-   * suite calls it in its own process (`--isolation none`). */
+   * suite calls it in its own process. */
   int (*merge)(const fc_merge_problem*, const fc_merge_args*, void* stream);
 } fc_kernel;
 
