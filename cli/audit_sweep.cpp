@@ -55,12 +55,14 @@ report::Selection select_kernels(const std::vector<std::string>& kernels) {
   };
   if (kernels.empty()) {
     for (const Kernel& k : registry())
-      if (!k.info.mutant) take(k);
+      if (!k.info.mutant && k.info.kind == KernelKind::Attention) take(k);
     return s;
   }
   for (const std::string& name : kernels) {
     const Kernel* k = find_kernel(name);
     if (!k) throw UsageError(fmt::format("--kernel {}: unknown kernel (`flashcheck kernels` lists them)", name));
+    if (k->info.kind != KernelKind::Attention)
+      throw UsageError(fmt::format("--kernel {}: a merge-state kernel; the audit sweeps attention kernels", name));
     if (std::find(s.names.begin(), s.names.end(), name) == s.names.end()) take(*k);
   }
   return s;

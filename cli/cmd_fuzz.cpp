@@ -84,6 +84,11 @@ int run_fuzz(const FuzzOptions& o) {
     if (!k) throw UsageError(fmt::format("unknown kernel \"{}\" (see `flashcheck kernels`)", o.kernel));
     if (!device_present(k->info.device))
       throw UsageError(fmt::format("kernel \"{}\" needs a {} device, and none is present", o.kernel, k->info.device));
+    if (k->info.kind != KernelKind::Attention)
+      throw UsageError(
+          fmt::format("kernel \"{}\" merges states; fuzz runs attention kernels (check runs the "
+                      "merge laws)",
+                      o.kernel));
     c.replay_prefix = "flashcheck check --kernel " + k->info.name;
   }
   c.seed = o.seed, c.seconds = o.seconds, c.cases = o.cases, c.batch = o.batch, c.threads = o.threads;

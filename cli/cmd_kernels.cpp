@@ -43,8 +43,13 @@ nlohmann::json kernel_json(const KernelInfo& i) {
                        {"block_n", c.block_n},
                        {"order", c.order == LoopOrder::FA1 ? "FA1" : "FA2"},
                        {"accum", dtype_name(c.accum)},
-                       {"deterministic", c.deterministic}});
+                       {"deterministic", c.deterministic},
+                       {"splits", c.splits}});
+  nlohmann::json splits = nlohmann::json::array();
+  for (const Config& c : i.split_configs)
+    splits.push_back({{"block_m", c.block_m}, {"block_n", c.block_n}, {"splits", c.splits}});
   nlohmann::json j = {{"name", i.name},
+                      {"kind", i.kind == KernelKind::Merge ? "merge" : "attention"},
                       {"device", i.device},
                       {"mutant", i.mutant},
                       {"dtypes", names(i.dtypes, dtype_name)},
@@ -56,7 +61,9 @@ nlohmann::json kernel_json(const KernelInfo& i) {
                       {"writes_lse", i.writes_lse},
                       {"variants", variant_names(i.variants)},
                       {"configs", configs},
+                      {"split_configs", splits},
                       {"description", i.description}};
+  if (i.kind == KernelKind::Merge) j["merge_dtypes"] = names(i.merge_dtypes, dtype_name);
   if (!i.mixed_dtypes.empty()) {  // per-tensor dtypes: {q, kv, o} per combination
     j["mixed_dtypes"] = nlohmann::json::array();
     for (const DtypeSet& t : i.mixed_dtypes)
@@ -81,8 +88,11 @@ int run_kernels(bool as_json, const std::vector<const Kernel*>& kernels) {
       if (!tiles.empty()) tiles += ',';
       tiles += tile(c);
     }
+    for (const Config& c : i.split_configs) tiles += fmt::format(",{}/s{}", tile(c), c.splits);
+    const bool merge = i.kind == KernelKind::Merge;
     fmt::print("{:<22} {:<6} {:<6} {:<16} {:<44} {:<8} {:<4} {}\n", i.name, i.device, i.mutant ? "yes" : "no",
-               joined(dtype_names(i)), joined(names(i.masks, mask_name)), i.backward ? "yes" : "no",
+               joined(merge ? names(i.merge_dtypes, dtype_name) : dtype_names(i)),
+               merge ? "(merges states)" : joined(names(i.masks, mask_name)), i.backward ? "yes" : "no",
                i.gqa ? "yes" : "no", tiles);
   }
   fmt::print("{} kernels\n", kernels.size());

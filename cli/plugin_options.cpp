@@ -65,6 +65,9 @@ std::unique_ptr<plugin::Subject> open_plugin(const PluginArgs& a) {
     std::unique_ptr<plugin::Backend> b = a.isolation == "none"
                                              ? plugin::in_process(plugin::load_plugin(path))
                                              : plugin::isolated({self_exe(), "__worker", path}, a.timeout_s);
+    // A merge-state kernel (ABI 5) runs in this process: the worker, which loaded it first, serves
+    // attention calls only.
+    if (b->meta().merge && !b->in_process_kernel()) b = plugin::in_process(plugin::load_plugin(path));
     return std::make_unique<plugin::Subject>(std::move(b), so);
   } catch (const plugin::LoadError& e) {
     throw UsageError(e.what());

@@ -96,6 +96,7 @@ bool declared_shape(const KernelInfo& i, const Problem& p) {
 
 bool claims(const Kernel& k, const Problem& p) {
   const KernelInfo& i = k.info;
+  if (i.kind != KernelKind::Attention) return false;
   if (!declared_shape(i, p)) return false;
   auto has = [](const auto& v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
   if (!well_formed(p) || !has(i.masks, p.mask)) return false;
@@ -133,6 +134,21 @@ Outputs run_forward(const Kernel& k, const Inputs& in, const Config& cfg) {
   check_sendable(k, in);
   Outputs out = alloc_outputs(in, false);
   k.forward(in, cfg, out);
+  return out;
+}
+
+bool claims_merge(const Kernel& k, const MergeProblem& p) {
+  if (k.info.kind != KernelKind::Merge || !k.merge || !well_formed(p)) return false;
+  const auto& t = k.info.merge_dtypes;
+  if (std::find(t.begin(), t.end(), p.dtype) == t.end()) return false;
+  return !k.merge_supports || k.merge_supports(p);
+}
+
+MergeOutputs run_merge(const Kernel& k, const MergeInputs& in) {
+  if (k.info.kind != KernelKind::Merge || !k.merge) throw std::invalid_argument(k.info.name + " is not a merge kernel");
+  if (std::string e = validate(in); !e.empty()) throw std::invalid_argument(k.info.name + ": inputs: " + e);
+  MergeOutputs out = alloc_merge_outputs(in.p);
+  k.merge(in, out);
   return out;
 }
 

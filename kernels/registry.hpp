@@ -10,6 +10,7 @@
 
 #include "arithmetic.h"
 #include "exactness.hpp"
+#include "merge.hpp"
 #include "tensor.hpp"
 
 namespace fc {
@@ -90,20 +91,29 @@ Variants variants_of(const Inputs& in);
 // Whether `have` covers every variant `need` uses.
 bool covers(const Variants& have, const Variants& need);
 
+// What a kernel computes: attention (forward, backward) or merge states (docs/SEMANTICS.md, "Merge
+// states"). A law is of one kind (Law::merge) and judges only kernels of that kind.
+enum class KernelKind : int32_t { Attention = 0, Merge = 1 };
+
 struct KernelInfo {
   std::string name;
-  std::string device;         // "cpu" or "cuda"
-  bool mutant = false;        // planted bug: the suite must catch it
-  std::string description;    // one line
-  std::vector<DType> dtypes;  // storage dtypes supported, one for every tensor
-  std::vector<DtypeSet> mixed_dtypes;  // per-tensor dtypes supported ({q, kv, o} not all one; a plugin's
-                                       // declared combinations): drawn beside `dtypes`
+  KernelKind kind = KernelKind::Attention;  // Merge: no attention problem is ever claimed (no masks, no dtypes)
+  std::string device;                       // "cpu" or "cuda"
+  bool mutant = false;                      // planted bug: the suite must catch it
+  std::string description;                  // one line
+  std::vector<DType> dtypes;                // storage dtypes supported, one for every tensor
+  std::vector<DtypeSet> mixed_dtypes;       // per-tensor dtypes supported ({q, kv, o} not all one; a plugin's
+                                            // declared combinations): drawn beside `dtypes`
   std::vector<Mask> masks;
   std::vector<int32_t> head_dims;  // empty: any d >= 1
   bool gqa = true;
   bool backward = false;
-  bool any_tile = false;        // accepts any block_m x block_n >= 1
-  std::vector<Config> configs;  // tile configs offered (block-size invariance ranges over these)
+  bool any_tile = false;              // accepts any block_m x block_n >= 1
+  std::vector<Config> configs;        // tile configs offered (block-size invariance ranges over these)
+  std::vector<Config> split_configs;  // split-KV configs (splits >= 2) judged by split_invariance alone, each
+                                      // against its twin with splits = 0 (configs' entries with splits >= 2
+                                      // are judged by it too)
+  std::vector<DType> merge_dtypes;    // a merge kernel: the o dtypes it merges (lse is F32)
   bool writes_lse = true;
   bool stores_s_p = false;  // S and P rounded to storage before use (a 3-pass baseline); the
                             // error model charges those roundings (reference/bounds)
@@ -134,11 +144,18 @@ using ForwardFn = std::function<void(const Inputs& in, const Config&, Outputs& o
 // caller shaped and typed like q, k, v.
 using BackwardFn = std::function<void(const Inputs& in, const Config&, Outputs& out)>;
 
+// Merge: reads in (o_p, lse_p of every partial), writes out.o and out.lse (allocated by the caller,
+// compact, shaped by shape_merge_o / shape_merge_lse).
+using MergeFn = std::function<void(const MergeInputs& in, MergeOutputs& out)>;
+
 struct Kernel {
   KernelInfo info;
   std::function<bool(const Problem&)> supports;  // shape/dtype/mask check; never throws
   ForwardFn forward;
   BackwardFn backward;  // empty when info.backward is false
+  // A merge kernel (info.kind == KernelKind::Merge): the merge and the shapes it takes (empty: any).
+  MergeFn merge;
+  std::function<bool(const MergeProblem&)> merge_supports;
 };
 
 // Every registered kernel, in a stable order: CPU kernels, CUDA kernels (when built with CUDA),
@@ -154,6 +171,12 @@ Outputs alloc_outputs(const Inputs& in, bool grads);
 Outputs run_forward(const Kernel& k, const Inputs& in, const Config& cfg = {});
 // Forward then backward (needs in.d_o); fills every field of Outputs.
 Outputs run_forward_backward(const Kernel& k, const Inputs& in, const Config& cfg = {});
+
+// A merge kernel's outputs for in (compact, allocated here); std::invalid_argument when the inputs are
+// inconsistent or the kernel is not a merge kernel.
+MergeOutputs run_merge(const Kernel& k, const MergeInputs& in);
+// Whether merge kernel k takes the problem (its dtypes and merge_supports).
+bool claims_merge(const Kernel& k, const MergeProblem& p);
 
 // Whether a kernel's device is present on this machine ("cpu" always; "cuda" when built with CUDA and
 // a device answers). Callers skip, and report as skipped, the kernels whose device is absent.

@@ -77,6 +77,36 @@ FC_HD inline T merge_sink(T& m, T& l, T sink, Exp exp_fn) {
   return alpha;
 }
 
+// Split-KV: a partial state <m_b, l_b, o_b> (the same row over another key range) merged into <m, l, o>:
+// m <- max(m, m_b), l <- a l + b l_b, and the caller sets o <- a o + b o_b with the returned factors
+// a = exp(m - m_new), b = exp(m_b - m_new). An empty side (its m still -inf) has factor 0, never NaN,
+// also when both are empty (the state stays empty).
+template <class T>
+struct MergeFactors {
+  T a, b;
+};
+template <class T, class Exp>
+FC_HD inline MergeFactors<T> merge_partial(T& m, T& l, T m_b, T l_b, Exp exp_fn) {
+  const T m_new = running_max(m, m_b);
+  const MergeFactors<T> f{rescale(m, m_new, exp_fn), rescale(m_b, m_new, exp_fn)};
+  l = f.a * l + f.b * l_b;
+  m = m_new;
+  return f;
+}
+
+// Merge states (o_p, lse_p) (kernels/merge.hpp): the weight of a partial is exp(lse_p - M) with M the
+// largest lse_p of the row; a partial at lse_p = -inf weighs 0, and when M = -inf (every partial empty)
+// every weight is 0, never exp(-inf - -inf) = NaN: the caller then writes o = 0, lse = -inf.
+template <class T, class Exp>
+FC_HD inline T merge_weight(T lse_p, T m, Exp exp_fn) {
+  return lse_p == neg_inf<T>() ? T(0) : exp_fn(lse_p - m);
+}
+// The merged lse from M and the sum of the weights (0 for an empty row).
+template <class T, class Log>
+FC_HD inline T merged_lse(T m, T sum, Log log_fn) {
+  return sum == T(0) ? neg_inf<T>() : m + log_fn(sum);
+}
+
 // ---- Schedule arithmetic of the tiled kernels: which tiles a walk visits ----
 
 // log2(e) and ln(2): the CUDA kernels keep scores in base-2 units, so that every exponential is one

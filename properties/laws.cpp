@@ -56,6 +56,7 @@ const std::vector<Law>& laws() {
     add_structural_laws(t);
     add_hostile_laws(t);
     add_softmax_laws(t);
+    add_merge_laws(t);
     add_large_laws(t);  // last: one huge case per run
     return t;
   }();
@@ -70,6 +71,8 @@ const Law* find_law(const std::string& id) {
 
 bool law_applies(const Law& law, const Kernel& k) {
   const KernelInfo& i = k.info;
+  if (law.merge != (i.kind == KernelKind::Merge)) return false;
+  if (law.needs_splits && split_pairs(i).empty()) return false;
   if (law.needs_backward && !i.backward) return false;
   if (law.needs_lse && !i.writes_lse) return false;
   if (!covers(i.variants, law.needs_variants)) return false;

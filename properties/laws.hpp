@@ -6,6 +6,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "properties/generators.hpp"
@@ -44,7 +45,14 @@ struct Law {
   // oracle runs on the GPU. Only for laws judged against the certified oracle alone: a long case costs
   // about a second of host work (values, copies, bounds) per run, which the multi-run laws multiply.
   bool long_rows = false;
+  bool merge = false;         // a law of merge-state kernels (KernelKind::Merge); the others judge attention kernels
+  bool needs_splits = false;  // needs a split-KV config and its unsplit twin (split_pairs)
+  int once_cases = 1;         // check_once: the cases it judges (the merge laws draw many from the seed)
 };
+
+// The split-KV configs of kernel info i, each with its twin (the same config with splits = 0) where the
+// kernel offers that twin (in configs, or any tile): split_configs and configs' entries with splits >= 2.
+std::vector<std::pair<Config, Config>> split_pairs(const KernelInfo& i);
 
 const std::vector<Law>& laws();
 const Law* find_law(const std::string& id);
@@ -75,6 +83,7 @@ void add_hull_laws(std::vector<Law>& out);         // laws_hull.cpp
 void add_large_laws(std::vector<Law>& out);        // laws_large.cpp
 void add_variant_laws(std::vector<Law>& out);      // laws_variants.cpp, laws_window.cpp
 void add_hostile_laws(std::vector<Law>& out);      // laws_hostile.cpp
+void add_merge_laws(std::vector<Law>& out);        // laws_merge.cpp: merge states and split invariance
 
 // The padded_scratch law's case (laws_large.cpp): its problem for kernel k at seed `seed`; the
 // elements of a scratch padded to 128 rows per head, b h_q round_up(n_q, 128) max(d, 32); and whether

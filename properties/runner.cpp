@@ -198,7 +198,7 @@ LawResult run_once(const Law& law, const Kernel& k, const RunOptions& opt) {
   } catch (const std::exception& e) {
     res.message = fmt::format("threw: {}\n", e.what());
   }
-  res.cases = 1;
+  res.cases = law.once_cases;
   if (res.message.empty()) return res;
   res.ok = false;
   res.counterexample = "the case is the law's own, built from the seed\n";
@@ -706,6 +706,11 @@ std::string inconclusive_hint(const DrawStats& s, int wanted) {
 
 std::string law_lacks(const Law& law, const Kernel& k) {
   const KernelInfo& i = k.info;
+  if (law.merge && i.kind != KernelKind::Merge) return "a law of merge-state kernels";
+  if (!law.merge && i.kind == KernelKind::Merge) return "a law of attention kernels";
+  if (law.needs_splits && split_pairs(i).empty())
+    return fmt::format("needs a split-KV configuration (splits >= 2) and its unsplit twin; declare them in {}",
+                       kDeclarations);
   if (law.needs_backward && !i.backward) return "needs a backward, and the kernel declares none";
   if (law.needs_lse && !i.writes_lse) return "reads lse, and the kernel declares that it writes none";
   if (!covers(i.variants, law.needs_variants)) {

@@ -1,4 +1,4 @@
-/* flashcheck plugin C ABI, version 4: the one interface through which flashcheck runs a kernel it did
+/* flashcheck plugin C ABI, version 5: the one interface through which flashcheck runs a kernel it did
  * not build (`flashcheck check --plugin lib.so`, the Python bridge).
  *
  * A plugin is a shared library that exports `flashcheck_kernel`, returning a pointer to a static
@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define FC_ABI_VERSION 4
+#define FC_ABI_VERSION 5
 
 /* Marks the exported symbol visible even when the plugin builds with -fvisibility=hidden. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -102,17 +102,17 @@ enum fc_summation {
 };
 
 typedef struct {
-  int32_t summation;      /* enum fc_summation */
-  int32_t accumulator;    /* FC_SUM_SERIAL: enum fc_dtype_code of the accumulator of o (P.V) and of d_q, d_k,
+  int32_t summation;          /* enum fc_summation */
+  int32_t accumulator;        /* FC_SUM_SERIAL: enum fc_dtype_code of the accumulator of o (P.V) and of d_q, d_k,
                              d_v (F32 if 0; F16: fp16 accumulation); the dot products over d (q.k, d_o.v,
                              d_o.o) and l accumulate in fp32 (fp64 for fp64 storage) */
-  int32_t fused_products; /* FC_SUM_SERIAL: each product exact before its add (an FMA, or a 16-bit product
+  int32_t fused_products;     /* FC_SUM_SERIAL: each product exact before its add (an FMA, or a 16-bit product
                              widened); 0: every product rounds once more */
-  int32_t p_unrounded;    /* 1: P enters P.V as computed (not rounded to storage first); 0: rounded to storage */
-  int32_t p_type;         /* enum fc_dtype_code: P rounded to this type before P.V where coarser than storage */
-  int32_t block_m, block_n; /* query rows and keys per tile of the forward (0: unknown) */
-  double exp_ulps, log_ulps; /* |exp - exact|, |log - exact| in ulp of fp32 (0: 4 ulp assumed) */
-  int32_t exp_exact_at_zero; /* exp(0) == 1 exactly (glibc's expf) */
+  int32_t p_unrounded;        /* 1: P enters P.V as computed (not rounded to storage first); 0: rounded to storage */
+  int32_t p_type;             /* enum fc_dtype_code: P rounded to this type before P.V where coarser than storage */
+  int32_t block_m, block_n;   /* query rows and keys per tile of the forward (0: unknown) */
+  double exp_ulps, log_ulps;  /* |exp - exact|, |log - exact| in ulp of fp32 (0: 4 ulp assumed) */
+  int32_t exp_exact_at_zero;  /* exp(0) == 1 exactly (glibc's expf) */
   int32_t flushes_subnormals; /* FTZ: results below the smallest normal flush to zero */
 } fc_arithmetic;
 
@@ -150,39 +150,62 @@ typedef struct {
 typedef struct {
   fc_lengths n_q, n_k;          /* sequence lengths taken (dense: every sequence; varlen: the longest) */
   int32_t max_batch, max_heads; /* 0: no bound */
-  const int32_t *head_dims;     /* head dims d taken (NULL: probed, any of 1..256 the kernel accepts) */
+  const int32_t* head_dims;     /* head dims d taken (NULL: probed, any of 1..256 the kernel accepts) */
   int32_t num_head_dims;
-  double scale;                 /* 0: any; else the one softmax scale the kernel takes */
+  double scale; /* 0: any; else the one softmax scale the kernel takes */
   fc_arithmetic arithmetic;
   fc_exactness exact;
-  int32_t backward_reduction;   /* enum fc_backward_reduction */
-  const fc_config *configs;     /* NULL: one default configuration */
+  int32_t backward_reduction; /* enum fc_backward_reduction */
+  const fc_config* configs;   /* NULL: one default configuration */
   int32_t num_configs;
-  int32_t large_offsets;        /* 64-bit offsets: tensors of more than 2^31 elements (the large_offsets law) */
+  int32_t large_offsets; /* 64-bit offsets: tensors of more than 2^31 elements (the large_offsets law) */
   /* Version 4 only (read when abi_version is 4; a version-3 kernel's declarations end above). */
-  const fc_dtypes *dtypes;      /* NULL: probed, one dtype for every tensor (F16, BF16, F32, F64); else exactly
+  const fc_dtypes* dtypes; /* NULL: probed, one dtype for every tensor (F16, BF16, F32, F64); else exactly
                                    these combinations are drawn (supports() sees each tensor's DLTensor dtype) */
   int32_t num_dtypes;
-  int32_t sinks;                /* contract v3: 1: attention sinks (fc_problem.sinks); 0: never offered them */
+  int32_t sinks; /* contract v3: 1: attention sinks (fc_problem.sinks); 0: never offered them */
 } fc_declarations;
+
+/* Version 5: merge states (docs/SEMANTICS.md, "Merge states"), FlashInfer's merge_state(s) and the
+ * split-KV combine: P partial results (o_p, lse_p) of the same rows, each the attention of those rows
+ * over a disjoint subset of the keys, merged into the attention over their union:
+ *   lse = log sum_p exp(lse_p),   o = sum_p exp(lse_p - lse) o_p.
+ * An empty partial is (o_p = 0, lse_p = -inf) and weighs exactly 0 (it changes no bit of the result);
+ * a row whose partials are all empty gives o = 0, lse = -inf, never NaN. lse values are finite or -inf. */
+typedef struct {
+  int32_t partials, rows, heads, d_v;
+  int32_t dtype;   /* enum fc_dtype_code of o_p and o: F16, BF16 or F32 (lse is fp32) */
+  int32_t probing; /* 1: a probe with every data pointer NULL: return 0 if the kernel takes this problem */
+} fc_merge_problem;
+
+typedef struct {
+  DLTensor o_partial;   /* (partials, rows, heads, d_v), dtype; any strides */
+  DLTensor lse_partial; /* fp32 (partials, heads, rows); any strides */
+  DLTensor o;           /* (rows, heads, d_v), dtype, compact: written */
+  DLTensor lse;         /* fp32 (heads, rows), compact: written */
+} fc_merge_args;
 
 typedef struct {
   int32_t abi_version; /* FC_ABI_VERSION (2 and 3 still load: 2 without declarations and fc_problem's tail,
-                          3 without fc_problem.sinks and fc_declarations past large_offsets) */
-  const char *name;
+                          3 without fc_problem.sinks and fc_declarations past large_offsets, 4 without merge) */
+  const char* name;
   int32_t device_type; /* kDLCPU or kDLCUDA: where the suite places the tensors */
   int32_t writes_lse;  /* 0: lse is ignored; the suite supplies it to backward */
-  int (*supports)(const fc_problem *, const fc_forward_args *);               /* nonzero: run this case */
-  int (*forward)(const fc_problem *, const fc_forward_args *, void *stream);   /* 0 on success */
-  int (*backward)(const fc_problem *, const fc_backward_args *, void *stream); /* NULL: none */
-  const char *(*last_error)(void); /* text for a nonzero return; may be NULL */
-  const fc_declarations *declarations; /* version 3 and 4; NULL: nothing declared */
+  int (*supports)(const fc_problem*, const fc_forward_args*);                /* nonzero: run this case */
+  int (*forward)(const fc_problem*, const fc_forward_args*, void* stream);   /* 0 on success */
+  int (*backward)(const fc_problem*, const fc_backward_args*, void* stream); /* NULL: none */
+  const char* (*last_error)(void);     /* text for a nonzero return; may be NULL */
+  const fc_declarations* declarations; /* version 3 and later; NULL: nothing declared */
+  /* Version 5 only (read when abi_version is 5). Non-NULL: a merge-state kernel (its supports, forward
+   * and backward are never called and may be NULL); 0 on success. Host kernels (kDLCPU) only; the
+   * suite calls it in its own process. */
+  int (*merge)(const fc_merge_problem*, const fc_merge_args*, void* stream);
 } fc_kernel;
 
 /* The one exported symbol. supports() sees the shapes, strides, dtypes and devices the call will
  * have; every data pointer is NULL there (the values do not exist yet), so a variant's tensor is told
  * present by its ndim, never by its data. */
-FC_PLUGIN_EXPORT const fc_kernel *flashcheck_kernel(void);
+FC_PLUGIN_EXPORT const fc_kernel* flashcheck_kernel(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

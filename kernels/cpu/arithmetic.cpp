@@ -66,6 +66,11 @@ Arithmetic tiled_arithmetic(const Problem& p, const Config& cfg) {
     a.l.merge_old = 2, a.l.merge_new = 2;
     a.o_normalise = narrow ? 2 : 1;
   }
+  if (tl.splits > 1) {
+    // Split-KV: each split's key walk as above from empty, the splits merged in order (two products and
+    // an add per merge): charged as sums in any order (properties/differential.cpp's chain covers it).
+    a.pv.adder = a.l.adder = Adder::AnyOrder;
+  }
   return a;
 }
 

@@ -22,9 +22,14 @@ void tiled_backward(const Inputs& in, const Tiling& t, DType accum, Outputs& out
 // The registry's entry points for cpu_tiled (Config: block sizes, loop order, accumulation).
 void tiled_forward(const Inputs& in, const Config& cfg, Outputs& out);
 void tiled_backward(const Inputs& in, const Config& cfg, Outputs& out);
+// mutant_split_drop_tail's forward: cpu_tiled's, but with splits >= 2 the sequence's final key tile is
+// skipped when it is partial (tiled_forward.hpp, kDropSplitTail).
+void tiled_forward_split_drop_tail(const Inputs& in, const Config& cfg, Outputs& out);
 
 // What each kernel declares about its arithmetic for the error model (arithmetic.cpp).
 Arithmetic tiled_arithmetic(const Problem& p, const Config& cfg);
+// The registry row of a CPU merge kernel (kind Merge, F16 BF16 F32), for cpu_merge and its mutants.
+KernelInfo merge_info(const char* name, const char* description);
 Arithmetic naive_arithmetic(const Problem& p, const Config& cfg);
 
 }  // namespace fc::cpu

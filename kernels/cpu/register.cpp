@@ -2,6 +2,7 @@
 // FlashAttention algorithm, any tile shape, both loop orders). Both implement every variant of
 // contract v2, so each variant's laws have a correct subject.
 #include "kernels/cpu/cpu_kernels.hpp"
+#include "kernels/cpu/merge.hpp"
 #include "kernels/registry.hpp"
 
 namespace fc {
@@ -39,7 +40,33 @@ std::vector<Config> tiled_configs() {
   return out;
 }
 
+// Split-KV configs for split_invariance: 2 and 3 splits of the 16 x 16 and 17 x 33 tilings (FA2), each
+// judged against the same tiling unsplit.
+std::vector<Config> tiled_split_configs() {
+  std::vector<Config> out;
+  const int32_t shapes[][2] = {{16, 16}, {17, 33}};
+  for (const auto& s : shapes)
+    for (int32_t splits : {2, 3}) {
+      Config c;
+      c.block_m = s[0], c.block_n = s[1], c.splits = splits;
+      out.push_back(c);
+    }
+  return out;
+}
+
 }  // namespace
+
+KernelInfo cpu::merge_info(const char* name, const char* description) {
+  KernelInfo i;
+  i.name = name;
+  i.device = "cpu";
+  i.kind = KernelKind::Merge;
+  i.description = description;
+  i.merge_dtypes = {DType::F16, DType::BF16, DType::F32};
+  i.masks = {};  // a merge kernel claims no attention problem
+  i.backward = false;
+  return i;
+}
 
 void register_cpu_kernels(std::vector<Kernel>& out) {
   Kernel naive;
@@ -70,6 +97,7 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
                         "backward by recomputation from lse");
   tiled.info.any_tile = true;
   tiled.info.configs = tiled_configs();
+  tiled.info.split_configs = tiled_split_configs();
   tiled.info.arithmetic = cpu::tiled_arithmetic;
   // Rows never interact (d_q summed over keys in order); a score is one dot in index order times the
   // scale; a weight is exp(s - m) with m the running max at its tile's end (FA2) or its tile's own
@@ -80,6 +108,13 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
   tiled.forward = [](const Inputs& in, const Config& c, Outputs& out) { cpu::tiled_forward(in, c, out); };
   tiled.backward = [](const Inputs& in, const Config& c, Outputs& out) { cpu::tiled_backward(in, c, out); };
   out.push_back(std::move(tiled));
+
+  Kernel merge;
+  merge.info = cpu::merge_info("cpu_merge",
+                               "merge states (o_p, lse_p) -> (o, lse) in fp32, partials in index order, the largest "
+                               "lse subtracted, empty rows (0, -inf)");
+  merge.merge = [](const MergeInputs& in, MergeOutputs& out) { cpu::merge_states(in, out); };
+  out.push_back(std::move(merge));
 }
 
 }  // namespace fc

@@ -29,6 +29,7 @@ struct Tiling {
   int32_t block_n = kDefaultBlockN;  // kBlockN: keys per tile
   LoopOrder order = LoopOrder::FA2;  // FA2: Q tile outer; FA1: KV tile outer (forward only)
   bool round_p = true;               // round P (and dS) to storage before the GEMMs that use them
+  int32_t splits = 1;                // split-KV: runs of key tiles merged at the end (FA2 forward only)
 };
 
 // The tiling a registry Config asks for (0 = default 64 x 64).
@@ -38,6 +39,8 @@ inline Tiling tiling_of(const Config& c) {
   t.block_m = c.block_m == 0 ? kDefaultBlockM : c.block_m;
   t.block_n = c.block_n == 0 ? kDefaultBlockN : c.block_n;
   t.order = c.order;
+  if (c.splits < 0) throw std::invalid_argument("cpu_tiled: negative split count");
+  t.splits = c.splits == 0 ? 1 : c.splits;
   return t;
 }
 

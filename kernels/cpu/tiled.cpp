@@ -20,6 +20,11 @@ void tiled_forward(const Inputs& in, const Config& cfg, Outputs& out) {
   tiled_forward(in, tiling_of(cfg), cfg.accum, out);
 }
 
+void tiled_forward_split_drop_tail(const Inputs& in, const Config& cfg, Outputs& out) {
+  expect_forward(in, out);
+  with_types(in.p.dtype, cfg.accum, [&]<class T, class A>() { tiled_forward<T, A, true>(in, tiling_of(cfg), out); });
+}
+
 void tiled_backward(const Inputs& in, const Config& cfg, Outputs& out) {
   tiled_backward(in, tiling_of(cfg), cfg.accum, out);
 }

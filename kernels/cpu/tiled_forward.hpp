@@ -12,7 +12,12 @@
 namespace fc::cpu {
 
 // FA2 order for one head. o: (n_q, d_v) in storage; lse: (n_q) widened from the softmax type.
-template <class T, class A>
+// Split-KV (t.splits >= 2): the key tiles fall into t.splits runs of ceil(tiles / splits) tiles (the
+// last may be shorter or empty); each run computes a row's partial state <m, l, o> from empty and the
+// partials merge in run order (rules::merge_partial), as FlashAttention's split-KV combine does with
+// the state's max kept (docs/DECISIONS.md). kDropSplitTail plants mutant_split_drop_tail's fault: with
+// splits, the sequence's final key tile is skipped when it is partial.
+template <class T, class A, bool kDropSplitTail = false>
 void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
   using L = Soft<A>;
   const Exp exp_fn;
@@ -25,32 +30,56 @@ void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
     std::vector<A> acc(size_t(rows * d), A(0.0f));                  // (kBlockM, d) unnormalised o
     std::vector<L> s(size_t(std::min<int64_t>(t.block_n, h.n_k)));  // (kBlockN) one score row
     const KeyRange blk = block_keys(h, i0, i1);                     // the key tiles this row block visits
-    for (int64_t j0 = blk.begin / t.block_n * t.block_n; j0 < blk.end && blk.begin < blk.end; j0 += t.block_n) {
-      const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
-      for (int64_t r = 0; r < rows; ++r) {
-        const KeyRange vis = keys(h, i0 + r);
-        const int64_t jb = std::max(j0, vis.begin), jv = std::min(j1, vis.end);  // visible keys: [jb, jv)
-        L m_new = m[size_t(r)];
-        for (int64_t j = jb; j < jv; ++j) {
-          s[size_t(j - j0)] = score<A>(h, i0 + r, j);
-          m_new = rules::running_max(m_new, s[size_t(j - j0)]);
+    // One run of key tiles [k0, k1) into the state <ms, ls, accs>.
+    auto walk = [&](int64_t k0, int64_t k1, std::vector<L>& ms, std::vector<L>& ls, std::vector<A>& accs) {
+      const int64_t lo = std::max(k0, blk.begin), hi = std::min(k1, blk.end);
+      for (int64_t j0 = lo / t.block_n * t.block_n; j0 < hi && lo < hi; j0 += t.block_n) {
+        const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
+        if (kDropSplitTail && t.splits > 1 && j1 == h.n_k && h.n_k % t.block_n != 0) break;  // the mutant
+        for (int64_t r = 0; r < rows; ++r) {
+          const KeyRange vis = keys(h, i0 + r);
+          const int64_t jb = std::max(j0, vis.begin), jv = std::min(j1, vis.end);  // visible keys: [jb, jv)
+          L m_new = ms[size_t(r)];
+          for (int64_t j = jb; j < jv; ++j) {
+            s[size_t(j - j0)] = score<A>(h, i0 + r, j);
+            m_new = rules::running_max(m_new, s[size_t(j - j0)]);
+          }
+          // exp(m_old - m_new) re-denominates l and o; 0 (not NaN) while nothing was accumulated.
+          const L alpha = rules::rescale(ms[size_t(r)], m_new, exp_fn);
+          const L shift = rules::safe_shift(m_new);  // -inf - -inf guard for a row that saw nothing yet
+          A* acc_r = accs.data() + r * d;            // (d)
+          ls[size_t(r)] *= alpha;
+          for (int64_t c = 0; c < d; ++c) acc_r[c] = cvt<A>(cvt<L>(acc_r[c]) * alpha);
+          for (int64_t j = jb; j < jv; ++j) {
+            const L p = exp_fn(s[size_t(j - j0)] - shift);
+            ls[size_t(r)] += p;  // the row sum takes P before rounding, as FA2 sums its fp32 scores
+            // P is rounded to storage before P·V because GPU kernels convert the P fragment to the
+            // storage type to feed the tensor-core MMA; that rounding is part of what they compute.
+            const A p_op = gemm_operand<T, A>(p, t.round_p);
+            const A* v_j = h.v + j * d;  // (d)
+            for (int64_t c = 0; c < d; ++c) acc_r[c] = mac<A>(acc_r[c], p_op, v_j[c]);
+          }
+          ms[size_t(r)] = m_new;
         }
-        // exp(m_old - m_new) re-denominates l and o; 0 (not NaN) while nothing was accumulated.
-        const L alpha = rules::rescale(m[size_t(r)], m_new, exp_fn);
-        const L shift = rules::safe_shift(m_new);  // -inf - -inf guard for a row that saw nothing yet
-        A* acc_r = acc.data() + r * d;             // (d)
-        l[size_t(r)] *= alpha;
-        for (int64_t c = 0; c < d; ++c) acc_r[c] = cvt<A>(cvt<L>(acc_r[c]) * alpha);
-        for (int64_t j = jb; j < jv; ++j) {
-          const L p = exp_fn(s[size_t(j - j0)] - shift);
-          l[size_t(r)] += p;  // the row sum takes P before rounding, as FA2 sums its fp32 scores
-          // P is rounded to storage before P·V because GPU kernels convert the P fragment to the
-          // storage type to feed the tensor-core MMA; that rounding is part of what they compute.
-          const A p_op = gemm_operand<T, A>(p, t.round_p);
-          const A* v_j = h.v + j * d;  // (d)
-          for (int64_t c = 0; c < d; ++c) acc_r[c] = mac<A>(acc_r[c], p_op, v_j[c]);
+      }
+    };
+    if (t.splits <= 1) {
+      walk(0, h.n_k, m, l, acc);
+    } else {
+      const int64_t tiles = (h.n_k + t.block_n - 1) / t.block_n, per = (tiles + t.splits - 1) / t.splits;
+      std::vector<L> ms(static_cast<size_t>(rows)), ls(static_cast<size_t>(rows));
+      std::vector<A> accs(static_cast<size_t>(rows * d));
+      for (int64_t k0 = 0; k0 < h.n_k; k0 += per * t.block_n) {
+        std::fill(ms.begin(), ms.end(), rules::neg_inf<L>());
+        std::fill(ls.begin(), ls.end(), L(0));
+        std::fill(accs.begin(), accs.end(), A(0.0f));
+        walk(k0, std::min<int64_t>(k0 + per * t.block_n, h.n_k), ms, ls, accs);
+        for (int64_t r = 0; r < rows; ++r) {  // the split's partial merges into the row's state
+          const auto f = rules::merge_partial(m[size_t(r)], l[size_t(r)], ms[size_t(r)], ls[size_t(r)], exp_fn);
+          for (int64_t c = 0; c < d; ++c)
+            acc[size_t(r * d + c)] =
+                cvt<A>(cvt<L>(acc[size_t(r * d + c)]) * f.a + cvt<L>(accs[size_t(r * d + c)]) * f.b);
         }
-        m[size_t(r)] = m_new;
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
@@ -129,9 +158,11 @@ void fa1_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
 // Forward over every (sequence, query head): each head gathered compact (widen_head), computed in
 // the chosen loop order into compact buffers, then written to o and lse wherever their layout puts
 // the rows. o: shape_o(p), lse: shape_lse(p) (attention.h, tensor.hpp).
-template <class T, class A>
+template <class T, class A, bool kDropSplitTail = false>
 void tiled_forward(const Inputs& in, const Tiling& t, Outputs& out) {
   if (t.block_m < 1 || t.block_n < 1) throw std::invalid_argument("cpu_tiled: block sizes must be >= 1");
+  if (t.splits > 1 && t.order == LoopOrder::FA1)
+    throw std::invalid_argument("cpu_tiled: split-KV in the FA2 order only");
   const Problem& p = in.p;
   const Seqs seqs = in.seqs();
   for (int64_t b = 0; b < p.batch; ++b)
@@ -142,7 +173,7 @@ void tiled_forward(const Inputs& in, const Tiling& t, Outputs& out) {
       if (t.order == LoopOrder::FA1)
         fa1_forward_head<T, A>(wide.view(), t, o_h.data(), lse_h.data());
       else
-        fa2_forward_head<T, A>(wide.view(), t, o_h.data(), lse_h.data());
+        fa2_forward_head<T, A, kDropSplitTail>(wide.view(), t, o_h.data(), lse_h.data());
       for (int64_t i = 0; i < wide.n_q; ++i) {
         write_row<T>(out.o, q_row(p, seqs, b, h, i), wide.d_v, o_h.data() + i * wide.d_v);
         out.lse.set(lse_index(p, seqs, b, h, i), lse_h[size_t(i)]);  // F32: the L value is a float

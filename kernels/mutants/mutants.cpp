@@ -50,6 +50,7 @@ void register_mutant_kernels(std::vector<Kernel>& out) {
   };
   for (const Row& r : rows) out.push_back(mutants::make_faulty_kernel(r.fault, r.name, r.description));
   mutants::register_variant_mutants(out);  // the variants' bugs (variant_faulty.hpp)
+  mutants::register_merge_mutants(out);    // merge states and split-KV (merge_mutants.cpp)
 }
 
 }  // namespace fc

@@ -10,7 +10,7 @@ namespace {
 
 class InProcess final : public Backend {
  public:
-  explicit InProcess(const fc_kernel* k) : meta_(validate(k, "the kernel")), ex_(k) {
+  explicit InProcess(const fc_kernel* k) : meta_(validate(k, "the kernel")), ex_(k), k_(k) {
     const std::string err = ex_.init();
     if (!err.empty()) throw LoadError(meta_.name + ": " + err);
   }
@@ -27,10 +27,12 @@ class InProcess final : public Backend {
   }
   bool supports(const CallPlan& plan, std::string*) override { return ex_.supports(plan); }
   CallResult run(const CallPlan& plan) override { return ex_.call(plan, arena_); }
+  const fc_kernel* in_process_kernel() const override { return k_; }
 
  private:
   Meta meta_;
   Executor ex_;
+  const fc_kernel* k_;
   unsigned char* arena_ = nullptr;
   uint64_t size_ = 0;
 };

@@ -19,6 +19,8 @@ class Backend {
   // supports(); a fault (the worker crashed or hung in it) sets *fault and returns false.
   virtual bool supports(const CallPlan& plan, std::string* fault) = 0;
   virtual CallResult run(const CallPlan& plan) = 0;  // the packed arena in, outputs in it
+  // A merge kernel's fc_kernel, where its calls can run in this process (InProcess); nullptr otherwise.
+  virtual const fc_kernel* in_process_kernel() const { return nullptr; }
   virtual int restarts() const { return 0; }
   virtual int faults() const { return 0; }  // calls that cost the worker (crash, time-out, broken context)
 };

@@ -13,9 +13,9 @@ namespace fc::plugin {
 
 Meta validate(const fc_kernel* k, const std::string& where) {
   if (!k) throw LoadError(fmt::format("{}: flashcheck_kernel() returned NULL", where));
-  if (k->abi_version != 2 && k->abi_version != 3 && k->abi_version != FC_ABI_VERSION)
-    throw LoadError(fmt::format("{} implements plugin ABI version {}; this flashcheck reads versions 2 to {}",
-                                where, k->abi_version, FC_ABI_VERSION));
+  if (k->abi_version < 2 || k->abi_version > FC_ABI_VERSION)
+    throw LoadError(fmt::format("{} implements plugin ABI version {}; this flashcheck reads versions 2 to {}", where,
+                                k->abi_version, FC_ABI_VERSION));
   if (!k->name || !*k->name) throw LoadError(fmt::format("{}: the kernel has no name", where));
   const size_t len = strnlen(k->name, 65);
   if (len > 64) throw LoadError(fmt::format("{}: the kernel's name is longer than 64 characters", where));
@@ -26,6 +26,14 @@ Meta validate(const fc_kernel* k, const std::string& where) {
   }
   if (k->device_type != kDLCPU && k->device_type != kDLCUDA)
     throw LoadError(fmt::format("{}: device_type {} is neither kDLCPU (1) nor kDLCUDA (2)", where, k->device_type));
+  const bool merge = k->abi_version >= 5 && k->merge != nullptr;  // fc_kernel ends at declarations before 5
+  if (merge) {
+    if (k->device_type != kDLCPU)
+      throw LoadError(fmt::format("{}: a merge kernel must be a host kernel (device_type kDLCPU)", where));
+    Meta m{k->name, k->device_type, true, false, k->abi_version, {}};
+    m.merge = true;
+    return m;
+  }
   if (!k->supports) throw LoadError(fmt::format("{}: the supports entry is NULL", where));
   if (!k->forward) throw LoadError(fmt::format("{}: the forward entry is NULL", where));
   Meta m{k->name, k->device_type, k->writes_lse != 0, k->backward != nullptr, k->abi_version, {}};
@@ -40,9 +48,10 @@ void check_lengths(const fc_lengths& l, const char* axis, const std::string& whe
                    (l.multiple_of > 1 ? (l.residue < 0 || l.residue >= l.multiple_of) : l.residue != 0) ||
                    (l.max > 0 && l.min > l.max);
   if (bad)
-    throw LoadError(fmt::format("{}: declarations.{} = {{multiple_of {}, residue {}, min {}, max {}}} is not a set of "
-                                "lengths (residue in [0, multiple_of), 0 <= min <= max)",
-                                where, axis, l.multiple_of, l.residue, l.min, l.max));
+    throw LoadError(
+        fmt::format("{}: declarations.{} = {{multiple_of {}, residue {}, min {}, max {}}} is not a set of "
+                    "lengths (residue in [0, multiple_of), 0 <= min <= max)",
+                    where, axis, l.multiple_of, l.residue, l.min, l.max));
   // Some length in [max(min, 1), max] must be of the residue class.
   if (l.max > 0) {
     const int64_t m = l.multiple_of > 1 ? l.multiple_of : 1, lo = std::max(l.min, 1);
@@ -77,16 +86,17 @@ Declared read_declarations(const fc_kernel* k, const std::string& where) {
   }
   d.num_head_dims = x.num_head_dims;
   if (x.scale != 0 && !(std::isfinite(x.scale) && x.scale > 0))
-    throw LoadError(fmt::format("{}: declarations.scale = {} (0: any scale; else a positive finite one)", where,
-                                x.scale));
+    throw LoadError(
+        fmt::format("{}: declarations.scale = {} (0: any scale; else a positive finite one)", where, x.scale));
   d.scale = x.scale;
   const fc_arithmetic& a = x.arithmetic;
   if (a.summation < FC_SUM_UNKNOWN || a.summation > FC_SUM_TENSOR_CORE || !dtype_code_ok(a.accumulator) ||
       !dtype_code_ok(a.p_type) || a.block_m < 0 || a.block_n < 0 || !(a.exp_ulps >= 0) || !(a.log_ulps >= 0) ||
       !std::isfinite(a.exp_ulps) || !std::isfinite(a.log_ulps))
-    throw LoadError(fmt::format("{}: declarations.arithmetic has a field out of range (summation 0..2, dtype codes "
-                                "0..4, tiles and ulps >= 0)",
-                                where));
+    throw LoadError(
+        fmt::format("{}: declarations.arithmetic has a field out of range (summation 0..2, dtype codes "
+                    "0..4, tiles and ulps >= 0)",
+                    where));
   d.arithmetic = a;
   d.exact = x.exact;
   if (x.backward_reduction < FC_BACKWARD_UNKNOWN || x.backward_reduction > FC_BACKWARD_ATOMIC)

@@ -43,6 +43,7 @@ struct Meta {
   bool backward = false;
   int32_t abi_version = FC_ABI_VERSION;
   Declared declared;
+  bool merge = false;  // version 5: a merge-state kernel (fc_kernel.merge)
 };
 
 // The declarations of k (abi_version 3), checked: LoadError for a field out of range (a residue

@@ -1,6 +1,7 @@
 #include "kernels/plugin/subject.hpp"
 
 #include "kernels/plugin/executor.hpp"
+#include "kernels/plugin/merge_plugin.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -31,7 +32,8 @@ HostArgs variant_args(const Inputs& in) {
 Lengths lengths_of(const fc_lengths& l) {
   Lengths x;
   x.multiple = std::max(l.multiple_of, 1), x.residue = x.multiple > 1 ? l.residue : 0;
-  x.min = l.min, x.max = l.max;  // 0 admits empty sequences, as the contract does; a kernel declares min 1 to decline them
+  x.min = l.min,
+  x.max = l.max;  // 0 admits empty sequences, as the contract does; a kernel declares min 1 to decline them
   return x;
 }
 
@@ -147,9 +149,10 @@ void Subject::bound() {
     i.n_q.pow2 = i.n_k.pow2 = true;
     for (const Lengths* l : {&i.n_q, &i.n_k})
       if (l->snap(1) == 0)
-        throw LoadError(fmt::format("{}: --shape-buckets: no power of two is a length the kernel declares ({} mod {}, "
-                                    "in [{}, {}])",
-                                    i.name, l->residue, l->multiple, l->min, l->max));
+        throw LoadError(
+            fmt::format("{}: --shape-buckets: no power of two is a length the kernel declares ({} mod {}, "
+                        "in [{}, {}])",
+                        i.name, l->residue, l->multiple, l->min, l->max));
   }
   if (opt_.max_batch > 0) clamp(i.max_batch, opt_.max_batch);
   if (opt_.max_heads > 0) clamp(i.max_heads, opt_.max_heads);
@@ -187,6 +190,14 @@ void Subject::declare() {
 Subject::Subject(std::unique_ptr<Backend> backend, SubjectOptions opt)
     : backend_(std::move(backend)), opt_(std::move(opt)) {
   const Meta m = backend_->meta();
+  if (m.merge) {  // a merge-state kernel (ABI version 5): no attention probe, its calls in this process
+    const fc_kernel* k = backend_->in_process_kernel();
+    if (!k)
+      throw LoadError(
+          fmt::format("{}: a merge-state kernel runs in flashcheck's process: add --isolation none", m.name));
+    kernel_ = merge_kernel(k, opt_.description);
+    return;
+  }
   KernelInfo& i = kernel_.info;
   i.name = m.name;
   i.device = m.device_type == kDLCUDA ? "cuda" : "cpu";

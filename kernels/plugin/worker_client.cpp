@@ -124,8 +124,13 @@ Meta WorkerClient::start() {
     stop();
     throw LoadError(h.error);
   }
-  meta_ = Meta{std::string(h.name, strnlen(h.name, sizeof h.name)), h.device_type, h.writes_lse != 0, h.backward != 0,
-               h.abi_version, h.declared};
+  meta_ = Meta{std::string(h.name, strnlen(h.name, sizeof h.name)),
+               h.device_type,
+               h.writes_lse != 0,
+               h.backward != 0,
+               h.abi_version,
+               h.declared};
+  meta_.merge = h.merge != 0;
   return meta_;
 }
 

@@ -24,6 +24,7 @@ struct Hello {
   int32_t writes_lse = 0;
   int32_t backward = 0;
   int32_t abi_version = 0;
+  int32_t merge = 0;  // a merge-state kernel (served in the flashcheck process only)
   Declared declared;  // the kernel's declarations (plain data)
   char name[72]{};
   char error[1024]{};

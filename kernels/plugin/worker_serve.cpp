@@ -43,7 +43,7 @@ int serve(const fc_kernel* k, const std::string& load_error) {
       const Meta m = validate(k, "the kernel");
       put(hello.name, m.name);
       hello.device_type = m.device_type, hello.writes_lse = m.writes_lse, hello.backward = m.backward;
-      hello.abi_version = m.abi_version, hello.declared = m.declared;
+      hello.abi_version = m.abi_version, hello.declared = m.declared, hello.merge = m.merge;
       ex = std::make_unique<Executor>(k);
       error = ex->init();
       if (!error.empty()) error = m.name + ": " + error;

@@ -75,3 +75,8 @@ FC_LAW("softcap", "with softcap c every score stays within (-c, c), and c -> inf
 FC_LAW("alibi_zero", "ALiBi with zero slopes equals no ALiBi (bitwise)")
 FC_LAW("zero_length", "zero-length sequences produce nothing and disturb nothing")
 FC_LAW("sink_neg_inf", "a sink at -inf is no sink (bitwise where exp(0) == 1 is declared and within the bound elsewhere)")
+FC_LAW("merge_identity", "merging with empty partials (0, -inf), anywhere among the partials, changes no bit")
+FC_LAW("merge_empty", "a row whose partials are all empty merges to o = 0, lse = -inf, never NaN")
+FC_LAW("merge_associativity", "merging in groups and in any order agrees with merging at once within the merge bound")
+FC_LAW("merge_union", "merging the partials of disjoint key ranges gives attention over their union")
+FC_LAW("split_invariance", "the split count of split-KV never changes the answer beyond the bound")

@@ -12,8 +12,9 @@
 namespace {
 
 // The registered mutants: kernels/mutants/mutants.cpp's table, one row per planted fault, and the
-// variants' (variant_faulty.cpp: the hostile harness's four and the sinks' three among them).
-constexpr int kMutants = 24 + 9 + 8 + 4 + 3;
+// variants' (variant_faulty.cpp: the hostile harness's four and the sinks' three among them), and
+// merge_mutants.cpp's five merge-state mutants and one split-KV mutant.
+constexpr int kMutants = 24 + 9 + 8 + 4 + 3 + 6;
 
 // The first law that fails on k, or "" when every law holds.
 std::string first_failing_law(const fc::Kernel& k, const fc::props::RunOptions& opt) {
@@ -74,6 +75,13 @@ TEST_CASE("every law but reference kills a mutant that reference does not", "[cp
       {"alibi_zero", "mutant_alibi_wide_exp"},
       {"zero_length", "mutant_empty_seq_wide_exp"},
       {"sink_neg_inf", "mutant_sink_divides"},
+      // Merge states (a merge kernel is not an attention kernel: reference never judges one) and split-KV
+      // (only split_invariance runs a split config).
+      {"merge_identity", "mutant_merge_sentinel"},
+      {"merge_empty", "mutant_merge_nan_empty"},
+      {"merge_associativity", "mutant_merge_fp16_weights"},
+      {"merge_union", "mutant_merge_lse_transposed"},
+      {"split_invariance", "mutant_split_drop_tail"},
   };
   for (const fc::props::Law& law : fc::props::laws()) {
     // large_offsets and padded_scratch judge device kernels only; their witnesses are CUDA mutants

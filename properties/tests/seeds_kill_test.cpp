@@ -44,3 +44,15 @@ TEST_CASE("the hostile harness's mutants are killed at every one of 20 seeds", "
   killed_at_twenty_seeds("consecutive_calls", "mutant_stale_row_sums");
   killed_at_twenty_seeds("determinism", "mutant_stale_row_sums");
 }
+
+TEST_CASE("the merge-state and split-KV mutants are killed at every one of 20 seeds", "[cpu][mutants]") {
+  // Each by the law aimed at it (docs/laws.md, the bug classes of merge states and split-KV).
+  killed_at_twenty_seeds("merge_empty", "mutant_merge_nan_empty");
+  killed_at_twenty_seeds("merge_union", "mutant_merge_lse_transposed");
+  killed_at_twenty_seeds("merge_union", "mutant_merge_no_max");
+  killed_at_twenty_seeds("merge_associativity", "mutant_merge_no_max");
+  killed_at_twenty_seeds("merge_union", "mutant_merge_fp16_weights");
+  killed_at_twenty_seeds("merge_associativity", "mutant_merge_fp16_weights");
+  killed_at_twenty_seeds("merge_identity", "mutant_merge_sentinel");
+  killed_at_twenty_seeds("split_invariance", "mutant_split_drop_tail");
+}

@@ -92,7 +92,8 @@ Options parse(int argc, char** argv) {
   }
   if (o.kernels.empty())
     for (const Kernel& k : registry())
-      if (!k.info.mutant && device_present(k.info.device)) o.kernels.push_back(k.info.name);
+      if (!k.info.mutant && device_present(k.info.device) && k.info.kind == KernelKind::Attention)
+        o.kernels.push_back(k.info.name);
   return o;
 }
 

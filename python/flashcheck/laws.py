@@ -26,7 +26,11 @@ LAWS = (
     ("nan_blast", "a NaN or inf poisons only the rows that read it"),
     ("consecutive_calls", "a call's outputs do not depend on the calls before it (other data, strides or dtype of its shape)"),
     ("softmax_row", "the online softmax of a row equals the exact softmax within the shifted-softmax bound"),
-    ("padded_scratch", "scratch padded to 128 rows past 2^31 elements, every tensor below it: sampled heads agree with the reference"),
+    ("merge_identity", "merging with empty partials (0, -inf), anywhere among the partials, changes no bit"),
+    ("merge_empty", "a row whose partials are all empty merges to o = 0, lse = -inf, never NaN"),
+    ("merge_associativity", "merging in groups and in any order agrees with merging at once within the merge bound"),
+    ("merge_union", "merging the partials of disjoint key ranges gives attention over their union"),
+    ("split_invariance", "the split count of split-KV never changes the answer beyond the bound"),
     ("large_offsets", "tensors past 2^31 elements are indexed right: sampled heads agree with the reference"),
 )
 IDS = tuple(law_id for law_id, _ in LAWS)
