@@ -1,6 +1,9 @@
 #include "kernels/hostile.hpp"
 
+#include <algorithm>
 #include <cstring>
+
+#include <fmt/format.h>
 
 namespace fc {
 namespace {
@@ -58,6 +61,28 @@ int64_t poison_slots(HostTensor& t, const std::vector<bool>& live) {
   return n;
 }
 
+// Padded varlen: the tokens of one packed axis that some sequence holds ([padded[b], padded[b] + len_b)).
+std::vector<bool> live_tokens(const HostTensor& cu, const HostTensor& padded, int64_t total) {
+  std::vector<bool> live(size_t(std::max<int64_t>(total, 0)), false);
+  for (int64_t b = 0; b + 1 < cu.numel() && b + 1 < padded.numel(); ++b) {
+    const int64_t at = int64_t(padded.get(b)), len = int64_t(cu.get(b + 1) - cu.get(b));
+    for (int64_t i = std::max<int64_t>(at, 0); i < std::min<int64_t>(at + len, total); ++i) live[size_t(i)] = true;
+  }
+  return live;
+}
+
+// A packed tensor (total, heads, width): every element of a token no sequence holds.
+int64_t poison_tokens(HostTensor& t, const std::vector<bool>& live) {
+  if (!is_float(t.dtype) || t.shape.size() != 3 || t.shape[0] != int64_t(live.size())) return 0;
+  const int64_t row = t.shape[1] * t.shape[2];
+  int64_t n = 0;
+  for (size_t tok = 0; tok < live.size(); ++tok) {
+    if (live[tok]) continue;
+    for (int64_t x = 0; x < row; ++x) fill_nan(t, t.storage_index(int64_t(tok) * row + x)), ++n;
+  }
+  return n;
+}
+
 bool any_dead(const std::vector<bool>& live) {
   for (bool b : live)
     if (!b) return true;
@@ -78,6 +103,10 @@ std::vector<int64_t> unaddressed_elements(const HostTensor& t) {
 bool has_poisonable(const Inputs& in) {
   for (const HostTensor* t : {&in.q, &in.k, &in.v, &in.d_o})
     if (!t->is_compact() && is_float(t->dtype) && !unaddressed_elements(*t).empty()) return true;
+  if (in.p.padded && in.p.varlen &&
+      (any_dead(live_tokens(in.cu_seqlens_q, in.cu_seqlens_q_padded, in.p.total_q)) ||
+       any_dead(live_tokens(in.cu_seqlens_k, in.cu_seqlens_k_padded, in.p.total_k))))
+    return true;
   return is_paged(in.p) && in.page_table.numel() > 0 && any_dead(live_slots(in));
 }
 
@@ -89,7 +118,92 @@ Inputs poison(const Inputs& in, PoisonCount* count) {
     const std::vector<bool> live = live_slots(in);
     c.page_slots += poison_slots(out.k, live) + poison_slots(out.v, live);
   }
+  if (in.p.padded && in.p.varlen) {
+    const std::vector<bool> q = live_tokens(in.cu_seqlens_q, in.cu_seqlens_q_padded, in.p.total_q);
+    const std::vector<bool> k = live_tokens(in.cu_seqlens_k, in.cu_seqlens_k_padded, in.p.total_k);
+    c.padding += poison_tokens(out.q, q) + poison_tokens(out.k, k) + poison_tokens(out.v, k);
+    if (in.has_d_o()) c.padding += poison_tokens(out.d_o, q);
+  }
   if (count) *count = c;
+  return out;
+}
+
+HostTensor guard_output(const HostTensor& t, bool gaps, const std::vector<bool>& untouched) {
+  const size_t rank = t.shape.size();
+  std::vector<size_t> order(rank);
+  for (size_t a = 0; a < rank; ++a) order[a] = a;
+  std::vector<int64_t> pad(rank, 0);
+  if (gaps && rank >= 2) pad[rank - 1] = 1;  // a canary after every innermost row
+  HostTensor g = t.laid_out(order, 1, pad, {}, kOutputGuard);
+  const size_t es = size_t(dtype_size(t.dtype));
+  g.bytes.resize(g.bytes.size() + size_t(kOutputGuard) * es, 0);
+  const std::vector<bool> used = addressed(g);
+  for (size_t at = 0; at < used.size(); ++at)
+    if (!used[at]) fill_nan(g, int64_t(at));
+  for (size_t i = 0; i < untouched.size(); ++i)
+    if (untouched[i]) fill_nan(g, g.storage_index(int64_t(i)));
+  return g;
+}
+
+std::string check_output_guard(const HostTensor& g, const std::string& name, const std::vector<bool>& untouched,
+                               const std::function<std::string(int64_t)>& element) {
+  const int64_t es = dtype_size(g.dtype), elems = int64_t(g.bytes.size()) / es, n = g.numel();
+  auto changed = [&](int64_t at) {
+    for (int64_t x = 0; x < es; ++x)
+      if (g.bytes[size_t(at * es + x)] != kNaN) return true;
+    return false;
+  };
+  for (size_t i = 0; i < untouched.size(); ++i)
+    if (untouched[i] && changed(g.storage_index(int64_t(i))))
+      return fmt::format("the kernel wrote {}, an element on a padding token that no sequence holds", element(int64_t(i)));
+  // Storage element -> the logical element whose storage is the last at or before it.
+  std::vector<int64_t> owner(size_t(elems), -1);
+  for (int64_t i = 0; i < n; ++i) owner[size_t(g.storage_index(i))] = i;
+  const int64_t first = n > 0 ? g.storage_index(0) : elems, last = n > 0 ? g.storage_index(n - 1) : -1;
+  int64_t prev = -1;
+  for (int64_t at = 0; at < elems; ++at) {
+    if (owner[size_t(at)] >= 0) {
+      prev = owner[size_t(at)];
+      continue;
+    }
+    if (!changed(at)) continue;
+    if (at < first)
+      return fmt::format("the kernel wrote {} element{} before the start of {} (its element {})", first - at,
+                         first - at == 1 ? "" : "s", name, at - first);
+    if (at > last)
+      return fmt::format("the kernel wrote past the end of {}: {} storage element{} after its last element{}", name,
+                         at - last, at - last == 1 ? "" : "s", n > 0 ? " " + element(n - 1) : "");
+    return fmt::format("the kernel wrote into the gap of {} after its element {}", name, element(prev));
+  }
+  return "";
+}
+
+HostTensor unguard_output(const HostTensor& g, const std::vector<bool>& untouched) {
+  HostTensor out = g.contiguous();
+  for (size_t i = 0; i < untouched.size(); ++i)
+    if (untouched[i]) out.set(int64_t(i), 0.0);
+  return out;
+}
+
+std::vector<bool> padding_elements(const Inputs& in, const std::string& tensor) {
+  const Problem& p = in.p;
+  if (!p.padded || !p.varlen) return {};
+  const bool keys = tensor == "d_k" || tensor == "d_v";
+  const std::vector<bool> live = keys ? live_tokens(in.cu_seqlens_k, in.cu_seqlens_k_padded, p.total_k)
+                                      : live_tokens(in.cu_seqlens_q, in.cu_seqlens_q_padded, p.total_q);
+  if (!any_dead(live)) return {};
+  const int64_t total = int64_t(live.size());
+  if (tensor == "lse") {  // (heads_q, total_q)
+    std::vector<bool> out(size_t(p.heads_q * total), false);
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      for (int64_t t = 0; t < total; ++t) out[size_t(h * total + t)] = !live[size_t(t)];
+    return out;
+  }
+  const int64_t heads = keys ? p.heads_kv : p.heads_q;
+  const int64_t w = tensor == "o" || tensor == "d_v" ? head_dim_v(p) : p.d, row = heads * w;
+  std::vector<bool> out(size_t(total * row), false);
+  for (int64_t t = 0; t < total; ++t)
+    for (int64_t x = 0; x < row; ++x) out[size_t(t * row + x)] = !live[size_t(t)];
   return out;
 }
 

@@ -91,6 +91,98 @@ Inputs to_varlen(const Inputs& dense, const SeqLens& lens) {
   return v;
 }
 
+Padding draw_padding(Rng& rng, const SeqLens& lens) {
+  Padding pad;
+  auto amount = [&]() -> int32_t {
+    switch (rng() % 7) {
+      case 0:
+      case 1: return 0;
+      case 2: return 1;
+      case 3: return 2;
+      case 4: return 3;
+      case 5: return 7;
+      default: return int32_t(rng() % 17);
+    }
+  };
+  if (rng() % 4 == 0) pad.lead_q = 1 + int32_t(rng() % 5);
+  if (rng() % 4 == 0) pad.lead_k = 1 + int32_t(rng() % 5);
+  for (size_t b = 0; b < lens.q.size(); ++b) pad.q.push_back(amount()), pad.k.push_back(amount());
+  // Some sequence with tokens away from its compact start on each axis: else leading padding.
+  auto shifted = [&](const std::vector<int32_t>& len, const std::vector<int32_t>& after, int32_t lead) {
+    int64_t shift = lead;
+    for (size_t b = 0; b < len.size(); shift += after[b], ++b)
+      if (len[b] > 0 && shift > 0) return true;
+    return false;
+  };
+  if (!shifted(lens.q, pad.q, pad.lead_q)) pad.lead_q += 1 + int32_t(rng() % 3);
+  if (!shifted(lens.k, pad.k, pad.lead_k)) pad.lead_k += 1 + int32_t(rng() % 3);
+  return pad;
+}
+
+std::string describe(const Padding& pad) {
+  std::string out = fmt::format("padded (after each sequence, q, k): lead ({}, {})", pad.lead_q, pad.lead_k);
+  for (size_t b = 0; b < pad.q.size(); ++b) out += fmt::format(" ({}, {})", pad.q[b], pad.k[b]);
+  return out;
+}
+
+Inputs to_padded(const Inputs& varlen, const Padding& pad, Rng& rng) {
+  Inputs out = varlen;
+  Problem& p = out.p;
+  const std::vector<int32_t> len_q = lengths_of(varlen.cu_seqlens_q), len_k = lengths_of(varlen.cu_seqlens_k);
+  std::vector<int32_t> at_q = {pad.lead_q}, at_k = {pad.lead_k};
+  for (size_t b = 0; b < len_q.size(); ++b)
+    at_q.push_back(at_q.back() + len_q[b] + pad.q[b]), at_k.push_back(at_k.back() + len_k[b] + pad.k[b]);
+  p.padded = true;
+  p.total_q = at_q.back(), p.total_k = at_k.back();
+  out.cu_seqlens_q_padded = ints({p.batch + 1}, at_q);
+  out.cu_seqlens_k_padded = ints({p.batch + 1}, at_k);
+  std::uniform_int_distribution<int> big(64 * 8, 128 * 8);
+  auto place = [&](const HostTensor& from, int64_t width, bool queries) {
+    const int64_t heads = queries ? p.heads_q : p.heads_kv;
+    HostTensor to(from.dtype, {queries ? p.total_q : p.total_k, heads, width});
+    for (int64_t x = 0; x < to.numel(); ++x) to.set(x, (rng() % 2 ? 1 : -1) * big(rng) / 8.0);  // padding
+    const std::vector<int32_t>& len = queries ? len_q : len_k;
+    const std::vector<int32_t>& at = queries ? at_q : at_k;
+    const HostTensor& cu = queries ? varlen.cu_seqlens_q : varlen.cu_seqlens_k;
+    for (size_t b = 0; b < len.size(); ++b)
+      for (int64_t i = 0; i < int64_t(len[b]) * heads * width; ++i)
+        to.set(int64_t(at[b]) * heads * width + i, from.get(int64_t(cu.get(int64_t(b))) * heads * width + i));
+    return to;
+  };
+  const int64_t dv = head_dim_v(p);
+  out.q = place(varlen.q.contiguous(), p.d, true);
+  out.k = place(varlen.k.contiguous(), p.d, false);
+  out.v = place(varlen.v.contiguous(), dv, false);
+  if (varlen.has_d_o()) out.d_o = place(varlen.d_o.contiguous(), dv, true);
+  return out;
+}
+
+Inputs unpadded(const Inputs& padded) {
+  Inputs out = padded;
+  Problem& p = out.p;
+  p.padded = false;
+  out.cu_seqlens_q_padded = HostTensor(), out.cu_seqlens_k_padded = HostTensor();
+  p.total_q = int64_t(padded.cu_seqlens_q.get(p.batch)), p.total_k = int64_t(padded.cu_seqlens_k.get(p.batch));
+  const Seqs seqs = padded.seqs();
+  auto pack = [&](const HostTensor& from, int64_t width, bool queries) {
+    const int64_t heads = queries ? p.heads_q : p.heads_kv;
+    HostTensor to(from.dtype, {queries ? p.total_q : p.total_k, heads, width});
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const int64_t len = queries ? seq_n_q(padded.p, seqs, b) : seq_n_k(padded.p, seqs, b);
+      const int64_t src = queries ? seq_start_q(padded.p, seqs, b) : seq_start_k(padded.p, seqs, b);
+      const int64_t dst = queries ? seqs.cu_q[b] : seqs.cu_k[b];
+      for (int64_t i = 0; i < len * heads * width; ++i) to.set(dst * heads * width + i, from.get(src * heads * width + i));
+    }
+    return to;
+  };
+  const int64_t dv = head_dim_v(p);
+  out.q = pack(padded.q.contiguous(), p.d, true);
+  out.k = pack(padded.k.contiguous(), p.d, false);
+  out.v = pack(padded.v.contiguous(), dv, false);
+  if (padded.has_d_o()) out.d_o = pack(padded.d_o.contiguous(), dv, true);
+  return out;
+}
+
 int32_t draw_page_size(Rng& rng) { return pick(rng, {1, 2, 3, 5, 7, 16, 17, 48, 64, 100, 128, 256}); }
 
 Inputs to_paged(const Inputs& varlen, int32_t page_size, bool repeats, Rng& rng, std::string* how) {
@@ -232,6 +324,7 @@ Inputs dense_sequence(const Inputs& varlen, int64_t b) {
   Problem& s = out.p;
   s = p;
   s.batch = 1, s.varlen = false, s.total_q = s.total_k = 0, s.page_size = s.num_pages = s.pages_per_seq = 0;
+  s.padded = false;
   s.n_q = int32_t(seq_n_q(p, seqs, b)), s.n_k = int32_t(seq_n_k(p, seqs, b));
   const int64_t dv = head_dim_v(p);
   auto cut = [&](const HostTensor& t, int64_t heads, int64_t n, int64_t w, bool queries) {

@@ -35,6 +35,22 @@ std::string describe(const SeqLens& s);
 // The varlen batch: sequence b is dense element src[b] cut to its lengths (q, k, v, d_o).
 Inputs to_varlen(const Inputs& dense, const SeqLens& lens);
 
+// Padded varlen (contract v3): after each sequence's tokens, pad_q[b] (pad_k[b]) padding tokens on the
+// query (key) axis, and lead_q (lead_k) before the first sequence: each 0, 1, 2, 3, 7 or up to 16, and
+// at least one sequence with tokens starts away from its compact position on each axis where one has
+// tokens (so cu_seqlens and the padded offsets differ where a kernel reads).
+struct Padding {
+  std::vector<int32_t> q, k;
+  int32_t lead_q = 0, lead_k = 0;
+};
+Padding draw_padding(Rng& rng, const SeqLens& lens);
+std::string describe(const Padding& pad);
+// The varlen batch with its sequences at the padded offsets (cu_seqlens_q_padded, cu_seqlens_k_padded);
+// the padding tokens hold large finite values (the hostile harness puts NaN there when a kernel is called).
+Inputs to_padded(const Inputs& varlen, const Padding& pad, Rng& rng);
+// The padded batch packed end to end: the compact varlen batch of the same sequences.
+Inputs unpadded(const Inputs& padded);
+
 // Page sizes: 1, 2, 3, 5, 7, 16, 17, 48, 64, 100, 128, 256 (powers of two and not).
 int32_t draw_page_size(Rng& rng);
 
@@ -72,7 +88,8 @@ Inputs with_d_v(const Inputs& dense, int32_t d_v);
 
 // A variant problem from a dense case: each variant in `have` joins with probability one half (strides
 // one quarter): a window (tiles of block_n), a softcap near the scores' range, ALiBi slopes, d_v != d,
-// varlen lengths and then paged K/V. how: a one-line description ("dense" when none joined).
+// varlen lengths and then paged K/V, and last padded offsets (on an unpaged varlen batch with a compact
+// q). how: a one-line description ("dense" when none joined).
 Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n, Rng& rng, std::string* how);
 
 // Sequence b of a varlen batch as a dense batch-1 problem (its lengths must be >= 1).

@@ -114,6 +114,17 @@ Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n,
     in.p.sinks = true, in.sinks = sunk.sinks;
     parts.push_back(s);
   }
+  // Padded offsets after every other draw (the draws above stay those of a kernel without them), on an
+  // unpaged varlen batch whose q is compact.
+  if (have.padded && p.varlen && !is_paged(p) && rng() % 2 && in.q.is_compact()) {
+    SeqLens lens;
+    for (int64_t b = 0; b < in.p.batch; ++b)
+      lens.q.push_back(int32_t(in.cu_seqlens_q.get(b + 1) - in.cu_seqlens_q.get(b))),
+          lens.k.push_back(int32_t(in.cu_seqlens_k.get(b + 1) - in.cu_seqlens_k.get(b)));
+    const Padding pad = draw_padding(rng, lens);
+    in = to_padded(in, pad, rng);
+    parts.push_back(describe(pad));
+  }
   *how = parts.empty() ? "dense" : fmt::format("{}", fmt::join(parts, "; "));
   return in;
 }

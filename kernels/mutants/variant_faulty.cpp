@@ -62,7 +62,7 @@ bool wide_exp(F f, const Inputs& in) {
     empty |= seq_n_q(p, in.seqs(), b) == 0 || seq_n_k(p, in.seqs(), b) == 0;
   return (f == F::VarlenWideExp && p.varlen) || (f == F::PagedWideExp && is_paged(p)) ||
          (f == F::StridedWideExp && in.strided()) || (f == F::WindowWideExp && has_window(p)) ||
-         (f == F::AlibiWideExp && p.alibi) || (f == F::EmptySeqWideExp && empty);
+         (f == F::AlibiWideExp && p.alibi) || (f == F::EmptySeqWideExp && empty) || (f == F::PaddedWideExp && p.padded);
 }
 
 // cpu_tiled's fa2_forward_head with faulty_keys for keys(), the exp Exp, and the ZeroKeysNaN
@@ -263,6 +263,15 @@ Inputs with_cached_layout(const Inputs& in) {
   return r;
 }
 
+// WritesPastO: 0 stored at o's element numel() (row shape[0] of the first axis, one past the end),
+// where the storage has it (a guarded output); an allocation of exactly o's size is left alone.
+void write_past_end(HostTensor& o) {
+  if (o.numel() == 0) return;
+  const int64_t at = o.is_compact() ? o.numel() : o.offset + o.shape[0] * o.strides[0];
+  const size_t es = size_t(dtype_size(o.dtype));
+  if (at >= 0 && size_t(at + 1) * es <= o.bytes.size()) std::memset(o.bytes.data() + size_t(at) * es, 0, es);
+}
+
 // The inputs as the faulty kernel reads them.
 Inputs as_read(F f, const Inputs& in) {
   Inputs r = in;
@@ -273,6 +282,7 @@ Inputs as_read(F f, const Inputs& in) {
   if (f == F::StrideGapRead) r.q = with_gap_read(in.q), r.k = with_gap_read(in.k), r.v = with_gap_read(in.v);
   if (f == F::PageTailRead && is_paged(in.p)) r = with_tail_read(r);
   if (f == F::LayoutByShape) r = with_cached_layout(r);
+  if (f == F::PaddedReadsCu) r.p.padded = false;  // q_row, kv_row, lse_index from cu_seqlens
   return r;
 }
 
@@ -310,6 +320,7 @@ void faulty_forward(F f, const Inputs& given, const cpu::Tiling& t, Outputs& out
         out.lse.set(lse_index(p, seqs, b, h, i), lse_h[size_t(i)]);
       }
     }
+  if (f == F::WritesPastO) write_past_end(out.o);
 }
 
 }  // namespace
@@ -402,6 +413,14 @@ void register_variant_mutants(std::vector<Kernel>& out) {
       {F::SinkDivides, "mutant_sink_divides",
        "the sinks' path divides o by l (the dense path multiplies by 1/l): right values, but a sink at -inf is not "
        "no sink's bits"},
+      {F::PaddedReadsCu, "mutant_padded_reads_cu",
+       "padded varlen: tokens located by cu_seqlens instead of cu_seqlens_*_padded (reads padding, writes the "
+       "compact positions)"},
+      {F::PaddedWideExp, "mutant_padded_wide_exp",
+       "the padded-varlen path computes exp in double: right values, not the compact layout's bits"},
+      {F::WritesPastO, "mutant_writes_past_o",
+       "o's store loop runs one row too far: the element after o's last is written (harmless in an allocation of "
+       "o's size, caught by the canary after it)"},
   };
   for (const Row& r : rows) out.push_back(make_variant_faulty_kernel(r.fault, r.name, r.description));
 }

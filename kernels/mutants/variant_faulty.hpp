@@ -53,6 +53,11 @@ enum class VariantFault {
   SinkNotInLse,          // o is right, lse the keys' alone (the backward's P then sums past 1)
   SinkDivides,           // the sinks' path divides o by l where the dense path multiplies by 1 / l: one
                          // rounding fewer, within every bound, but a sink at -inf is not no sink's bits
+  // Padded varlen (contract v3) and the output canaries (kernels/hostile.hpp).
+  PaddedReadsCu,   // sequences' tokens located by cu_seqlens instead of cu_seqlens_*_padded (reads and
+                   // writes the compact positions)
+  PaddedWideExp,   // the padded path computes exp in double: right values, not the compact layout's bits
+  WritesPastO,     // o's store loop runs one row past the end: the element after o's last is written (0)
 };
 
 // The registry row of the kernel with fault f (mutant = f != None): declares every variant.

@@ -44,3 +44,12 @@ TEST_CASE("the hostile harness's mutants are killed at every one of 20 seeds", "
   killed_at_twenty_seeds("consecutive_calls", "mutant_stale_row_sums");
   killed_at_twenty_seeds("determinism", "mutant_stale_row_sums");
 }
+
+TEST_CASE("padded varlen's and the output canaries' mutants are killed at every one of 20 seeds", "[cpu][mutants]") {
+  // Tokens located by cu_seqlens instead of the padded offsets: the law of padded varlen, and reference
+  // on the share of its cases that draws padded offsets (properties/variant_mix.cpp).
+  killed_at_twenty_seeds("padded_varlen", "mutant_padded_reads_cu");
+  killed_at_twenty_seeds("reference", "mutant_padded_reads_cu");
+  // One element written past o's end: the canary after o (kernels/hostile.hpp) on every case.
+  killed_at_twenty_seeds("reference", "mutant_writes_past_o");
+}
