@@ -13,7 +13,7 @@ namespace fc::plugin {
 
 Meta validate(const fc_kernel* k, const std::string& where) {
   if (!k) throw LoadError(fmt::format("{}: flashcheck_kernel() returned NULL", where));
-  if (k->abi_version != 2 && k->abi_version != 3 && k->abi_version != FC_ABI_VERSION)
+  if (k->abi_version < 2 || k->abi_version > FC_ABI_VERSION)
     throw LoadError(fmt::format("{} implements plugin ABI version {}; this flashcheck reads versions 2 to {}",
                                 where, k->abi_version, FC_ABI_VERSION));
   if (!k->name || !*k->name) throw LoadError(fmt::format("{}: the kernel has no name", where));
@@ -122,6 +122,8 @@ Declared read_declarations(const fc_kernel* k, const std::string& where) {
   }
   d.num_dtypes = x.num_dtypes;
   d.sinks = x.sinks != 0;
+  if (k->abi_version < 5) return d;  // a version-4 kernel's declarations end at sinks
+  d.padded_varlen = x.padded_varlen != 0;
   return d;
 }
 
