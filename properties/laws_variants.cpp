@@ -55,11 +55,17 @@ std::string law_paged(const Kernel& k, const Case& c_in) {
   Rng rng(c.aux);
   const SeqLens lens = draw_lengths(rng, c.in.p.batch, c.in.p.n_q, c.in.p.n_k);
   std::string how;
-  const Inputs paged = to_paged(to_varlen(c.in, lens), draw_page_size(rng), true, rng, &how);
+  Inputs paged = to_paged(to_varlen(c.in, lens), draw_page_size(rng), true, rng, &how);
+  // A quarter of the cases long (variant_gen.hpp, to_long_paged: up to 512 pages, > 4096 keys, page
+  // indices >= 2^15, tables past 2^16 entries), from a generator of their own.
+  Rng side(c.aux ^ 0x2545f4914f6cdd1dull);
+  const bool long_paged = side() % 4 == 0;
+  if (long_paged) paged = to_long_paged(c.in, side, &how);
+  const std::string what = long_paged ? how : describe(lens) + "; " + how;
   const Inputs flat = unpaged(paged);
   note_problem("paged batch", paged);
   note_problem("contiguous batch", flat);
-  note_transform(describe(lens) + "; " + how);
+  note_transform(what);
   const bool g = grads(k, c);
   const Run a = execute(k, paged, c.cfg, g), b = execute(k, flat, c.cfg, g);
   if (std::string e = both_ran(a, b); !e.empty()) return e;
@@ -82,7 +88,7 @@ std::string law_paged(const Kernel& k, const Case& c_in) {
       shared |= reads[size_t(kv_row(p, seqs, bb, 0, j) / p.heads_kv)] > 1;
     if (!shared) m = same_sequence(paged, a.out, bb, flat, b.out, bb, true, true);
   }
-  return m.empty() ? "" : fmt::format("{}; {}; paged against contiguous: {}", describe(lens), how, m);
+  return m.empty() ? "" : fmt::format("{}; paged against contiguous: {}", what, m);
 }
 
 // Padded varlen (contract v3): the sequences at padded offsets, padding between them (NaN when the

@@ -59,6 +59,20 @@ int32_t draw_page_size(Rng& rng);
 // `repeats`, possibly one physical page that two table entries share (the later sequence's keys
 // overwrite it: unpaged() reads what the table maps). how: a one-line description.
 Inputs to_paged(const Inputs& varlen, int32_t page_size, bool repeats, Rng& rng, std::string* how);
+// Paged K/V at production lengths (issue: index widths that break past 16 pages of 256 and at page
+// index 2^15): 1 or 2 sequences of 1..4 queries, sequence 0's keys on 17..512 pages (one in eight
+// exactly 512) of one page size (1, 2, 16, 64, 128 or 256: 256 crosses 16 pages of 256, > 4096
+// keys), the other's on up to 4; the heads, head dims, dtypes, mask and the other variants those of
+// `like`. The keys' work (queries x heads_q x (d + d_v) x keys) is capped at kLongPagedWork so the
+// CPU oracle judges every row of it in milliseconds, which shortens the rows of wide heads. Half the
+// time, where the pool fits kLongPagedPool elements, the pages sit at physical indices >= 2^15 (an
+// int16 page index wraps there); one in four, the table is wider than 2^16 entries (the columns past a
+// sequence's pages are never read). Values on a 1/8 grid in [-2, 2]; the unused pool holds zeros (the
+// hostile harness puts NaN there). how: a one-line description.
+inline constexpr int64_t kLongPagedWork = int64_t(1) << 21;
+inline constexpr int64_t kLongPagedPool = int64_t(1) << 21;
+Inputs to_long_paged(const Inputs& like, Rng& rng, std::string* how);
+
 // The same keys laid out contiguously, read through the table (the paged law's other side).
 Inputs unpaged(const Inputs& paged);
 // Paged: how many (sequence, key) pairs read each physical key row (page slot).

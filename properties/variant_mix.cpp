@@ -97,7 +97,13 @@ Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n,
     parts.push_back(describe(lens));
     if (have.paged && rng() % 2) {
       std::string paged;
+      // One in eight paged problems is long (to_long_paged), drawn from a generator of its own (seeded
+      // from a copy of rng) so that the draws after this one stay as they were.
+      Rng copy = rng;
+      Rng side(copy() ^ 0x5851f42d4c957f2dull);
+      const Inputs before = in;
       in = to_paged(in, draw_page_size(rng), true, rng, &paged);
+      if (side() % 8 == 0) in = to_long_paged(before, side, &paged);
       parts.push_back(paged);
     }
   }

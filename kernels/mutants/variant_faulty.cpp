@@ -172,6 +172,32 @@ Inputs read_with_page_128(const Inputs& in) {
   return u;
 }
 
+// PageIndexInt16: paged K/V read through a table whose entries were narrowed to int16 (a physical page
+// >= 2^15 wraps negative; the read lands on that page modulo the pool), as a contiguous batch.
+Inputs read_with_int16_pages(const Inputs& in) {
+  const Problem& p = in.p;
+  const Seqs seqs = in.seqs();
+  Inputs u = in;
+  u.p.page_size = u.p.num_pages = u.p.pages_per_seq = 0;
+  u.page_table = HostTensor();
+  const int64_t dv = head_dim_v(p);
+  u.k = HostTensor(dtype_kv(p), {p.total_k, p.heads_kv, p.d});
+  u.v = HostTensor(dtype_kv(p), {p.total_k, p.heads_kv, dv});
+  const HostTensor k = in.k.contiguous(), v = in.v.contiguous();
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t j = 0; j < seq_n_k(p, seqs, b); ++j) {
+      const int64_t narrow = int16_t(seqs.page_table[b * p.pages_per_seq + j / p.page_size]);
+      const int64_t page = (narrow % p.num_pages + p.num_pages) % p.num_pages;
+      const int64_t slot = page * p.page_size + j % p.page_size;
+      for (int64_t h = 0; h < p.heads_kv; ++h) {
+        const int64_t from = slot * p.heads_kv + h, to = (int64_t(seqs.cu_k[b]) + j) * p.heads_kv + h;
+        for (int64_t c = 0; c < p.d; ++c) u.k.set(to * p.d + c, k.get(from * p.d + c));
+        for (int64_t c = 0; c < dv; ++c) u.v.set(to * dv + c, v.get(from * dv + c));
+      }
+    }
+  return u;
+}
+
 // StrideGapRead: each row of a strided tensor's innermost axis gains 0 * (the storage element one
 // step past its last element) on that last element, where that element is a gap.
 HostTensor with_gap_read(const HostTensor& t) {
@@ -283,6 +309,7 @@ Inputs as_read(F f, const Inputs& in) {
   if (f == F::PageTailRead && is_paged(in.p)) r = with_tail_read(r);
   if (f == F::LayoutByShape) r = with_cached_layout(r);
   if (f == F::PaddedReadsCu) r.p.padded = false;  // q_row, kv_row, lse_index from cu_seqlens
+  if (f == F::PageIndexInt16 && is_paged(in.p) && in.p.num_pages > (1 << 15)) r = read_with_int16_pages(r);
   return r;
 }
 
@@ -421,6 +448,9 @@ void register_variant_mutants(std::vector<Kernel>& out) {
       {F::WritesPastO, "mutant_writes_past_o",
        "o's store loop runs one row too far: the element after o's last is written (harmless in an allocation of "
        "o's size, caught by the canary after it)"},
+      {F::PageIndexInt16, "mutant_page_index_int16",
+       "paged K/V: the page table's entries narrowed to int16, so a physical page >= 2^15 wraps and another page is "
+       "read"},
   };
   for (const Row& r : rows) out.push_back(make_variant_faulty_kernel(r.fault, r.name, r.description));
 }

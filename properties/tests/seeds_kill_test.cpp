@@ -53,3 +53,8 @@ TEST_CASE("padded varlen's and the output canaries' mutants are killed at every 
   // One element written past o's end: the canary after o (kernels/hostile.hpp) on every case.
   killed_at_twenty_seeds("reference", "mutant_writes_past_o");
 }
+
+TEST_CASE("the int16 page index mutant is killed at every one of 20 seeds", "[cpu][mutants]") {
+  // Physical pages >= 2^15 (to_long_paged, a quarter of the paged law's cases, half of them that high).
+  killed_at_twenty_seeds("paged", "mutant_page_index_int16");
+}

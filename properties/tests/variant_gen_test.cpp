@@ -160,3 +160,40 @@ TEST_CASE("the padded generator leads, pads 0 to 16 tokens, shifts a sequence an
   CHECK(empty_seq > 0);
   CHECK(shifted_q == with_tokens);
 }
+
+TEST_CASE("the long-paged draw reaches 512 pages, > 4096 keys, page indices >= 2^15 and tables past 2^16", "[cpu]") {
+  Inputs like = dense_case();
+  like.p.d_v = 0, like.v = like.k;  // d = d_v = 4
+  int pages_512 = 0, past_4096 = 0, crossing_256 = 0, high = 0, wide = 0;
+  for (uint64_t seed = 0; seed < 120; ++seed) {
+    Rng rng(seed);
+    std::string how;
+    const Inputs in = to_long_paged(like, rng, &how);
+    INFO(how);
+    REQUIRE(validate(in).empty());
+    const Problem& p = in.p;
+    const Seqs s = in.seqs();
+    const int64_t pages0 = (seq_n_k(p, s, 0) + p.page_size - 1) / p.page_size;
+    CHECK(pages0 <= 512);
+    CHECK(int64_t(p.n_q) * p.heads_q * (p.d + head_dim_v(p)) * p.n_k <= kLongPagedWork);
+    pages_512 += pages0 == 512, past_4096 += p.n_k > 4096;
+    crossing_256 += p.page_size == 256 && pages0 > 16;
+    int32_t top = 0;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t j = 0; j < seq_n_k(p, s, b); j += p.page_size)
+        top = std::max(top, s.page_table[b * p.pages_per_seq + j / p.page_size]);
+    high += top >= (1 << 15);
+    wide += in.page_table.numel() > (1 << 16);
+    // Read back through the table, the keys are a contiguous batch's.
+    const Inputs flat = unpaged(in);
+    REQUIRE(validate(flat).empty());
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t j = 0; j < seq_n_k(p, s, b); j += 97)
+        CHECK(flat.k.get((int64_t(s.cu_k[b]) + j) * p.heads_kv * p.d) == in.k.get(kv_row(p, s, b, 0, j) * p.d));
+  }
+  CHECK(pages_512 > 0);
+  CHECK(past_4096 > 0);
+  CHECK(crossing_256 > 0);
+  CHECK(high > 0);
+  CHECK(wide > 0);
+}
