@@ -38,9 +38,17 @@ void require_names(const std::string& name, const TensorFile& file, const std::v
 }
 
 const std::vector<std::string>& input_names() {
-  static const std::vector<std::string> names = {
-      "q",     "k",     "v", "d_o", "cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes",
-      "sinks", "cu_seqlens_q_padded", "cu_seqlens_k_padded"};
+  static const std::vector<std::string> names = {"q",
+                                                 "k",
+                                                 "v",
+                                                 "d_o",
+                                                 "cu_seqlens_q",
+                                                 "cu_seqlens_k",
+                                                 "page_table",
+                                                 "alibi_slopes",
+                                                 "sinks",
+                                                 "cu_seqlens_q_padded",
+                                                 "cu_seqlens_k_padded"};
   return names;
 }
 
@@ -237,7 +245,8 @@ TensorFile inputs_file(const Inputs& in) {
   if (in.p.alibi) f.tensors["alibi_slopes"] = in.alibi_slopes;
   if (in.p.sinks) f.tensors["sinks"] = in.sinks;
   if (in.p.padded)
-    f.tensors["cu_seqlens_q_padded"] = in.cu_seqlens_q_padded, f.tensors["cu_seqlens_k_padded"] = in.cu_seqlens_k_padded;
+    f.tensors["cu_seqlens_q_padded"] = in.cu_seqlens_q_padded,
+    f.tensors["cu_seqlens_k_padded"] = in.cu_seqlens_k_padded;
   f.metadata = problem_metadata(in.p);
   return f;
 }

@@ -172,8 +172,12 @@ FC_HD inline int64_t seq_n_k(const Problem& p, const Seqs& s, int64_t b) {
 
 // Sequence b's first token on the packed query and key axes (varlen): cu_seqlens, or with padded
 // offsets cu_seqlens_*_padded.
-FC_HD inline int64_t seq_start_q(const Problem& p, const Seqs& s, int64_t b) { return p.padded ? s.pad_q[b] : s.cu_q[b]; }
-FC_HD inline int64_t seq_start_k(const Problem& p, const Seqs& s, int64_t b) { return p.padded ? s.pad_k[b] : s.cu_k[b]; }
+FC_HD inline int64_t seq_start_q(const Problem& p, const Seqs& s, int64_t b) {
+  return p.padded ? s.pad_q[b] : s.cu_q[b];
+}
+FC_HD inline int64_t seq_start_k(const Problem& p, const Seqs& s, int64_t b) {
+  return p.padded ? s.pad_k[b] : s.cu_k[b];
+}
 
 // Rows of the contract's tensors: the element (b, h, i, c) of a query-side tensor (q, o, d_o, d_q)
 // is at q_row(...) * width + c, width d or d_v; likewise kv_row for k, v, d_k, d_v.
@@ -237,8 +241,8 @@ inline bool well_formed(const Problem& p) {
                                        : p.varlen && p.page_size > 0 && p.num_pages > 0 && p.pages_per_seq >= 0 &&
                                              int64_t(p.pages_per_seq) * p.page_size >= p.n_k;
   const bool padding = !p.padded || (p.varlen && p.page_size == 0);
-  return sizes && paging && padding && p.heads_q % p.heads_kv == 0 && p.scale == p.scale && p.scale != inf && p.scale != -inf &&
-         p.window_left >= -1 && p.window_right >= -1 &&
+  return sizes && paging && padding && p.heads_q % p.heads_kv == 0 && p.scale == p.scale && p.scale != inf &&
+         p.scale != -inf && p.window_left >= -1 && p.window_right >= -1 &&
          (p.softcap == 0 || (p.softcap >= 0x1p-126 && p.softcap <= 0x1.fffffep127)) && known_float(p.dtype) &&
          (p.dtype_kv == kDtypeAsQ || known_float(p.dtype_kv)) && (p.dtype_o == kDtypeAsQ || known_float(p.dtype_o));
 }

@@ -155,7 +155,8 @@ std::string check_output_guard(const HostTensor& g, const std::string& name, con
   };
   for (size_t i = 0; i < untouched.size(); ++i)
     if (untouched[i] && changed(g.storage_index(int64_t(i))))
-      return fmt::format("the kernel wrote {}, an element on a padding token that no sequence holds", element(int64_t(i)));
+      return fmt::format("the kernel wrote {}, an element on a padding token that no sequence holds",
+                         element(int64_t(i)));
   // Storage element -> the logical element whose storage is the last at or before it.
   std::vector<int64_t> owner(size_t(elems), -1);
   for (int64_t i = 0; i < n; ++i) owner[size_t(g.storage_index(i))] = i;

@@ -56,10 +56,10 @@ Variants all_variants() {
 
 std::vector<std::string> variant_names(const Variants& v) {
   std::vector<std::string> out;
-  const std::pair<bool, const char*> named[] = {{v.varlen, "varlen"},   {v.paged, "paged"}, {v.window, "window"},
-                                                {v.softcap, "softcap"}, {v.alibi, "alibi"}, {v.d_v, "d_v"},
-                                                {v.strides, "strides"}, {v.sinks, "sinks"},
-                                                {v.padded, "padded_varlen"}};
+  const std::pair<bool, const char*> named[] = {
+      {v.varlen, "varlen"},   {v.paged, "paged"}, {v.window, "window"},
+      {v.softcap, "softcap"}, {v.alibi, "alibi"}, {v.d_v, "d_v"},
+      {v.strides, "strides"}, {v.sinks, "sinks"}, {v.padded, "padded_varlen"}};
   for (auto [on, name] : named)
     if (on) out.emplace_back(name);
   return out;

@@ -72,12 +72,16 @@ std::string check_variants(const Inputs& in) {
     return "cu_seqlens given for a dense problem";
   }
   if (p.padded) {
-    if (!p.varlen) return "padded offsets (cu_seqlens_q_padded, cu_seqlens_k_padded) need varlen (cu_seqlens_q, cu_seqlens_k)";
-    if (p.page_size > 0) return "padded offsets with paged K/V: the page table places the keys (give no cu_seqlens_k_padded)";
-    if (std::string e = check_padded("cu_seqlens_q_padded", in.cu_seqlens_q_padded, in.cu_seqlens_q, p.batch, p.total_q);
+    if (!p.varlen)
+      return "padded offsets (cu_seqlens_q_padded, cu_seqlens_k_padded) need varlen (cu_seqlens_q, cu_seqlens_k)";
+    if (p.page_size > 0)
+      return "padded offsets with paged K/V: the page table places the keys (give no cu_seqlens_k_padded)";
+    if (std::string e =
+            check_padded("cu_seqlens_q_padded", in.cu_seqlens_q_padded, in.cu_seqlens_q, p.batch, p.total_q);
         !e.empty())
       return e;
-    if (std::string e = check_padded("cu_seqlens_k_padded", in.cu_seqlens_k_padded, in.cu_seqlens_k, p.batch, p.total_k);
+    if (std::string e =
+            check_padded("cu_seqlens_k_padded", in.cu_seqlens_k_padded, in.cu_seqlens_k, p.batch, p.total_k);
         !e.empty())
       return e;
   } else if (!in.cu_seqlens_q_padded.shape.empty() || !in.cu_seqlens_k_padded.shape.empty()) {

@@ -47,9 +47,8 @@ struct Guards {
   void release() {
     for (auto& [t, name] : held) {
       const std::vector<bool> untouched = padding_elements(in, name);
-      const std::string m = check_output_guard(*t, name, untouched, [&](int64_t flat) {
-        return element_name(p, name.c_str(), flat);
-      });
+      const std::string m =
+          check_output_guard(*t, name, untouched, [&](int64_t flat) { return element_name(p, name.c_str(), flat); });
       if (!m.empty()) stray += m + "\n";
       *t = unguard_output(*t, untouched);
     }

@@ -171,7 +171,8 @@ Inputs unpadded(const Inputs& padded) {
       const int64_t len = queries ? seq_n_q(padded.p, seqs, b) : seq_n_k(padded.p, seqs, b);
       const int64_t src = queries ? seq_start_q(padded.p, seqs, b) : seq_start_k(padded.p, seqs, b);
       const int64_t dst = queries ? seqs.cu_q[b] : seqs.cu_k[b];
-      for (int64_t i = 0; i < len * heads * width; ++i) to.set(dst * heads * width + i, from.get(src * heads * width + i));
+      for (int64_t i = 0; i < len * heads * width; ++i)
+        to.set(dst * heads * width + i, from.get(src * heads * width + i));
     }
     return to;
   };
@@ -256,7 +257,7 @@ Inputs to_long_paged(const Inputs& like, Rng& rng, std::string* how) {
   const int64_t per_key = int64_t(*std::max_element(len_q.begin(), len_q.end())) * p.heads_q * width;
   const int64_t max_keys = std::max<int64_t>(1, kLongPagedWork / per_key);
   int32_t ps = pick(rng, {1, 2, 16, 64, 128, 256, 256});
-  const bool high = rng() % 2 == 0;  // pages at indices >= 2^15, where the pool fits
+  const bool high = rng() % 2 == 0;                      // pages at indices >= 2^15, where the pool fits
   const int64_t pool_row = int64_t(p.heads_kv) * width;  // elements of k and v per page slot
   const int64_t high_ps = kLongPagedPool / (pool_row * ((int64_t(1) << 15) + 520));
   const bool at_high = high && high_ps >= 1;
@@ -282,8 +283,10 @@ Inputs to_long_paged(const Inputs& like, Rng& rng, std::string* how) {
   p.pages_per_seq = std::max(1, wide ? std::max(longest, (1 << 16) / p.batch + 1) : longest);
   std::vector<int32_t> ids(size_t(used + spare));
   std::iota(ids.begin(), ids.end(), base);
-  if (rng() % 2) std::shuffle(ids.begin(), ids.end(), rng);
-  else std::reverse(ids.begin(), ids.end());
+  if (rng() % 2)
+    std::shuffle(ids.begin(), ids.end(), rng);
+  else
+    std::reverse(ids.begin(), ids.end());
   std::vector<int32_t> table(size_t(p.batch) * size_t(p.pages_per_seq));
   size_t next = 0;
   for (size_t b = 0; b < need.size(); ++b)
@@ -314,9 +317,10 @@ Inputs to_long_paged(const Inputs& like, Rng& rng, std::string* how) {
         for (int64_t c = 0; c < dv; ++c) out.v.set(row * dv + c, double(int(rng() % 33) - 16) / 8);
       }
   if (how)
-    *how = fmt::format("long paged: page size {}, sequence 0 on {} pages ({} keys), {} pages from index {}, table "
-                       "{} x {}",
-                       ps, need[0], len_k[0], p.num_pages, base, p.batch, p.pages_per_seq);
+    *how = fmt::format(
+        "long paged: page size {}, sequence 0 on {} pages ({} keys), {} pages from index {}, table "
+        "{} x {}",
+        ps, need[0], len_k[0], p.num_pages, base, p.batch, p.pages_per_seq);
   return out;
 }
 

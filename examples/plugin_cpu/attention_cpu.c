@@ -183,8 +183,10 @@ static seq sequence(const fc_problem *p, const fc_forward_args *a, int64_t b) {
     s.q0 = cq[b], s.k0 = ck[b], s.p.n_q = cq[b + 1] - cq[b], s.p.n_k = ck[b + 1] - ck[b];
 #if FC_ABI >= 5
     /* the planted PADDED bug: the tokens located by cu_seqlens whatever the padded offsets say */
-    if (p->cu_seqlens_q_padded.ndim == 1 && FC_FAULT != PADDED)
-      s.q0 = ((const int32_t *)p->cu_seqlens_q_padded.data)[b], s.k0 = ((const int32_t *)p->cu_seqlens_k_padded.data)[b];
+    if (p->cu_seqlens_q_padded.ndim == 1 && FC_FAULT != PADDED) {
+      s.q0 = ((const int32_t *)p->cu_seqlens_q_padded.data)[b];
+      s.k0 = ((const int32_t *)p->cu_seqlens_k_padded.data)[b];
+    }
 #endif
   }
   return s;

@@ -125,15 +125,35 @@ std::vector<BadVariantCase> malformed_variant_cases() {
       Fault::BadVariant, "need cu_seqlens_q and cu_seqlens_k");
   add("padded_f32", edit(pad, [](TensorFile& f) { f.tensors["cu_seqlens_q_padded"] = HostTensor(DType::F32, {4}); }),
       Fault::BadVariant, "cu_seqlens_q_padded is F32, expected I32");
-  add("padded_entries", edit(pad, [](TensorFile& f) { f.tensors["cu_seqlens_k_padded"] = ints({3}, {0, 6, 9}); }),
+  add("padded_entries",
+      edit(pad,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_k_padded"] = ints({3}, {0, 6, 9});
+           }),
       Fault::BadVariant, "cu_seqlens_k_padded has shape [3], expected [4]");
-  add("padded_negative", edit(pad, [](TensorFile& f) { f.tensors["cu_seqlens_q_padded"] = ints({4}, {-1, 5, 7, 10}); }),
+  add("padded_negative",
+      edit(pad,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_q_padded"] = ints({4}, {-1, 5, 7, 10});
+           }),
       Fault::BadVariant, "cu_seqlens_q_padded[0] = -1 is negative");
-  add("padded_slots_short", edit(pad, [](TensorFile& f) { f.tensors["cu_seqlens_q_padded"] = ints({4}, {1, 3, 7, 10}); }),
+  add("padded_slots_short",
+      edit(pad,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_q_padded"] = ints({4}, {1, 3, 7, 10});
+           }),
       Fault::BadVariant, "gives sequence 0 2 token slots");
-  add("padded_decreasing", edit(pad, [](TensorFile& f) { f.tensors["cu_seqlens_k_padded"] = ints({4}, {0, 6, 5, 9}); }),
+  add("padded_decreasing",
+      edit(pad,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_k_padded"] = ints({4}, {0, 6, 5, 9});
+           }),
       Fault::BadVariant, "gives sequence 1 -1 token slots");
-  add("padded_total", edit(pad, [](TensorFile& f) { f.tensors["cu_seqlens_q_padded"] = ints({4}, {1, 5, 7, 9}); }),
+  add("padded_total",
+      edit(pad,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_q_padded"] = ints({4}, {1, 5, 7, 9});
+           }),
       Fault::BadVariant, "cu_seqlens_q_padded[3] = 9, but the packed tensors hold 10 tokens");
   add("padded_paged",
       edit(paged,

@@ -427,7 +427,8 @@ void register_variant_mutants(std::vector<Kernel>& out) {
       {F::StrideGapRead, "mutant_reads_stride_gap",
        "a vector load reads one element past each row of a strided q, k or v and weighs it by 0: NaN leaks from a gap"},
       {F::PageTailRead, "mutant_reads_page_tail",
-       "each sequence's last page read whole, its slots past the sequence's end weighted by 0: NaN leaks from the tail"},
+       "each sequence's last page read whole, its slots past the sequence's end weighted by 0: NaN leaks from the "
+       "tail"},
       {F::LayoutByShape, "mutant_layout_by_shape",
        "q, k, v strides cached by the problem's sizes: a later call of those sizes in other strides reads through "
        "the first call's"},

@@ -40,14 +40,14 @@ enum class VariantFault {
                     // any c near the scores, every score 0 when c is huge
   // The hostile harness's classes (kernels/hostile.hpp, properties/laws_hostile.cpp): harmless on
   // benign memory and a first call, wrong on poisoned bytes or on a later call.
-  StrideGapRead,    // a vector load reads one element past each row of a strided q, k or v (a gap) and
-                    // weighs it by 0: the row unchanged while gaps hold finite values, NaN on a NaN gap
-  PageTailRead,     // each sequence's last page read whole: the slots past the sequence's end join its
-                    // last key with weight 0 (0 * x), NaN where they hold NaN
-  LayoutByShape,    // q, k, v strides cached by the problem's sizes: a later call of those sizes in other
-                    // strides reads its tensors through the first call's strides
-  StaleRowSums,     // the rows' running max m and sum l kept in a workspace per shape, reset when
-                    // allocated and not on each call: a second call of a shape starts from the first's
+  StrideGapRead,  // a vector load reads one element past each row of a strided q, k or v (a gap) and
+                  // weighs it by 0: the row unchanged while gaps hold finite values, NaN on a NaN gap
+  PageTailRead,   // each sequence's last page read whole: the slots past the sequence's end join its
+                  // last key with weight 0 (0 * x), NaN where they hold NaN
+  LayoutByShape,  // q, k, v strides cached by the problem's sizes: a later call of those sizes in other
+                  // strides reads its tensors through the first call's strides
+  StaleRowSums,   // the rows' running max m and sum l kept in a workspace per shape, reset when
+                  // allocated and not on each call: a second call of a shape starts from the first's
   // Attention sinks (contract v3).
   SinkNotInDenominator,  // the sink enters lse but o is normalised by the keys' sum alone
   SinkNotInLse,          // o is right, lse the keys' alone (the backward's P then sums past 1)

@@ -182,7 +182,7 @@ Layout layout_for(const Problem& p, LayoutPolicy policy) {
 
 const char* slot_name(int32_t id) {
   static const char* const names[kSlots] = {
-      "q",   "k",   "v",   "o",   "lse",  "cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes",
+      "q",   "k",   "v",   "o",   "lse",   "cu_seqlens_q",        "cu_seqlens_k",       "page_table", "alibi_slopes",
       "d_o", "d_q", "d_k", "d_v", "sinks", "cu_seqlens_q_padded", "cu_seqlens_k_padded"};
   return id >= 0 && id < kSlots ? names[id] : "?";
 }
@@ -284,7 +284,8 @@ namespace {
 // Padded varlen: whether each token of a packed axis is padding, read from the call's own offsets
 // (the arena as packed: cu_seqlens and cu_seqlens_*_padded are inputs). Empty when the plan is not padded.
 std::vector<bool> padding_tokens(const CallPlan& plan, const unsigned char* before, bool keys) {
-  const Slot &cu = plan.slot[keys ? kCuSeqlensK : kCuSeqlensQ], &pad = plan.slot[keys ? kCuSeqlensKPadded : kCuSeqlensQPadded];
+  const Slot &cu = plan.slot[keys ? kCuSeqlensK : kCuSeqlensQ],
+             &pad = plan.slot[keys ? kCuSeqlensKPadded : kCuSeqlensQPadded];
   if (!pad.present || !cu.present) return {};
   const int64_t batch = pad.shape[0] - 1;
   auto at = [&](const Slot& x, int64_t i) {

@@ -57,7 +57,7 @@ enum SlotId : int32_t {
   kDq,
   kDk,
   kDv,
-  kSinks,  // version 4: fc_problem.sinks
+  kSinks,             // version 4: fc_problem.sinks
   kCuSeqlensQPadded,  // version 5: fc_problem.cu_seqlens_q_padded
   kCuSeqlensKPadded,  // version 5: fc_problem.cu_seqlens_k_padded
   kSlots

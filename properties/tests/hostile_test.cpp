@@ -163,7 +163,8 @@ TEST_CASE("output canaries: an untouched guard passes, each stray write is named
     CHECK(stray(g.storage_index(19) + (gaps ? 2 : 1)).find("past the end of o") != std::string::npos);
     CHECK(stray(g.storage_index(19) + (gaps ? 2 : 1)).find("o[token=4,h=1,c=1]") != std::string::npos);
     CHECK(stray(g.storage_index(5)).find("o[token=1,h=0,c=1], an element on a padding token") != std::string::npos);
-    if (gaps) CHECK(stray(g.storage_index(1) + 1).find("gap of o after its element o[token=0,h=0,c=1]") != std::string::npos);
+    if (gaps)
+      CHECK(stray(g.storage_index(1) + 1).find("gap of o after its element o[token=0,h=0,c=1]") != std::string::npos);
     // Without the untouched set the padding tokens are elements like any other (a write there is allowed).
     CHECK(check_output_guard(g, "o", none, name).empty());
   }
