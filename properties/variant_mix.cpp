@@ -103,7 +103,10 @@ Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n,
       Rng side(copy() ^ 0x5851f42d4c957f2dull);
       const Inputs before = in;
       in = to_paged(in, draw_page_size(rng), true, rng, &paged);
-      if (side() % 8 == 0) in = to_long_paged(before, side, &paged);
+      if (side() % 8 == 0) {  // its own lengths: the long description replaces the varlen one
+        in = to_long_paged(before, side, &paged);
+        parts.pop_back();
+      }
       parts.push_back(paged);
     }
   }
