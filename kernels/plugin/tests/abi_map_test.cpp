@@ -276,7 +276,9 @@ TEST_CASE("abi_map: padded offsets reach fc_problem, and a write on a padding to
     fc_forward_args a;
     make_args(plan, arena.data(), {kDLCPU, 0}, &a, nullptr);
     const int64_t* os = a.o.strides;
-    auto o_at = [&](int64_t t, int64_t h, int64_t c) { return os ? t * os[0] + h * os[1] + c * os[2] : (t * 2 + h) * 4 + c; };
+    auto o_at = [&](int64_t t, int64_t h, int64_t c) {
+      return os ? t * os[0] + h * os[1] + c * os[2] : (t * 2 + h) * 4 + c;
+    };
     auto lse_at = [&](int64_t h, int64_t t) { return a.lse.strides ? h * a.lse.strides[0] + t : h * 6 + t; };
     for (int64_t t = 0; t < 6; ++t)  // every sequence token: o = 2, lse = 1; padding untouched
       for (int64_t h = 0; h < 2 && !padding_q[size_t(t)]; ++h) {
