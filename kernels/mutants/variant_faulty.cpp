@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -298,6 +299,25 @@ void write_past_end(HostTensor& o) {
   if (at >= 0 && size_t(at + 1) * es <= o.bytes.size()) std::memset(o.bytes.data() + size_t(at) * es, 0, es);
 }
 
+// WritesLseGap: -inf stored one element past the last query of each innermost row of lse, where that
+// element is outside every logical element (a gap of a strided lse); a compact lse is left alone.
+void write_lse_gaps(HostTensor& lse) {
+  if (lse.is_compact() || lse.numel() == 0) return;
+  const int64_t w = lse.shape.back(), es = dtype_size(lse.dtype), elems = int64_t(lse.bytes.size()) / es;
+  std::vector<bool> used(size_t(elems), false);
+  for (int64_t i = 0; i < lse.numel(); ++i) used[size_t(lse.storage_index(i))] = true;
+  for (int64_t last = w - 1; last < lse.numel(); last += w) {
+    const int64_t next = lse.storage_index(last) + lse.strides.back();
+    if (next < 0 || next >= elems || used[size_t(next)]) continue;
+    const double inf = -std::numeric_limits<double>::infinity();
+    if (lse.dtype == DType::F64) std::memcpy(lse.bytes.data() + size_t(next * es), &inf, 8);
+    else {
+      const float f = float(inf);
+      std::memcpy(lse.bytes.data() + size_t(next * es), &f, 4);  // lse is F32 (F64 for F64 queries)
+    }
+  }
+}
+
 // The inputs as the faulty kernel reads them.
 Inputs as_read(F f, const Inputs& in) {
   Inputs r = in;
@@ -348,6 +368,7 @@ void faulty_forward(F f, const Inputs& given, const cpu::Tiling& t, Outputs& out
       }
     }
   if (f == F::WritesPastO) write_past_end(out.o);
+  if (f == F::WritesLseGap) write_lse_gaps(out.lse);
 }
 
 }  // namespace
@@ -449,6 +470,9 @@ void register_variant_mutants(std::vector<Kernel>& out) {
       {F::WritesPastO, "mutant_writes_past_o",
        "o's store loop runs one row too far: the element after o's last is written (harmless in an allocation of "
        "o's size, caught by the canary after it)"},
+      {F::WritesLseGap, "mutant_writes_lse_gap",
+       "lse stored through a row one element wider than its queries: -inf lands in the gap after each row of a "
+       "padded lse (harmless in a compact one)"},
       {F::PageIndexInt16, "mutant_page_index_int16",
        "paged K/V: the page table's entries narrowed to int16, so a physical page >= 2^15 wraps and another page is "
        "read"},

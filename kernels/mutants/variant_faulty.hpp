@@ -58,6 +58,8 @@ enum class VariantFault {
                    // writes the compact positions)
   PaddedWideExp,   // the padded path computes exp in double: right values, not the compact layout's bits
   WritesPastO,     // o's store loop runs one row past the end: the element after o's last is written (0)
+  WritesLseGap,    // lse stored as a vector of rows one element wider than the row: the element after each
+                   // (batch, head)'s last query is written (-inf), a stride gap of a padded lse
   PageIndexInt16,  // the page table's entries held as int16: a physical page >= 2^15 wraps negative and
                    // reads another page (modulo the pool)
 };

@@ -170,7 +170,7 @@ TEST_CASE("output canaries: an untouched guard passes, each stray write is named
   }
 }
 
-TEST_CASE("execute fails a built-in kernel that writes past o, naming the element", "[cpu]") {
+TEST_CASE("execute fails a built-in kernel that writes past o or into a gap of lse, naming the element", "[cpu]") {
   const Kernel& k = *find_kernel("mutant_writes_past_o");
   const Inputs in = dense_case(1);
   const Run r = execute(k, in, Config{}, false);
@@ -181,6 +181,9 @@ TEST_CASE("execute fails a built-in kernel that writes past o, naming the elemen
   CHECK(same_bits(plain.o, run_forward(*find_kernel("cpu_tiled"), in, Config{}).o));
   const Run clean = execute(*find_kernel("cpu_tiled"), in, Config{}, true);
   CHECK(clean.error.empty());
+  // lse in a storage with a gap after every row (the kernel declares strides): the first gap written is named.
+  const Run gap = execute(*find_kernel("mutant_writes_lse_gap"), in, Config{}, false);
+  CHECK(gap.error.find("the kernel wrote into the gap of lse after its element lse[b=0,h=0,i=8]") != std::string::npos);
 }
 
 TEST_CASE("the correct CPU kernels give the same bits on poisoned inputs", "[cpu]") {

@@ -50,8 +50,10 @@ TEST_CASE("padded varlen's and the output canaries' mutants are killed at every 
   // on the share of its cases that draws padded offsets (properties/variant_mix.cpp).
   killed_at_twenty_seeds("padded_varlen", "mutant_padded_reads_cu");
   killed_at_twenty_seeds("reference", "mutant_padded_reads_cu");
-  // One element written past o's end: the canary after o (kernels/hostile.hpp) on every case.
+  // One element written past o's end: the canary after o (kernels/hostile.hpp) on every case; -inf in the
+  // gaps of a padded lse (a kernel that declares strides gets its outputs with a gap after every row).
   killed_at_twenty_seeds("reference", "mutant_writes_past_o");
+  killed_at_twenty_seeds("reference", "mutant_writes_lse_gap");
 }
 
 TEST_CASE("the int16 page index mutant is killed at every one of 20 seeds", "[cpu][mutants]") {
