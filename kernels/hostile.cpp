@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -128,20 +129,53 @@ Inputs poison(const Inputs& in, PoisonCount* count) {
   return out;
 }
 
+namespace {
+
+// The shape of guard_output's storage: kOutputGuard canaries, then `rows` rows of `w` elements each
+// followed by `gap` canaries, then kOutputGuard canaries.
+struct GuardLayout {
+  int64_t w = 1, gap = 0, rows = 0;
+  int64_t row_stride() const { return w + gap; }
+  int64_t at(int64_t i) const { return kOutputGuard + i / w * row_stride() + i % w; }  // logical i's storage
+  int64_t elems() const { return 2 * kOutputGuard + rows * row_stride(); }
+};
+
+GuardLayout guard_layout(const std::vector<int64_t>& shape, bool gaps) {
+  GuardLayout l;
+  int64_t n = 1;
+  for (int64_t x : shape) n *= x;
+  l.w = shape.empty() ? 1 : std::max<int64_t>(shape.back(), 1);
+  l.gap = gaps && shape.size() >= 2 ? 1 : 0;
+  l.rows = n / l.w;
+  return l;
+}
+
+// Whether g is laid out as guard_output lays out its shape (then the fast paths below apply).
+bool is_guard_layout(const HostTensor& g, const GuardLayout& l) {
+  const size_t rank = g.shape.size();
+  if (rank == 0 || g.strides.size() != rank || g.offset != kOutputGuard) return false;
+  if (int64_t(g.bytes.size()) != l.elems() * dtype_size(g.dtype)) return false;
+  std::vector<int64_t> want(rank, 1);
+  for (size_t a = rank; a-- > 1;) want[a - 1] = a + 1 == rank ? l.row_stride() : g.shape[a] * want[a];
+  return g.strides == want;
+}
+
+}  // namespace
+
 HostTensor guard_output(const HostTensor& t, bool gaps, const std::vector<bool>& untouched) {
-  const size_t rank = t.shape.size();
-  std::vector<size_t> order(rank);
-  for (size_t a = 0; a < rank; ++a) order[a] = a;
-  std::vector<int64_t> pad(rank, 0);
-  if (gaps && rank >= 2) pad[rank - 1] = 1;  // a canary after every innermost row
-  HostTensor g = t.laid_out(order, 1, pad, {}, kOutputGuard);
+  const HostTensor src = t.is_compact() ? t : t.contiguous();
+  const GuardLayout l = guard_layout(t.shape, gaps);
   const size_t es = size_t(dtype_size(t.dtype));
-  g.bytes.resize(g.bytes.size() + size_t(kOutputGuard) * es, 0);
-  const std::vector<bool> used = addressed(g);
-  for (size_t at = 0; at < used.size(); ++at)
-    if (!used[at]) fill_nan(g, int64_t(at));
+  HostTensor g;
+  g.dtype = t.dtype, g.shape = t.shape, g.offset = kOutputGuard;
+  g.strides.assign(t.shape.size(), 1);
+  for (size_t a = t.shape.size(); a-- > 1;)  // row-major, the rows l.row_stride() apart
+    g.strides[a - 1] = (a + 1 == t.shape.size() ? l.row_stride() : t.shape[a] * g.strides[a]);
+  g.bytes.assign(size_t(l.elems()) * es, kNaN);
+  for (int64_t r = 0; r < l.rows; ++r)
+    std::memcpy(g.bytes.data() + size_t(l.at(r * l.w)) * es, src.bytes.data() + size_t(r * l.w) * es, size_t(l.w) * es);
   for (size_t i = 0; i < untouched.size(); ++i)
-    if (untouched[i]) fill_nan(g, g.storage_index(int64_t(i)));
+    if (untouched[i]) fill_nan(g, l.at(int64_t(i)));
   return g;
 }
 
@@ -157,30 +191,40 @@ std::string check_output_guard(const HostTensor& g, const std::string& name, con
     if (untouched[i] && changed(g.storage_index(int64_t(i))))
       return fmt::format("the kernel wrote {}, an element on a padding token that no sequence holds",
                          element(int64_t(i)));
-  // Storage element -> the logical element whose storage is the last at or before it.
-  std::vector<int64_t> owner(size_t(elems), -1);
-  for (int64_t i = 0; i < n; ++i) owner[size_t(g.storage_index(i))] = i;
   const int64_t first = n > 0 ? g.storage_index(0) : elems, last = n > 0 ? g.storage_index(n - 1) : -1;
-  int64_t prev = -1;
-  for (int64_t at = 0; at < elems; ++at) {
-    if (owner[size_t(at)] >= 0) {
-      prev = owner[size_t(at)];
-      continue;
-    }
-    if (!changed(at)) continue;
+  auto stray = [&](int64_t at, int64_t prev) {
     if (at < first)
       return fmt::format("the kernel wrote {} element{} before the start of {} (its element {})", first - at,
                          first - at == 1 ? "" : "s", name, at - first);
     if (at > last)
       return fmt::format("the kernel wrote past the end of {}: {} storage element{} after its last element{}", name,
-                         at - last, at - last == 1 ? "" : "s", n > 0 ? " " + element(n - 1) : "");
+                         at - last, at - last == 1 ? "" : "s", n > 0 ? fmt::format(" {}", element(n - 1)) : std::string());
     return fmt::format("the kernel wrote into the gap of {} after its element {}", name, element(prev));
+  };
+  const GuardLayout l = guard_layout(g.shape, g.shape.size() >= 2 && g.strides.size() >= 2 &&
+                                                  g.strides[g.shape.size() - 2] > g.shape.back());
+  if (is_guard_layout(g, l)) {  // the canaries: the front, each row's gap, the back
+    for (int64_t at = 0; at < kOutputGuard; ++at)
+      if (changed(at)) return stray(at, -1);
+    for (int64_t r = 0; r < l.rows && l.gap > 0; ++r)
+      for (int64_t at = l.at(r * l.w) + l.w; at < l.at(r * l.w) + l.row_stride(); ++at)
+        if (changed(at)) return stray(at, r * l.w + l.w - 1);
+    for (int64_t at = kOutputGuard + l.rows * l.row_stride(); at < elems; ++at)
+      if (changed(at)) return stray(at, n - 1);
+    return "";
   }
-  return "";
+  throw std::invalid_argument(fmt::format("check_output_guard: {} is not laid out by guard_output", name));
 }
 
 HostTensor unguard_output(const HostTensor& g, const std::vector<bool>& untouched) {
-  HostTensor out = g.contiguous();
+  const GuardLayout l = guard_layout(g.shape, g.shape.size() >= 2 && g.strides.size() >= 2 &&
+                                                  g.strides[g.shape.size() - 2] > g.shape.back());
+  if (!is_guard_layout(g, l)) throw std::invalid_argument("unguard_output: the tensor is not laid out by guard_output");
+  HostTensor out(g.dtype, g.shape);
+  const size_t es = size_t(dtype_size(g.dtype));
+  for (int64_t r = 0; r < l.rows; ++r)
+    std::memcpy(out.bytes.data() + size_t(r * l.w) * es, g.bytes.data() + size_t(l.at(r * l.w)) * es,
+                size_t(l.w) * es);
   for (size_t i = 0; i < untouched.size(); ++i)
     if (untouched[i]) out.set(int64_t(i), 0.0);
   return out;

@@ -45,11 +45,12 @@ bool has_poisonable(const Inputs& in);
 inline constexpr int64_t kOutputGuard = 16;
 // t's values (compact or not) in a guarded storage.
 HostTensor guard_output(const HostTensor& t, bool gaps, const std::vector<bool>& untouched);
-// "" when every canary of g (from guard_output) still holds its bytes, else one line naming `name` and
-// the element next to the first changed one; element(flat) names a logical element ("o[token=3,h=0,c=1]").
+// "" when every canary of g (from guard_output; any other layout: std::invalid_argument) still holds
+// its bytes, else one line naming `name` and the element next to the first changed one; element(flat)
+// names a logical element ("o[token=3,h=0,c=1]").
 std::string check_output_guard(const HostTensor& g, const std::string& name, const std::vector<bool>& untouched,
                                const std::function<std::string(int64_t)>& element);
-// g's values, compact, with the untouched elements 0 (as the references leave them).
+// g's values (g from guard_output), compact, with the untouched elements 0 (as the references leave them).
 HostTensor unguard_output(const HostTensor& g, const std::vector<bool>& untouched);
 // The logical elements of output `tensor` ("o", "lse", "d_q", "d_k", "d_v") on padding tokens of a
 // padded varlen problem (empty when there are none).

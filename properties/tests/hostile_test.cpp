@@ -168,6 +168,9 @@ TEST_CASE("output canaries: an untouched guard passes, each stray write is named
     // Without the untouched set the padding tokens are elements like any other (a write there is allowed).
     CHECK(check_output_guard(g, "o", none, name).empty());
   }
+  // Only guard_output's layout is checked: any other storage is refused, not passed.
+  CHECK_THROWS_AS(check_output_guard(o, "o", none, name), std::invalid_argument);
+  CHECK_THROWS_AS(unguard_output(o.laid_out({0, 1, 2}, 1, {0, 0, 1}, {}, 3), none), std::invalid_argument);
 }
 
 TEST_CASE("execute fails a built-in kernel that writes past o or into a gap of lse, naming the element", "[cpu]") {
