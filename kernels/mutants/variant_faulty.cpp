@@ -175,7 +175,8 @@ Inputs read_with_page_128(const Inputs& in) {
 
 // PageIndexInt16: paged K/V read through a table whose entries were narrowed to int16 (a physical page
 // >= 2^15 wraps negative; the read lands on that page modulo the pool), as a contiguous batch.
-Inputs read_with_int16_pages(const Inputs& in) {
+// PageTable16 (staged): the table's column c read as column c % 16.
+Inputs read_with_int16_pages(const Inputs& in, bool staged = false) {
   const Problem& p = in.p;
   const Seqs seqs = in.seqs();
   Inputs u = in;
@@ -187,7 +188,9 @@ Inputs read_with_int16_pages(const Inputs& in) {
   const HostTensor k = in.k.contiguous(), v = in.v.contiguous();
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t j = 0; j < seq_n_k(p, seqs, b); ++j) {
-      const int64_t narrow = int16_t(seqs.page_table[b * p.pages_per_seq + j / p.page_size]);
+      const int64_t col = staged ? j / p.page_size % 16 : j / p.page_size;
+      const int64_t entry = seqs.page_table[b * p.pages_per_seq + col];
+      const int64_t narrow = staged ? entry : int64_t(int16_t(entry));
       const int64_t page = (narrow % p.num_pages + p.num_pages) % p.num_pages;
       const int64_t slot = page * p.page_size + j % p.page_size;
       for (int64_t h = 0; h < p.heads_kv; ++h) {
@@ -330,6 +333,8 @@ Inputs as_read(F f, const Inputs& in) {
   if (f == F::LayoutByShape) r = with_cached_layout(r);
   if (f == F::PaddedReadsCu) r.p.padded = false;  // q_row, kv_row, lse_index from cu_seqlens
   if (f == F::PageIndexInt16 && is_paged(in.p) && in.p.num_pages > (1 << 15)) r = read_with_int16_pages(r);
+  if (f == F::PageTable16 && is_paged(in.p) && int64_t(in.p.n_k) > 16 * int64_t(in.p.page_size))
+    r = read_with_int16_pages(r, true);
   return r;
 }
 
@@ -476,6 +481,9 @@ void register_variant_mutants(std::vector<Kernel>& out) {
       {F::PageIndexInt16, "mutant_page_index_int16",
        "paged K/V: the page table's entries narrowed to int16, so a physical page >= 2^15 wraps and another page is "
        "read"},
+      {F::PageTable16, "mutant_page_table_16",
+       "paged K/V: the page table staged 16 entries at a time and never reloaded, so page 16 reads page 0's entry "
+       "(wrong past 16 pages: past 4096 keys with pages of 256)"},
   };
   for (const Row& r : rows) out.push_back(make_variant_faulty_kernel(r.fault, r.name, r.description));
 }

@@ -62,6 +62,8 @@ enum class VariantFault {
                    // (batch, head)'s last query is written (-inf), a stride gap of a padded lse
   PageIndexInt16,  // the page table's entries held as int16: a physical page >= 2^15 wraps negative and
                    // reads another page (modulo the pool)
+  PageTable16,     // the page table staged 16 entries at a time and never reloaded: column c reads entry
+                   // c % 16 (wrong past 16 pages: past 4096 keys with pages of 256)
 };
 
 // The registry row of the kernel with fault f (mutant = f != None): declares every variant.

@@ -56,7 +56,10 @@ TEST_CASE("padded varlen's and the output canaries' mutants are killed at every 
   killed_at_twenty_seeds("reference", "mutant_writes_lse_gap");
 }
 
-TEST_CASE("the int16 page index mutant is killed at every one of 20 seeds", "[cpu][mutants]") {
+TEST_CASE("the long paged mutants are killed at every one of 20 seeds", "[cpu][mutants]") {
   // Physical pages >= 2^15 (to_long_paged, a quarter of the paged law's cases, half of them that high).
   killed_at_twenty_seeds("paged", "mutant_page_index_int16");
+  // A table staged 16 entries at a time: sequences of more than 16 pages (every long paged draw with
+  // room for them, and short pages of the ordinary draw).
+  killed_at_twenty_seeds("paged", "mutant_page_table_16");
 }
