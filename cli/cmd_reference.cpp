@@ -88,8 +88,8 @@ Run setup_reference(CLI::App& app) {
                                  "Certified reference o, lse (+ d_q, d_k, d_v) of a safetensors input file, as F64");
   auto o = std::make_shared<ReferenceOptions>();
   sub->add_option("--inputs", o->inputs,
-                  "Input safetensors: q, k, v (+ d_o, cu_seqlens_q/k, page_table, alibi_slopes, sinks); metadata mask, "
-                  "scale, window_left, window_right, softcap")
+                  "Input safetensors: q, k, v (+ d_o, cu_seqlens_q/k, page_table, alibi_slopes, sinks, "
+                  "cu_seqlens_q/k_padded); metadata mask, scale, window_left, window_right, softcap")
       ->required();
   sub->add_option("--out", o->out, "Output safetensors: o, lse (+ d_q, d_k, d_v) as F64")->required();
   add_limit_options(sub, o->limits);

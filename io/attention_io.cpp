@@ -38,8 +38,17 @@ void require_names(const std::string& name, const TensorFile& file, const std::v
 }
 
 const std::vector<std::string>& input_names() {
-  static const std::vector<std::string> names = {
-      "q", "k", "v", "d_o", "cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes", "sinks"};
+  static const std::vector<std::string> names = {"q",
+                                                 "k",
+                                                 "v",
+                                                 "d_o",
+                                                 "cu_seqlens_q",
+                                                 "cu_seqlens_k",
+                                                 "page_table",
+                                                 "alibi_slopes",
+                                                 "sinks",
+                                                 "cu_seqlens_q_padded",
+                                                 "cu_seqlens_k_padded"};
   return names;
 }
 
@@ -140,6 +149,13 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
     throw fail(Fault::BadVariant, "cu_seqlens_q and cu_seqlens_k come together: a varlen file needs both");
   if (paged && !varlen)
     throw fail(Fault::BadVariant, "page_table needs cu_seqlens_q and cu_seqlens_k (paged K/V is a varlen layout)");
+  const bool padded = file.tensors.count("cu_seqlens_q_padded") || file.tensors.count("cu_seqlens_k_padded");
+  if (padded && !(file.tensors.count("cu_seqlens_q_padded") && file.tensors.count("cu_seqlens_k_padded")))
+    throw fail(Fault::BadVariant,
+               "cu_seqlens_q_padded and cu_seqlens_k_padded come together: a padded varlen file needs both");
+  if (padded && !varlen)
+    throw fail(Fault::BadVariant,
+               "cu_seqlens_q_padded and cu_seqlens_k_padded need cu_seqlens_q and cu_seqlens_k (padded varlen)");
   std::vector<std::string> names = {"q", "k", "v"};
   if (with_d_o) names.push_back("d_o");
   DType o_dtype = file.tensors.at("q").dtype;
@@ -165,6 +181,11 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
     in.cu_seqlens_q = std::move(file.tensors.at("cu_seqlens_q"));
     in.cu_seqlens_k = std::move(file.tensors.at("cu_seqlens_k"));
     if (paged) in.page_table = std::move(file.tensors.at("page_table"));
+    if (padded) {
+      p.padded = true;
+      in.cu_seqlens_q_padded = std::move(file.tensors.at("cu_seqlens_q_padded"));
+      in.cu_seqlens_k_padded = std::move(file.tensors.at("cu_seqlens_k_padded"));
+    }
   } else {
     p.batch = int32_t(q.shape[0]);
     p.n_q = int32_t(q.shape[2]);
@@ -223,6 +244,9 @@ TensorFile inputs_file(const Inputs& in) {
   if (is_paged(in.p)) f.tensors["page_table"] = in.page_table;
   if (in.p.alibi) f.tensors["alibi_slopes"] = in.alibi_slopes;
   if (in.p.sinks) f.tensors["sinks"] = in.sinks;
+  if (in.p.padded)
+    f.tensors["cu_seqlens_q_padded"] = in.cu_seqlens_q_padded,
+    f.tensors["cu_seqlens_k_padded"] = in.cu_seqlens_k_padded;
   f.metadata = problem_metadata(in.p);
   return f;
 }

@@ -25,7 +25,9 @@ void require_names(const std::string& name, const TensorFile& file, const std::v
 // dense q (batch, heads_q, n_q, d), k (batch, heads_kv, n_k, d), v (..., d_v), d_o shaped like o;
 // varlen (cu_seqlens_q, cu_seqlens_k I32 (batch + 1)) q (total_q, heads_q, d), k, v (total_k,
 // heads_kv, d | d_v); paged (page_table I32 (batch, pages per sequence)) k, v (num_pages, page_size,
-// heads_kv, d | d_v); alibi_slopes F32 (heads_q); sinks F32 (heads_q, finite or -inf). Floating dtypes:
+// heads_kv, d | d_v); padded varlen (cu_seqlens_q_padded, cu_seqlens_k_padded I32 (batch + 1): each
+// sequence's first token, the packed tensors holding padding between); alibi_slopes F32 (heads_q);
+// sinks F32 (heads_q, finite or -inf). Floating dtypes:
 // q's, k's (= v's) and o's (= d_o's) may differ (Problem::dtype, dtype_kv, dtype_o); heads_q % heads_kv
 // == 0, no other tensor. Metadata: "mask", "scale" (a plain decimal, io/numbers.hpp), "window_left" and
 // "window_right" (integers >= -1, default -1), "softcap" (decimal >= 0, default 0), "dtype_o" (o's

@@ -65,6 +65,11 @@ struct Problem {
   // Contract v3 (docs/SEMANTICS.md, "Attention sinks"): one fp32 logit sink_h per query head joins
   // every row's softmax denominator and has no value; lse includes it. false: no sinks.
   bool sinks = false;
+  // Contract v3 (docs/SEMANTICS.md, "Padded varlen"): varlen sequence b's tokens start at
+  // cu_seqlens_q_padded[b] / cu_seqlens_k_padded[b] of the packed tensors (total_q, total_k: their
+  // last entries) while cu_seqlens_q / cu_seqlens_k give the lengths; the tokens between are padding
+  // (never read, never written). Varlen only, not with paged K/V. false: sequences packed end to end.
+  bool padded = false;
 };
 
 // The dtypes of a problem's tensors; mixed_dtypes: they are not all one.
@@ -153,6 +158,8 @@ struct Seqs {
   const int32_t* cu_q = nullptr;
   const int32_t* cu_k = nullptr;
   const int32_t* page_table = nullptr;
+  const int32_t* pad_q = nullptr;  // padded varlen: cu_seqlens_q_padded (batch + 1), the sequences' first tokens
+  const int32_t* pad_k = nullptr;  // padded varlen: cu_seqlens_k_padded (batch + 1)
 };
 
 // Sequence b's query and key counts.
@@ -163,25 +170,34 @@ FC_HD inline int64_t seq_n_k(const Problem& p, const Seqs& s, int64_t b) {
   return p.varlen ? int64_t(s.cu_k[b + 1]) - s.cu_k[b] : p.n_k;
 }
 
+// Sequence b's first token on the packed query and key axes (varlen): cu_seqlens, or with padded
+// offsets cu_seqlens_*_padded.
+FC_HD inline int64_t seq_start_q(const Problem& p, const Seqs& s, int64_t b) {
+  return p.padded ? s.pad_q[b] : s.cu_q[b];
+}
+FC_HD inline int64_t seq_start_k(const Problem& p, const Seqs& s, int64_t b) {
+  return p.padded ? s.pad_k[b] : s.cu_k[b];
+}
+
 // Rows of the contract's tensors: the element (b, h, i, c) of a query-side tensor (q, o, d_o, d_q)
 // is at q_row(...) * width + c, width d or d_v; likewise kv_row for k, v, d_k, d_v.
 //   dense  (batch, heads, n, width):            row (b heads + h) n + i
-//   varlen (total, heads, width):               row (cu[b] + i) heads + h
+//   varlen (total, heads, width):               row (cu[b] + i) heads + h (padded: padded[b] + i)
 //   paged  (num_pages, page_size, heads, width): row (page_table[b][j / page_size] page_size +
 //                                                    j % page_size) heads + h
 FC_HD inline int64_t q_row(const Problem& p, const Seqs& s, int64_t b, int64_t h, int64_t i) {
-  return p.varlen ? (s.cu_q[b] + i) * p.heads_q + h : (b * p.heads_q + h) * p.n_q + i;
+  return p.varlen ? (seq_start_q(p, s, b) + i) * p.heads_q + h : (b * p.heads_q + h) * p.n_q + i;
 }
 FC_HD inline int64_t kv_row(const Problem& p, const Seqs& s, int64_t b, int64_t h_kv, int64_t j) {
   if (p.page_size > 0) {
     const int64_t page = s.page_table[b * p.pages_per_seq + j / p.page_size];
     return (page * p.page_size + j % p.page_size) * p.heads_kv + h_kv;
   }
-  return p.varlen ? (s.cu_k[b] + j) * p.heads_kv + h_kv : (b * p.heads_kv + h_kv) * p.n_k + j;
+  return p.varlen ? (seq_start_k(p, s, b) + j) * p.heads_kv + h_kv : (b * p.heads_kv + h_kv) * p.n_k + j;
 }
-// lse: dense (batch, heads_q, n_q); varlen (heads_q, total_q).
+// lse: dense (batch, heads_q, n_q); varlen (heads_q, total_q), token seq_start_q(b) + i.
 FC_HD inline int64_t lse_index(const Problem& p, const Seqs& s, int64_t b, int64_t h, int64_t i) {
-  return p.varlen ? h * p.total_q + s.cu_q[b] + i : (b * p.heads_q + h) * p.n_q + i;
+  return p.varlen ? h * p.total_q + seq_start_q(p, s, b) + i : (b * p.heads_q + h) * p.n_q + i;
 }
 
 // Row counts of the query-side and key-side tensors, and element counts of the contract's tensors.
@@ -215,7 +231,7 @@ FC_HD inline bool known_float(DType t) { return int32_t(t) >= 0 && int32_t(t) <=
 // Is the problem well-formed? Positive sizes (varlen: lengths may be 0), GQA divisibility, a finite
 // scale (any sign), windows >= -1, a softcap of 0 or within fp32's normal range (kernels keep c in
 // fp32), floating dtypes (dtype_kv, dtype_o also kDtypeAsQ), paging only with varlen and a page table
-// wide enough for the longest sequence. The per-sequence data are checked by validate (tensor.hpp).
+// wide enough for the longest sequence, padded offsets only with varlen and unpaged K/V. The per-sequence data are checked by validate (tensor.hpp).
 inline bool well_formed(const Problem& p) {
   constexpr double inf = std::numeric_limits<double>::infinity();
   const bool sizes = p.batch > 0 && p.heads_q > 0 && p.heads_kv > 0 && p.d > 0 && p.d_v >= 0 &&
@@ -224,8 +240,9 @@ inline bool well_formed(const Problem& p) {
   const bool paging = p.page_size == 0 ? p.num_pages == 0 && p.pages_per_seq == 0
                                        : p.varlen && p.page_size > 0 && p.num_pages > 0 && p.pages_per_seq >= 0 &&
                                              int64_t(p.pages_per_seq) * p.page_size >= p.n_k;
-  return sizes && paging && p.heads_q % p.heads_kv == 0 && p.scale == p.scale && p.scale != inf && p.scale != -inf &&
-         p.window_left >= -1 && p.window_right >= -1 &&
+  const bool padding = !p.padded || (p.varlen && p.page_size == 0);
+  return sizes && paging && padding && p.heads_q % p.heads_kv == 0 && p.scale == p.scale && p.scale != inf &&
+         p.scale != -inf && p.window_left >= -1 && p.window_right >= -1 &&
          (p.softcap == 0 || (p.softcap >= 0x1p-126 && p.softcap <= 0x1.fffffep127)) && known_float(p.dtype) &&
          (p.dtype_kv == kDtypeAsQ || known_float(p.dtype_kv)) && (p.dtype_o == kDtypeAsQ || known_float(p.dtype_o));
 }

@@ -50,14 +50,16 @@ Variants all_variants() {
           .alibi = true,
           .d_v = true,
           .strides = true,
-          .sinks = true};
+          .sinks = true,
+          .padded = true};
 }
 
 std::vector<std::string> variant_names(const Variants& v) {
   std::vector<std::string> out;
-  const std::pair<bool, const char*> named[] = {{v.varlen, "varlen"},   {v.paged, "paged"}, {v.window, "window"},
-                                                {v.softcap, "softcap"}, {v.alibi, "alibi"}, {v.d_v, "d_v"},
-                                                {v.strides, "strides"}, {v.sinks, "sinks"}};
+  const std::pair<bool, const char*> named[] = {
+      {v.varlen, "varlen"},   {v.paged, "paged"}, {v.window, "window"},
+      {v.softcap, "softcap"}, {v.alibi, "alibi"}, {v.d_v, "d_v"},
+      {v.strides, "strides"}, {v.sinks, "sinks"}, {v.padded, "padded_varlen"}};
   for (auto [on, name] : named)
     if (on) out.emplace_back(name);
   return out;
@@ -72,6 +74,7 @@ Variants variants_of(const Problem& p) {
   v.alibi = p.alibi;
   v.d_v = head_dim_v(p) != p.d;
   v.sinks = p.sinks;
+  v.padded = p.padded;
   return v;
 }
 
@@ -84,7 +87,7 @@ Variants variants_of(const Inputs& in) {
 bool covers(const Variants& have, const Variants& need) {
   return (have.varlen || !need.varlen) && (have.paged || !need.paged) && (have.window || !need.window) &&
          (have.softcap || !need.softcap) && (have.alibi || !need.alibi) && (have.d_v || !need.d_v) &&
-         (have.strides || !need.strides) && (have.sinks || !need.sinks);
+         (have.strides || !need.strides) && (have.sinks || !need.sinks) && (have.padded || !need.padded);
 }
 
 bool declared_shape(const KernelInfo& i, const Problem& p) {
@@ -131,9 +134,8 @@ void check_sendable(const Kernel& k, const Inputs& in) {
 }  // namespace
 
 Outputs run_forward(const Kernel& k, const Inputs& in, const Config& cfg) {
-  check_sendable(k, in);
   Outputs out = alloc_outputs(in, false);
-  k.forward(in, cfg, out);
+  run_forward_into(k, in, cfg, out);
   return out;
 }
 
@@ -150,6 +152,11 @@ MergeOutputs run_merge(const Kernel& k, const MergeInputs& in) {
   MergeOutputs out = alloc_merge_outputs(in.p);
   k.merge(in, out);
   return out;
+}
+
+void run_forward_into(const Kernel& k, const Inputs& in, const Config& cfg, Outputs& out) {
+  check_sendable(k, in);
+  k.forward(in, cfg, out);
 }
 
 Outputs run_forward_backward(const Kernel& k, const Inputs& in, const Config& cfg) {

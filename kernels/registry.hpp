@@ -81,6 +81,7 @@ struct Variants {
   bool d_v = false;      // d_v != d
   bool strides = false;  // strided q, k, v, d_o (and strided outputs when the caller allocates them so)
   bool sinks = false;    // contract v3: one sink logit per query head in the softmax denominator
+  bool padded = false;   // contract v3: varlen tokens at cu_seqlens_*_padded offsets, padding between
 };
 // Every variant, and the names `flashcheck kernels` prints.
 Variants all_variants();
@@ -169,6 +170,9 @@ Outputs alloc_outputs(const Inputs& in, bool grads);
 // Helpers for running a kernel: allocate outputs of the right shape/dtype and call it. Inputs that
 // are inconsistent (validate) or use a variant the kernel does not declare: std::invalid_argument.
 Outputs run_forward(const Kernel& k, const Inputs& in, const Config& cfg = {});
+// The same into outputs the caller allocated (alloc_outputs' shapes and dtypes, in any strides that
+// keep every element inside the storage: guarded outputs, kernels/hostile.hpp).
+void run_forward_into(const Kernel& k, const Inputs& in, const Config& cfg, Outputs& out);
 // Forward then backward (needs in.d_o); fills every field of Outputs.
 Outputs run_forward_backward(const Kernel& k, const Inputs& in, const Config& cfg = {});
 

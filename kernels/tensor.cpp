@@ -175,6 +175,7 @@ Seqs Inputs::seqs() const {
     s.cu_q = cu_seqlens_q.data<int32_t>();
     s.cu_k = cu_seqlens_k.data<int32_t>();
   }
+  if (p.padded) s.pad_q = cu_seqlens_q_padded.data<int32_t>(), s.pad_k = cu_seqlens_k_padded.data<int32_t>();
   if (p.page_size > 0) s.page_table = page_table.data<int32_t>();
   return s;
 }

@@ -99,8 +99,10 @@ struct Inputs {
   HostTensor page_table = {};                       // I32 (batch, pages_per_seq): paged
   HostTensor alibi_slopes = {};                     // F32 (heads_q): ALiBi
   HostTensor sinks = {};                            // F32 (heads_q): attention sinks (finite or -inf)
+  HostTensor cu_seqlens_q_padded = {}, cu_seqlens_k_padded = {};  // I32 (batch + 1): padded varlen
   bool has_d_o() const { return !d_o.shape.empty(); }
-  // Pointers into cu_seqlens_q/k and page_table (null where the problem does not use them).
+  // Pointers into cu_seqlens_q/k, page_table and the padded offsets (null where the problem does not
+  // use them).
   Seqs seqs() const;
   // Whether q, k, v or d_o is a strided view.
   bool strided() const { return !q.is_compact() || !k.is_compact() || !v.is_compact() || !d_o.is_compact(); }
@@ -111,7 +113,8 @@ struct Inputs {
 };
 
 // "" when in is a consistent problem (well-formed, every tensor of the right dtype and shape, strides
-// inside their storage, cu_seqlens from 0 non-decreasing to total with n_q / n_k the longest, page
+// inside their storage, cu_seqlens from 0 non-decreasing to total with n_q / n_k the longest (padded:
+// cu_seqlens_*_padded non-decreasing from >= 0 to total, each sequence's slots holding its tokens), page
 // table entries in [0, num_pages), finite slopes), else one line saying what is wrong.
 std::string validate(const Inputs& in);
 

@@ -23,6 +23,7 @@ std::string check_tensor(const char* name, const HostTensor& t, DType dtype, con
 
 // Cumulative offsets: I32 (batch + 1), from 0, non-decreasing, ending at `total`; *longest gets the
 // longest sequence.
+// With padded offsets the packed tensors also hold padding: cu ends at the tokens in use (< 0: not checked).
 std::string check_cu(const char* name, const HostTensor& cu, int32_t batch, int64_t total, int64_t* longest) {
   if (std::string e = check_tensor(name, cu, DType::I32, {int64_t(batch) + 1}); !e.empty()) return e;
   if (!cu.is_compact()) return fmt::format("{} must be compact", name);
@@ -33,8 +34,26 @@ std::string check_cu(const char* name, const HostTensor& cu, int32_t batch, int6
     if (c[b + 1] < c[b]) return fmt::format("{} decreases at {}: {} then {}", name, b + 1, c[b], c[b + 1]);
     *longest = std::max<int64_t>(*longest, int64_t(c[b + 1]) - c[b]);
   }
-  if (c[batch] != total)
+  if (total >= 0 && c[batch] != total)
     return fmt::format("{}[{}] = {}, but the packed tensors hold {} tokens", name, batch, c[batch], total);
+  return "";
+}
+
+// Padded offsets of one axis: I32 (batch + 1), compact, from >= 0, each sequence's slots
+// (pad[b + 1] - pad[b]) at least its length (cu[b + 1] - cu[b]), ending at the packed tensors' `total`.
+std::string check_padded(const char* name, const HostTensor& pad, const HostTensor& cu, int32_t batch, int64_t total) {
+  if (std::string e = check_tensor(name, pad, DType::I32, {int64_t(batch) + 1}); !e.empty()) return e;
+  if (!pad.is_compact()) return fmt::format("{} must be compact", name);
+  const int32_t *x = pad.data<int32_t>(), *c = cu.data<int32_t>();
+  if (x[0] < 0) return fmt::format("{}[0] = {} is negative", name, x[0]);
+  for (int32_t b = 0; b < batch; ++b) {
+    const int64_t slots = int64_t(x[b + 1]) - x[b], len = int64_t(c[b + 1]) - c[b];
+    if (slots < len)
+      return fmt::format("{} gives sequence {} {} token slots ({}[{}] = {}, [{}] = {}) for its {} tokens", name, b,
+                         slots, name, b, x[b], b + 1, x[b + 1], len);
+  }
+  if (x[batch] != total)
+    return fmt::format("{}[{}] = {}, but the packed tensors hold {} tokens", name, batch, x[batch], total);
   return "";
 }
 
@@ -43,13 +62,30 @@ std::string check_variants(const Inputs& in) {
   if (p.varlen) {
     if (p.total_q < 0 || p.total_k < 0) return "negative token totals";
     int64_t longest_q = 0, longest_k = 0;
-    if (std::string e = check_cu("cu_seqlens_q", in.cu_seqlens_q, p.batch, p.total_q, &longest_q); !e.empty()) return e;
-    if (std::string e = check_cu("cu_seqlens_k", in.cu_seqlens_k, p.batch, p.total_k, &longest_k); !e.empty()) return e;
+    const int64_t total_q = p.padded ? -1 : p.total_q, total_k = p.padded ? -1 : p.total_k;
+    if (std::string e = check_cu("cu_seqlens_q", in.cu_seqlens_q, p.batch, total_q, &longest_q); !e.empty()) return e;
+    if (std::string e = check_cu("cu_seqlens_k", in.cu_seqlens_k, p.batch, total_k, &longest_k); !e.empty()) return e;
     if (longest_q != p.n_q || longest_k != p.n_k)
       return fmt::format("n_q = {}, n_k = {}, but the longest sequences have {} queries and {} keys", p.n_q, p.n_k,
                          longest_q, longest_k);
   } else if (!in.cu_seqlens_q.shape.empty() || !in.cu_seqlens_k.shape.empty()) {
     return "cu_seqlens given for a dense problem";
+  }
+  if (p.padded) {
+    if (!p.varlen)
+      return "padded offsets (cu_seqlens_q_padded, cu_seqlens_k_padded) need varlen (cu_seqlens_q, cu_seqlens_k)";
+    if (p.page_size > 0)
+      return "padded offsets with paged K/V: the page table places the keys (give no cu_seqlens_k_padded)";
+    if (std::string e =
+            check_padded("cu_seqlens_q_padded", in.cu_seqlens_q_padded, in.cu_seqlens_q, p.batch, p.total_q);
+        !e.empty())
+      return e;
+    if (std::string e =
+            check_padded("cu_seqlens_k_padded", in.cu_seqlens_k_padded, in.cu_seqlens_k, p.batch, p.total_k);
+        !e.empty())
+      return e;
+  } else if (!in.cu_seqlens_q_padded.shape.empty() || !in.cu_seqlens_k_padded.shape.empty()) {
+    return "padded offsets given for a problem without padding";
   }
   if (p.page_size > 0) {
     if (!p.varlen) return "paged K/V needs varlen (cu_seqlens_q, cu_seqlens_k)";

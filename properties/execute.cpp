@@ -23,6 +23,41 @@ ref::Tensors64 tensors64(const Inputs& in) { return ref::tensors64(in); }
 // The one call for a certificate: the oracle `--oracle` chose (reference/gpu/oracle_select.hpp).
 ref::Certified certify(const Inputs& in) { return ref::certify(in.p, tensors64(in)); }
 
+namespace {
+
+// The built-in CPU kernels' outputs are guarded (kernels/hostile.hpp: canaries before, after, in the
+// gaps and on padding tokens); a plugin's are guarded by its arena (kernels/plugin/abi_map.hpp), and
+// the CUDA kernels' and the Python bridge's by their own callers. Gaps for a kernel that declares
+// strides (the contract offers strided outputs only to those).
+bool guards_outputs(const Kernel& k) { return k.info.device == "cpu" && !k.info.external; }
+
+struct Guards {
+  const Problem& p;
+  const Inputs& in;
+  bool on, gaps;
+  std::string stray;  // the first canary a kernel changed, one line per tensor
+  std::vector<std::pair<HostTensor*, std::string>> held;
+
+  void place(HostTensor& t, const std::string& name) {
+    if (!on || t.shape.empty()) return;
+    t = guard_output(t, gaps, padding_elements(in, name));
+    held.emplace_back(&t, name);
+  }
+  // Checks every placed output and hands it back compact (padding tokens 0, as the references).
+  void release() {
+    for (auto& [t, name] : held) {
+      const std::vector<bool> untouched = padding_elements(in, name);
+      const std::string m =
+          check_output_guard(*t, name, untouched, [&](int64_t flat) { return element_name(p, name.c_str(), flat); });
+      if (!m.empty()) stray += m + "\n";
+      *t = unguard_output(*t, untouched);
+    }
+    held.clear();
+  }
+};
+
+}  // namespace
+
 Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward) {
   if (!claims(k, in))
     throw NotApplicable(
@@ -35,8 +70,17 @@ Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward)
   const bool poisoned = has_poisonable(in);
   const Inputs hostile = poisoned ? poison(in) : Inputs{};
   const Inputs& given = poisoned ? hostile : in;
+  Guards guards{p, in, guards_outputs(k), k.info.variants.strides, "", {}};
   try {
-    r.out = run_forward(k, given, cfg);
+    r.out = alloc_outputs(given, false);
+    guards.place(r.out.o, "o");
+    guards.place(r.out.lse, "lse");
+    run_forward_into(k, given, cfg, r.out);
+    guards.release();
+    if (!guards.stray.empty()) {
+      r.error = fmt::format("{} wrote outside its outputs: {}", k.info.name, guards.stray);
+      return r;
+    }
     if (!backward || !in.has_d_o() || !k.backward) return r;
     if (!k.info.writes_lse) {
       const ref::Certified c = certify(in);
@@ -45,8 +89,14 @@ Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward)
     r.out.d_q = HostTensor(dtype_q(p), shape_q(p));
     r.out.d_k = HostTensor(dtype_kv(p), shape_kv(p));
     r.out.d_v = HostTensor(dtype_kv(p), shape_v(p));
+    guards.place(r.out.d_q, "d_q");
+    guards.place(r.out.d_k, "d_k");
+    guards.place(r.out.d_v, "d_v");
     k.backward(given, cfg, r.out);
+    guards.release();
+    if (!guards.stray.empty()) r.error = fmt::format("{} wrote outside its outputs: {}", k.info.name, guards.stray);
   } catch (const std::exception& e) {
+    guards.held.clear();
     r.error = fmt::format("{} failed: {}\n", k.info.name, e.what());
   }
   return r;

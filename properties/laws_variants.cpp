@@ -55,11 +55,17 @@ std::string law_paged(const Kernel& k, const Case& c_in) {
   Rng rng(c.aux);
   const SeqLens lens = draw_lengths(rng, c.in.p.batch, c.in.p.n_q, c.in.p.n_k);
   std::string how;
-  const Inputs paged = to_paged(to_varlen(c.in, lens), draw_page_size(rng), true, rng, &how);
+  Inputs paged = to_paged(to_varlen(c.in, lens), draw_page_size(rng), true, rng, &how);
+  // A quarter of the cases long (variant_gen.hpp, to_long_paged: up to 512 pages, > 4096 keys, page
+  // indices >= 2^15, tables past 2^16 entries), from a generator of their own.
+  Rng side(c.aux ^ 0x2545f4914f6cdd1dull);
+  const bool long_paged = side() % 4 == 0;
+  if (long_paged) paged = to_long_paged(c.in, side, &how);
+  const std::string what = long_paged ? how : describe(lens) + "; " + how;
   const Inputs flat = unpaged(paged);
   note_problem("paged batch", paged);
   note_problem("contiguous batch", flat);
-  note_transform(describe(lens) + "; " + how);
+  note_transform(what);
   const bool g = grads(k, c);
   const Run a = execute(k, paged, c.cfg, g), b = execute(k, flat, c.cfg, g);
   if (std::string e = both_ran(a, b); !e.empty()) return e;
@@ -82,7 +88,30 @@ std::string law_paged(const Kernel& k, const Case& c_in) {
       shared |= reads[size_t(kv_row(p, seqs, bb, 0, j) / p.heads_kv)] > 1;
     if (!shared) m = same_sequence(paged, a.out, bb, flat, b.out, bb, true, true);
   }
-  return m.empty() ? "" : fmt::format("{}; {}; paged against contiguous: {}", describe(lens), how, m);
+  return m.empty() ? "" : fmt::format("{}; paged against contiguous: {}", what, m);
+}
+
+// Padded varlen (contract v3): the sequences at padded offsets, padding between them (NaN when the
+// kernel runs: kernels/hostile.hpp; canaries on the outputs' padding tokens), give the bits of the same
+// sequences packed end to end: o, lse, and with gradients d_q and each sequence's d_k, d_v rows.
+std::string law_padded_varlen(const Kernel& k, const Case& c_in) {
+  require_dense(c_in);
+  const Case c = with_d_v_source(k, c_in);
+  Rng rng(c.aux);
+  const SeqLens lens = draw_lengths(rng, c.in.p.batch, c.in.p.n_q, c.in.p.n_k);
+  const Inputs compact = to_varlen(c.in, lens);
+  const Padding pad = draw_padding(rng, lens);
+  const Inputs padded = to_padded(compact, pad, rng);
+  note_problem("padded varlen batch", padded);
+  note_problem("compact varlen batch", compact);
+  note_transform(describe(lens) + "; " + describe(pad));
+  const bool g = grads(k, c);
+  const Run a = execute(k, padded, c.cfg, g), b = execute(k, compact, c.cfg, g);
+  if (std::string e = both_ran(a, b); !e.empty()) return e;
+  for (int64_t s = 0; s < padded.p.batch; ++s)
+    if (std::string m = same_sequence(padded, a.out, s, compact, b.out, s, g, true); !m.empty())
+      return fmt::format("{}; {}; sequence {} padded against compact: {}", describe(lens), describe(pad), s, m);
+  return "";
 }
 
 std::string law_strides(const Kernel& k, const Case& c_in) {
@@ -243,6 +272,12 @@ void add_variant_laws(std::vector<Law>& out) {
                  .backward = true,
                  .needs_variants = {.varlen = true, .paged = true},
                  .check = law_paged});
+  out.push_back({.id = "padded_varlen",
+                 .sentence = "sequences at padded offsets (padding between them) give the compact varlen batch's bits",
+                 .regimes = plain,
+                 .backward = true,
+                 .needs_variants = {.varlen = true, .padded = true},
+                 .check = law_padded_varlen});
   out.push_back({.id = "strides",
                  .sentence = "the same data in any strides gives the same bits",
                  .regimes = plain,

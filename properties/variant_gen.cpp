@@ -91,6 +91,99 @@ Inputs to_varlen(const Inputs& dense, const SeqLens& lens) {
   return v;
 }
 
+Padding draw_padding(Rng& rng, const SeqLens& lens) {
+  Padding pad;
+  auto amount = [&]() -> int32_t {
+    switch (rng() % 7) {
+      case 0:
+      case 1: return 0;
+      case 2: return 1;
+      case 3: return 2;
+      case 4: return 3;
+      case 5: return 7;
+      default: return int32_t(rng() % 17);
+    }
+  };
+  if (rng() % 4 == 0) pad.lead_q = 1 + int32_t(rng() % 5);
+  if (rng() % 4 == 0) pad.lead_k = 1 + int32_t(rng() % 5);
+  for (size_t b = 0; b < lens.q.size(); ++b) pad.q.push_back(amount()), pad.k.push_back(amount());
+  // Some sequence with tokens away from its compact start on each axis: else leading padding.
+  auto shifted = [&](const std::vector<int32_t>& len, const std::vector<int32_t>& after, int32_t lead) {
+    int64_t shift = lead;
+    for (size_t b = 0; b < len.size(); shift += after[b], ++b)
+      if (len[b] > 0 && shift > 0) return true;
+    return false;
+  };
+  if (!shifted(lens.q, pad.q, pad.lead_q)) pad.lead_q += 1 + int32_t(rng() % 3);
+  if (!shifted(lens.k, pad.k, pad.lead_k)) pad.lead_k += 1 + int32_t(rng() % 3);
+  return pad;
+}
+
+std::string describe(const Padding& pad) {
+  std::string out = fmt::format("padded (after each sequence, q, k): lead ({}, {})", pad.lead_q, pad.lead_k);
+  for (size_t b = 0; b < pad.q.size(); ++b) out += fmt::format(" ({}, {})", pad.q[b], pad.k[b]);
+  return out;
+}
+
+Inputs to_padded(const Inputs& varlen, const Padding& pad, Rng& rng) {
+  Inputs out = varlen;
+  Problem& p = out.p;
+  const std::vector<int32_t> len_q = lengths_of(varlen.cu_seqlens_q), len_k = lengths_of(varlen.cu_seqlens_k);
+  std::vector<int32_t> at_q = {pad.lead_q}, at_k = {pad.lead_k};
+  for (size_t b = 0; b < len_q.size(); ++b)
+    at_q.push_back(at_q.back() + len_q[b] + pad.q[b]), at_k.push_back(at_k.back() + len_k[b] + pad.k[b]);
+  p.padded = true;
+  p.total_q = at_q.back(), p.total_k = at_k.back();
+  out.cu_seqlens_q_padded = ints({p.batch + 1}, at_q);
+  out.cu_seqlens_k_padded = ints({p.batch + 1}, at_k);
+  std::uniform_int_distribution<int> big(64 * 8, 128 * 8);
+  auto place = [&](const HostTensor& from, int64_t width, bool queries) {
+    const int64_t heads = queries ? p.heads_q : p.heads_kv;
+    HostTensor to(from.dtype, {queries ? p.total_q : p.total_k, heads, width});
+    for (int64_t x = 0; x < to.numel(); ++x) to.set(x, (rng() % 2 ? 1 : -1) * big(rng) / 8.0);  // padding
+    const std::vector<int32_t>& len = queries ? len_q : len_k;
+    const std::vector<int32_t>& at = queries ? at_q : at_k;
+    const HostTensor& cu = queries ? varlen.cu_seqlens_q : varlen.cu_seqlens_k;
+    for (size_t b = 0; b < len.size(); ++b)
+      for (int64_t i = 0; i < int64_t(len[b]) * heads * width; ++i)
+        to.set(int64_t(at[b]) * heads * width + i, from.get(int64_t(cu.get(int64_t(b))) * heads * width + i));
+    return to;
+  };
+  const int64_t dv = head_dim_v(p);
+  out.q = place(varlen.q.contiguous(), p.d, true);
+  out.k = place(varlen.k.contiguous(), p.d, false);
+  out.v = place(varlen.v.contiguous(), dv, false);
+  if (varlen.has_d_o()) out.d_o = place(varlen.d_o.contiguous(), dv, true);
+  return out;
+}
+
+Inputs unpadded(const Inputs& padded) {
+  Inputs out = padded;
+  Problem& p = out.p;
+  p.padded = false;
+  out.cu_seqlens_q_padded = HostTensor(), out.cu_seqlens_k_padded = HostTensor();
+  p.total_q = int64_t(padded.cu_seqlens_q.get(p.batch)), p.total_k = int64_t(padded.cu_seqlens_k.get(p.batch));
+  const Seqs seqs = padded.seqs();
+  auto pack = [&](const HostTensor& from, int64_t width, bool queries) {
+    const int64_t heads = queries ? p.heads_q : p.heads_kv;
+    HostTensor to(from.dtype, {queries ? p.total_q : p.total_k, heads, width});
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const int64_t len = queries ? seq_n_q(padded.p, seqs, b) : seq_n_k(padded.p, seqs, b);
+      const int64_t src = queries ? seq_start_q(padded.p, seqs, b) : seq_start_k(padded.p, seqs, b);
+      const int64_t dst = queries ? seqs.cu_q[b] : seqs.cu_k[b];
+      for (int64_t i = 0; i < len * heads * width; ++i)
+        to.set(dst * heads * width + i, from.get(src * heads * width + i));
+    }
+    return to;
+  };
+  const int64_t dv = head_dim_v(p);
+  out.q = pack(padded.q.contiguous(), p.d, true);
+  out.k = pack(padded.k.contiguous(), p.d, false);
+  out.v = pack(padded.v.contiguous(), dv, false);
+  if (padded.has_d_o()) out.d_o = pack(padded.d_o.contiguous(), dv, true);
+  return out;
+}
+
 int32_t draw_page_size(Rng& rng) { return pick(rng, {1, 2, 3, 5, 7, 16, 17, 48, 64, 100, 128, 256}); }
 
 Inputs to_paged(const Inputs& varlen, int32_t page_size, bool repeats, Rng& rng, std::string* how) {
@@ -148,6 +241,86 @@ Inputs to_paged(const Inputs& varlen, int32_t page_size, bool repeats, Rng& rng,
                        : order == 1 ? "reversed"
                                     : "shuffled",
                        shared);
+  return out;
+}
+
+Inputs to_long_paged(const Inputs& like, Rng& rng, std::string* how) {
+  Inputs out;
+  Problem& p = out.p;
+  p = like.p;
+  p.varlen = true, p.padded = false;
+  p.batch = 1 + int32_t(rng() % 2);
+  out.alibi_slopes = like.alibi_slopes, out.sinks = like.sinks;
+  const int64_t dv = head_dim_v(p), width = p.d + dv;
+  std::vector<int32_t> len_q, len_k;
+  for (int32_t b = 0; b < p.batch; ++b) len_q.push_back(1 + int32_t(rng() % 4));
+  const int64_t per_key = int64_t(*std::max_element(len_q.begin(), len_q.end())) * p.heads_q * width;
+  const int64_t max_keys = std::max<int64_t>(1, kLongPagedWork / per_key);
+  int32_t ps = pick(rng, {1, 2, 16, 64, 128, 256, 256});
+  const bool high = rng() % 2 == 0;                      // pages at indices >= 2^15, where the pool fits
+  const int64_t pool_row = int64_t(p.heads_kv) * width;  // elements of k and v per page slot
+  const int64_t high_ps = kLongPagedPool / (pool_row * ((int64_t(1) << 15) + 520));
+  const bool at_high = high && high_ps >= 1;
+  if (at_high)
+    while (ps > high_ps) ps /= 2;
+  while (ps > 1 && max_keys / ps < 17) ps /= 2;  // keep more than 16 pages where the work allows
+  const int64_t pages_max = std::clamp<int64_t>(max_keys / ps, 1, 512);
+  int64_t pages = pages_max;
+  if (pages_max > 17 && rng() % 8 != 0) {  // log-uniform in [17, pages_max]; one in eight at the maximum
+    const double lo = std::log(17.0), hi = std::log(double(pages_max));
+    pages = std::clamp<int64_t>(int64_t(std::exp(lo + double(rng() % 1001) / 1000 * (hi - lo))), 17, pages_max);
+  }
+  len_k.push_back(int32_t((pages - 1) * ps + 1 + int64_t(rng() % uint64_t(ps))));
+  if (p.batch == 2) len_k.push_back(int32_t(rng() % uint64_t(4 * ps + 1)));
+  std::vector<int32_t> need;
+  for (int32_t n : len_k) need.push_back((n + ps - 1) / ps);
+  const int32_t used = std::accumulate(need.begin(), need.end(), 0), spare = 1 + int32_t(rng() % 2);
+  const int32_t base = at_high ? int32_t(1) << 15 : 0;
+  p.num_pages = base + used + spare;
+  p.page_size = ps;
+  const int32_t longest = *std::max_element(need.begin(), need.end());
+  const bool wide = rng() % 4 == 0;  // a table of more than 2^16 entries
+  p.pages_per_seq = std::max(1, wide ? std::max(longest, (1 << 16) / p.batch + 1) : longest);
+  std::vector<int32_t> ids(size_t(used + spare));
+  std::iota(ids.begin(), ids.end(), base);
+  if (rng() % 2)
+    std::shuffle(ids.begin(), ids.end(), rng);
+  else
+    std::reverse(ids.begin(), ids.end());
+  std::vector<int32_t> table(size_t(p.batch) * size_t(p.pages_per_seq));
+  size_t next = 0;
+  for (size_t b = 0; b < need.size(); ++b)
+    for (int32_t c = 0; c < p.pages_per_seq; ++c)
+      table[b * size_t(p.pages_per_seq) + size_t(c)] =
+          c < need[b] ? ids[next++] : int32_t(rng() % uint64_t(p.num_pages));
+  out.page_table = ints({p.batch, p.pages_per_seq}, table);
+  std::vector<int32_t> cu_q = {0}, cu_k = {0};
+  for (size_t b = 0; b < len_q.size(); ++b)
+    cu_q.push_back(cu_q.back() + len_q[b]), cu_k.push_back(cu_k.back() + len_k[b]);
+  p.n_q = *std::max_element(len_q.begin(), len_q.end()), p.n_k = *std::max_element(len_k.begin(), len_k.end());
+  p.total_q = cu_q.back(), p.total_k = cu_k.back();
+  out.cu_seqlens_q = ints({p.batch + 1}, cu_q), out.cu_seqlens_k = ints({p.batch + 1}, cu_k);
+  auto grid = [&](DType t, std::vector<int64_t> shape) {
+    HostTensor x(t, std::move(shape));
+    for (int64_t i = 0; i < x.numel(); ++i) x.set(i, double(int(rng() % 33) - 16) / 8);
+    return x;
+  };
+  out.q = grid(dtype_q(p), shape_q(p));
+  if (like.has_d_o()) out.d_o = grid(dtype_o(p), shape_o(p));
+  out.k = HostTensor(dtype_kv(p), shape_kv(p)), out.v = HostTensor(dtype_kv(p), shape_v(p));
+  const Seqs seqs = out.seqs();
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t j = 0; j < len_k[size_t(b)]; ++j)
+      for (int64_t h = 0; h < p.heads_kv; ++h) {
+        const int64_t row = kv_row(p, seqs, b, h, j);
+        for (int64_t c = 0; c < p.d; ++c) out.k.set(row * p.d + c, double(int(rng() % 33) - 16) / 8);
+        for (int64_t c = 0; c < dv; ++c) out.v.set(row * dv + c, double(int(rng() % 33) - 16) / 8);
+      }
+  if (how)
+    *how = fmt::format(
+        "long paged: page size {}, sequence 0 on {} pages ({} keys), {} pages from index {}, table "
+        "{} x {}",
+        ps, need[0], len_k[0], p.num_pages, base, p.batch, p.pages_per_seq);
   return out;
 }
 
@@ -232,6 +405,7 @@ Inputs dense_sequence(const Inputs& varlen, int64_t b) {
   Problem& s = out.p;
   s = p;
   s.batch = 1, s.varlen = false, s.total_q = s.total_k = 0, s.page_size = s.num_pages = s.pages_per_seq = 0;
+  s.padded = false;
   s.n_q = int32_t(seq_n_q(p, seqs, b)), s.n_k = int32_t(seq_n_k(p, seqs, b));
   const int64_t dv = head_dim_v(p);
   auto cut = [&](const HostTensor& t, int64_t heads, int64_t n, int64_t w, bool queries) {

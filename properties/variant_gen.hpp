@@ -35,6 +35,22 @@ std::string describe(const SeqLens& s);
 // The varlen batch: sequence b is dense element src[b] cut to its lengths (q, k, v, d_o).
 Inputs to_varlen(const Inputs& dense, const SeqLens& lens);
 
+// Padded varlen (contract v3): after each sequence's tokens, pad_q[b] (pad_k[b]) padding tokens on the
+// query (key) axis, and lead_q (lead_k) before the first sequence: each 0, 1, 2, 3, 7 or up to 16, and
+// at least one sequence with tokens starts away from its compact position on each axis where one has
+// tokens (so cu_seqlens and the padded offsets differ where a kernel reads).
+struct Padding {
+  std::vector<int32_t> q, k;
+  int32_t lead_q = 0, lead_k = 0;
+};
+Padding draw_padding(Rng& rng, const SeqLens& lens);
+std::string describe(const Padding& pad);
+// The varlen batch with its sequences at the padded offsets (cu_seqlens_q_padded, cu_seqlens_k_padded);
+// the padding tokens hold large finite values (the hostile harness puts NaN there when a kernel is called).
+Inputs to_padded(const Inputs& varlen, const Padding& pad, Rng& rng);
+// The padded batch packed end to end: the compact varlen batch of the same sequences.
+Inputs unpadded(const Inputs& padded);
+
 // Page sizes: 1, 2, 3, 5, 7, 16, 17, 48, 64, 100, 128, 256 (powers of two and not).
 int32_t draw_page_size(Rng& rng);
 
@@ -43,6 +59,20 @@ int32_t draw_page_size(Rng& rng);
 // `repeats`, possibly one physical page that two table entries share (the later sequence's keys
 // overwrite it: unpaged() reads what the table maps). how: a one-line description.
 Inputs to_paged(const Inputs& varlen, int32_t page_size, bool repeats, Rng& rng, std::string* how);
+// Paged K/V at production lengths (issue: index widths that break past 16 pages of 256 and at page
+// index 2^15): 1 or 2 sequences of 1..4 queries, sequence 0's keys on 17..512 pages (one in eight
+// exactly 512) of one page size (1, 2, 16, 64, 128 or 256: 256 crosses 16 pages of 256, > 4096
+// keys), the other's on up to 4; the heads, head dims, dtypes, mask and the other variants those of
+// `like`. The keys' work (queries x heads_q x (d + d_v) x keys) is capped at kLongPagedWork so the
+// CPU oracle judges every row of it in milliseconds, which shortens the rows of wide heads. Half the
+// time, where the pool fits kLongPagedPool elements, the pages sit at physical indices >= 2^15 (an
+// int16 page index wraps there); one in four, the table is wider than 2^16 entries (the columns past a
+// sequence's pages are never read). Values on a 1/8 grid in [-2, 2]; the unused pool holds zeros (the
+// hostile harness puts NaN there). how: a one-line description.
+inline constexpr int64_t kLongPagedWork = int64_t(1) << 21;
+inline constexpr int64_t kLongPagedPool = int64_t(1) << 21;
+Inputs to_long_paged(const Inputs& like, Rng& rng, std::string* how);
+
 // The same keys laid out contiguously, read through the table (the paged law's other side).
 Inputs unpaged(const Inputs& paged);
 // Paged: how many (sequence, key) pairs read each physical key row (page slot).
@@ -72,7 +102,8 @@ Inputs with_d_v(const Inputs& dense, int32_t d_v);
 
 // A variant problem from a dense case: each variant in `have` joins with probability one half (strides
 // one quarter): a window (tiles of block_n), a softcap near the scores' range, ALiBi slopes, d_v != d,
-// varlen lengths and then paged K/V. how: a one-line description ("dense" when none joined).
+// varlen lengths and then paged K/V, and last padded offsets (on an unpaged varlen batch with a compact
+// q). how: a one-line description ("dense" when none joined).
 Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n, Rng& rng, std::string* how);
 
 // Sequence b of a varlen batch as a dense batch-1 problem (its lengths must be >= 1).

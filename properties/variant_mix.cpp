@@ -97,7 +97,16 @@ Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n,
     parts.push_back(describe(lens));
     if (have.paged && rng() % 2) {
       std::string paged;
+      // One in eight paged problems is long (to_long_paged), drawn from a generator of its own (seeded
+      // from a copy of rng) so that the draws after this one stay as they were.
+      Rng copy = rng;
+      Rng side(copy() ^ 0x5851f42d4c957f2dull);
+      const Inputs before = in;
       in = to_paged(in, draw_page_size(rng), true, rng, &paged);
+      if (side() % 8 == 0) {  // its own lengths: the long description replaces the varlen one
+        in = to_long_paged(before, side, &paged);
+        parts.pop_back();
+      }
       parts.push_back(paged);
     }
   }
@@ -113,6 +122,17 @@ Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n,
     const Inputs sunk = with_sinks(dense, rng, &s);
     in.p.sinks = true, in.sinks = sunk.sinks;
     parts.push_back(s);
+  }
+  // Padded offsets after every other draw (the draws above stay those of a kernel without them), on an
+  // unpaged varlen batch whose q is compact.
+  if (have.padded && p.varlen && !is_paged(p) && rng() % 2 && in.q.is_compact()) {
+    SeqLens lens;
+    for (int64_t b = 0; b < in.p.batch; ++b)
+      lens.q.push_back(int32_t(in.cu_seqlens_q.get(b + 1) - in.cu_seqlens_q.get(b))),
+          lens.k.push_back(int32_t(in.cu_seqlens_k.get(b + 1) - in.cu_seqlens_k.get(b)));
+    const Padding pad = draw_padding(rng, lens);
+    in = to_padded(in, pad, rng);
+    parts.push_back(describe(pad));
   }
   *how = parts.empty() ? "dense" : fmt::format("{}", fmt::join(parts, "; "));
   return in;

@@ -59,7 +59,7 @@ namespace {
 Problem sequence_problem(const Problem& p, int64_t n_q, int64_t n_k) {
   Problem s = p;
   s.batch = 1, s.n_q = int32_t(n_q), s.n_k = int32_t(n_k);
-  s.varlen = false, s.total_q = s.total_k = 0;
+  s.varlen = false, s.padded = false, s.total_q = s.total_k = 0;
   s.page_size = s.num_pages = s.pages_per_seq = 0;
   return s;
 }

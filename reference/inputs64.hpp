@@ -19,6 +19,8 @@ inline SeqData seq_data(const Inputs& in) {
   if (in.p.page_size > 0) s.page_table = ints(in.page_table);
   if (in.p.alibi) s.alibi_slopes = in.alibi_slopes.to_f64();
   if (in.p.sinks) s.sinks = in.sinks.to_f64();
+  if (in.p.padded)
+    s.cu_seqlens_q_padded = ints(in.cu_seqlens_q_padded), s.cu_seqlens_k_padded = ints(in.cu_seqlens_k_padded);
   return s;
 }
 

@@ -16,9 +16,13 @@ struct SeqData {
   std::vector<int32_t> page_table;                  // (batch, pages_per_seq): paged
   std::vector<double> alibi_slopes;                 // (heads_q): ALiBi
   std::vector<double> sinks;                        // (heads_q): attention sinks (finite or -inf)
+  std::vector<int32_t> cu_seqlens_q_padded, cu_seqlens_k_padded;  // (batch + 1): padded varlen
   Seqs seqs() const {
-    return {cu_seqlens_q.empty() ? nullptr : cu_seqlens_q.data(), cu_seqlens_k.empty() ? nullptr : cu_seqlens_k.data(),
-            page_table.empty() ? nullptr : page_table.data()};
+    auto at = [](const std::vector<int32_t>& x) { return x.empty() ? nullptr : x.data(); };
+    Seqs s;
+    s.cu_q = at(cu_seqlens_q), s.cu_k = at(cu_seqlens_k), s.page_table = at(page_table);
+    s.pad_q = at(cu_seqlens_q_padded), s.pad_k = at(cu_seqlens_k_padded);
+    return s;
   }
 };
 

@@ -1,6 +1,7 @@
 /* A correct host attention kernel as a flashcheck plugin (<flashcheck/plugin.h>): forward and backward
  * in double precision, any strides, F16/BF16/F32/F64 storage, the three masks, GQA, d_v != d, varlen
- * batches (cu_seqlens_q/k, zero-length sequences included), attention sinks (ABI version 4), each output
+ * batches (cu_seqlens_q/k, zero-length sequences included), padded varlen (cu_seqlens_*_padded, ABI
+ * version 5), attention sinks (ABI version 4), each output
  * rounded once (to nearest even) into its storage type. It declines the variants it does not implement
  * (paged K/V, windows, softcap, ALiBi).
  *
@@ -9,7 +10,8 @@
  *
  * FC_FAULT (a compile definition) plants one bug, for flashcheck's own tests of its plugin path; the
  * faults fire only when n_k > 3, so each minimal counterexample has n_k = 4 (LAYOUT_CACHE, a cache of
- * strides by shape, fires on any call after the first of a shape). */
+ * strides by shape, fires on any call after the first of a shape; PADDED, padded varlen's sequences
+ * located by cu_seqlens instead of cu_seqlens_*_padded, fires on every padded problem). */
 #include <flashcheck/plugin.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,7 +22,7 @@
 #ifndef FC_NAME
 #define FC_NAME "example_cpu"
 #endif
-enum { NONE, SEGV, ABORT, HANG, ERROR, STRIDES, CAUSAL, EXIT, OOB, LAYOUT_CACHE, SINK };
+enum { NONE, SEGV, ABORT, HANG, ERROR, STRIDES, CAUSAL, EXIT, OOB, LAYOUT_CACHE, SINK, PADDED };
 #ifndef FC_FAULT
 #define FC_FAULT NONE
 #endif
@@ -164,8 +166,12 @@ static int compact_all(const DLTensor *const *ts, int n) { /* FC_COMPACT's rule 
   return 1;
 }
 
+#ifndef FC_ABI /* 2, 4: built as a version-2 or -4 plugin (flashcheck's test that older versions still load) */
+#define FC_ABI FC_ABI_VERSION
+#endif
+
 /* Sequence b: its problem (n_q, n_k its lengths) and its first query and key rows (varlen: from
- * cu_seqlens; dense: 0). */
+ * cu_seqlens; padded varlen, version 5: from cu_seqlens_q_padded / cu_seqlens_k_padded; dense: 0). */
 typedef struct {
   fc_problem p;
   int64_t q0, k0;
@@ -175,6 +181,13 @@ static seq sequence(const fc_problem *p, const fc_forward_args *a, int64_t b) {
   if (a->q.ndim == 3) {
     const int32_t *cq = (const int32_t *)a->cu_seqlens_q.data, *ck = (const int32_t *)a->cu_seqlens_k.data;
     s.q0 = cq[b], s.k0 = ck[b], s.p.n_q = cq[b + 1] - cq[b], s.p.n_k = ck[b + 1] - ck[b];
+#if FC_ABI >= 5
+    /* the planted PADDED bug: the tokens located by cu_seqlens whatever the padded offsets say */
+    if (p->cu_seqlens_q_padded.ndim == 1 && FC_FAULT != PADDED) {
+      s.q0 = ((const int32_t *)p->cu_seqlens_q_padded.data)[b];
+      s.k0 = ((const int32_t *)p->cu_seqlens_k_padded.data)[b];
+    }
+#endif
   }
   return s;
 }
@@ -227,9 +240,6 @@ static double *alloc_head(const fc_problem *p, head *t) {
   return all;
 }
 
-#ifndef FC_ABI /* 2: built as a version-2 plugin (flashcheck's test that version 2 still loads) */
-#define FC_ABI FC_ABI_VERSION
-#endif
 
 /* The sink logit of query head h (-inf: none). Version 4: fc_problem.sinks, fp32 (heads_q). */
 static double sink_of(const fc_problem *p, int64_t h) {
@@ -435,7 +445,8 @@ static const fc_declarations declarations = {
                                                       : FC_BACKWARD_ATOMIC,
     .configs = FC_DQ >= DQ_MODE ? dq_configs : NULL,
     .num_configs = FC_DQ >= DQ_MODE ? 2 : 0,
-    .sinks = FC_ABI >= 4, /* read by flashcheck only from a version-4 kernel */
+    .sinks = FC_ABI >= 4,         /* read by flashcheck only from a version-4 kernel */
+    .padded_varlen = FC_ABI >= 5, /* read by flashcheck only from a version-5 kernel */
 };
 static const fc_kernel kernel = {FC_ABI,   FC_NAME,  kDLCPU,     1, supports,
                                  forward,  backward, last_error, DQ_ON || FC_ABI >= 4 ? &declarations : NULL};

@@ -60,6 +60,15 @@ typedef struct {
    * finite or -inf. ndim == 0 (data NULL): no sinks. Placed in the
    * kernel's device memory like the other tensors; data NULL in supports(). */
   DLTensor sinks;
+  /* Version 5 (contract v3). Offered only to a kernel of abi_version 5 whose declarations say
+   * padded_varlen = 1. Padded THD varlen (TransformerEngine's and cuDNN's cu_seqlens_*_padded): int32
+   * (batch + 1) each; sequence b's queries start at token cu_seqlens_q_padded[b] of q, o, d_o, d_q and of
+   * lse's token axis, its keys at cu_seqlens_k_padded[b] of k, v, d_k, d_v, while cu_seqlens_q/k give its
+   * lengths; the packed tensors hold cu_seqlens_*_padded[batch] tokens. The tokens between a sequence's
+   * end and the next one's start (and before the first) are padding: never read (they hold NaN), never
+   * written (every output element there must keep the bytes it had). ndim == 0: not padded (the
+   * sequences packed end to end). Never with paged K/V. */
+  DLTensor cu_seqlens_q_padded, cu_seqlens_k_padded;
 } fc_problem;
 
 typedef struct {
@@ -163,7 +172,9 @@ typedef struct {
   const fc_dtypes* dtypes; /* NULL: probed, one dtype for every tensor (F16, BF16, F32, F64); else exactly
                                    these combinations are drawn (supports() sees each tensor's DLTensor dtype) */
   int32_t num_dtypes;
-  int32_t sinks; /* contract v3: 1: attention sinks (fc_problem.sinks); 0: never offered them */
+  int32_t sinks;                /* contract v3: 1: attention sinks (fc_problem.sinks); 0: never offered them */
+  /* Version 5 only (read when abi_version is 5). */
+  int32_t padded_varlen;        /* contract v3: 1: padded varlen (fc_problem.cu_seqlens_*_padded); 0: never offered */
 } fc_declarations;
 
 /* Version 5: merge states (docs/SEMANTICS.md, "Merge states"), FlashInfer's merge_state(s) and the
@@ -186,9 +197,10 @@ typedef struct {
 } fc_merge_args;
 
 typedef struct {
-  int32_t abi_version; /* FC_ABI_VERSION (2 and 3 still load: 2 without declarations and fc_problem's tail,
-                          3 without fc_problem.sinks and fc_declarations past large_offsets, 4 without merge) */
-  const char* name;
+  int32_t abi_version; /* FC_ABI_VERSION (2, 3 and 4 still load: 2 without declarations and fc_problem's tail,
+                          3 without fc_problem.sinks and fc_declarations past large_offsets, 4 without
+                          fc_problem's and fc_declarations' version-5 tails and merge) */
+  const char *name;
   int32_t device_type; /* kDLCPU or kDLCUDA: where the suite places the tensors */
   int32_t writes_lse;  /* 0: lse is ignored; the suite supplies it to backward */
   int (*supports)(const fc_problem*, const fc_forward_args*);                /* nonzero: run this case */

@@ -46,6 +46,21 @@ Inputs varlen(const std::vector<int32_t>& len_q, const std::vector<int32_t>& len
   return in;
 }
 
+// The varlen problem with its sequences at padded offsets pad_q, pad_k (batch + 1 each): the packed
+// tensors hold pad_*[batch] tokens, padding between the sequences.
+Inputs padded(const Inputs& varlen, const std::vector<int32_t>& pad_q, const std::vector<int32_t>& pad_k) {
+  Inputs in = varlen;
+  Problem& p = in.p;
+  p.padded = true, p.total_q = pad_q.back(), p.total_k = pad_k.back();
+  in.cu_seqlens_q_padded = ints({p.batch + 1}, pad_q);
+  in.cu_seqlens_k_padded = ints({p.batch + 1}, pad_k);
+  in.q = values(DType::F16, shape_q(p), 1);
+  in.k = values(DType::F16, shape_kv(p), 2);
+  in.v = values(DType::F16, shape_v(p), 3);
+  in.d_o = values(DType::F16, shape_o(p), 4);
+  return in;
+}
+
 Inputs dense(int32_t n_q, int32_t n_k, Mask m) {
   Inputs in;
   Problem& p = in.p;
@@ -81,6 +96,8 @@ std::vector<GoodVariant> good_variants() {
   sk.sinks = HostTensor(DType::F32, {2});
   sk.sinks.set(0, 0.75), sk.sinks.set(1, -std::numeric_limits<double>::infinity());
   g.push_back({"sinks", sk});
+  // Lengths q (3, 0, 2), k (4, 2, 0): queries at 1, 5, 7 of 10 tokens, keys at 0, 6, 8 of 9.
+  g.push_back({"padded_varlen", padded(varlen({3, 0, 2}, {4, 2, 0}, 4, 0, 0, {}), {1, 5, 7, 10}, {0, 6, 8, 9})});
   return g;
 }
 
@@ -96,6 +113,55 @@ std::vector<BadVariantCase> malformed_variant_cases() {
   auto add = [&](std::string label, std::string bytes, Fault fault, std::string mention) {
     c.push_back({std::move(label), std::move(bytes), fault, std::move(mention)});
   };
+  const Inputs pad = padded(good, {1, 5, 7, 10}, {0, 6, 8, 9});
+  add("padded_q_alone", edit(pad, [](TensorFile& f) { f.tensors.erase("cu_seqlens_k_padded"); }), Fault::BadVariant,
+      "come together");
+  add("padded_without_varlen",
+      edit(dense(3, 4, Mask::None),
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_q_padded"] = ints({2}, {0, 3});
+             f.tensors["cu_seqlens_k_padded"] = ints({2}, {0, 4});
+           }),
+      Fault::BadVariant, "need cu_seqlens_q and cu_seqlens_k");
+  add("padded_f32", edit(pad, [](TensorFile& f) { f.tensors["cu_seqlens_q_padded"] = HostTensor(DType::F32, {4}); }),
+      Fault::BadVariant, "cu_seqlens_q_padded is F32, expected I32");
+  add("padded_entries",
+      edit(pad,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_k_padded"] = ints({3}, {0, 6, 9});
+           }),
+      Fault::BadVariant, "cu_seqlens_k_padded has shape [3], expected [4]");
+  add("padded_negative",
+      edit(pad,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_q_padded"] = ints({4}, {-1, 5, 7, 10});
+           }),
+      Fault::BadVariant, "cu_seqlens_q_padded[0] = -1 is negative");
+  add("padded_slots_short",
+      edit(pad,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_q_padded"] = ints({4}, {1, 3, 7, 10});
+           }),
+      Fault::BadVariant, "gives sequence 0 2 token slots");
+  add("padded_decreasing",
+      edit(pad,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_k_padded"] = ints({4}, {0, 6, 5, 9});
+           }),
+      Fault::BadVariant, "gives sequence 1 -1 token slots");
+  add("padded_total",
+      edit(pad,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_q_padded"] = ints({4}, {1, 5, 7, 9});
+           }),
+      Fault::BadVariant, "cu_seqlens_q_padded[3] = 9, but the packed tensors hold 10 tokens");
+  add("padded_paged",
+      edit(paged,
+           [](TensorFile& f) {
+             f.tensors["cu_seqlens_q_padded"] = ints({3}, {0, 2, 5});
+             f.tensors["cu_seqlens_k_padded"] = ints({3}, {0, 5, 8});
+           }),
+      Fault::BadVariant, "padded offsets with paged K/V");
   add("cu_seqlens_q_alone", edit(good, [](TensorFile& f) { f.tensors.erase("cu_seqlens_k"); }), Fault::BadVariant,
       "come together");
   add("page_table_without_varlen",

@@ -15,14 +15,17 @@ TEST_CASE("variant input files round-trip: problem, tensors and per-sequence dat
     const Problem &a = g.in.p, &b = back.p;
     CHECK(std::tie(a.batch, a.heads_q, a.heads_kv, a.n_q, a.n_k, a.d, a.d_v, a.window_left, a.window_right) ==
           std::tie(b.batch, b.heads_q, b.heads_kv, b.n_q, b.n_k, b.d, b.d_v, b.window_left, b.window_right));
-    CHECK(std::tie(a.varlen, a.total_q, a.total_k, a.page_size, a.num_pages, a.pages_per_seq, a.alibi, a.sinks) ==
-          std::tie(b.varlen, b.total_q, b.total_k, b.page_size, b.num_pages, b.pages_per_seq, b.alibi, b.sinks));
+    CHECK(std::tie(a.varlen, a.total_q, a.total_k, a.page_size, a.num_pages, a.pages_per_seq, a.alibi, a.sinks,
+                   a.padded) == std::tie(b.varlen, b.total_q, b.total_k, b.page_size, b.num_pages, b.pages_per_seq,
+                                         b.alibi, b.sinks, b.padded));
     CHECK((a.dtype == b.dtype && a.mask == b.mask && a.scale == b.scale && a.softcap == b.softcap));
     for (auto [x, y] :
          {std::pair{&g.in.q, &back.q}, std::pair{&g.in.k, &back.k}, std::pair{&g.in.v, &back.v},
           std::pair{&g.in.d_o, &back.d_o}, std::pair{&g.in.cu_seqlens_q, &back.cu_seqlens_q},
           std::pair{&g.in.cu_seqlens_k, &back.cu_seqlens_k}, std::pair{&g.in.page_table, &back.page_table},
-          std::pair{&g.in.alibi_slopes, &back.alibi_slopes}, std::pair{&g.in.sinks, &back.sinks}}) {
+          std::pair{&g.in.alibi_slopes, &back.alibi_slopes}, std::pair{&g.in.sinks, &back.sinks},
+          std::pair{&g.in.cu_seqlens_q_padded, &back.cu_seqlens_q_padded},
+          std::pair{&g.in.cu_seqlens_k_padded, &back.cu_seqlens_k_padded}}) {
       CHECK(x->shape == y->shape);
       CHECK(x->bytes == y->bytes);
     }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -62,7 +63,7 @@ bool wide_exp(F f, const Inputs& in) {
     empty |= seq_n_q(p, in.seqs(), b) == 0 || seq_n_k(p, in.seqs(), b) == 0;
   return (f == F::VarlenWideExp && p.varlen) || (f == F::PagedWideExp && is_paged(p)) ||
          (f == F::StridedWideExp && in.strided()) || (f == F::WindowWideExp && has_window(p)) ||
-         (f == F::AlibiWideExp && p.alibi) || (f == F::EmptySeqWideExp && empty);
+         (f == F::AlibiWideExp && p.alibi) || (f == F::EmptySeqWideExp && empty) || (f == F::PaddedWideExp && p.padded);
 }
 
 // cpu_tiled's fa2_forward_head with faulty_keys for keys(), the exp Exp, and the ZeroKeysNaN
@@ -172,6 +173,35 @@ Inputs read_with_page_128(const Inputs& in) {
   return u;
 }
 
+// PageIndexInt16: paged K/V read through a table whose entries were narrowed to int16 (a physical page
+// >= 2^15 wraps negative; the read lands on that page modulo the pool), as a contiguous batch.
+// PageTable16 (staged): the table's column c read as column c % 16.
+Inputs read_with_int16_pages(const Inputs& in, bool staged = false) {
+  const Problem& p = in.p;
+  const Seqs seqs = in.seqs();
+  Inputs u = in;
+  u.p.page_size = u.p.num_pages = u.p.pages_per_seq = 0;
+  u.page_table = HostTensor();
+  const int64_t dv = head_dim_v(p);
+  u.k = HostTensor(dtype_kv(p), {p.total_k, p.heads_kv, p.d});
+  u.v = HostTensor(dtype_kv(p), {p.total_k, p.heads_kv, dv});
+  const HostTensor k = in.k.contiguous(), v = in.v.contiguous();
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t j = 0; j < seq_n_k(p, seqs, b); ++j) {
+      const int64_t col = staged ? j / p.page_size % 16 : j / p.page_size;
+      const int64_t entry = seqs.page_table[b * p.pages_per_seq + col];
+      const int64_t narrow = staged ? entry : int64_t(int16_t(entry));
+      const int64_t page = (narrow % p.num_pages + p.num_pages) % p.num_pages;
+      const int64_t slot = page * p.page_size + j % p.page_size;
+      for (int64_t h = 0; h < p.heads_kv; ++h) {
+        const int64_t from = slot * p.heads_kv + h, to = (int64_t(seqs.cu_k[b]) + j) * p.heads_kv + h;
+        for (int64_t c = 0; c < p.d; ++c) u.k.set(to * p.d + c, k.get(from * p.d + c));
+        for (int64_t c = 0; c < dv; ++c) u.v.set(to * dv + c, v.get(from * dv + c));
+      }
+    }
+  return u;
+}
+
 // StrideGapRead: each row of a strided tensor's innermost axis gains 0 * (the storage element one
 // step past its last element) on that last element, where that element is a gap.
 HostTensor with_gap_read(const HostTensor& t) {
@@ -263,6 +293,34 @@ Inputs with_cached_layout(const Inputs& in) {
   return r;
 }
 
+// WritesPastO: 0 stored at o's element numel() (row shape[0] of the first axis, one past the end),
+// where the storage has it (a guarded output); an allocation of exactly o's size is left alone.
+void write_past_end(HostTensor& o) {
+  if (o.numel() == 0) return;
+  const int64_t at = o.is_compact() ? o.numel() : o.offset + o.shape[0] * o.strides[0];
+  const size_t es = size_t(dtype_size(o.dtype));
+  if (at >= 0 && size_t(at + 1) * es <= o.bytes.size()) std::memset(o.bytes.data() + size_t(at) * es, 0, es);
+}
+
+// WritesLseGap: -inf stored one element past the last query of each innermost row of lse, where that
+// element is outside every logical element (a gap of a strided lse); a compact lse is left alone.
+void write_lse_gaps(HostTensor& lse) {
+  if (lse.is_compact() || lse.numel() == 0) return;
+  const int64_t w = lse.shape.back(), es = dtype_size(lse.dtype), elems = int64_t(lse.bytes.size()) / es;
+  std::vector<bool> used(size_t(elems), false);
+  for (int64_t i = 0; i < lse.numel(); ++i) used[size_t(lse.storage_index(i))] = true;
+  for (int64_t last = w - 1; last < lse.numel(); last += w) {
+    const int64_t next = lse.storage_index(last) + lse.strides.back();
+    if (next < 0 || next >= elems || used[size_t(next)]) continue;
+    const double inf = -std::numeric_limits<double>::infinity();
+    if (lse.dtype == DType::F64) std::memcpy(lse.bytes.data() + size_t(next * es), &inf, 8);
+    else {
+      const float f = float(inf);
+      std::memcpy(lse.bytes.data() + size_t(next * es), &f, 4);  // lse is F32 (F64 for F64 queries)
+    }
+  }
+}
+
 // The inputs as the faulty kernel reads them.
 Inputs as_read(F f, const Inputs& in) {
   Inputs r = in;
@@ -273,6 +331,10 @@ Inputs as_read(F f, const Inputs& in) {
   if (f == F::StrideGapRead) r.q = with_gap_read(in.q), r.k = with_gap_read(in.k), r.v = with_gap_read(in.v);
   if (f == F::PageTailRead && is_paged(in.p)) r = with_tail_read(r);
   if (f == F::LayoutByShape) r = with_cached_layout(r);
+  if (f == F::PaddedReadsCu) r.p.padded = false;  // q_row, kv_row, lse_index from cu_seqlens
+  if (f == F::PageIndexInt16 && is_paged(in.p) && in.p.num_pages > (1 << 15)) r = read_with_int16_pages(r);
+  if (f == F::PageTable16 && is_paged(in.p) && int64_t(in.p.n_k) > 16 * int64_t(in.p.page_size))
+    r = read_with_int16_pages(r, true);
   return r;
 }
 
@@ -310,6 +372,8 @@ void faulty_forward(F f, const Inputs& given, const cpu::Tiling& t, Outputs& out
         out.lse.set(lse_index(p, seqs, b, h, i), lse_h[size_t(i)]);
       }
     }
+  if (f == F::WritesPastO) write_past_end(out.o);
+  if (f == F::WritesLseGap) write_lse_gaps(out.lse);
 }
 
 }  // namespace
@@ -389,7 +453,8 @@ void register_variant_mutants(std::vector<Kernel>& out) {
       {F::StrideGapRead, "mutant_reads_stride_gap",
        "a vector load reads one element past each row of a strided q, k or v and weighs it by 0: NaN leaks from a gap"},
       {F::PageTailRead, "mutant_reads_page_tail",
-       "each sequence's last page read whole, its slots past the sequence's end weighted by 0: NaN leaks from the tail"},
+       "each sequence's last page read whole, its slots past the sequence's end weighted by 0: NaN leaks from the "
+       "tail"},
       {F::LayoutByShape, "mutant_layout_by_shape",
        "q, k, v strides cached by the problem's sizes: a later call of those sizes in other strides reads through "
        "the first call's"},
@@ -402,6 +467,23 @@ void register_variant_mutants(std::vector<Kernel>& out) {
       {F::SinkDivides, "mutant_sink_divides",
        "the sinks' path divides o by l (the dense path multiplies by 1/l): right values, but a sink at -inf is not "
        "no sink's bits"},
+      {F::PaddedReadsCu, "mutant_padded_reads_cu",
+       "padded varlen: tokens located by cu_seqlens instead of cu_seqlens_*_padded (reads padding, writes the "
+       "compact positions)"},
+      {F::PaddedWideExp, "mutant_padded_wide_exp",
+       "the padded-varlen path computes exp in double: right values, not the compact layout's bits"},
+      {F::WritesPastO, "mutant_writes_past_o",
+       "o's store loop runs one row too far: the element after o's last is written (harmless in an allocation of "
+       "o's size, caught by the canary after it)"},
+      {F::WritesLseGap, "mutant_writes_lse_gap",
+       "lse stored through a row one element wider than its queries: -inf lands in the gap after each row of a "
+       "padded lse (harmless in a compact one)"},
+      {F::PageIndexInt16, "mutant_page_index_int16",
+       "paged K/V: the page table's entries narrowed to int16, so a physical page >= 2^15 wraps and another page is "
+       "read"},
+      {F::PageTable16, "mutant_page_table_16",
+       "paged K/V: the page table staged 16 entries at a time and never reloaded, so page 16 reads page 0's entry "
+       "(wrong past 16 pages: past 4096 keys with pages of 256)"},
   };
   for (const Row& r : rows) out.push_back(make_variant_faulty_kernel(r.fault, r.name, r.description));
 }

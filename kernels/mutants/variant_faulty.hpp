@@ -53,6 +53,17 @@ enum class VariantFault {
   SinkNotInLse,          // o is right, lse the keys' alone (the backward's P then sums past 1)
   SinkDivides,           // the sinks' path divides o by l where the dense path multiplies by 1 / l: one
                          // rounding fewer, within every bound, but a sink at -inf is not no sink's bits
+  // Padded varlen (contract v3) and the output canaries (kernels/hostile.hpp).
+  PaddedReadsCu,   // sequences' tokens located by cu_seqlens instead of cu_seqlens_*_padded (reads and
+                   // writes the compact positions)
+  PaddedWideExp,   // the padded path computes exp in double: right values, not the compact layout's bits
+  WritesPastO,     // o's store loop runs one row past the end: the element after o's last is written (0)
+  WritesLseGap,    // lse stored as a vector of rows one element wider than the row: the element after each
+                   // (batch, head)'s last query is written (-inf), a stride gap of a padded lse
+  PageIndexInt16,  // the page table's entries held as int16: a physical page >= 2^15 wraps negative and
+                   // reads another page (modulo the pool)
+  PageTable16,     // the page table staged 16 entries at a time and never reloaded: column c reads entry
+                   // c % 16 (wrong past 16 pages: past 4096 keys with pages of 256)
 };
 
 // The registry row of the kernel with fault f (mutant = f != None): declares every variant.

@@ -182,8 +182,8 @@ Layout layout_for(const Problem& p, LayoutPolicy policy) {
 
 const char* slot_name(int32_t id) {
   static const char* const names[kSlots] = {
-      "q",   "k",   "v",   "o",   "lse",  "cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes",
-      "d_o", "d_q", "d_k", "d_v", "sinks"};
+      "q",   "k",   "v",   "o",   "lse",   "cu_seqlens_q",        "cu_seqlens_k",       "page_table", "alibi_slopes",
+      "d_o", "d_q", "d_k", "d_v", "sinks", "cu_seqlens_q_padded", "cu_seqlens_k_padded"};
   return id >= 0 && id < kSlots ? names[id] : "?";
 }
 
@@ -230,6 +230,10 @@ CallPlan plan_call(const Problem& p, Layout layout, bool backward) {
   if (is_paged(p)) plan.slot[kPageTable] = tensor_slot(i32, {p.batch, p.pages_per_seq}, Layout::Compact);
   if (p.alibi) plan.slot[kAlibi] = tensor_slot(dl_dtype(DType::F32), {p.heads_q}, Layout::Compact);  // (heads_q)
   if (p.sinks) plan.slot[kSinks] = tensor_slot(dl_dtype(DType::F32), {p.heads_q}, Layout::Compact);  // (heads_q)
+  if (p.padded) {
+    plan.slot[kCuSeqlensQPadded] = tensor_slot(i32, {int64_t(p.batch) + 1}, Layout::Compact);  // (batch + 1)
+    plan.slot[kCuSeqlensKPadded] = tensor_slot(i32, {int64_t(p.batch) + 1}, Layout::Compact);  // (batch + 1)
+  }
   if (backward) {
     plan.slot[kDo] = plan.slot[kO], plan.slot[kDq] = plan.slot[kQ];
     plan.slot[kDk] = plan.slot[kK], plan.slot[kDv] = plan.slot[kV];
@@ -257,7 +261,9 @@ void pack(const CallPlan& plan, const HostArgs& in, unsigned char* arena) {
                                                           {kCuSeqlensK, in.cu_k},
                                                           {kPageTable, in.page_table},
                                                           {kAlibi, in.alibi},
-                                                          {kSinks, in.sinks}};
+                                                          {kSinks, in.sinks},
+                                                          {kCuSeqlensQPadded, in.cu_q_padded},
+                                                          {kCuSeqlensKPadded, in.cu_k_padded}};
   for (const auto& entry : inputs) {
     const int32_t id = entry.first;
     const Slot& s = plan.slot[id];
@@ -273,6 +279,57 @@ void pack(const CallPlan& plan, const HostArgs& in, unsigned char* arena) {
   }
 }
 
+namespace {
+
+// Padded varlen: whether each token of a packed axis is padding, read from the call's own offsets
+// (the arena as packed: cu_seqlens and cu_seqlens_*_padded are inputs). Empty when the plan is not padded.
+std::vector<bool> padding_tokens(const CallPlan& plan, const unsigned char* before, bool keys) {
+  const Slot &cu = plan.slot[keys ? kCuSeqlensK : kCuSeqlensQ],
+             &pad = plan.slot[keys ? kCuSeqlensKPadded : kCuSeqlensQPadded];
+  if (!pad.present || !cu.present) return {};
+  const int64_t batch = pad.shape[0] - 1;
+  auto at = [&](const Slot& x, int64_t i) {
+    int32_t v = 0;
+    std::memcpy(&v, before + x.offset + uint64_t(i) * 4, 4);
+    return int64_t(v);
+  };
+  const int64_t total = at(pad, batch);
+  std::vector<bool> padding(size_t(std::max<int64_t>(total, 0)), true);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = at(pad, b); t < at(pad, b) + at(cu, b + 1) - at(cu, b) && t < total; ++t)
+      if (t >= 0) padding[size_t(t)] = false;
+  return padding;
+}
+
+// An output element on a padding token that no longer holds its bytes (a write the contract forbids),
+// named; the host copy of every padding element is set to 0 (the references' value there).
+std::string check_padding(const CallPlan& plan, int32_t id, const unsigned char* arena, const unsigned char* before,
+                          HostTensor* t) {
+  const Slot& s = plan.slot[id];
+  const bool keys = id == kDk || id == kDv, lse = id == kLse;
+  const std::vector<bool> padding = padding_tokens(plan, before, keys);
+  if (padding.empty()) return "";
+  const int64_t es = elem_size(s), n = numel_of(s);
+  std::string bad;
+  for (int64_t e = 0; e < n; ++e) {
+    std::vector<int64_t> x(size_t(s.ndim));
+    int64_t rem = e;
+    for (int a = s.ndim - 1; a >= 0; --a) x[size_t(a)] = rem % s.shape[a], rem /= s.shape[a];
+    const int64_t token = lse ? x[1] : x[0];  // lse (heads_q, total_q); the others (total, heads, width)
+    if (token < 0 || token >= int64_t(padding.size()) || !padding[size_t(token)]) continue;
+    int64_t at = 0;
+    for (int a = 0; a < s.ndim; ++a) at += x[size_t(a)] * s.strides[a];
+    const uint64_t byte = s.offset + uint64_t(at * es);
+    if (bad.empty() && std::memcmp(arena + byte, before + byte, size_t(es)) != 0)
+      bad = fmt::format("the kernel wrote {} element {}, on padding token {} that no sequence holds", slot_name(id),
+                        coords(s, e), token);
+    if (t) std::memset(t->bytes.data() + e * es, 0, size_t(es));
+  }
+  return bad;
+}
+
+}  // namespace
+
 std::string unpack(const CallPlan& plan, const unsigned char* arena, const unsigned char* before, const HostOuts& out) {
   std::vector<std::pair<uint64_t, uint64_t>> writable;  // [begin, end) byte ranges of output elements
   const std::pair<int32_t, HostTensor*> outputs[] = {
@@ -287,6 +344,11 @@ std::string unpack(const CallPlan& plan, const unsigned char* arena, const unsig
       if (t && bytes > 0) std::memcpy(t->bytes.data() + to, arena + at, size_t(bytes));  // empty: data may be null
       writable.emplace_back(at, at + uint64_t(bytes));
     });
+  }
+  for (const auto& entry : outputs) {  // padded varlen: the outputs' padding tokens keep their bytes
+    const Slot& s = plan.slot[entry.first];
+    if (!s.present || !is_output(plan, entry.first)) continue;
+    if (std::string e = check_padding(plan, entry.first, arena, before, entry.second); !e.empty()) return e;
   }
   std::sort(writable.begin(), writable.end());
   uint64_t from = 0;
@@ -326,6 +388,8 @@ DLTensor slot_view(const CallPlan& plan, unsigned char* base, DLDevice dev, int3
 fc_problem problem_args(const CallPlan& plan, unsigned char* base, DLDevice dev) {
   fc_problem p = plan.problem;
   p.sinks = slot_view(plan, base, dev, kSinks);
+  p.cu_seqlens_q_padded = slot_view(plan, base, dev, kCuSeqlensQPadded);
+  p.cu_seqlens_k_padded = slot_view(plan, base, dev, kCuSeqlensKPadded);
   return p;
 }
 

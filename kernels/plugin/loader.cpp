@@ -132,6 +132,8 @@ Declared read_declarations(const fc_kernel* k, const std::string& where) {
   }
   d.num_dtypes = x.num_dtypes;
   d.sinks = x.sinks != 0;
+  if (k->abi_version < 5) return d;  // a version-4 kernel's declarations end at sinks
+  d.padded_varlen = x.padded_varlen != 0;
   return d;
 }
 

@@ -26,6 +26,7 @@ HostArgs variant_args(const Inputs& in) {
   if (is_paged(in.p)) a.page_table = &in.page_table;
   if (in.p.alibi) a.alibi = &in.alibi_slopes;
   if (in.p.sinks) a.sinks = &in.sinks;
+  if (in.p.padded) a.cu_q_padded = &in.cu_seqlens_q_padded, a.cu_k_padded = &in.cu_seqlens_k_padded;
   return a;
 }
 
@@ -326,7 +327,7 @@ void Subject::probe() {
   const std::vector<std::string> names = variant_names(i.variants);
   notes_ += names.empty() ? "; no variant of contract v2" : fmt::format("; variants: {}", fmt::join(names, ", "));
   // The hostile harness (docs/laws.md): what every call of this kernel meets.
-  notes_ += "; NaN in gaps and unused page slots";
+  notes_ += "; NaN in gaps, unused page slots and padding tokens";
   if (i.device == "cuda")
     notes_ += producer_allowed() ? "; inputs written on the stream by a producer kernel on half the problems"
                                  : "; inputs uploaded and synchronised (no producer mode behind the C API)";
@@ -367,6 +368,10 @@ void Subject::probe_variants(const Problem& plain) {
   // Attention sinks reach a kernel of ABI version 4 that declares them (fc_problem.sinks).
   p = plain, p.sinks = true;
   v.sinks = declared_.sinks != 0 && any_mask(p);
+  // Padded varlen reaches a kernel of ABI version 5 that declares it (fc_problem.cu_seqlens_*_padded).
+  p = plain, p.varlen = true, p.padded = true, p.batch = 2;
+  p.total_q = p.n_q + p.n_q / 2 + 3, p.total_k = p.n_k + p.n_k / 2 + 2;
+  v.padded = declared_.padded_varlen != 0 && v.varlen && any_mask(p);
 }
 
 bool Subject::supports(const Problem& p) {

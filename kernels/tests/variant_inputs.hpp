@@ -27,6 +27,7 @@ struct VariantSpec {
   std::vector<double> slopes{};  // ALiBi: one per query head (empty: none)
   uint64_t seed = 1;
   double range = 2;  // values on a 1/64 grid in [-range, range]: exact in every storage dtype
+  int32_t pad = 0;   // padded varlen (not paged): pad tokens before every sequence and after the last
 };
 
 inline HostTensor ints(std::vector<int64_t> shape, const std::vector<int32_t>& x) {
@@ -60,6 +61,14 @@ inline Inputs make_variant(const VariantSpec& s) {
     p.total_q = cu_q.back(), p.total_k = cu_k.back();
     in.cu_seqlens_q = ints({p.batch + 1}, cu_q);
     in.cu_seqlens_k = ints({p.batch + 1}, cu_k);
+    if (s.pad > 0) {  // sequence b's tokens at pad * (b + 1) + cu[b]
+      std::vector<int32_t> at_q, at_k;
+      for (int32_t b = 0; b <= p.batch; ++b) at_q.push_back(s.pad * (b + 1) + cu_q[size_t(b)]);
+      for (int32_t b = 0; b <= p.batch; ++b) at_k.push_back(s.pad * (b + 1) + cu_k[size_t(b)]);
+      p.padded = true, p.total_q = at_q.back(), p.total_k = at_k.back();
+      in.cu_seqlens_q_padded = ints({p.batch + 1}, at_q);
+      in.cu_seqlens_k_padded = ints({p.batch + 1}, at_k);
+    }
     if (s.page_size > 0) {
       p.page_size = s.page_size;
       p.pages_per_seq = std::max(1, (p.n_k + s.page_size - 1) / s.page_size);
@@ -88,7 +97,8 @@ inline int64_t seq_len(const HostTensor& cu, int64_t b) { return int64_t(cu.get(
 inline int64_t q_at(const Inputs& in, int64_t b, int64_t h, int64_t i, int64_t c, int64_t w) {
   const Problem& p = in.p;
   if (!p.varlen) return ((b * p.heads_q + h) * p.n_q + i) * w + c;
-  return ((int64_t(in.cu_seqlens_q.get(b)) + i) * p.heads_q + h) * w + c;
+  const HostTensor& at = p.padded ? in.cu_seqlens_q_padded : in.cu_seqlens_q;
+  return ((int64_t(at.get(b)) + i) * p.heads_q + h) * w + c;
 }
 inline int64_t kv_at(const Inputs& in, int64_t b, int64_t h, int64_t j, int64_t c, int64_t w) {
   const Problem& p = in.p;
@@ -97,12 +107,13 @@ inline int64_t kv_at(const Inputs& in, int64_t b, int64_t h, int64_t j, int64_t 
     return ((page * p.page_size + j % p.page_size) * p.heads_kv + h) * w + c;
   }
   if (!p.varlen) return ((b * p.heads_kv + h) * p.n_k + j) * w + c;
-  return ((int64_t(in.cu_seqlens_k.get(b)) + j) * p.heads_kv + h) * w + c;
+  const HostTensor& at = p.padded ? in.cu_seqlens_k_padded : in.cu_seqlens_k;
+  return ((int64_t(at.get(b)) + j) * p.heads_kv + h) * w + c;
 }
 inline int64_t lse_at(const Inputs& in, int64_t b, int64_t h, int64_t i) {
   const Problem& p = in.p;
   if (!p.varlen) return (b * p.heads_q + h) * p.n_q + i;
-  return h * p.total_q + int64_t(in.cu_seqlens_q.get(b)) + i;
+  return h * p.total_q + int64_t((p.padded ? in.cu_seqlens_q_padded : in.cu_seqlens_q).get(b)) + i;
 }
 
 // Sequence b of a varlen / paged batch as a dense batch-1 problem (its lengths must be >= 1).
@@ -111,7 +122,8 @@ inline Inputs sequence_of(const Inputs& in, int64_t b) {
   Inputs out;
   Problem& s = out.p;
   s = p;
-  s.batch = 1, s.varlen = false, s.total_q = s.total_k = 0, s.page_size = s.num_pages = s.pages_per_seq = 0;
+  s.batch = 1, s.varlen = false, s.padded = false, s.total_q = s.total_k = 0;
+  s.page_size = s.num_pages = s.pages_per_seq = 0;
   s.n_q = int32_t(seq_len(in.cu_seqlens_q, b)), s.n_k = int32_t(seq_len(in.cu_seqlens_k, b));
   const int64_t d = p.d, dv = head_dim_v(p);
   auto cut_q = [&](const HostTensor& t, int64_t w) {

@@ -47,6 +47,13 @@ std::vector<test::VariantSpec> specs(DType t) {
        .window_right = 2,
        .softcap = 5,
        .slopes = {0.25, 0.5, 1.0, 0.125}});
+  // Padded varlen (contract v3): 3 tokens of padding before every sequence and after the last.
+  add({.heads_q = 2,
+       .d_v = 6,
+       .mask = Mask::CausalBottomRight,
+       .len_q = {3, 0, 5, 2},
+       .len_k = {4, 2, 0, 6},
+       .pad = 3});
   return s;
 }
 

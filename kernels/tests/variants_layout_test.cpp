@@ -71,6 +71,8 @@ TEST_CASE("a varlen or paged batch equals its sequences run one by one, bitwise"
        .softcap = 2,
        .slopes = {0.25, 0.5, 0.125, 1.0}},
       {.mask = Mask::None, .len_q = {0, 2, 0, 0, 1}, .len_k = {1, 0, 0, 3, 2}},  // total tokens < batch
+      // Padded varlen (contract v3): 5 padding tokens before every sequence and after the last.
+      {.mask = Mask::CausalBottomRight, .len_q = {3, 0, 17, 2, 1}, .len_k = {4, 2, 9, 0, 20}, .pad = 5},
   };
   for (DType t : {DType::F16, DType::BF16, DType::F32})
     for (test::VariantSpec s : specs) {

@@ -98,6 +98,97 @@ TEST_CASE("poison fills the page slots no sequence reads and keeps the ones it d
   CHECK(spare == 40);  // to_paged always keeps a spare page
 }
 
+TEST_CASE("poison fills padded varlen's padding tokens and keeps the sequences' tokens", "[cpu]") {
+  Rng rng(7);
+  int padding_rounds = 0;
+  for (int round = 0; round < 30; ++round) {
+    const Inputs dense = dense_case(uint64_t(round));
+    const SeqLens lens = draw_lengths(rng, dense.p.batch, dense.p.n_q, dense.p.n_k);
+    const Inputs padded = to_padded(to_varlen(dense, lens), draw_padding(rng, lens), rng);
+    PoisonCount count;
+    const Inputs out = poison(padded, &count);
+    const Seqs s = padded.seqs();
+    const Problem& p = padded.p;
+    std::vector<char> live_q(size_t(p.total_q), 0), live_k(size_t(p.total_k), 0);
+    for (int64_t b = 0; b < p.batch; ++b) {
+      for (int64_t i = 0; i < seq_n_q(p, s, b); ++i) live_q[size_t(s.pad_q[b] + i)] = 1;
+      for (int64_t j = 0; j < seq_n_k(p, s, b); ++j) live_k[size_t(s.pad_k[b] + j)] = 1;
+    }
+    int64_t dead_q = 0, dead_k = 0;
+    for (int64_t t = 0; t < p.total_q; ++t)
+      for (int64_t x = 0; x < p.heads_q * p.d; ++x) {
+        const int64_t e = t * p.heads_q * p.d + x;
+        CHECK(std::isnan(out.q.get(e)) == !live_q[size_t(t)]);
+        if (live_q[size_t(t)]) CHECK(out.q.get(e) == padded.q.get(e));
+        CHECK(std::isnan(out.d_o.get(e)) == !live_q[size_t(t)]);  // d_v = d here
+      }
+    for (int64_t t = 0; t < p.total_k; ++t)
+      for (int64_t x = 0; x < p.heads_kv * p.d; ++x) {
+        const int64_t e = t * p.heads_kv * p.d + x;
+        CHECK(std::isnan(out.k.get(e)) == !live_k[size_t(t)]);
+        CHECK(std::isnan(out.v.get(e)) == !live_k[size_t(t)]);
+        if (live_k[size_t(t)]) CHECK(out.v.get(e) == padded.v.get(e));
+      }
+    for (char c : live_q) dead_q += !c;
+    for (char c : live_k) dead_k += !c;
+    CHECK(count.padding == 2 * dead_q * p.heads_q * p.d + 2 * dead_k * p.heads_kv * p.d);
+    CHECK(has_poisonable(padded) == (dead_q + dead_k > 0));
+    padding_rounds += dead_q + dead_k > 0;
+  }
+  CHECK(padding_rounds == 30);  // draw_padding always leaves padding before some sequence with tokens
+}
+
+TEST_CASE("output canaries: an untouched guard passes, each stray write is named", "[cpu]") {
+  Problem p;
+  p.batch = 1, p.heads_q = 2, p.heads_kv = 1, p.n_q = 3, p.n_k = 4, p.d = 2;
+  p.varlen = true, p.total_q = 5, p.total_k = 4, p.padded = true;
+  const HostTensor o = HostTensor::from_f64(DType::F32, shape_o(p), std::vector<double>(20, 0.5));
+  const std::vector<bool> none;
+  std::vector<bool> padding(20, false);
+  for (int64_t x = 4; x < 8; ++x) padding[size_t(x)] = true;  // token 1 (heads 2 x d 2)
+  auto name = [&](int64_t flat) { return element_name(p, "o", flat); };
+  for (bool gaps : {false, true}) {
+    INFO("gaps " << gaps);
+    HostTensor g = guard_output(o, gaps, padding);
+    REQUIRE(g.strides_in_bounds());
+    CHECK(check_output_guard(g, "o", padding, name).empty());
+    const HostTensor back = unguard_output(g, padding);
+    for (int64_t x = 0; x < 20; ++x) CHECK(back.get(x) == (padding[size_t(x)] ? 0.0 : 0.5));
+    auto stray = [&](int64_t storage_elem) {
+      HostTensor w = g;
+      w.storage<float>()[storage_elem] = 1.0f;
+      return check_output_guard(w, "o", padding, name);
+    };
+    CHECK(stray(g.storage_index(0) - 1).find("1 element before the start of o") != std::string::npos);
+    CHECK(stray(g.storage_index(19) + (gaps ? 2 : 1)).find("past the end of o") != std::string::npos);
+    CHECK(stray(g.storage_index(19) + (gaps ? 2 : 1)).find("o[token=4,h=1,c=1]") != std::string::npos);
+    CHECK(stray(g.storage_index(5)).find("o[token=1,h=0,c=1], an element on a padding token") != std::string::npos);
+    if (gaps)
+      CHECK(stray(g.storage_index(1) + 1).find("gap of o after its element o[token=0,h=0,c=1]") != std::string::npos);
+    // Without the untouched set the padding tokens are elements like any other (a write there is allowed).
+    CHECK(check_output_guard(g, "o", none, name).empty());
+  }
+  // Only guard_output's layout is checked: any other storage is refused, not passed.
+  CHECK_THROWS_AS(check_output_guard(o, "o", none, name), std::invalid_argument);
+  CHECK_THROWS_AS(unguard_output(o.laid_out({0, 1, 2}, 1, {0, 0, 1}, {}, 3), none), std::invalid_argument);
+}
+
+TEST_CASE("execute fails a built-in kernel that writes past o or into a gap of lse, naming the element", "[cpu]") {
+  const Kernel& k = *find_kernel("mutant_writes_past_o");
+  const Inputs in = dense_case(1);
+  const Run r = execute(k, in, Config{}, false);
+  CHECK(r.error.find("wrote outside its outputs: the kernel wrote past the end of o") != std::string::npos);
+  CHECK(r.error.find("o[b=2,h=1,i=8,c=3]") != std::string::npos);
+  // Unguarded (an allocation of o's size), the same kernel gives the right outputs.
+  const Outputs plain = run_forward(k, in, Config{});
+  CHECK(same_bits(plain.o, run_forward(*find_kernel("cpu_tiled"), in, Config{}).o));
+  const Run clean = execute(*find_kernel("cpu_tiled"), in, Config{}, true);
+  CHECK(clean.error.empty());
+  // lse in a storage with a gap after every row (the kernel declares strides): the first gap written is named.
+  const Run gap = execute(*find_kernel("mutant_writes_lse_gap"), in, Config{}, false);
+  CHECK(gap.error.find("the kernel wrote into the gap of lse after its element lse[b=0,h=0,i=8]") != std::string::npos);
+}
+
 TEST_CASE("the correct CPU kernels give the same bits on poisoned inputs", "[cpu]") {
   Rng rng(11);
   for (const char* name : {"cpu_tiled", "cpu_naive"}) {
@@ -107,6 +198,10 @@ TEST_CASE("the correct CPU kernels give the same bits on poisoned inputs", "[cpu
       const Inputs dense = dense_case(uint64_t(round));
       Inputs in = to_varlen(dense, draw_lengths(rng, dense.p.batch, dense.p.n_q, dense.p.n_k));
       if (round % 2 == 0) in = to_paged(in, draw_page_size(rng), false, rng, nullptr);
+      if (round % 4 == 1) {  // padded varlen: NaN on the padding tokens
+        const SeqLens lens = draw_lengths(rng, dense.p.batch, dense.p.n_q, dense.p.n_k);
+        in = to_padded(to_varlen(dense, lens), draw_padding(rng, lens), rng);
+      }
       if (round % 3 == 0) in.q = draw_strided(in.q, rng, nullptr), in.v = draw_strided(in.v, rng, nullptr);
       if (!claims(k, in)) continue;
       const Inputs bad = poison(in);

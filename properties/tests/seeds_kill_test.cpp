@@ -56,3 +56,22 @@ TEST_CASE("the merge-state and split-KV mutants are killed at every one of 20 se
   killed_at_twenty_seeds("merge_identity", "mutant_merge_sentinel");
   killed_at_twenty_seeds("split_invariance", "mutant_split_drop_tail");
 }
+
+TEST_CASE("padded varlen's and the output canaries' mutants are killed at every one of 20 seeds", "[cpu][mutants]") {
+  // Tokens located by cu_seqlens instead of the padded offsets: the law of padded varlen, and reference
+  // on the share of its cases that draws padded offsets (properties/variant_mix.cpp).
+  killed_at_twenty_seeds("padded_varlen", "mutant_padded_reads_cu");
+  killed_at_twenty_seeds("reference", "mutant_padded_reads_cu");
+  // One element written past o's end: the canary after o (kernels/hostile.hpp) on every case; -inf in the
+  // gaps of a padded lse (a kernel that declares strides gets its outputs with a gap after every row).
+  killed_at_twenty_seeds("reference", "mutant_writes_past_o");
+  killed_at_twenty_seeds("reference", "mutant_writes_lse_gap");
+}
+
+TEST_CASE("the long paged mutants are killed at every one of 20 seeds", "[cpu][mutants]") {
+  // Physical pages >= 2^15 (to_long_paged, a quarter of the paged law's cases, half of them that high).
+  killed_at_twenty_seeds("paged", "mutant_page_index_int16");
+  // A table staged 16 entries at a time: sequences of more than 16 pages (every long paged draw with
+  // room for them, and short pages of the ordinary draw).
+  killed_at_twenty_seeds("paged", "mutant_page_table_16");
+}

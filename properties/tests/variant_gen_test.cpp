@@ -6,6 +6,7 @@
 #include "tests/catch.hpp"
 
 #include <random>
+#include <numeric>
 #include <set>
 
 #include "properties/variant_gen.hpp"
@@ -117,4 +118,82 @@ TEST_CASE("dense_sequence gives back the dense element a varlen sequence was cut
     for (int64_t j = 0; j < lens.k[size_t(b)]; ++j)
       for (int64_t c = 0; c < 3; ++c) CHECK(one.v.get(j * 3 + c) == dense.v.get((src * 13 + j) * 3 + c));
   }
+}
+
+TEST_CASE("the padded generator leads, pads 0 to 16 tokens, shifts a sequence and packs back", "[cpu]") {
+  const Inputs dense = dense_case();
+  int lead = 0, none_after = 0, sixteen = 0, empty_seq = 0, shifted_q = 0, with_tokens = 0;
+  for (uint64_t seed = 0; seed < 600; ++seed) {
+    Rng rng(seed);
+    const SeqLens lens = draw_lengths(rng, 3, 9, 13);
+    const Inputs v = to_varlen(dense, lens);
+    const Padding pad = draw_padding(rng, lens);
+    const Inputs padded = to_padded(v, pad, rng);
+    INFO(describe(lens) << "; " << describe(pad));
+    REQUIRE(validate(padded).empty());
+    REQUIRE(padded.p.padded);
+    CHECK(padded.p.total_q == v.p.total_q + pad.lead_q + std::accumulate(pad.q.begin(), pad.q.end(), 0));
+    lead += pad.lead_q > 0 || pad.lead_k > 0;
+    for (size_t b = 0; b < pad.q.size(); ++b) {
+      REQUIRE(pad.q[b] >= 0);
+      REQUIRE(pad.q[b] <= 16);
+      none_after += pad.q[b] == 0, sixteen += pad.q[b] == 16 || pad.k[b] == 16;
+      empty_seq += lens.q[b] == 0 || lens.k[b] == 0;
+    }
+    // Some sequence with queries starts away from its compact start (a kernel reading by cu_seqlens
+    // misreads it), whenever some sequence has queries.
+    const Seqs s = padded.seqs();
+    bool moved = false, any = false;
+    for (int64_t b = 0; b < padded.p.batch; ++b)
+      if (seq_n_q(padded.p, s, b) > 0) any = true, moved |= s.pad_q[b] != s.cu_q[b];
+    with_tokens += any, shifted_q += moved;
+    const Inputs back = unpadded(padded);
+    REQUIRE(validate(back).empty());
+    CHECK(back.q.bytes == v.q.bytes);
+    CHECK(back.k.bytes == v.k.bytes);
+    CHECK(back.v.bytes == v.v.bytes);
+    CHECK(back.d_o.bytes == v.d_o.bytes);
+  }
+  CHECK(lead > 0);
+  CHECK(none_after > 0);
+  CHECK(sixteen > 0);
+  CHECK(empty_seq > 0);
+  CHECK(shifted_q == with_tokens);
+}
+
+TEST_CASE("the long-paged draw reaches 512 pages, > 4096 keys, page indices >= 2^15 and tables past 2^16", "[cpu]") {
+  Inputs like = dense_case();
+  like.p.d_v = 0, like.v = like.k;  // d = d_v = 4
+  int pages_512 = 0, past_4096 = 0, crossing_256 = 0, high = 0, wide = 0;
+  for (uint64_t seed = 0; seed < 120; ++seed) {
+    Rng rng(seed);
+    std::string how;
+    const Inputs in = to_long_paged(like, rng, &how);
+    INFO(how);
+    REQUIRE(validate(in).empty());
+    const Problem& p = in.p;
+    const Seqs s = in.seqs();
+    const int64_t pages0 = (seq_n_k(p, s, 0) + p.page_size - 1) / p.page_size;
+    CHECK(pages0 <= 512);
+    CHECK(int64_t(p.n_q) * p.heads_q * (p.d + head_dim_v(p)) * p.n_k <= kLongPagedWork);
+    pages_512 += pages0 == 512, past_4096 += p.n_k > 4096;
+    crossing_256 += p.page_size == 256 && pages0 > 16;
+    int32_t top = 0;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t j = 0; j < seq_n_k(p, s, b); j += p.page_size)
+        top = std::max(top, s.page_table[b * p.pages_per_seq + j / p.page_size]);
+    high += top >= (1 << 15);
+    wide += in.page_table.numel() > (1 << 16);
+    // Read back through the table, the keys are a contiguous batch's.
+    const Inputs flat = unpaged(in);
+    REQUIRE(validate(flat).empty());
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t j = 0; j < seq_n_k(p, s, b); j += 97)
+        CHECK(flat.k.get((int64_t(s.cu_k[b]) + j) * p.heads_kv * p.d) == in.k.get(kv_row(p, s, b, 0, j) * p.d));
+  }
+  CHECK(pages_512 > 0);
+  CHECK(past_4096 > 0);
+  CHECK(crossing_256 > 0);
+  CHECK(high > 0);
+  CHECK(wide > 0);
 }

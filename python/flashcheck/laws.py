@@ -7,6 +7,7 @@ LAWS = (
     ("extreme", "extreme inputs stay within the bound and finite where the reference is finite"),
     ("varlen_split", "a varlen batch equals its sequences run one by one (bitwise)"),
     ("paged", "paged K/V equals the same keys contiguous, for every page size (bitwise)"),
+    ("padded_varlen", "sequences at padded offsets (padding between them) give the compact varlen batch's bits"),
     ("strides", "the same data in any strides gives the same bits"),
     ("window_mask", "window (n, 0) is the causal mask of its alignment and (n, n) no mask (bitwise)"),
     ("window_invisible", "a key outside a row's window never influences the row (bitwise)"),

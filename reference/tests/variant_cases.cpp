@@ -15,7 +15,7 @@ int64_t n_k_of(const Problem& p, const SeqData& s, int64_t b) {
 
 int64_t q_index(const Problem& p, const SeqData& s, int64_t b, int64_t h, int64_t i, int64_t c, int64_t w) {
   if (!p.varlen) return b * p.heads_q * p.n_q * w + h * p.n_q * w + i * w + c;  // (batch, heads, n, w)
-  const int64_t token = s.cu_seqlens_q[size_t(b)] + i;                          // (total, heads, w)
+  const int64_t token = (p.padded ? s.cu_seqlens_q_padded : s.cu_seqlens_q)[size_t(b)] + i;  // (total, heads, w)
   return token * p.heads_q * w + h * w + c;
 }
 
@@ -25,13 +25,13 @@ int64_t kv_index(const Problem& p, const SeqData& s, int64_t b, int64_t h, int64
     return page * p.page_size * p.heads_kv * w + (j % p.page_size) * p.heads_kv * w + h * w + c;
   }
   if (!p.varlen) return b * p.heads_kv * p.n_k * w + h * p.n_k * w + j * w + c;
-  const int64_t token = s.cu_seqlens_k[size_t(b)] + j;
+  const int64_t token = (p.padded ? s.cu_seqlens_k_padded : s.cu_seqlens_k)[size_t(b)] + j;
   return token * p.heads_kv * w + h * w + c;
 }
 
 int64_t lse_at(const Problem& p, const SeqData& s, int64_t b, int64_t h, int64_t i) {
   if (!p.varlen) return (b * p.heads_q + h) * p.n_q + i;  // (batch, heads, n)
-  return h * p.total_q + s.cu_seqlens_q[size_t(b)] + i;   // (heads, total)
+  return h * p.total_q + (p.padded ? s.cu_seqlens_q_padded : s.cu_seqlens_q)[size_t(b)] + i;  // (heads, total)
 }
 
 Tensors64 fill(const Problem& p, SeqData seq, double qk_sigma, uint64_t seed) {
@@ -72,6 +72,13 @@ void set_varlen(Problem& p, SeqData& s, const std::vector<int32_t>& len_q, const
     p.n_q = std::max(p.n_q, len_q[b]), p.n_k = std::max(p.n_k, len_k[b]);
   }
   p.total_q = s.cu_seqlens_q.back(), p.total_k = s.cu_seqlens_k.back();
+}
+
+// Padded varlen: the sequences' first tokens at pad_q, pad_k (batch + 1 each, the last the packed total).
+void set_padded(Problem& p, SeqData& s, const std::vector<int32_t>& pad_q, const std::vector<int32_t>& pad_k) {
+  p.padded = true;
+  s.cu_seqlens_q_padded = pad_q, s.cu_seqlens_k_padded = pad_k;
+  p.total_q = pad_q.back(), p.total_k = pad_k.back();
 }
 
 }  // namespace
@@ -181,6 +188,15 @@ std::vector<VariantCase> variant_cases() {
     s.sinks = {0.0, 0x1p53};
     add("sinks 0 and 2^53 under scores near 2^48 (MPFR rows)", p, s, 0x1p24, 35);
   }
+  // Padded varlen (contract v3).
+  {  // lengths q (3, 0, 5, 2), k (4, 2, 0, 6) at padded offsets: leading padding, an empty sequence between
+    Problem p = base(1, 2, 1, 1, 1, 4, Mask::CausalBottomRight);
+    SeqData s;
+    set_varlen(p, s, {3, 0, 5, 2}, {4, 2, 0, 6});
+    set_padded(p, s, {2, 7, 9, 14, 17}, {0, 4, 9, 10, 17});
+    p.d_v = 6;
+    add("padded varlen GQA 2/1, causal_bottom_right, zero-length sequences, d_v 6", p, s, 1, 36);
+  }
   return cs;
 }
 
@@ -188,7 +204,7 @@ Dense dense_sequence(const Problem& p, const Tensors64& in, int64_t b) {
   Dense out;
   Problem& q = out.p;
   q = p;
-  q.batch = 1, q.varlen = false, q.total_q = q.total_k = 0;
+  q.batch = 1, q.varlen = false, q.padded = false, q.total_q = q.total_k = 0;
   q.page_size = q.num_pages = q.pages_per_seq = 0;
   q.n_q = int32_t(n_q_of(p, in.seq, b)), q.n_k = int32_t(n_k_of(p, in.seq, b));
   const int64_t d = p.d, dv = head_dim_v(p);

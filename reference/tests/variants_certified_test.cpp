@@ -145,5 +145,97 @@ TEST_CASE("certified on the variants: rows with no key, keys no query sees and u
   }
 }
 
+// Padded varlen (contract v3): the padded case against the same sequences packed end to end (the
+// tests' own arithmetic moves every element): each sequence's outputs and bounds are the compact
+// run's, bit for bit, in both oracles; every output element on a padding token is an exact 0.
+TEST_CASE("padded varlen: the oracles give the compact layout's bits on each sequence and 0 on padding", "[cpu]") {
+  int padded_cases = 0;
+  for (const Run& r : runs()) {
+    const Problem& p = r.vc->p;
+    if (!p.padded) continue;
+    ++padded_cases;
+    INFO(r.vc->name);
+    const SeqData& s = r.vc->in.seq;
+    Problem cp = p;
+    cp.padded = false, cp.total_q = s.cu_seqlens_q.back(), cp.total_k = s.cu_seqlens_k.back();
+    Tensors64 ci;
+    ci.seq = s, ci.seq.cu_seqlens_q_padded.clear(), ci.seq.cu_seqlens_k_padded.clear();
+    const int64_t d = p.d, dv = head_dim_v(p);
+    ci.q.resize(size_t(numel_q(cp))), ci.d_o.resize(size_t(numel_o(cp)));
+    ci.k.resize(size_t(numel_kv(cp))), ci.v.resize(size_t(numel_v(cp)));
+    std::vector<char> live_q(size_t(p.total_q), 0), live_k(size_t(p.total_k), 0);
+    for (int64_t b = 0; b < p.batch; ++b) {
+      for (int64_t i = 0; i < n_q_of(p, s, b); ++i) {
+        live_q[size_t(s.cu_seqlens_q_padded[size_t(b)] + i)] = 1;
+        for (int64_t h = 0; h < p.heads_q; ++h) {
+          for (int64_t c = 0; c < d; ++c)
+            ci.q[size_t(q_index(cp, ci.seq, b, h, i, c, d))] = r.vc->in.q[size_t(q_index(p, s, b, h, i, c, d))];
+          for (int64_t c = 0; c < dv; ++c)
+            ci.d_o[size_t(q_index(cp, ci.seq, b, h, i, c, dv))] = r.vc->in.d_o[size_t(q_index(p, s, b, h, i, c, dv))];
+        }
+      }
+      for (int64_t j = 0; j < n_k_of(p, s, b); ++j) {
+        live_k[size_t(s.cu_seqlens_k_padded[size_t(b)] + j)] = 1;
+        for (int64_t h = 0; h < p.heads_kv; ++h) {
+          for (int64_t c = 0; c < d; ++c)
+            ci.k[size_t(kv_index(cp, ci.seq, b, h, j, c, d))] = r.vc->in.k[size_t(kv_index(p, s, b, h, j, c, d))];
+          for (int64_t c = 0; c < dv; ++c)
+            ci.v[size_t(kv_index(cp, ci.seq, b, h, j, c, dv))] = r.vc->in.v[size_t(kv_index(p, s, b, h, j, c, dv))];
+        }
+      }
+    }
+    const Result64 ex = exact(cp, ci, 256);
+    const Certified ce = certified(cp, ci);
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads_q; ++h)
+        for (int64_t i = 0; i < n_q_of(p, s, b); ++i) {
+          const size_t a = size_t(lse_at(p, s, b, h, i)), c0 = size_t(lse_at(cp, ci.seq, b, h, i));
+          CHECK(r.ex.lse[a] == ex.lse[c0]);
+          CHECK(r.ce.value.lse[a] == ce.value.lse[c0]);
+          CHECK(r.ce.err.lse[a] == ce.err.lse[c0]);
+          for (int64_t c = 0; c < dv; ++c) {
+            const size_t x = size_t(q_index(p, s, b, h, i, c, dv)), y = size_t(q_index(cp, ci.seq, b, h, i, c, dv));
+            CHECK(r.ex.o[x] == ex.o[y]);
+            CHECK(r.ce.value.o[x] == ce.value.o[y]);
+            CHECK(r.ce.err.o[x] == ce.err.o[y]);
+          }
+          for (int64_t c = 0; c < d; ++c) {
+            const size_t x = size_t(q_index(p, s, b, h, i, c, d)), y = size_t(q_index(cp, ci.seq, b, h, i, c, d));
+            CHECK(r.ex.d_q[x] == ex.d_q[y]);
+            CHECK(r.ce.value.d_q[x] == ce.value.d_q[y]);
+          }
+        }
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads_kv; ++h)
+        for (int64_t j = 0; j < n_k_of(p, s, b); ++j)
+          for (int64_t c = 0; c < d; ++c) {
+            const size_t x = size_t(kv_index(p, s, b, h, j, c, d)), y = size_t(kv_index(cp, ci.seq, b, h, j, c, d));
+            CHECK(r.ex.d_k[x] == ex.d_k[y]);
+            CHECK(r.ce.value.d_k[x] == ce.value.d_k[y]);
+            CHECK(r.ce.err.d_k[x] == ce.err.d_k[y]);
+          }
+    // Padding tokens: every output element and its bound 0.
+    int64_t padding = 0;
+    for (int64_t t = 0; t < p.total_q; ++t) {
+      if (live_q[size_t(t)]) continue;
+      ++padding;
+      for (int64_t h = 0; h < p.heads_q; ++h) {
+        CHECK(r.ex.lse[size_t(h * p.total_q + t)] == 0.0);
+        CHECK(r.ce.value.lse[size_t(h * p.total_q + t)] == 0.0);
+        for (int64_t c = 0; c < dv; ++c) CHECK(r.ce.value.o[size_t((t * p.heads_q + h) * dv + c)] == 0.0);
+        for (int64_t c = 0; c < d; ++c) CHECK(r.ce.value.d_q[size_t((t * p.heads_q + h) * d + c)] == 0.0);
+      }
+    }
+    for (int64_t t = 0; t < p.total_k; ++t) {
+      if (live_k[size_t(t)]) continue;
+      ++padding;
+      for (int64_t c = 0; c < p.heads_kv * d; ++c) CHECK(r.ce.value.d_k[size_t(t * p.heads_kv * d + c)] == 0.0);
+      for (int64_t c = 0; c < p.heads_kv * dv; ++c) CHECK(r.ex.d_v[size_t(t * p.heads_kv * dv + c)] == 0.0);
+    }
+    CHECK(padding > 0);
+  }
+  CHECK(padded_cases > 0);
+}
+
 }  // namespace
 }  // namespace fc::ref

@@ -245,3 +245,59 @@ TEST_CASE("abi_map: varlen tensors and their offsets round-trip in every layout"
     for (int64_t x = 0; x < lse.numel(); ++x) REQUIRE(lse.get(x) == double(x % 4));
   }
 }
+
+TEST_CASE("abi_map: padded offsets reach fc_problem, and a write on a padding token is named", "[cpu]") {
+  // Two sequences: queries (2, 1) at padded offsets 1 and 4 of 6 tokens; keys (3, 2) at 0 and 4 of 7.
+  Problem p = problem(2, 2, 1, 2, 3, 4, DType::F32);
+  p.varlen = true, p.padded = true, p.total_q = 6, p.total_k = 7;
+  HostTensor cu_q(DType::I32, {3}), cu_k(DType::I32, {3}), pad_q(DType::I32, {3}), pad_k(DType::I32, {3});
+  cu_q.set(1, 2), cu_q.set(2, 3), cu_k.set(1, 3), cu_k.set(2, 5);
+  pad_q.set(0, 1), pad_q.set(1, 4), pad_q.set(2, 6), pad_k.set(1, 4), pad_k.set(2, 7);
+  const std::vector<bool> padding_q = {true, false, false, true, false, true};  // tokens 0, 3, 5
+  for (Layout layout : {Layout::Compact, Layout::Bshd, Layout::Padded}) {
+    CAPTURE(layout_name(layout));
+    const CallPlan plan = plan_call(p, layout, false);
+    REQUIRE(plan.slot[kCuSeqlensQPadded].present);
+    REQUIRE(plan.slot[kCuSeqlensKPadded].present);
+    const HostTensor q = iota(DType::F32, shape_q(p), 1), k = iota(DType::F32, shape_kv(p), 2),
+                     v = iota(DType::F32, shape_v(p), 3);
+    std::vector<unsigned char> arena(plan.bytes), before;
+    HostArgs in;
+    in.q = &q, in.k = &k, in.v = &v, in.cu_q = &cu_q, in.cu_k = &cu_k;
+    in.cu_q_padded = &pad_q, in.cu_k_padded = &pad_k;
+    pack(plan, in, arena.data());
+    before = arena;
+    const fc_problem fp = problem_args(plan, arena.data(), {kDLCPU, 0});
+    REQUIRE(fp.cu_seqlens_q_padded.ndim == 1);
+    CHECK(fp.cu_seqlens_q_padded.shape[0] == 3);
+    CHECK(static_cast<const int32_t*>(fp.cu_seqlens_q_padded.data)[1] == 4);
+    CHECK(static_cast<const int32_t*>(fp.cu_seqlens_k_padded.data)[2] == 7);
+    CHECK(problem_args(plan, nullptr, {kDLCPU, 0}).cu_seqlens_k_padded.data == nullptr);  // supports()
+    fc_forward_args a;
+    make_args(plan, arena.data(), {kDLCPU, 0}, &a, nullptr);
+    const int64_t* os = a.o.strides;
+    auto o_at = [&](int64_t t, int64_t h, int64_t c) {
+      return os ? t * os[0] + h * os[1] + c * os[2] : (t * 2 + h) * 4 + c;
+    };
+    auto lse_at = [&](int64_t h, int64_t t) { return a.lse.strides ? h * a.lse.strides[0] + t : h * 6 + t; };
+    for (int64_t t = 0; t < 6; ++t)  // every sequence token: o = 2, lse = 1; padding untouched
+      for (int64_t h = 0; h < 2 && !padding_q[size_t(t)]; ++h) {
+        static_cast<float*>(a.lse.data)[lse_at(h, t)] = 1.0f;
+        for (int64_t c = 0; c < 4; ++c) static_cast<float*>(a.o.data)[o_at(t, h, c)] = 2.0f;
+      }
+    HostTensor o(DType::F32, shape_o(p)), lse(DType::F32, shape_lse(p));
+    HostOuts out;
+    out.o = &o, out.lse = &lse;
+    REQUIRE(unpack(plan, arena.data(), before.data(), out) == "");
+    for (int64_t x = 0; x < o.numel(); ++x) CHECK(o.get(x) == (padding_q[size_t(x / 8)] ? 0.0 : 2.0));  // NaN -> 0
+    for (int64_t x = 0; x < lse.numel(); ++x) CHECK(lse.get(x) == (padding_q[size_t(x % 6)] ? 0.0 : 1.0));
+    std::vector<unsigned char> bad = arena;
+    static_cast<float*>(static_cast<void*>(bad.data() + plan.slot[kO].offset))[o_at(3, 1, 2)] = 0.0f;
+    CHECK(unpack(plan, bad.data(), before.data(), out) ==
+          "the kernel wrote o element (3, 1, 2), on padding token 3 that no sequence holds");
+    bad = arena;
+    static_cast<float*>(static_cast<void*>(bad.data() + plan.slot[kLse].offset))[lse_at(0, 5)] = 0.0f;
+    CHECK(unpack(plan, bad.data(), before.data(), out) ==
+          "the kernel wrote lse element (0, 5), on padding token 5 that no sequence holds");
+  }
+}

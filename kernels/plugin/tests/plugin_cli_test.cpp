@@ -206,6 +206,35 @@ TEST_CASE("check --plugin: a declared sink that o's denominator forgets fails re
   }
 }
 
+// Padded varlen reaches a version-5 plugin that declares it: the example kernel gives the compact
+// layout's bits (padded_varlen passes); the same kernel locating the sequences by cu_seqlens
+// (FC_FAULT=PADDED, a shipped bug class) fails padded_varlen, naming an output element on a padding
+// token or a differing element; a version-4 build of the example loads, runs, and is never offered padding.
+TEST_CASE("check --plugin: padded varlen offered to a version-5 plugin, caught when it reads cu_seqlens", "[cpu]") {
+  const Ran good = run_cli({"check", "--plugin", plugin_path("plugin_cpu_none"), "--law", "padded_varlen", "--cases",
+                            "30", "--seed", "3", "--regressions", no_regressions()});
+  CAPTURE(good.out, good.err);
+  CHECK(good.code == 0);
+  CHECK(good.out.find("padded_varlen") != std::string::npos);
+  CHECK(good.out.find("PASS  padded_varlen") != std::string::npos);
+  for (const char* seed : {"1", "2", "3"}) {
+    const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_cpu_padded"), "--law", "padded_varlen", "--seed",
+                           seed, "--regressions", no_regressions()});
+    CAPTURE(seed, r.out, r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.find("FAIL  padded_varlen") != std::string::npos);
+  }
+  const Ran old = run_cli({"check", "--plugin", plugin_path("plugin_cpu_abi4"), "--law", "reference", "--cases", "20",
+                           "--seed", "2", "--regressions", no_regressions()});
+  CAPTURE(old.out, old.err);
+  CHECK(old.code == 0);
+  CHECK(old.out.find("PASS  reference") != std::string::npos);
+  const Ran old_padded = run_cli({"check", "--plugin", plugin_path("plugin_cpu_abi4"), "--law", "padded_varlen",
+                                  "--cases", "20", "--seed", "2", "--regressions", no_regressions()});
+  CAPTURE(old_padded.out, old_padded.err);
+  CHECK(old_padded.out.find("PASS  padded_varlen") == std::string::npos);  // not applicable: not declared
+}
+
 // Shrinking a crash, an abort or a hang restarts the worker for every faulting candidate: past
 // --shrink-faults of them it stops, says so, and reports the smallest failing case so far, which its
 // replay line reproduces.
