@@ -80,7 +80,11 @@ fi
 # --- the main build -------------------------------------------------------------------------------
 werror=()
 [ -n "${FLASHCHECK_WERROR:-}" ] && werror=(-DFLASHCHECK_WERROR="$FLASHCHECK_WERROR")
-cmake --preset release -B "$build" "${werror[@]}" >/dev/null
+# Debian's python3 is the one this script gives pytest and NumPy: the Python bridge's tests run with it
+# even where another python3 (pyenv, a virtual environment) comes first on PATH.
+python=()
+[ -x /usr/bin/python3 ] && python=(-DPython3_EXECUTABLE=/usr/bin/python3)
+cmake --preset release -B "$build" "${werror[@]}" "${python[@]}" >/dev/null
 cmake --build "$build" -j "$jobs"
 
 case "$mode" in

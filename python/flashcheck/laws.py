@@ -32,6 +32,7 @@ LAWS = (
     ("merge_associativity", "merging in groups and in any order agrees with merging at once within the merge bound"),
     ("merge_union", "merging the partials of disjoint key ranges gives attention over their union"),
     ("split_invariance", "the split count of split-KV never changes the answer beyond the bound"),
+    ("padded_scratch", "scratch padded to 128 rows past 2^31 elements, every tensor below it: sampled heads agree with the reference"),
     ("large_offsets", "tensors past 2^31 elements are indexed right: sampled heads agree with the reference"),
 )
 IDS = tuple(law_id for law_id, _ in LAWS)
