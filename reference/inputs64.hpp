@@ -19,6 +19,8 @@ inline SeqData seq_data(const Inputs& in) {
   if (in.p.page_size > 0) s.page_table = ints(in.page_table);
   if (in.p.alibi) s.alibi_slopes = in.alibi_slopes.to_f64();
   if (in.p.sinks) s.sinks = in.sinks.to_f64();
+  if (has_mask_tensor(in.p)) s.mask = in.mask.to_f64(), s.mask_shape = in.mask.shape;
+  if (has_block_mask(in.p)) s.block_mask = in.block_mask.to_f64(), s.block_mask_shape = in.block_mask.shape;
   return s;
 }
 

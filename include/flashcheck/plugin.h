@@ -1,4 +1,4 @@
-/* flashcheck plugin C ABI, version 4: the one interface through which flashcheck runs a kernel it did
+/* flashcheck plugin C ABI, version 5: the one interface through which flashcheck runs a kernel it did
  * not build (`flashcheck check --plugin lib.so`, the Python bridge).
  *
  * A plugin is a shared library that exports `flashcheck_kernel`, returning a pointer to a static
@@ -31,7 +31,11 @@
 extern "C" {
 #endif
 
-#define FC_ABI_VERSION 4
+#define FC_ABI_VERSION 5
+
+/* DLPack's boolean type code (kDLBool in DLPack >= 0.8): a BOOL tensor is {FC_DL_BOOL, 8, 1}, one
+ * byte per element, 0 or 1. */
+#define FC_DL_BOOL 6
 
 /* Marks the exported symbol visible even when the plugin builds with -fvisibility=hidden. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -60,6 +64,20 @@ typedef struct {
    * finite or -inf. ndim == 0 (data NULL): no sinks. Placed in the
    * kernel's device memory like the other tensors; data NULL in supports(). */
   DLTensor sinks;
+  /* Version 5 (contract v3), dense problems only (never with varlen or paged K/V). Offered only to a
+   * kernel of abi_version 5 whose declarations name them (mask_tensors, mask_dtypes, block_masks).
+   * mask_tensor (named so beside the built-in `mask` above): (B_m, H_m, n_q, n_k), B_m 1 or batch, H_m 1 or heads_q (a 1 broadcasts, as PyTorch SDPA's
+   * attn_mask), compact; mask_kind 1: BOOL ({FC_DL_BOOL, 8, 1}), true = the key takes part; 2:
+   * additive, F32, F16 or BF16, added to the score after softcap and ALiBi, each element finite or
+   * -inf (-inf hides the key). mask_kind 0 (ndim 0): none. A row every key of which is hidden has
+   * o = 0, lse = -inf (the sink with sinks), d_q = 0. */
+  DLTensor mask_tensor;
+  int32_t mask_kind;
+  /* block_mask: BOOL (B_m, H_m, ceil(n_q / block_q), ceil(n_k / block_k)), compact: key j is visible
+   * to query i only if bit (i / block_q, j / block_k) is set (intersected with everything else).
+   * block_q = block_k = 0 (ndim 0): none. */
+  DLTensor block_mask;
+  int32_t block_q, block_k;
 } fc_problem;
 
 typedef struct {
@@ -164,11 +182,16 @@ typedef struct {
                                    these combinations are drawn (supports() sees each tensor's DLTensor dtype) */
   int32_t num_dtypes;
   int32_t sinks;                /* contract v3: 1: attention sinks (fc_problem.sinks); 0: never offered them */
+  /* Version 5 only (read when abi_version is 5). */
+  int32_t mask_tensors;         /* bit 1: boolean mask tensors; bit 2: additive ones (fc_problem.mask_tensor) */
+  int32_t mask_dtypes;          /* additive masks' dtypes: bits 1 << enum fc_dtype_code (F32, F16, BF16) */
+  int32_t block_masks;          /* 1: block-sparse masks (fc_problem.block_mask) */
 } fc_declarations;
 
 typedef struct {
-  int32_t abi_version; /* FC_ABI_VERSION (2 and 3 still load: 2 without declarations and fc_problem's tail,
-                          3 without fc_problem.sinks and fc_declarations past large_offsets) */
+  int32_t abi_version; /* FC_ABI_VERSION (2, 3 and 4 still load: 2 without declarations and fc_problem's
+                          tail, 3 without fc_problem.sinks and fc_declarations past large_offsets, 4 without
+                          the version-5 tails of fc_problem and fc_declarations) */
   const char *name;
   int32_t device_type; /* kDLCPU or kDLCUDA: where the suite places the tensors */
   int32_t writes_lse;  /* 0: lse is ignored; the suite supplies it to backward */
@@ -176,7 +199,7 @@ typedef struct {
   int (*forward)(const fc_problem *, const fc_forward_args *, void *stream);   /* 0 on success */
   int (*backward)(const fc_problem *, const fc_backward_args *, void *stream); /* NULL: none */
   const char *(*last_error)(void); /* text for a nonzero return; may be NULL */
-  const fc_declarations *declarations; /* version 3 and 4; NULL: nothing declared */
+  const fc_declarations *declarations; /* version 3 to 5; NULL: nothing declared */
 } fc_kernel;
 
 /* The one exported symbol. supports() sees the shapes, strides, dtypes and devices the call will

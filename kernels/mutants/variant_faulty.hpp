@@ -53,6 +53,17 @@ enum class VariantFault {
   SinkNotInLse,          // o is right, lse the keys' alone (the backward's P then sums past 1)
   SinkDivides,           // the sinks' path divides o by l where the dense path multiplies by 1 / l: one
                          // rounding fewer, within every bound, but a sink at -inf is not no sink's bits
+  // Mask tensors and block masks (contract v3).
+  MaskF32AsF16,        // an F32 additive mask read as F16 elements (the first half of its bytes, two
+                       // halves per float): the shipped bug that gave 97 % NaN
+  MaskHeadStride,      // the mask's head axis always read with stride n_q n_k: a mask broadcast over
+                       // heads (H_m = 1) is read past its head for h > 0 (wrapping around the tensor)
+  MaskBoolInverted,    // a boolean mask read with the opposite convention (true = masked out)
+  BlockMaskTransposed, // the block mask read at (key block, query block): the block index transposed
+  MaskedRowNaN,        // a row whose every key a mask hides divides 0 by l = 0: o = NaN
+  MaskWideExp,         // the mask-tensor path computes exp in double: right values, not the built-in
+                       // mask's bits
+  BlockMaskWideExp,    // the block-mask path computes exp in double: not the dense mask's bits
 };
 
 // The registry row of the kernel with fault f (mutant = f != None): declares every variant.

@@ -57,7 +57,9 @@ enum SlotId : int32_t {
   kDq,
   kDk,
   kDv,
-  kSinks,  // version 4: fc_problem.sinks
+  kSinks,      // version 4: fc_problem.sinks
+  kMask,       // version 5: fc_problem.mask_tensor
+  kBlockMask,  // version 5: fc_problem.block_mask
   kSlots
 };
 const char* slot_name(int32_t id);
@@ -83,6 +85,7 @@ struct HostArgs {
   const HostTensor *o = nullptr, *lse = nullptr, *d_o = nullptr;  // backward: the forward's o and lse
   const HostTensor *cu_q = nullptr, *cu_k = nullptr, *page_table = nullptr, *alibi = nullptr;  // the variants'
   const HostTensor* sinks = nullptr;                                                           // contract v3
+  const HostTensor *mask = nullptr, *block_mask = nullptr;                                     // contract v3
 };
 struct HostOuts {
   HostTensor *o = nullptr, *lse = nullptr, *d_q = nullptr, *d_k = nullptr, *d_v = nullptr;
@@ -97,7 +100,7 @@ std::string unpack(const CallPlan& plan, const unsigned char* arena, const unsig
 // The ABI's argument structs over an arena at `base` (nullptr: data NULL, as supports() sees them).
 // Shapes and strides point into `plan`, which must outlive the structs.
 void make_args(const CallPlan& plan, unsigned char* base, DLDevice dev, fc_forward_args* fwd, fc_backward_args* bwd);
-// plan.problem with its version-4 tensor (sinks) viewed over the same arena.
+// plan.problem with its version-4 and version-5 tensors (sinks; mask, block_mask) viewed over the same arena.
 fc_problem problem_args(const CallPlan& plan, unsigned char* base, DLDevice dev);
 
 }  // namespace fc::plugin

@@ -33,6 +33,7 @@ struct Declared {
   int32_t num_dtypes = 0;  // 0: probed (version 4: declared combinations)
   fc_dtypes dtypes[kMaxDeclaredDtypes]{};
   int32_t sinks = 0;  // version 4: attention sinks declared
+  int32_t mask_tensors = 0, mask_dtypes = 0, block_masks = 0;  // version 5
 };
 
 // What the suite needs to know about a kernel besides its entry points.
