@@ -93,8 +93,7 @@ bool wide_exp(F f, const Inputs& in) {
     empty |= seq_n_q(p, in.seqs(), b) == 0 || seq_n_k(p, in.seqs(), b) == 0;
   return (f == F::VarlenWideExp && p.varlen) || (f == F::PagedWideExp && is_paged(p)) ||
          (f == F::StridedWideExp && in.strided()) || (f == F::WindowWideExp && has_window(p)) ||
-         (f == F::AlibiWideExp && p.alibi) || (f == F::EmptySeqWideExp && empty) ||
-         (f == F::MaskWideExp && has_mask_tensor(p)) || (f == F::BlockMaskWideExp && has_block_mask(p));
+         (f == F::AlibiWideExp && p.alibi) || (f == F::EmptySeqWideExp && empty);
 }
 
 // cpu_tiled's fa2_forward_head with faulty_keys for keys(), the exp Exp, and the ZeroKeysNaN
@@ -109,6 +108,8 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
   auto keys = [&](int64_t i) { return faulty_keys(f, h.p, i, h.n_q, h.n_k, max_q, max_k); };
   const bool masked = per_key_mask(h.p);
   auto bias = [&](int64_t i, int64_t j) { return faulty_bias(f, *h.in, h.b, h.hq, i, j); };
+  cpu::Head<A> unmasked = h;  // scores without the mask (faulty_bias adds the additive value below)
+  unmasked.in = nullptr;
   for (int64_t i0 = 0; i0 < h.n_q; i0 += t.block_m) {
     const int64_t i1 = std::min<int64_t>(i0 + t.block_m, h.n_q), rows = i1 - i0;
     std::vector<L> m(size_t(rows), rules::neg_inf<L>());            // (kBlockM)
@@ -129,7 +130,7 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
           const double kb = masked ? bias(i0 + r, j) : 0.0;
           live[size_t(j - j0)] = kb != -std::numeric_limits<double>::infinity();
           if (!live[size_t(j - j0)]) continue;  // hidden by a mask: not read
-          s[size_t(j - j0)] = faulty_score<A>(f, h, i0 + r, j);
+          s[size_t(j - j0)] = faulty_score<A>(f, unmasked, i0 + r, j);
           if (h.p.mask_kind == MaskKind::Additive) s[size_t(j - j0)] += L(kb);
           m_new = rules::running_max(m_new, s[size_t(j - j0)]);
         }
@@ -170,7 +171,9 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
       // MaskedRowNaN: a row a mask empties (its range not empty) divides too.
       const bool masked_empty = f == F::MaskedRowNaN && masked && keys(i0 + r).end > keys(i0 + r).begin;
       const L inv = (f == F::ZeroKeysNaN && h.n_k == 0) || masked_empty ? L(1) / l_o : rules::inv_l(l_o);
-      const bool divides = f == F::SinkDivides && h.p.sinks && l_o != L(0);
+      const bool divides = ((f == F::SinkDivides && h.p.sinks) || (f == F::MaskDivides && has_mask_tensor(h.p)) ||
+                            (f == F::BlockMaskDivides && has_block_mask(h.p))) &&
+                           l_o != L(0);
       for (int64_t c = 0; c < d; ++c) {
         const L x = cvt<L>(acc[size_t(r * d + c)]);
         o[(i0 + r) * d + c] = cvt<T>(divides ? x / l_o : x * inv);
@@ -452,10 +455,12 @@ void register_variant_mutants(std::vector<Kernel>& out) {
       {F::BlockMaskTransposed, "mutant_block_mask_transposed",
        "the block mask read at (key block, query block): the block index transposed"},
       {F::MaskedRowNaN, "mutant_masked_row_nan", "a row whose every key a mask hides gives o = 0/0 = NaN"},
-      {F::MaskWideExp, "mutant_mask_wide_exp",
-       "the mask-tensor path computes exp in double: right values, a mask equal to causal is not causal's bits"},
-      {F::BlockMaskWideExp, "mutant_block_mask_wide_exp",
-       "the block-mask path computes exp in double: right values, not the dense mask's bits"},
+      {F::MaskDivides, "mutant_mask_divides",
+       "the mask-tensor path divides o by l (the dense path multiplies by 1/l): right values, a mask equal to causal "
+       "is not causal's bits"},
+      {F::BlockMaskDivides, "mutant_block_mask_divides",
+       "the block-mask path divides o by l (the dense path multiplies by 1/l): right values, not the dense mask "
+       "tensor's bits"},
   };
   for (const Row& r : rows) out.push_back(make_variant_faulty_kernel(r.fault, r.name, r.description));
 }

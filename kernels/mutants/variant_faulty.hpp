@@ -61,9 +61,9 @@ enum class VariantFault {
   MaskBoolInverted,    // a boolean mask read with the opposite convention (true = masked out)
   BlockMaskTransposed, // the block mask read at (key block, query block): the block index transposed
   MaskedRowNaN,        // a row whose every key a mask hides divides 0 by l = 0: o = NaN
-  MaskWideExp,         // the mask-tensor path computes exp in double: right values, not the built-in
-                       // mask's bits
-  BlockMaskWideExp,    // the block-mask path computes exp in double: not the dense mask's bits
+  MaskDivides,         // the mask-tensor path divides o by l (the dense path multiplies by 1 / l): right
+                       // values, but a mask equal to causal is not causal's bits
+  BlockMaskDivides,    // the block-mask path divides o by l: not the dense mask tensor's bits
 };
 
 // The registry row of the kernel with fault f (mutant = f != None): declares every variant.
