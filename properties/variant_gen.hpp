@@ -66,10 +66,11 @@ double draw_softcap(Rng& rng, double max_abs);
 Inputs with_sinks(const Inputs& in, Rng& rng, std::string* how);
 
 // Mask tensors (contract v3, variant_mix.cpp), on a dense problem: boolean (when bool_ok) or
-// additive in one of `dtypes` (when non-empty), broadcast over batch and heads or not (B_m, H_m each 1
-// or full). Boolean patterns: random bits of density 1/10, 1/2 or 9/10, a causal diagonal of either
-// alignment, key padding; additive values 0, -inf, small (|x| <= 8), large finite (-1e4, -3e4; F32
-// also -1e9); in half the draws one row every key of which is hidden. *how gets a description.
+// additive in one of `dtypes` (when non-empty; two draws in three, F32 in half of them), broadcast
+// over batch (B_m 1 or batch) and heads (H_m 1 in two draws of three). Boolean patterns: random bits
+// of density 1/10, 1/2 or 9/10, a causal diagonal of either alignment, key padding; additive values
+// 0, -inf, small (|x| <= 8), large finite (-1e4, -3e4; an F32 mask on scores not in F16 also -1e9);
+// in half the draws one row every key of which is hidden. *how gets a description.
 Inputs with_mask_tensor(const Inputs& dense, bool bool_ok, const std::vector<DType>& dtypes, Rng& rng,
                         std::string* how);
 // A block-sparse mask on a dense problem: block sizes 1, 2, 3, 16, 64, 128 or the whole length on each

@@ -66,6 +66,8 @@ void Consts::add_mask(Score& s, double bias) const {
   double e = s.e_hat + (ar.base2 ? (delta_l2e + us) * std::fabs(bias) * (1 + 2 * us) : 0.0);
   e += us * (std::fabs(sb) + e) + floor_s;
   e += u_store_s * (std::fabs(sb) + e) + floor_store_s;
+  // A baseline storing S may overflow there (a large additive value in F16): no claim (an infinite error).
+  if (u_store_s > 0 && std::fabs(sb) + e >= max_finite(storage)) e = kInf;
   s.z += 0x1p-52 * std::fabs(sb);
   s.s = sb, s.e_hat = e;
 }

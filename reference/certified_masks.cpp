@@ -1,16 +1,19 @@
 // The certified oracle on problems with a mask tensor or a block mask (contract v3, dense): a row's
 // visible keys are no longer one range, which the float64 walk (certified.cpp) assumes, so these
 // problems take the exact oracle's maths in MPFR at kMaskBits bits and certify each value by a crude
-// rigorous bound (docs/error-model.md, "Mask tensors"):
-//   |value - exact| <= 2^-52 |value| + E,  E = 2^-kMaskBits 64 N^3 (S + 1)(Q + 1)(K + 1)(V + 1)(G + 1)(c + 1)
-// where N = n_k + d + d_v + 8 bounds every chain's length, S the largest |score| (with ALiBi's bias
-// and the additive mask), Q, K, V, G the largest finite |q|, |k|, |v|, |d_o| and c = |scale|: every
-// MPFR operation rounds once by at most 2^-kMaskBits relative, no chain is longer than N, and every
-// intermediate is bounded by those magnitudes (P in [0, 1]). The first term is the rounding to
-// double. Non-finite values (the rows a NaN or an infinity reaches) get an infinite error; the exact
+// rigorous bound (docs/error-model.md, "Mask tensors"): |value - exact| <= 2^-52 |value| + E_t with
+//   E_lse = u 64 N (S + 1),            E_o = u 64 N^2 (S + 1)(V + 1),   E_dv = u 64 N^2 (S + 1)(G + 1),
+//   E_dq  = u 64 N^3 (S + 1)(G + 1)(V + 1)(c K + 1),   E_dk = the same with Q for K,
+// u = 2^-kMaskBits, N = n_q + n_k + d + d_v + 8 (every chain is shorter), S the largest |score| (with
+// ALiBi's bias, the additive mask and the sinks), Q, K, V, G the largest finite |q|, |k|, |v|, |d_o|
+// and c = |scale|: every MPFR operation rounds once by at most u relative, a weight's argument errs
+// by at most u N (S + 1) (relative error of P), and each output sums at most N such terms of the
+// magnitudes named. The first term is the rounding to double. The factors are formed in log2 (no
+// overflow); a bound past 2^1000 is +inf (no claim). Non-finite values (the rows a NaN or an infinity reaches) get an infinite error; the exact
 // -inf of an empty row's lse an error of 0. Problems are small here (mask laws draw them so).
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 #include "reference/certified.hpp"
@@ -27,6 +30,13 @@ double finite_max_abs(const std::vector<double>& x) {
   for (double e : x)
     if (std::isfinite(e)) m = std::max(m, std::fabs(e));
   return m;
+}
+
+// 2^(sum of log2 terms - kMaskBits), +inf past 2^1000.
+double bound(std::initializer_list<double> factors) {
+  double l2 = std::log2(64.0) - double(kMaskBits);
+  for (double f : factors) l2 += std::log2(f);
+  return l2 > 1000 ? INFINITY : std::exp2(l2) * (1 + 0x1p-40);
 }
 
 void certify(const std::vector<double>& value, double e, std::vector<double>& err) {
@@ -54,14 +64,12 @@ Certified certified_masked(const Problem& p, const Tensors64& in) {
   if (p.softcap > 0) S = std::min(S, p.softcap);
   if (p.alibi) S += finite_max_abs(in.seq.alibi_slopes) * double(std::max(p.n_q, p.n_k));
   if (p.sinks) S = std::max(S, finite_max_abs(in.seq.sinks));
-  const double N = double(p.n_k) + p.d + head_dim_v(p) + 8;
-  const double E = std::ldexp(64 * N * N * N * (S + 1) * (Q + 1) * (K + 1) * (V + 1) * (G + 1) * (sc + 1),
-                              -int(kMaskBits));
-  certify(c.value.o, E, c.err.o);
-  certify(c.value.lse, E, c.err.lse);
-  certify(c.value.d_q, E, c.err.d_q);
-  certify(c.value.d_k, E, c.err.d_k);
-  certify(c.value.d_v, E, c.err.d_v);
+  const double N = double(p.n_q) + p.n_k + p.d + head_dim_v(p) + 8;
+  certify(c.value.lse, bound({N, S + 1}), c.err.lse);
+  certify(c.value.o, bound({N, N, S + 1, V + 1}), c.err.o);
+  certify(c.value.d_v, bound({N, N, S + 1, G + 1}), c.err.d_v);
+  certify(c.value.d_q, bound({N, N, N, S + 1, G + 1, V + 1, sc * K + 1}), c.err.d_q);
+  certify(c.value.d_k, bound({N, N, N, S + 1, G + 1, V + 1, sc * Q + 1}), c.err.d_k);
   c.o_mag.assign(c.value.o.size(), 0.0);  // not computed on this path (a benchmark's scale, not a bound)
   return c;
 }
