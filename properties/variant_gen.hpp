@@ -67,7 +67,7 @@ Inputs with_sinks(const Inputs& in, Rng& rng, std::string* how);
 
 // Mask tensors (contract v3, variant_mix.cpp), on a dense problem: boolean (when bool_ok) or
 // additive in one of `dtypes` (when non-empty; two draws in three, F32 in half of them), broadcast
-// over batch (B_m 1 or batch) and heads (H_m 1 in two draws of three). Boolean patterns: random bits
+// over batch (B_m 1 or batch) and heads (H_m 1 or heads_q) or not. Boolean patterns: random bits
 // of density 1/10, 1/2 or 9/10, a causal diagonal of either alignment, key padding; additive values
 // 0, -inf, small (|x| <= 8), large finite (-1e4, -3e4; an F32 mask on scores not in F16 also -1e9);
 // in half the draws one row every key of which is hidden. *how gets a description.
@@ -90,8 +90,8 @@ Inputs with_d_v(const Inputs& dense, int32_t d_v);
 // A variant problem from a dense case: each variant in `have` joins with probability one half (strides
 // one quarter): a window (tiles of block_n), a softcap near the scores' range, ALiBi slopes, d_v != d,
 // varlen lengths and then paged K/V. how: a one-line description ("dense" when none joined).
-// Then mask tensors (additive ones in mask_dtypes) and block masks, each with probability one half, on
-// dense problems small enough (mask_size_ok).
+// Then a mask tensor (three draws in four; additive ones in mask_dtypes) and a block mask (one in
+// two), on dense problems small enough (mask_size_ok).
 Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n, Rng& rng, std::string* how,
                      const std::vector<DType>& mask_dtypes = {DType::F32, DType::F16, DType::BF16});
 

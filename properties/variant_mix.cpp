@@ -60,13 +60,12 @@ Inputs with_mask_tensor(const Inputs& dense, bool bool_ok, const std::vector<DTy
                         std::string* how) {
   Inputs in = dense;
   Problem& p = in.p;
-  // Additive two draws in three, F32 (the common dtype of a mask) in half of them when declared; H_m = 1
-  // (a mask shared by the heads) two draws in three.
+  // Additive two draws in three, F32 (the common dtype of a mask) in half of them when declared.
   const bool additive = !dtypes.empty() && (!bool_ok || rng() % 3 != 0);
   const bool f32 = std::find(dtypes.begin(), dtypes.end(), DType::F32) != dtypes.end() && rng() % 2;
   p.mask_kind = additive ? MaskKind::Additive : MaskKind::Bool;
   p.mask_dtype = additive ? (f32 ? DType::F32 : dtypes[rng() % dtypes.size()]) : DType::F32;
-  const int64_t bm = rng() % 2 ? 1 : p.batch, hm = rng() % 3 != 0 ? 1 : p.heads_q;
+  const int64_t bm = rng() % 2 ? 1 : p.batch, hm = rng() % 2 ? 1 : p.heads_q;
   p.mask_b = int32_t(bm), p.mask_h = int32_t(hm);
   in.mask = HostTensor(additive ? p.mask_dtype : DType::BOOL, {bm, hm, p.n_q, p.n_k});
   const int64_t n_q = p.n_q, n_k = p.n_k;
@@ -214,10 +213,10 @@ Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n,
     in.p.sinks = true, in.sinks = sunk.sinks;
     parts.push_back(s);
   }
-  // Mask tensors and block masks last (dense problems of a few thousand scores only: the certified
-  // oracle takes MPFR's maths for them).
+  // Mask tensors (three draws in four) and block masks last (dense problems of a few thousand scores
+  // only: the certified oracle takes MPFR's maths for them).
   const bool additive = have.mask_additive && !mask_dtypes.empty();
-  if ((have.mask_bool || additive) && mask_size_ok(in.p) && rng() % 2) {
+  if ((have.mask_bool || additive) && mask_size_ok(in.p) && rng() % 4 != 0) {
     std::string s;
     const Inputs m = with_mask_tensor(in, have.mask_bool, additive ? mask_dtypes : std::vector<DType>{}, rng, &s);
     in.p.mask_kind = m.p.mask_kind, in.p.mask_dtype = m.p.mask_dtype, in.mask = m.mask;

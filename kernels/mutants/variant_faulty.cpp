@@ -72,10 +72,7 @@ double faulty_bias(F f, const Inputs& in, int64_t b, int64_t h, int64_t i, int64
   if (!has_mask_tensor(p)) return 0.0;
   const HostTensor& m = in.mask;
   int64_t x = broadcast_index(m, b, h, i, j);
-  if (f == F::MaskHeadStride) {
-    const int64_t bb = m.shape[0] == 1 ? 0 : b;
-    x = (((bb * p.heads_q + h) * p.n_q + i) * p.n_k + j) % m.numel();
-  }
+  if (f == F::MaskHeadStride) x = broadcast_index(m, b, 0, i, j);  // head 0's slice for every head
   if (p.mask_kind == MaskKind::Bool) return (m.get(x) != 0) == (f != F::MaskBoolInverted) ? 0.0 : kNegInf;
   if (f == F::MaskF32AsF16 && m.dtype == DType::F32) {  // element x as the half at bytes [2x, 2x + 2)
     Eigen::half v;
@@ -450,7 +447,7 @@ void register_variant_mutants(std::vector<Kernel>& out) {
       {F::MaskF32AsF16, "mutant_mask_f32_as_f16",
        "an F32 additive mask tensor read as F16 elements (the shipped bug: 97 % NaN)"},
       {F::MaskHeadStride, "mutant_mask_head_stride",
-       "the mask tensor's head axis read with stride n_q n_k even when it is broadcast (H_m = 1)"},
+       "a per-head mask tensor (H_m = heads_q) read with head stride 0, as if broadcast: every head reads head 0's"},
       {F::MaskBoolInverted, "mutant_mask_bool_inverted", "a boolean mask tensor read as true = masked out"},
       {F::BlockMaskTransposed, "mutant_block_mask_transposed",
        "the block mask read at (key block, query block): the block index transposed"},

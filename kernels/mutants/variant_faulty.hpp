@@ -56,8 +56,8 @@ enum class VariantFault {
   // Mask tensors and block masks (contract v3).
   MaskF32AsF16,        // an F32 additive mask read as F16 elements (the first half of its bytes, two
                        // halves per float): the shipped bug that gave 97 % NaN
-  MaskHeadStride,      // the mask's head axis always read with stride n_q n_k: a mask broadcast over
-                       // heads (H_m = 1) is read past its head for h > 0 (wrapping around the tensor)
+  MaskHeadStride,      // the mask's head axis read with stride 0, as if broadcast (H_m = 1), when the
+                       // mask is per head (H_m = heads_q): every head reads head 0's slice
   MaskBoolInverted,    // a boolean mask read with the opposite convention (true = masked out)
   BlockMaskTransposed, // the block mask read at (key block, query block): the block index transposed
   MaskedRowNaN,        // a row whose every key a mask hides divides 0 by l = 0: o = NaN

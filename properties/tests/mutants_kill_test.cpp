@@ -12,8 +12,9 @@
 namespace {
 
 // The registered mutants: kernels/mutants/mutants.cpp's table, one row per planted fault, and the
-// variants' (variant_faulty.cpp: the hostile harness's four and the sinks' three among them).
-constexpr int kMutants = 24 + 9 + 8 + 4 + 3;
+// variants' (variant_faulty.cpp: the hostile harness's four, the sinks' three and the masks' seven
+// among them).
+constexpr int kMutants = 24 + 9 + 8 + 4 + 3 + 7;
 
 // The first law that fails on k, or "" when every law holds.
 std::string first_failing_law(const fc::Kernel& k, const fc::props::RunOptions& opt) {
@@ -74,6 +75,8 @@ TEST_CASE("every law but reference kills a mutant that reference does not", "[cp
       {"alibi_zero", "mutant_alibi_wide_exp"},
       {"zero_length", "mutant_empty_seq_wide_exp"},
       {"sink_neg_inf", "mutant_sink_divides"},
+      {"mask_tensor_builtin", "mutant_mask_divides"},
+      {"block_mask_dense", "mutant_block_mask_divides"},
   };
   for (const fc::props::Law& law : fc::props::laws()) {
     // large_offsets judges CUDA kernels only; its witness is a CUDA mutant (kernels/cuda/tests/cuda_mutants_test.cpp).

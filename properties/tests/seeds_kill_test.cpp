@@ -44,3 +44,16 @@ TEST_CASE("the hostile harness's mutants are killed at every one of 20 seeds", "
   killed_at_twenty_seeds("consecutive_calls", "mutant_stale_row_sums");
   killed_at_twenty_seeds("determinism", "mutant_stale_row_sums");
 }
+
+TEST_CASE("the mask tensors' and block masks' mutants are killed at every one of 20 seeds", "[cpu][mutants]") {
+  // Gross faults, by reference on the variant problems it draws (variant_mix.cpp: a mask tensor in
+  // three draws of four, F32 in half the additive ones, per-head masks in half, fully masked rows).
+  killed_at_twenty_seeds("reference", "mutant_mask_f32_as_f16");
+  killed_at_twenty_seeds("reference", "mutant_mask_head_stride");
+  killed_at_twenty_seeds("reference", "mutant_mask_bool_inverted");
+  killed_at_twenty_seeds("reference", "mutant_block_mask_transposed");
+  killed_at_twenty_seeds("reference", "mutant_masked_row_nan");
+  // Faults within every bound, by the bitwise laws.
+  killed_at_twenty_seeds("mask_tensor_builtin", "mutant_mask_divides");
+  killed_at_twenty_seeds("block_mask_dense", "mutant_block_mask_divides");
+}
