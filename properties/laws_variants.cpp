@@ -154,8 +154,9 @@ std::string law_sink_neg_inf(const Kernel& k, const Case& c_in) {
   return m.empty() ? "" : "sinks at -inf against no sinks: " + m;
 }
 
-// A boolean mask tensor with the bits of a built-in mask (causal of either alignment, or a window
-// when the kernel declares windows) on a problem without one: the built-in mask's outputs. Bitwise
+// A boolean mask tensor with the bits of a built-in causal mask (either alignment) on a problem
+// without one: the built-in mask's outputs. (Windows are window_mask's: window (n, 0) is the causal
+// mask, so a window's faults stay that law's own.) Bitwise
 // where the kernel declares mask_walk under the FA2 loop order (a hidden key adds nothing, a tile of
 // hidden keys rescales by exp(0) = 1); otherwise the masked run is held to its certified reference and
 // bound (the exact values are the built-in mask's).
@@ -166,10 +167,7 @@ std::string law_mask_tensor_builtin(const Kernel& k, const Case& c_in) {
   Rng rng(c.aux);
   Inputs builtin = c.in;
   Problem& bp = builtin.p;
-  const int pick = int(rng() % (k.info.variants.window ? 3 : 2));
-  bp.mask = pick == 0 ? Mask::CausalTopLeft : Mask::CausalBottomRight;
-  if (pick == 2)
-    draw_window(rng, std::max(bp.n_q, bp.n_k), std::max(c.cfg.block_n, 1), &bp.window_left, &bp.window_right);
+  bp.mask = rng() % 2 ? Mask::CausalTopLeft : Mask::CausalBottomRight;
   Inputs masked = builtin;
   masked.p.mask = Mask::None, masked.p.window_left = masked.p.window_right = -1;
   masked.p.mask_kind = MaskKind::Bool;
@@ -180,9 +178,7 @@ std::string law_mask_tensor_builtin(const Kernel& k, const Case& c_in) {
     const int64_t i = (x / bp.n_k) % bp.n_q, j = x % bp.n_k;
     masked.mask.set(x, visible(bp, i, j, bp.n_q, bp.n_k) ? 1.0 : 0.0);
   }
-  const std::string what = has_window(bp) ? fmt::format("{} window ({}, {})", mask_name(bp.mask), bp.window_left,
-                                                        bp.window_right)
-                                          : std::string(mask_name(bp.mask));
+  const std::string what = mask_name(bp.mask);
   if (!claims(k, builtin) || !claims(k, masked))
     throw NotApplicable("the kernel declines the built-in mask " + what + " or its mask tensor");
   note_problem("problem with a boolean mask tensor equal to " + what, masked);
@@ -362,7 +358,7 @@ void add_variant_laws(std::vector<Law>& out) {
                  .needs_variants = {.sinks = true},
                  .check = law_sink_neg_inf});
   out.push_back({.id = "mask_tensor_builtin",
-                 .sentence = "a boolean mask tensor equal to a built-in mask gives its bits (bitwise where "
+                 .sentence = "a boolean mask tensor equal to a causal mask gives its bits (bitwise where "
                              "mask_walk is declared, within the bound elsewhere)",
                  .regimes = plain,
                  .backward = true,

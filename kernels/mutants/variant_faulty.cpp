@@ -168,7 +168,7 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
       // MaskedRowNaN: a row a mask empties (its range not empty) divides too.
       const bool masked_empty = f == F::MaskedRowNaN && masked && keys(i0 + r).end > keys(i0 + r).begin;
       const L inv = (f == F::ZeroKeysNaN && h.n_k == 0) || masked_empty ? L(1) / l_o : rules::inv_l(l_o);
-      const bool divides = ((f == F::SinkDivides && h.p.sinks) || (f == F::MaskDivides && has_mask_tensor(h.p)) ||
+      const bool divides = ((f == F::SinkDivides && h.p.sinks) || (f == F::MaskDivides && masked) ||
                             (f == F::BlockMaskDivides && has_block_mask(h.p))) &&
                            l_o != L(0);
       for (int64_t c = 0; c < d; ++c) {
@@ -453,8 +453,8 @@ void register_variant_mutants(std::vector<Kernel>& out) {
        "the block mask read at (key block, query block): the block index transposed"},
       {F::MaskedRowNaN, "mutant_masked_row_nan", "a row whose every key a mask hides gives o = 0/0 = NaN"},
       {F::MaskDivides, "mutant_mask_divides",
-       "the mask-tensor path divides o by l (the dense path multiplies by 1/l): right values, a mask equal to causal "
-       "is not causal's bits"},
+       "the masked path (a mask tensor or a block mask) divides o by l (the dense path multiplies by 1/l): right "
+       "values, a mask equal to causal is not causal's bits"},
       {F::BlockMaskDivides, "mutant_block_mask_divides",
        "the block-mask path divides o by l (the dense path multiplies by 1/l): right values, not the dense mask "
        "tensor's bits"},

@@ -61,8 +61,8 @@ enum class VariantFault {
   MaskBoolInverted,    // a boolean mask read with the opposite convention (true = masked out)
   BlockMaskTransposed, // the block mask read at (key block, query block): the block index transposed
   MaskedRowNaN,        // a row whose every key a mask hides divides 0 by l = 0: o = NaN
-  MaskDivides,         // the mask-tensor path divides o by l (the dense path multiplies by 1 / l): right
-                       // values, but a mask equal to causal is not causal's bits
+  MaskDivides,         // the masked path (a mask tensor or a block mask, one path for both) divides o by l
+                       // (the dense path multiplies by 1 / l): a mask equal to causal is not causal's bits
   BlockMaskDivides,    // the block-mask path divides o by l: not the dense mask tensor's bits
 };
 
