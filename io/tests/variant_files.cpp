@@ -52,13 +52,16 @@ Inputs dense(int32_t n_q, int32_t n_k, Mask m);
 Inputs masked(int32_t n_q, int32_t n_k, DType t, int32_t bm, int32_t hm) {
   Inputs in = dense(n_q, n_k, Mask::None);
   Problem& p = in.p;
-  p.mask_kind = t == DType::BOOL ? MaskKind::Bool : MaskKind::Additive, p.mask_dtype = t == DType::BOOL ? DType::F32 : t;
+  p.mask_kind = t == DType::BOOL ? MaskKind::Bool : MaskKind::Additive,
+  p.mask_dtype = t == DType::BOOL ? DType::F32 : t;
   p.mask_b = bm, p.mask_h = hm;
   in.mask = HostTensor(t, {bm, hm, n_q, n_k});
   for (int64_t x = 0; x < in.mask.numel(); ++x) {
     const int64_t i = (x / n_k) % n_q;
     const bool on = i != 1 && x % 3 != 0;
-    in.mask.set(x, t == DType::BOOL ? (on ? 1.0 : 0.0) : on ? double(x % 5) - 2.5 : -std::numeric_limits<double>::infinity());
+    in.mask.set(x, t == DType::BOOL ? (on ? 1.0 : 0.0)
+                   : on             ? double(x % 5) - 2.5
+                                    : -std::numeric_limits<double>::infinity());
   }
   return in;
 }
@@ -231,19 +234,40 @@ std::vector<BadVariantCase> malformed_variant_cases() {
       Fault::BadVariant, "neither finite nor -inf");
   // Mask tensors and block masks (contract v3).
   const Inputs mb = masked(3, 4, DType::BOOL, 1, 1), ma = masked(3, 4, DType::F32, 1, 2);
-  add("mask_f64", edit(ma, [](TensorFile& f) { f.tensors["mask"] = HostTensor(DType::F64, {1, 2, 3, 4}); }),
+  add("mask_f64",
+      edit(ma,
+           [](TensorFile& f) {
+             f.tensors["mask"] = HostTensor(DType::F64, {1, 2, 3, 4});
+           }),
       Fault::UnknownDtype, "a mask is BOOL (boolean) or F32, F16, BF16");
-  add("mask_i32", edit(ma, [](TensorFile& f) { f.tensors["mask"] = HostTensor(DType::I32, {1, 2, 3, 4}); }),
+  add("mask_i32",
+      edit(ma,
+           [](TensorFile& f) {
+             f.tensors["mask"] = HostTensor(DType::I32, {1, 2, 3, 4});
+           }),
       Fault::UnknownDtype, "tensor \"mask\" is I32");
-  add("mask_rank", edit(mb, [](TensorFile& f) { f.tensors["mask"] = HostTensor(DType::BOOL, {3, 4}); }),
+  add("mask_rank",
+      edit(mb,
+           [](TensorFile& f) {
+             f.tensors["mask"] = HostTensor(DType::BOOL, {3, 4});
+           }),
       Fault::BadVariant, "expected 4");
-  add("mask_heads", edit(mb, [](TensorFile& f) { f.tensors["mask"] = HostTensor(DType::BOOL, {1, 3, 3, 4}); }),
+  add("mask_heads",
+      edit(mb,
+           [](TensorFile& f) {
+             f.tensors["mask"] = HostTensor(DType::BOOL, {1, 3, 3, 4});
+           }),
       Fault::BadVariant, "H_m 1 or 2");
-  add("mask_keys", edit(mb, [](TensorFile& f) { f.tensors["mask"] = HostTensor(DType::BOOL, {1, 1, 3, 5}); }),
+  add("mask_keys",
+      edit(mb,
+           [](TensorFile& f) {
+             f.tensors["mask"] = HostTensor(DType::BOOL, {1, 1, 3, 5});
+           }),
       Fault::BadVariant, "mask has shape [1, 1, 3, 5], expected [1, 1, 3, 4]");
   add("mask_nan", edit(ma, [](TensorFile& f) { f.tensors["mask"].set(2, std::nan("")); }), Fault::BadVariant,
       "mask[2] = nan is neither finite nor -inf");
-  add("mask_plus_inf", edit(ma, [](TensorFile& f) { f.tensors["mask"].set(5, std::numeric_limits<double>::infinity()); }),
+  add("mask_plus_inf",
+      edit(ma, [](TensorFile& f) { f.tensors["mask"].set(5, std::numeric_limits<double>::infinity()); }),
       Fault::BadVariant, "mask[5] = inf is neither finite nor -inf");
   add("mask_bool_byte", edit(mb, [](TensorFile& f) { f.tensors["mask"].bytes[3] = 2; }), Fault::BadVariant,
       "mask[3] holds byte 2");
@@ -254,9 +278,17 @@ std::vector<BadVariantCase> malformed_variant_cases() {
       "needs metadata block_q and block_k");
   add("block_mask_size_zero", edit(bm, [](TensorFile& f) { f.metadata["block_q"] = "0"; }), Fault::BadMetadata,
       "block_q \"0\" is not an integer in [1, 2^31)");
-  add("block_mask_f32", edit(bm, [](TensorFile& f) { f.tensors["block_mask"] = HostTensor(DType::F32, {1, 2, 3, 3}); }),
+  add("block_mask_f32",
+      edit(bm,
+           [](TensorFile& f) {
+             f.tensors["block_mask"] = HostTensor(DType::F32, {1, 2, 3, 3});
+           }),
       Fault::UnknownDtype, "a block mask is BOOL");
-  add("block_mask_blocks", edit(bm, [](TensorFile& f) { f.tensors["block_mask"] = HostTensor(DType::BOOL, {1, 2, 3, 2}); }),
+  add("block_mask_blocks",
+      edit(bm,
+           [](TensorFile& f) {
+             f.tensors["block_mask"] = HostTensor(DType::BOOL, {1, 2, 3, 2});
+           }),
       Fault::BadVariant, "block_mask has shape [1, 2, 3, 2], expected [1, 2, 3, 3]");
   add("block_sizes_alone", edit(dense(3, 4, Mask::None), [](TensorFile& f) { f.metadata["block_q"] = "2"; }),
       Fault::BadVariant, "without a tensor");
