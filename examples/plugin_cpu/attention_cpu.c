@@ -477,6 +477,11 @@ static const fc_declarations declarations = {
     .mask_tensors = 3,
     .mask_dtypes = (1 << FC_DTYPE_F32) | (1 << FC_DTYPE_F16) | (1 << FC_DTYPE_BF16),
     .block_masks = 1,
+#elif FC_ABI == 4
+    /* nonsense in fields a version-4 struct does not have (flashcheck's test that it never reads them) */
+    .mask_tensors = 3,
+    .mask_dtypes = -1,
+    .block_masks = 7,
 #endif
 };
 static const fc_kernel kernel = {FC_ABI,   FC_NAME,  kDLCPU,     1, supports,

@@ -75,3 +75,5 @@ FC_LAW("softcap", "with softcap c every score stays within (-c, c), and c -> inf
 FC_LAW("alibi_zero", "ALiBi with zero slopes equals no ALiBi (bitwise)")
 FC_LAW("zero_length", "zero-length sequences produce nothing and disturb nothing")
 FC_LAW("sink_neg_inf", "a sink at -inf is no sink (bitwise where exp(0) == 1 is declared and within the bound elsewhere)")
+FC_LAW("mask_tensor_builtin", "a boolean mask tensor equal to a causal mask gives its bits (bitwise where mask_walk is declared, within the bound elsewhere)")
+FC_LAW("block_mask_dense", "a block mask equals the dense boolean mask of its blocks (bitwise where mask_walk is declared, within the bound elsewhere)")
