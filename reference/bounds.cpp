@@ -58,7 +58,8 @@ Consts::Consts(const Problem& p_, const Tensors64& in_, const Certified& ref_, c
   e_exp = r_exp / (1 - r_exp);                // |log(1 + r)| <= r / (1 - r)
   log_rel = ar.log_ulps * 2 * us;
   dv = head_dim_v(p);
-  common_scale = !(p.softcap > 0) && !p.alibi && !p.sinks;  // a sink is not scaled
+  // A sink and an additive mask's values are not scaled: the constant's rounding no longer cancels.
+  common_scale = !(p.softcap > 0) && !p.alibi && !p.sinks && p.mask_kind != MaskKind::Additive;
   // Softcap: c rounded to the element-wise type; the tanh within tanh_ulps ulp (an ulp of a normal
   // result is at most 2u of it, of a subnormal one twice the underflow floor).
   delta_cap = p.softcap > 0 && ar.soft != DType::F64 ? const_err(p.softcap) : 0.0;
