@@ -43,8 +43,8 @@ void certify(const std::vector<double>& value, double e, std::vector<double>& er
   err.assign(value.size(), 0.0);
   for (size_t x = 0; x < value.size(); ++x) {
     const double v = value[x];
-    err[x] = std::isfinite(v) ? 0x1p-52 * std::fabs(v) + e : (v == -std::numeric_limits<double>::infinity() ? 0.0
-                                                                                                             : INFINITY);
+    err[x] = std::isfinite(v) ? 0x1p-52 * std::fabs(v) + e
+                              : (v == -std::numeric_limits<double>::infinity() ? 0.0 : INFINITY);
   }
 }
 
