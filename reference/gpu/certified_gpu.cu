@@ -652,6 +652,7 @@ std::string not_covered(const Problem& p, bool grads) {
   if (p.softcap > 0) return "softcap";
   if (p.alibi) return "ALiBi";
   if (p.sinks) return "attention sinks";
+  if (per_key_mask(p)) return "mask tensors and block masks";
   if (is_paged(p)) return "paged K/V";  // (the forward reads through kv_row, but no test holds it on the GPU yet)
   (void)grads;
   const int dv = head_dim_v(p);
