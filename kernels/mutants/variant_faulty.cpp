@@ -451,7 +451,7 @@ void register_variant_mutants(std::vector<Kernel>& out) {
       {F::MaskBoolInverted, "mutant_mask_bool_inverted", "a boolean mask tensor read as true = masked out"},
       {F::BlockMaskTransposed, "mutant_block_mask_transposed",
        "the block mask read at (key block, query block): the block index transposed"},
-      {F::MaskedRowNaN, "mutant_masked_row_nan", "a row whose every key a mask hides gives o = 0/0 = NaN"},
+      {F::MaskedRowNaN, "mutant_mask_hidden_row_nan", "a row whose every key a mask hides gives o = 0/0 = NaN"},
       {F::MaskDivides, "mutant_mask_divides",
        "the masked path (a mask tensor or a block mask) divides o by l (the dense path multiplies by 1/l): right "
        "values, a mask equal to causal is not causal's bits"},
