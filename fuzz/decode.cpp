@@ -24,6 +24,7 @@ void exponent_range(DType t, int* lo, int* hi) {
     case DType::F32: *lo = -149, *hi = 127; return;
     case DType::F64: *lo = -1074, *hi = 1023; return;
     case DType::I32: *lo = 0, *hi = 31; return;  // an index dtype, never a case's storage
+    case DType::BOOL: *lo = 0, *hi = 0; return;
   }
 }
 

@@ -38,17 +38,9 @@ void require_names(const std::string& name, const TensorFile& file, const std::v
 }
 
 const std::vector<std::string>& input_names() {
-  static const std::vector<std::string> names = {"q",
-                                                 "k",
-                                                 "v",
-                                                 "d_o",
-                                                 "cu_seqlens_q",
-                                                 "cu_seqlens_k",
-                                                 "page_table",
-                                                 "alibi_slopes",
-                                                 "sinks",
-                                                 "cu_seqlens_q_padded",
-                                                 "cu_seqlens_k_padded"};
+  static const std::vector<std::string> names = {
+      "q",     "k",    "v",          "d_o",   "cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes", "sinks",
+      "mask", "block_mask", "cu_seqlens_q_padded", "cu_seqlens_k_padded"};
   return names;
 }
 
@@ -135,6 +127,55 @@ int32_t window_side(const std::map<std::string, std::string>& meta, const char* 
   return int32_t(x);
 }
 
+// The mask tensor ("mask": BOOL boolean, F32/F16/BF16 additive; (B_m, H_m, n_q, n_k)) and the block
+// mask ("block_mask": BOOL, with metadata block_q, block_k): their kind and broadcast; validate()
+// checks their shapes and values. Dense files only.
+void read_masks(TensorFile& file, const Fail& fail, Problem& p, Inputs& in) {
+  auto broadcast = [&](const char* name, const HostTensor& t, int32_t* b, int32_t* h) {
+    if (t.shape.size() != 4)
+      throw fail(Fault::BadVariant, fmt::format("tensor \"{}\" has rank {} (shape {}), expected 4: (B_m, H_m, {})",
+                                                name, t.shape.size(), shape_str(t.shape),
+                                                std::string(name) == "mask" ? "n_q, n_k" : "query blocks, key blocks"));
+    if (p.varlen) throw fail(Fault::BadVariant, fmt::format("tensor \"{}\" is for dense files (no cu_seqlens)", name));
+    const int64_t bm = t.shape[0], hm = t.shape[1];
+    if (!(bm == 1 || bm == p.batch) || !(hm == 1 || hm == p.heads_q))
+      throw fail(Fault::BadVariant, fmt::format("tensor \"{}\" has shape {}: B_m is 1 or {}, H_m 1 or {}", name,
+                                                shape_str(t.shape), p.batch, p.heads_q));
+    *b = int32_t(bm), *h = int32_t(hm);
+  };
+  if (auto it = file.tensors.find("mask"); it != file.tensors.end()) {
+    const DType t = it->second.dtype;
+    if (t == DType::BOOL)
+      p.mask_kind = MaskKind::Bool;
+    else if (t == DType::F32 || t == DType::F16 || t == DType::BF16)
+      p.mask_kind = MaskKind::Additive, p.mask_dtype = t;
+    else
+      throw fail(Fault::UnknownDtype, fmt::format("tensor \"mask\" is {}: a mask is BOOL (boolean) or F32, F16, BF16 "
+                                                  "(additive)",
+                                                  dtype_name(t)));
+    broadcast("mask", it->second, &p.mask_b, &p.mask_h);
+    in.mask = std::move(it->second);
+  }
+  const bool has_q = file.metadata.count("block_q") != 0, has_k = file.metadata.count("block_k") != 0;
+  if (auto it = file.tensors.find("block_mask"); it != file.tensors.end()) {
+    if (it->second.dtype != DType::BOOL)
+      throw fail(Fault::UnknownDtype,
+                 fmt::format("tensor \"block_mask\" is {}: a block mask is BOOL", dtype_name(it->second.dtype)));
+    if (!has_q || !has_k) throw fail(Fault::BadVariant, "block_mask needs metadata block_q and block_k");
+    for (auto [key, out] : {std::pair{"block_q", &p.block_q}, std::pair{"block_k", &p.block_k}}) {
+      int64_t x = 0;
+      if (!parse_decimal_i64(file.metadata.at(key), &x) || x < 1 || x > std::numeric_limits<int32_t>::max())
+        throw fail(Fault::BadMetadata, fmt::format("{} {} is not an integer in [1, 2^31)", key,
+                                                   io::quoted(file.metadata.at(key))));
+      *out = int32_t(x);
+    }
+    broadcast("block_mask", it->second, &p.block_b, &p.block_h);
+    in.block_mask = std::move(it->second);
+  } else if (has_q || has_k) {
+    throw fail(Fault::BadVariant, "metadata block_q, block_k without a tensor \"block_mask\"");
+  }
+}
+
 }  // namespace
 
 Inputs inputs_from(const std::string& name, TensorFile file) {
@@ -219,6 +260,7 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
     p.sinks = true;
     in.sinks = std::move(it->second);
   }
+  read_masks(file, fail, p, in);  // mask, block_mask (contract v3)
 
   in.q = std::move(file.tensors.at("q"));
   in.k = std::move(file.tensors.at("k"));
@@ -226,7 +268,7 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
   if (with_d_o) in.d_o = std::move(file.tensors.at("d_o"));
   // Everything the shapes above did not settle: the offsets' values, the page table's, the slopes.
   if (std::string e = validate(in); !e.empty())
-    throw fail(varlen || paged || p.alibi || p.sinks ? Fault::BadVariant : Fault::BadShape, e);
+    throw fail(varlen || paged || p.alibi || p.sinks || per_key_mask(p) ? Fault::BadVariant : Fault::BadShape, e);
   return in;
 }
 
@@ -244,6 +286,8 @@ TensorFile inputs_file(const Inputs& in) {
   if (is_paged(in.p)) f.tensors["page_table"] = in.page_table;
   if (in.p.alibi) f.tensors["alibi_slopes"] = in.alibi_slopes;
   if (in.p.sinks) f.tensors["sinks"] = in.sinks;
+  if (has_mask_tensor(in.p)) f.tensors["mask"] = in.mask;
+  if (has_block_mask(in.p)) f.tensors["block_mask"] = in.block_mask;
   if (in.p.padded)
     f.tensors["cu_seqlens_q_padded"] = in.cu_seqlens_q_padded,
     f.tensors["cu_seqlens_k_padded"] = in.cu_seqlens_k_padded;
@@ -257,6 +301,7 @@ std::map<std::string, std::string> problem_metadata(const Problem& p) {
   if (p.window_right >= 0) m["window_right"] = fmt::format("{}", p.window_right);
   if (p.softcap > 0) m["softcap"] = exact_decimal(p.softcap);
   if (dtype_o(p) != dtype_q(p)) m["dtype_o"] = dtype_name(dtype_o(p));  // k, v carry their own dtype
+  if (has_block_mask(p)) m["block_q"] = fmt::format("{}", p.block_q), m["block_k"] = fmt::format("{}", p.block_k);
   return m;
 }
 

@@ -164,6 +164,7 @@ inline int32_t significand_bits(DType t) {
     case DType::F32: return 24;
     case DType::F64: return 53;
     case DType::I32: break;
+    case DType::BOOL: break;
   }
   return 0;
 }

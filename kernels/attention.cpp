@@ -16,6 +16,7 @@ const char* dtype_name(DType t) {
     case DType::BF16: return "BF16";
     case DType::F64: return "F64";
     case DType::I32: return "I32";
+    case DType::BOOL: return "BOOL";
   }
   return "?";
 }
@@ -27,6 +28,21 @@ const char* mask_name(Mask m) {
     case Mask::CausalBottomRight: return "causal_bottom_right";
   }
   return "?";
+}
+
+const char* mask_kind_name(MaskKind k) {
+  switch (k) {
+    case MaskKind::None: return "none";
+    case MaskKind::Bool: return "bool";
+    case MaskKind::Additive: return "additive";
+  }
+  return "?";
+}
+
+bool parse_mask_kind(const char* s, MaskKind* out) {
+  for (MaskKind k : {MaskKind::None, MaskKind::Bool, MaskKind::Additive})
+    if (std::strcmp(s, mask_kind_name(k)) == 0) return *out = k, true;
+  return false;
 }
 
 bool parse_dtype(const char* s, DType* out) {
@@ -48,6 +64,7 @@ double max_finite(DType t) {
     case DType::F32: return double(std::numeric_limits<float>::max());
     case DType::F64: return std::numeric_limits<double>::max();
     case DType::I32: return double(std::numeric_limits<int32_t>::max());
+    case DType::BOOL: return 1;
   }
   return 0;
 }
@@ -59,6 +76,7 @@ int dtype_size(DType t) {
     case DType::F32:
     case DType::I32: return 4;
     case DType::F64: return 8;
+    case DType::BOOL: return 1;
   }
   return 0;
 }

@@ -14,9 +14,10 @@
 namespace fc {
 
 // Storage dtypes. F64 exists on the CPU only (references, cpu_tiled with fp64 storage).
-// I32 is for the variants' offsets and page tables only, never a problem's storage.
-enum class DType : int32_t { F32 = 0, F16 = 1, BF16 = 2, F64 = 3, I32 = 4 };
-FC_HD inline bool is_float(DType t) { return t != DType::I32; }
+// I32 is for the variants' offsets and page tables only, never a problem's storage; BOOL (one byte,
+// 0 or 1) for boolean mask tensors only.
+enum class DType : int32_t { F32 = 0, F16 = 1, BF16 = 2, F64 = 3, I32 = 4, BOOL = 5 };
+FC_HD inline bool is_float(DType t) { return t != DType::I32 && t != DType::BOOL; }
 // A Problem's dtype_kv or dtype_o that is q's (the default: one dtype for every tensor). Not a dtype:
 // read a problem's dtypes through dtype_q, dtype_kv and dtype_o.
 inline constexpr DType kDtypeAsQ = static_cast<DType>(-1);
@@ -32,6 +33,12 @@ struct DtypeSet {
 // Masks. top-left: key j visible to query i iff j <= i (PyTorch SDPA is_causal).
 // bottom-right: j <= i + n_k - n_q (FlashAttention >= 2.1): the last query sees every key.
 enum class Mask : int32_t { None = 0, CausalTopLeft = 1, CausalBottomRight = 2 };
+
+// Mask tensors (contract v3, docs/SEMANTICS.md "Mask tensors"): none, boolean (true: the key takes
+// part, PyTorch SDPA's attn_mask convention) or additive (a float added to the score after softcap
+// and ALiBi; -inf hides the key). The tensor is (B_m, H_m, n_q, n_k) with B_m in {1, batch} and H_m
+// in {1, heads_q}, broadcast like SDPA's; dense problems only.
+enum class MaskKind : int32_t { None = 0, Bool = 1, Additive = 2 };
 
 // One attention problem. Dense: q, o, d_o, d_q (batch, heads_q, n_q, d); k, v, d_k, d_v
 // (batch, heads_kv, n_k, d); lse (batch, heads_q, n_q), float32 natural-log; contiguous row-major
@@ -70,7 +77,18 @@ struct Problem {
   // last entries) while cu_seqlens_q / cu_seqlens_k give the lengths; the tokens between are padding
   // (never read, never written). Varlen only, not with paged K/V. false: sequences packed end to end.
   bool padded = false;
+  // Contract v3 (docs/SEMANTICS.md, "Mask tensors", "Block-sparse masks"); dense problems only.
+  MaskKind mask_kind = MaskKind::None;  // Inputs::mask: BOOL, or mask_dtype (additive)
+  DType mask_dtype = DType::F32;        // additive: F32, F16 or BF16 (boolean: BOOL; none: unused)
+  int32_t block_q = 0, block_k = 0;     // block-sparse mask (Inputs::block_mask): both > 0; 0: none
+  int32_t mask_b = 1, mask_h = 1;       // the mask tensor's B_m (1 or batch) and H_m (1 or heads_q)
+  int32_t block_b = 1, block_h = 1;     // the block mask's
 };
+
+FC_HD inline bool has_mask_tensor(const Problem& p) { return p.mask_kind != MaskKind::None; }
+FC_HD inline bool has_block_mask(const Problem& p) { return p.block_q > 0; }
+// Visibility is not one key range per row: a mask tensor or a block mask tests each key of the range.
+FC_HD inline bool per_key_mask(const Problem& p) { return has_mask_tensor(p) || has_block_mask(p); }
 
 // The dtypes of a problem's tensors; mixed_dtypes: they are not all one.
 FC_HD inline DType dtype_q(const Problem& p) { return p.dtype; }
@@ -121,7 +139,9 @@ FC_HD inline int64_t aligned_row(Mask mask, int64_t i, int64_t n_q, int64_t n_k)
 }
 
 // The keys visible to query i: the causal mask (j <= i') intersected with the window
-// (i' - left <= j <= i' + right) and [0, n_k). Always one range [begin, end), possibly empty.
+// (i' - left <= j <= i' + right) and [0, n_k). Always one range [begin, end), possibly empty. With a
+// mask tensor or a block mask (per_key_mask) it is the range of the built-in mask and window, a
+// superset of the visible keys: each key of it is then tested (Inputs::key_bias, kernels/tensor.hpp).
 struct KeyRange {
   int64_t begin = 0, end = 0;
 };
@@ -228,6 +248,22 @@ FC_HD inline int64_t offset_lse(const Problem& p, int64_t b, int64_t h, int64_t 
 // One of the floating dtypes F32, F16, BF16, F64.
 FC_HD inline bool known_float(DType t) { return int32_t(t) >= 0 && int32_t(t) <= 3; }
 
+// Mask tensors and block masks: a known kind, an additive dtype of F32, F16 or BF16, block sizes
+// both positive or both 0, and dense problems only (no varlen, no paging).
+inline bool masks_well_formed(const Problem& p) {
+  const int32_t kind = int32_t(p.mask_kind);
+  if (kind < 0 || kind > 2) return false;
+  if (p.mask_kind == MaskKind::Additive &&
+      !(p.mask_dtype == DType::F32 || p.mask_dtype == DType::F16 || p.mask_dtype == DType::BF16))
+    return false;
+  if ((p.block_q > 0) != (p.block_k > 0) || p.block_q < 0 || p.block_k < 0) return false;
+  auto bcast = [](int32_t x, int32_t full) { return x == 1 || x == full; };
+  if (!bcast(p.mask_b, p.batch) || !bcast(p.mask_h, p.heads_q) || !bcast(p.block_b, p.batch) ||
+      !bcast(p.block_h, p.heads_q))
+    return false;
+  return !per_key_mask(p) || (!p.varlen && p.page_size == 0);
+}
+
 // Is the problem well-formed? Positive sizes (varlen: lengths may be 0), GQA divisibility, a finite
 // scale (any sign), windows >= -1, a softcap of 0 or within fp32's normal range (kernels keep c in
 // fp32), floating dtypes (dtype_kv, dtype_o also kDtypeAsQ), paging only with varlen and a page table
@@ -244,13 +280,16 @@ inline bool well_formed(const Problem& p) {
   return sizes && paging && padding && p.heads_q % p.heads_kv == 0 && p.scale == p.scale && p.scale != inf &&
          p.scale != -inf && p.window_left >= -1 && p.window_right >= -1 &&
          (p.softcap == 0 || (p.softcap >= 0x1p-126 && p.softcap <= 0x1.fffffep127)) && known_float(p.dtype) &&
-         (p.dtype_kv == kDtypeAsQ || known_float(p.dtype_kv)) && (p.dtype_o == kDtypeAsQ || known_float(p.dtype_o));
+         (p.dtype_kv == kDtypeAsQ || known_float(p.dtype_kv)) && (p.dtype_o == kDtypeAsQ || known_float(p.dtype_o)) &&
+         masks_well_formed(p);
 }
 
 // Default scale 1/sqrt(d).
 double default_scale(int32_t d);
 
-const char* dtype_name(DType t);              // "F16" "BF16" "F32" "F64" "I32" (safetensors spelling)
+const char* dtype_name(DType t);              // "F16" "BF16" "F32" "F64" "I32" "BOOL" (safetensors spelling)
+const char* mask_kind_name(MaskKind k);       // "none" "bool" "additive"
+bool parse_mask_kind(const char* s, MaskKind* out);
 const char* mask_name(Mask m);                // "none" "causal_top_left" "causal_bottom_right"
 bool parse_dtype(const char* s, DType* out);  // the floating dtypes only
 bool parse_mask(const char* s, Mask* out);

@@ -20,6 +20,10 @@ struct Exactness {
   bool exact_scores = false;   // an exact dot product gives an exact s and s - m (no folded scale, no
                                // rounding of s or m to a narrower type): with grid inputs and a
                                // power-of-two scale, shifting every key shifts every score exactly
+  bool mask_walk = false;      // a key a mask tensor or block mask hides costs nothing (no add, no
+                               // rescale but by exp(0) = 1) and a block mask is read as the dense mask
+                               // of its blocks: the FA2 loop order then gives a boolean mask equal to a
+                               // built-in mask that mask's bits
 };
 
 }  // namespace fc

@@ -51,15 +51,19 @@ Variants all_variants() {
           .d_v = true,
           .strides = true,
           .sinks = true,
-          .padded = true};
+          .padded = true,
+          .mask_bool = true,
+          .mask_additive = true,
+          .block_mask = true};
 }
 
 std::vector<std::string> variant_names(const Variants& v) {
   std::vector<std::string> out;
-  const std::pair<bool, const char*> named[] = {
-      {v.varlen, "varlen"},   {v.paged, "paged"}, {v.window, "window"},
-      {v.softcap, "softcap"}, {v.alibi, "alibi"}, {v.d_v, "d_v"},
-      {v.strides, "strides"}, {v.sinks, "sinks"}, {v.padded, "padded_varlen"}};
+  const std::pair<bool, const char*> named[] = {{v.varlen, "varlen"},   {v.paged, "paged"}, {v.window, "window"},
+                                                {v.softcap, "softcap"}, {v.alibi, "alibi"}, {v.d_v, "d_v"},
+                                                {v.strides, "strides"}, {v.sinks, "sinks"},
+                                                {v.mask_bool, "mask_bool"}, {v.mask_additive, "mask_additive"},
+                                                {v.block_mask, "block_mask"}, {v.padded, "padded_varlen"}};
   for (auto [on, name] : named)
     if (on) out.emplace_back(name);
   return out;
@@ -75,6 +79,9 @@ Variants variants_of(const Problem& p) {
   v.d_v = head_dim_v(p) != p.d;
   v.sinks = p.sinks;
   v.padded = p.padded;
+  v.mask_bool = p.mask_kind == MaskKind::Bool;
+  v.mask_additive = p.mask_kind == MaskKind::Additive;
+  v.block_mask = has_block_mask(p);
   return v;
 }
 
@@ -87,7 +94,9 @@ Variants variants_of(const Inputs& in) {
 bool covers(const Variants& have, const Variants& need) {
   return (have.varlen || !need.varlen) && (have.paged || !need.paged) && (have.window || !need.window) &&
          (have.softcap || !need.softcap) && (have.alibi || !need.alibi) && (have.d_v || !need.d_v) &&
-         (have.strides || !need.strides) && (have.sinks || !need.sinks) && (have.padded || !need.padded);
+         (have.strides || !need.strides) && (have.sinks || !need.sinks) && (have.mask_bool || !need.mask_bool) &&
+         (have.mask_additive || !need.mask_additive) && (have.block_mask || !need.block_mask) &&
+         (have.padded || !need.padded);
 }
 
 bool declared_shape(const KernelInfo& i, const Problem& p) {
@@ -107,6 +116,7 @@ bool claims(const Kernel& k, const Problem& p) {
   if (!i.head_dims.empty() && !has(i.head_dims, p.d)) return false;
   if (!i.gqa && p.heads_q != p.heads_kv) return false;
   if (!covers(i.variants, variants_of(p))) return false;
+  if (p.mask_kind == MaskKind::Additive && !has(i.mask_dtypes, p.mask_dtype)) return false;
   return !k.supports || k.supports(p);
 }
 

@@ -82,6 +82,9 @@ struct Variants {
   bool strides = false;  // strided q, k, v, d_o (and strided outputs when the caller allocates them so)
   bool sinks = false;    // contract v3: one sink logit per query head in the softmax denominator
   bool padded = false;   // contract v3: varlen tokens at cu_seqlens_*_padded offsets, padding between
+  bool mask_bool = false;      // contract v3: a boolean mask tensor (dense problems)
+  bool mask_additive = false;  // contract v3: an additive mask tensor, in one of KernelInfo::mask_dtypes
+  bool block_mask = false;     // contract v3: a block-sparse mask of block_q x block_k blocks
 };
 // Every variant, and the names `flashcheck kernels` prints.
 Variants all_variants();
@@ -119,6 +122,7 @@ struct KernelInfo {
   bool stores_s_p = false;  // S and P rounded to storage before use (a 3-pass baseline); the
                             // error model charges those roundings (reference/bounds)
   Variants variants;        // contract v2 variants implemented (none: dense attention only)
+  std::vector<DType> mask_dtypes = {DType::F32, DType::F16, DType::BF16};  // additive masks taken
   // How the kernel computes a problem under a config: the rounding chain of every sum, for the error
   // model (kernels/arithmetic.h). Empty: charged as undeclared_arithmetic (any order, any rounding).
   std::function<Arithmetic(const Problem&, const Config&)> arithmetic;

@@ -37,6 +37,7 @@ double HostTensor::get(int64_t i) const {
     case DType::F32: return double(storage<float>()[at]);
     case DType::F64: return storage<double>()[at];
     case DType::I32: return double(storage<int32_t>()[at]);
+    case DType::BOOL: return double(storage<unsigned char>()[at] != 0);
   }
   throw std::logic_error("bad dtype");
 }
@@ -50,6 +51,7 @@ void HostTensor::set(int64_t i, double x) {
     case DType::F32: storage<float>()[at] = float(x); return;
     case DType::F64: storage<double>()[at] = x; return;
     case DType::I32: storage<int32_t>()[at] = int32_t(round_to(DType::I32, x)); return;
+    case DType::BOOL: storage<unsigned char>()[at] = x != 0 ? 1 : 0; return;
   }
   throw std::logic_error("bad dtype");
 }
@@ -141,6 +143,7 @@ double round_to(DType t, double x) {
       if (!(std::nearbyint(x) == x && std::fabs(x) <= max_finite(DType::I32)))
         throw std::invalid_argument(fmt::format("{} is not an I32 value", x));
       return x;
+    case DType::BOOL: return x != 0 ? 1.0 : 0.0;
   }
   throw std::logic_error("bad dtype");
 }
@@ -178,6 +181,16 @@ Seqs Inputs::seqs() const {
   if (p.padded) s.pad_q = cu_seqlens_q_padded.data<int32_t>(), s.pad_k = cu_seqlens_k_padded.data<int32_t>();
   if (p.page_size > 0) s.page_table = page_table.data<int32_t>();
   return s;
+}
+
+double Inputs::key_bias(int64_t b, int64_t h, int64_t i, int64_t j) const {
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  if (has_block_mask(p) && block_mask.get(broadcast_index(block_mask, b, h, i / p.block_q, j / p.block_k)) == 0)
+    return kNegInf;
+  if (!has_mask_tensor(p)) return 0.0;
+  const double x = mask.get(broadcast_index(mask, b, h, i, j));
+  if (p.mask_kind == MaskKind::Bool) return x != 0 ? 0.0 : kNegInf;
+  return x;
 }
 
 Inputs contiguous(const Inputs& in) {

@@ -100,6 +100,9 @@ struct Inputs {
   HostTensor alibi_slopes = {};                     // F32 (heads_q): ALiBi
   HostTensor sinks = {};                            // F32 (heads_q): attention sinks (finite or -inf)
   HostTensor cu_seqlens_q_padded = {}, cu_seqlens_k_padded = {};  // I32 (batch + 1): padded varlen
+  // Contract v3, dense problems only: (B_m, H_m, n_q, n_k), B_m in {1, batch}, H_m in {1, heads_q}.
+  HostTensor mask = {};        // BOOL (boolean) or p.mask_dtype (additive: finite or -inf)
+  HostTensor block_mask = {};  // BOOL (B_m, H_m, ceil(n_q / block_q), ceil(n_k / block_k))
   bool has_d_o() const { return !d_o.shape.empty(); }
   // Pointers into cu_seqlens_q/k, page_table and the padded offsets (null where the problem does not
   // use them).
@@ -110,7 +113,17 @@ struct Inputs {
   double slope(int64_t h) const { return p.alibi ? alibi_slopes.get(h) : 0.0; }
   // The sink logit of query head h (-inf without sinks: no sink).
   double sink(int64_t h) const { return p.sinks ? sinks.get(h) : -std::numeric_limits<double>::infinity(); }
+  // What the mask tensor and the block mask do to key j of query i in (b, h): 0 (no effect), -inf
+  // (hidden: a false bit, an additive -inf) or the additive mask's value, added to the score after
+  // softcap and ALiBi. The built-in mask and window are not in it (visible_keys).
+  double key_bias(int64_t b, int64_t h, int64_t i, int64_t j) const;
 };
+
+// Element (b, h, r, c) of a broadcast (B_m, H_m, R, C) mask tensor: its flat index.
+inline int64_t broadcast_index(const HostTensor& t, int64_t b, int64_t h, int64_t r, int64_t c) {
+  const int64_t bb = t.shape[0] == 1 ? 0 : b, hh = t.shape[1] == 1 ? 0 : h;
+  return ((bb * t.shape[1] + hh) * t.shape[2] + r) * t.shape[3] + c;
+}
 
 // "" when in is a consistent problem (well-formed, every tensor of the right dtype and shape, strides
 // inside their storage, cu_seqlens from 0 non-decreasing to total with n_q / n_k the longest (padded:

@@ -57,6 +57,65 @@ std::string check_padded(const char* name, const HostTensor& pad, const HostTens
   return "";
 }
 
+// A (B_m, H_m, rows, cols) mask: B_m in {1, batch}, H_m in {1, heads_q} (the problem's bm, hm), compact.
+std::string check_mask_shape(const char* name, const HostTensor& t, const Problem& p, int64_t bm, int64_t hm,
+                             int64_t rows, int64_t cols) {
+  const std::vector<int64_t>& s = t.shape;
+  if (!(bm == 1 || bm == p.batch) || !(hm == 1 || hm == p.heads_q))
+    return fmt::format("{}'s broadcast ({}, {}): B_m is 1 or {}, H_m 1 or {}", name, bm, hm, p.batch, p.heads_q);
+  if (s != std::vector<int64_t>{bm, hm, rows, cols})
+    return fmt::format("{} has shape {}, expected [{}, {}, {}, {}] (B_m 1 or {}, H_m 1 or {})", name, shape_str(s), bm,
+                       hm, rows, cols, p.batch, p.heads_q);
+  if (!t.is_compact()) return fmt::format("{} must be compact", name);
+  if (int64_t(t.bytes.size()) != t.numel() * dtype_size(t.dtype))
+    return fmt::format("{} holds {} bytes, not {} elements", name, t.bytes.size(), t.numel());
+  return "";
+}
+
+std::string check_masks(const Inputs& in) {
+  const Problem& p = in.p;
+  if (per_key_mask(p) && (p.varlen || p.page_size > 0))
+    return "mask tensors and block masks are for dense problems (no varlen, no paged K/V)";
+  if (has_mask_tensor(p)) {
+    if (p.mask_kind != MaskKind::Bool && p.mask_kind != MaskKind::Additive) return "unknown mask kind";
+    const DType want = p.mask_kind == MaskKind::Bool ? DType::BOOL : p.mask_dtype;
+    if (p.mask_kind == MaskKind::Additive && !(want == DType::F32 || want == DType::F16 || want == DType::BF16))
+      return fmt::format("an additive mask is F32, F16 or BF16, not {}", dtype_name(want));
+    if (in.mask.dtype != want)
+      return fmt::format("mask is {}, expected {}", dtype_name(in.mask.dtype), dtype_name(want));
+    if (std::string e = check_mask_shape("mask", in.mask, p, p.mask_b, p.mask_h, p.n_q, p.n_k); !e.empty()) return e;
+    for (int64_t x = 0; x < in.mask.numel(); ++x) {
+      if (p.mask_kind == MaskKind::Bool) {
+        if (in.mask.bytes[size_t(x)] > 1)
+          return fmt::format("mask[{}] holds byte {}: a BOOL element is 0 or 1", x, in.mask.bytes[size_t(x)]);
+        continue;
+      }
+      const double v = in.mask.get(x);
+      if (!(std::isfinite(v) || v == -std::numeric_limits<double>::infinity()))
+        return fmt::format("mask[{}] = {} is neither finite nor -inf", x, v);
+    }
+  } else if (!in.mask.shape.empty()) {
+    return "mask given for a problem without a mask tensor";
+  }
+  if (has_block_mask(p)) {
+    if (p.block_q <= 0 || p.block_k <= 0)
+      return fmt::format("block sizes ({}, {}) must both be positive", p.block_q, p.block_k);
+    if (in.block_mask.dtype != DType::BOOL)
+      return fmt::format("block_mask is {}, expected BOOL", dtype_name(in.block_mask.dtype));
+    const int64_t rows = (int64_t(p.n_q) + p.block_q - 1) / p.block_q, cols = (int64_t(p.n_k) + p.block_k - 1) / p.block_k;
+    if (std::string e = check_mask_shape("block_mask", in.block_mask, p, p.block_b, p.block_h, rows, cols); !e.empty())
+      return e;
+    for (int64_t x = 0; x < in.block_mask.numel(); ++x)
+      if (in.block_mask.bytes[size_t(x)] > 1)
+        return fmt::format("block_mask[{}] holds byte {}: a BOOL element is 0 or 1", x, in.block_mask.bytes[size_t(x)]);
+  } else if (!in.block_mask.shape.empty()) {
+    return "block_mask given for a problem without a block mask";
+  } else if (p.block_k != 0) {
+    return fmt::format("block sizes ({}, {}) must both be positive", p.block_q, p.block_k);
+  }
+  return "";
+}
+
 std::string check_variants(const Inputs& in) {
   const Problem& p = in.p;
   if (p.varlen) {
@@ -118,7 +177,7 @@ std::string check_variants(const Inputs& in) {
   } else if (!in.sinks.shape.empty()) {
     return "sinks given for a problem without sinks";
   }
-  return "";
+  return check_masks(in);
 }
 
 }  // namespace

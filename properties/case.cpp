@@ -101,7 +101,8 @@ std::string dtype_field(const Problem& p) {
 auto problem_fields(const Problem& p) {
   return std::tie(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, p.dtype, p.dtype_kv, p.dtype_o, p.mask, p.scale,
                   p.d_v, p.window_left, p.window_right, p.softcap, p.alibi, p.varlen, p.total_q, p.total_k, p.page_size,
-                  p.num_pages, p.pages_per_seq, p.sinks, p.padded);
+                  p.num_pages, p.pages_per_seq, p.sinks, p.padded, p.mask_kind, p.mask_dtype, p.block_q, p.block_k, p.mask_b,
+                  p.mask_h, p.block_b, p.block_h);
 }
 
 auto config_fields(const Config& c) { return std::tie(c.block_m, c.block_n, c.order, c.accum, c.deterministic, c.splits); }
@@ -119,7 +120,8 @@ bool same_case(const Case& a, const Case& b) {
          same_tensor(x.cu_seqlens_q, y.cu_seqlens_q) && same_tensor(x.cu_seqlens_k, y.cu_seqlens_k) &&
          same_tensor(x.page_table, y.page_table) && same_tensor(x.alibi_slopes, y.alibi_slopes) &&
          same_tensor(x.sinks, y.sinks) && same_tensor(x.cu_seqlens_q_padded, y.cu_seqlens_q_padded) &&
-         same_tensor(x.cu_seqlens_k_padded, y.cu_seqlens_k_padded);
+         same_tensor(x.cu_seqlens_k_padded, y.cu_seqlens_k_padded) &&
+         same_tensor(x.mask, y.mask) && same_tensor(x.block_mask, y.block_mask);
 }
 
 std::string describe(const Case& c) {
@@ -150,6 +152,11 @@ std::string describe(const Inputs& in) {
   if (p.padded) more += " padded";
   if (is_paged(p))
     more += fmt::format(" paged page_size={} num_pages={} pages_per_seq={}", p.page_size, p.num_pages, p.pages_per_seq);
+  if (has_mask_tensor(p))
+    more += fmt::format(" mask_tensor={} [{}, {}, {}, {}]",
+                        p.mask_kind == MaskKind::Bool ? "bool" : dtype_name(p.mask_dtype), p.mask_b, p.mask_h, p.n_q,
+                        p.n_k);
+  if (has_block_mask(p)) more += fmt::format(" block_mask={}x{} [{}, {}]", p.block_q, p.block_k, p.block_b, p.block_h);
   auto strided = [](const HostTensor& t) { return !t.shape.empty() && !t.is_compact(); };
   for (auto [name, t] :
        {std::pair{"q", &in.q}, std::pair{"k", &in.k}, std::pair{"v", &in.v}, std::pair{"d_o", &in.d_o}})
@@ -158,7 +165,9 @@ std::string describe(const Inputs& in) {
   for (auto [name, t] : {std::pair{"cu_seqlens_q", &in.cu_seqlens_q}, std::pair{"cu_seqlens_k", &in.cu_seqlens_k},
                          std::pair{"page_table", &in.page_table}, std::pair{"alibi_slopes", &in.alibi_slopes},
                          std::pair{"sinks", &in.sinks}, std::pair{"cu_seqlens_q_padded", &in.cu_seqlens_q_padded},
-                         std::pair{"cu_seqlens_k_padded", &in.cu_seqlens_k_padded}})
+                         std::pair{"cu_seqlens_k_padded", &in.cu_seqlens_k_padded},
+                         std::pair{"sinks", &in.sinks}, std::pair{"mask", &in.mask},
+                         std::pair{"block_mask", &in.block_mask}})
     if (!t->shape.empty()) s += values(name, *t);
   s += values("q", in.q) + values("k", in.k) + values("v", in.v);
   if (in.has_d_o()) s += values("d_o", in.d_o);

@@ -28,7 +28,7 @@ std::string law_reference(const Kernel& k, const Case& c) {
     return judge(k, c.in, c.cfg);
   Rng rng(c.aux);
   std::string how;
-  const Inputs in = with_variants(k.info.variants, c.in, c.cfg.block_n, rng, &how);
+  const Inputs in = with_variants(k.info.variants, c.in, c.cfg.block_n, rng, &how, k.info.mask_dtypes);
   // A kernel may take a variant only under some masks or sizes (a window only with a causal mask):
   // a variant problem it does not claim leaves the case dense.
   if (!claims(k, in)) return judge(k, c.in, c.cfg);

@@ -183,6 +183,84 @@ std::string law_sink_neg_inf(const Kernel& k, const Case& c_in) {
   return m.empty() ? "" : "sinks at -inf against no sinks: " + m;
 }
 
+// A boolean mask tensor with the bits of a built-in causal mask (either alignment) on a problem
+// without one: the built-in mask's outputs. (Windows are window_mask's: window (n, 0) is the causal
+// mask, so a window's faults stay that law's own.) Bitwise
+// where the kernel declares mask_walk under the FA2 loop order (a hidden key adds nothing, a tile of
+// hidden keys rescales by exp(0) = 1); otherwise the masked run is held to its certified reference and
+// bound (the exact values are the built-in mask's).
+std::string law_mask_tensor_builtin(const Kernel& k, const Case& c_in) {
+  require_dense(c_in);
+  const Case c = with_d_v_source(k, c_in);
+  if (!mask_size_ok(c.in.p)) throw NotApplicable("a problem too large for mask tensors' MPFR oracle");
+  Rng rng(c.aux);
+  Inputs builtin = c.in;
+  Problem& bp = builtin.p;
+  bp.mask = rng() % 2 ? Mask::CausalTopLeft : Mask::CausalBottomRight;
+  Inputs masked = builtin;
+  masked.p.mask = Mask::None, masked.p.window_left = masked.p.window_right = -1;
+  masked.p.mask_kind = MaskKind::Bool;
+  const int64_t bm = rng() % 2 ? 1 : bp.batch, hm = rng() % 2 ? 1 : bp.heads_q;
+  masked.mask = HostTensor(DType::BOOL, {bm, hm, bp.n_q, bp.n_k});
+  masked.p.mask_b = int32_t(bm), masked.p.mask_h = int32_t(hm);
+  for (int64_t x = 0; x < masked.mask.numel(); ++x) {
+    const int64_t i = (x / bp.n_k) % bp.n_q, j = x % bp.n_k;
+    masked.mask.set(x, visible(bp, i, j, bp.n_q, bp.n_k) ? 1.0 : 0.0);
+  }
+  const std::string what = mask_name(bp.mask);
+  if (!claims(k, builtin) || !claims(k, masked))
+    throw NotApplicable("the kernel declines the built-in mask " + what + " or its mask tensor");
+  note_problem("problem with a boolean mask tensor equal to " + what, masked);
+  const bool g = grads(k, c);
+  const bool bitwise = k.info.exact.mask_walk && c.cfg.order != LoopOrder::FA1;
+  if (!bitwise) {
+    const Run b = execute(k, masked, c.cfg, has_backward(k, c));
+    if (!b.error.empty()) return "the kernel threw: " + b.error;
+    const std::string m = check_outputs(k, masked, b.out, oracle(k, masked, c.cfg));
+    return m.empty() ? "" : "a mask tensor equal to " + what + " against its certified reference: " + m;
+  }
+  const Run a = execute(k, builtin, c.cfg, g), b = execute(k, masked, c.cfg, g);
+  if (std::string e = both_ran(a, b); !e.empty()) return e;
+  const std::string m = same_outputs(bp, a.out, b.out, g);
+  return m.empty() ? "" : "a boolean mask tensor equal to " + what + " against the built-in mask: " + m;
+}
+
+// A block mask against the dense boolean mask tensor of the same blocks: the same bits where the
+// kernel declares mask_walk; otherwise both runs are held to their certified reference and bound.
+std::string law_block_mask_dense(const Kernel& k, const Case& c_in) {
+  require_dense(c_in);
+  const Case c = with_d_v_source(k, c_in);
+  if (!mask_size_ok(c.in.p)) throw NotApplicable("a problem too large for block masks' MPFR oracle");
+  Rng rng(c.aux);
+  std::string how;
+  const Inputs blocks = with_block_mask(c.in, rng, &how);
+  Inputs dense = c.in;
+  dense.p.mask_kind = MaskKind::Bool;
+  dense.mask = dense_of_block_mask(blocks);
+  dense.p.mask_b = blocks.p.block_b, dense.p.mask_h = blocks.p.block_h;
+  if (!claims(k, blocks) || !claims(k, dense))
+    throw NotApplicable("the kernel declines the block mask or its dense mask tensor");
+  note_problem("problem with a block mask", blocks);
+  note_transform(how);
+  const bool g = grads(k, c);
+  if (!k.info.exact.mask_walk) {
+    const Inputs* both[] = {&blocks, &dense};
+    for (const Inputs* in : both) {
+      const Run r = execute(k, *in, c.cfg, has_backward(k, c));
+      if (!r.error.empty()) return "the kernel threw: " + r.error;
+      const std::string m = check_outputs(k, *in, r.out, oracle(k, *in, c.cfg));
+      if (!m.empty())
+        return fmt::format("{} ({}) against its certified reference: {}", in == &blocks ? "block mask" : "dense mask",
+                           how, m);
+    }
+    return "";
+  }
+  const Run a = execute(k, blocks, c.cfg, g), b = execute(k, dense, c.cfg, g);
+  if (std::string e = both_ran(a, b); !e.empty()) return e;
+  const std::string m = same_outputs(c.in.p, a.out, b.out, g);
+  return m.empty() ? "" : fmt::format("{} against the dense mask tensor of its blocks: {}", how, m);
+}
+
 // Sequences of no query (with or without keys) and of no key are inserted anywhere in a varlen batch
 // (within its longest lengths): the other sequences keep their bits, the keys no query reads get zero
 // gradients, and the rows with no key give o = 0, lse = -inf, d_q = 0.
@@ -314,6 +392,20 @@ void add_variant_laws(std::vector<Law>& out) {
                  .backward = true,
                  .needs_variants = {.sinks = true},
                  .check = law_sink_neg_inf});
+  out.push_back({.id = "mask_tensor_builtin",
+                 .sentence = "a boolean mask tensor equal to a causal mask gives its bits (bitwise where "
+                             "mask_walk is declared, within the bound elsewhere)",
+                 .regimes = plain,
+                 .backward = true,
+                 .needs_variants = {.mask_bool = true},
+                 .check = law_mask_tensor_builtin});
+  out.push_back({.id = "block_mask_dense",
+                 .sentence = "a block mask equals the dense boolean mask of its blocks (bitwise where mask_walk is "
+                             "declared, within the bound elsewhere)",
+                 .regimes = plain,
+                 .backward = true,
+                 .needs_variants = {.mask_bool = true, .block_mask = true},
+                 .check = law_block_mask_dense});
   out.push_back({.id = "zero_length",
                  .sentence = "zero-length sequences produce nothing and disturb nothing",
                  .regimes = plain,

@@ -95,6 +95,23 @@ double draw_softcap(Rng& rng, double max_abs);
 // lse -> the sink) and far below it (weight underflowing to 0). *how gets a description.
 Inputs with_sinks(const Inputs& in, Rng& rng, std::string* how);
 
+// Mask tensors (contract v3, variant_mix.cpp), on a dense problem: boolean (when bool_ok) or
+// additive in one of `dtypes` (when non-empty; two draws in three, F32 in half of them), broadcast
+// over batch (B_m 1 or batch) and heads (H_m 1 or heads_q) or not. Boolean patterns: random bits
+// of density 1/10, 1/2 or 9/10, a causal diagonal of either alignment, key padding; additive values
+// 0, -inf, small (|x| <= 8), large finite (-1e4, -3e4; an F32 mask on scores not in F16 also -1e9);
+// in half the draws one row every key of which is hidden. *how gets a description.
+Inputs with_mask_tensor(const Inputs& dense, bool bool_ok, const std::vector<DType>& dtypes, Rng& rng,
+                        std::string* how);
+// A block-sparse mask on a dense problem: block sizes 1, 2, 3, 16, 64, 128 or the whole length on each
+// axis, bits of density 1/4, 1/2 or 3/4, broadcast or not, in half the draws one query block row of
+// false bits (rows every key of which is hidden).
+Inputs with_block_mask(const Inputs& dense, Rng& rng, std::string* how);
+// The dense boolean mask tensor that a block mask stands for ((B_m, H_m, n_q, n_k), the block mask's
+// broadcast), and the problem with it in place of the block mask.
+HostTensor dense_of_block_mask(const Inputs& in);
+// Whether mask tensors may join a problem of this size (the certified oracle is MPFR's on them).
+bool mask_size_ok(const Problem& p);
 // A head dim of v different from d: 1, d/2, d + 1, d + 8, 2d or 3 (variant_mix.cpp).
 int32_t draw_d_v(Rng& rng, int32_t d);
 // The dense case with v and d_o cut or repeated column-wise to width d_v (the same values).
@@ -102,9 +119,12 @@ Inputs with_d_v(const Inputs& dense, int32_t d_v);
 
 // A variant problem from a dense case: each variant in `have` joins with probability one half (strides
 // one quarter): a window (tiles of block_n), a softcap near the scores' range, ALiBi slopes, d_v != d,
-// varlen lengths and then paged K/V, and last padded offsets (on an unpaged varlen batch with a compact
-// q). how: a one-line description ("dense" when none joined).
-Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n, Rng& rng, std::string* how);
+// varlen lengths and then paged K/V, and padded offsets (on an unpaged varlen batch with a compact q).
+// Then a mask tensor (three draws in four; additive ones in mask_dtypes) and a block mask (one in
+// two), on dense problems small enough (mask_size_ok). how: a one-line description ("dense" when none
+// joined).
+Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n, Rng& rng, std::string* how,
+                     const std::vector<DType>& mask_dtypes = {DType::F32, DType::F16, DType::BF16});
 
 // Sequence b of a varlen batch as a dense batch-1 problem (its lengths must be >= 1).
 Inputs dense_sequence(const Inputs& varlen, int64_t b);

@@ -51,6 +51,104 @@ Inputs with_sinks(const Inputs& dense, Rng& rng, std::string* how) {
   return in;
 }
 
+bool mask_size_ok(const Problem& p) {
+  return !p.varlen && p.page_size == 0 &&
+         double(p.batch) * p.heads_q * p.n_q * double(p.n_k) * double(p.d + head_dim_v(p)) <= double(1 << 17);
+}
+
+Inputs with_mask_tensor(const Inputs& dense, bool bool_ok, const std::vector<DType>& dtypes, Rng& rng,
+                        std::string* how) {
+  Inputs in = dense;
+  Problem& p = in.p;
+  // Additive two draws in three, F32 (the common dtype of a mask) in half of them when declared.
+  const bool additive = !dtypes.empty() && (!bool_ok || rng() % 3 != 0);
+  const bool f32 = std::find(dtypes.begin(), dtypes.end(), DType::F32) != dtypes.end() && rng() % 2;
+  p.mask_kind = additive ? MaskKind::Additive : MaskKind::Bool;
+  p.mask_dtype = additive ? (f32 ? DType::F32 : dtypes[rng() % dtypes.size()]) : DType::F32;
+  const int64_t bm = rng() % 2 ? 1 : p.batch, hm = rng() % 2 ? 1 : p.heads_q;
+  p.mask_b = int32_t(bm), p.mask_h = int32_t(hm);
+  in.mask = HostTensor(additive ? p.mask_dtype : DType::BOOL, {bm, hm, p.n_q, p.n_k});
+  const int64_t n_q = p.n_q, n_k = p.n_k;
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  std::string kind;
+  const int pattern = int(rng() % 5);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const double density = pattern == 0 ? 0.1 : pattern == 1 ? 0.5 : 0.9;
+  for (int64_t bh = 0; bh < bm * hm; ++bh) {
+    const int64_t pad = int64_t(rng() % uint64_t(n_k + 1));  // key padding: the first pad keys
+    for (int64_t i = 0; i < n_q; ++i)
+      for (int64_t j = 0; j < n_k; ++j) {
+        bool on = true;
+        switch (pattern) {
+          case 3: on = rng() % 2 ? j <= i : j <= i + n_k - n_q; break;
+          case 4: on = j < pad; break;
+          default: on = unit(rng) < density;
+        }
+        double x = on ? 1.0 : 0.0;
+        if (additive) {
+          const int pick = int(rng() % 8);
+          const double small = std::ldexp(double(int64_t(rng() % 33) - 16), -1);  // -8 .. 8 in halves
+          // -1e9 only where the scores are not F16: a kernel storing S there would overflow to -inf.
+          const double large =
+              p.mask_dtype == DType::F32 && dtype_q(p) != DType::F16 && rng() % 2 ? -1e9 : (rng() % 2 ? -1e4 : -3e4);
+          x = !on ? kNegInf : pick < 3 ? 0.0 : pick < 6 ? small : large;
+        }
+        in.mask.set((bh * n_q + i) * n_k + j, x);
+      }
+  }
+  kind = pattern < 3 ? fmt::format("random density {}", density) : pattern == 3 ? "causal rows" : "key padding";
+  bool empty_row = false;
+  if (rng() % 2) {  // one row every key of which is hidden (in every broadcast slice)
+    const int64_t i = int64_t(rng() % uint64_t(n_q));
+    for (int64_t bh = 0; bh < bm * hm; ++bh)
+      for (int64_t j = 0; j < n_k; ++j) in.mask.set((bh * n_q + i) * n_k + j, additive ? kNegInf : 0.0);
+    empty_row = true;
+  }
+  *how = fmt::format("{} mask tensor [{}, {}, {}, {}] ({}{})", additive ? dtype_name(p.mask_dtype) : "boolean", bm, hm,
+                     n_q, n_k, additive ? "0, -inf, small and large values; " + kind : kind,
+                     empty_row ? "; a fully masked row" : "");
+  return in;
+}
+
+Inputs with_block_mask(const Inputs& dense, Rng& rng, std::string* how) {
+  Inputs in = dense;
+  Problem& p = in.p;
+  auto size = [&](int32_t n) {
+    const int32_t pick[] = {1, 2, 3, 16, 64, 128, n};
+    return std::max(1, pick[rng() % 7]);
+  };
+  p.block_q = size(p.n_q), p.block_k = size(p.n_k);
+  const int64_t rows = (int64_t(p.n_q) + p.block_q - 1) / p.block_q;
+  const int64_t cols = (int64_t(p.n_k) + p.block_k - 1) / p.block_k;
+  const int64_t bm = rng() % 2 ? 1 : p.batch, hm = rng() % 2 ? 1 : p.heads_q;
+  p.block_b = int32_t(bm), p.block_h = int32_t(hm);
+  in.block_mask = HostTensor(DType::BOOL, {bm, hm, rows, cols});
+  const uint64_t density = 1 + rng() % 3;  // in quarters
+  for (int64_t x = 0; x < in.block_mask.numel(); ++x) in.block_mask.set(x, rng() % 4 < density ? 1.0 : 0.0);
+  const bool empty_row = rng() % 2;
+  if (empty_row) {
+    const int64_t r = int64_t(rng() % uint64_t(rows));
+    for (int64_t bh = 0; bh < bm * hm; ++bh)
+      for (int64_t c = 0; c < cols; ++c) in.block_mask.set((bh * rows + r) * cols + c, 0.0);
+  }
+  *how = fmt::format("block mask [{}, {}, {}, {}] of {} x {} blocks, density {}/4{}", bm, hm, rows, cols, p.block_q,
+                     p.block_k, density, empty_row ? ", a block row all false" : "");
+  return in;
+}
+
+HostTensor dense_of_block_mask(const Inputs& in) {
+  const Problem& p = in.p;
+  const int64_t bm = in.block_mask.shape[0], hm = in.block_mask.shape[1];
+  HostTensor out(DType::BOOL, {bm, hm, p.n_q, p.n_k});
+  for (int64_t b = 0; b < bm; ++b)
+    for (int64_t h = 0; h < hm; ++h)
+      for (int64_t i = 0; i < p.n_q; ++i)
+        for (int64_t j = 0; j < p.n_k; ++j)
+          out.set(((b * hm + h) * p.n_q + i) * p.n_k + j,
+                  in.block_mask.get(broadcast_index(in.block_mask, b, h, i / p.block_q, j / p.block_k)));
+  return out;
+}
+
 int32_t draw_d_v(Rng& rng, int32_t d) {
   const int32_t pick[] = {1, std::max(1, d / 2), d + 1, d + 8, 2 * d, 3};
   int32_t w = pick[rng() % 6];
@@ -65,7 +163,8 @@ Inputs with_d_v(const Inputs& dense, int32_t d_v) {
   return in;
 }
 
-Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n, Rng& rng, std::string* how) {
+Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n, Rng& rng, std::string* how,
+                     const std::vector<DType>& mask_dtypes) {
   Inputs in = dense;
   Problem& p = in.p;
   std::vector<std::string> parts;
@@ -133,6 +232,23 @@ Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n,
     const Padding pad = draw_padding(rng, lens);
     in = to_padded(in, pad, rng);
     parts.push_back(describe(pad));
+  }
+  // Mask tensors (three draws in four) and block masks last (dense problems of a few thousand scores
+  // only: the certified oracle takes MPFR's maths for them).
+  const bool additive = have.mask_additive && !mask_dtypes.empty();
+  if ((have.mask_bool || additive) && mask_size_ok(in.p) && rng() % 4 != 0) {
+    std::string s;
+    const Inputs m = with_mask_tensor(in, have.mask_bool, additive ? mask_dtypes : std::vector<DType>{}, rng, &s);
+    in.p.mask_kind = m.p.mask_kind, in.p.mask_dtype = m.p.mask_dtype, in.mask = m.mask;
+    in.p.mask_b = m.p.mask_b, in.p.mask_h = m.p.mask_h;
+    parts.push_back(s);
+  }
+  if (have.block_mask && mask_size_ok(in.p) && rng() % 2) {
+    std::string s;
+    const Inputs m = with_block_mask(in, rng, &s);
+    in.p.block_q = m.p.block_q, in.p.block_k = m.p.block_k, in.block_mask = m.block_mask;
+    in.p.block_b = m.p.block_b, in.p.block_h = m.p.block_h;
+    parts.push_back(s);
   }
   *how = parts.empty() ? "dense" : fmt::format("{}", fmt::join(parts, "; "));
   return in;

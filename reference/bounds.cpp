@@ -58,7 +58,8 @@ Consts::Consts(const Problem& p_, const Tensors64& in_, const Certified& ref_, c
   e_exp = r_exp / (1 - r_exp);                // |log(1 + r)| <= r / (1 - r)
   log_rel = ar.log_ulps * 2 * us;
   dv = head_dim_v(p);
-  common_scale = !(p.softcap > 0) && !p.alibi && !p.sinks;  // a sink is not scaled
+  // A sink and an additive mask's values are not scaled: the constant's rounding no longer cancels.
+  common_scale = !(p.softcap > 0) && !p.alibi && !p.sinks && p.mask_kind != MaskKind::Additive;
   // Softcap: c rounded to the element-wise type; the tanh within tanh_ulps ulp (an ulp of a normal
   // result is at most 2u of it, of a subnormal one twice the underflow floor).
   delta_cap = p.softcap > 0 && ar.soft != DType::F64 ? const_err(p.softcap) : 0.0;
@@ -152,7 +153,7 @@ void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows, const HeadPass* shar
     const int64_t ol = offset_lse(p, b, h, i);
     const KeyRange vis = visible_keys(p, i, p.n_q, p.n_k);
     RowInfo row;
-    if (vis.end == vis.begin) {  // the contract fixes o = 0, lse = -inf (or the sink), d_q = 0 exactly
+    if (!k.any_live(b, h, i, vis)) {  // no key (or every key masked off by a mask tensor or block mask)  // the contract fixes o = 0, lse = -inf (or the sink), d_q = 0 exactly
       for (int64_t c = 0; c < k.dv; ++c) B.o[size_t(oo + c)] = at(k.ref.err.o, oo + c);
       for (int64_t c = 0; bwd && c < p.d; ++c) B.d_q[size_t(oq + c)] = at(k.ref.err.d_q, oq + c);
       const double sink = p.sinks ? k.in.seq.sinks[size_t(h)] : -kInf;
@@ -229,6 +230,7 @@ RowScores HeadPass::scores(int64_t r, KeyRange vis) {
   for (int64_t c = 0; c < p.d; ++c) q_abs_sum += std::fabs(q[c]);
   sc.resize(size_t(n_v));
   RowScores rs;
+  const bool masked = per_key_mask(p);
   for (int64_t j = 0; j < n_v; ++j) {
     Score& s = sc[size_t(j)];
     const int64_t ja = jb + j;
@@ -240,6 +242,8 @@ RowScores HeadPass::scores(int64_t r, KeyRange vis) {
     const double after = e_dot + s.e_c + k.us * (std::fabs(s.s) + e_dot + s.e_c);
     s.e_hat = after + k.u_store_s * (std::fabs(s.s) + after) + k.floor_store_s;
     k.transform(s, h, i, ja);
+    if (masked) k.add_mask(s, k.in.seq.bias(p, b, h, i, ja));
+    if (s.dead) continue;  // weight exactly 0: in no max, no error
     rs.m = std::max(rs.m, s.s), rs.hi_all = std::max(rs.hi_all, s.s + s.e_hat);
     rs.e_dot_max = std::max(rs.e_dot_max, e_dot), rs.e_hat_max = std::max(rs.e_hat_max, s.e_hat);
   }
@@ -257,6 +261,10 @@ WeightEps HeadPass::weight_errors(const RowScores& rs, const KeyTiles& kt, int64
   WeightEps we;
   for (int64_t j = 0; j < n_v; ++j) {
     const Score& s = sc[size_t(j)];
+    if (s.dead) {  // a masked key: the kernel's weight is exp(-inf) = 0 exactly
+      d_o_w[size_t(j)] = d_l[size_t(j)] = 0, logP[size_t(j)] = -kInf, zeta[size_t(j)] = 0;
+      continue;
+    }
     const int64_t t = tile_of(j, off, bt);
     double common = k.e_exp + u * (std::fabs(s.s - rs.m) + 2 * rs.e_hat_max) + (j != j_exact ? stored : 0.0);
     common += kt.moves_after[size_t(t)] * k.e_exp + u * std::max(0.0, rs.hi_all - kt.pre_lo[size_t(t)]);
@@ -310,6 +318,7 @@ void HeadPass::o_bound(int64_t oo, int64_t jb, const ChainWeights& wpv, int64_t 
   const bool finite_row = v_finite && o_r.isFinite().all() && err_r.isFinite().all();
   Eigen::ArrayXd x(dv);  // (d_v) one key's |v - o| + err_o
   for (int64_t j = 0; j < n_v; ++j) {
+    if (sc[size_t(j)].dead) continue;  // weight exactly 0 and its v not read
     const double* v = j < n_keys ? V.data() + (jb + j) * dv : zero_v.data();  // (d_v); the sink's is 0
     const double cw = coef_w[size_t(j)], ca = coef_acc[size_t(j)];
     const CRow v_r(v, dv);

@@ -119,6 +119,7 @@ void HeadPass::backward(int64_t r, KeyRange vis, RowInfo& row) {
   dq_scale[size_t(r)] = wdq.scale(), dq_floor[size_t(r)] = wdq.events * wdq.floor;
   for (int64_t j = 0; j < n_v; ++j) {
     const int64_t ja = jb + j;
+    if (sc[size_t(j)].dead) continue;  // a masked key: P = 0 and dS = 0 exactly, no term
     const double mag = MDP(r, ja);
     const double e_dp = k.dot_error(k.w_dp, Edp(r, ja), mag, sum_do, v_abs_sum[size_t(ja)], k.dv);
     const Pair pr = backward_pair(k, sc[size_t(j)], DP(r, ja), mag, e_dp, lse, err_lse, row);
@@ -143,7 +144,7 @@ void HeadPass::finish_dq(int64_t rows) {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r, oq = offset_q(p, b, h, i);
     const KeyRange vis = visible_keys(p, i, p.n_q, p.n_k);
-    if (vis.end == vis.begin) continue;
+    if (!k.any_live(b, h, i, vis)) continue;
     for (int64_t c = 0; c < p.d; ++c) {
       const double dq = k.ref.value.d_q[size_t(oq + c)], err = at(k.ref.err.d_q, oq + c);
       const double chain = (E(r, c) + alpha0[size_t(r)]) * dq_scale[size_t(r)];

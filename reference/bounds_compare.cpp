@@ -22,7 +22,8 @@ double unit_roundoff(DType t) {
     case DType::BF16: return 0x1p-8;
     case DType::F32: return 0x1p-24;
     case DType::F64: return 0x1p-53;
-    case DType::I32: break;  // an index dtype, never a problem's storage
+    case DType::I32: break;
+    case DType::BOOL: break;  // an index dtype, never a problem's storage
   }
   return 1;
 }
@@ -34,6 +35,7 @@ double underflow_floor(DType t) {
     case DType::F32: return 0x1p-150;
     case DType::F64: return std::numeric_limits<double>::denorm_min();  // 2^-1075 is not a double
     case DType::I32: break;
+    case DType::BOOL: break;
   }
   return 1;
 }
@@ -45,6 +47,7 @@ double min_normal(DType t) {
     case DType::F32: return 0x1p-126;
     case DType::F64: return 0x1p-1022;
     case DType::I32: break;
+    case DType::BOOL: break;
   }
   return 1;
 }

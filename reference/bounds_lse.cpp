@@ -27,6 +27,7 @@ void HeadPass::lse_normalised(int64_t r, KeyRange vis, const ChainWeights& wpv, 
   double acc0 = 0;
   for (int64_t j = 0; j < n_v; ++j) {
     const Score& s = sc[size_t(j)];
+    if (s.dead) continue;  // a masked key: weight exactly 0, its v not read
     const double e_arg = s.e_hat + e_lse;
     const double delta = e_arg + k.us * (std::fabs(s.s - lse) + e_arg) + k.e_exp;
     // |P^_j - P_j| <= P_j expm1(delta_j) (in the log domain, P_j within zeta of its fp64 value). The

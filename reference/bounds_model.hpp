@@ -51,6 +51,7 @@ struct Score {
   double t = 0;         // tanh(s_dot / c) in fp64
   double dt = 0;        // |the kernel's tanh - exact tanh(s_dot / c)|
   double g_hi = 1;      // upper bound on the exact derivative sech^2(s_dot / c)
+  bool dead = false;    // hidden by a mask tensor or a block mask: s = -inf, weight exactly 0, no error
 };
 
 // Flat offsets of the dense layout for the tensors of width d_v (o, d_o: query side; v, d_v: key side).
@@ -110,6 +111,11 @@ struct Consts {
   // Softcap, then ALiBi, on score s of key j in row i of query head h, as the kernel computes them in
   // the element-wise type: s.s becomes the exact transformed score, s.e_hat its error (bounds_variants.cpp).
   void transform(Score& s, int64_t h, int64_t i, int64_t j) const;
+  // The mask tensor's and block mask's effect on score s (bias: SeqData::bias): -inf marks it dead;
+  // an additive value joins it with one rounding in the element-wise type (bounds_variants.cpp).
+  void add_mask(Score& s, double bias) const;
+  // Whether some key of [begin, end) of row i in (b, h) survives the mask tensor and block mask.
+  bool any_live(int64_t b, int64_t h, int64_t i, KeyRange vis) const;
 };
 
 // Per row of the forward, what the backward needs again.

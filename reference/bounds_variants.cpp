@@ -53,6 +53,32 @@ void Consts::transform(Score& s, int64_t h, int64_t i, int64_t j) const {
   }
 }
 
+void Consts::add_mask(Score& s, double bias) const {
+  if (bias == -kInf) {
+    s = Score{};
+    s.s = -kInf, s.dead = true;
+    return;
+  }
+  if (bias == 0) return;
+  // The mask's value is exact in its dtype (F32, F16, BF16), hence in the element-wise type (fp32 or
+  // wider); base 2 multiplies it by a rounded log2 e first; the add rounds once; a baseline stores S.
+  const double sb = s.s + bias;  // fp64: one rounding, in z
+  double e = s.e_hat + (ar.base2 ? (delta_l2e + us) * std::fabs(bias) * (1 + 2 * us) : 0.0);
+  e += us * (std::fabs(sb) + e) + floor_s;
+  e += u_store_s * (std::fabs(sb) + e) + floor_store_s;
+  // A baseline storing S may overflow there (a large additive value in F16): no claim (an infinite error).
+  if (u_store_s > 0 && std::fabs(sb) + e >= max_finite(storage)) e = kInf;
+  s.z += 0x1p-52 * std::fabs(sb);
+  s.s = sb, s.e_hat = e;
+}
+
+bool Consts::any_live(int64_t b, int64_t h, int64_t i, KeyRange vis) const {
+  if (!per_key_mask(p)) return vis.end > vis.begin;
+  for (int64_t j = vis.begin; j < vis.end; ++j)
+    if (in.seq.bias(p, b, h, i, j) != -kInf) return true;
+  return false;
+}
+
 namespace {
 
 // Sequence b of a varlen (or paged) problem as a dense batch-1 problem and its tensors.

@@ -14,5 +14,8 @@ struct Certified {
 };
 
 Certified certified(const Problem& p, const Tensors64& in);
+// Problems with a mask tensor or a block mask (per_key_mask): MPFR values with a crude rigorous
+// bound (certified_masks.cpp); certified() calls it for them.
+Certified certified_masked(const Problem& p, const Tensors64& in);
 
 }  // namespace fc::ref

@@ -198,6 +198,7 @@ void add_paged(const Problem& p, const Seqs& seqs, const std::vector<KeyGrads>& 
 }  // namespace
 
 Certified certified(const Problem& p, const Tensors64& in) {
+  if (per_key_mask(p)) return certified_masked(p, in);  // a row's keys are not one range
   // A batch without queries has an empty d_o whether or not gradients were asked: give them (zeros).
   const bool grads = !in.d_o.empty() || numel_o(p) == 0, paged = is_paged(p);
   const Seqs seqs = in.seq.seqs();

@@ -4,6 +4,9 @@
 // written as sums, all at `bits` of precision, rounded to double once at the end. Every variant's
 // layout is read through attention.h's q_row / kv_row / lse_index.
 //
+// Mask tensors and block masks (dense): a false bit or an additive -inf takes the key out of the row
+// (live, as the built-in mask: its v is not read); an additive value joins the score after softcap
+// and ALiBi, exactly.
 // Attention sinks: the head's sink logit joins every row's denominator (max and l) with no value;
 // lse includes it, and a row with no visible key has o = 0, lse = sink. The backward's formulas are
 // unchanged (P from the softmax with the sink, D = d_o . o).
@@ -129,6 +132,13 @@ ResultMP exact_mp(const Problem& p, const TensorsMP& in) {
             slope_d[j] = 1 / (ch * ch);  // sech²(y) = 1 - tanh²(y), without the cancellation at large |y|
           }
           if (p.alibi) s[j] -= slope * mp(std::abs(aligned(p.mask, i, n_q, n_k) - j));  // exact
+          if (per_key_mask(p)) {  // the mask tensor and block mask: hidden, or the additive value (exact)
+            const double bias = in.seq.bias(p, b, h, i, j);
+            if (bias == -std::numeric_limits<double>::infinity())
+              live[j] = 0;
+            else
+              s[j] += mp(bias);
+          }
         }
         mp& lse = r.lse[lse_index(p, seqs, b, h, i)];
         if (!softmax_row(s, live, pr, lse, sink)) continue;  // empty row: o = 0, d_q = 0, no d_k/d_v

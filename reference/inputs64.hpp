@@ -21,6 +21,8 @@ inline SeqData seq_data(const Inputs& in) {
   if (in.p.sinks) s.sinks = in.sinks.to_f64();
   if (in.p.padded)
     s.cu_seqlens_q_padded = ints(in.cu_seqlens_q_padded), s.cu_seqlens_k_padded = ints(in.cu_seqlens_k_padded);
+  if (has_mask_tensor(in.p)) s.mask = in.mask.to_f64(), s.mask_shape = in.mask.shape;
+  if (has_block_mask(in.p)) s.block_mask = in.block_mask.to_f64(), s.block_mask_shape = in.block_mask.shape;
   return s;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -17,6 +18,25 @@ struct SeqData {
   std::vector<double> alibi_slopes;                 // (heads_q): ALiBi
   std::vector<double> sinks;                        // (heads_q): attention sinks (finite or -inf)
   std::vector<int32_t> cu_seqlens_q_padded, cu_seqlens_k_padded;  // (batch + 1): padded varlen
+  // Contract v3, dense problems: the mask tensor (boolean as 0/1, additive as its values) and the
+  // block mask (0/1), each (B_m, H_m, rows, cols) with its shape; empty when the problem has none.
+  std::vector<double> mask, block_mask;
+  std::vector<int64_t> mask_shape, block_mask_shape;
+  // The masks' effect on key j of query i in (b, h), read from the definitions (docs/SEMANTICS.md,
+  // "Mask tensors"): -inf where a boolean bit or a block bit is false or the additive value is -inf,
+  // else the additive value (0 without one). The built-in mask and window are visibility.hpp's.
+  double bias(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) const {
+    const double hidden = -std::numeric_limits<double>::infinity();
+    auto at = [&](const std::vector<double>& t, const std::vector<int64_t>& s, int64_t r, int64_t c) {
+      const int64_t bm = s[0] > 1 ? b : 0, hm = s[1] > 1 ? h : 0;
+      return t[size_t(((bm * s[1] + hm) * s[2] + r) * s[3] + c)];
+    };
+    if (!block_mask.empty() && at(block_mask, block_mask_shape, i / p.block_q, j / p.block_k) == 0) return hidden;
+    if (mask.empty()) return 0.0;
+    const double x = at(mask, mask_shape, i, j);
+    if (p.mask_kind == MaskKind::Bool) return x != 0 ? 0.0 : hidden;
+    return x;
+  }
   Seqs seqs() const {
     auto at = [](const std::vector<int32_t>& x) { return x.empty() ? nullptr : x.data(); };
     Seqs s;

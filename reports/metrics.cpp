@@ -24,7 +24,8 @@ Format format_of(DType t) {
     case DType::BF16: return {8, -126};
     case DType::F32: return {24, -126};
     case DType::F64: return {53, -1022};
-    case DType::I32: break;  // an index dtype, never a problem's storage
+    case DType::I32: break;
+    case DType::BOOL: break;  // an index dtype, never a problem's storage
   }
   return {53, -1022};
 }

@@ -1,7 +1,8 @@
 /* A correct host attention kernel as a flashcheck plugin (<flashcheck/plugin.h>): forward and backward
  * in double precision, any strides, F16/BF16/F32/F64 storage, the three masks, GQA, d_v != d, varlen
  * batches (cu_seqlens_q/k, zero-length sequences included), padded varlen (cu_seqlens_*_padded, ABI
- * version 5), attention sinks (ABI version 4), each output
+ * version 5), attention sinks (ABI version 4), mask tensors (boolean, additive in F32/F16/BF16) and
+ * block masks on dense problems (ABI version 5), each output
  * rounded once (to nearest even) into its storage type. It declines the variants it does not implement
  * (paged K/V, windows, softcap, ALiBi).
  *
@@ -22,7 +23,8 @@
 #ifndef FC_NAME
 #define FC_NAME "example_cpu"
 #endif
-enum { NONE, SEGV, ABORT, HANG, ERROR, STRIDES, CAUSAL, EXIT, OOB, LAYOUT_CACHE, SINK, PADDED };
+/* MASK_F16: an F32 additive mask read as F16 elements (element x: the half at bytes 2x, 2x + 1). */
+enum { NONE, SEGV, ABORT, HANG, ERROR, STRIDES, CAUSAL, EXIT, OOB, LAYOUT_CACHE, SINK, PADDED, MASK_F16 };
 #ifndef FC_FAULT
 #define FC_FAULT NONE
 #endif
@@ -253,15 +255,47 @@ static double sink_of(const fc_problem *p, int64_t h) {
   return -INFINITY;
 }
 
+/* Version 5: the mask tensor's and block mask's effect on key j of row i in (batch b, head h) of the
+ * call's problem mp (dense only): -INFINITY (hidden), else the additive value (0 without one). The
+ * batch element and head of the rows row() is called on: cur_b, cur_h. */
+static int64_t cur_b, cur_h;
+static const fc_problem *mask_problem;
+static double mask_bias(int64_t i, int64_t j) {
+#if FC_ABI >= 5
+  const fc_problem *mp = mask_problem;
+  if (!mp) return 0;
+  if (mp->block_mask.ndim == 4) {
+    const int64_t *s = mp->block_mask.shape;
+    const int64_t at = (((s[0] > 1 ? cur_b : 0) * s[1] + (s[1] > 1 ? cur_h : 0)) * s[2] + i / mp->block_q) * s[3] +
+                       j / mp->block_k;
+    if (!((const unsigned char *)mp->block_mask.data)[at]) return -INFINITY;
+  }
+  if (mp->mask_tensor.ndim == 4) {
+    const DLTensor *m = &mp->mask_tensor;
+    const int64_t *s = m->shape;
+    const int64_t at = (((s[0] > 1 ? cur_b : 0) * s[1] + (s[1] > 1 ? cur_h : 0)) * s[2] + i) * s[3] + j;
+    if (mp->mask_kind == 1) return ((const unsigned char *)m->data)[at] ? 0.0 : -INFINITY;
+    if (FC_FAULT == MASK_F16 && m->dtype.bits == 32 && mp->n_k > 3) /* the planted bug */
+      return half_to_double(((const uint16_t *)m->data)[at]);
+    const int64_t idx[4] = {at / (s[1] * s[2] * s[3]), at / (s[2] * s[3]) % s[1], i, j};
+    return load(m, idx);
+  }
+#endif
+  (void)i, (void)j;
+  return 0;
+}
+/* Does row i see key j (the built-in mask, then the mask tensor and block mask)? */
+static int live(const fc_problem *p, int64_t i, int64_t j) { return visible(p, i, j) && mask_bias(i, j) > -INFINITY; }
+
 /* o_i and lse_i of row i; leaves P_ij = exp(s_ij - lse_i) in t->w for visible j. sink: the head's sink
  * logit (-inf: none), one more term of the denominator with no value. */
 static void row(const fc_problem *p, head *t, int64_t i, double sink) {
   double m = -INFINITY, l = 0, *o = t->o + i * p->d_v;
   for (int64_t j = 0; j < p->n_k; ++j) {
-    if (!visible(p, i, j)) continue;
+    if (!live(p, i, j)) continue;
     double dot = 0;
     for (int64_t x = 0; x < p->d; ++x) dot += t->q[i * p->d + x] * t->k[j * p->d + x];
-    t->w[j] = p->scale * dot;
+    t->w[j] = p->scale * dot + mask_bias(i, j); /* an additive mask's value (0 without one) */
     if (t->w[j] > m) m = t->w[j]; /* NaN never becomes the max: it poisons through its own weight */
   }
   if (sink > m) m = sink;
@@ -271,12 +305,12 @@ static void row(const fc_problem *p, head *t, int64_t i, double sink) {
   if (sink > -INFINITY) l = exp(sink - m);
   double l_keys = 0; /* the planted SINK bug normalises o by the keys' sum alone */
   for (int64_t j = 0; j < p->n_k; ++j)
-    if (visible(p, i, j)) l_keys += exp(t->w[j] - m);
+    if (live(p, i, j)) l_keys += exp(t->w[j] - m);
   l += l_keys;
   t->lse[i] = m + log(l);
   const double l_o = FC_FAULT == SINK && p->n_k > 3 ? l_keys : l;
   for (int64_t j = 0; j < p->n_k; ++j) {
-    if (!visible(p, i, j)) continue;
+    if (!live(p, i, j)) continue;
     t->w[j] = exp(t->w[j] - m) / l_o;
     for (int64_t x = 0; x < p->d_v; ++x) o[x] += t->w[j] * t->v[j * p->d_v + x];
   }
@@ -324,6 +358,7 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
       gather(&a->q, b, h, s.q0, s.p.n_q, p->d, t.q);
       gather(&a->k, b, hk, s.k0, s.p.n_k, p->d, t.k);
       gather(&a->v, b, hk, s.k0, s.p.n_k, p->d_v, t.v);
+      mask_problem = p, cur_b = b, cur_h = h;
       for (int64_t i = 0; i < s.p.n_q; ++i) {
         int64_t il[3];
         row(&s.p, &t, i, sink_of(p, h));
@@ -352,7 +387,7 @@ static void dq_sum(const fc_problem *p, const head *t, int64_t i, const double *
                    int reversed, int wide, double *d_q) {
   int64_t n = 0;
   for (int64_t j = 0; j < p->n_k; ++j)
-    if (visible(p, i, j)) order[n++] = j;
+    if (live(p, i, j)) order[n++] = j;
   for (int64_t r = n - 1; shuffled && r > 0; --r) {
     const int64_t o = (int64_t)(dq_next() % (uint64_t)(r + 1)), x = order[r];
     order[r] = order[o], order[o] = x;
@@ -405,6 +440,7 @@ static int backward(const fc_problem *p, const fc_backward_args *g, void *stream
       for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
         gather(&a->q, b, h, s.q0, sp->n_q, d, t.q);
         gather(&g->d_o, b, h, s.q0, sp->n_q, dv, t.d_o);
+        mask_problem = p, cur_b = b, cur_h = h;
         for (int64_t i = 0; i < sp->n_q; ++i) {
           const double *d_o = t.d_o + i * dv;
           double D = 0, *d_q = t.d_q + i * d, *ds_of = ds_buf;
@@ -412,7 +448,7 @@ static int backward(const fc_problem *p, const fc_backward_args *g, void *stream
           for (int64_t x = 0; x < dv; ++x) D += d_o[x] * t.o[i * dv + x];
           for (int64_t x = 0; x < d; ++x) d_q[x] = 0;
           for (int64_t j = 0; t.lse[i] != -INFINITY && j < sp->n_k; ++j) {
-            if (!visible(sp, i, j)) continue;
+            if (!live(sp, i, j)) continue;
             double dp = 0;
             for (int64_t x = 0; x < dv; ++x) {
               dp += d_o[x] * t.v[j * dv + x];
@@ -447,6 +483,17 @@ static const fc_declarations declarations = {
     .num_configs = FC_DQ >= DQ_MODE ? 2 : 0,
     .sinks = FC_ABI >= 4,         /* read by flashcheck only from a version-4 kernel */
     .padded_varlen = FC_ABI >= 5, /* read by flashcheck only from a version-5 kernel */
+#if FC_ABI >= 5
+    /* read only from a version-5 kernel: boolean and additive masks, additive in F32, F16, BF16 */
+    .mask_tensors = 3,
+    .mask_dtypes = (1 << FC_DTYPE_F32) | (1 << FC_DTYPE_F16) | (1 << FC_DTYPE_BF16),
+    .block_masks = 1,
+#elif FC_ABI == 4
+    /* nonsense in fields a version-4 struct does not have (flashcheck's test that it never reads them) */
+    .mask_tensors = 3,
+    .mask_dtypes = -1,
+    .block_masks = 7,
+#endif
 };
 static const fc_kernel kernel = {FC_ABI,   FC_NAME,  kDLCPU,     1, supports,
                                  forward,  backward, last_error, DQ_ON || FC_ABI >= 4 ? &declarations : NULL};

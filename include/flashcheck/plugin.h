@@ -33,6 +33,10 @@ extern "C" {
 
 #define FC_ABI_VERSION 5
 
+/* DLPack's boolean type code (kDLBool in DLPack >= 0.8): a BOOL tensor is {FC_DL_BOOL, 8, 1}, one
+ * byte per element, 0 or 1. */
+#define FC_DL_BOOL 6
+
 /* Marks the exported symbol visible even when the plugin builds with -fvisibility=hidden. */
 #if defined(__GNUC__) || defined(__clang__)
 #define FC_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -60,6 +64,20 @@ typedef struct {
    * finite or -inf. ndim == 0 (data NULL): no sinks. Placed in the
    * kernel's device memory like the other tensors; data NULL in supports(). */
   DLTensor sinks;
+  /* Version 5 (contract v3), dense problems only (never with varlen or paged K/V). Offered only to a
+   * kernel of abi_version 5 whose declarations name them (mask_tensors, mask_dtypes, block_masks).
+   * mask_tensor (named so beside the built-in `mask` above): (B_m, H_m, n_q, n_k), B_m 1 or batch, H_m 1 or heads_q (a 1 broadcasts, as PyTorch SDPA's
+   * attn_mask), compact; mask_kind 1: BOOL ({FC_DL_BOOL, 8, 1}), true = the key takes part; 2:
+   * additive, F32, F16 or BF16, added to the score after softcap and ALiBi, each element finite or
+   * -inf (-inf hides the key). mask_kind 0 (ndim 0): none. A row every key of which is hidden has
+   * o = 0, lse = -inf (the sink with sinks), d_q = 0. */
+  DLTensor mask_tensor;
+  int32_t mask_kind;
+  /* block_mask: BOOL (B_m, H_m, ceil(n_q / block_q), ceil(n_k / block_k)), compact: key j is visible
+   * to query i only if bit (i / block_q, j / block_k) is set (intersected with everything else).
+   * block_q = block_k = 0 (ndim 0): none. */
+  DLTensor block_mask;
+  int32_t block_q, block_k;
   /* Version 5 (contract v3). Offered only to a kernel of abi_version 5 whose declarations say
    * padded_varlen = 1. Padded THD varlen (TransformerEngine's and cuDNN's cu_seqlens_*_padded): int32
    * (batch + 1) each; sequence b's queries start at token cu_seqlens_q_padded[b] of q, o, d_o, d_q and of
@@ -174,6 +192,9 @@ typedef struct {
   int32_t num_dtypes;
   int32_t sinks;                /* contract v3: 1: attention sinks (fc_problem.sinks); 0: never offered them */
   /* Version 5 only (read when abi_version is 5). */
+  int32_t mask_tensors;         /* bit 1: boolean mask tensors; bit 2: additive ones (fc_problem.mask_tensor) */
+  int32_t mask_dtypes;          /* additive masks' dtypes: bits 1 << enum fc_dtype_code (F32, F16, BF16) */
+  int32_t block_masks;          /* 1: block-sparse masks (fc_problem.block_mask) */
   int32_t padded_varlen;        /* contract v3: 1: padded varlen (fc_problem.cu_seqlens_*_padded); 0: never offered */
 } fc_declarations;
 

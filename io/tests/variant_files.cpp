@@ -61,6 +61,26 @@ Inputs padded(const Inputs& varlen, const std::vector<int32_t>& pad_q, const std
   return in;
 }
 
+Inputs dense(int32_t n_q, int32_t n_k, Mask m);
+
+// dense(n_q, n_k) with a mask tensor (bm, hm): boolean (dtype BOOL) or additive in `t`; row 1 hidden.
+Inputs masked(int32_t n_q, int32_t n_k, DType t, int32_t bm, int32_t hm) {
+  Inputs in = dense(n_q, n_k, Mask::None);
+  Problem& p = in.p;
+  p.mask_kind = t == DType::BOOL ? MaskKind::Bool : MaskKind::Additive,
+  p.mask_dtype = t == DType::BOOL ? DType::F32 : t;
+  p.mask_b = bm, p.mask_h = hm;
+  in.mask = HostTensor(t, {bm, hm, n_q, n_k});
+  for (int64_t x = 0; x < in.mask.numel(); ++x) {
+    const int64_t i = (x / n_k) % n_q;
+    const bool on = i != 1 && x % 3 != 0;
+    in.mask.set(x, t == DType::BOOL ? (on ? 1.0 : 0.0)
+                   : on             ? double(x % 5) - 2.5
+                                    : -std::numeric_limits<double>::infinity());
+  }
+  return in;
+}
+
 Inputs dense(int32_t n_q, int32_t n_k, Mask m) {
   Inputs in;
   Problem& p = in.p;
@@ -98,6 +118,13 @@ std::vector<GoodVariant> good_variants() {
   g.push_back({"sinks", sk});
   // Lengths q (3, 0, 2), k (4, 2, 0): queries at 1, 5, 7 of 10 tokens, keys at 0, 6, 8 of 9.
   g.push_back({"padded_varlen", padded(varlen({3, 0, 2}, {4, 2, 0}, 4, 0, 0, {}), {1, 5, 7, 10}, {0, 6, 8, 9})});
+  g.push_back({"mask_bool", masked(4, 5, DType::BOOL, 1, 2)});
+  g.push_back({"mask_additive_f16", masked(3, 6, DType::F16, 1, 1)});
+  Inputs bk = dense(5, 7, Mask::CausalBottomRight);
+  bk.p.block_q = 2, bk.p.block_k = 3, bk.p.block_b = 1, bk.p.block_h = 2;
+  bk.block_mask = HostTensor(DType::BOOL, {1, 2, 3, 3});
+  for (int64_t x = 0; x < 18; ++x) bk.block_mask.set(x, x % 4 != 1 ? 1.0 : 0.0);
+  g.push_back({"block_mask", bk});
   return g;
 }
 
@@ -271,6 +298,66 @@ std::vector<BadVariantCase> malformed_variant_cases() {
   add("sink_plus_inf",
       edit(sk, [](TensorFile& f) { f.tensors["sinks"].set(1, std::numeric_limits<double>::infinity()); }),
       Fault::BadVariant, "neither finite nor -inf");
+  // Mask tensors and block masks (contract v3).
+  const Inputs mb = masked(3, 4, DType::BOOL, 1, 1), ma = masked(3, 4, DType::F32, 1, 2);
+  add("mask_f64",
+      edit(ma,
+           [](TensorFile& f) {
+             f.tensors["mask"] = HostTensor(DType::F64, {1, 2, 3, 4});
+           }),
+      Fault::UnknownDtype, "a mask is BOOL (boolean) or F32, F16, BF16");
+  add("mask_i32",
+      edit(ma,
+           [](TensorFile& f) {
+             f.tensors["mask"] = HostTensor(DType::I32, {1, 2, 3, 4});
+           }),
+      Fault::UnknownDtype, "tensor \"mask\" is I32");
+  add("mask_rank",
+      edit(mb,
+           [](TensorFile& f) {
+             f.tensors["mask"] = HostTensor(DType::BOOL, {3, 4});
+           }),
+      Fault::BadVariant, "expected 4");
+  add("mask_heads",
+      edit(mb,
+           [](TensorFile& f) {
+             f.tensors["mask"] = HostTensor(DType::BOOL, {1, 3, 3, 4});
+           }),
+      Fault::BadVariant, "H_m 1 or 2");
+  add("mask_keys",
+      edit(mb,
+           [](TensorFile& f) {
+             f.tensors["mask"] = HostTensor(DType::BOOL, {1, 1, 3, 5});
+           }),
+      Fault::BadVariant, "mask has shape [1, 1, 3, 5], expected [1, 1, 3, 4]");
+  add("mask_nan", edit(ma, [](TensorFile& f) { f.tensors["mask"].set(2, std::nan("")); }), Fault::BadVariant,
+      "mask[2] = nan is neither finite nor -inf");
+  add("mask_plus_inf",
+      edit(ma, [](TensorFile& f) { f.tensors["mask"].set(5, std::numeric_limits<double>::infinity()); }),
+      Fault::BadVariant, "mask[5] = inf is neither finite nor -inf");
+  add("mask_bool_byte", edit(mb, [](TensorFile& f) { f.tensors["mask"].bytes[3] = 2; }), Fault::BadVariant,
+      "mask[3] holds byte 2");
+  add("mask_varlen", edit(good, [&](TensorFile& f) { f.tensors["mask"] = mb.mask; }), Fault::BadVariant,
+      "for dense files");
+  const Inputs bm = good_variants().back().in;  // the block mask
+  add("block_mask_no_sizes", edit(bm, [](TensorFile& f) { f.metadata.erase("block_k"); }), Fault::BadVariant,
+      "needs metadata block_q and block_k");
+  add("block_mask_size_zero", edit(bm, [](TensorFile& f) { f.metadata["block_q"] = "0"; }), Fault::BadMetadata,
+      "block_q \"0\" is not an integer in [1, 2^31)");
+  add("block_mask_f32",
+      edit(bm,
+           [](TensorFile& f) {
+             f.tensors["block_mask"] = HostTensor(DType::F32, {1, 2, 3, 3});
+           }),
+      Fault::UnknownDtype, "a block mask is BOOL");
+  add("block_mask_blocks",
+      edit(bm,
+           [](TensorFile& f) {
+             f.tensors["block_mask"] = HostTensor(DType::BOOL, {1, 2, 3, 2});
+           }),
+      Fault::BadVariant, "block_mask has shape [1, 2, 3, 2], expected [1, 2, 3, 3]");
+  add("block_sizes_alone", edit(dense(3, 4, Mask::None), [](TensorFile& f) { f.metadata["block_q"] = "2"; }),
+      Fault::BadVariant, "without a tensor");
   for (const char* w : {"abc", "-2", "1.5", "", "+-1", "2147483648", "0x10"})
     add(std::string("window_left_") + w,
         edit(dense(3, 4, Mask::None), [&](TensorFile& f) { f.metadata["window_left"] = w; }), Fault::BadMetadata,

@@ -19,13 +19,17 @@ TEST_CASE("variant input files round-trip: problem, tensors and per-sequence dat
                    a.padded) == std::tie(b.varlen, b.total_q, b.total_k, b.page_size, b.num_pages, b.pages_per_seq,
                                          b.alibi, b.sinks, b.padded));
     CHECK((a.dtype == b.dtype && a.mask == b.mask && a.scale == b.scale && a.softcap == b.softcap));
+    CHECK(std::tie(a.mask_kind, a.block_q, a.block_k, a.mask_b, a.mask_h, a.block_b, a.block_h) ==
+          std::tie(b.mask_kind, b.block_q, b.block_k, b.mask_b, b.mask_h, b.block_b, b.block_h));
+    CHECK((a.mask_kind != MaskKind::Additive || a.mask_dtype == b.mask_dtype));
     for (auto [x, y] :
          {std::pair{&g.in.q, &back.q}, std::pair{&g.in.k, &back.k}, std::pair{&g.in.v, &back.v},
           std::pair{&g.in.d_o, &back.d_o}, std::pair{&g.in.cu_seqlens_q, &back.cu_seqlens_q},
           std::pair{&g.in.cu_seqlens_k, &back.cu_seqlens_k}, std::pair{&g.in.page_table, &back.page_table},
           std::pair{&g.in.alibi_slopes, &back.alibi_slopes}, std::pair{&g.in.sinks, &back.sinks},
           std::pair{&g.in.cu_seqlens_q_padded, &back.cu_seqlens_q_padded},
-          std::pair{&g.in.cu_seqlens_k_padded, &back.cu_seqlens_k_padded}}) {
+          std::pair{&g.in.cu_seqlens_k_padded, &back.cu_seqlens_k_padded},
+          std::pair{&g.in.mask, &back.mask}, std::pair{&g.in.block_mask, &back.block_mask}}) {
       CHECK(x->shape == y->shape);
       CHECK(x->bytes == y->bytes);
     }

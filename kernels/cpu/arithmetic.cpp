@@ -13,7 +13,8 @@ int32_t bits(DType t) {
     case DType::BF16: return 8;
     case DType::F32: return 24;
     case DType::F64: return 53;
-    case DType::I32: break;  // an index dtype, never a problem's storage
+    case DType::I32: break;
+    case DType::BOOL: break;  // an index dtype, never a problem's storage
   }
   return 0;
 }

@@ -30,6 +30,10 @@ struct NaiveHead {
   Problem p;
   double slope;                                            // ALiBi slope of the head (0: none)
   double sink = -std::numeric_limits<double>::infinity();  // sink logit of the head (-inf: none)
+  const Inputs* in = nullptr;                              // mask tensors, block masks (contract v3)
+  int64_t b = 0, h = 0;
+  double bias(int64_t i, int64_t j) const { return per_key_mask(p) ? in->key_bias(b, h, i, j) : 0.0; }
+  bool hidden(int64_t i, int64_t j) const { return bias(i, j) == -std::numeric_limits<double>::infinity(); }
 };
 
 template <class A, class T>
@@ -53,7 +57,10 @@ NaiveHead<A> naive_head(const Inputs& in, int64_t b, int64_t h) {
           n_k,
           p,
           in.slope(h),
-          in.sink(h)};
+          in.sink(h),
+          &in,
+          b,
+          h};
 }
 
 // S for one head, materialised in storage: (n_q, n_k); invisible entries are -inf. As an eager
@@ -76,6 +83,11 @@ RowMat<T> naive_scores(const NaiveHead<A>& hd, RowMat<T>* raw = nullptr) {
       if (raw) (*raw)(i, j) = x;
       if (p.softcap > 0) x = cvt<T>(softcapped(cvt<L>(x), L(p.softcap), Tanh{}));
       if (p.alibi) x = cvt<T>(cvt<L>(x) - L(hd.slope) * L(alibi_distance(p.mask, i, j, hd.n_q, hd.n_k)));
+      if (per_key_mask(p)) {  // a hidden key stays -inf; an additive value joins last, stored again
+        const double bias = hd.bias(i, j);
+        if (bias == -std::numeric_limits<double>::infinity()) continue;
+        if (p.mask_kind == MaskKind::Additive) x = cvt<T>(cvt<L>(x) + L(bias));
+      }
       s(i, j) = x;
     }
   }
@@ -111,7 +123,9 @@ void naive_forward(const Inputs& in, Outputs& out) {
         // The sink's weight joins the rowsum (stored in storage like P); it has no value. At -inf: 0.
         if (sink != rules::neg_inf<L>()) l = l + cvt<A>(cvt<T>(exp_fn(sink - shift)));
         Eigen::Matrix<A, 1, Eigen::Dynamic> o_i = Eigen::Matrix<A, 1, Eigen::Dynamic>::Zero(dv);  // (d_v)
-        if (n_vis > 0) o_i = p_i * hd.v.middleRows(vis.begin, n_vis);
+        if (n_vis > 0 && !per_key_mask(p)) o_i = p_i * hd.v.middleRows(vis.begin, n_vis);
+        for (int64_t j = 0; j < n_vis && per_key_mask(p); ++j)  // hidden keys' v is not read
+          if (!hd.hidden(i, vis.begin + j)) o_i += p_i(j) * hd.v.row(vis.begin + j);
         const L inv = rules::inv_l(cvt<L>(l));  // l = 0 (no visible key): o = 0, not 0/0
         for (int64_t c = 0; c < dv; ++c) o_row[size_t(c)] = cvt<T>(cvt<L>(o_i(c)) * inv);
         write_row<T>(out.o, q_row(p, seqs, b, h, i), dv, o_row.data());
@@ -163,10 +177,13 @@ void naive_backward(const Inputs& in, Outputs& out) {
                 ds_t = cvt<T>(cvt<L>(ds_t) * (L(1) - t * t));
               }
               ds_i(j) = cvt<A>(ds_t);
+              if (per_key_mask(p) && hd.hidden(i, vis.begin + j)) p_i(j) = ds_i(j) = A(0.0f);  // no term
             }
             dv_acc.middleRows(vis.begin, n_vis).noalias() += p_i.transpose() * d_o_h.row(i);
             dk_acc.middleRows(vis.begin, n_vis).noalias() += ds_i.transpose() * hd.q.row(i);
-            dq_i = ds_i * hd.k.middleRows(vis.begin, n_vis);
+            if (!per_key_mask(p)) dq_i = ds_i * hd.k.middleRows(vis.begin, n_vis);
+            for (int64_t j = 0; j < n_vis && per_key_mask(p); ++j)  // hidden keys' k is not read
+              if (!hd.hidden(i, vis.begin + j)) dq_i += ds_i(j) * hd.k.row(vis.begin + j);
           }
           for (int64_t c = 0; c < d; ++c) row[size_t(c)] = cvt<T>(cvt<L>(dq_i(c)) * L(p.scale));
           write_row<T>(out.d_q, q_row(p, seqs, b, h, i), d, row.data());

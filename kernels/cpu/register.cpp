@@ -102,8 +102,13 @@ void register_cpu_kernels(std::vector<Kernel>& out) {
   // Rows never interact (d_q summed over keys in order); a score is one dot in index order times the
   // scale; a weight is exp(s - m) with m the running max at its tile's end (FA2) or its tile's own
   // max (FA1); s - m is computed from s itself.
-  tiled.info.exact = {
-      .rows = true, .d_q_rows = true, .shared_scores = true, .tile_weights = true, .exact_scores = true};
+  // A key a mask hides is skipped, a tile of hidden keys rescales by exp(0) = 1 (FA2): mask_walk.
+  tiled.info.exact = {.rows = true,
+                      .d_q_rows = true,
+                      .shared_scores = true,
+                      .tile_weights = true,
+                      .exact_scores = true,
+                      .mask_walk = true};
   tiled.supports = cpu_supports;
   tiled.forward = [](const Inputs& in, const Config& c, Outputs& out) { cpu::tiled_forward(in, c, out); };
   tiled.backward = [](const Inputs& in, const Config& c, Outputs& out) { cpu::tiled_backward(in, c, out); };

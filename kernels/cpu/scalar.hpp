@@ -103,6 +103,7 @@ void with_types(DType storage, DType accum, F&& f) {
     case DType::F32: return with_acc.template operator()<float>();
     case DType::F64: return with_acc.template operator()<double>();
     case DType::I32: break;
+    case DType::BOOL: break;
   }
   throw std::invalid_argument("cpu kernels: storage must be F16, BF16, F32 or F64");
 }

@@ -56,6 +56,12 @@ struct Head {
   Problem p;     // mask, window, scale, softcap (the sequence lengths are n_q, n_k above)
   double slope;  // ALiBi slope of this head; 0 without ALiBi
   double sink = -std::numeric_limits<double>::infinity();  // sink logit of this head; -inf: none
+  const Inputs* in = nullptr;  // mask tensors and block masks (contract v3): read through bias()
+  int64_t b = 0, hq = 0;       // the head's batch element and query head
+  // The mask tensor's and block mask's bias of key j in row i: 0 (none), -inf (hidden) or the
+  // additive value (Inputs::key_bias).
+  double bias(int64_t i, int64_t j) const { return in && per_key_mask(p) ? in->key_bias(b, hq, i, j) : 0.0; }
+  bool hidden(int64_t i, int64_t j) const { return bias(i, j) == -std::numeric_limits<double>::infinity(); }
 };
 
 // One head's q, k, v converted once to the accumulation type A, so that inner loops convert
@@ -70,7 +76,9 @@ struct WideHead {
   Problem p;
   double slope;
   double sink = -std::numeric_limits<double>::infinity();
-  Head<A> view() const { return {q.data(), k.data(), v.data(), n_q, n_k, d, d_v, p, slope, sink}; }
+  const Inputs* in = nullptr;
+  int64_t b = 0, hq = 0;
+  Head<A> view() const { return {q.data(), k.data(), v.data(), n_q, n_k, d, d_v, p, slope, sink, in, b, hq}; }
 };
 
 // Rows i in [0, n) of a query-side tensor (row(i) = q_row(...)) or key-side one, widened to A.
@@ -99,7 +107,10 @@ WideHead<A> widen_head(const Inputs& in, int64_t b, int64_t h) {
           dv,
           p,
           in.slope(h),
-          in.sink(h)};
+          in.sink(h),
+          &in,
+          b,
+          h};
 }
 
 // s_ij = scale · q_i·k_j: the dot product accumulated in A, in index order; the scale is applied
@@ -125,6 +136,9 @@ Soft<A> biased(const Head<X>& h, int64_t i, int64_t j, Soft<A> s, Soft<A>* tanh_
     s = L(h.p.softcap) * t;  // softcapped(s, c, tanh) of attention.h, with tanh kept
   }
   if (h.p.alibi) s -= L(h.slope) * L(alibi_distance(h.p.mask, i, j, h.n_q, h.n_k));
+  // An additive mask tensor's value, after softcap and ALiBi: one rounding. (Hidden keys never get
+  // here: the walks skip them.)
+  if (h.p.mask_kind == MaskKind::Additive) s += L(h.bias(i, j));
   return s;
 }
 

@@ -60,6 +60,7 @@ void tiled_backward_group(const Inputs& in, const Tiling& t, const Outputs& fwd,
   const int64_t group = p.heads_q / p.heads_kv;  // query heads per kv head
   const L scale = L(p.scale);
   const GroupRows<A> gr = gather_group<T, A>(in, fwd, b, hk);
+  const bool masked = per_key_mask(p);
   const std::vector<L>& D = gr.D;                                                  // (group, n_q)
   std::vector<A> dq_acc(size_t(group * n_q * d), A(0.0f));                         // (group, n_q, d)
   std::vector<L> dk_row(static_cast<size_t>(d)), dv_row(static_cast<size_t>(dv));  // (d), (d_v) one finished key row
@@ -80,6 +81,7 @@ void tiled_backward_group(const Inputs& in, const Tiling& t, const Outputs& fwd,
           const A* q_i = head.q + i * d;                         // (d)
           const A* d_o_i = gr.d_o_h[size_t(g)].data() + i * dv;  // (d_v)
           for (int64_t j = jb; j < jv; ++j) {
+            if (masked && head.hidden(i, j)) continue;  // P = 0, dS = 0: no term, k and v not read
             L tanh_ij = 0;
             const L s_ij = biased<A>(head, i, j, scaled_score<A>(head, i, j), &tanh_ij);
             // P resurrected from lse; 0 (not exp(-inf - -inf)) for a row that saw no key.

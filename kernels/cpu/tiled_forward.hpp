@@ -29,6 +29,8 @@ void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
     std::vector<L> l(size_t(rows), L(0));                           // (kBlockM) running sum of exp(s - m)
     std::vector<A> acc(size_t(rows * d), A(0.0f));                  // (kBlockM, d) unnormalised o
     std::vector<L> s(size_t(std::min<int64_t>(t.block_n, h.n_k)));  // (kBlockN) one score row
+    std::vector<char> live(s.size(), 1);                            // (kBlockN) keys no mask hides
+    const bool masked = per_key_mask(h.p);
     const KeyRange blk = block_keys(h, i0, i1);                     // the key tiles this row block visits
     // One run of key tiles [k0, k1) into the state <ms, ls, accs>.
     auto walk = [&](int64_t k0, int64_t k1, std::vector<L>& ms, std::vector<L>& ls, std::vector<A>& accs) {
@@ -41,6 +43,12 @@ void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
           const int64_t jb = std::max(j0, vis.begin), jv = std::min(j1, vis.end);  // visible keys: [jb, jv)
           L m_new = ms[size_t(r)];
           for (int64_t j = jb; j < jv; ++j) {
+            // A key a mask tensor or block mask hides: no score, no weight, its k and v not read.
+            if (masked && h.hidden(i0 + r, j)) {
+              s[size_t(j - j0)] = rules::neg_inf<L>(), live[size_t(j - j0)] = 0;
+              continue;
+            }
+            live[size_t(j - j0)] = 1;
             s[size_t(j - j0)] = score<A>(h, i0 + r, j);
             m_new = rules::running_max(m_new, s[size_t(j - j0)]);
           }
@@ -51,6 +59,7 @@ void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
           ls[size_t(r)] *= alpha;
           for (int64_t c = 0; c < d; ++c) acc_r[c] = cvt<A>(cvt<L>(acc_r[c]) * alpha);
           for (int64_t j = jb; j < jv; ++j) {
+            if (!live[size_t(j - j0)]) continue;
             const L p = exp_fn(s[size_t(j - j0)] - shift);
             ls[size_t(r)] += p;  // the row sum takes P before rounding, as FA2 sums its fp32 scores
             // P is rounded to storage before P·V because GPU kernels convert the P fragment to the
@@ -105,6 +114,8 @@ void fa1_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
   std::vector<A> o_acc(size_t(h.n_q * d), A(0.0f));               // (n_q, d_v) normalised O between steps
   std::vector<L> s(size_t(std::min<int64_t>(t.block_n, h.n_k)));  // (kBlockN) one score row
   std::vector<A> pv(static_cast<size_t>(d));                      // (d_v) P̃·V of one row of one tile
+  std::vector<char> live(s.size(), 1);                            // (kBlockN) keys no mask hides
+  const bool masked = per_key_mask(h.p);
   for (int64_t j0 = 0; j0 < h.n_k; j0 += t.block_n) {
     const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
     for (int64_t i0 = 0; i0 < h.n_q; i0 += t.block_m) {
@@ -115,6 +126,11 @@ void fa1_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
         const int64_t jb = std::max(j0, vis.begin), jv = std::min(j1, vis.end);  // visible keys: [jb, jv)
         L m_tile = rules::neg_inf<L>();                                          // m̃: the tile's own row max
         for (int64_t j = jb; j < jv; ++j) {
+          if (masked && h.hidden(i, j)) {  // hidden by a mask tensor or block mask: not read
+            s[size_t(j - j0)] = rules::neg_inf<L>(), live[size_t(j - j0)] = 0;
+            continue;
+          }
+          live[size_t(j - j0)] = 1;
           s[size_t(j - j0)] = score<A>(h, i, j);
           m_tile = rules::running_max(m_tile, s[size_t(j - j0)]);
         }
@@ -122,6 +138,7 @@ void fa1_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
         L l_tile = L(0);
         std::fill(pv.begin(), pv.end(), A(0.0f));
         for (int64_t j = jb; j < jv; ++j) {
+          if (!live[size_t(j - j0)]) continue;
           const L p = exp_fn(s[size_t(j - j0)] - shift);  // P̃ relative to the tile max
           l_tile += p;
           // P̃ rounded to storage before P̃·V, as the GPU kernel's MMA operand is (see FA2 above).

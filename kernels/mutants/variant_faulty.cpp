@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -55,6 +56,32 @@ cpu::Soft<A> faulty_score(F f, const cpu::Head<X>& h, int64_t i, int64_t j) {
   return s;
 }
 
+// Inputs::key_bias with the mask faults (the same reading when f is none of them).
+double faulty_bias(F f, const Inputs& in, int64_t b, int64_t h, int64_t i, int64_t j) {
+  const Problem& p = in.p;
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  if (has_block_mask(p)) {
+    const HostTensor& bm = in.block_mask;
+    int64_t x = broadcast_index(bm, b, h, i / p.block_q, j / p.block_k);
+    if (f == F::BlockMaskTransposed) {  // the (row block, column block) swapped, wrapped into the tensor
+      const int64_t bb = bm.shape[0] == 1 ? 0 : b, hh = bm.shape[1] == 1 ? 0 : h;
+      x = (((bb * bm.shape[1] + hh) * bm.shape[3] + j / p.block_k) * bm.shape[2] + i / p.block_q) % bm.numel();
+    }
+    if (bm.get(x) == 0) return kNegInf;
+  }
+  if (!has_mask_tensor(p)) return 0.0;
+  const HostTensor& m = in.mask;
+  int64_t x = broadcast_index(m, b, h, i, j);
+  if (f == F::MaskHeadStride) x = broadcast_index(m, b, 0, i, j);  // head 0's slice for every head
+  if (p.mask_kind == MaskKind::Bool) return (m.get(x) != 0) == (f != F::MaskBoolInverted) ? 0.0 : kNegInf;
+  if (f == F::MaskF32AsF16 && m.dtype == DType::F32) {  // element x as the half at bytes [2x, 2x + 2)
+    Eigen::half v;
+    std::memcpy(&v, m.bytes.data() + 2 * x, 2);
+    return double(static_cast<float>(v));
+  }
+  return m.get(x);
+}
+
 // Does the fault's second code path (a wide exp) run on these inputs?
 bool wide_exp(F f, const Inputs& in) {
   const Problem& p = in.p;
@@ -76,6 +103,10 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
   const Exp exp_fn;
   const int64_t d = h.d_v;
   auto keys = [&](int64_t i) { return faulty_keys(f, h.p, i, h.n_q, h.n_k, max_q, max_k); };
+  const bool masked = per_key_mask(h.p);
+  auto bias = [&](int64_t i, int64_t j) { return faulty_bias(f, *h.in, h.b, h.hq, i, j); };
+  cpu::Head<A> unmasked = h;  // scores without the mask (faulty_bias adds the additive value below)
+  unmasked.in = nullptr;
   for (int64_t i0 = 0; i0 < h.n_q; i0 += t.block_m) {
     const int64_t i1 = std::min<int64_t>(i0 + t.block_m, h.n_q), rows = i1 - i0;
     std::vector<L> m(size_t(rows), rules::neg_inf<L>());            // (kBlockM)
@@ -84,6 +115,7 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
       m[size_t(r)] = L(m_work[i0 + r]), l[size_t(r)] = L(l_work[i0 + r]);
     std::vector<A> acc(size_t(rows * d), A(0.0f));                  // (kBlockM, d_v)
     std::vector<L> s(size_t(std::min<int64_t>(t.block_n, h.n_k)));  // (kBlockN)
+    std::vector<char> live(s.size(), 1);                            // (kBlockN) keys no mask hides
     const KeyRange blk = {keys(i0).begin, keys(i1 - 1).end};
     for (int64_t j0 = blk.begin / t.block_n * t.block_n; j0 < blk.end && blk.begin < blk.end; j0 += t.block_n) {
       const int64_t j1 = std::min<int64_t>(j0 + t.block_n, h.n_k);
@@ -92,7 +124,11 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
         const int64_t jb = std::max(j0, vis.begin), jv = std::min(j1, vis.end);
         L m_new = m[size_t(r)];
         for (int64_t j = jb; j < jv; ++j) {
-          s[size_t(j - j0)] = faulty_score<A>(f, h, i0 + r, j);
+          const double kb = masked ? bias(i0 + r, j) : 0.0;
+          live[size_t(j - j0)] = kb != -std::numeric_limits<double>::infinity();
+          if (!live[size_t(j - j0)]) continue;  // hidden by a mask: not read
+          s[size_t(j - j0)] = faulty_score<A>(f, unmasked, i0 + r, j);
+          if (h.p.mask_kind == MaskKind::Additive) s[size_t(j - j0)] += L(kb);
           m_new = rules::running_max(m_new, s[size_t(j - j0)]);
         }
         // MaxOverTile: the window is applied after the max, so the tile's keys that only the window
@@ -106,6 +142,7 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
         l[size_t(r)] *= alpha;
         for (int64_t c = 0; c < d; ++c) acc_r[c] = cvt<A>(cvt<L>(acc_r[c]) * alpha);
         for (int64_t j = jb; j < jv; ++j) {
+          if (!live[size_t(j - j0)]) continue;
           const L p = exp_fn(s[size_t(j - j0)] - shift);
           l[size_t(r)] += p;
           const A p_op = cpu::gemm_operand<T, A>(p, t.round_p);
@@ -128,8 +165,12 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
       const L m_lse = f == F::SinkNotInLse ? m_keys : m[size_t(r)],
               l_lse = f == F::SinkNotInLse ? l_keys : l[size_t(r)];
       // ZeroKeysNaN: a sequence without keys divides 0 by l = 0.
-      const L inv = f == F::ZeroKeysNaN && h.n_k == 0 ? L(1) / l_o : rules::inv_l(l_o);
-      const bool divides = f == F::SinkDivides && h.p.sinks && l_o != L(0);
+      // MaskedRowNaN: a row a mask empties (its range not empty) divides too.
+      const bool masked_empty = f == F::MaskedRowNaN && masked && keys(i0 + r).end > keys(i0 + r).begin;
+      const L inv = (f == F::ZeroKeysNaN && h.n_k == 0) || masked_empty ? L(1) / l_o : rules::inv_l(l_o);
+      const bool divides = ((f == F::SinkDivides && h.p.sinks) || (f == F::MaskDivides && masked) ||
+                            (f == F::BlockMaskDivides && has_block_mask(h.p))) &&
+                           l_o != L(0);
       for (int64_t c = 0; c < d; ++c) {
         const L x = cvt<L>(acc[size_t(r * d + c)]);
         o[(i0 + r) * d + c] = cvt<T>(divides ? x / l_o : x * inv);
@@ -397,7 +438,7 @@ Kernel make_variant_faulty_kernel(F f, const std::string& name, const std::strin
     i.configs.push_back(c);
   }
   i.variants = all_variants();
-  i.exact = {.rows = true, .shared_scores = true, .tile_weights = true, .exact_scores = true};
+  i.exact = {.rows = true, .shared_scores = true, .tile_weights = true, .exact_scores = true, .mask_walk = true};
   // cpu_tiled's FA2 arithmetic (the fault is what the suite must find), in the order it forces.
   i.arithmetic = [](const Problem& p, const Config& c) {
     Config fa2 = c;
@@ -484,6 +525,20 @@ void register_variant_mutants(std::vector<Kernel>& out) {
       {F::PageTable16, "mutant_page_table_16",
        "paged K/V: the page table staged 16 entries at a time and never reloaded, so page 16 reads page 0's entry "
        "(wrong past 16 pages: past 4096 keys with pages of 256)"},
+      {F::MaskF32AsF16, "mutant_mask_f32_as_f16",
+       "an F32 additive mask tensor read as F16 elements (the shipped bug: 97 % NaN)"},
+      {F::MaskHeadStride, "mutant_mask_head_stride",
+       "a per-head mask tensor (H_m = heads_q) read with head stride 0, as if broadcast: every head reads head 0's"},
+      {F::MaskBoolInverted, "mutant_mask_bool_inverted", "a boolean mask tensor read as true = masked out"},
+      {F::BlockMaskTransposed, "mutant_block_mask_transposed",
+       "the block mask read at (key block, query block): the block index transposed"},
+      {F::MaskedRowNaN, "mutant_mask_hidden_row_nan", "a row whose every key a mask hides gives o = 0/0 = NaN"},
+      {F::MaskDivides, "mutant_mask_divides",
+       "the masked path (a mask tensor or a block mask) divides o by l (the dense path multiplies by 1/l): right "
+       "values, a mask equal to causal is not causal's bits"},
+      {F::BlockMaskDivides, "mutant_block_mask_divides",
+       "the block-mask path divides o by l (the dense path multiplies by 1/l): right values, not the dense mask "
+       "tensor's bits"},
   };
   for (const Row& r : rows) out.push_back(make_variant_faulty_kernel(r.fault, r.name, r.description));
 }

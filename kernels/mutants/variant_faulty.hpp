@@ -64,6 +64,17 @@ enum class VariantFault {
                    // reads another page (modulo the pool)
   PageTable16,     // the page table staged 16 entries at a time and never reloaded: column c reads entry
                    // c % 16 (wrong past 16 pages: past 4096 keys with pages of 256)
+  // Mask tensors and block masks (contract v3).
+  MaskF32AsF16,        // an F32 additive mask read as F16 elements (the first half of its bytes, two
+                       // halves per float): the shipped bug that gave 97 % NaN
+  MaskHeadStride,      // the mask's head axis read with stride 0, as if broadcast (H_m = 1), when the
+                       // mask is per head (H_m = heads_q): every head reads head 0's slice
+  MaskBoolInverted,    // a boolean mask read with the opposite convention (true = masked out)
+  BlockMaskTransposed, // the block mask read at (key block, query block): the block index transposed
+  MaskedRowNaN,        // a row whose every key a mask hides divides 0 by l = 0: o = NaN
+  MaskDivides,         // the masked path (a mask tensor or a block mask, one path for both) divides o by l
+                       // (the dense path multiplies by 1 / l): a mask equal to causal is not causal's bits
+  BlockMaskDivides,    // the block-mask path divides o by l: not the dense mask tensor's bits
 };
 
 // The registry row of the kernel with fault f (mutant = f != None): declares every variant.

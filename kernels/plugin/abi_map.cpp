@@ -182,8 +182,8 @@ Layout layout_for(const Problem& p, LayoutPolicy policy) {
 
 const char* slot_name(int32_t id) {
   static const char* const names[kSlots] = {
-      "q",   "k",   "v",   "o",   "lse",   "cu_seqlens_q",        "cu_seqlens_k",       "page_table", "alibi_slopes",
-      "d_o", "d_q", "d_k", "d_v", "sinks", "cu_seqlens_q_padded", "cu_seqlens_k_padded"};
+      "q",   "k",   "v",   "o",   "lse",  "cu_seqlens_q", "cu_seqlens_k", "page_table", "alibi_slopes",
+      "d_o", "d_q", "d_k", "d_v", "sinks", "mask", "block_mask", "cu_seqlens_q_padded", "cu_seqlens_k_padded"};
   return id >= 0 && id < kSlots ? names[id] : "?";
 }
 
@@ -194,6 +194,7 @@ DLDataType dl_dtype(DType t) {
     case DType::F32: return {kDLFloat, 32, 1};
     case DType::F64: return {kDLFloat, 64, 1};
     case DType::I32: return {kDLInt, 32, 1};
+    case DType::BOOL: return {FC_DL_BOOL, 8, 1};
   }
   return {kDLFloat, 32, 1};
 }
@@ -208,6 +209,8 @@ fc_problem to_abi(const Problem& p) {
   a.window_left = p.window_left, a.window_right = p.window_right;
   a.scale = p.scale;
   a.softcap = p.softcap;
+  a.mask_kind = int32_t(p.mask_kind);  // version 5 (the tensors join in problem_args)
+  a.block_q = p.block_q, a.block_k = p.block_k;
   return a;
 }
 
@@ -230,6 +233,14 @@ CallPlan plan_call(const Problem& p, Layout layout, bool backward) {
   if (is_paged(p)) plan.slot[kPageTable] = tensor_slot(i32, {p.batch, p.pages_per_seq}, Layout::Compact);
   if (p.alibi) plan.slot[kAlibi] = tensor_slot(dl_dtype(DType::F32), {p.heads_q}, Layout::Compact);  // (heads_q)
   if (p.sinks) plan.slot[kSinks] = tensor_slot(dl_dtype(DType::F32), {p.heads_q}, Layout::Compact);  // (heads_q)
+  if (has_mask_tensor(p))  // (B_m, H_m, n_q, n_k)
+    plan.slot[kMask] = tensor_slot(dl_dtype(p.mask_kind == MaskKind::Bool ? DType::BOOL : p.mask_dtype),
+                                   {p.mask_b, p.mask_h, p.n_q, p.n_k}, Layout::Compact);
+  if (has_block_mask(p))  // (B_m, H_m, ceil(n_q / block_q), ceil(n_k / block_k))
+    plan.slot[kBlockMask] = tensor_slot(dl_dtype(DType::BOOL),
+                                        {p.block_b, p.block_h, (int64_t(p.n_q) + p.block_q - 1) / p.block_q,
+                                         (int64_t(p.n_k) + p.block_k - 1) / p.block_k},
+                                        Layout::Compact);
   if (p.padded) {
     plan.slot[kCuSeqlensQPadded] = tensor_slot(i32, {int64_t(p.batch) + 1}, Layout::Compact);  // (batch + 1)
     plan.slot[kCuSeqlensKPadded] = tensor_slot(i32, {int64_t(p.batch) + 1}, Layout::Compact);  // (batch + 1)
@@ -262,6 +273,8 @@ void pack(const CallPlan& plan, const HostArgs& in, unsigned char* arena) {
                                                           {kPageTable, in.page_table},
                                                           {kAlibi, in.alibi},
                                                           {kSinks, in.sinks},
+                                                          {kMask, in.mask},
+                                                          {kBlockMask, in.block_mask},
                                                           {kCuSeqlensQPadded, in.cu_q_padded},
                                                           {kCuSeqlensKPadded, in.cu_k_padded}};
   for (const auto& entry : inputs) {
@@ -388,6 +401,7 @@ DLTensor slot_view(const CallPlan& plan, unsigned char* base, DLDevice dev, int3
 fc_problem problem_args(const CallPlan& plan, unsigned char* base, DLDevice dev) {
   fc_problem p = plan.problem;
   p.sinks = slot_view(plan, base, dev, kSinks);
+  p.mask_tensor = slot_view(plan, base, dev, kMask), p.block_mask = slot_view(plan, base, dev, kBlockMask);
   p.cu_seqlens_q_padded = slot_view(plan, base, dev, kCuSeqlensQPadded);
   p.cu_seqlens_k_padded = slot_view(plan, base, dev, kCuSeqlensKPadded);
   return p;

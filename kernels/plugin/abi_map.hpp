@@ -57,7 +57,9 @@ enum SlotId : int32_t {
   kDq,
   kDk,
   kDv,
-  kSinks,             // version 4: fc_problem.sinks
+  kSinks,      // version 4: fc_problem.sinks
+  kMask,       // version 5: fc_problem.mask_tensor
+  kBlockMask,  // version 5: fc_problem.block_mask
   kCuSeqlensQPadded,  // version 5: fc_problem.cu_seqlens_q_padded
   kCuSeqlensKPadded,  // version 5: fc_problem.cu_seqlens_k_padded
   kSlots
@@ -85,6 +87,7 @@ struct HostArgs {
   const HostTensor *o = nullptr, *lse = nullptr, *d_o = nullptr;  // backward: the forward's o and lse
   const HostTensor *cu_q = nullptr, *cu_k = nullptr, *page_table = nullptr, *alibi = nullptr;  // the variants'
   const HostTensor* sinks = nullptr;                                                           // contract v3
+  const HostTensor *mask = nullptr, *block_mask = nullptr;                                     // contract v3
   const HostTensor *cu_q_padded = nullptr, *cu_k_padded = nullptr;  // contract v3: padded varlen
 };
 struct HostOuts {
@@ -100,8 +103,8 @@ std::string unpack(const CallPlan& plan, const unsigned char* arena, const unsig
 // The ABI's argument structs over an arena at `base` (nullptr: data NULL, as supports() sees them).
 // Shapes and strides point into `plan`, which must outlive the structs.
 void make_args(const CallPlan& plan, unsigned char* base, DLDevice dev, fc_forward_args* fwd, fc_backward_args* bwd);
-// plan.problem with its version-4 and version-5 tensors (sinks, the padded offsets) viewed over the same
-// arena.
+// plan.problem with its version-4 and version-5 tensors (sinks; mask, block_mask; the padded offsets)
+// viewed over the same arena.
 fc_problem problem_args(const CallPlan& plan, unsigned char* base, DLDevice dev);
 
 }  // namespace fc::plugin

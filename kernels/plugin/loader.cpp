@@ -133,6 +133,17 @@ Declared read_declarations(const fc_kernel* k, const std::string& where) {
   d.num_dtypes = x.num_dtypes;
   d.sinks = x.sinks != 0;
   if (k->abi_version < 5) return d;  // a version-4 kernel's declarations end at sinks
+  if (x.mask_tensors < 0 || x.mask_tensors > 3)
+    throw LoadError(fmt::format("{}: declarations.mask_tensors = {} (bit 1 boolean, bit 2 additive)", where,
+                                x.mask_tensors));
+  constexpr int32_t kMaskDtypes = (1 << FC_DTYPE_F32) | (1 << FC_DTYPE_F16) | (1 << FC_DTYPE_BF16);
+  if ((x.mask_dtypes & ~kMaskDtypes) != 0 || ((x.mask_tensors & 2) != 0) != (x.mask_dtypes != 0))
+    throw LoadError(fmt::format("{}: declarations.mask_dtypes = {:#x}: bits 1 << FC_DTYPE_F32, F16, BF16, nonzero "
+                                "exactly when additive mask tensors are declared",
+                                where, x.mask_dtypes));
+  if (x.block_masks != 0 && x.block_masks != 1)
+    throw LoadError(fmt::format("{}: declarations.block_masks = {} (0 or 1)", where, x.block_masks));
+  d.mask_tensors = x.mask_tensors, d.mask_dtypes = x.mask_dtypes, d.block_masks = x.block_masks;
   d.padded_varlen = x.padded_varlen != 0;
   return d;
 }

@@ -34,6 +34,7 @@ struct Declared {
   fc_dtypes dtypes[kMaxDeclaredDtypes]{};
   int32_t sinks = 0;  // version 4: attention sinks declared
   int32_t padded_varlen = 0;  // version 5: padded varlen declared
+  int32_t mask_tensors = 0, mask_dtypes = 0, block_masks = 0;  // version 5
 };
 
 // What the suite needs to know about a kernel besides its entry points.

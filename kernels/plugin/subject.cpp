@@ -27,6 +27,8 @@ HostArgs variant_args(const Inputs& in) {
   if (in.p.alibi) a.alibi = &in.alibi_slopes;
   if (in.p.sinks) a.sinks = &in.sinks;
   if (in.p.padded) a.cu_q_padded = &in.cu_seqlens_q_padded, a.cu_k_padded = &in.cu_seqlens_k_padded;
+  if (has_mask_tensor(in.p)) a.mask = &in.mask;
+  if (has_block_mask(in.p)) a.block_mask = &in.block_mask;
   return a;
 }
 
@@ -55,6 +57,7 @@ int32_t bits_of(DType t) {
     case DType::F32: return 24;
     case DType::F64: return 53;
     case DType::I32: break;
+    case DType::BOOL: break;
   }
   return 0;
 }
@@ -372,6 +375,23 @@ void Subject::probe_variants(const Problem& plain) {
   p = plain, p.varlen = true, p.padded = true, p.batch = 2;
   p.total_q = p.n_q + p.n_q / 2 + 3, p.total_k = p.n_k + p.n_k / 2 + 2;
   v.padded = declared_.padded_varlen != 0 && v.varlen && any_mask(p);
+  // Mask tensors and block masks reach a kernel of ABI version 5 that declares them; additive masks in
+  // the dtypes it declares (probed in the first of them).
+  p = plain, p.mask_kind = MaskKind::Bool;
+  v.mask_bool = (declared_.mask_tensors & 1) != 0 && any_mask(p);
+  std::vector<DType>& mask_dtypes = kernel_.info.mask_dtypes;
+  mask_dtypes.clear();
+  const std::pair<DType, int32_t> codes[] = {
+      {DType::F32, FC_DTYPE_F32}, {DType::F16, FC_DTYPE_F16}, {DType::BF16, FC_DTYPE_BF16}};
+  for (auto [t, code] : codes)
+    if (declared_.mask_dtypes & (1 << code)) mask_dtypes.push_back(t);
+  v.mask_additive = false;
+  if ((declared_.mask_tensors & 2) != 0 && !mask_dtypes.empty()) {
+    p = plain, p.mask_kind = MaskKind::Additive, p.mask_dtype = mask_dtypes[0];
+    v.mask_additive = any_mask(p);
+  }
+  p = plain, p.block_q = p.block_k = 16;
+  v.block_mask = declared_.block_masks != 0 && any_mask(p);
 }
 
 bool Subject::supports(const Problem& p) {

@@ -74,6 +74,16 @@ Inputs one_variant(int which, const Inputs& dense, props::Rng& rng, std::string*
       if (in.p.mask == Mask::None) in.p.mask = Mask::CausalBottomRight;
       break;
     }
+    case 14: in = props::with_mask_tensor(in, true, {}, rng, how); break;  // boolean
+    case 15: in = props::with_mask_tensor(in, false, {DType::F32, DType::F16, DType::BF16}, rng, how); break;
+    case 16: in = props::with_block_mask(in, rng, how); break;
+    case 17: {  // an additive mask and a block mask together, with sinks
+      std::string block, sinks;
+      in = props::with_block_mask(
+          props::with_mask_tensor(props::with_sinks(in, rng, &sinks), false, {DType::F32}, rng, how), rng, &block);
+      *how += "; " + block + "; " + sinks;
+      break;
+    }
     default: in = props::with_variants(all_variants(), in, 8, rng, how);
   }
   return in;
@@ -87,7 +97,7 @@ TEST_CASE("error bounds hold for correct kernels on every variant", "[cpu]") {
   fa1.order = LoopOrder::FA1;
   int runs = 0;
   for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64})
-    for (int which = 0; which < 17; ++which) {
+    for (int which = 0; which < 21; ++which) {
       const uint64_t seed = uint64_t(which) * 7 + uint64_t(t);
       const Mask mask = Mask(which % 3);
       const Inputs dense = make_inputs(t, 19, 29, 12, mask, seed, 3);
@@ -130,6 +140,19 @@ TEST_CASE("error bounds are sharp on the variants: a mutant and an error just ab
   sunk.sinks.set(0, 1.0), sunk.sinks.set(1, 2.5);
   CHECK(worst_ratio(*find_kernel("mutant_sink_not_in_denominator"), sunk, Config{8, 8}) > 3.0);
   CHECK(worst_ratio(*find_kernel("mutant_sink_not_in_lse"), sunk, Config{8, 8}) > 3.0);
+
+  // A boolean mask read inverted, and an F32 additive mask read as F16: far outside every bound.
+  props::Rng mrng(6);
+  std::string how_m;
+  Inputs mb = make_inputs(DType::F32, 12, 20, 8, Mask::None, 6);
+  mb.p.mask_kind = MaskKind::Bool, mb.mask = HostTensor(DType::BOOL, {1, 1, 12, 20});
+  for (int64_t x = 0; x < mb.mask.numel(); ++x) mb.mask.set(x, x % 3 != 0 ? 1.0 : 0.0);
+  CHECK(worst_ratio(*find_kernel("mutant_mask_bool_inverted"), mb, Config{8, 8}) > 3.0);
+  Inputs ma = mb;
+  ma.p.mask_kind = MaskKind::Additive, ma.p.mask_dtype = DType::F32, ma.mask = HostTensor(DType::F32, {1, 1, 12, 20});
+  for (int64_t x = 0; x < ma.mask.numel(); ++x) ma.mask.set(x, x % 3 != 0 ? 0.25 * double(x % 7) : -INFINITY);
+  REQUIRE(worst_ratio(*find_kernel("mutant_mask_f32_as_f16"), ma, Config{8, 8}) > 3.0);
+  CHECK(worst_ratio(*find_kernel("cpu_tiled"), ma, Config{8, 8}) <= 1.0);  // the same problem, read right
 
   // cpu_tiled's own output with one element of o moved just past its bound (on softcap + ALiBi +
   // window + varlen): the verdict flips there.

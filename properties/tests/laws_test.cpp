@@ -81,3 +81,5 @@ FC_LAW("merge_empty", "a row whose partials are all empty merges to o = 0, lse =
 FC_LAW("merge_associativity", "merging in groups and in any order agrees with merging at once within the merge bound")
 FC_LAW("merge_union", "merging the partials of disjoint key ranges gives attention over their union")
 FC_LAW("split_invariance", "the split count of split-KV never changes the answer beyond the bound")
+FC_LAW("mask_tensor_builtin", "a boolean mask tensor equal to a causal mask gives its bits (bitwise where mask_walk is declared, within the bound elsewhere)")
+FC_LAW("block_mask_dense", "a block mask equals the dense boolean mask of its blocks (bitwise where mask_walk is declared, within the bound elsewhere)")

@@ -13,9 +13,9 @@ namespace {
 
 // The registered mutants: kernels/mutants/mutants.cpp's table, one row per planted fault, and the
 // variants' (variant_faulty.cpp: the hostile harness's four, the sinks' three, padded varlen's two, the
-// output canaries' two and long paged K/V's two among them), and merge_mutants.cpp's five merge-state
-// mutants and one split-KV mutant.
-constexpr int kMutants = 24 + 9 + 8 + 4 + 3 + 6 + 6;
+// output canaries' two, long paged K/V's two and the masks' seven among them), and merge_mutants.cpp's
+// five merge-state mutants and one split-KV mutant.
+constexpr int kMutants = 24 + 9 + 8 + 4 + 3 + 6 + 6 + 7;
 
 // The first law that fails on k, or "" when every law holds.
 std::string first_failing_law(const fc::Kernel& k, const fc::props::RunOptions& opt) {
@@ -84,6 +84,8 @@ TEST_CASE("every law but reference kills a mutant that reference does not", "[cp
       {"merge_union", "mutant_merge_lse_transposed"},
       {"split_invariance", "mutant_split_drop_tail"},
       {"padded_varlen", "mutant_padded_wide_exp"},
+      {"mask_tensor_builtin", "mutant_mask_divides"},
+      {"block_mask_dense", "mutant_block_mask_divides"},
   };
   for (const fc::props::Law& law : fc::props::laws()) {
     // large_offsets and padded_scratch judge device kernels only; their witnesses are CUDA mutants

@@ -27,7 +27,7 @@ TEST_CASE("the variant mutants' kernel without its fault passes every variant la
   using fc::mutants::VariantFault;
   const fc::Kernel clean =
       fc::mutants::make_variant_faulty_kernel(VariantFault::None, "variant_faulty_none", "no fault");
-  REQUIRE(variant_laws().size() == 10);
+  REQUIRE(variant_laws().size() == 12);
   for (const Law* law : variant_laws()) {
     const LawResult r = run_law(*law, clean, {});
     INFO(law->id << ": " << r.message << r.counterexample);
@@ -42,7 +42,9 @@ TEST_CASE("each variant law kills a mutant no other variant law kills", "[cpu]")
       {"strides", "mutant_strides_ignored"},           {"window_mask", "mutant_window_right_exclusive"},
       {"window_invisible", "mutant_window_left_wide"}, {"softcap", "mutant_softcap_dropped"},
       {"alibi_zero", "mutant_alibi_forces_causal"},    {"zero_length", "mutant_zero_keys_nan"},
-      {"sink_neg_inf", "mutant_sink_divides"},         {"padded_varlen", "mutant_padded_wide_exp"},
+      {"sink_neg_inf", "mutant_sink_divides"},         {"mask_tensor_builtin", "mutant_mask_divides"},
+      {"block_mask_dense", "mutant_block_mask_divides"},
+      {"padded_varlen", "mutant_padded_wide_exp"},
   };
   for (const Law* law : variant_laws()) {
     REQUIRE(witness.count(law->id) == 1);

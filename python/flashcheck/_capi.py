@@ -38,8 +38,9 @@ DLManagedTensor._fields_ = [
     ("deleter", ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))),
 ]
 
-# <flashcheck/plugin.h>, ABI version 4 (the bridge declares no sinks, so it is never offered them)
-FC_ABI_VERSION = 4
+# <flashcheck/plugin.h>, ABI version 5 (the bridge declares no sinks, mask tensors or block masks, so it
+# is never offered them; the structs mirror the C layout to their ends all the same)
+FC_ABI_VERSION = 5
 MASKS = ("none", "causal_top_left", "causal_bottom_right")  # enum fc_mask
 
 
@@ -52,6 +53,9 @@ class FcProblem(ctypes.Structure):
         ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
         ("scale", ctypes.c_double), ("softcap", ctypes.c_double),
         ("probing", ctypes.c_int32), ("config", ctypes.c_int32),
+        ("sinks", DLTensor),  # version 4
+        ("mask_tensor", DLTensor), ("mask_kind", ctypes.c_int32),  # version 5
+        ("block_mask", DLTensor), ("block_q", ctypes.c_int32), ("block_k", ctypes.c_int32),
     ]
 
 
@@ -97,6 +101,8 @@ class FcDeclarations(ctypes.Structure):
         ("large_offsets", ctypes.c_int32),
         ("dtypes", ctypes.POINTER(FcDtypes)), ("num_dtypes", ctypes.c_int32),  # version 4
         ("sinks", ctypes.c_int32),  # version 4: 0
+        ("mask_tensors", ctypes.c_int32), ("mask_dtypes", ctypes.c_int32),  # version 5: 0
+        ("block_masks", ctypes.c_int32),  # version 5: 0
     ]
 
 

@@ -14,6 +14,8 @@ LAWS = (
     ("softcap", "with softcap c every score stays within (-c, c), and c -> infinity is no softcap"),
     ("alibi_zero", "ALiBi with zero slopes equals no ALiBi (bitwise)"),
     ("sink_neg_inf", "a sink at -inf is no sink (bitwise where exp(0) == 1 is declared and within the bound elsewhere)"),
+    ("mask_tensor_builtin", "a boolean mask tensor equal to a causal mask gives its bits (bitwise where mask_walk is declared, within the bound elsewhere)"),
+    ("block_mask_dense", "a block mask equals the dense boolean mask of its blocks (bitwise where mask_walk is declared, within the bound elsewhere)"),
     ("zero_length", "zero-length sequences produce nothing and disturb nothing"),
     ("block_size", "block size never changes the answer beyond the bound"),
     ("kv_permutation", "permuting keys and values together changes nothing"),

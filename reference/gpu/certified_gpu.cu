@@ -653,6 +653,7 @@ std::string not_covered(const Problem& p, bool grads) {
   if (p.alibi) return "ALiBi";
   if (p.sinks) return "attention sinks";
   if (p.padded) return "padded varlen";
+  if (per_key_mask(p)) return "mask tensors and block masks";
   if (is_paged(p)) return "paged K/V";  // (the forward reads through kv_row, but no test holds it on the GPU yet)
   (void)grads;
   const int dv = head_dim_v(p);

@@ -256,6 +256,20 @@ TEST_CASE("declarations: a version-3 plugin's declarations are read to large_off
   CHECK(c.laws["reference"].at("status") == "pass");
 }
 
+TEST_CASE("declarations: a version-4 plugin's declarations are read to sinks only", "[cpu]") {
+  // plugin_cpu_abi4 says version 4 and holds nonsense in the version-5 fields (mask_tensors = 3,
+  // mask_dtypes = -1, block_masks = 7) and implements no masks: it loads and passes, and is never
+  // offered a mask tensor or a block mask (a mask it ignored would fail reference).
+  const Checked c = check("plugin_cpu_abi4", {"--law", "reference", "--cases", "40", "--seed", "2"});
+  CAPTURE(c.ran.out, c.ran.err);
+  CHECK(c.ran.code == 0);
+  REQUIRE(c.laws.contains("reference"));
+  CHECK(c.laws["reference"].at("status") == "pass");
+  CHECK(c.ran.out.find("sinks") != std::string::npos);  // the variants line: version 4's sinks
+  CHECK(c.ran.out.find("mask_bool") == std::string::npos);
+  CHECK(c.ran.out.find("block_mask") == std::string::npos);
+}
+
 TEST_CASE("declarations: a version-2 plugin loads and runs unchanged", "[cpu]") {
   const Checked c = check("plugin_cpu_abi2", {"--law", "reference", "--cases", "20", "--seed", "2"});
   CAPTURE(c.ran.out, c.ran.err);

@@ -235,6 +235,25 @@ TEST_CASE("check --plugin: padded varlen offered to a version-5 plugin, caught w
   CHECK(old_padded.out.find("PASS  padded_varlen") == std::string::npos);  // not applicable: not declared
 }
 
+// Mask tensors and block masks reach a version-5 plugin that declares them: the example kernel takes
+// them (its whole check passes above), and the same kernel reading an F32 additive mask as F16
+// (FC_FAULT=MASK_F16, the shipped bug) fails reference on a problem with such a mask. (The example's
+// faults fire at n_k > 3 only: seed 1's variant problems give it no F32 mask that long.)
+TEST_CASE("check --plugin: an F32 additive mask read as F16 fails reference", "[cpu]") {
+  const Ran ok = run_cli({"check", "--plugin", plugin_path("plugin_cpu_none"), "--law", "block_mask_dense", "--cases",
+                          "20", "--seed", "3", "--regressions", no_regressions()});
+  CAPTURE(ok.out, ok.err);
+  CHECK(ok.code == 0);
+  CHECK(ok.out.find("mask_bool, mask_additive, block_mask") != std::string::npos);  // the variants line
+  for (const char* seed : {"2", "3", "4"}) {
+    const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_cpu_mask_f16"), "--law", "reference", "--seed",
+                           seed, "--regressions", no_regressions()});
+    CAPTURE(seed, r.out, r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.find("F32 mask tensor") != std::string::npos);  // the failing case has an F32 additive mask
+  }
+}
+
 // Shrinking a crash, an abort or a hang restarts the worker for every faulting candidate: past
 // --shrink-faults of them it stops, says so, and reports the smallest failing case so far, which its
 // replay line reproduces.
