@@ -9,7 +9,8 @@ import traceback
 from . import _capi, _tensors
 
 DTYPES = ("F16", "BF16", "F32", "F64")
-VARIANTS = ("d_v", "window", "softcap", "varlen", "paged", "alibi")
+VARIANTS = ("d_v", "window", "softcap", "varlen", "paged", "alibi", "mask_bool", "mask_additive", "block_mask")
+MASK_KINDS = ("none", "bool", "additive")  # fc_problem.mask_kind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +47,15 @@ class Problem:
     config: int = 0  # index into Kernel(configs=...) this call runs under (0 when none are declared)
     dtype_kv: str = None  # k's and v's dtype (dtype: q's), and o's: they differ only for a kernel that
     dtype_o: str = None   # declares per-tensor dtypes (Kernel(dtypes=[("F32", "F16", "F32")]))
+    # Contract v3 (docs/SEMANTICS.md, "Mask tensors"), dense problems only: mask_kind "bool" (mask_tensor
+    # BOOL, true = the key takes part) or "additive" (F32/F16/BF16, added to the score after softcap and
+    # ALiBi, -inf hides), (B_m, H_m, n_q, n_k) with B_m, H_m 1 or full; block_mask BOOL (B_m, H_m,
+    # ceil(n_q / block_q), ceil(n_k / block_k)). The tensors are None in supports().
+    mask_kind: str = "none"
+    mask_tensor: object = None
+    block_mask: object = None
+    block_q: int = 0
+    block_k: int = 0
 
     @property
     def is_causal(self):
@@ -72,6 +82,12 @@ def _variants_of(p, a):
         used.add("paged")
     if a.alibi_slopes.ndim:
         used.add("alibi")
+    if p.mask_kind == 1:  # version 5 (the bridge's fc_problem is the whole struct)
+        used.add("mask_bool")
+    if p.mask_kind == 2:
+        used.add("mask_additive")
+    if p.block_q > 0:
+        used.add("block_mask")
     return used
 
 
@@ -149,7 +165,7 @@ class Kernel:
         self.gqa, self.writes_lse, self.contiguous, self.user_supports = gqa, writes_lse, contiguous, supports
         self._declarations = _declarations(n_q, n_k, max_batch, max_heads, scale, arithmetic, exact,
                                            backward_reduction, configs, large_offsets, self.head_dims,
-                                           self._dtype_sets)
+                                           self._dtype_sets, self.variants)
         self.configs = [dict(c) for c in configs]
         self.interrupted = False
         self._error = ctypes.create_string_buffer(2048)
@@ -183,6 +199,10 @@ class Kernel:
             dl = getattr(a, field)
             if dl.data:
                 extra[field] = _tensors.import_tensor(dl, self.framework)
+        for field in ("mask_tensor", "block_mask"):
+            dl = getattr(p, field)
+            if dl.data:
+                extra[field] = _tensors.import_tensor(dl, self.framework)
         dense = ("q", "k", "v", "o")
         strides = {t: _tensors.strides_of(getattr(a, t)) for t in dense}
         shapes = {t: _tensors.shape_of(getattr(a, t)) for t in dense}
@@ -191,7 +211,9 @@ class Kernel:
                        p.window_right, p.scale, p.softcap, _tensors.dtype_name(a.q), strides=strides, shapes=shapes,
                        varlen="varlen" in used, page_size=shapes["k"][1] if "paged" in used else 0,
                        alibi="alibi" in used, probing=probing or bool(p.probing), config=p.config,
-                       dtype_kv=_tensors.dtype_name(a.k), dtype_o=_tensors.dtype_name(a.o), **extra)
+                       dtype_kv=_tensors.dtype_name(a.k), dtype_o=_tensors.dtype_name(a.o),
+                       mask_kind=MASK_KINDS[p.mask_kind] if 0 <= p.mask_kind < 3 else "none", block_q=p.block_q,
+                       block_k=p.block_k, **extra)
 
     def _supports(self, pp, pa):
         try:
@@ -287,7 +309,7 @@ _CONFIG_KEYS = ("block_m", "block_n", "splits", "deterministic")
 
 
 def _declarations(n_q, n_k, max_batch, max_heads, scale, arithmetic, exact, backward_reduction, configs,
-                  large_offsets, head_dims, dtype_sets=None):
+                  large_offsets, head_dims, dtype_sets=None, variants=()):
     """The fc_declarations struct, and the arrays it points into (kept alive with it)."""
     d = _capi.FcDeclarations()
     d.n_q, d.n_k = _lengths(n_q, "n_q"), _lengths(n_k, "n_k")
@@ -329,6 +351,11 @@ def _declarations(n_q, n_k, max_batch, max_heads, scale, arithmetic, exact, back
     sets = [_capi.FcDtypes(*(_capi.DTYPE_CODES[t] for t in x)) for x in (dtype_sets or ())]
     sets_arr = (_capi.FcDtypes * max(len(sets), 1))(*sets)
     d.dtypes, d.num_dtypes = ctypes.cast(sets_arr, ctypes.POINTER(_capi.FcDtypes)), len(sets)
+    variants = set(variants or ())
+    d.mask_tensors = (1 if "mask_bool" in variants else 0) | (2 if "mask_additive" in variants else 0)
+    if "mask_additive" in variants:  # additive masks in F32, F16 and BF16
+        d.mask_dtypes = sum(1 << _capi.DTYPE_CODES[t] for t in ("F32", "F16", "BF16"))
+    d.block_masks = int("block_mask" in variants)
     return d, dims_arr, cfg_arr, sets_arr
 
 

@@ -38,9 +38,10 @@ DLManagedTensor._fields_ = [
     ("deleter", ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))),
 ]
 
-# <flashcheck/plugin.h>, ABI version 5 (the bridge declares no sinks, mask tensors or block masks, so it
-# is never offered them; the structs mirror the C layout to their ends all the same)
+# <flashcheck/plugin.h>, ABI version 5 (the bridge declares no sinks, so it is never offered them; mask
+# tensors and block masks as Kernel(variants=...) declares them)
 FC_ABI_VERSION = 5
+FC_DL_BOOL = 6  # DLPack's kDLBool: a BOOL tensor (mask tensors, block masks) is {6, 8, 1}
 MASKS = ("none", "causal_top_left", "causal_bottom_right")  # enum fc_mask
 
 

@@ -13,7 +13,7 @@ import struct
 from . import _capi
 
 DTYPES = {(_capi.kDLFloat, 16): "F16", (_capi.kDLBfloat, 16): "BF16", (_capi.kDLFloat, 32): "F32",
-          (_capi.kDLFloat, 64): "F64", (_capi.kDLInt, 32): "I32"}
+          (_capi.kDLFloat, 64): "F64", (_capi.kDLInt, 32): "I32", (_capi.FC_DL_BOOL, 8): "BOOL"}
 
 
 class CaseError(Exception):
@@ -157,7 +157,7 @@ def round_to(x, dtype):
     return math.copysign(math.inf, x) if abs(q) > math.ldexp(2 - math.ldexp(1, 1 - p), emax) else q
 
 
-_FORMATS = {"F16": "e", "F32": "f", "F64": "d", "I32": "i", "BF16": "H"}
+_FORMATS = {"F16": "e", "F32": "f", "F64": "d", "I32": "i", "BF16": "H", "BOOL": "?"}
 
 
 class HostView:

@@ -19,22 +19,42 @@ def _keys(p, i, n_q, n_k, wider=0):
     return begin, max(end, begin)
 
 
-def _row(p, qi, keys, values, begin, end):
-    """o_i and lse_i over keys[begin:end], in double."""
-    s = []
+def _bias(p, b, h, i, j, heads_wrong=False):
+    """The mask tensor's and block mask's effect on key j of row i (dense): -inf hidden, else the
+    additive value (0 without one). heads_wrong: a per-head mask read at head 0 (the planted bug)."""
+    def at(t, r, c):
+        bm, hm = len(t.tolist()), len(t.tolist()[0])
+        return t[b if bm > 1 else 0, 0 if heads_wrong or hm == 1 else h, r, c]
+    if p.block_mask is not None and not at(p.block_mask, i // p.block_q, j // p.block_k):
+        return -math.inf
+    if p.mask_tensor is None:
+        return 0.0
+    x = at(p.mask_tensor, i, j)
+    if p.mask_kind == "bool":
+        return 0.0 if x else -math.inf
+    return x
+
+
+def _row(p, qi, keys, values, begin, end, bias=None):
+    """o_i and lse_i over keys[begin:end] (those bias(j) does not hide), in double."""
+    s, live = [], []
     for j in range(begin, end):
+        add = bias(j) if bias else 0.0
+        if add == -math.inf:
+            continue  # hidden: no weight, its k and v not read
         x = p.scale * sum(a * b for a, b in zip(qi, keys[j]))
-        s.append(p.softcap * math.tanh(x / p.softcap) if p.softcap > 0 else x)
+        s.append((p.softcap * math.tanh(x / p.softcap) if p.softcap > 0 else x) + add)
+        live.append(j)
     if not s:
         return [0.0] * p.d_v, -math.inf
     m = max(s)
     w = [math.exp(x - m) for x in s]
     total = sum(w)
-    o = [sum(w[t] * values[begin + t][c] for t in range(len(w))) / total for c in range(p.d_v)]
+    o = [sum(w[t] * values[live[t]][c] for t in range(len(w))) / total for c in range(p.d_v)]
     return o, m + math.log(total)
 
 
-def _attention(q, k, v, p, wider=0):
+def _attention(q, k, v, p, wider=0, heads_wrong=False):
     Q, K, V = q.tolist(), k.tolist(), v.tolist()
     group = p.heads_q // p.heads_kv
     if p.varlen:  # q (total_q, heads_q, d), k, v (total_k, heads_kv, d); lse (heads_q, total_q)
@@ -56,7 +76,11 @@ def _attention(q, k, v, p, wider=0):
         for h in range(p.heads_q):
             for i in range(p.n_q):
                 begin, end = _keys(p, i, p.n_q, p.n_k, wider)
-                o[b][h][i], lse[b][h][i] = _row(p, Q[b][h][i], K[b][h // group], V[b][h // group], begin, end)
+                bias = None
+                if p.mask_kind != "none" or p.block_q > 0:
+                    bias = lambda j, b=b, h=h, i=i: _bias(p, b, h, i, j, heads_wrong)
+                o[b][h][i], lse[b][h][i] = _row(p, Q[b][h][i], K[b][h // group], V[b][h // group], begin, end,
+                                                bias)
     return o, lse
 
 
@@ -126,3 +150,12 @@ def small_d_attention(q, k, v, p):
 probed_optimistically = flashcheck.Kernel(small_d_attention, backward=None, name="py_probed_optimistically",
                                           device="cpu", framework="python", dtypes=("F32",), head_dims=range(1, 9),
                                           supports=_small_d_only)
+
+
+def mask_heads_wrong(q, k, v, p):
+    return _attention(q, k, v, p, heads_wrong=True)
+
+
+MASKS = ("mask_bool", "mask_additive", "block_mask")
+masked = _kernel(attention, "py_masks", variants=MASKS)
+planted_mask_heads = _kernel(mask_heads_wrong, "py_mask_heads_wrong", variants=MASKS)

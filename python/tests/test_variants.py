@@ -58,3 +58,13 @@ def test_supports_is_told_whether_flashcheck_is_probing(isolate, tmp_path):
                               isolate=isolate)
     assert result.ok and result.laws[0]["status"] == "pass", result.report
     assert result.laws[0]["declined"] > 0 and result.laws[0]["cases"] > 0, result.laws
+
+
+def test_mask_tensors_and_block_masks_reach_a_declaring_kernel(tmp_path):
+    # The suite's mask tensors and block masks (BOOL host views, additive F32/F16/BF16) reach a Python
+    # kernel that declares them, which passes reference and the masks' laws.
+    for law in ("reference", "mask_tensor_builtin", "block_mask_dense"):
+        result = flashcheck.check(py_variant_kernels.masked, law=law, cases=6, seed=4, regressions=str(tmp_path),
+                                  quiet=True)
+        assert result.ok and result.laws[0]["status"] == "pass", result.report
+        assert "variants: mask_bool, mask_additive, block_mask" in result.report
