@@ -57,6 +57,7 @@ class FcProblem(ctypes.Structure):
         ("sinks", DLTensor),  # version 4
         ("mask_tensor", DLTensor), ("mask_kind", ctypes.c_int32),  # version 5
         ("block_mask", DLTensor), ("block_q", ctypes.c_int32), ("block_k", ctypes.c_int32),
+        ("cu_seqlens_q_padded", DLTensor), ("cu_seqlens_k_padded", DLTensor),  # version 5: never declared here
     ]
 
 
@@ -104,6 +105,7 @@ class FcDeclarations(ctypes.Structure):
         ("sinks", ctypes.c_int32),  # version 4: 0
         ("mask_tensors", ctypes.c_int32), ("mask_dtypes", ctypes.c_int32),  # version 5: 0
         ("block_masks", ctypes.c_int32),  # version 5: 0
+        ("padded_varlen", ctypes.c_int32),  # version 5: 0
     ]
 
 
@@ -133,6 +135,7 @@ class FcKernel(ctypes.Structure):
         ("backward", BACKWARD),
         ("last_error", LAST_ERROR),
         ("declarations", ctypes.POINTER(FcDeclarations)),
+        ("merge", ctypes.c_void_p),  # version 5: NULL (an attention kernel, not a merge-state kernel)
     ]
 
 
