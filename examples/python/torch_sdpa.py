@@ -1,7 +1,10 @@
 """PyTorch's scaled_dot_product_attention as flashcheck kernels, one per backend (flash, efficient,
 cuDNN, math) on CUDA, and SDPA on the CPU (`cpu_flash`, the CPU's fused flash kernel; `cpu_math`, the
 unfused composite; no GPU needed). SDPA's is_causal is the top-left alignment; its backward comes through autograd; d_v != d
-is offered to every backend and declined where SDPA's own support check says no.
+is offered to every backend and declined where SDPA's own support check says no. Mask tensors and block
+masks (contract v3) go to SDPA as its attn_mask: a boolean mask as it is (true = the key takes part), an
+additive one in q's dtype (SDPA takes a float mask only in the query's dtype: other mask dtypes are
+declined), a block mask expanded to its dense boolean mask, the built-in causal mask intersected.
 
     python -m flashcheck check torch_sdpa:flash       # from this folder, every law, isolated
     python -m flashcheck check torch_sdpa:cpu_flash   # the same on the CPU
@@ -40,17 +43,64 @@ def rows_aligned(p, elems, every_axis=False, tensors=("q", "k", "v")):
                for n, stride in zip(p.shapes[t][:-1], p.strides[t][:-1]) if n > 1 or every_axis)
 
 
+def attn_mask(p, device):
+    """The problem's mask tensor, block mask and causal mask as one SDPA attn_mask (None when it has
+    neither tensor: is_causal then says the causal mask): boolean (true = the key takes part), or the
+    additive mask with -inf where a boolean part hides the key. Broadcast axes stay of size 1."""
+    if p.mask_kind == "none" and p.block_q == 0:
+        return None
+    keep = None
+    if p.block_q:  # each block bit covers block_q x block_k scores (the last ones partial)
+        keep = p.block_mask.bool().repeat_interleave(p.block_q, dim=2)[:, :, :p.n_q]
+        keep = keep.repeat_interleave(p.block_k, dim=3)[:, :, :, :p.n_k]
+    if p.is_causal:  # top-left: key j for query i iff j <= i
+        tril = torch.ones(p.n_q, p.n_k, dtype=torch.bool, device=device).tril()
+        keep = tril if keep is None else keep & tril
+    if p.mask_kind == "bool":
+        keep = p.mask_tensor.bool() if keep is None else keep & p.mask_tensor.bool()
+    if p.mask_kind != "additive":
+        return keep
+    bias = p.mask_tensor
+    return bias if keep is None else bias.masked_fill(~keep, float("-inf"))
+
+
+def _mask_supported(p):
+    """An additive mask in q's dtype only (SDPA's float attn_mask)."""
+    return p.mask_kind != "additive" or p.mask_dtype == p.dtype
+
+
+def _mask_like(p):
+    """An empty attn_mask of the call's shape and dtype, for SDPA's own support checks."""
+    if p.mask_kind == "none" and p.block_q == 0:
+        return None
+    shape = p.mask_shape or (p.block_mask_shape[0], p.block_mask_shape[1], p.n_q, p.n_k)
+    dtype = _DTYPES[p.dtype] if p.mask_kind == "additive" else torch.bool
+    return torch.empty(shape, dtype=dtype, device="cuda")
+
+
+def _sdpa(q, k, v, p):
+    mask = attn_mask(p, q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=p.is_causal and mask is None,
+                                          scale=p.scale, enable_gqa=p.heads_q != p.heads_kv)
+
+
+_MASKS = ("mask_bool", "mask_additive", "block_mask")
+
+
 def sdpa(backend, check_alignment=True):
     def forward(q, k, v, p):
         with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=p.is_causal, scale=p.scale,
-                                                  enable_gqa=p.heads_q != p.heads_kv)
+            return _sdpa(q, k, v, p)
 
     def supports(p):
+        if not _mask_supported(p):
+            return False
         name = _CAN_USE.get(backend)
         if name is None:  # math runs everything
             return True
-        params = torch.backends.cuda.SDPAParams(*_tensors(p), None, 0.0, p.is_causal, p.heads_q != p.heads_kv)
+        mask = _mask_like(p)
+        params = torch.backends.cuda.SDPAParams(*_tensors(p), mask, 0.0, p.is_causal and mask is None,
+                                                p.heads_q != p.heads_kv)
         if not getattr(torch.backends.cuda, name)(params, False):
             return False
         elems = 16 // _DTYPES[p.dtype].itemsize
@@ -84,7 +134,7 @@ def sdpa(backend, check_alignment=True):
     half_only = backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION)
     return flashcheck.Kernel(forward, name=name, device="cuda",
                              dtypes=("F16", "BF16") if half_only else ("F16", "BF16", "F32"),
-                             masks=("none", "causal_top_left"), writes_lse=False, variants=("d_v",),
+                             masks=("none", "causal_top_left"), writes_lse=False, variants=("d_v",) + _MASKS,
                              supports=supports)
 
 
@@ -101,12 +151,12 @@ def sdpa_cpu(backend):
     (fp32, bf16 and fp16 inputs), MATH the unfused composite. Both take every shape the suite draws."""
     def forward(q, k, v, p):
         with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=p.is_causal, scale=p.scale,
-                                                  enable_gqa=p.heads_q != p.heads_kv)
+            return _sdpa(q, k, v, p)
 
     return flashcheck.Kernel(forward, name="sdpa_cpu_" + backend.name.lower(), device="cpu",
                              dtypes=("F16", "BF16", "F32"), masks=("none", "causal_top_left"), writes_lse=False,
-                             variants=("d_v",) if backend == SDPBackend.MATH else ())
+                             variants=(("d_v",) if backend == SDPBackend.MATH else ()) + _MASKS,
+                             supports=_mask_supported)
 
 
 cpu_flash = sdpa_cpu(SDPBackend.FLASH_ATTENTION)

@@ -56,6 +56,9 @@ class Problem:
     block_mask: object = None
     block_q: int = 0
     block_k: int = 0
+    mask_dtype: str = None  # the mask tensor's dtype ("BOOL", "F32", "F16", "BF16"), known in supports() too
+    mask_shape: tuple = None  # its shape (B_m, H_m, n_q, n_k); block_mask_shape the block mask's
+    block_mask_shape: tuple = None
 
     @property
     def is_causal(self):
@@ -213,7 +216,10 @@ class Kernel:
                        alibi="alibi" in used, probing=probing or bool(p.probing), config=p.config,
                        dtype_kv=_tensors.dtype_name(a.k), dtype_o=_tensors.dtype_name(a.o),
                        mask_kind=MASK_KINDS[p.mask_kind] if 0 <= p.mask_kind < 3 else "none", block_q=p.block_q,
-                       block_k=p.block_k, **extra)
+                       block_k=p.block_k,
+                       mask_dtype=_tensors.dtype_name(p.mask_tensor) if p.mask_tensor.ndim else None,
+                       mask_shape=_tensors.shape_of(p.mask_tensor) if p.mask_tensor.ndim else None,
+                       block_mask_shape=_tensors.shape_of(p.block_mask) if p.block_mask.ndim else None, **extra)
 
     def _supports(self, pp, pa):
         try:

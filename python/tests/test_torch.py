@@ -93,7 +93,8 @@ LIBRARY_FAILURES = {("torch_varlen:varlen", "varlen_split"):
 
 
 @pytest.mark.parametrize("spec", ["torch_sdpa:cpu_flash", "torch_sdpa:cpu_math"])
-@pytest.mark.parametrize("law", ["reference", "convex_hull", "invisible_keys"])
+@pytest.mark.parametrize("law", ["reference", "convex_hull", "invisible_keys", "mask_tensor_builtin",
+                                 "block_mask_dense"])
 def test_the_cpu_sdpa_example_adapts(spec, law, monkeypatch, tmp_path):
     """examples/python/torch_sdpa.py's CPU kernels, no GPU needed (skipped only without torch): a
     verdict on the library, never the adapter's own error (as for the CUDA examples below)."""
@@ -109,6 +110,8 @@ def test_the_cpu_sdpa_example_adapts(spec, law, monkeypatch, tmp_path):
     ("torch_sdpa:cudnn", "reference"), ("flex_attention:flex", "reference"),
     ("flex_attention:flex_window", "window_invisible"), ("flex_attention:flex_softcap", "softcap"),
     ("torch_varlen:varlen", "varlen_split"), ("jax_attention:xla", "window_invisible"),
+    ("torch_sdpa:math", "mask_tensor_builtin"), ("torch_sdpa:efficient", "mask_tensor_builtin"),
+    ("torch_sdpa:math", "block_mask_dense"), ("torch_sdpa:efficient", "block_mask_dense"),
     ("jax_attention:cudnn", "varlen_split")])
 def test_the_examples_adapt_in_a_few_lines(spec, law, monkeypatch, tmp_path):
     if spec.startswith("jax") and importlib.util.find_spec("jax") is None:
