@@ -196,7 +196,9 @@ std::string law_mask_tensor_builtin(const Kernel& k, const Case& c_in) {
   Rng rng(c.aux);
   Inputs builtin = c.in;
   Problem& bp = builtin.p;
+  // Either alignment, the other where the kernel declines the one drawn (PyTorch SDPA takes top-left only).
   bp.mask = rng() % 2 ? Mask::CausalTopLeft : Mask::CausalBottomRight;
+  if (!claims(k, builtin)) bp.mask = bp.mask == Mask::CausalTopLeft ? Mask::CausalBottomRight : Mask::CausalTopLeft;
   Inputs masked = builtin;
   masked.p.mask = Mask::None, masked.p.window_left = masked.p.window_right = -1;
   masked.p.mask_kind = MaskKind::Bool;
