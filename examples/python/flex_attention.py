@@ -1,8 +1,6 @@
 """FlexAttention (torch.compile'd) as flashcheck kernels: plain (the masks as a block mask, both causal
-alignments), with a softcap score_mod, with a sliding-window block mask (windows aligned as the
-contract says: i' = i under causal_top_left, i + n_k - n_q otherwise), and with contract v3's mask
-tensors and block masks (`flex_masked`: a mask_mod reads their keep bits, a score_mod adds an additive
-mask's values; FlexAttention builds its own block-sparse mask from the mask_mod and skips what it hides). FlexAttention returns lse,
+alignments), with a softcap score_mod, and with a sliding-window block mask (windows aligned as the
+contract says: i' = i under causal_top_left, i + n_k - n_q otherwise). FlexAttention returns lse,
 which flashcheck holds to the natural-log contract; d_v != d is offered to all three.
 
     python -m flashcheck check flex_attention:flex
@@ -59,49 +57,6 @@ def _softcap_mod(score, b, h, q_idx, kv_idx):
     return _CAP * torch.tanh(score / _CAP)  # score is fp32 inside the kernel
 
 
-# Mask tensors and block masks (contract v3), at the bucket's padded shape, set per call by _set_masks():
-# _KEEP (batch', heads_q', n', n') bool, false where a boolean mask, a block bit or an additive -inf hides
-# the key; _BIAS the same shape in fp32, the additive mask's finite values (0 elsewhere). A mask_mod and a
-# score_mod read them, so the block mask FlexAttention builds skips the blocks they hide.
-_KEEP = None
-_BIAS = None
-
-
-def _keep_mod(b, h, q_idx, kv_idx):
-    return _mask_mod(b, h, q_idx, kv_idx) & _KEEP[b, h, q_idx, kv_idx]
-
-
-def _bias_mod(score, b, h, q_idx, kv_idx):
-    return score + _BIAS[b, h, q_idx, kv_idx]
-
-
-def _bias_softcap_mod(score, b, h, q_idx, kv_idx):
-    return _softcap_mod(score, b, h, q_idx, kv_idx) + _BIAS[b, h, q_idx, kv_idx]
-
-
-def _set_masks(p, batch, heads, n):
-    """Fills _KEEP and _BIAS for problem p at the padded shape; False when p has no mask tensor or block
-    mask. Broadcast axes (B_m or H_m of 1) are expanded."""
-    global _KEEP, _BIAS
-    if p.mask_kind == "none" and p.block_q == 0:
-        return False
-    real = (slice(0, p.batch), slice(0, p.heads_q), slice(0, p.n_q), slice(0, p.n_k))
-    full = (p.batch, p.heads_q, p.n_q, p.n_k)
-    keep = torch.ones(batch, heads, n, n, dtype=torch.bool, device="cuda")
-    bias = torch.zeros(batch, heads, n, n, dtype=torch.float32, device="cuda")
-    if p.block_q:
-        bits = p.block_mask.bool().repeat_interleave(p.block_q, dim=2)[:, :, :p.n_q]
-        keep[real] &= bits.repeat_interleave(p.block_k, dim=3)[:, :, :, :p.n_k].expand(full)
-    if p.mask_kind == "bool":
-        keep[real] &= p.mask_tensor.bool().expand(full)
-    if p.mask_kind == "additive":
-        m = p.mask_tensor.float().expand(full)  # exact: F16 and BF16 widen to fp32 without rounding
-        keep[real] &= m != float("-inf")
-        bias[real] = torch.where(m == float("-inf"), torch.zeros_like(m), m)
-    _KEEP, _BIAS = keep, bias
-    return True
-
-
 def _set(p):
     _NQ.fill_(p.n_q)
     _NK.fill_(p.n_k)
@@ -125,13 +80,8 @@ def forward(q, k, v, p):
     batch, heads_q, heads_kv, n = padded_shape(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, _FLOOR)
     q2 = _pad(q, batch, heads_q, n)  # (batch', heads_q', n', d)
     k2, v2 = (_pad(x, batch, heads_kv, n) for x in (k, v))  # (batch', heads_kv', n', d or d_v)
-    if _set_masks(p, batch, heads_q, n):
-        block_mask = _flex.create_block_mask(_keep_mod, batch, heads_q, n, n, device="cuda")
-        score_mod = _bias_softcap_mod if p.softcap > 0 else _bias_mod
-    else:
-        block_mask = _flex.create_block_mask(_mask_mod, None, None, n, n, device="cuda")
-        score_mod = _softcap_mod if p.softcap > 0 else None
-    kwargs = dict(score_mod=score_mod, block_mask=block_mask, scale=p.scale,
+    block_mask = _flex.create_block_mask(_mask_mod, None, None, n, n, device="cuda")
+    kwargs = dict(score_mod=_softcap_mod if p.softcap > 0 else None, block_mask=block_mask, scale=p.scale,
                   enable_gqa=True)  # enable_gqa=True also serves heads_q == heads_kv: one graph for both
     if hasattr(_flex, "AuxRequest"):  # torch >= 2.9: return_aux replaces return_lse
         o, aux = _compiled(q2, k2, v2, return_aux=_flex.AuxRequest(lse=True), **kwargs)
@@ -161,5 +111,3 @@ def _kernel(name, variants):
 flex = _kernel("flex_attention", ())
 flex_softcap = _kernel("flex_attention_softcap", ("softcap",))
 flex_window = _kernel("flex_attention_window", ("window",))
-# Mask tensors (boolean, additive in F32, F16, BF16) and block masks, through a mask_mod and a score_mod.
-flex_masked = _kernel("flex_attention_masked", ("mask_bool", "mask_additive", "block_mask"))

@@ -4,7 +4,10 @@ unfused composite; no GPU needed). SDPA's is_causal is the top-left alignment; i
 is offered to every backend and declined where SDPA's own support check says no. Mask tensors and block
 masks (contract v3) go to SDPA as its attn_mask: a boolean mask as it is (true = the key takes part), an
 additive one in q's dtype (SDPA takes a float mask only in the query's dtype: other mask dtypes are
-declined), a block mask expanded to its dense boolean mask, the built-in causal mask intersected.
+declined), a block mask expanded to its dense boolean mask, the built-in causal mask intersected. The
+math backend on CUDA and both CPU backends declare them (their mask laws pass on the H200's torch 2.11:
+python/tests/test_torch.py); the fused CUDA backends do not yet: on the H200 their mask laws ran past the
+test's time budget without a verdict, which is not yet diagnosed.
 
     python -m flashcheck check torch_sdpa:flash       # from this folder, every law, isolated
     python -m flashcheck check torch_sdpa:cpu_flash   # the same on the CPU
@@ -134,8 +137,8 @@ def sdpa(backend, check_alignment=True):
     half_only = backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION)
     return flashcheck.Kernel(forward, name=name, device="cuda",
                              dtypes=("F16", "BF16") if half_only else ("F16", "BF16", "F32"),
-                             masks=("none", "causal_top_left"), writes_lse=False, variants=("d_v",) + _MASKS,
-                             supports=supports)
+                             masks=("none", "causal_top_left"), writes_lse=False,
+                             variants=("d_v",) + (_MASKS if backend == SDPBackend.MATH else ()), supports=supports)
 
 
 flash = sdpa(SDPBackend.FLASH_ATTENTION)

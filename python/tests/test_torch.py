@@ -110,10 +110,7 @@ def test_the_cpu_sdpa_example_adapts(spec, law, monkeypatch, tmp_path):
     ("torch_sdpa:cudnn", "reference"), ("flex_attention:flex", "reference"),
     ("flex_attention:flex_window", "window_invisible"), ("flex_attention:flex_softcap", "softcap"),
     ("torch_varlen:varlen", "varlen_split"), ("jax_attention:xla", "window_invisible"),
-    ("torch_sdpa:math", "mask_tensor_builtin"), ("torch_sdpa:efficient", "mask_tensor_builtin"),
-    ("torch_sdpa:math", "block_mask_dense"), ("torch_sdpa:efficient", "block_mask_dense"),
-    ("flex_attention:flex_masked", "mask_tensor_builtin"), ("flex_attention:flex_masked", "block_mask_dense"),
-    ("flex_attention:flex_masked", "reference"),
+    ("torch_sdpa:math", "mask_tensor_builtin"), ("torch_sdpa:math", "block_mask_dense"),
     ("jax_attention:cudnn", "varlen_split")])
 def test_the_examples_adapt_in_a_few_lines(spec, law, monkeypatch, tmp_path):
     if spec.startswith("jax") and importlib.util.find_spec("jax") is None:
