@@ -184,11 +184,11 @@ json case_json(const CaseSpec& c, uint64_t inputs_hash, double score_max_) {
                         {"shape", {p.mask_b, p.mask_h, p.n_q, p.n_k}},
                         {"pattern", c.mask_pattern}};
   if (has_block_mask(p))
-    j["block_mask"] = {{"block_q", p.block_q},
-                       {"block_k", p.block_k},
-                       {"shape", {p.block_b, p.block_h, (p.n_q + p.block_q - 1) / p.block_q,
-                                  (p.n_k + p.block_k - 1) / p.block_k}},
-                       {"pattern", c.mask_pattern}};
+    j["block_mask"] = {
+        {"block_q", p.block_q},
+        {"block_k", p.block_k},
+        {"shape", {p.block_b, p.block_h, (p.n_q + p.block_q - 1) / p.block_q, (p.n_k + p.block_k - 1) / p.block_k}},
+        {"pattern", c.mask_pattern}};
   return j;
 }
 

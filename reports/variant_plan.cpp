@@ -12,10 +12,9 @@ namespace fc::report {
 
 namespace {
 
-const std::vector<std::string> kVariantRegimes = {"varlen", "paged",     "window",        "softcap",
-                                                  "alibi",  "d_v",       "strides",       "sinks",
-                                                  "padded_varlen",       "mask_bool",     "mask_additive",
-                                                  "block_mask"};
+const std::vector<std::string> kVariantRegimes = {"varlen",        "paged",     "window",        "softcap",
+                                                  "alibi",         "d_v",       "strides",       "sinks",
+                                                  "padded_varlen", "mask_bool", "mask_additive", "block_mask"};
 // Contract v3's regimes: in the full plan only (the quick plan, and so the committed baseline, is
 // contract v2's).
 const std::vector<std::string> kFullOnly = {"sinks", "padded_varlen", "mask_bool", "mask_additive", "block_mask"};
@@ -122,8 +121,8 @@ CaseSpec padded_case(DType t, int32_t n, Mask mask, std::vector<int32_t> pad_q, 
 // (d + d_v)): the certified oracle runs them in MPFR.
 CaseSpec masked_case(DType t, const std::string& regime, int32_t batch, int32_t heads, int32_t n_q, int32_t n_k,
                      Mask mask, const std::string& pattern, const std::string& tag) {
-  CaseSpec c = make_case(t, regime, heads, heads, n_q, n_k, 64, mask, fmt::format("_b{}h{}{}_{}", batch, heads, tag,
-                                                                                   pattern));
+  CaseSpec c =
+      make_case(t, regime, heads, heads, n_q, n_k, 64, mask, fmt::format("_b{}h{}{}_{}", batch, heads, tag, pattern));
   c.p.batch = batch;
   c.mask_pattern = pattern;
   return c;
@@ -132,8 +131,9 @@ CaseSpec masked_case(DType t, const std::string& regime, int32_t batch, int32_t 
 CaseSpec mask_case(DType t, MaskKind kind, DType mask_dtype, int32_t batch, int32_t heads, int32_t n_q, int32_t n_k,
                    Mask mask, int32_t mask_b, int32_t mask_h, const std::string& pattern) {
   const bool additive = kind == MaskKind::Additive;
-  CaseSpec c = masked_case(t, additive ? "mask_additive" : "mask_bool", batch, heads, n_q, n_k, mask, pattern,
-                           fmt::format("_m{}x{}{}", mask_b, mask_h, additive ? std::string("_") + dtype_name(mask_dtype) : std::string()));
+  CaseSpec c = masked_case(
+      t, additive ? "mask_additive" : "mask_bool", batch, heads, n_q, n_k, mask, pattern,
+      fmt::format("_m{}x{}{}", mask_b, mask_h, additive ? std::string("_") + dtype_name(mask_dtype) : std::string()));
   c.p.mask_kind = kind;
   c.p.mask_dtype = additive ? mask_dtype : DType::F32;
   c.p.mask_b = mask_b, c.p.mask_h = mask_h;
@@ -276,17 +276,18 @@ void add_structure(const CaseSpec& c, Inputs& in) {
     in.mask = HostTensor(additive ? p.mask_dtype : DType::BOOL, {p.mask_b, p.mask_h, n_q, n_k});
     const int64_t hidden_row = int64_t(rng() % uint64_t(n_q));
     for (int64_t s = 0; s < slices; ++s) {
-      const int64_t visible = 1 + int64_t(rng() % uint64_t(n_k));  // key padding: the first keys
+      const int64_t visible = 1 + int64_t(rng() % uint64_t(n_k - 1));  // key padding: the first keys, not all
       for (int64_t i = 0; i < n_q; ++i)
         for (int64_t j = 0; j < n_k; ++j) {
           const bool on = c.mask_pattern == "key_padding" ? j < visible : i != hidden_row && rng() % 2;
           double x = on ? 1.0 : 0.0;
           if (additive) {  // 0, -8 .. 8 in halves, -1e4 or -3e4 (finite in every mask dtype), -inf where hidden
             const uint64_t pick = rng() % 8;
-            x = !on ? -std::numeric_limits<double>::infinity()
-                : pick < 3 ? 0.0
-                : pick < 6 ? std::ldexp(double(int64_t(rng() % 33) - 16), -1)
-                : rng() % 2 ? -1e4 : -3e4;
+            x = !on         ? -std::numeric_limits<double>::infinity()
+                : pick < 3  ? 0.0
+                : pick < 6  ? std::ldexp(double(int64_t(rng() % 33) - 16), -1)
+                : rng() % 2 ? -1e4
+                            : -3e4;
           }
           in.mask.set((s * n_q + i) * n_k + j, x);
         }
