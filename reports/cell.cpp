@@ -67,7 +67,8 @@ std::pair<int64_t, int64_t> padded_sequence_of(const CaseSpec& c, bool keys, int
 }
 
 std::pair<int64_t, int64_t> token_of(const CaseSpec& c, bool keys, int64_t t) {
-  return c.p.padded ? padded_sequence_of(c, keys, t) : sequence_of(keys ? c.len_k : c.len_q, t);
+  const bool padded = c.p.padded && (keys ? c.pad_k : c.pad_q).size() == (keys ? c.len_k : c.len_q).size() + 1;
+  return padded ? padded_sequence_of(c, keys, t) : sequence_of(keys ? c.len_k : c.len_q, t);
 }
 
 std::string seq_name(int64_t b) { return b < 0 ? "pad" : fmt::format("{}", b); }
