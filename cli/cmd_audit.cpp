@@ -20,6 +20,7 @@
 #include "reports/render.hpp"
 #include "reports/report.hpp"
 #include "reports/run.hpp"
+#include "reports/variant_plan.hpp"
 
 namespace fc::cli {
 
@@ -33,7 +34,7 @@ struct AuditOptions {
   uint64_t seed = 1;
   std::string out = "reports/out", junit, shard, save_case;
   int jobs = 0;
-  std::string oracle = "auto";  // --oracle
+  std::string oracle = "auto";          // --oracle
   PluginArgs plugin;                    // --plugin lib.so: a kernel of the user's, audited like a registry kernel
   const ExternalKernel* ext = nullptr;  // or one given by the program embedding flashcheck (the C API)
 };
@@ -95,6 +96,9 @@ int run_audit(const AuditOptions& o) {
   plan.dtypes =
       o.accumulation && o.dtypes.empty() ? std::vector<DType>{DType::F16, DType::BF16} : parse_dtypes(o.dtypes);
   check_regimes(o.regimes, o.accumulation ? std::vector<std::string>{"normal", "positive_v"} : report::regime_names());
+  if (o.quick && !o.accumulation)
+    for (const std::string& r : o.regimes)
+      if (report::full_plan_only(r)) throw UsageError(fmt::format("--regime {}: not in the --quick plan", r));
   plan.regimes = o.regimes;
   report::Selection sel;
   try {
@@ -172,9 +176,11 @@ Run setup_audit(CLI::App& app, const ExternalKernel* ext) {
   sub->add_option("--kernel", o->kernels, "Kernel to audit (repeatable; default: every available non-mutant)");
   add_plugin_options(sub, o->plugin, ext ? PluginOptions::Embedded : PluginOptions::Run);
   sub->add_option("--dtype", o->dtypes, "F16, BF16, F32 (repeatable; default: all three)")->delimiter(',');
-  sub->add_option("--regime", o->regimes,
-                  "normal, outliers, scores, causal_top_left, causal_bottom_right, gqa; the variants (on kernels "
-                  "declaring them): varlen, paged, window, softcap, alibi, d_v, strides")
+  sub->add_option(
+         "--regime", o->regimes,
+         "normal, outliers, scores, causal_top_left, causal_bottom_right, gqa; the variants (on kernels "
+         "declaring them): varlen, paged, window, softcap, alibi, d_v, strides; sinks, padded_varlen, mask_bool, "
+         "mask_additive, block_mask (not with --quick)")
       ->delimiter(',');
   sub->add_option("--case", o->cases, "Run only this case id, e.g. F16/normal/n1024 (repeatable; replay lines)");
   sub->add_flag("--quick", o->quick, "The small sweep (N <= 256): seconds, for CI");

@@ -8,6 +8,7 @@
 #include "reference/parallel.hpp"
 #include "reference/visibility.hpp"
 #include "reports/json_num.hpp"
+#include "reports/variant_plan.hpp"
 
 namespace fc::report {
 
@@ -56,6 +57,22 @@ std::pair<int64_t, int64_t> sequence_of(const std::vector<int32_t>& lens, int64_
   return {b, t};
 }
 
+// Padded varlen: the sequence whose tokens hold slot t and the row in it; {-1, t} for a padding slot.
+std::pair<int64_t, int64_t> padded_sequence_of(const CaseSpec& c, bool keys, int64_t t) {
+  const std::vector<int32_t> at = padded_starts(c, keys);
+  const std::vector<int32_t>& len = keys ? c.len_k : c.len_q;
+  for (size_t b = 0; b < len.size(); ++b)
+    if (t >= at[b] && t < at[b] + len[b]) return {int64_t(b), t - at[b]};
+  return {-1, t};
+}
+
+std::pair<int64_t, int64_t> token_of(const CaseSpec& c, bool keys, int64_t t) {
+  const bool padded = c.p.padded && (keys ? c.pad_k : c.pad_q).size() == (keys ? c.len_k : c.len_q).size() + 1;
+  return padded ? padded_sequence_of(c, keys, t) : sequence_of(keys ? c.len_k : c.len_q, t);
+}
+
+std::string seq_name(int64_t b) { return b < 0 ? "pad" : fmt::format("{}", b); }
+
 }  // namespace
 
 std::string element_label(const CaseSpec& c, const std::string& tensor, int64_t flat) {
@@ -65,15 +82,15 @@ std::string element_label(const CaseSpec& c, const std::string& tensor, int64_t 
   const int64_t width = tensor == "lse" ? 1 : tensor == "o" || tensor == "d_v" ? head_dim_v(p) : p.d;
   const int64_t heads = kv ? p.heads_kv : p.heads_q;
   if (p.varlen && tensor == "lse") {  // (heads_q, total_q)
-    const auto [b, i] = sequence_of(c.len_q, flat % p.total_q);
-    return fmt::format("lse[b={},h={},i={}]", b, flat / p.total_q, i);
+    const auto [b, i] = token_of(c, false, flat % p.total_q);
+    return fmt::format("lse[b={},h={},i={}]", seq_name(b), flat / p.total_q, i);
   }
   const int64_t col = flat % width, h = flat / width % heads, row = flat / width / heads;
   if (kv && is_paged(p))  // (num_pages, page_size, heads_kv, width): a physical page's slot
     return fmt::format("{}[page={},slot={},h={},c={}]", tensor, row / p.page_size, row % p.page_size, h, col);
   if (p.varlen) {  // (total, heads, width): the packed token's sequence and row
-    const auto [b, i] = sequence_of(kv ? c.len_k : c.len_q, row);
-    return fmt::format("{}[b={},h={},{}={},c={}]", tensor, b, h, kv ? "j" : "i", i, col);
+    const auto [b, i] = token_of(c, kv, row);
+    return fmt::format("{}[b={},h={},{}={},c={}]", tensor, seq_name(b), h, kv ? "j" : "i", i, col);
   }
   if (tensor == "lse") {
     const int64_t i = flat % p.n_q, hq = flat / p.n_q % p.heads_q, b = flat / p.n_q / p.heads_q;
@@ -156,6 +173,23 @@ json case_json(const CaseSpec& c, uint64_t inputs_hash, double score_max_) {
   if (p.varlen) j["varlen"] = {{"len_q", c.len_q}, {"len_k", c.len_k}};
   if (is_paged(p)) j["paged"] = {{"page_size", p.page_size}, {"num_pages", p.num_pages}};
   if (!c.layout.empty()) j["layout"] = c.layout;
+  if (p.sinks) {
+    json sinks = json::array();
+    for (double s : c.sinks) sinks.push_back(num(s));
+    j["sinks"] = sinks;
+  }
+  if (p.padded) j["padded"] = {{"pad_q", c.pad_q}, {"pad_k", c.pad_k}};
+  if (has_mask_tensor(p))
+    j["mask_tensor"] = {{"kind", p.mask_kind == MaskKind::Bool ? "boolean" : "additive"},
+                        {"dtype", p.mask_kind == MaskKind::Bool ? "BOOL" : dtype_name(p.mask_dtype)},
+                        {"shape", {p.mask_b, p.mask_h, p.n_q, p.n_k}},
+                        {"pattern", c.mask_pattern}};
+  if (has_block_mask(p))
+    j["block_mask"] = {
+        {"block_q", p.block_q},
+        {"block_k", p.block_k},
+        {"shape", {p.block_b, p.block_h, (p.n_q + p.block_q - 1) / p.block_q, (p.n_k + p.block_k - 1) / p.block_k}},
+        {"pattern", c.mask_pattern}};
   return j;
 }
 

@@ -124,6 +124,13 @@ json compare_report(const CompareOptions& o, const Inputs& in) {
     c.len_q.push_back(int32_t(in.cu_seqlens_q.get(b + 1) - in.cu_seqlens_q.get(b)));
     c.len_k.push_back(int32_t(in.cu_seqlens_k.get(b + 1) - in.cu_seqlens_k.get(b)));
   }
+  for (int64_t b = 0; in.p.padded && b <= in.p.batch; ++b) {  // and a padded token's slot
+    const auto gap = [&](const HostTensor& at, const std::vector<int32_t>& len) {
+      return int32_t(at.get(b) - (b == 0 ? 0.0 : at.get(b - 1) + len[size_t(b - 1)]));
+    };
+    c.pad_q.push_back(gap(in.cu_seqlens_q_padded, c.len_q));
+    c.pad_k.push_back(gap(in.cu_seqlens_k_padded, c.len_k));
+  }
   // The same-precision baseline on the same inputs, for the ratios.
   // Per-tensor dtypes: the baseline runs with every tensor in the finest of them, which holds every
   // input exactly (an F16 or BF16 value is an F32 value), so it answers the same problem.

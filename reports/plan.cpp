@@ -171,7 +171,7 @@ Inputs make_inputs(const CaseSpec& c, uint64_t seed) {
   };
   Inputs in;
   in.p = c.p;
-  add_structure(c, in);                         // varlen offsets, page table, ALiBi slopes
+  add_structure(c, in);                         // varlen offsets, page table, ALiBi slopes, sinks, masks
   in.q = HostTensor(c.p.dtype, shape_q(c.p));   // (batch, heads_q, n_q, d); varlen (total_q, heads_q, d)
   in.k = HostTensor(c.p.dtype, shape_kv(c.p));  // (batch, heads_kv, n_k, d); varlen, paged: shape_kv
   in.v = HostTensor(c.p.dtype, shape_v(c.p));   // as k, with d_v
@@ -182,7 +182,7 @@ Inputs make_inputs(const CaseSpec& c, uint64_t seed) {
     in.d_o = HostTensor(c.p.dtype, shape_o(c.p));  // as q, with d_v
     fill(in.d_o, 1.0, false);
   }
-  finish_layout(c, in);  // unread page slots, strides
+  finish_layout(c, in);  // unread page slots, padding tokens, strides
   return in;
 }
 
@@ -190,7 +190,8 @@ uint64_t inputs_hash(const Inputs& in) {
   uint64_t h = 0xcbf29ce484222325ull;
   // The variants' data too (empty for dense inputs, which hash as q, k, v, d_o alone).
   for (const HostTensor* t :
-       {&in.q, &in.k, &in.v, &in.d_o, &in.cu_seqlens_q, &in.cu_seqlens_k, &in.page_table, &in.alibi_slopes})
+       {&in.q, &in.k, &in.v, &in.d_o, &in.cu_seqlens_q, &in.cu_seqlens_k, &in.page_table, &in.alibi_slopes, &in.sinks,
+        &in.cu_seqlens_q_padded, &in.cu_seqlens_k_padded, &in.mask, &in.block_mask})
     h = fnv1a(t->bytes.data(), t->bytes.size(), h);
   return h;
 }

@@ -17,7 +17,8 @@ struct CaseSpec {
   int32_t seq = 0;                    // position in the plan: the order of cases in a report, merged or not
   std::string id;                     // "<dtype>/<regime>/<shape>", unique in the catalogue
   std::string regime;                 // normal | outliers | scores | causal_top_left | causal_bottom_right | gqa, or a
-                                      // variant: varlen | paged | window | softcap | alibi | d_v | strides
+                                      // variant: varlen | paged | window | softcap | alibi | d_v | strides |
+                                      // sinks | padded_varlen | mask_bool | mask_additive | block_mask
   Problem p;                          // with the variants' fields (varlen totals, page table size, window, ...)
   double sigma = 1;                   // q, k ~ N(0, sigma^2); v, d_o ~ N(0, 1)
   bool outliers = false;              // FA3 paper: + N(0, 100) Bernoulli(0.001) on q, k, v
@@ -27,6 +28,11 @@ struct CaseSpec {
   bool gpu_only = false;              // past the CPU kernels' range (N > 4096): run by GPU kernels and plugins
   std::vector<int32_t> len_q, len_k;  // varlen: each sequence's query and key count (p.batch of each)
   std::string layout;                 // strides: "bshd" (tokens outer, padded rows) or "mixed"; "": compact
+  std::vector<double> sinks;          // sinks: each query head's sink logit (-inf: none for that head)
+  std::vector<int32_t> pad_q, pad_k;  // padded_varlen: padding tokens before each sequence (batch of each) and
+                                      // after the last (one more entry)
+  std::string mask_pattern;           // mask_*, block_mask: "random" (density 1/2, one row hidden) or
+                                      // "key_padding" (each slice's first keys visible)
 };
 
 // The variants a case uses (its problem's, and strides for a strided layout): a subject that does not
@@ -58,7 +64,8 @@ std::vector<double> checked_rows(const CaseSpec& c, const std::vector<double>& f
 
 // Deterministic inputs: values rounded to the case's dtype, d_o when c.backward.
 Inputs make_inputs(const CaseSpec& c, uint64_t seed);
-// FNV-1a 64 over the bytes of q, k, v, d_o and the variants' data (offsets, page table, slopes): the gate refuses to compare cases whose inputs differ.
+// FNV-1a 64 over the bytes of q, k, v, d_o and the variants' data (offsets, page table, slopes, sinks,
+// padded offsets, masks): the gate refuses to compare cases whose inputs differ.
 uint64_t inputs_hash(const Inputs& in);
 
 // Relative cost of a case (proportional to query-key pairs x d x heads, a varlen batch's summed over its

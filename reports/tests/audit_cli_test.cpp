@@ -193,6 +193,7 @@ TEST_CASE("audit, gate, merge and render refuse bad usage with exit 2 and one li
       {"audit", "--kernel", "no_such_kernel"},
       {"audit", "--case", "F16/normal/n3"},
       {"audit", "--regime", "sideways"},
+      {"audit", "--quick", "--regime", "normal,mask_bool"},  // contract v3's regimes: full plan only
       {"audit", "--accumulation", "--kernel", "cpu_tiled:acc=f8"},
       {"audit", "--save-case", "/tmp/x.safetensors"},
       {"gate", "--baseline", "/nonexistent.json", "--current", "/nonexistent.json"},
@@ -340,5 +341,38 @@ TEST_CASE("variant cells carry every metric, only for kernels that declare the v
   CHECK(code == 1);
   for (const json& cell : rep["cells"])
     if (cell["replay"] == failed) CHECK(again["tensors"] == cell["tensors"]);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("contract v3 regimes: cells pass on the CPU kernels, cpu_naive gets no sinks cell, and they replay",
+          "[cpu]") {
+  const std::string dir = scratch_dir("audit_v3");
+  const RunResult r =
+      run_flashcheck({"audit", "--dtype", "F16", "--regime", "sinks,padded_varlen,mask_bool,mask_additive,block_mask",
+                      "--kernel", "cpu_naive", "--kernel", "cpu_tiled", "--out", dir + "/a"},
+                     120);
+  CAPTURE(r.out, r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("flashcheck audit: PASS") != std::string::npos);
+  const json rep = json::parse(slurp(dir + "/a/report.json"));
+  std::map<std::string, std::string> regime;
+  for (const json& c : rep["cases"]) regime[c["id"]] = c["regime"];
+  std::map<std::string, std::set<std::string>> regimes_of;  // kernel -> regimes it got
+  std::string masked;
+  for (const json& cell : rep["cells"]) {
+    CAPTURE(cell["case"], cell["kernel"]);
+    CHECK(cell["status"] == "pass");
+    regimes_of[cell["kernel"]].insert(regime[cell["case"]]);
+    if (cell["kernel"] == "cpu_tiled" && regime[cell["case"]] == "mask_additive") masked = cell["replay"];
+  }
+  CHECK(regimes_of["cpu_tiled"] ==
+        std::set<std::string>{"sinks", "padded_varlen", "mask_bool", "mask_additive", "block_mask"});
+  CHECK(regimes_of["cpu_naive"] == std::set<std::string>{"padded_varlen", "mask_bool", "mask_additive", "block_mask"});
+  REQUIRE_FALSE(masked.empty());
+  int code = -1;
+  const json again = replay_cell(masked, dir + "/replay", &code);
+  CHECK(code == 0);
+  for (const json& cell : rep["cells"])
+    if (cell["replay"] == masked) CHECK(again["tensors"] == cell["tensors"]);
   std::filesystem::remove_all(dir);
 }

@@ -5,7 +5,11 @@
 #include <cmath>
 #include <set>
 
+#include <map>
+
 #include "reports/cell.hpp"
+#include "reports/run.hpp"
+#include "reports/subject.hpp"
 #include "reports/plan.hpp"
 #include "reports/variant_plan.hpp"
 #include "tests/catch.hpp"
@@ -15,11 +19,36 @@ using namespace fc::report;
 
 namespace {
 
-// The variant names a case of each regime uses (paged is always varlen too).
+// The variant names a case of each regime uses (paged and padded varlen are always varlen too).
 std::vector<std::string> expected_variants(const std::string& regime) {
   if (regime == "paged") return {"varlen", "paged"};
+  if (regime == "padded_varlen") return {"varlen", "padded_varlen"};
   return {regime};
 }
+
+// The variant of that name alone, as Variants.
+Variants variant_named(const std::string& name) {
+  Variants v;
+  const std::pair<bool*, const char*> named[] = {{&v.varlen, "varlen"},
+                                                 {&v.paged, "paged"},
+                                                 {&v.window, "window"},
+                                                 {&v.softcap, "softcap"},
+                                                 {&v.alibi, "alibi"},
+                                                 {&v.d_v, "d_v"},
+                                                 {&v.strides, "strides"},
+                                                 {&v.sinks, "sinks"},
+                                                 {&v.padded, "padded_varlen"},
+                                                 {&v.mask_bool, "mask_bool"},
+                                                 {&v.mask_additive, "mask_additive"},
+                                                 {&v.block_mask, "block_mask"}};
+  for (auto [flag, n] : named)
+    if (name == n) *flag = true;
+  REQUIRE(variant_names(v) == std::vector<std::string>{name});
+  return v;
+}
+
+// Contract v3's regimes, in the full plan only.
+const std::vector<std::string> kV3 = {"sinks", "padded_varlen", "mask_bool", "mask_additive", "block_mask"};
 
 CaseSpec case_of(const std::string& id) {
   CaseSpec c;
@@ -61,7 +90,12 @@ TEST_CASE("variant cases: consistent inputs using their variant alone, in every 
           empty_q = empty_q || std::count(c.len_q.begin(), c.len_q.end(), 0) > 0;
           empty_k = empty_k || std::count(c.len_k.begin(), c.len_k.end(), 0) > 0;
         }
-        CHECK(cases >= 1);
+        // Contract v3's regimes are not in the quick plan (its committed baseline is contract v2's).
+        CHECK(full_plan_only(regime) == (std::find(kV3.begin(), kV3.end(), regime) != kV3.end()));
+        if (quick && full_plan_only(regime))
+          CHECK(cases == 0);
+        else
+          CHECK(cases >= (quick ? 1 : 2));
         if (regime == "varlen" || regime == "paged") CHECK((empty_q && empty_k));
         if (regime == "paged" && !quick) CHECK(page_sizes.size() >= 3);
         if (regime == "window")
@@ -105,4 +139,99 @@ TEST_CASE("element labels name the variants' coordinates", "[cpu]") {
   // dense: as before
   const CaseSpec n = case_of("F16/normal/n64");
   CHECK(element_label(n, "o", ((0 * 2 + 1) * 64 + 10) * 64 + 3) == "o[b=0,h=1,i=10,c=3]");
+}
+
+TEST_CASE("contract v3 cells: valid inputs of their variant, within the MPFR oracle's size, passing on cpu_tiled",
+          "[cpu]") {
+  PlanOptions o;
+  o.regimes = kV3;
+  const std::vector<CaseSpec> plan = audit_plan(o);
+  REQUIRE(plan.size() == kV3.size() * 2 * o.dtypes.size());
+  const Kernel* tiled = find_kernel("cpu_tiled");
+  const Kernel* naive = find_kernel("cpu_naive");
+  REQUIRE((tiled && naive));
+  const Subject tiled_s = subject_of(*tiled, Config{}), naive_s = subject_of(*naive, Config{});
+  std::set<std::string> patterns, empty_rows;
+  for (const CaseSpec& c : plan) {
+    CAPTURE(c.id);
+    const Inputs in = make_inputs(c, 3);
+    REQUIRE(validate(in) == "");
+    const Problem& p = in.p;
+    if (per_key_mask(p)) {  // at most 2^17 score terms
+      CHECK(double(p.batch) * p.heads_q * p.n_q * double(p.n_k) * (p.d + head_dim_v(p)) <= double(1 << 17));
+      patterns.insert(c.regime + "/" + c.mask_pattern);
+    }
+    if (has_mask_tensor(p)) {  // every mask has a hidden key and a visible one; random ones a row all hidden
+      const std::vector<double> m = in.mask.to_f64();
+      const double off = p.mask_kind == MaskKind::Bool ? 0.0 : -INFINITY;
+      CHECK(std::count(m.begin(), m.end(), off) > 0);
+      CHECK(std::count(m.begin(), m.end(), off) < int64_t(m.size()));
+      if (c.mask_pattern == "random") {
+        for (int64_t i = 0; i < p.n_q; ++i)
+          if (std::all_of(m.begin() + i * p.n_k, m.begin() + (i + 1) * p.n_k, [&](double x) { return x == off; }))
+            empty_rows.insert(c.id);
+      }
+      if (p.mask_kind == MaskKind::Additive)  // finite values other than 0 too
+        CHECK(std::count_if(m.begin(), m.end(), [](double x) { return std::isfinite(x) && x != 0; }) > 0);
+    }
+    if (p.padded) {  // padding somewhere on each axis, read as far-off values by a kernel that reads it
+      CHECK(p.total_q > int64_t(in.cu_seqlens_q.get(p.batch)));
+      CHECK(p.total_k > int64_t(in.cu_seqlens_k.get(p.batch)));
+      CHECK(std::fabs(in.q.get(0)) == 100.0);  // token 0 is padding in both cases
+    }
+    if (p.sinks) CHECK(in.sinks.numel() == p.heads_q);
+    // Declared by cpu_tiled; cpu_naive declines sinks only; a kernel without the variant never gets it.
+    CHECK(tiled_s.claims(c));
+    CHECK(naive_s.claims(c) == !p.sinks);
+    for (const std::string& v : expected_variants(c.regime)) {
+      Kernel without = *tiled;
+      const Variants drop = variant_named(v);
+      Variants& have = without.info.variants;
+      have.varlen = have.varlen && !drop.varlen, have.sinks = have.sinks && !drop.sinks;
+      have.padded = have.padded && !drop.padded, have.mask_bool = have.mask_bool && !drop.mask_bool;
+      have.mask_additive = have.mask_additive && !drop.mask_additive;
+      have.block_mask = have.block_mask && !drop.block_mask;
+      CHECK_FALSE(subject_of(without, Config{}).claims(c));
+    }
+  }
+  CHECK(patterns.size() == 5);  // mask_bool and mask_additive both patterns, block_mask random
+  CHECK(empty_rows.size() == 2 * o.dtypes.size());
+  // Every cell passes on cpu_tiled (and cpu_naive where it claims the case), with a baseline.
+  RunOptions ro;
+  ro.seed = 1;
+  ro.jobs = 2;
+  const Subject baseline = baseline_subject();
+  const SweepResult r = run_sweep(plan, {tiled_s, naive_s}, &baseline, ro);
+  CHECK(r.errors.empty());
+  REQUIRE(r.cases.size() == plan.size());
+  std::map<std::string, int> cells;
+  for (const auto& cell : r.cells) {
+    CAPTURE(cell.dump());
+    CHECK(cell["status"] == "pass");
+    ++cells[cell["kernel"].get<std::string>()];
+  }
+  CHECK(cells["cpu_tiled"] == int(plan.size()));
+  CHECK(cells["cpu_naive"] == int(plan.size() - 2 * o.dtypes.size()));  // no sinks cell
+  // Each case's JSON names its variant.
+  for (const auto& cj : r.cases) {
+    CAPTURE(cj.dump());
+    const std::string rg = cj["regime"];
+    const char* key = rg == "sinks"                                ? "sinks"
+                      : rg == "padded_varlen"                      ? "padded"
+                      : rg == "mask_bool" || rg == "mask_additive" ? "mask_tensor"
+                                                                   : "block_mask";
+    CHECK(cj.contains(key));
+    if (rg == "mask_bool") CHECK(cj["mask_tensor"]["kind"] == "boolean");
+    if (rg == "mask_additive") CHECK(cj["mask_tensor"]["kind"] == "additive");
+  }
+}
+
+TEST_CASE("padded varlen labels name the sequence, or the padding", "[cpu]") {
+  // n64: lengths q {0, 64, 1, 37, 0, 61}, padding before each {2, 0, 1, 3, 0, 7} and 16 after: sequence
+  // 1 starts at token 2, sequence 2 at 67; token 66 is padding.
+  const CaseSpec c = case_of("F32/padded_varlen/n64");
+  CHECK(padded_starts(c, false) == std::vector<int32_t>{2, 2, 67, 71, 108, 115, 192});
+  CHECK(element_label(c, "o", (3 * 2 + 1) * 64 + 5) == "o[b=1,h=1,i=1,c=5]");
+  CHECK(element_label(c, "o", (67 * 2 + 0) * 64) == "o[b=2,h=0,i=0,c=0]");
+  CHECK(element_label(c, "o", (66 * 2 + 0) * 64) == "o[b=pad,h=0,i=66,c=0]");
 }
