@@ -45,7 +45,9 @@ struct Guards {
   }
   // Checks every placed output and hands it back compact (padding tokens 0, as the references).
   void release() {
-    for (auto& [t, name] : held) {
+    for (auto& held_output : held) {
+      HostTensor* t = held_output.first;
+      const std::string& name = held_output.second;  // a plain reference: clang 14 cannot capture a binding
       const std::vector<bool> untouched = padding_elements(in, name);
       const std::string m =
           check_output_guard(*t, name, untouched, [&](int64_t flat) { return element_name(p, name.c_str(), flat); });
