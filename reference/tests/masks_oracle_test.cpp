@@ -93,7 +93,7 @@ TEST_CASE("exact: an additive mask of 0 and -inf is the boolean mask; a constant
 }
 
 TEST_CASE("exact: a block mask is the dense boolean mask of its blocks", "[cpu]") {
-  for (const std::pair<int, int> sizes : {std::pair{2, 3}, std::pair{1, 1}, std::pair{4, 16}}) {
+  for (const auto& sizes : {std::pair{2, 3}, std::pair{1, 1}, std::pair{4, 16}}) {
     const int bq = sizes.first, bk = sizes.second;  // plain locals: clang 14 cannot capture a structured binding
     Problem p = dense(2, 2, 2, 7, 8, 2);
     const Tensors64 in = fill(p, {}, 1.0, 21);
