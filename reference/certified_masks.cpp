@@ -16,6 +16,8 @@
 #include <initializer_list>
 #include <limits>
 
+#include <mpfr.h>
+
 #include "reference/certified.hpp"
 #include "reference/exact_mp.hpp"
 
@@ -50,7 +52,14 @@ void certify(const std::vector<double>& value, double e, std::vector<double>& er
 
 }  // namespace
 
+// Frees this thread's MPFR constant caches (log 2, pi, ...) when the oracle returns: the audit runs it
+// on worker threads, whose caches would otherwise outlive them (LeakSanitizer reports them at exit).
+struct ThreadCacheRelease {
+  ~ThreadCacheRelease() { mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); }
+};
+
 Certified certified_masked(const Problem& p, const Tensors64& in) {
+  const ThreadCacheRelease release;  // first declared: runs after every MPFR value below is gone
   detail::PrecisionGuard guard(kMaskBits);
   const detail::TensorsMP t{detail::to_mp(in.q), detail::to_mp(in.k), detail::to_mp(in.v), detail::to_mp(in.d_o),
                             in.seq};
