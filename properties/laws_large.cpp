@@ -115,6 +115,23 @@ std::vector<int64_t> sampled_heads(const Problem& p, std::mt19937_64& rng) {
   return out;
 }
 
+// The configuration a large case runs under: the kernel's first (its default without configs).
+Config large_config(const Kernel& k) { return k.info.configs.empty() ? Config{} : k.info.configs.front(); }
+
+// The large case's inputs filled from the seed (q, k, v, and d_o for a backward) and one run of the
+// kernel under cfg; a device out of memory makes the case n/a, not a failure.
+Run fill_and_run(const Kernel& k, Inputs& in, const Config& cfg, uint64_t seed, bool backward) {
+  const Problem& p = in.p;
+  in.q = HostTensor(dtype_q(p), shape_q(p)), in.k = HostTensor(dtype_kv(p), shape_kv(p)),
+  in.v = HostTensor(dtype_kv(p), shape_kv(p));
+  fill(in.q, seed * 4 + 0), fill(in.k, seed * 4 + 1), fill(in.v, seed * 4 + 2);
+  if (backward) in.d_o = HostTensor(dtype_o(p), shape_q(p)), fill(in.d_o, seed * 4 + 3);
+  const Run r = execute(k, in, cfg, backward);
+  if (r.error.find("out of memory") != std::string::npos)  // the device's, not the kernel's fault
+    throw NotApplicable("the device lacks the memory for the case: " + r.error);
+  return r;
+}
+
 std::string law_large_offsets(const Kernel& k, uint64_t seed) {
   std::mt19937_64 rng(seed);
   Inputs in;
@@ -131,15 +148,8 @@ std::string law_large_offsets(const Kernel& k, uint64_t seed) {
   if (need > double(available_host_bytes()))
     throw NotApplicable(fmt::format("the case needs about {:.0f} GB of host memory, {:.0f} GB available", need / 1e9,
                                     double(available_host_bytes()) / 1e9));
-  in.q = HostTensor(dtype_q(p), shape_q(p)), in.k = HostTensor(dtype_kv(p), shape_kv(p)),
-  in.v = HostTensor(dtype_kv(p), shape_kv(p));
-  fill(in.q, seed * 4 + 0), fill(in.k, seed * 4 + 1), fill(in.v, seed * 4 + 2);
-  if (backward) in.d_o = HostTensor(dtype_o(p), shape_q(p)), fill(in.d_o, seed * 4 + 3);
-  Config cfg;
-  if (!k.info.configs.empty()) cfg = k.info.configs.front();
-  const Run r = execute(k, in, cfg, backward);
-  if (r.error.find("out of memory") != std::string::npos)  // the device's, not the kernel's fault
-    throw NotApplicable("the device lacks the memory for the case: " + r.error);
+  const Config cfg = large_config(k);
+  const Run r = fill_and_run(k, in, cfg, seed, backward);
   if (!r.error.empty()) return r.error;
 
   std::string msg;
@@ -235,15 +245,8 @@ std::string law_padded_scratch(const Kernel& k, uint64_t seed) {
     throw std::logic_error("padded_scratch: the case does not cross 2^31 in scratch alone: " + shape);
   if (!claims(k, p)) throw NotApplicable(fmt::format("{} does not claim the case ({})", k.info.name, shape));
   const bool backward = k.info.backward && k.info.writes_lse;  // else the oracle would run on all of it
-  in.q = HostTensor(dtype_q(p), shape_q(p)), in.k = HostTensor(dtype_kv(p), shape_kv(p)),
-  in.v = HostTensor(dtype_kv(p), shape_kv(p));
-  fill(in.q, seed * 4 + 0), fill(in.k, seed * 4 + 1), fill(in.v, seed * 4 + 2);
-  if (backward) in.d_o = HostTensor(dtype_o(p), shape_q(p)), fill(in.d_o, seed * 4 + 3);
-  Config cfg;
-  if (!k.info.configs.empty()) cfg = k.info.configs.front();
-  const Run r = execute(k, in, cfg, backward);
-  if (r.error.find("out of memory") != std::string::npos)  // the device's, not the kernel's fault
-    throw NotApplicable("the device lacks the memory for the case: " + r.error);
+  const Config cfg = large_config(k);
+  const Run r = fill_and_run(k, in, cfg, seed, backward);
   if (!r.error.empty()) return fmt::format("{}: {}", shape, r.error);
 
   std::string msg;
