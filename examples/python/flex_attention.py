@@ -1,7 +1,9 @@
 """FlexAttention (torch.compile'd) as flashcheck kernels: plain (the masks as a block mask, both causal
-alignments), with a softcap score_mod, and with a sliding-window block mask (windows aligned as the
-contract says: i' = i under causal_top_left, i + n_k - n_q otherwise). FlexAttention returns lse,
-which flashcheck holds to the natural-log contract; d_v != d is offered to all three.
+alignments), with a softcap score_mod, with a sliding-window block mask (windows aligned as the
+contract says: i' = i under causal_top_left, i + n_k - n_q otherwise), and with the contract's mask
+tensors and block masks (`flex_masked`: a boolean mask and a block mask read by the mask_mod, an
+additive mask added by a score_mod, its -inf entries hidden by the mask_mod as well). FlexAttention
+returns lse, which flashcheck holds to the natural-log contract; d_v != d is offered to all four.
 
     python -m flashcheck check flex_attention:flex
 
@@ -15,6 +17,14 @@ not a new graph. Padded outputs are sliced off; a real row's o and lse are what 
 it (docs/external-audit.md: why the padding is sound, and what it changes). What still compiles
 separately is each dtype, head dim pair and bucket; FC_FLEX_DTYPES and FC_FLEX_HEAD_DIMS
 (comma-separated) narrow them to bound that cost.
+
+`flex_masked` keeps one graph per bucket the same way: the mask tensor, the block mask and the causal
+part become one boolean tensor `_KEEP` and the additive values one fp32 tensor `_BIAS`, both expanded
+to the padded call's full (batch', heads_q', n', n') shape (a broadcast axis of size 1 would be a
+specialised size), which the mods index. An additive mask of any declared dtype is widened to fp32
+(exact: F16 and BF16 values are fp32 values), and the score_mod adds it to the scaled score, the
+contract's order. A key whose additive value is -inf is hidden through `_KEEP`, not by adding -inf,
+so a row with every key hidden is FlexAttention's empty row (o = 0, lse = -inf), not -inf - -inf.
 """
 import os
 import sys
@@ -53,6 +63,39 @@ def _mask_mod(b, h, q_idx, kv_idx):
     return real & (kv_idx >= row - _LEFT) & (kv_idx <= row + _RIGHT)
 
 
+# flex_masked's tensors, rebound by _set_masks() before each call: (batch', heads_q', n', n').
+_KEEP = torch.ones((2, 2, 2, 2), dtype=torch.bool, device="cuda")
+_BIAS = torch.zeros((2, 2, 2, 2), dtype=torch.float32, device="cuda")
+
+
+def _tensor_mask_mod(b, h, q_idx, kv_idx):
+    return _mask_mod(b, h, q_idx, kv_idx) & _KEEP[b, h, q_idx, kv_idx]
+
+
+def _bias_mod(score, b, h, q_idx, kv_idx):
+    return score + _BIAS[b, h, q_idx, kv_idx]
+
+
+def _set_masks(p, batch, heads_q, n):
+    """_KEEP: the block mask's and the mask tensor's visible keys, and the finite entries of an additive
+    mask; _BIAS: the additive values (0 elsewhere). Padding is hidden by _mask_mod's real lengths."""
+    global _KEEP, _BIAS
+    keep = torch.ones((p.batch, p.heads_q, p.n_q, p.n_k), dtype=torch.bool, device="cuda")
+    if p.block_q:  # each block bit covers block_q x block_k scores (the last ones partial)
+        blocks = p.block_mask.bool().repeat_interleave(p.block_q, dim=2)[:, :, :p.n_q]
+        keep = keep & blocks.repeat_interleave(p.block_k, dim=3)[:, :, :, :p.n_k]
+    bias = None
+    if p.mask_kind == "bool":
+        keep = keep & p.mask_tensor.bool()
+    elif p.mask_kind == "additive":
+        bias = p.mask_tensor.float().expand(p.batch, p.heads_q, p.n_q, p.n_k)
+        keep = keep & (bias != float("-inf"))
+        bias = bias.masked_fill(~keep, 0.0)
+    pad = (0, n - p.n_k, 0, n - p.n_q, 0, heads_q - p.heads_q, 0, batch - p.batch)
+    _KEEP = F.pad(keep, pad, value=False).contiguous()
+    _BIAS = F.pad(bias, pad).contiguous() if bias is not None else None
+
+
 def _softcap_mod(score, b, h, q_idx, kv_idx):
     return _CAP * torch.tanh(score / _CAP)  # score is fp32 inside the kernel
 
@@ -80,8 +123,15 @@ def forward(q, k, v, p):
     batch, heads_q, heads_kv, n = padded_shape(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, _FLOOR)
     q2 = _pad(q, batch, heads_q, n)  # (batch', heads_q', n', d)
     k2, v2 = (_pad(x, batch, heads_kv, n) for x in (k, v))  # (batch', heads_kv', n', d or d_v)
-    block_mask = _flex.create_block_mask(_mask_mod, None, None, n, n, device="cuda")
-    kwargs = dict(score_mod=_softcap_mod if p.softcap > 0 else None, block_mask=block_mask, scale=p.scale,
+    mask_mod, score_mod = _mask_mod, _softcap_mod if p.softcap > 0 else None
+    if p.mask_kind != "none" or p.block_q:
+        _set_masks(p, batch, heads_q, n)
+        mask_mod, score_mod = _tensor_mask_mod, _bias_mod if _BIAS is not None else None
+    # The block mask per batch and head only where a mask tensor can differ between them.
+    per_head = mask_mod is _tensor_mask_mod
+    block_mask = _flex.create_block_mask(mask_mod, batch if per_head else None, heads_q if per_head else None, n,
+                                         n, device="cuda")
+    kwargs = dict(score_mod=score_mod, block_mask=block_mask, scale=p.scale,
                   enable_gqa=True)  # enable_gqa=True also serves heads_q == heads_kv: one graph for both
     if hasattr(_flex, "AuxRequest"):  # torch >= 2.9: return_aux replaces return_lse
         o, aux = _compiled(q2, k2, v2, return_aux=_flex.AuxRequest(lse=True), **kwargs)
@@ -111,3 +161,4 @@ def _kernel(name, variants):
 flex = _kernel("flex_attention", ())
 flex_softcap = _kernel("flex_attention_softcap", ("softcap",))
 flex_window = _kernel("flex_attention_window", ("window",))
+flex_masked = _kernel("flex_attention_masked", ("mask_bool", "mask_additive", "block_mask"))

@@ -90,7 +90,11 @@ def _sdpa(q, k, v, p):
 _MASKS = ("mask_bool", "mask_additive", "block_mask")
 
 
-def sdpa(backend, check_alignment=True):
+def sdpa(backend, check_alignment=True, masks=None):
+    """masks: whether the kernel declares mask tensors and block masks (default: the math backend only)."""
+    if masks is None:
+        masks = backend == SDPBackend.MATH
+
     def forward(q, k, v, p):
         with sdpa_kernel(backend):
             return _sdpa(q, k, v, p)
@@ -138,7 +142,7 @@ def sdpa(backend, check_alignment=True):
     return flashcheck.Kernel(forward, name=name, device="cuda",
                              dtypes=("F16", "BF16") if half_only else ("F16", "BF16", "F32"),
                              masks=("none", "causal_top_left"), writes_lse=False,
-                             variants=("d_v",) + (_MASKS if backend == SDPBackend.MATH else ()), supports=supports)
+                             variants=("d_v",) + (_MASKS if masks else ()), supports=supports)
 
 
 flash = sdpa(SDPBackend.FLASH_ATTENTION)
