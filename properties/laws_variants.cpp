@@ -192,7 +192,7 @@ std::string law_sink_neg_inf(const Kernel& k, const Case& c_in) {
 std::string law_mask_tensor_builtin(const Kernel& k, const Case& c_in) {
   require_dense(c_in);
   const Case c = with_d_v_source(k, c_in);
-  if (!mask_size_ok(c.in.p)) throw NotApplicable("a problem too large for mask tensors' MPFR oracle");
+  if (!mask_size_ok(c.in.p)) throw NotApplicable("a mask tensor past 2^22 elements, or a varlen or paged problem");
   Rng rng(c.aux);
   Inputs builtin = c.in;
   Problem& bp = builtin.p;
@@ -232,7 +232,7 @@ std::string law_mask_tensor_builtin(const Kernel& k, const Case& c_in) {
 std::string law_block_mask_dense(const Kernel& k, const Case& c_in) {
   require_dense(c_in);
   const Case c = with_d_v_source(k, c_in);
-  if (!mask_size_ok(c.in.p)) throw NotApplicable("a problem too large for block masks' MPFR oracle");
+  if (!mask_size_ok(c.in.p)) throw NotApplicable("a block mask's dense twin past 2^22 elements, or a varlen or paged problem");
   Rng rng(c.aux);
   std::string how;
   const Inputs blocks = with_block_mask(c.in, rng, &how);

@@ -110,7 +110,8 @@ Inputs with_block_mask(const Inputs& dense, Rng& rng, std::string* how);
 // The dense boolean mask tensor that a block mask stands for ((B_m, H_m, n_q, n_k), the block mask's
 // broadcast), and the problem with it in place of the block mask.
 HostTensor dense_of_block_mask(const Inputs& in);
-// Whether mask tensors may join a problem of this size (the certified oracle is MPFR's on them).
+// Whether mask tensors may join a problem: dense, its full mask (batch, heads_q, n_q, n_k) of at most
+// 2^22 elements (16 MiB as F32, beside the kernel's own copy and the references' float64 one).
 bool mask_size_ok(const Problem& p);
 // A head dim of v different from d: 1, d/2, d + 1, d + 8, 2d or 3 (variant_mix.cpp).
 int32_t draw_d_v(Rng& rng, int32_t d);
@@ -121,7 +122,7 @@ Inputs with_d_v(const Inputs& dense, int32_t d_v);
 // one quarter): a window (tiles of block_n), a softcap near the scores' range, ALiBi slopes, d_v != d,
 // varlen lengths and then paged K/V, and padded offsets (on an unpaged varlen batch with a compact q).
 // Then a mask tensor (three draws in four; additive ones in mask_dtypes) and a block mask (one in
-// two), on dense problems small enough (mask_size_ok). how: a one-line description ("dense" when none
+// two), on dense problems (mask_size_ok). how: a one-line description ("dense" when none
 // joined).
 Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n, Rng& rng, std::string* how,
                      const std::vector<DType>& mask_dtypes = {DType::F32, DType::F16, DType::BF16});

@@ -52,8 +52,7 @@ Inputs with_sinks(const Inputs& dense, Rng& rng, std::string* how) {
 }
 
 bool mask_size_ok(const Problem& p) {
-  return !p.varlen && p.page_size == 0 &&
-         double(p.batch) * p.heads_q * p.n_q * double(p.n_k) * double(p.d + head_dim_v(p)) <= double(1 << 17);
+  return !p.varlen && p.page_size == 0 && double(p.batch) * p.heads_q * p.n_q * double(p.n_k) <= double(1 << 22);
 }
 
 Inputs with_mask_tensor(const Inputs& dense, bool bool_ok, const std::vector<DType>& dtypes, Rng& rng,
@@ -233,8 +232,8 @@ Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n,
     in = to_padded(in, pad, rng);
     parts.push_back(describe(pad));
   }
-  // Mask tensors (three draws in four) and block masks last (dense problems of a few thousand scores
-  // only: the certified oracle takes MPFR's maths for them).
+  // Mask tensors (three draws in four) and block masks last (dense problems, masks of at most 2^22
+  // elements).
   const bool additive = have.mask_additive && !mask_dtypes.empty();
   if ((have.mask_bool || additive) && mask_size_ok(in.p) && rng() % 4 != 0) {
     std::string s;

@@ -58,8 +58,9 @@ bool scaled_scores(const GroupIn& g, const ExactProduct& s, Index r, Index j0, I
   return true;
 }
 
-// Score error of row r, uniform over its keys; softcap, then ALiBi (certified_variants.cpp),
-// transform the scores in f.p and sl: the score error becomes the cap's, plus the bias's.
+// Score error of row r, uniform over its keys; softcap, then ALiBi, then the mask tensor and block
+// mask (certified_variants.cpp) transform the scores in f.p and sl: the score error becomes the
+// cap's, plus the biases'. A hidden key's score is -inf from here on.
 double score_error(const GroupIn& g, const ExactProduct& s, const std::vector<double>& b_max, Index r, Index j0,
                    Index nv, double s_abs, std::vector<double>& sl, GroupFwd& f) {
   double eps = s.floor;
@@ -68,6 +69,7 @@ double score_error(const GroupIn& g, const ExactProduct& s, const std::vector<do
   if (g.softcap > 0)
     eps = cap_row(g.softcap, j0, nv, eps, &f.p(r, 0), sl.data(), &f.g(r, 0), &f.g_rel[size_t(r)], &f.g_abs[size_t(r)]);
   if (!g.slope.empty()) eps += bias_row(g.slope[size_t(r)], g.aligned[size_t(r)], j0, nv, &f.p(r, 0), sl.data());
+  if (g.bias.size()) eps += mask_row(&g.bias(r, 0), j0, nv, &f.p(r, 0), sl.data());
   return eps;
 }
 
@@ -82,6 +84,10 @@ struct WeightSum {
 WeightSum exp_weights(Index r, Index j0, Index nv, double mx, bool mp, const std::vector<double>& sl, GroupFwd& f) {
   WeightSum w;
   for (Index j = j0; j < nv; ++j) {
+    if (hidden_score(f.p(r, j))) {  // a hidden key (mask tensor, block mask): weight exactly 0
+      f.p(r, j) = 0;
+      continue;
+    }
     double xh, xe;
     if (mp) {
       xh = f.p(r, j);  // x = xh + sl[j] to within eps
@@ -167,6 +173,7 @@ void forward_row(const GroupIn& g, const ExactProduct& s, const std::vector<doub
         bool kept = false;
         two_sum(mx, -sink, th, tl);
         for (Index j = j0; j < nv; ++j) {
+          if (hidden_score(f.p(r, j))) continue;
           double h2, e2;
           two_sum(f.p(r, j), th, h2, e2);
           f.p(r, j) = h2;

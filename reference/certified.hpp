@@ -13,9 +13,8 @@ struct Certified {
   std::vector<double> o_mag;  // (batch, heads_q, n_q, d): sum_j P_ij |v_jk|, the scale of o errors
 };
 
+// Every variant of the contract, mask tensors and block masks included (a hidden key has weight
+// exactly 0; an additive value is one more score transform after ALiBi).
 Certified certified(const Problem& p, const Tensors64& in);
-// Problems with a mask tensor or a block mask (per_key_mask): MPFR values with a crude rigorous
-// bound (certified_masks.cpp); certified() calls it for them.
-Certified certified_masked(const Problem& p, const Tensors64& in);
 
 }  // namespace fc::ref

@@ -47,6 +47,8 @@ cert::GroupIn gather(const Problem& p, const Tensors64& in, int64_t b, int32_t h
   g.bad_d_o.assign(m, 0);
   if (p.alibi) g.slope.assign(m, 0.0), g.aligned.assign(m, 0);
   if (p.sinks) g.sink.assign(m, 0.0);
+  const bool masked = per_key_mask(p);
+  if (masked) g.bias = Mat::Constant(m, n, -kInf);
   std::vector<char> bad_key(n, 0);  // (n_k)
   for (Index j = 0; j < n; ++j) {
     const int64_t row = kv_row(p, seqs, b, h_kv, j);
@@ -68,11 +70,16 @@ cert::GroupIn gather(const Problem& p, const Tensors64& in, int64_t b, int32_t h
     while (j0 < n && !sees(p, i, j0, n_q, n)) ++j0;
     Index j1 = j0;
     while (j1 < n && sees(p, i, j1, n_q, n)) ++j1;
+    if (masked) {  // the mask tensor and block mask hide keys inside the range: it shrinks to the visible
+      for (Index j = j0; j < j1; ++j) g.bias(r, j) = in.seq.bias(p, b, h, i, j);
+      while (j0 < j1 && cert::hidden_score(g.bias(r, j0))) ++j0;
+      while (j1 > j0 && cert::hidden_score(g.bias(r, j1 - 1))) --j1;
+    }
     g.first[r] = j0;
     g.n_vis[r] = j1;
     if (p.alibi) g.slope[r] = in.seq.alibi_slopes[size_t(h)], g.aligned[r] = aligned(p.mask, i, n_q, n);
     if (p.sinks) g.sink[r] = in.seq.sinks[size_t(h)];
-    for (Index j = j0; j < j1; ++j) g.bad[r] |= bad_key[j];
+    for (Index j = j0; j < j1; ++j) g.bad[r] |= bad_key[j] && !(masked && cert::hidden_score(g.bias(r, j)));
     // q reaches the forward and the backward, d_o only the backward; a row that sees no key has
     // o = 0, lse = -inf and d_q = 0 whatever its q and d_o hold (the contract: never NaN there).
     for (Index l = 0; l < d; ++l) {
@@ -198,7 +205,6 @@ void add_paged(const Problem& p, const Seqs& seqs, const std::vector<KeyGrads>& 
 }  // namespace
 
 Certified certified(const Problem& p, const Tensors64& in) {
-  if (per_key_mask(p)) return certified_masked(p, in);  // a row's keys are not one range
   // A batch without queries has an empty d_o whether or not gradients were asked: give them (zeros).
   const bool grads = !in.d_o.empty() || numel_o(p) == 0, paged = is_paged(p);
   const Seqs seqs = in.seq.seqs();

@@ -126,6 +126,10 @@ struct GroupIn {
   std::vector<double> slope;   // (m): ALiBi slope of row r's head; empty: no ALiBi
   std::vector<Index> aligned;  // (m): row r's aligned row i' (ALiBi's bias is -slope·|i' - j|)
   std::vector<double> sink;    // (m): the sink logit of row r's head (finite or -inf); empty: no sinks
+  // Contract v3's mask tensor and block mask (per_key_mask): key j's effect on row r, -inf where it
+  // is hidden, else the additive value (0 for a boolean bit); empty without either. [first, n_vis)
+  // is then the range from a row's first to its last visible key, hidden keys between them.
+  Mat bias;                    // (m, n_k) or empty
   // Row r's sink, -inf when there is none.
   double sink_of(Index r) const { return sink.empty() ? -std::numeric_limits<double>::infinity() : sink[size_t(r)]; }
   std::vector<char> bad;      // (m): reached by a non-finite input: NaN, uncertified (bound +inf)
@@ -166,6 +170,12 @@ double cap_row(double c, Index j0, Index j1, double eps, double* s_row, double* 
 // ALiBi: subtracts slope·|aligned - j| from the double-double (s_row[j], sl[j]) for j in [j0, j1);
 // returns the bound on the roundings this adds.
 double bias_row(double slope, Index aligned, Index j0, Index j1, double* s_row, double* sl);
+// The mask tensor and block mask: for j in [j0, j1), a hidden key's score becomes -inf (sl[j] = 0:
+// no weight, no error), an additive value (exact in fp32) is added to the double-double (s_row[j],
+// sl[j]); returns the bound on the roundings this adds.
+double mask_row(const double* bias, Index j0, Index j1, double* s_row, double* sl);
+// A hidden key's score after mask_row (and in mp_row's xh): the weight is exactly 0.
+inline bool hidden_score(double s) { return s == -std::numeric_limits<double>::infinity(); }
 GroupBwd backward(const GroupIn& g, const GroupFwd& f);
 
 }  // namespace fc::ref::cert

@@ -39,7 +39,9 @@ double mag_up(mpfr_srcptr x) { return std::fabs(mpfr_get_d(x, MPFR_RNDA)); }
 // once, so |s_j - ŝ_j| <= gamma_mp(2d + 1) |scale| sum_l |q_l k_l| with gamma_mp(n) <= 2n·2^-kMpBits.
 // Softcap c·tanh(s/c): the cap's derivative is at most 1, so s_j's error passes through unscaled,
 // and the three roundings (s/c, tanh, times c) add <= 3·2^-kMpBits·c (|y| sech²(y) <= 1 and
-// |tanh| <= 1). ALiBi: slope·|i' - j| is exact (24 + 31 bits), the subtraction one rounding.
+// |tanh| <= 1). ALiBi: slope·|i' - j| is exact (24 + 31 bits), the subtraction one rounding; an
+// additive mask value (exact) one more rounding. A hidden key (mask tensor, block mask) gets
+// xh = -inf, xl = 0, no error, and takes no part in s_max (the row has a visible key: gather).
 double mp_row(const GroupIn& g, Index r, double* xh, double* xl, double* err_x, double* mx_err) {
   const Index d = g.q.cols(), j0 = g.first[size_t(r)], j1 = g.key_end(r);
   std::vector<Mp> s(static_cast<size_t>(j1 - j0));
@@ -47,8 +49,10 @@ double mp_row(const GroupIn& g, Index r, double* xh, double* xl, double* err_x, 
   Mp t, mx;
   const double gam_mp = 2.0 * double(2 * d + 4) * kMpUnit;
   const double cap = g.softcap;
-  Index arg = 0;  // offset of the largest score in [j0, j1)
+  Index arg = -1;  // offset of the largest score in [j0, j1)
+  auto hidden = [&](Index j) { return g.bias.size() && hidden_score(g.bias(r, j)); };
   for (Index j = j0; j < j1; ++j) {
+    if (hidden(j)) continue;
     mpfr_ptr sj = s[size_t(j - j0)].get();
     mpfr_set_zero(sj, 1);
     double abs_sum = 0;  // sum_l |q_l k_l|, rounded: enlarged by (1 + 2 gamma(d + 1)) below
@@ -73,14 +77,27 @@ double mp_row(const GroupIn& g, Index r, double* xh, double* xl, double* err_x, 
       mpfr_sub(sj, sj, t.get(), MPFR_RNDN);
       e += 1.01 * kMpUnit * mag_up(sj);
     }
+    if (g.bias.size() && g.bias(r, j) != 0) {
+      mpfr_add_d(sj, sj, g.bias(r, j), MPFR_RNDN);
+      e += 1.01 * kMpUnit * mag_up(sj);
+    }
     err_s[size_t(j - j0)] = e;
-    if (j == j0 || mpfr_cmp(sj, s[size_t(arg)].get()) > 0) arg = j - j0;
+    if (arg < 0 || mpfr_cmp(sj, s[size_t(arg)].get()) > 0) arg = j - j0;
+  }
+  if (arg < 0) {  // no visible key (gather makes such a row empty before it gets here)
+    for (Index j = j0; j < j1; ++j) xh[j] = -INFINITY, xl[j] = 0, err_x[j] = 0;
+    *mx_err = 0;
+    return -INFINITY;
   }
   mpfr_set(mx.get(), s[size_t(arg)].get(), MPFR_RNDN);  // exact (same precision)
   const double mx_d = mpfr_get_d(mx.get(), MPFR_RNDN);
   // |s_max - round(s_max)| <= u |round(s_max)| (or 0 when it is exact); inf if it overflowed.
   *mx_err = kU * std::fabs(mx_d);
   for (Index j = j0; j < j1; ++j) {
+    if (hidden(j)) {
+      xh[j] = -INFINITY, xl[j] = 0, err_x[j] = 0;
+      continue;
+    }
     mpfr_sub(t.get(), s[size_t(j - j0)].get(), mx.get(), MPFR_RNDN);  // x_j: one rounding
     const double h = mpfr_get_d(t.get(), MPFR_RNDN);
     const double ax = std::fabs(h) * (1 + 2 * kU) + 0x1p-1074;  // >= |x_j| up to 2^-kMpBits

@@ -62,4 +62,22 @@ double bias_row(double slope, Index aligned, Index j0, Index j1, double* s_row, 
   return err * kSlack;
 }
 
+double mask_row(const double* bias, Index j0, Index j1, double* s_row, double* sl) {
+  double err = 0;
+  for (Index j = j0; j < j1; ++j) {
+    const double b = bias[j];
+    if (hidden_score(b)) {
+      s_row[j] = b, sl[j] = 0;
+      continue;
+    }
+    if (b == 0) continue;
+    double s, e;
+    two_sum(s_row[j], b, s, e);  // exact
+    err = std::max(err, 2.01 * kU * (std::fabs(sl[j]) + std::fabs(e)));
+    s_row[j] = s;
+    sl[j] = sl[j] + e;  // one rounding: err
+  }
+  return err * kSlack;
+}
+
 }  // namespace fc::ref::cert

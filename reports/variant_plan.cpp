@@ -117,8 +117,7 @@ CaseSpec padded_case(DType t, int32_t n, Mask mask, std::vector<int32_t> pad_q, 
   return c;
 }
 
-// Mask tensors and block masks on problems of at most 2^17 score terms (batch x heads x n_q x n_k x
-// (d + d_v)): the certified oracle runs them in MPFR.
+// Mask tensors and block masks (dense problems, the certified float64 oracle's like every other).
 CaseSpec masked_case(DType t, const std::string& regime, int32_t batch, int32_t heads, int32_t n_q, int32_t n_k,
                      Mask mask, const std::string& pattern, const std::string& tag) {
   CaseSpec c =

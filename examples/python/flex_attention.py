@@ -26,6 +26,7 @@ specialised size), which the mods index. An additive mask of any declared dtype 
 contract's order. A key whose additive value is -inf is hidden through `_KEEP`, not by adding -inf,
 so a row with every key hidden is FlexAttention's empty row (o = 0, lse = -inf), not -inf - -inf.
 """
+import json
 import os
 import sys
 
@@ -45,6 +46,9 @@ for _limit in ("recompile_limit", "cache_size_limit", "accumulated_recompile_lim
         setattr(torch._dynamo.config, _limit, max(getattr(torch._dynamo.config, _limit), 1024))
 _compiled = torch.compile(_flex.flex_attention, dynamic=True)
 _FLOOR = floor_from_env()
+# FlexAttention's kernel_options (a JSON object, e.g. '{"num_stages": 1}'), passed to every call: the
+# Triton templates' tiling, for configurations that would not fit in shared memory.
+_KERNEL_OPTIONS = json.loads(os.environ.get("FC_FLEX_KERNEL_OPTIONS") or "{}")
 
 _BIG = 1 << 30  # an unbounded window side (q_idx + _BIG stays within int32)
 # The visible keys of query q_idx < _NQ: kv_idx < _NK and row - _LEFT <= kv_idx <= row + _RIGHT, row =
@@ -133,6 +137,8 @@ def forward(q, k, v, p):
                                          n, device="cuda")
     kwargs = dict(score_mod=score_mod, block_mask=block_mask, scale=p.scale,
                   enable_gqa=True)  # enable_gqa=True also serves heads_q == heads_kv: one graph for both
+    if _KERNEL_OPTIONS:
+        kwargs["kernel_options"] = _KERNEL_OPTIONS
     if hasattr(_flex, "AuxRequest"):  # torch >= 2.9: return_aux replaces return_lse
         o, aux = _compiled(q2, k2, v2, return_aux=_flex.AuxRequest(lse=True), **kwargs)
         lse = aux.lse

@@ -124,5 +124,19 @@ def test_the_examples_adapt_in_a_few_lines(spec, law, monkeypatch, tmp_path):
     assert not re.search(r"\b\w+(Error|Exception): ", report), result.report
 
 
+@cuda
+@pytest.mark.parametrize("law", ["mask_tensor_builtin", "block_mask_dense"])
+def test_flex_attention_takes_mask_tensors_and_block_masks(law, monkeypatch, tmp_path):
+    """flex_attention:flex_masked: the mask laws reach their cases (one dtype and head dim, so that the
+    compiles fit the test's time) and give a verdict on the library, never the adapter's error."""
+    monkeypatch.syspath_prepend(EXAMPLES)
+    monkeypatch.setenv("FC_FLEX_DTYPES", "BF16")
+    monkeypatch.setenv("FC_FLEX_HEAD_DIMS", "64")
+    result = flashcheck.check("flex_attention:flex_masked", law=law, cases=10, seed=1, quiet=True, timeout=300,
+                              regressions=str(tmp_path))
+    assert [x["status"] for x in result.laws] in (["pass"], ["fail"]), result.report
+    assert not re.search(r"\b\w+(Error|Exception): ", result.report), result.report
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

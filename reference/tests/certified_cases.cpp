@@ -147,6 +147,17 @@ Scales natural_scales(const Problem& p, const Tensors64& in) {
   return sc;
 }
 
+namespace {
+
+// The exact oracle's value is its MPFR result rounded to nearest double: within half an ulp of the
+// exact real, which err bounds the distance to.
+double half_ulp(double x) {
+  const double a = std::fabs(x);
+  return 0.5 * (std::nextafter(a, INFINITY) - a);
+}
+
+}  // namespace
+
 long first_violation(const std::vector<double>& value, const std::vector<double>& exact,
                      const std::vector<double>& err) {
   if (value.size() != exact.size() || err.size() != exact.size()) return 0;
@@ -156,7 +167,7 @@ long first_violation(const std::vector<double>& value, const std::vector<double>
       if (!std::isnan(value[i])) return long(i);
     } else if (std::isinf(exact[i])) {
       if (value[i] != exact[i]) return long(i);
-    } else if (!(std::fabs(value[i] - exact[i]) <= err[i])) {  // also catches a NaN value
+    } else if (!(std::fabs(value[i] - exact[i]) <= err[i] + half_ulp(exact[i]))) {  // also catches a NaN value
       return long(i);
     }
   }

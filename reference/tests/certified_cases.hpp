@@ -33,7 +33,8 @@ struct Scales {
 };
 Scales natural_scales(const Problem& p, const Tensors64& in);
 
-// Index of the first element where |value - exact| <= err fails, or -1. NaN in exact must be NaN in
+// Index of the first element where |value - exact| <= err fails, or -1 (exact: the MPFR value rounded
+// to double, so half its ulp is allowed beside err). NaN in exact must be NaN in
 // value; an infinite exact value must be matched exactly; a NaN err is a failure.
 long first_violation(const std::vector<double>& value, const std::vector<double>& exact,
                      const std::vector<double>& err);

@@ -5,7 +5,10 @@
 // oracle's values lie within their claimed errors of the exact ones.
 #include "tests/catch.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <random>
+#include <utility>
 
 #include "reference/certified.hpp"
 #include "reference/exact.hpp"
@@ -135,6 +138,40 @@ TEST_CASE("exact and certified: a row every key of which is hidden is an empty r
   CHECK(r.lse[6] == -INFINITY);
 }
 
+namespace {
+
+// Largest |x| over the finite entries, for error scales.
+double largest(const std::vector<double>& x) {
+  double m = 0;
+  for (double e : x)
+    if (std::isfinite(e)) m = std::max(m, std::fabs(e));
+  return m;
+}
+
+// The certified float64 walk against the exact MPFR oracle: within its claimed errors, and those
+// errors far below any kernel's: 2^-40 of each output's natural magnitude from the inputs (o: |v|;
+// d_v: the rows' |d_o|; d_q, d_k: the scores' gradients |scale| |d_o| |v| times |k| or |q|, summed
+// over the keys or rows), where a kernel's bound is 2^-24 of it at the least (fp32's unit roundoff).
+void certified_within_exact(const Problem& p, const Tensors64& in) {
+  const Certified c = certified(p, in);
+  const Result64 e = exact(p, in, 400);
+  CHECK(first_violation(c.value.o, e.o, c.err.o) == -1);
+  CHECK(first_violation(c.value.lse, e.lse, c.err.lse) == -1);
+  CHECK(first_violation(c.value.d_q, e.d_q, c.err.d_q) == -1);
+  CHECK(first_violation(c.value.d_k, e.d_k, c.err.d_k) == -1);
+  CHECK(first_violation(c.value.d_v, e.d_v, c.err.d_v) == -1);
+  const double Q = largest(in.q), K = largest(in.k), V = largest(in.v), G = largest(in.d_o);
+  const double rows = double(p.n_q) * p.heads_q / p.heads_kv, keys = p.n_k, ds = std::fabs(p.scale) * G * 2 * V;
+  const std::pair<const std::vector<double>*, double> scales[] = {
+      {&c.err.o, V}, {&c.err.d_v, rows * G}, {&c.err.d_q, keys * ds * K}, {&c.err.d_k, rows * ds * Q}};
+  for (const auto& [err, scale] : scales) {
+    INFO("largest error " << largest(*err) << ", natural magnitude " << scale);
+    CHECK(largest(*err) <= 0x1p-40 * scale);
+  }
+}
+
+}  // namespace
+
 TEST_CASE("certified on mask tensors and block masks: |certified - exact| <= err, and err is small", "[cpu]") {
   Problem p = dense(2, 2, 1, 6, 7, 4);
   Tensors64 in = fill(p, {}, 2.0, 17);
@@ -145,13 +182,61 @@ TEST_CASE("certified on mask tensors and block masks: |certified - exact| <= err
   p.block_q = 2, p.block_k = 3, p.block_b = 1, p.block_h = 2;
   in.seq.block_mask_shape = {1, 2, 3, 3};
   in.seq.block_mask = {1, 1, 0, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 1};
-  const Certified c = certified(p, in);
-  const Result64 e = exact(p, in, 400);
-  CHECK(first_violation(c.value.o, e.o, c.err.o) == -1);
-  CHECK(first_violation(c.value.lse, e.lse, c.err.lse) == -1);
-  CHECK(first_violation(c.value.d_q, e.d_q, c.err.d_q) == -1);
-  CHECK(first_violation(c.value.d_k, e.d_k, c.err.d_k) == -1);
-  CHECK(first_violation(c.value.d_v, e.d_v, c.err.d_v) == -1);
-  for (size_t x = 0; x < c.err.o.size(); ++x) CHECK(c.err.o[x] <= 1e-15 * (std::fabs(c.value.o[x]) + 1e-30));
-  for (size_t x = 0; x < c.err.d_k.size(); ++x) CHECK(c.err.d_k[x] <= 1e-15 * (std::fabs(c.value.d_k[x]) + 1e-30));
+  certified_within_exact(p, in);
+}
+
+// Random masked problems across the variants a mask combines with: GQA, both causal alignments,
+// windows, ALiBi, softcap, sinks, broadcast axes, boolean and additive masks (finite values up to
+// 1e4 in magnitude, -inf, whole rows hidden) and block masks of odd sizes; large score ranges
+// (qk_sigma 8) reach the MPFR rows of the float64 walk. A NaN in a hidden key's k or v reaches nothing.
+TEST_CASE("certified float64 walk on random masked problems lies within the exact oracle's values", "[cpu]") {
+  std::mt19937_64 rng(20261202);
+  for (int trial = 0; trial < 60; ++trial) {
+    CAPTURE(trial);
+    const int32_t hk = 1 + int32_t(rng() % 2), hq = hk * int32_t(1 + rng() % 3);
+    Problem p = dense(1 + int32_t(rng() % 2), hq, hk, 1 + int32_t(rng() % 9), 1 + int32_t(rng() % 11),
+                      1 + int32_t(rng() % 6));
+    p.mask = Mask(rng() % 3);
+    if (rng() % 4 == 0) p.window_left = int32_t(rng() % 4), p.window_right = int32_t(rng() % 4);
+    if (rng() % 4 == 0) p.softcap = 2.0 + double(rng() % 20);
+    SeqData seq;
+    if (rng() % 4 == 0) {
+      p.alibi = true;
+      for (int32_t h = 0; h < hq; ++h) seq.alibi_slopes.push_back(0.125 * double(1 + h));
+    }
+    if (rng() % 4 == 0) {
+      p.sinks = true;
+      for (int32_t h = 0; h < hq; ++h) seq.sinks.push_back(h % 2 ? -INFINITY : double(int(rng() % 9)) - 4.0);
+    }
+    Tensors64 in = fill(p, seq, rng() % 3 == 0 ? 8.0 : 1.5, rng());
+    const int32_t bm = rng() % 2 ? 1 : p.batch, hm = rng() % 2 ? 1 : p.heads_q;
+    const bool additive = rng() % 2;
+    const uint64_t salt = rng();
+    set_mask(p, in, additive ? MaskKind::Additive : MaskKind::Bool, bm, hm,
+             [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+               const uint64_t x = (salt ^ uint64_t(b * 1000003 + h * 10007 + i * 101 + j)) * 0x9E3779B97F4A7C15ull >> 40;
+               if (i == 1 && x % 3 == 0) return additive ? -INFINITY : 0.0;  // row 1 often hidden outright
+               if (!additive) return x % 3 ? 1.0 : 0.0;
+               return x % 5 == 0 ? -INFINITY : x % 7 == 0 ? -1e4 : double(int64_t(x % 64) - 32) / 8;
+             });
+    if (rng() % 2) {
+      p.block_q = 1 + int32_t(rng() % 4), p.block_k = 1 + int32_t(rng() % 4);
+      p.block_b = rng() % 2 ? 1 : p.batch, p.block_h = rng() % 2 ? 1 : p.heads_q;
+      const int64_t rows = (p.n_q + p.block_q - 1) / p.block_q, cols = (p.n_k + p.block_k - 1) / p.block_k;
+      in.seq.block_mask_shape = {p.block_b, p.block_h, rows, cols};
+      in.seq.block_mask.clear();
+      for (int64_t x = 0; x < p.block_b * p.block_h * rows * cols; ++x) in.seq.block_mask.push_back(rng() % 4 ? 1 : 0);
+    }
+    // A NaN in k and v of a key every row hides (the mask tensor's column 0 false everywhere).
+    if (!additive && rng() % 3 == 0) {
+      for (double& x : in.seq.mask)
+        if (&x - in.seq.mask.data() == 0 || (&x - in.seq.mask.data()) % p.n_k == 0) x = 0.0;
+      for (int64_t b = 0; b < p.batch; ++b)
+        for (int64_t h = 0; h < p.heads_kv; ++h) {
+          in.k[size_t(((b * p.heads_kv + h) * p.n_k) * p.d)] = NAN;
+          in.v[size_t(((b * p.heads_kv + h) * p.n_k) * p.d)] = NAN;
+        }
+    }
+    certified_within_exact(p, in);
+  }
 }
