@@ -9,10 +9,12 @@
 // exp2 is ex2.approx.ftz.f32, declared 2 ulp (the bound CUDA's programming guide gives exp2f), and
 // log2 CUDA's log2f, 1 ulp (likewise); whether ex2.approx(0) is exactly 1 is not documented, so
 // every rescale is charged. properties/tests/tc_probe_gpu_test measures all three on the device.
-// The shared structure is kernels/arithmetic.h's tensor_core_arithmetic.
-#include "kernels/cuda/arithmetic.hpp"
-
-#include "kernels/cuda/cuda_kernels.hpp"
+// The shared structure is kernels/arithmetic.h's tensor_core_arithmetic. Each traits struct defines its
+// own `arithmetic` here; kernel_table.cpp does not build a row without one.
+#include "kernels/arithmetic.h"
+#include "kernels/cuda/naive_traits.hpp"
+#include "kernels/cuda/tiled_traits.hpp"
+#include "kernels/cuda/wgmma_traits.hpp"
 
 namespace fc::cuda {
 namespace {
@@ -21,13 +23,22 @@ int or_default(int x, int fallback) { return x > 0 ? x : fallback; }
 
 // cuda_tiled and cuda_wgmma: the forward tile a Config runs, and the backward's keys per CTA (the
 // d_q partial merged by atomics or a TMA reduce-add; one chain when deterministic).
-Arithmetic flash_arithmetic(const CudaKernel& ck, const Problem& p, const Config& cfg) {
-  const Tile fwd = forward_tile(ck, cfg, p.d), bwd = backward_tile(ck, cfg, p.d);
+Arithmetic flash_arithmetic(const Problem& p, Tile fwd, Tile bwd, bool deterministic) {
   return tensor_core_arithmetic(p.dtype, or_default(fwd.block_m, 64), or_default(fwd.block_n, 64),
-                                cfg.deterministic ? 0 : or_default(bwd.block_n, 64));
+                                deterministic ? 0 : or_default(bwd.block_n, 64));
 }
 
-Arithmetic naive_arithmetic(const Problem& p) {
+}  // namespace
+
+Arithmetic TiledTraits::arithmetic(const Problem& p, Tile forward, Tile backward, bool deterministic) {
+  return flash_arithmetic(p, forward, backward, deterministic);
+}
+
+Arithmetic WgmmaTraits::arithmetic(const Problem& p, Tile forward, Tile backward, bool deterministic) {
+  return flash_arithmetic(p, forward, backward, deterministic);
+}
+
+Arithmetic NaiveTraits::arithmetic(const Problem& p, Tile, Tile, bool) {
   Arithmetic a = tensor_core_arithmetic(p.dtype, 1, 0, 0);  // (no backward: its gradient chains are never used)
   // naive.cu: fmaf loops, one accumulator per output element; the softmax's sum strided over 256
   // threads, a warp butterfly each, then the 8 warps' sums in order; P = expf(s - m) / l rounded to
@@ -39,21 +50,6 @@ Arithmetic naive_arithmetic(const Problem& p) {
   a.base2 = false;
   a.stores_s = a.p_normalised = true;
   return a;
-}
-
-}  // namespace
-
-std::function<Arithmetic(const Problem&, const Config&)> declared_arithmetic(const CudaKernel& ck,
-                                                                             const std::string& kind) {
-  const CudaKernel* kp = &ck;  // the tables outlive the registry
-  if (kind == "cuda_tiled" || kind == "cuda_wgmma")
-    return [kp](const Problem& p, const Config& cfg) { return flash_arithmetic(*kp, p, cfg); };
-  if (kind == "cuda_naive") return [](const Problem& p, const Config&) { return naive_arithmetic(p); };
-  return {};
-}
-
-std::function<Arithmetic(const Problem&, const Config&)> declared_arithmetic(const CudaKernel& ck) {
-  return declared_arithmetic(ck, ck.name);
 }
 
 }  // namespace fc::cuda

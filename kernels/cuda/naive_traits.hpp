@@ -21,6 +21,8 @@ struct NaiveTraits {
   static cudaError_t forward(const Problem& p, Tile t, const ForwardArgs& a, void* workspace, cudaStream_t stream);
   static size_t forward_workspace_bytes(const Problem& p);
   static bool supports(const Problem& p);  // the launch grid's limits
+  // Its arithmetic (arithmetic.cpp; the tiles are ignored): fmaf chains, S and P rounded to storage.
+  static Arithmetic arithmetic(const Problem& p, Tile forward, Tile backward, bool deterministic);
 };
 
 }  // namespace fc::cuda

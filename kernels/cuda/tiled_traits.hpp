@@ -61,6 +61,9 @@ struct TiledTraits {
                               cudaStream_t stream);
   static size_t backward_workspace_bytes(const Problem& p);
   static bool supports(const Problem&) { return true; }  // no limit beyond the lists above
+  // Its arithmetic on these tiles (arithmetic.cpp): tensor-core chains, the forward tile's rows and
+  // keys, the backward's keys per CTA for d_q's partial sums (one chain when deterministic).
+  static Arithmetic arithmetic(const Problem& p, Tile forward, Tile backward, bool deterministic);
 };
 
 }  // namespace fc::cuda

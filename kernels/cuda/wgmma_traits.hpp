@@ -49,6 +49,8 @@ struct WgmmaTraits {
                               cudaStream_t stream);
   static size_t backward_workspace_bytes(const Problem& p);
   static bool supports(const Problem&) { return true; }  // no limit beyond the lists above (and the device)
+  // Its arithmetic on these tiles (arithmetic.cpp): cuda_tiled's, on its own tiles.
+  static Arithmetic arithmetic(const Problem& p, Tile forward, Tile backward, bool deterministic);
 };
 
 }  // namespace fc::cuda
