@@ -81,7 +81,7 @@ template <class Tr>
 CudaKernel row() {
   static_assert(HasArithmetic<Tr>::value,
                 "a CUDA kernel's traits declare its arithmetic: static Arithmetic arithmetic(const Problem&, Tile "
-                "forward, Tile backward, bool deterministic) (arithmetic.cpp)");
+                "forward, Tile backward, bool deterministic) (arithmetic.hpp)");
   CudaKernel k;
   k.name = Tr::kName;
   k.description = Tr::kDescription;

@@ -84,7 +84,8 @@ using BackwardLauncher = cudaError_t (*)(const Problem&, Tile, bool deterministi
                                          cudaStream_t);
 // A kernel's arithmetic (kernels/arithmetic.h) for p on a forward tile and a backward tile (each as
 // its config runs it), deterministic or not: every sum's rounding chain, for the error model. Every
-// traits struct defines one (kernels/cuda/arithmetic.cpp); kernel_table.cpp does not build without it.
+// traits struct defines one (arithmetic.hpp has the tensor-core kernels'); kernel_table.cpp does not
+// build a row without it.
 using ArithmeticOf = Arithmetic (*)(const Problem& p, Tile forward, Tile backward, bool deterministic);
 
 // One CUDA kernel as the registry and the benchmark see it, made from its traits (kernel_table.cpp).
