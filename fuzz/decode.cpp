@@ -18,14 +18,10 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The dtype's exponent range: smallest subnormal and largest finite exponents (base 2).
 void exponent_range(DType t, int* lo, int* hi) {
-  switch (t) {
-    case DType::F16: *lo = -24, *hi = 15; return;
-    case DType::BF16: *lo = -133, *hi = 127; return;
-    case DType::F32: *lo = -149, *hi = 127; return;
-    case DType::F64: *lo = -1074, *hi = 1023; return;
-    case DType::I32: *lo = 0, *hi = 31; return;  // an index dtype, never a case's storage
-    case DType::BOOL: *lo = 0, *hi = 0; return;
-  }
+  if (!in_dtype_table(t)) return;
+  const DTypeInfo& x = dtype_info(t);
+  *lo = x.is_float ? x.min_exp - x.precision + 1 : 0;  // an index dtype (I32, BOOL) is never a case's storage
+  *hi = x.max_exp;
 }
 
 double smallest_subnormal(DType t) {

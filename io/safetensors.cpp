@@ -20,10 +20,9 @@ namespace {
 
 using nlohmann::json;
 
-
 bool parse_storage_dtype(const std::string& s, DType* out) {
-  for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64, DType::I32, DType::BOOL})
-    if (s == dtype_name(t)) return *out = t, true;
+  for (const DTypeInfo& x : kDTypeTable)
+    if (s == x.name) return *out = x.t, true;
   return false;
 }
 
@@ -42,7 +41,8 @@ Entry parse_entry(const std::string& file, const HeaderEntry& h, uint64_t data_b
   };
   Entry e{h.name, DType::F32, {}, h.begin, h.end};
   if (!parse_storage_dtype(h.dtype, &e.dtype))
-    throw fail(Fault::UnknownDtype, fmt::format("unknown dtype {} (expected F16, BF16, F32, F64, I32 or BOOL)", quoted(h.dtype)));
+    throw fail(Fault::UnknownDtype,
+               fmt::format("unknown dtype {} (expected F16, BF16, F32, F64, I32 or BOOL)", quoted(h.dtype)));
   if (e.begin > e.end) throw fail(Fault::BadOffsets, fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
   if (e.end > data_bytes)
     throw fail(Fault::BadOffsets,

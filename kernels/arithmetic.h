@@ -157,17 +157,7 @@ inline Arithmetic tensor_core_arithmetic(DType storage, int32_t block_m, int32_t
 // (PFrom::Either), and a GQA group's d_k, d_v summed from per-head gradients stored in storage.
 // The coarsest of a problem's dtypes (the fewest significand bits: BF16, F16, F32, F64), which a
 // mixed-dtype problem's roundings "to storage" are charged at (reference/bounds.hpp, Precision).
-inline int32_t significand_bits(DType t) {
-  switch (t) {
-    case DType::BF16: return 8;
-    case DType::F16: return 11;
-    case DType::F32: return 24;
-    case DType::F64: return 53;
-    case DType::I32: break;
-    case DType::BOOL: break;
-  }
-  return 0;
-}
+inline int32_t significand_bits(DType t) { return in_dtype_table(t) ? dtype_info(t).precision : 0; }
 inline DType coarsest(DtypeSet t) {
   DType c = t.q;
   if (significand_bits(t.kv) < significand_bits(c)) c = t.kv;

@@ -3,23 +3,12 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
-#include <limits>
 
 namespace fc {
 
 double default_scale(int32_t d) { return 1.0 / std::sqrt(double(d)); }
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::F64: return "F64";
-    case DType::I32: return "I32";
-    case DType::BOOL: return "BOOL";
-  }
-  return "?";
-}
+const char* dtype_name(DType t) { return in_dtype_table(t) ? dtype_info(t).name : "?"; }
 
 const char* mask_name(Mask m) {
   switch (m) {
@@ -46,8 +35,8 @@ bool parse_mask_kind(const char* s, MaskKind* out) {
 }
 
 bool parse_dtype(const char* s, DType* out) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64})
-    if (std::strcmp(s, dtype_name(t)) == 0) return *out = t, true;
+  for (const DTypeInfo& x : kDTypeTable)
+    if (x.is_float && std::strcmp(s, x.name) == 0) return *out = x.t, true;
   return false;
 }
 
@@ -57,28 +46,8 @@ bool parse_mask(const char* s, Mask* out) {
   return false;
 }
 
-double max_finite(DType t) {
-  switch (t) {
-    case DType::F16: return 65504.0;
-    case DType::BF16: return 0x1.fep127;
-    case DType::F32: return double(std::numeric_limits<float>::max());
-    case DType::F64: return std::numeric_limits<double>::max();
-    case DType::I32: return double(std::numeric_limits<int32_t>::max());
-    case DType::BOOL: return 1;
-  }
-  return 0;
-}
+double max_finite(DType t) { return in_dtype_table(t) ? dtype_info(t).max_finite : 0; }
 
-int dtype_size(DType t) {
-  switch (t) {
-    case DType::F16:
-    case DType::BF16: return 2;
-    case DType::F32:
-    case DType::I32: return 4;
-    case DType::F64: return 8;
-    case DType::BOOL: return 1;
-  }
-  return 0;
-}
+int dtype_size(DType t) { return in_dtype_table(t) ? dtype_info(t).bytes : 0; }
 
 }  // namespace fc

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <limits>
 
 #if defined(__CUDACC__)
@@ -18,6 +19,39 @@ namespace fc {
 // 0 or 1) for boolean mask tensors only.
 enum class DType : int32_t { F32 = 0, F16 = 1, BF16 = 2, F64 = 3, I32 = 4, BOOL = 5 };
 FC_HD inline bool is_float(DType t) { return t != DType::I32 && t != DType::BOOL; }
+
+// The dtype table: every fact about a dtype that code looks up, one row per DType in enum order
+// (dtype_info(t) is t's row). The names, sizes, DLPack codes, precisions and ranges elsewhere (io/,
+// reports/, fuzz/, the plugin ABI map, the Python package's generated dtypes.py) come from it.
+struct DTypeInfo {
+  DType t;
+  const char* name;  // the safetensors spelling
+  int32_t bytes;     // per element
+  bool is_float;
+  int32_t precision;  // significand bits p, the implicit one included (unit roundoff 2^-p); 0: an integer
+  int32_t min_exp;    // floats: the smallest normal is 2^min_exp (the smallest subnormal 2^(min_exp - p + 1))
+  int32_t max_exp;    // the largest finite value lies in [2^max_exp, 2^(max_exp + 1)); integers: its bits
+  double max_finite;  // the largest finite value
+  uint8_t dl_code;    // DLPack's DLDataType code (kDLInt 0, kDLFloat 2, kDLBfloat 4, kDLBool 6) ...
+  uint8_t dl_bits;    // ... and bits (lanes 1)
+};
+inline constexpr DTypeInfo kDTypeTable[] = {
+    {DType::F32, "F32", 4, true, 24, -126, 127, 0x1.fffffep127, 2, 32},
+    {DType::F16, "F16", 2, true, 11, -14, 15, 65504.0, 2, 16},
+    {DType::BF16, "BF16", 2, true, 8, -126, 127, 0x1.fep127, 4, 16},
+    {DType::F64, "F64", 8, true, 53, -1022, 1023, 0x1.fffffffffffffp1023, 2, 64},
+    {DType::I32, "I32", 4, false, 0, 0, 31, 2147483647.0, 0, 32},
+    {DType::BOOL, "BOOL", 1, false, 0, 0, 0, 1.0, 6, 8},
+};
+constexpr bool dtype_table_in_enum_order() {
+  for (int32_t i = 0; i < int32_t(std::size(kDTypeTable)); ++i)
+    if (int32_t(kDTypeTable[i].t) != i) return false;
+  return true;
+}
+static_assert(dtype_table_in_enum_order(), "kDTypeTable: one row per DType, in enum order");
+// Whether t has a row (kDtypeAsQ, or a value read from outside, may not); t's row, when it has one.
+constexpr bool in_dtype_table(DType t) { return int32_t(t) >= 0 && int32_t(t) < int32_t(std::size(kDTypeTable)); }
+constexpr const DTypeInfo& dtype_info(DType t) { return kDTypeTable[int32_t(t)]; }
 // A Problem's dtype_kv or dtype_o that is q's (the default: one dtype for every tensor). Not a dtype:
 // read a problem's dtypes through dtype_q, dtype_kv and dtype_o.
 inline constexpr DType kDtypeAsQ = static_cast<DType>(-1);

@@ -135,8 +135,8 @@ double round_binary(double x, int p, int e_min, int e_max) {
 
 double round_to(DType t, double x) {
   switch (t) {
-    case DType::F16: return round_binary(x, 11, -14, 15);
-    case DType::BF16: return round_binary(x, 8, -126, 127);
+    case DType::F16:
+    case DType::BF16: return round_binary(x, dtype_info(t).precision, dtype_info(t).min_exp, dtype_info(t).max_exp);
     case DType::F32: return double(float(x));
     case DType::F64: return x;
     case DType::I32:

@@ -19,15 +19,8 @@ struct Format {
   int emin;  // exponent of the smallest normal
 };
 Format format_of(DType t) {
-  switch (t) {
-    case DType::F16: return {11, -14};
-    case DType::BF16: return {8, -126};
-    case DType::F32: return {24, -126};
-    case DType::F64: return {53, -1022};
-    case DType::I32: break;
-    case DType::BOOL: break;  // an index dtype, never a problem's storage
-  }
-  return {53, -1022};
+  if (!in_dtype_table(t) || !dtype_info(t).is_float) return {53, -1022};  // an index dtype, never a problem's storage
+  return {dtype_info(t).precision, dtype_info(t).min_exp};
 }
 
 // Elementwise max that keeps NaN whichever side it is on.

@@ -7,18 +7,6 @@
 namespace fc::cpu {
 namespace {
 
-int32_t bits(DType t) {
-  switch (t) {
-    case DType::F16: return 11;
-    case DType::BF16: return 8;
-    case DType::F32: return 24;
-    case DType::F64: return 53;
-    case DType::I32: break;
-    case DType::BOOL: break;  // an index dtype, never a problem's storage
-  }
-  return 0;
-}
-
 // The accumulation type A (fp64 for fp64 storage, else Config::accum), the softmax type L, and the
 // type the products' operands are held in (A when it is narrower than storage: with_types rounds
 // q, k, v, d_o, o and P into it).
@@ -30,9 +18,9 @@ Types types_of(const Problem& p, const Config& cfg) {
   Types t;
   t.acc = p.dtype == DType::F64 ? DType::F64 : cfg.accum;
   t.soft = t.acc == DType::F64 ? DType::F64 : DType::F32;
-  t.operand = bits(t.acc) < bits(p.dtype) ? t.acc : p.dtype;
+  t.operand = significand_bits(t.acc) < significand_bits(p.dtype) ? t.acc : p.dtype;
   const DType product = t.acc == DType::F16 ? DType::F32 : t.acc;
-  t.exact_products = 2 * bits(t.operand) <= bits(product);
+  t.exact_products = 2 * significand_bits(t.operand) <= significand_bits(product);
   return t;
 }
 
@@ -41,7 +29,8 @@ Types types_of(const Problem& p, const Config& cfg) {
 Arithmetic tiled_arithmetic(const Problem& p, const Config& cfg) {
   const Types t = types_of(p, cfg);
   const Tiling tl = tiling_of(cfg);
-  const bool narrow = bits(t.acc) < bits(t.soft);  // an fp16 accumulator: L results rounded again to A
+  // An fp16 accumulator: L results rounded again to A.
+  const bool narrow = significand_bits(t.acc) < significand_bits(t.soft);
   Arithmetic a;
   a.soft = t.soft, a.operand = t.operand;
   declare_glibc_libm(a);

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/arithmetic.hpp"
+#include "kernels/arithmetic.h"
 #include "kernels/cuda/device_buffer.hpp"
 
 namespace fc {
@@ -97,7 +97,7 @@ Kernel registry_row(const CudaKernel& ck) {
   k.info.stores_s_p = ck.stores_s_p;
   k.info.large_offsets = ck.large_offsets;
   k.info.exact = ck.exact;
-  k.info.arithmetic = declared_arithmetic(ck);  // empty for a kernel that declares none
+  k.info.arithmetic = declared_arithmetic(ck);
   for (Tile t : ck.configs) {
     Config c;
     c.block_m = t.block_m;
@@ -125,6 +125,14 @@ Tile forward_tile(const CudaKernel& k, const Config& cfg, int d) {
 
 Tile backward_tile(const CudaKernel& k, const Config& cfg, int d) {
   return k.backward_tile ? k.backward_tile(forward_tile(k, cfg, d), d) : Tile{};
+}
+
+std::function<Arithmetic(const Problem&, const Config&)> declared_arithmetic(const CudaKernel& k) {
+  if (k.arithmetic == nullptr) throw std::logic_error(k.name + ": declares no arithmetic");
+  const CudaKernel* kp = &k;  // the tables outlive the registry
+  return [kp](const Problem& p, const Config& cfg) {
+    return kp->arithmetic(p, forward_tile(*kp, cfg, p.d), backward_tile(*kp, cfg, p.d), cfg.deterministic);
+  };
 }
 
 }  // namespace cuda

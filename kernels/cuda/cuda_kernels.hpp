@@ -2,6 +2,8 @@
 // Config maps onto a kernel's tiles. Host only.
 #pragma once
 
+#include <functional>
+
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/registry.hpp"
 
@@ -12,6 +14,10 @@ namespace fc::cuda {
 Tile forward_tile(const CudaKernel& k, const Config& cfg, int d);
 // The backward tile that runs with it for head dim d (CudaKernel::backward_tile).
 Tile backward_tile(const CudaKernel& k, const Config& cfg, int d);
+
+// What k declares to the error model (KernelInfo::arithmetic): its traits' arithmetic on the tiles a
+// Config runs. k must outlive the function.
+std::function<Arithmetic(const Problem&, const Config&)> declared_arithmetic(const CudaKernel& k);
 
 // The registry row of a kernel-table entry (its host-tensor glue around the entry's launchers). ck
 // must outlive the row.

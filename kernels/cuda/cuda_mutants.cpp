@@ -8,7 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cuda/arithmetic.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/cuda/mutant_traits.hpp"
 #include "kernels/cuda/tiled_traits.hpp"
@@ -60,6 +59,7 @@ CudaKernel mutant_kernel() {
   k.hopper_only = !tiled(m.site);
   k.large_offsets = m.large_offsets;
   k.configs = {m.forward};
+  k.arithmetic = tiled(m.site) ? TiledTraits::arithmetic : WgmmaTraits::arithmetic;  // its base's declaration
   k.supports = supports<I>;
   k.config_default = [](int) { return kCudaMutants[I].forward; };
   k.forward_tiles = [](int) { return std::vector<Tile>{kCudaMutants[I].forward}; };
@@ -100,7 +100,7 @@ void register_cuda_mutants(std::vector<Kernel>& out) {
     info.head_dims = row.info.head_dims;
     info.configs = row.info.configs;
     info.large_offsets = row.info.large_offsets;
-    info.arithmetic = declared_arithmetic(table[i], base);  // the base's arithmetic on the mutant's tiles
+    info.arithmetic = declared_arithmetic(table[i]);  // the base's arithmetic on the mutant's tiles
     row.info = std::move(info);
     out.push_back(std::move(row));
   }

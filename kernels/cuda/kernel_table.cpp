@@ -71,8 +71,17 @@ bool supports(const Problem& p, Tile t) {
   return true;
 }
 
+template <class Tr, class = void>
+struct HasArithmetic : std::false_type {};
+template <class Tr>
+struct HasArithmetic<Tr, std::void_t<decltype(&Tr::arithmetic)>>
+    : std::is_same<decltype(&Tr::arithmetic), ArithmeticOf> {};
+
 template <class Tr>
 CudaKernel row() {
+  static_assert(HasArithmetic<Tr>::value,
+                "a CUDA kernel's traits declare its arithmetic: static Arithmetic arithmetic(const Problem&, Tile "
+                "forward, Tile backward, bool deterministic) (arithmetic.hpp)");
   CudaKernel k;
   k.name = Tr::kName;
   k.description = Tr::kDescription;
@@ -85,6 +94,7 @@ CudaKernel row() {
     for (const ConfigTile& c : Tr::kConfigs)
       if (std::find(k.configs.begin(), k.configs.end(), c.forward) == k.configs.end()) k.configs.push_back(c.forward);
   k.exact = Tr::kExact;
+  k.arithmetic = Tr::arithmetic;
   k.supports = supports<Tr>;
   k.forward = Tr::forward;
   k.forward_workspace_bytes = Tr::forward_workspace_bytes;

@@ -14,6 +14,10 @@
 #include "kernels/attention.h"
 #include "kernels/exactness.hpp"
 
+namespace fc {
+struct Arithmetic;  // kernels/arithmetic.h
+}  // namespace fc
+
 namespace fc::cuda {
 
 // Forward arguments: q (b, h_q, n_q, d), k and v (b, h_kv, n_k, d), o like q, lse (b, h_q, n_q) f32.
@@ -78,6 +82,11 @@ constexpr Tile tile_for(const DimTile (&list)[N], int d) {
 using ForwardLauncher = cudaError_t (*)(const Problem&, Tile, const ForwardArgs&, void* workspace, cudaStream_t);
 using BackwardLauncher = cudaError_t (*)(const Problem&, Tile, bool deterministic, const BackwardArgs&, void* workspace,
                                          cudaStream_t);
+// A kernel's arithmetic (kernels/arithmetic.h) for p on a forward tile and a backward tile (each as
+// its config runs it), deterministic or not: every sum's rounding chain, for the error model. Every
+// traits struct defines one (arithmetic.hpp has the tensor-core kernels'); kernel_table.cpp does not
+// build a row without it.
+using ArithmeticOf = Arithmetic (*)(const Problem& p, Tile forward, Tile backward, bool deterministic);
 
 // One CUDA kernel as the registry and the benchmark see it, made from its traits (kernel_table.cpp).
 struct CudaKernel {
@@ -90,6 +99,8 @@ struct CudaKernel {
   bool large_offsets = false;  // 64-bit element offsets: tensors past 2^31 elements (KernelInfo::large_offsets)
   std::vector<Tile> configs;   // the registry's configs (forward tiles); the first leads the list
   Exactness exact;             // what the metamorphic laws may ask for bit for bit (KernelInfo::exact)
+  // What it declares to the error model (KernelInfo::arithmetic, through declared_arithmetic).
+  ArithmeticOf arithmetic = nullptr;
 
   // Whether p (dtype, head dim, the kernel's own limits, the device) can run on forward tile t.
   bool (*supports)(const Problem& p, Tile t) = nullptr;

@@ -4,6 +4,7 @@
 // registry row of it, and the benchmark asks the library for the tiles. Adding a tile is a line here.
 #pragma once
 
+#include "kernels/cuda/arithmetic.hpp"
 #include "kernels/cuda/launchers.hpp"
 
 namespace fc::cuda {
@@ -61,6 +62,11 @@ struct TiledTraits {
                               cudaStream_t stream);
   static size_t backward_workspace_bytes(const Problem& p);
   static bool supports(const Problem&) { return true; }  // no limit beyond the lists above
+  // Its arithmetic on the tiles a config runs (arithmetic.hpp): tensor-core chains, the forward
+  // tile's rows and keys, the backward's keys per CTA for d_q's partial sums.
+  static Arithmetic arithmetic(const Problem& p, Tile forward, Tile backward, bool deterministic) {
+    return flash_tensor_core_arithmetic(p, forward, backward, deterministic);
+  }
 };
 
 }  // namespace fc::cuda

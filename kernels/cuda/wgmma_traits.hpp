@@ -4,6 +4,7 @@
 // the registry row of it, and the benchmark asks the library for the tiles. Adding a tile is a line here.
 #pragma once
 
+#include "kernels/cuda/arithmetic.hpp"
 #include "kernels/cuda/launchers.hpp"
 
 namespace fc::cuda {
@@ -49,6 +50,10 @@ struct WgmmaTraits {
                               cudaStream_t stream);
   static size_t backward_workspace_bytes(const Problem& p);
   static bool supports(const Problem&) { return true; }  // no limit beyond the lists above (and the device)
+  // Its arithmetic on the tiles a config runs (arithmetic.hpp): cuda_tiled's, on its own tiles.
+  static Arithmetic arithmetic(const Problem& p, Tile forward, Tile backward, bool deterministic) {
+    return flash_tensor_core_arithmetic(p, forward, backward, deterministic);
+  }
 };
 
 }  // namespace fc::cuda

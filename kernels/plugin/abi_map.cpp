@@ -188,16 +188,12 @@ const char* slot_name(int32_t id) {
 }
 
 DLDataType dl_dtype(DType t) {
-  switch (t) {
-    case DType::F16: return {kDLFloat, 16, 1};
-    case DType::BF16: return {kDLBfloat, 16, 1};
-    case DType::F32: return {kDLFloat, 32, 1};
-    case DType::F64: return {kDLFloat, 64, 1};
-    case DType::I32: return {kDLInt, 32, 1};
-    case DType::BOOL: return {FC_DL_BOOL, 8, 1};
-  }
-  return {kDLFloat, 32, 1};
+  if (!in_dtype_table(t)) return {kDLFloat, 32, 1};
+  return {dtype_info(t).dl_code, dtype_info(t).dl_bits, 1};
 }
+static_assert(dtype_info(DType::F16).dl_code == kDLFloat && dtype_info(DType::BF16).dl_code == kDLBfloat &&
+                  dtype_info(DType::I32).dl_code == kDLInt && dtype_info(DType::BOOL).dl_code == FC_DL_BOOL,
+              "kDTypeTable's DLPack codes are DLPack's");
 
 // Every field of fc::Problem the ABI carries (the variants' per-sequence data travel as tensors).
 fc_problem to_abi(const Problem& p) {

@@ -50,18 +50,6 @@ DType dtype_of(int32_t code, DType dflt) {
   }
 }
 
-int32_t bits_of(DType t) {
-  switch (t) {
-    case DType::F16: return 11;
-    case DType::BF16: return 8;
-    case DType::F32: return 24;
-    case DType::F64: return 53;
-    case DType::I32: break;
-    case DType::BOOL: break;
-  }
-  return 0;
-}
-
 // The declared arithmetic (fc_arithmetic) as the error model's Arithmetic for one problem and
 // config. FC_SUM_SERIAL is kernels/cpu/arithmetic.cpp's FA2 tiling (tiled_arithmetic) with the
 // declared accumulator, products, P rounding and libm; FC_SUM_TENSOR_CORE is tensor_core_arithmetic
@@ -78,14 +66,15 @@ Arithmetic plugin_arithmetic(const fc_arithmetic& d, bool atomic, const Problem&
   const bool all64 = t.q == DType::F64 && t.kv == DType::F64 && t.o == DType::F64;
   const DType acc = all64 ? DType::F64 : dtype_of(d.accumulator, DType::F32);
   const DType soft = acc == DType::F64 ? DType::F64 : DType::F32;
-  const DType finest = bits_of(t.q) >= bits_of(t.kv) && bits_of(t.q) >= bits_of(t.o) ? t.q
-                       : bits_of(t.kv) >= bits_of(t.o)                               ? t.kv
-                                                                                     : t.o;
+  const DType finest = significand_bits(t.q) >= significand_bits(t.kv) && significand_bits(t.q) >= significand_bits(t.o)
+                           ? t.q
+                       : significand_bits(t.kv) >= significand_bits(t.o) ? t.kv
+                                                                         : t.o;
   Arithmetic a;
   a.soft = soft;
-  a.operand = bits_of(acc) < bits_of(finest) ? acc : finest;
+  a.operand = significand_bits(acc) < significand_bits(finest) ? acc : finest;
   const bool fused = d.fused_products != 0;
-  auto exact = [&](DType x, DType y) { return fused || bits_of(x) + bits_of(y) <= 24; };
+  auto exact = [&](DType x, DType y) { return fused || significand_bits(x) + significand_bits(y) <= 24; };
   a.s = serial_chain(soft, exact(t.q, t.kv));   // over d, in the softmax type
   a.dp = serial_chain(soft, exact(t.o, t.kv));  // d_o . v
   a.d_o_o = serial_chain(soft, exact(t.o, t.o));
@@ -93,7 +82,8 @@ Arithmetic plugin_arithmetic(const fc_arithmetic& d, bool atomic, const Problem&
   a.l = serial_chain(soft, true);
   a.pv.block = a.l.block = bn;
   a.pv.merge = a.l.merge = Merge::Rescale;
-  a.pv.merge_old = bits_of(acc) < bits_of(soft) ? 2 : 1;  // a narrow accumulator rounds the rescale again
+  a.pv.merge_old =
+      significand_bits(acc) < significand_bits(soft) ? 2 : 1;  // a narrow accumulator rounds the rescale again
   if (atomic) a.dq.block = bn, a.dq.merge = Merge::AnyOrder;
   a.block_m = bm;
   a.rounds_p = d.p_unrounded == 0;

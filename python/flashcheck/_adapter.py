@@ -6,9 +6,9 @@ import dataclasses
 import os
 import traceback
 
-from . import _capi, _tensors
+from . import _capi, _tensors, dtypes
 
-DTYPES = ("F16", "BF16", "F32", "F64")
+DTYPES = dtypes.FLOATS  # a problem's storage dtypes
 VARIANTS = ("d_v", "window", "softcap", "varlen", "paged", "alibi", "mask_bool", "mask_additive", "block_mask")
 MASK_KINDS = ("none", "bool", "additive")  # fc_problem.mask_kind
 

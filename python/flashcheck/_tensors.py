@@ -10,10 +10,9 @@ import ctypes
 import math
 import struct
 
-from . import _capi
+from . import _capi, dtypes
 
-DTYPES = {(_capi.kDLFloat, 16): "F16", (_capi.kDLBfloat, 16): "BF16", (_capi.kDLFloat, 32): "F32",
-          (_capi.kDLFloat, 64): "F64", (_capi.kDLInt, 32): "I32", (_capi.FC_DL_BOOL, 8): "BOOL"}
+DTYPES = {dl: d.name for dl, d in dtypes.BY_DLPACK.items()}  # (DLPack code, bits) -> the dtype's name
 
 
 class CaseError(Exception):
@@ -149,7 +148,9 @@ def copy_out(value, dst, what):
 
 def round_to(x, dtype):
     """x rounded once (to nearest, ties to even) to the storage dtype; inf past its range."""
-    p, emin, emax = {"F16": (11, -14, 15), "BF16": (8, -126, 127), "F32": (24, -126, 127)}.get(dtype, (53, -1022, 1023))
+    d = dtypes.BY_NAME.get(dtype)
+    d = d if d is not None and d.is_float else dtypes.BY_NAME["F64"]  # (an integer or BOOL: left as it is)
+    p, emin, emax = d.precision, d.min_exp, d.max_exp
     if x != x or x in (math.inf, -math.inf) or x == 0 or p == 53:
         return x
     e = max(math.frexp(x)[1] - 1, emin)
