@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <iostream>
 #include <memory>
 #include <thread>
 
@@ -12,8 +13,10 @@
 #include "cli/command.hpp"
 #include "cli/options.hpp"
 #include "cli/plugin_options.hpp"
+#include "cli/requests.hpp"
 #include "io/atomic_file.hpp"
 #include "io/attention_io.hpp"
+#include "io/errors.hpp"
 #include "io/safetensors.hpp"
 #include "reports/accumulation.hpp"
 #include "reports/output.hpp"
@@ -28,21 +31,10 @@ namespace {
 
 using nlohmann::json;
 
-struct AuditOptions {
-  std::vector<std::string> kernels, dtypes, regimes, cases;
-  bool quick = false, accumulation = false, as_json = false;
-  uint64_t seed = 1;
-  std::string out = "reports/out", junit, shard, save_case;
-  int jobs = 0;
-  std::string oracle = "auto";          // --oracle
-  PluginArgs plugin;                    // --plugin lib.so: a kernel of the user's, audited like a registry kernel
-  const ExternalKernel* ext = nullptr;  // or one given by the program embedding flashcheck (the C API)
-};
-
 // `plugin_prefix` ("flashcheck audit --plugin /abs/lib.so ...") replays the plugin's cells.
-std::string replay_line(const AuditOptions& o, const std::string& plugin_prefix, const report::CaseSpec& c,
+std::string replay_line(const AuditRequest& o, bool ext, const std::string& plugin_prefix, const report::CaseSpec& c,
                         const report::Subject& s) {
-  if (o.ext && s.device == "plugin")  // the embedding program's own command, e.g. python -m flashcheck audit
+  if (ext && s.device == "plugin")  // the embedding program's own command, e.g. python -m flashcheck audit
     return fmt::format("{}{} --case {} --seed {}", plugin_prefix, o.accumulation ? " --accumulation" : "", c.id,
                        o.seed);
   const std::string who = !plugin_prefix.empty() && s.device == "plugin"
@@ -53,11 +45,12 @@ std::string replay_line(const AuditOptions& o, const std::string& plugin_prefix,
 }
 
 // The plugin as one more subject (it runs in a worker process: one call at a time).
-std::string add_plugin(const AuditOptions& o, std::unique_ptr<plugin::Subject>& plug, report::Selection& sel) {
-  if (o.plugin.path.empty() && !o.ext) return "";
-  if (o.ext) {
+std::string add_plugin(const AuditRequest& o, const ExternalKernel* ext, std::unique_ptr<plugin::Subject>& plug,
+                       report::Selection& sel) {
+  if (o.plugin.path.empty() && !ext) return "";
+  if (ext) {
     try {
-      plug = o.ext->open(o.plugin);
+      plug = ext->open(o.plugin);
     } catch (const plugin::LoadError& e) {
       throw UsageError(e.what());
     }
@@ -71,26 +64,31 @@ std::string add_plugin(const AuditOptions& o, std::unique_ptr<plugin::Subject>& 
   s.backward = s.backward && !o.accumulation;
   sel.subjects.push_back(std::move(s));
   sel.names.push_back(k.info.name);
-  if (o.ext) return o.ext->replay_for("audit");
+  if (ext) return ext->replay_for("audit");
   std::string prefix = plugin_replay_prefix(o.plugin, *plug);  // "flashcheck check --plugin ..."
   return "flashcheck audit" + prefix.substr(std::string("flashcheck check").size());
 }
 
 // Writes the inputs of the one case named by --case (for `compare`, `check --inputs`).
-int save_case(const AuditOptions& o) {
+Outcome save_case(const AuditRequest& o, std::ostream& out) {
   if (o.cases.size() != 1) throw UsageError("--save-case needs exactly one --case");
   const report::CaseSpec c =
       case_by_id(o.cases[0], o.accumulation ? report::find_accumulation_case : report::find_case);
   io::write_file_atomic(o.save_case, io::serialize_safetensors(io::inputs_file(report::make_inputs(c, o.seed))));
-  fmt::print("wrote {} ({})\n", o.save_case, c.id);
-  return kExitPass;
+  out << fmt::format("wrote {} ({})\n", o.save_case, c.id);
+  return Outcome{};
 }
 
-int run_audit(const AuditOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  apply_oracle(o.oracle);
-  if (!o.save_case.empty()) return save_case(o);
-  const std::pair<int, int> shard = parse_shard(o.shard);
+// The report's options block, as report.json records it.
+json options_json(const AuditRequest& o, const report::PlanOptions& plan, const report::Selection& sel) {
+  json options = {{"seed", o.seed},       {"quick", o.quick}, {"dtypes", json::array()}, {"kernels", sel.names},
+                  {"regimes", o.regimes}, {"cases", o.cases}, {"gpu", plan.gpu}};
+  for (DType t : plan.dtypes) options["dtypes"].push_back(dtype_name(t));
+  return options;
+}
+
+// The sweep's plan from the request: dtypes, regimes, quick.
+report::PlanOptions plan_options(const AuditRequest& o) {
   report::PlanOptions plan;
   plan.quick = o.quick;
   plan.dtypes =
@@ -100,18 +98,50 @@ int run_audit(const AuditOptions& o) {
     for (const std::string& r : o.regimes)
       if (report::full_plan_only(r)) throw UsageError(fmt::format("--regime {}: not in the --quick plan", r));
   plan.regimes = o.regimes;
-  report::Selection sel;
+  return plan;
+}
+
+// The registry kernels the request names (with --plugin or the C API's kernel and none named: none).
+report::Selection registry_subjects(const AuditRequest& o, const ExternalKernel* ext) {
   try {
-    // With --plugin and no --kernel, the plugin alone (the baseline still lends its errors).
-    if ((!o.plugin.path.empty() || o.ext) && o.kernels.empty())
-      sel = report::Selection{};
-    else
-      sel = o.accumulation ? report::accumulation_subjects(o.kernels) : select_kernels(o.kernels);
+    if ((!o.plugin.path.empty() || ext) && o.kernels.empty()) return report::Selection{};
+    return o.accumulation ? report::accumulation_subjects(o.kernels) : select_kernels(o.kernels);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+}
+
+// Writes the report's files and prints its summary (or report.json); the exit code of its verdict.
+Outcome finish_audit(const AuditRequest& o, const json& r, const report::RunInfo& info, std::ostream& out) {
+  const std::vector<std::string> wrote = report::write_outputs(o.out, o.junit, r, info);
+  Outcome res;
+  res.json = report::dump(r);
+  if (o.as_json) {
+    out << res.json;
+  } else {
+    out << report::render_markdown(r, false);
+    if (!wrote.empty()) out << fmt::format("\nwrote {}\n", fmt::join(wrote, ", "));
+  }
+  out.flush();
+  const std::string status = r["verdict"]["status"];
+  if (status == "empty") throw UsageError("audit: no selected kernel claims any case of the sweep");
+  res.code = status == "pass" ? kExitPass : kExitFail;
+  return res;
+}
+
+}  // namespace
+
+Outcome run_audit(const AuditRequest& o, const ExternalKernel* ext) {
+  const auto t0 = std::chrono::steady_clock::now();
+  validate(o);
+  std::ostream& out = ext && ext->out ? *ext->out : std::cout;
+  apply_oracle(o.oracle);
+  if (!o.save_case.empty()) return save_case(o, out);
+  const std::pair<int, int> shard = parse_shard(o.shard);
+  report::PlanOptions plan = plan_options(o);
+  report::Selection sel = registry_subjects(o, ext);
   std::unique_ptr<plugin::Subject> plug;
-  const std::string plugin_prefix = add_plugin(o, plug, sel);
+  const std::string plugin_prefix = add_plugin(o, ext, plug, sel);
   for (const report::Subject& s : sel.subjects)
     plan.gpu = plan.gpu || (s.device != "cpu" && !(s.device == "plugin" && plug->kernel().info.device == "cpu"));
   const std::vector<report::CaseSpec> cases =
@@ -124,46 +154,35 @@ int run_audit(const AuditOptions& o) {
   ro.seed = o.seed;
   ro.jobs = o.jobs > 0 ? o.jobs : int(std::max(1u, std::thread::hardware_concurrency()));
   ro.what = o.accumulation ? "audit --accumulation" : "audit";
-  ro.replay = [&o, &plugin_prefix](const report::CaseSpec& c, const report::Subject& s) {
-    return replay_line(o, plugin_prefix, c, s);
+  ro.replay = [&o, ext, &plugin_prefix](const report::CaseSpec& c, const report::Subject& s) {
+    return replay_line(o, ext != nullptr, plugin_prefix, c, s);
   };
   const report::Subject baseline = report::baseline_subject();
   report::SweepResult res = report::run_sweep(cases, sel.subjects, &baseline, ro);
   if (!res.errors.empty()) {
     // The reference itself failed: no verdict can be given, and the previous report stays.
-    for (const std::string& e : res.errors) fmt::print(stderr, "flashcheck: audit: reference failed on {}\n", e);
-    return kExitUsage;
+    const size_t more = res.errors.size() - 1;
+    throw UsageError(fmt::format("audit: reference failed on {}{}", res.errors.front(),
+                                 more ? fmt::format(" (and on {} more cases)", more) : ""));
   }
-
-  json options = {{"seed", o.seed},       {"quick", o.quick}, {"dtypes", json::array()}, {"kernels", sel.names},
-                  {"regimes", o.regimes}, {"cases", o.cases}, {"gpu", plan.gpu}};
-  for (DType t : plan.dtypes) options["dtypes"].push_back(dtype_name(t));
   json skipped = json::array();
   for (const auto& [k, why] : sel.skipped) skipped.push_back({{"kernel", k}, {"reason", why}});
-  json r = report::make_report(o.accumulation ? "accumulation" : "audit", options, std::move(res.cases),
-                               std::move(res.cells), skipped);
+  json r = report::make_report(o.accumulation ? "accumulation" : "audit", options_json(o, plan, sel),
+                               std::move(res.cases), std::move(res.cells), skipped);
   if (shard.second > 1) r["shard"] = {{"index", shard.first}, {"count", shard.second}};
-
   report::RunInfo info;
   info.command = "flashcheck audit";  // the options are in report.json
   info.jobs = ro.jobs;
   info.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::vector<std::string> wrote = report::write_outputs(o.out, o.junit, r, info);
-  if (o.as_json) {
-    fmt::print("{}", report::dump(r));
-  } else {
-    fmt::print("{}", report::render_markdown(r, false));
-    if (!wrote.empty()) fmt::print("\nwrote {}\n", fmt::join(wrote, ", "));
-  }
-  const std::string status = r["verdict"]["status"];
-  if (status == "empty") {
-    fmt::print(stderr, "flashcheck: audit: no selected kernel claims any case of the sweep\n");
-    return kExitUsage;
-  }
-  return status == "pass" ? kExitPass : kExitFail;
+  return finish_audit(o, r, info, out);
 }
 
-}  // namespace
+void validate(const AuditRequest& o) {
+  validate(o.plugin);
+  if (o.jobs < 0 || o.jobs > 1024) throw UsageError(fmt::format("--jobs {}: expected 1 to 1024", o.jobs));
+  if (o.oracle != "auto" && o.oracle != "cpu" && o.oracle != "gpu")
+    throw UsageError(fmt::format("--oracle {}: expected cpu, gpu or auto", io::quoted(o.oracle)));
+}
 
 Run setup_audit(CLI::App& app) { return setup_audit(app, nullptr); }
 
@@ -171,8 +190,7 @@ Run setup_audit(CLI::App& app, const ExternalKernel* ext) {
   auto* sub = app.add_subcommand("audit",
                                  "Audit kernels over a sweep of shapes, dtypes and regimes against the "
                                  "certified reference and their error bounds (docs/audit.md)");
-  auto o = std::make_shared<AuditOptions>();
-  o->ext = ext;
+  auto o = std::make_shared<AuditRequest>();
   sub->add_option("--kernel", o->kernels, "Kernel to audit (repeatable; default: every available non-mutant)");
   add_plugin_options(sub, o->plugin, ext ? PluginOptions::Embedded : PluginOptions::Run);
   sub->add_option("--dtype", o->dtypes, "F16, BF16, F32 (repeatable; default: all three)")->delimiter(',');
@@ -196,7 +214,7 @@ Run setup_audit(CLI::App& app, const ExternalKernel* ext) {
   sub->add_option("--save-case", o->save_case, "With one --case: write its inputs as safetensors to FILE and exit");
   sub->add_flag("--json", o->as_json, "Print report.json instead of the summary");
   add_oracle_option(sub, o->oracle);
-  return [o] { return run_audit(*o); };
+  return [o, ext] { return run_audit(*o, ext).code; };
 }
 
 }  // namespace fc::cli

@@ -34,6 +34,7 @@
 #include "cli/command.hpp"
 #include "cli/options.hpp"
 #include "cli/plugin_options.hpp"
+#include "cli/requests.hpp"
 #include "io/atomic_file.hpp"
 #include "io/errors.hpp"
 #include "kernels/registry.hpp"
@@ -191,21 +192,7 @@ int run_kill_matrix(const std::vector<std::string>& names, int cases, uint64_t s
   return ok ? kExitPass : kExitFail;
 }
 
-struct CheckOptions {
-  std::string kernel, law, reproduce, case_file, inputs, json_out, regressions = props::default_regressions_dir();
-  std::vector<std::string> kernels;
-  int cases = 100, shrink_faults = props::RunOptions{}.shrink_faults,
-      replay_repeats = props::RunOptions{}.replay_repeats;
-  uint64_t seed = 0;
-  bool save = false, kill_matrix = false, list_laws = false, json = false, fail_inconclusive = false,
-       allow_inconclusive = false;
-  bool no_progress = false;
-  PluginArgs plugin;
-  std::string oracle = "auto";                         // --oracle
-  bool seed_given = false, regressions_given = false;  // filled in when the command runs
-};
-
-void add_check_options(CLI::App* sub, CheckOptions& o, const ExternalKernel* ext) {
+void add_check_options(CLI::App* sub, CheckRequest& o, const ExternalKernel* ext) {
   if (!ext) {
     CLI::Option* kernel = sub->add_option("--kernel", o.kernel, "kernel name (see `flashcheck kernels`)");
     CLI::Option* plugin = add_plugin_options(sub, o.plugin, PluginOptions::Run);
@@ -249,7 +236,7 @@ void add_check_options(CLI::App* sub, CheckOptions& o, const ExternalKernel* ext
 }
 
 // The combinations of flags `check` refuses (all but --kill-matrix's, checked first).
-void check_usage(const CheckOptions& o, const ExternalKernel* ext) {
+void check_usage(const CheckRequest& o, const ExternalKernel* ext) {
   if (!o.kernels.empty() || o.json)
     throw UsageError("--kernels and --json go with --kill-matrix (--json also with --list-laws)");
   if (!o.inputs.empty() && (!o.reproduce.empty() || !o.case_file.empty()))
@@ -261,13 +248,13 @@ void check_usage(const CheckOptions& o, const ExternalKernel* ext) {
     throw UsageError("--reproduce and --case need --law");
   // A folder named on the command line must exist: a typo must not silently replay nothing. (The
   // default, the source tree's folder, may be absent from an installed copy.)
-  if (o.regressions_given && !std::filesystem::is_directory(o.regressions))
+  if (!o.regressions.empty() && !std::filesystem::is_directory(o.regressions))
     throw UsageError(fmt::format("--regressions {}: no such folder", io::quoted(o.regressions)));
 }
 
 // The kernel `check` runs: the embedding program's plugin, a plugin named by --plugin (its worker kept
 // in `subject`) or a registry kernel. Sets the replay prefix of a plugin's failures.
-const Kernel* open_check_kernel(const CheckOptions& o, const ExternalKernel* ext,
+const Kernel* open_check_kernel(const CheckRequest& o, const ExternalKernel* ext,
                                 std::unique_ptr<plugin::Subject>& subject, props::RunOptions& opt) {
   if (ext) {
     try {
@@ -295,7 +282,7 @@ const Kernel* open_check_kernel(const CheckOptions& o, const ExternalKernel* ext
 }
 
 // --case: a case that would be skipped must not pass as "replayed".
-void check_case_file(const CheckOptions& o, const Kernel& k) {
+void check_case_file(const CheckRequest& o, const Kernel& k) {
   std::string case_law;
   const props::Case c = props::read_case(o.case_file, &case_law);
   if (case_law != o.law)
@@ -306,7 +293,7 @@ void check_case_file(const CheckOptions& o, const Kernel& k) {
 }
 
 // --inputs: every law that applies to one input file.
-int run_check_inputs(const CheckOptions& o, const Kernel& k, const std::string& replay_prefix, std::ostream& out) {
+int run_check_inputs(const CheckRequest& o, const Kernel& k, const std::string& replay_prefix, std::ostream& out) {
   out << fmt::format("flashcheck check: kernel {} ({}), the laws on {}\n", k.info.name,
                      k.info.mutant ? "mutant" : k.info.device, o.inputs);
   const int code = props::run_suite_on_file(k, o.inputs, out, o.law, "--inputs", replay_prefix);
@@ -318,34 +305,25 @@ int run_check_inputs(const CheckOptions& o, const Kernel& k, const std::string& 
   return code == 0 ? kExitPass : kExitFail;
 }
 
-int run_check(const CheckOptions& o, const ExternalKernel* ext) {
-  std::ostream& out = ext && ext->out ? *ext->out : std::cout;
-  apply_oracle(o.oracle);
-  if (o.list_laws) {
-    if (o.kill_matrix || !o.kernels.empty() || !o.kernel.empty() || !o.plugin.path.empty() || !o.law.empty() ||
-        !o.reproduce.empty() || !o.case_file.empty() || !o.inputs.empty())
-      throw UsageError("--list-laws takes --json only");
-    print_laws(o.json, out);
-    return kExitPass;
-  }
-  if (o.kill_matrix) {
-    if (!o.kernel.empty() || !o.plugin.path.empty() || !o.law.empty() || !o.reproduce.empty() || !o.case_file.empty() ||
-        !o.inputs.empty())
-      throw UsageError("--kill-matrix takes --kernels, --cases, --seed, --regressions and --json only");
-    return run_kill_matrix(o.kernels, o.cases, o.seed_given ? o.seed : 1, o.regressions, o.json, out);
-  }
-  check_usage(o, ext);
-  std::unique_ptr<plugin::Subject> subject;
-  props::RunOptions opt;
-  const Kernel* k = open_check_kernel(o, ext, subject, opt);
-  if (!o.case_file.empty()) check_case_file(o, *k);
-  if (!o.json_out.empty()) io::check_output_path(o.json_out);
-  if (!o.inputs.empty()) return run_check_inputs(o, *k, opt.replay_prefix, out);
+// The laws' verdicts of a suite's run, as check's JSON and as the C API's entries.
+Outcome outcome_of(const Kernel& k, const props::RunOptions& opt,
+                   const std::vector<std::pair<std::string, props::LawResult>>& results, bool ok, int code) {
+  Outcome res;
+  res.code = code;
+  res.json = results_json(k, opt, results, ok) + "\n";
+  for (const auto& [id, r] : results)
+    res.laws.push_back(
+        {id, props::law_status(r), r.applies ? r.message : r.not_applicable, r.cases, r.regression_cases, r.declined});
+  return res;
+}
+
+// The suite's options from the request: cases, seed, replay, regressions, progress.
+props::RunOptions suite_options(const CheckRequest& o, props::RunOptions opt) {
   opt.cases = o.cases;
   opt.seed = o.seed_given ? o.seed : std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
   opt.reproduce = o.reproduce;
   opt.case_file = o.case_file;
-  opt.regressions_dir = o.regressions;
+  opt.regressions_dir = o.regressions.empty() ? props::default_regressions_dir() : o.regressions;
   opt.save_failures = o.save;
   opt.shrink_faults = o.shrink_faults;
   opt.replay_repeats = o.replay_repeats;
@@ -355,6 +333,59 @@ int run_check(const CheckOptions& o, const ExternalKernel* ext) {
     opt.progress_every_s = opt.progress_tty ? 1 : 10;
   }
   opt.on_case = [](const std::string& law, const Problem& p) { CurrentCase::set(law, p); };
+  return opt;
+}
+
+// The last lines of the report: the worker's restarts and the verdict.
+void print_verdict(const std::vector<std::pair<std::string, props::LawResult>>& results, bool ok, int code,
+                   std::ostream& out) {
+  const int failed = int(std::count_if(results.begin(), results.end(), [](const auto& r) {
+    return r.second.applies && !r.second.ok && !r.second.inconclusive;
+  }));
+  const int inconclusive =
+      int(std::count_if(results.begin(), results.end(), [](const auto& r) { return r.second.inconclusive; }));
+  if (ok)
+    out << "every law holds\n";
+  else if (failed > 0)
+    out << (inconclusive > 0 ? fmt::format("a law failed ({} inconclusive)\n", inconclusive) : "a law failed\n");
+  else
+    out << fmt::format("no law failed; {} inconclusive{}\n", inconclusive,
+                       code == kExitPass ? " (--allow-inconclusive)" : "");
+}
+
+// --list-laws and --kill-matrix: no kernel of the request's, no laws' results.
+Outcome run_check_listing(const CheckRequest& o, std::ostream& out) {
+  Outcome res;
+  if (o.list_laws) {
+    if (o.kill_matrix || !o.kernels.empty() || !o.kernel.empty() || !o.plugin.path.empty() || !o.law.empty() ||
+        !o.reproduce.empty() || !o.case_file.empty() || !o.inputs.empty())
+      throw UsageError("--list-laws takes --json only");
+    print_laws(o.json, out);
+    return res;
+  }
+  if (!o.kernel.empty() || !o.plugin.path.empty() || !o.law.empty() || !o.reproduce.empty() || !o.case_file.empty() ||
+      !o.inputs.empty())
+    throw UsageError("--kill-matrix takes --kernels, --cases, --seed, --regressions and --json only");
+  const std::string regressions = o.regressions.empty() ? props::default_regressions_dir() : o.regressions;
+  res.code = run_kill_matrix(o.kernels, o.cases, o.seed_given ? o.seed : 1, regressions, o.json, out);
+  return res;
+}
+
+}  // namespace
+
+Outcome run_check(const CheckRequest& o, const ExternalKernel* ext) {
+  validate(o);
+  std::ostream& out = ext && ext->out ? *ext->out : std::cout;
+  apply_oracle(o.oracle);
+  if (o.list_laws || o.kill_matrix) return run_check_listing(o, out);
+  check_usage(o, ext);
+  std::unique_ptr<plugin::Subject> subject;
+  props::RunOptions opt;
+  const Kernel* k = open_check_kernel(o, ext, subject, opt);
+  if (!o.case_file.empty()) check_case_file(o, *k);
+  if (!o.json_out.empty()) io::check_output_path(o.json_out);
+  if (!o.inputs.empty()) return Outcome{run_check_inputs(o, *k, opt.replay_prefix, out), "", {}};
+  opt = suite_options(o, opt);
   if (subject) opt.faults = [&subject] { return int64_t(subject->faults()); };
   out << fmt::format("flashcheck check: kernel {} ({}), {} cases per law, seed {}\n", k->info.name,
                      k->info.mutant ? "mutant" : k->info.device, opt.cases, opt.seed);
@@ -363,39 +394,41 @@ int run_check(const CheckOptions& o, const ExternalKernel* ext) {
   std::optional<CurrentCase::Installed> signals(std::in_place);
   const bool ok = props::run_suite(*k, opt, out, o.law, &results);
   signals.reset();
-  if (!o.json_out.empty()) io::write_file_atomic(o.json_out, results_json(*k, opt, results, ok) + "\n");
-  if (subject && subject->restarts() > 0)
-    out << fmt::format("the worker was restarted {} times after faults\n", subject->restarts());
-  const int failed = int(std::count_if(results.begin(), results.end(), [](const auto& r) {
-    return r.second.applies && !r.second.ok && !r.second.inconclusive;
-  }));
-  const int inconclusive =
-      int(std::count_if(results.begin(), results.end(), [](const auto& r) { return r.second.inconclusive; }));
   static_assert(kExitInconclusive == 3 && kExitFail == 1 && kExitPass == 0, "props::suite_exit_code's codes");
   const int code = props::suite_exit_code(results, o.fail_inconclusive    ? props::OnInconclusive::Fail
                                                    : o.allow_inconclusive ? props::OnInconclusive::Pass
                                                                           : props::OnInconclusive::Exit3);
-  if (ok)
-    out << "every law holds\n";
-  else if (failed > 0)
-    out << (inconclusive > 0 ? fmt::format("a law failed ({} inconclusive)\n", inconclusive) : "a law failed\n");
-  else
-    out << fmt::format("no law failed; {} inconclusive{}\n", inconclusive,
-                       code == kExitPass ? " (--allow-inconclusive)" : "");
+  Outcome res = outcome_of(*k, opt, results, ok, code);
+  if (!o.json_out.empty()) io::write_file_atomic(o.json_out, res.json);
+  if (subject && subject->restarts() > 0)
+    out << fmt::format("the worker was restarted {} times after faults\n", subject->restarts());
+  print_verdict(results, ok, code, out);
   out.flush();
-  return code;
+  return res;
 }
 
-}  // namespace
+void validate(const CheckRequest& o) {
+  auto in = [](const char* what, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) throw UsageError(fmt::format("{} {}: expected {} to {}", what, v, lo, hi));
+  };
+  in("--cases", o.cases, 1, 1000000);
+  in("--shrink-faults", o.shrink_faults, 1, 1000000);
+  in("--replay-repeats", o.replay_repeats, 0, 100000);
+  validate(o.plugin);
+  if (o.fail_inconclusive && o.allow_inconclusive)
+    throw UsageError("--fail-on-inconclusive and --allow-inconclusive exclude each other");
+  if (o.oracle != "auto" && o.oracle != "cpu" && o.oracle != "gpu")
+    throw UsageError(fmt::format("--oracle {}: expected cpu, gpu or auto", io::quoted(o.oracle)));
+}
 
 Run setup_check(CLI::App& app, const ExternalKernel* ext) {
-  auto o = std::make_shared<CheckOptions>();
+  auto o = std::make_shared<CheckRequest>();
   CLI::App* sub = app.add_subcommand("check", "run the property suite (every law of docs/laws.md) on one kernel");
   add_check_options(sub, *o, ext);
   return [o, sub, ext]() -> int {
     o->seed_given = sub->count("--seed") > 0;
-    o->regressions_given = sub->count("--regressions") > 0;
-    return run_check(*o, ext);
+    if (sub->count("--regressions") > 0 && o->regressions.empty()) throw UsageError("--regressions: an empty path");
+    return run_check(*o, ext).code;
   };
 }
 

@@ -44,6 +44,23 @@ void add_size_options(CLI::App* sub, PluginArgs& a) {
                 "n_q and n_k powers of two only (a kernel that compiles per shape meets a few lengths)");
 }
 
+void validate(const PluginArgs& a) {
+  if (!(a.timeout_s >= 0.001 && a.timeout_s <= 1e6))
+    throw UsageError(fmt::format("--timeout {}: expected 0.001 to 1000000 seconds", a.timeout_s));
+  if (a.isolation != "process" && a.isolation != "none")
+    throw UsageError(fmt::format("--isolation {}: expected process or none", a.isolation));
+  if (a.layout != "mixed" && a.layout != "compact")
+    throw UsageError(fmt::format("--layout {}: expected mixed or compact", a.layout));
+  struct Size {
+    const char* flag;
+    int32_t value, most;
+  };
+  for (const Size& z : {Size{"--max-n", a.max_n, 1 << 20}, Size{"--max-batch", a.max_batch, 1 << 16},
+                        Size{"--max-heads", a.max_heads, 1 << 16}})
+    if (z.value < 0 || z.value > z.most)
+      throw UsageError(fmt::format("{} {}: expected 1 to {} (0: no bound)", z.flag, z.value, z.most));
+}
+
 plugin::SubjectOptions subject_options(const PluginArgs& a, std::string description) {
   plugin::SubjectOptions so;
   so.layout = layout_policy(a);

@@ -11,10 +11,10 @@
 namespace fc::cli {
 
 struct PluginArgs {
-  std::string path;                   // --plugin
-  double timeout_s = 60;              // --timeout: the most one call may take (isolated)
-  std::string isolation = "process";  // --isolation process|none
-  std::string layout = "mixed";       // --layout mixed|compact
+  std::string path;                                 // --plugin
+  double timeout_s = 60;                            // --timeout: the most one call may take (isolated)
+  std::string isolation = "process";                // --isolation process|none
+  std::string layout = "mixed";                     // --layout mixed|compact
   int32_t max_n = 0, max_batch = 0, max_heads = 0;  // --max-n, --max-batch, --max-heads (0: none)
   bool shape_buckets = false;                       // --shape-buckets
 };
@@ -27,6 +27,9 @@ CLI::Option* add_plugin_options(CLI::App* sub, PluginArgs& a, PluginOptions whic
 // --max-n, --max-batch, --max-heads, --shape-buckets (check): bounds on the shapes drawn for a plugin
 // or Python kernel.
 void add_size_options(CLI::App* sub, PluginArgs& a);
+// The ranges and names the options above check on a command line, for arguments built without it
+// (the C API's requests): UsageError, one line.
+void validate(const PluginArgs& a);
 plugin::LayoutPolicy layout_policy(const PluginArgs& a);
 // The SubjectOptions the arguments ask for (layout, size bounds), with a description.
 plugin::SubjectOptions subject_options(const PluginArgs& a, std::string description);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -73,15 +74,15 @@ struct Lengths {
 // The variants of contract v2 a kernel implements (docs/SEMANTICS.md). Inputs that use a variant
 // the kernel does not declare are never sent to it (claims, run_forward).
 struct Variants {
-  bool varlen = false;   // sequences packed by cu_seqlens_q/k, zero-length ones included
-  bool paged = false;    // paged K/V through a page table (always with varlen)
-  bool window = false;   // sliding window (window_left, window_right)
-  bool softcap = false;  // s <- c tanh(s / c)
-  bool alibi = false;    // s -= slope_h |i' - j|
-  bool d_v = false;      // d_v != d
-  bool strides = false;  // strided q, k, v, d_o (and strided outputs when the caller allocates them so)
-  bool sinks = false;    // contract v3: one sink logit per query head in the softmax denominator
-  bool padded = false;   // contract v3: varlen tokens at cu_seqlens_*_padded offsets, padding between
+  bool varlen = false;         // sequences packed by cu_seqlens_q/k, zero-length ones included
+  bool paged = false;          // paged K/V through a page table (always with varlen)
+  bool window = false;         // sliding window (window_left, window_right)
+  bool softcap = false;        // s <- c tanh(s / c)
+  bool alibi = false;          // s -= slope_h |i' - j|
+  bool d_v = false;            // d_v != d
+  bool strides = false;        // strided q, k, v, d_o (and strided outputs when the caller allocates them so)
+  bool sinks = false;          // contract v3: one sink logit per query head in the softmax denominator
+  bool padded = false;         // contract v3: varlen tokens at cu_seqlens_*_padded offsets, padding between
   bool mask_bool = false;      // contract v3: a boolean mask tensor (dense problems)
   bool mask_additive = false;  // contract v3: an additive mask tensor, in one of KernelInfo::mask_dtypes
   bool block_mask = false;     // contract v3: a block-sparse mask of block_q x block_k blocks
@@ -139,6 +140,13 @@ struct KernelInfo {
 };
 // Whether p's shape lies inside what the kernel declares it takes (lengths, batch, heads, scale).
 bool declared_shape(const KernelInfo& i, const Problem& p);
+
+// Thrown by a kernel's forward or backward that declines to run a problem under a config it lists
+// (a tile this shape does not admit): a declared refusal, not a wrong answer. props::execute carries
+// it as Run::refused, and the audit reports such a cell as "refused" (any other exception: "error").
+struct Refusal : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
 
 // Forward: reads in (q, k, v and the variants' data), writes out.o and out.lse, which the caller
 // allocates (compact, shaped by shape_o / shape_lse, unless it offers strided outputs to a kernel

@@ -97,6 +97,10 @@ Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward)
     k.backward(given, cfg, r.out);
     guards.release();
     if (!guards.stray.empty()) r.error = fmt::format("{} wrote outside its outputs: {}", k.info.name, guards.stray);
+  } catch (const Refusal& e) {
+    guards.held.clear();
+    r.error = fmt::format("{} failed: {}\n", k.info.name, e.what());
+    r.refused = true;
   } catch (const std::exception& e) {
     guards.held.clear();
     r.error = fmt::format("{} failed: {}\n", k.info.name, e.what());

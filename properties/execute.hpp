@@ -18,7 +18,8 @@ ref::Tensors64 tensors64(const Inputs& in);
 
 struct Run {
   Outputs out;
-  std::string error;  // non-empty when the kernel threw
+  std::string error;     // non-empty when the kernel threw
+  bool refused = false;  // what it threw was a Refusal (registry.hpp): a config it declines, not a wrong answer
 };
 // Both runs' errors, empty when neither failed.
 inline std::string run_errors(const Run& a, const Run& b) { return a.error + b.error; }

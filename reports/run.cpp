@@ -77,11 +77,14 @@ CellRun run_cell(const CaseSpec& c, const Inputs& full, const Inputs& checked, c
     std::unique_lock<std::mutex> lock(g_exclusive, std::defer_lock);
     if (s.exclusive) lock.lock();
     got = s.cut_rows ? s.run(checked, backward) : rows_of(c, s.run(full, backward));
-  } catch (const std::exception& e) {
-    const std::string what = e.what();
+  } catch (const Refusal& e) {
     // A listed tile this shape does not admit is a declared refusal, not a wrong answer.
-    r.cell["status"] = what.find("unsupported") != std::string::npos ? "refused" : "error";
-    r.cell["error"] = what;
+    r.cell["status"] = "refused";
+    r.cell["error"] = e.what();
+    return r;
+  } catch (const std::exception& e) {
+    r.cell["status"] = "error";
+    r.cell["error"] = e.what();
     return r;
   }
   const ref::Bounds bounds =

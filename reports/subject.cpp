@@ -37,6 +37,7 @@ Subject subject_of(const Kernel& k, const Config& cfg) {
   };
   s.run = [&k, cfg](const Inputs& in, bool backward) {
     props::Run r = props::execute(k, in, cfg, backward);
+    if (r.refused) throw Refusal(r.error);
     if (!r.error.empty()) throw std::runtime_error(r.error);
     return r.out;
   };

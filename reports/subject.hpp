@@ -23,7 +23,7 @@ struct Subject {
   bool cut_rows = false;   // rows are independent: may run on a case's checked rows alone
   bool exclusive = false;  // runs one at a time (a GPU, a plugin's child process)
   std::function<bool(const CaseSpec&)> claims;
-  std::function<Outputs(const Inputs&, bool backward)> run;  // throws on failure
+  std::function<Outputs(const Inputs&, bool backward)> run;  // throws on failure: Refusal for a declined config
   std::function<ref::Precision(const Problem&)> precision;   // for the error bound
 };
 

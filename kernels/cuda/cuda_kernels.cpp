@@ -46,7 +46,7 @@ void check_guards(const std::string& pass, std::initializer_list<Guarded> outs) 
 // Upload, run the kernel's forward launcher on tile t, download.
 void forward_host(const CudaKernel& ck, Tile t, const Problem& p, const HostTensor& q, const HostTensor& k,
                   const HostTensor& v, HostTensor& o, HostTensor& lse) {
-  if (!ck.supports(p, t)) throw std::invalid_argument(ck.name + ": unsupported problem, tile or device");
+  if (!ck.supports(p, t)) throw Refusal(ck.name + ": unsupported problem, tile or device");
   DeviceBuffer dq(q), dk(k), dv(v);
   GuardedBuffer d_out(o.bytes.size()), d_lse(size_t(lse.numel()) * sizeof(float));
   DeviceBuffer ws(ck.forward_workspace_bytes(p));
@@ -62,7 +62,7 @@ void forward_host(const CudaKernel& ck, Tile t, const Problem& p, const HostTens
 void backward_host(const CudaKernel& ck, Tile t, bool deterministic, const Problem& p, const HostTensor& q,
                    const HostTensor& k, const HostTensor& v, const HostTensor& o, const HostTensor& lse,
                    const HostTensor& d_o, HostTensor& d_q, HostTensor& d_k, HostTensor& d_v) {
-  if (!ck.supports(p, Tile{})) throw std::invalid_argument(ck.name + ": unsupported problem or device");
+  if (!ck.supports(p, Tile{})) throw Refusal(ck.name + ": unsupported problem or device");
   DeviceBuffer bq(q), bk(k), bv(v), bo(o), blse = upload_lse(lse), bdo(d_o);
   GuardedBuffer bdq(d_q.bytes.size()), bdk(d_k.bytes.size()), bdv(d_v.bytes.size());
   DeviceBuffer ws(ck.backward_workspace_bytes(p));

@@ -39,7 +39,8 @@ class InProcess final : public Backend {
 
 class Isolated final : public Backend {
  public:
-  Isolated(std::vector<std::string> argv, double timeout_s) : client_(std::move(argv), timeout_s) {
+  Isolated(std::vector<std::string> argv, double timeout_s, std::vector<std::string> env)
+      : client_(std::move(argv), timeout_s, std::move(env)) {
     meta_ = client_.start();
   }
   Meta meta() const override { return meta_; }
@@ -58,8 +59,9 @@ class Isolated final : public Backend {
 
 std::unique_ptr<Backend> in_process(const fc_kernel* k) { return std::make_unique<InProcess>(k); }
 
-std::unique_ptr<Backend> isolated(std::vector<std::string> worker_argv, double timeout_s) {
-  return std::make_unique<Isolated>(std::move(worker_argv), timeout_s);
+std::unique_ptr<Backend> isolated(std::vector<std::string> worker_argv, double timeout_s,
+                                  std::vector<std::string> env) {
+  return std::make_unique<Isolated>(std::move(worker_argv), timeout_s, std::move(env));
 }
 
 }  // namespace fc::plugin

@@ -27,7 +27,9 @@ class Backend {
 
 // k validated here (LoadError); CUDA kernels get their device now.
 std::unique_ptr<Backend> in_process(const fc_kernel* k);
-// The worker command (e.g. {flashcheck, "__worker", lib.so}); started, and greeted, now.
-std::unique_ptr<Backend> isolated(std::vector<std::string> worker_argv, double timeout_s);
+// The worker command (e.g. {flashcheck, "__worker", lib.so}); started, and greeted, now. `env`:
+// KEY=VALUE entries the worker's environment has beside (or in place of) this process's.
+std::unique_ptr<Backend> isolated(std::vector<std::string> worker_argv, double timeout_s,
+                                  std::vector<std::string> env = {});
 
 }  // namespace fc::plugin

@@ -25,8 +25,9 @@ int worker_main(int argc, char** argv);
 
 class WorkerClient {
  public:
-  // argv: the worker command (argv[0] a path). timeout_s: the most one call may take.
-  WorkerClient(std::vector<std::string> argv, double timeout_s);
+  // argv: the worker command (argv[0] a path). timeout_s: the most one call may take. env: KEY=VALUE
+  // entries added to the worker's environment (replacing this process's value of KEY), its alone.
+  WorkerClient(std::vector<std::string> argv, double timeout_s, std::vector<std::string> env = {});
   ~WorkerClient();
   WorkerClient(const WorkerClient&) = delete;
   WorkerClient& operator=(const WorkerClient&) = delete;
@@ -46,7 +47,7 @@ class WorkerClient {
   bool exchange(const proto::Request& req, proto::Reply* rep, std::string* fault);  // counts faults_
   bool exchange_once(const proto::Request& req, proto::Reply* rep, std::string* fault);
 
-  std::vector<std::string> argv_;
+  std::vector<std::string> argv_, env_;
   double timeout_s_;
   int sock_ = -1, mem_ = -1;
   pid_t pid_ = -1;

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -43,8 +44,8 @@ int high_fd(int fd) {
 
 }  // namespace
 
-WorkerClient::WorkerClient(std::vector<std::string> argv, double timeout_s)
-    : argv_(std::move(argv)), timeout_s_(timeout_s) {
+WorkerClient::WorkerClient(std::vector<std::string> argv, double timeout_s, std::vector<std::string> env)
+    : argv_(std::move(argv)), env_(std::move(env)), timeout_s_(timeout_s) {
   const int fd = memfd_create("flashcheck-arena", MFD_CLOEXEC);
   if (fd < 0) throw LoadError(fmt::format("memfd_create: {}", std::strerror(errno)));
   mem_ = high_fd(fd);
@@ -70,11 +71,16 @@ void WorkerClient::spawn() {
   std::vector<char*> args;
   for (std::string& a : argv_) args.push_back(a.data());
   args.push_back(nullptr);
-  std::vector<char*> env;  // the suite's environment, plus where the worker finds its fds
-  const std::string prefix = std::string(proto::kFdsEnv) + "=";
+  // The suite's environment less the keys env_ sets, then env_, then where the worker finds its fds.
+  std::string fds = std::string(proto::kFdsEnv) + "=3,4";
+  std::vector<char*> env;
+  auto key_set = [&](const char* e) {
+    auto same = [e](const std::string& x) { return std::strncmp(e, x.c_str(), x.find('=') + 1) == 0; };
+    return same(fds) || std::any_of(env_.begin(), env_.end(), same);
+  };
   for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, prefix.c_str(), prefix.size()) != 0) env.push_back(*e);
-  std::string fds = prefix + "3,4";
+    if (!key_set(*e)) env.push_back(*e);
+  for (std::string& e : env_) env.push_back(e.data());
   env.push_back(fds.data());
   env.push_back(nullptr);
   const int rc = posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), env.data());

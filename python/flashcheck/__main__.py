@@ -30,9 +30,7 @@ def main(argv):
         isolate = value == "process"
         del rest[at:at + 2]
     try:
-        if argv[0] == "audit":
-            return _check._run("audit", spec, rest, isolate, True)[0]
-        return _check.check(spec, isolate=isolate, extra_args=rest).exit_code
+        return _check.run_cli(argv[0], spec, rest, isolate)
     except (_check.UsageError, _capi.LibraryNotFound, _capi.LoadError) as exc:
         sys.stderr.write("flashcheck: %s\n" % " ".join(str(exc).split()))
         return 2

@@ -139,8 +139,108 @@ class FcKernel(ctypes.Structure):
     ]
 
 
-# <flashcheck/flashcheck.h>
+# <flashcheck/flashcheck.h>, version 1 of its structs
 WRITE = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p)
+_STRINGS = ctypes.POINTER(ctypes.c_char_p)  # a NULL-terminated char*[] (strings())
+ORACLES = {"auto": 0, "cpu": 1, "gpu": 2}  # enum flashcheck_oracle
+LAYOUTS = {"mixed": 0, "compact": 1}  # enum flashcheck_layout
+INCONCLUSIVE_EXIT3, INCONCLUSIVE_FAIL, INCONCLUSIVE_PASS = 0, 1, 2  # enum flashcheck_on_inconclusive
+LAW_STATUSES = ("pass", "fail", "inconclusive", "n/a")  # enum flashcheck_law_status
+
+
+class _Sized(ctypes.Structure):
+    """A struct whose first field, struct_size, is set to its size."""
+
+    def __init__(self, **fields):
+        super().__init__(**fields)
+        self.struct_size = ctypes.sizeof(self)
+
+
+class Subject(_Sized):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("kernel", ctypes.POINTER(FcKernel)),
+        ("worker_argv", _STRINGS),
+        ("worker_env", _STRINGS),
+        ("replay_prefix", ctypes.c_char_p),
+        ("write", WRITE),
+        ("write_ctx", ctypes.c_void_p),
+    ]
+
+
+class CheckRequest(_Sized):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("subject", Subject),
+        ("cases", ctypes.c_int32),
+        ("seed_given", ctypes.c_int32),
+        ("seed", ctypes.c_uint64),
+        ("law", ctypes.c_char_p), ("reproduce", ctypes.c_char_p), ("case_file", ctypes.c_char_p),
+        ("inputs", ctypes.c_char_p), ("regressions", ctypes.c_char_p),
+        ("save_regressions", ctypes.c_int32),
+        ("timeout_s", ctypes.c_double),
+        ("layout", ctypes.c_int32),
+        ("max_n", ctypes.c_int32), ("max_batch", ctypes.c_int32), ("max_heads", ctypes.c_int32),
+        ("shape_buckets", ctypes.c_int32),
+        ("oracle", ctypes.c_int32),
+        ("on_inconclusive", ctypes.c_int32),
+        ("shrink_faults", ctypes.c_int32),
+        ("replay_repeats", ctypes.c_int32),
+        ("no_progress", ctypes.c_int32),
+        ("json_out", ctypes.c_char_p),
+    ]
+
+
+class AuditRequest(_Sized):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("subject", Subject),
+        ("out", ctypes.c_char_p),
+        ("quick", ctypes.c_int32),
+        ("accumulation", ctypes.c_int32),
+        ("kernels", _STRINGS), ("dtypes", _STRINGS), ("regimes", _STRINGS), ("cases", _STRINGS),
+        ("seed_given", ctypes.c_int32),
+        ("seed", ctypes.c_uint64),
+        ("timeout_s", ctypes.c_double),
+        ("layout", ctypes.c_int32),
+        ("jobs", ctypes.c_int32),
+        ("oracle", ctypes.c_int32),
+        ("junit", ctypes.c_char_p),
+        ("shard", ctypes.c_char_p),
+        ("print_json", ctypes.c_int32),
+    ]
+
+
+class LawResult(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("id", ctypes.c_char_p),
+        ("status", ctypes.c_int32),
+        ("cases", ctypes.c_int64), ("regression_cases", ctypes.c_int64), ("declined", ctypes.c_int64),
+        ("message", ctypes.c_char_p),
+    ]
+
+
+class Result(_Sized):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("exit_code", ctypes.c_int32),
+        ("error", ctypes.c_char_p),
+        ("json", ctypes.POINTER(ctypes.c_char)),
+        ("json_size", ctypes.c_size_t),
+        ("laws", ctypes.c_void_p),
+        ("num_laws", ctypes.c_size_t),
+        ("law_size", ctypes.c_size_t),
+        ("internal", ctypes.c_void_p),
+    ]
+
+    def text(self):
+        """The JSON report, decoded ("" when there is none)."""
+        return ctypes.string_at(self.json, self.json_size).decode(errors="replace") if self.json_size else ""
+
+    def law(self, i):
+        """The i-th law entry (flashcheck_result_law)."""
+        return LawResult.from_address(self.laws + i * self.law_size)
 
 _lib = None
 
@@ -188,9 +288,14 @@ def lib():
         except OSError as exc:  # a library it needs is missing: the loader's message names it
             raise LoadError("cannot load %s: %s" % (path, " ".join(str(exc).split()))) from None
         handle.flashcheck_run.restype = ctypes.c_int
-        handle.flashcheck_run.argtypes = [
-            ctypes.POINTER(FcKernel), ctypes.POINTER(ctypes.c_char_p), ctypes.c_char_p, ctypes.c_int,
-            ctypes.POINTER(ctypes.c_char_p), WRITE, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+        handle.flashcheck_run.argtypes = [ctypes.POINTER(Subject), ctypes.c_int, _STRINGS, ctypes.c_char_p,
+                                          ctypes.c_size_t]
+        handle.flashcheck_check.restype = ctypes.c_int
+        handle.flashcheck_check.argtypes = [ctypes.POINTER(CheckRequest), ctypes.POINTER(Result)]
+        handle.flashcheck_audit.restype = ctypes.c_int
+        handle.flashcheck_audit.argtypes = [ctypes.POINTER(AuditRequest), ctypes.POINTER(Result)]
+        handle.flashcheck_result_free.restype = None
+        handle.flashcheck_result_free.argtypes = [ctypes.POINTER(Result)]
         handle.flashcheck_serve.restype = ctypes.c_int
         handle.flashcheck_serve.argtypes = [ctypes.POINTER(FcKernel), ctypes.c_char_p]
         handle.flashcheck_copy.restype = ctypes.c_int
@@ -208,3 +313,11 @@ def strings(items):
     encoded = [s.encode() for s in items]
     arr = (ctypes.c_char_p * (len(encoded) + 1))(*encoded, None)
     return arr, encoded
+
+
+def string_list(items):
+    """strings() as the char** a struct field holds (NULL for an empty list); keep the array alive."""
+    if not items:
+        return None, None
+    arr, _ = strings(items)
+    return ctypes.cast(arr, _STRINGS), arr

@@ -1,11 +1,13 @@
 """flashcheck.check on pure-Python kernels: the C++ suite's laws, shrinking, replay and exit codes
 through the ctypes bridge, in-process and isolated in a worker process."""
+import collections.abc
 import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -83,6 +85,67 @@ def test_bad_usage_is_one_line():
         flashcheck.check(py_kernels.correct, law="no_such_law", quiet=True)
     cli = run_replay("python -m flashcheck check no_such_module:kernel")
     assert cli.returncode == 2 and cli.stderr.count("\n") == 1, cli.stderr
+
+
+class _WatchedEnviron(collections.abc.MutableMapping):
+    """os.environ, recording every key set or deleted through it."""
+
+    def __init__(self, real):
+        self.real, self.changed = real, []
+
+    def __getitem__(self, key):
+        return self.real[key]
+
+    def __setitem__(self, key, value):
+        self.changed.append(key)
+        self.real[key] = value
+
+    def __delitem__(self, key):
+        self.changed.append(key)
+        del self.real[key]
+
+    def __iter__(self):
+        return iter(self.real)
+
+    def __len__(self):
+        return len(self.real)
+
+    def copy(self):
+        return dict(self.real)
+
+
+def test_check_and_audit_leave_the_environment_and_the_temp_folder_alone(tmp_path, monkeypatch):
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    watched = _WatchedEnviron(os.environ)
+    monkeypatch.setattr(os, "environ", watched)
+    before = dict(watched.real)
+    # Isolated: the worker imports py_kernels from this process's sys.path, told through its own environment.
+    isolated = flashcheck.check("py_kernels:correct", law="lse_bracket", cases=5, seed=1, quiet=True)
+    assert isolated.ok and [x["id"] for x in isolated.laws] == ["lse_bracket"], isolated.report
+    assert isolated.seed == 1
+    here = flashcheck.check(py_kernels.correct, law="lse_bracket", cases=5, seed=1, quiet=True,
+                            extra_args=("--oracle", "cpu", "--replay-repeats", "2"))
+    assert here.ok and here.laws[0]["status"] == "pass", here.report
+    code, report = flashcheck.audit(py_kernels.any_head_dim, str(tmp_path / "audit"), cases=["F32/normal/n16"])
+    assert code == 0 and report["verdict"]["status"] == "pass"
+    assert watched.changed == [] and dict(watched.real) == before
+    assert os.listdir(temp) == []
+
+
+def test_extra_args_take_the_commands_flags_and_refuse_others_in_one_line():
+    for extra, why in [(("--oracle", "tpu"), "--oracle tpu: expected auto or cpu or gpu"),
+                       (("--no-such-flag",), "unknown option --no-such-flag"),
+                       (("--cases",), "--cases needs a value"),
+                       (("--cases", "many"), "--cases many: not an integer")]:
+        with pytest.raises(flashcheck.UsageError) as info:
+            flashcheck.check(py_kernels.correct, law="lse_bracket", quiet=True, extra_args=extra)
+        assert why in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(flashcheck.UsageError, match="--cases 0"):
+        flashcheck.check(py_kernels.correct, cases=0, quiet=True)
+    with pytest.raises(flashcheck.UsageError, match="--cases 2000000: expected 1 to 1000000"):
+        flashcheck.check(py_kernels.correct, cases=2000000, quiet=True)
 
 
 def test_the_pytest_fixture(flashcheck_check):
