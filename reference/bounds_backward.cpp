@@ -120,9 +120,9 @@ void HeadPass::backward(int64_t r, KeyRange vis, RowInfo& row) {
   for (int64_t j = 0; j < n_v; ++j) {
     const int64_t ja = jb + j;
     if (sc[size_t(j)].dead) continue;  // a masked key: P = 0 and dS = 0 exactly, no term
-    const double mag = MDP(r, ja);
-    const double e_dp = k.dot_error(k.w_dp, Edp(r, ja), mag, sum_do, v_abs_sum[size_t(ja)], k.dv);
-    const Pair pr = backward_pair(k, sc[size_t(j)], DP(r, ja), mag, e_dp, lse, err_lse, row);
+    const double mag = (*pMDP)(r, ja);
+    const double e_dp = k.dot_error(k.w_dp, (*pEdp)(r, ja), mag, sum_do, v_abs_sum[size_t(ja)], k.dv);
+    const Pair pr = backward_pair(k, sc[size_t(j)], (*pDP)(r, ja), mag, e_dp, lse, err_lse, row);
     // Each term of the sums carries its own error (dS^ or P^, its rounding to the operand type) and
     // its operand's rounding; the chain charges the rest.
     const double e_ds = pr.e_ds + k.u_p * pr.ds_bar + k.floor_ds + pr.ds_bar * k.u_in;
