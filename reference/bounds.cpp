@@ -278,12 +278,12 @@ WeightEps HeadPass::weight_errors(const RowScores& rs, const KeyTiles& kt, int64
   const bool fa1 = ar.pv.merge == Merge::Serial;  // o kept normalised: each tile also scales its own P V
   const double u = k.us, stored = ar.l_sums_stored_p ? k.u_p / (1 - k.u_p) : 0.0;
   logP.resize(size_t(n_v)), zeta.resize(size_t(n_v)), d_o_w.resize(size_t(n_v)), d_l.resize(size_t(n_v));
-  w_hat.resize(size_t(n_v));
+  w_hat.resize(size_t(n_v)), e_lp.resize(size_t(n_v));
   WeightEps we;
   for (int64_t j = 0; j < n_v; ++j) {
     const Score& s = sc[size_t(j)];
     if (s.dead) {  // a masked key: the kernel's weight is exp(-inf) = 0 exactly
-      d_o_w[size_t(j)] = d_l[size_t(j)] = 0, logP[size_t(j)] = -kInf, zeta[size_t(j)] = 0;
+      d_o_w[size_t(j)] = d_l[size_t(j)] = 0, logP[size_t(j)] = -kInf, zeta[size_t(j)] = 0, e_lp[size_t(j)] = 0;
       continue;
     }
     const int64_t t = tile_of(j, off, bt);
@@ -301,6 +301,7 @@ WeightEps HeadPass::weight_errors(const RowScores& rs, const KeyTiles& kt, int64
     logP[size_t(j)] = std::min(0.0, s.s - lse);
     zeta[size_t(j)] =
         double(k.p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (std::fabs(s.s) + std::fabs(lse) + 1) + s.z + err_lse;
+    e_lp[size_t(j)] = std::exp(logP[size_t(j)] + zeta[size_t(j)]);
   }
   // Computed weights, normalised by their own exact sum: P^_j = P_j e^eta_j / Z, |eta_j| <= delta_j,
   // Z >= e^-eps, so P^_j <= P_j e^(delta_j + eps) (and <= 1).
@@ -320,7 +321,7 @@ void HeadPass::o_coefs(int64_t oo, const ChainWeights& wpv, int64_t o_pv, int64_
   for (int64_t j = 0; j < n_v; ++j) {
     const double w = w_hat[size_t(j)], kap = wpv.kappa[size_t(j < n_keys ? o_pv + j : sink_pos_pv)];
     // Sum_j (P^_j - P_j)(v_j - o) = (1/Z) sum_j P_j (e^eta_j - 1)(v_j - o): o is P's own average.
-    coef_w[size_t(j)] = p_expm1(logP[size_t(j)] + zeta[size_t(j)], d_o_w[size_t(j)]);
+    coef_w[size_t(j)] = p_expm1(logP[size_t(j)] + zeta[size_t(j)], d_o_w[size_t(j)], e_lp[size_t(j)]);
     coef_acc[size_t(j)] = kap * w + (1 + kap) * ((j != j_exact ? pv_up : 0.0) * w + k.floor_p + tiny_w + w * k.u_in);
     acc0 += (1 + kap) * w * k.floor_in;
   }
@@ -403,8 +404,8 @@ double HeadPass::lse_bound(int64_t ol, double lse, double err_lse, double m, dou
   // log(1 - sum_j P_j (1 - e^-d_l_j)) and log(1 + sum_j P_j (e^d_l_j - 1)).
   double up = 0, down = 0;
   for (int64_t j = 0; j < n_v; ++j) {
-    const double lp = std::min(0.0, logP[size_t(j)] + zeta[size_t(j)]);
-    up += p_expm1(lp, d_l[size_t(j)]), down += std::exp(lp) * -std::expm1(-d_l[size_t(j)]);
+    const double y = logP[size_t(j)] + zeta[size_t(j)], lp = std::min(0.0, y), e = exp_known(lp, y, e_lp[size_t(j)]);
+    up += p_expm1(lp, d_l[size_t(j)], e), down += e * -std::expm1(-d_l[size_t(j)]);
   }
   const double e_w = std::min(eps_lse, std::max(up, down < 1 ? -std::log1p(-down) : kInf));
   const double e_log_l = E_l < 0.5 ? -std::log1p(-E_l) : kInf;

@@ -38,6 +38,15 @@ inline double p_expm1(double log_p, double x) {
   const double p = std::exp(log_p);
   return p > 0 ? p * std::expm1(x) : 0x1p-1074;  // below the smallest subnormal: one of it covers it
 }
+// exp(y), given e = exp(y_known) from an earlier evaluation: reused where y is y_known (the same
+// value, so the same bits), computed otherwise.
+inline double exp_known(double y, double y_known, double e) { return y == y_known ? e : std::exp(y); }
+// p_expm1 with p = exp(log_p) known (exp_known).
+inline double p_expm1(double log_p, double x, double p) {
+  if (!(log_p > -kInf)) return 0.0;
+  if (x > 0.5) return std::exp(log_p + x);
+  return p > 0 ? p * std::expm1(x) : 0x1p-1074;
+}
 
 // One score s = scale q.k as the kernel computes it.
 struct Score {
@@ -135,8 +144,9 @@ struct Pair {
   double e_ds = 0;    // |dS^ - dS| before its rounding to the operand type
   double ds_bar = 0;  // upper bound on |dS^|
 };
+// y_fw, e_fw: the forward's log P + zeta of the pair and its exp (exp_known).
 Pair backward_pair(const Consts& k, const Score& s, double dp, double mag_dp, double e_dp, double lse, double err_lse,
-                   const RowInfo& row);
+                   const RowInfo& row, double y_fw, double e_fw);
 
 // A chain over keys whose row starts at key jb: the position of its first term. Blocks (key tiles)
 // and lanes are dealt from key 0, so a blocked chain starts jb % block into its first block and a
@@ -196,6 +206,7 @@ struct HeadPass {
   // Per row, reused: the scores, the kernel's o error (for D).
   std::vector<Score> sc;
   std::vector<double> e_o, err_o, logP, zeta, d_o_w, d_l, w_hat, coef_w, coef_acc, w_sum, R_max, e_acc;
+  std::vector<double> e_lp;  // (keys) exp(logP + zeta), evaluated once for the row's uses
   // Attention sinks: the row's sink is one more entry of sc after its n_keys keys, a key of value 0
   // in a key tile of its own (sink_tile) after the row's last, at the chain positions sink_pos_l,
   // sink_pos_pv (the start of a new block: every key's term goes through the sink's add too).
