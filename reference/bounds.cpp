@@ -111,7 +111,7 @@ void HeadPass::kv_head(int64_t b_, int64_t g_) {
   }
 }
 
-void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows, const HeadPass* shared) {
+void HeadPass::begin_block(int64_t h_, int64_t i0_, int64_t rows, const HeadPass* shared) {
   const Problem& p = k.p;
   h = h_, i0 = i0_;
   const Eigen::Map<const Mat> Q(&k.in.q[size_t(offset_q(p, b, h, i0))], rows, p.d);  // (R, d)
@@ -121,52 +121,72 @@ void HeadPass::block(int64_t h_, int64_t i0_, int64_t rows, const HeadPass* shar
   // (the same GEMMs on the same operands, so the same bits), and its chain-weighted ones too where
   // the chains over d are the same.
   if (shared) {
-    S = shared->S, A = shared->A;
+    pS = shared->pS, pA = shared->pA;
   } else {
     S.noalias() = Q * K.transpose();  // (R, n_k) q.k (the scale is applied per element)
     A.noalias() = Qabs * Kabs.transpose();
+    pS = &S, pA = &A;
   }
-  if (shared && shared->k.w_s.kappa == k.w_s.kappa)
-    Es = shared->Es;
-  else
+  if (shared && shared->k.w_s.kappa == k.w_s.kappa) {
+    pEs = shared->pEs;
+  } else {
     Es.noalias() = (Qabs.array().rowwise() * ks.array()).matrix() * Kabs.transpose();
+    pEs = &Es;
+  }
   if (bwd) {
     const Eigen::Map<const Mat> dO(&k.in.d_o[size_t(offset_o(p, b, h, i0))], rows, k.dv);  // (R, d_v)
     const Mat dOabs = dO.cwiseAbs(), Vabs = V.cwiseAbs();
     const Eigen::Map<const Eigen::RowVectorXd> kd(k.w_dp.kappa.data(), k.dv);
     if (shared) {
-      DP = shared->DP, MDP = shared->MDP;
+      pDP = shared->pDP, pMDP = shared->pMDP;
     } else {
       DP.noalias() = dO * V.transpose();
       MDP.noalias() = dOabs * Vabs.transpose();
+      pDP = &DP, pMDP = &MDP;
     }
-    if (shared && shared->k.w_dp.kappa == k.w_dp.kappa)
-      Edp = shared->Edp;
-    else
+    if (shared && shared->k.w_dp.kappa == k.w_dp.kappa) {
+      pEdp = shared->pEdp;
+    } else {
       Edp.noalias() = (dOabs.array().rowwise() * kd.array()).matrix() * Vabs.transpose();
+      pEdp = &Edp;
+    }
     alpha.setZero(rows, p.n_k), beta_k.setZero(rows, p.n_k), beta_v.setZero(rows, p.n_k);
     alpha0.assign(size_t(rows), 0.0), dq_scale.assign(size_t(rows), 1.0), dq_floor.assign(size_t(rows), 0.0);
     if (k.kv_head_phi > 0) mag_k.setZero(rows, p.n_k), mag_v.setZero(rows, p.n_k);
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = i0 + r, oq = offset_q(p, b, h, i), oo = offset_o(p, b, h, i);
-    const int64_t ol = offset_lse(p, b, h, i);
-    const KeyRange vis = visible_keys(p, i, p.n_q, p.n_k);
-    RowInfo row;
-    if (!k.any_live(b, h, i, vis)) {  // no key (or every key masked off by a mask tensor or block mask)  // the contract fixes o = 0, lse = -inf (or the sink), d_q = 0 exactly
-      for (int64_t c = 0; c < k.dv; ++c) B.o[size_t(oo + c)] = at(k.ref.err.o, oo + c);
-      for (int64_t c = 0; bwd && c < p.d; ++c) B.d_q[size_t(oq + c)] = at(k.ref.err.d_q, oq + c);
-      const double sink = p.sinks ? k.in.seq.sinks[size_t(h)] : -kInf;
-      B.lse[size_t(ol)] = std::isfinite(sink)
-                              ? sink_only_lse_bound(Precision{k.storage, k.ar}, sink, at(k.ref.err.lse, ol))
-                              : at(k.ref.err.lse, ol);
-      continue;
-    }
-    forward(r, vis, row);
-    if (bwd) backward(r, vis, row);
+}
+
+bool HeadPass::row_begin(int64_t r) {
+  const Problem& p = k.p;
+  const int64_t i = i0 + r, oq = offset_q(p, b, h, i), oo = offset_o(p, b, h, i);
+  const int64_t ol = offset_lse(p, b, h, i);
+  const KeyRange vis = visible_keys(p, i, p.n_q, p.n_k);
+  // No key (or every key masked off by a mask tensor or block mask): the contract fixes o = 0,
+  // lse = -inf (or the sink), d_q = 0 exactly.
+  if (!k.any_live(b, h, i, vis)) {
+    for (int64_t c = 0; c < k.dv; ++c) B.o[size_t(oo + c)] = at(k.ref.err.o, oo + c);
+    for (int64_t c = 0; bwd && c < p.d; ++c) B.d_q[size_t(oq + c)] = at(k.ref.err.d_q, oq + c);
+    const double sink = p.sinks ? k.in.seq.sinks[size_t(h)] : -kInf;
+    B.lse[size_t(ol)] = std::isfinite(sink)
+                            ? sink_only_lse_bound(Precision{k.storage, k.ar}, sink, at(k.ref.err.lse, ol))
+                            : at(k.ref.err.lse, ol);
+    return false;
   }
+  rw_vis = vis, rw_row = RowInfo{};
+  forward(r, vis);
+  return true;
+}
+
+void HeadPass::row_end(int64_t r) {
+  forward_finish(r, rw_row);
+  if (bwd) backward(r, rw_vis, rw_row);
+}
+
+void HeadPass::end_block(int64_t rows) {
+  const Problem& p = k.p;
   if (!bwd) return;
   finish_dq(rows);
+  const Eigen::Map<const Mat> Q(&k.in.q[size_t(offset_q(p, b, h, i0))], rows, p.d);      // (R, d)
   const Eigen::Map<const Mat> dO(&k.in.d_o[size_t(offset_o(p, b, h, i0))], rows, k.dv);  // (R, d_v)
   E_dk.noalias() += beta_k.transpose() * Q.cwiseAbs();
   E_dv.noalias() += beta_v.transpose() * dO.cwiseAbs();
@@ -235,8 +255,9 @@ RowScores HeadPass::scores(int64_t r, KeyRange vis) {
     Score& s = sc[size_t(j)];
     const int64_t ja = jb + j;
     s = Score{};
-    s.s = p.scale * S(r, ja), s.a = scale * A(r, ja);
-    const double e_dot = scale * k.dot_error(k.w_s, Es(r, ja), A(r, ja), q_abs_sum, k_abs_sum[size_t(ja)], p.d);
+    const double a = (*pA)(r, ja);
+    s.s = p.scale * (*pS)(r, ja), s.a = scale * a;
+    const double e_dot = scale * k.dot_error(k.w_s, (*pEs)(r, ja), a, q_abs_sum, k_abs_sum[size_t(ja)], p.d);
     s.e_c = k.delta_c * (std::fabs(s.s) + e_dot);
     // The product with the (rounded) scale: one rounding; a baseline then stores S in storage.
     const double after = e_dot + s.e_c + k.us * (std::fabs(s.s) + e_dot + s.e_c);
@@ -257,12 +278,12 @@ WeightEps HeadPass::weight_errors(const RowScores& rs, const KeyTiles& kt, int64
   const bool fa1 = ar.pv.merge == Merge::Serial;  // o kept normalised: each tile also scales its own P V
   const double u = k.us, stored = ar.l_sums_stored_p ? k.u_p / (1 - k.u_p) : 0.0;
   logP.resize(size_t(n_v)), zeta.resize(size_t(n_v)), d_o_w.resize(size_t(n_v)), d_l.resize(size_t(n_v));
-  w_hat.resize(size_t(n_v));
+  w_hat.resize(size_t(n_v)), e_lp.resize(size_t(n_v));
   WeightEps we;
   for (int64_t j = 0; j < n_v; ++j) {
     const Score& s = sc[size_t(j)];
     if (s.dead) {  // a masked key: the kernel's weight is exp(-inf) = 0 exactly
-      d_o_w[size_t(j)] = d_l[size_t(j)] = 0, logP[size_t(j)] = -kInf, zeta[size_t(j)] = 0;
+      d_o_w[size_t(j)] = d_l[size_t(j)] = 0, logP[size_t(j)] = -kInf, zeta[size_t(j)] = 0, e_lp[size_t(j)] = 0;
       continue;
     }
     const int64_t t = tile_of(j, off, bt);
@@ -280,6 +301,7 @@ WeightEps HeadPass::weight_errors(const RowScores& rs, const KeyTiles& kt, int64
     logP[size_t(j)] = std::min(0.0, s.s - lse);
     zeta[size_t(j)] =
         double(k.p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (std::fabs(s.s) + std::fabs(lse) + 1) + s.z + err_lse;
+    e_lp[size_t(j)] = std::exp(logP[size_t(j)] + zeta[size_t(j)]);
   }
   // Computed weights, normalised by their own exact sum: P^_j = P_j e^eta_j / Z, |eta_j| <= delta_j,
   // Z >= e^-eps, so P^_j <= P_j e^(delta_j + eps) (and <= 1).
@@ -288,8 +310,7 @@ WeightEps HeadPass::weight_errors(const RowScores& rs, const KeyTiles& kt, int64
   return we;
 }
 
-void HeadPass::o_bound(int64_t oo, int64_t jb, const ChainWeights& wpv, int64_t o_pv, int64_t j_exact, double tiny_w,
-                       double E_l, double eps) {
+void HeadPass::o_coefs(int64_t oo, const ChainWeights& wpv, int64_t o_pv, int64_t j_exact, double tiny_w) {
   const Arithmetic& ar = k.ar;
   const int64_t n_v = int64_t(sc.size());
   const double u = k.us;
@@ -300,42 +321,69 @@ void HeadPass::o_bound(int64_t oo, int64_t jb, const ChainWeights& wpv, int64_t 
   for (int64_t j = 0; j < n_v; ++j) {
     const double w = w_hat[size_t(j)], kap = wpv.kappa[size_t(j < n_keys ? o_pv + j : sink_pos_pv)];
     // Sum_j (P^_j - P_j)(v_j - o) = (1/Z) sum_j P_j (e^eta_j - 1)(v_j - o): o is P's own average.
-    coef_w[size_t(j)] = p_expm1(logP[size_t(j)] + zeta[size_t(j)], d_o_w[size_t(j)]);
+    coef_w[size_t(j)] = p_expm1(logP[size_t(j)] + zeta[size_t(j)], d_o_w[size_t(j)], e_lp[size_t(j)]);
     coef_acc[size_t(j)] = kap * w + (1 + kap) * ((j != j_exact ? pv_up : 0.0) * w + k.floor_p + tiny_w + w * k.u_in);
     acc0 += (1 + kap) * w * k.floor_in;
   }
+  rw.acc0 = acc0;
   const int64_t dv = k.dv;
-  const double* o = &k.ref.value.o[size_t(oo)];  // (d_v)
-  err_o.assign(size_t(dv), 0.0);                 // (d_v) the certified o's own error: o_exact is within it
+  err_o.assign(size_t(dv), 0.0);  // (d_v) the certified o's own error: o_exact is within it
   for (int64_t c = 0; c < dv; ++c) err_o[size_t(c)] = at(k.ref.err.o, oo + c);
   w_sum.assign(size_t(dv), 0.0), R_max.assign(size_t(dv), 0.0), e_acc.assign(size_t(dv), 0.0);
+}
+
+void o_sums(HeadPass* const* hps, int64_t n) {
+  HeadPass& h0 = *hps[0];
+  const int64_t n_v = int64_t(h0.sc.size()), dv = h0.k.dv, jb = h0.rw.jb;
+  const double* o = &h0.k.ref.value.o[size_t(h0.rw.oo)];  // (d_v)
+  const std::vector<double>& err_o = h0.err_o;
+  std::vector<double>& R_max = h0.R_max;
   // Where o, its error and the key's factor are finite, times(cw, x) is cw * x and std::max is
   // Eigen's max: the same operations in the same order, in vector registers (bitwise the same).
   using Row = Eigen::Map<Eigen::ArrayXd>;
   using CRow = Eigen::Map<const Eigen::ArrayXd>;
   const CRow o_r(o, dv), err_r(err_o.data(), dv);
-  Row w_r(w_sum.data(), dv), max_r(R_max.data(), dv), acc_r(e_acc.data(), dv);
-  const bool finite_row = v_finite && o_r.isFinite().all() && err_r.isFinite().all();
-  Eigen::ArrayXd x(dv);  // (d_v) one key's |v - o| + err_o
+  Row max_r(R_max.data(), dv);
+  const bool finite_row = h0.v_finite && o_r.isFinite().all() && err_r.isFinite().all();
+  Eigen::ArrayXd& x = h0.x_key;   // (d_v) one key's |v - o| + err_o
+  Eigen::ArrayXd& av = h0.v_key;  // (d_v) its |v|
+  x.resize(dv), av.resize(dv);
   for (int64_t j = 0; j < n_v; ++j) {
-    if (sc[size_t(j)].dead) continue;  // weight exactly 0 and its v not read
-    const double* v = j < n_keys ? V.data() + (jb + j) * dv : zero_v.data();  // (d_v); the sink's is 0
-    const double cw = coef_w[size_t(j)], ca = coef_acc[size_t(j)];
+    if (h0.sc[size_t(j)].dead) continue;  // weight exactly 0 and its v not read
+    const double* v = j < h0.n_keys ? h0.V.data() + (jb + j) * dv : h0.zero_v.data();  // (d_v); the sink's is 0
     const CRow v_r(v, dv);
-    if (finite_row && std::isfinite(cw)) {
+    if (finite_row) {
       x = (v_r - o_r).abs() + err_r;
-      w_r += cw * x, max_r = max_r.max(x);
-      acc_r += ca * v_r.abs();
-      continue;
+      max_r = max_r.max(x), av = v_r.abs();
+    } else {
+      for (int64_t c = 0; c < dv; ++c)
+        R_max[size_t(c)] = std::max(R_max[size_t(c)], std::fabs(v[c] - o[c]) + err_o[size_t(c)]);
     }
-    for (int64_t c = 0; c < dv; ++c) {
-      const double dv = std::fabs(v[c] - o[c]) + err_o[size_t(c)];
-      w_sum[size_t(c)] += times(cw, dv), R_max[size_t(c)] = std::max(R_max[size_t(c)], dv);
-      e_acc[size_t(c)] += ca * std::fabs(v[c]);
+    for (int64_t t = 0; t < n; ++t) {  // each pass's sums: its own coefficients, in key order
+      HeadPass& hp = *hps[t];
+      const double cw = hp.coef_w[size_t(j)], ca = hp.coef_acc[size_t(j)];
+      if (finite_row && std::isfinite(cw)) {
+        Row w_r(hp.w_sum.data(), dv), acc_r(hp.e_acc.data(), dv);
+        w_r += cw * x;
+        acc_r += ca * av;
+        continue;
+      }
+      for (int64_t c = 0; c < dv; ++c) {
+        const double dvc = std::fabs(v[c] - o[c]) + err_o[size_t(c)];
+        hp.w_sum[size_t(c)] += times(cw, dvc);
+        hp.e_acc[size_t(c)] += ca * std::fabs(v[c]);
+      }
     }
   }
-  e_o.assign(size_t(dv), 0.0);
-  for (int64_t c = 0; c < dv; ++c) {
+  for (int64_t t = 1; t < n; ++t) hps[t]->R_max = R_max;  // the same keys, v, o and err_o
+}
+
+void HeadPass::o_finish(int64_t oo, const ChainWeights& wpv, double E_l, double eps) {
+  const Arithmetic& ar = k.ar;
+  const double u = k.us, acc0 = rw.acc0;
+  const double* o = &k.ref.value.o[size_t(oo)];  // (d_v)
+  e_o.assign(size_t(k.dv), 0.0);
+  for (int64_t c = 0; c < k.dv; ++c) {
     const double ao = std::fabs(o[c]);
     const double W = std::min(times(std::exp(eps), w_sum[size_t(c)]), 2 * R_max[size_t(c)]);
     const double E_acc = (e_acc[size_t(c)] + acc0) * wpv.scale() + wpv.events * wpv.floor;
@@ -356,8 +404,8 @@ double HeadPass::lse_bound(int64_t ol, double lse, double err_lse, double m, dou
   // log(1 - sum_j P_j (1 - e^-d_l_j)) and log(1 + sum_j P_j (e^d_l_j - 1)).
   double up = 0, down = 0;
   for (int64_t j = 0; j < n_v; ++j) {
-    const double lp = std::min(0.0, logP[size_t(j)] + zeta[size_t(j)]);
-    up += p_expm1(lp, d_l[size_t(j)]), down += std::exp(lp) * -std::expm1(-d_l[size_t(j)]);
+    const double y = logP[size_t(j)] + zeta[size_t(j)], lp = std::min(0.0, y), e = exp_known(lp, y, e_lp[size_t(j)]);
+    up += p_expm1(lp, d_l[size_t(j)], e), down += e * -std::expm1(-d_l[size_t(j)]);
   }
   const double e_w = std::min(eps_lse, std::max(up, down < 1 ? -std::log1p(-down) : kInf));
   const double e_log_l = E_l < 0.5 ? -std::log1p(-E_l) : kInf;
@@ -367,7 +415,7 @@ double HeadPass::lse_bound(int64_t ol, double lse, double err_lse, double m, dou
   return B.lse[size_t(ol)];
 }
 
-void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
+void HeadPass::forward(int64_t r, KeyRange vis) {
   const Problem& p = k.p;
   const Arithmetic& ar = k.ar;
   // Row i sees keys [jb, jb + n_v); local index j is key jb + j.
@@ -422,10 +470,17 @@ void HeadPass::forward(int64_t r, KeyRange vis, RowInfo& row) {
     E_l += kl * w_hat[size_t(j)] + (1 + kl) * tiny_w;
   }
   E_l = E_l * wl.scale() + wl.events * wl.floor;
-  o_bound(oo, jb, wpv, o_pv, j_exact, tiny_w, E_l, we.eps);
-  row.e_lse = lse_bound(ol, lse, err_lse, rs.m, we.eps_lse, E_l);
-  if (ar.p_from != PFrom::Max) lse_normalised(r, vis, wpv, o_pv, tiny_w, row);
-  if (has_sink) sc.pop_back();  // the backward's pairs are the keys alone
+  o_coefs(oo, wpv, o_pv, j_exact, tiny_w);
+  rw.oo = oo, rw.ol = ol, rw.jb = jb, rw.o_pv = o_pv, rw.has_sink = has_sink;
+  rw.lse = lse, rw.err_lse = err_lse, rw.m = rs.m, rw.eps = we.eps, rw.eps_lse = we.eps_lse;
+  rw.E_l = E_l, rw.tiny_w = tiny_w, rw.wpv = &wpv;
+}
+
+void HeadPass::forward_finish(int64_t r, RowInfo& row) {
+  o_finish(rw.oo, *rw.wpv, rw.E_l, rw.eps);
+  row.e_lse = lse_bound(rw.ol, rw.lse, rw.err_lse, rw.m, rw.eps_lse, rw.E_l);
+  if (k.ar.p_from != PFrom::Max) lse_normalised(r, rw_vis, *rw.wpv, rw.o_pv, rw.tiny_w, row);
+  if (rw.has_sink) sc.pop_back();  // the backward's pairs are the keys alone
 }
 
 double sink_only_lse_bound(const Precision& prec, double sink, double err_ref) {
@@ -476,7 +531,8 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
   Bounds out = std::move(all[0]);
   auto widen = [](std::vector<double>& into, const std::vector<double>& b) {
     for (size_t x = 0; x < into.size() && x < b.size(); ++x)
-      into[x] = (into[x] != into[x] || b[x] != b[x]) ? std::numeric_limits<double>::quiet_NaN() : std::max(into[x], b[x]);
+      into[x] =
+          (into[x] != into[x] || b[x] != b[x]) ? std::numeric_limits<double>::quiet_NaN() : std::max(into[x], b[x]);
   };
   for (size_t x = 1; x < all.size(); ++x)
     widen(out.o, all[x].o), widen(out.lse, all[x].lse), widen(out.d_q, all[x].d_q), widen(out.d_k, all[x].d_k),
@@ -485,6 +541,27 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
 }
 
 namespace model {
+
+namespace {
+
+// One row block of every arithmetic's pass, row by row: the first pass's products of the inputs
+// shared, and each row's pass over keys x d_v for o's bound run once for all passes (o_sums).
+void run_block(std::vector<HeadPass>& hps, int64_t h, int64_t i0, int64_t rows) {
+  for (size_t x = 0; x < hps.size(); ++x) hps[x].begin_block(h, i0, rows, x > 0 ? &hps[0] : nullptr);
+  std::vector<HeadPass*> live;
+  live.reserve(hps.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    live.clear();
+    for (HeadPass& hp : hps)
+      if (hp.row_begin(r)) live.push_back(&hp);
+    if (live.empty()) continue;
+    o_sums(live.data(), int64_t(live.size()));
+    for (HeadPass* hp : live) hp->row_end(r);
+  }
+  for (HeadPass& hp : hps) hp.end_block(rows);
+}
+
+}  // namespace
 
 std::vector<Bounds> dense_bounds(const Problem& p, const Tensors64& in, const Certified& ref,
                                  const std::vector<Precision>& precs) {
@@ -523,8 +600,7 @@ std::vector<Bounds> dense_bounds(const Problem& p, const Tensors64& in, const Ce
   auto run_lane = [&](std::vector<HeadPass>& hps, int64_t g, int64_t lane) {
     for (int64_t blk = lane; blk < blocks; blk += lanes) {
       const int64_t h = g * group + blk / blocks_per_head, i0 = blk % blocks_per_head * rows;
-      for (int64_t x = 0; x < n_prec; ++x)
-        hps[size_t(x)].block(h, i0, std::min<int64_t>(rows, p.n_q - i0), x > 0 ? &hps[0] : nullptr);
+      run_block(hps, h, i0, std::min<int64_t>(rows, p.n_q - i0));
     }
   };
   const int64_t n_groups = int64_t(p.batch) * p.heads_kv;

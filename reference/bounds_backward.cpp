@@ -26,7 +26,7 @@ void cap_derivative(const Consts& k, const Score& s, Pair& pr) {
 }
 
 Pair backward_pair(const Consts& k, const Score& s, double dp, double mag_dp, double e_dp, double lse, double err_lse,
-                   const RowInfo& row) {
+                   const RowInfo& row, double y_fw, double e_fw) {
   const Problem& p = k.p;
   const Arithmetic& ar = k.ar;
   // A baseline stores dP in storage: relative, and absolute where a tiny dP lands on the subnormal grid.
@@ -40,8 +40,9 @@ Pair backward_pair(const Consts& k, const Score& s, double dp, double mag_dp, do
   const double logP = std::min(0.0, s.s - lse);
   const double zeta = double(p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (std::fabs(s.s) + std::fabs(lse) + 1) + s.z + err_lse;
   Pair pr;
-  pr.P_hi = std::min(1.0, std::exp(logP + zeta));
-  pr.dP_w = std::min(1.0, p_expm1(std::min(0.0, logP + zeta), xi)) + k.floor_s;  // the exp may underflow
+  const double y = logP + zeta, e_y = exp_known(y, y_fw, e_fw), lp = std::min(0.0, y);
+  pr.P_hi = std::min(1.0, e_y);
+  pr.dP_w = std::min(1.0, p_expm1(lp, xi, exp_known(lp, y, e_y))) + k.floor_s;  // the exp may underflow
   pr.P_bar = std::min(1.0, pr.P_hi + pr.dP_w);
   // dS = P (dP - D): the fp64 gap is within gap_err of the exact one.
   const double gap = std::fabs(dp - row.D) + double(k.dv + 1) * 0x1p-53 * mag_dp + row.err_D64;
@@ -120,9 +121,10 @@ void HeadPass::backward(int64_t r, KeyRange vis, RowInfo& row) {
   for (int64_t j = 0; j < n_v; ++j) {
     const int64_t ja = jb + j;
     if (sc[size_t(j)].dead) continue;  // a masked key: P = 0 and dS = 0 exactly, no term
-    const double mag = MDP(r, ja);
-    const double e_dp = k.dot_error(k.w_dp, Edp(r, ja), mag, sum_do, v_abs_sum[size_t(ja)], k.dv);
-    const Pair pr = backward_pair(k, sc[size_t(j)], DP(r, ja), mag, e_dp, lse, err_lse, row);
+    const double mag = (*pMDP)(r, ja);
+    const double e_dp = k.dot_error(k.w_dp, (*pEdp)(r, ja), mag, sum_do, v_abs_sum[size_t(ja)], k.dv);
+    const Pair pr = backward_pair(k, sc[size_t(j)], (*pDP)(r, ja), mag, e_dp, lse, err_lse, row,
+                                  logP[size_t(j)] + zeta[size_t(j)], e_lp[size_t(j)]);
     // Each term of the sums carries its own error (dS^ or P^, its rounding to the operand type) and
     // its operand's rounding; the chain charges the rest.
     const double e_ds = pr.e_ds + k.u_p * pr.ds_bar + k.floor_ds + pr.ds_bar * k.u_in;

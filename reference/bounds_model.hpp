@@ -38,6 +38,15 @@ inline double p_expm1(double log_p, double x) {
   const double p = std::exp(log_p);
   return p > 0 ? p * std::expm1(x) : 0x1p-1074;  // below the smallest subnormal: one of it covers it
 }
+// exp(y), given e = exp(y_known) from an earlier evaluation: reused where y is y_known (the same
+// value, so the same bits), computed otherwise.
+inline double exp_known(double y, double y_known, double e) { return y == y_known ? e : std::exp(y); }
+// p_expm1 with p = exp(log_p) known (exp_known).
+inline double p_expm1(double log_p, double x, double p) {
+  if (!(log_p > -kInf)) return 0.0;
+  if (x > 0.5) return std::exp(log_p + x);
+  return p > 0 ? p * std::expm1(x) : 0x1p-1074;
+}
 
 // One score s = scale q.k as the kernel computes it.
 struct Score {
@@ -93,11 +102,11 @@ struct Consts {
   std::vector<int64_t> kv_i0, kv_i1;  // (n_k) key j is seen by the rows [kv_i0, kv_i1) of each head
   int64_t group;                      // query heads per kv head
   int64_t n_q16;                      // n_q rounded up to 16: a head's query rows in the d_k, d_v chains
-  double kv_head_phi = 0;       // d_k, d_v from per-head gradients stored (kv_per_head): each term's relative
-                                // factor after the per-head chains, within phi of 1 (0: no such stage) ...
-  double kv_head_floor = 0;     // ... and their absolute part, in output units
-  ChainWeights w_s, w_dp, w_D;  // the chains over d (scores, dP, D)
-  ChainWeights w_kv_full;       // d_k, d_v chains with blocks or lanes: every row position counted
+  double kv_head_phi = 0;             // d_k, d_v from per-head gradients stored (kv_per_head): each term's relative
+                                      // factor after the per-head chains, within phi of 1 (0: no such stage) ...
+  double kv_head_floor = 0;           // ... and their absolute part, in output units
+  ChainWeights w_s, w_dp, w_D;        // the chains over d (scores, dP, D)
+  ChainWeights w_kv_full;             // d_k, d_v chains with blocks or lanes: every row position counted
 
   Consts(const Problem& p, const Tensors64& in, const Certified& ref, const Precision& prec);
 
@@ -135,8 +144,9 @@ struct Pair {
   double e_ds = 0;    // |dS^ - dS| before its rounding to the operand type
   double ds_bar = 0;  // upper bound on |dS^|
 };
+// y_fw, e_fw: the forward's log P + zeta of the pair and its exp (exp_known).
 Pair backward_pair(const Consts& k, const Score& s, double dp, double mag_dp, double e_dp, double lse, double err_lse,
-                   const RowInfo& row);
+                   const RowInfo& row, double y_fw, double e_fw);
 
 // A chain over keys whose row starts at key jb: the position of its first term. Blocks (key tiles)
 // and lanes are dealt from key 0, so a blocked chain starts jb % block into its first block and a
@@ -186,6 +196,8 @@ struct HeadPass {
   // The current row block [i0, i0 + R) of head h: (R, n_k) each.
   int64_t h = 0, i0 = 0;
   Mat S, A, Es, DP, MDP, Edp, alpha, beta_k, beta_v;
+  // This block's S, A, Es, DP, MDP, Edp: this pass's own, or those of the pass it shares them with.
+  const Mat *pS = &S, *pA = &A, *pEs = &Es, *pDP = &DP, *pMDP = &MDP, *pEdp = &Edp;
   Mat mag_k, mag_v;                                // (R, n_k) kv_head_phi > 0: upper bounds on |dS|, P
   Mat M_dk, M_dv;                                  // (n_k, d) their sums over the group: sum |terms|
   std::vector<double> alpha0, dq_scale, dq_floor;  // (R) per row: constants, chain scale and floors
@@ -194,28 +206,49 @@ struct HeadPass {
   // Per row, reused: the scores, the kernel's o error (for D).
   std::vector<Score> sc;
   std::vector<double> e_o, err_o, logP, zeta, d_o_w, d_l, w_hat, coef_w, coef_acc, w_sum, R_max, e_acc;
+  std::vector<double> e_lp;  // (keys) exp(logP + zeta), evaluated once for the row's uses
   // Attention sinks: the row's sink is one more entry of sc after its n_keys keys, a key of value 0
   // in a key tile of its own (sink_tile) after the row's last, at the chain positions sink_pos_l,
   // sink_pos_pv (the start of a new block: every key's term goes through the sink's add too).
   int64_t n_keys = 0, sink_tile = -1, sink_pos_l = 0, sink_pos_pv = 0;
-  std::vector<double> zero_v;  // (d_v) the sink's value
+  std::vector<double> zero_v;   // (d_v) the sink's value
+  Eigen::ArrayXd x_key, v_key;  // (d_v) o_sums: one key's |v - o| + err_o, and |v|
+  // The current row between row_begin and row_end: its keys, what the backward needs, and the
+  // forward's pieces that o's bound needs after o_sums.
+  KeyRange rw_vis{};
+  RowInfo rw_row;
+  struct RowState {
+    int64_t oo = 0, ol = 0, jb = 0, o_pv = 0;
+    bool has_sink = false;
+    double lse = 0, err_lse = 0, m = 0, eps = 0, eps_lse = 0, E_l = 0, tiny_w = 0, acc0 = 0;
+    const ChainWeights* wpv = nullptr;
+  } rw;
   int64_t tile_of(int64_t j, int64_t off, int64_t bt) const { return j < n_keys ? (off + j) / bt : sink_tile; }
   ChainMemo memo_l, memo_pv, memo_dq;  // one pass's chains (its arithmetic is fixed)
 
   HeadPass(const Consts& k, Bounds& B, bool bwd) : k(k), B(B), bwd(bwd) {}
-  void kv_head(int64_t b, int64_t g);                   // k, v of (b, g); zero the d_k, d_v sums
-  // GEMMs of the block, then its rows; shared: another arithmetic's pass that has just run the same
-  // block, whose products of the inputs are reused.
-  void block(int64_t h, int64_t i0, int64_t rows, const HeadPass* shared = nullptr);
-  void forward(int64_t r, KeyRange vis, RowInfo& row);  // o, lse of row i0 + r, keys vis (bounds.cpp)
+  void kv_head(int64_t b, int64_t g);  // k, v of (b, g); zero the d_k, d_v sums
+  // A row block: its GEMMs (shared: another arithmetic's pass on the same block, whose products of
+  // the inputs are reused, and which must stay alive through the block); then per row row_begin
+  // (false: a row without a live key, finished there), o_sums over the passes on the row, row_end;
+  // then end_block (d_q, and the block's share of the d_k, d_v sums).
+  void begin_block(int64_t h, int64_t i0, int64_t rows, const HeadPass* shared = nullptr);
+  bool row_begin(int64_t r);
+  void row_end(int64_t r);
+  void end_block(int64_t rows);
+  // o, lse of row i0 + r, keys vis (bounds.cpp): forward up to o's coefficients, then (after
+  // o_sums) forward_finish.
+  void forward(int64_t r, KeyRange vis);
+  void forward_finish(int64_t r, RowInfo& row);
   // The pieces of forward(): the row's scores into sc; the weights' deviations into logP, zeta,
-  // d_o_w, d_l and w_hat (j_exact: the key whose weight is exactly 1, or -1); o's bound into B.o and
-  // e_o; lse's bound into B.lse (returned).
+  // d_o_w, d_l and w_hat (j_exact: the key whose weight is exactly 1, or -1); o's per-key
+  // coefficients (o_coefs), its bound from the sums into B.o and e_o (o_finish); lse's bound into
+  // B.lse (returned).
   RowScores scores(int64_t r, KeyRange vis);
   WeightEps weight_errors(const RowScores& rs, const KeyTiles& kt, int64_t off, int64_t bt, int64_t j_exact, double lse,
                           double err_lse);
-  void o_bound(int64_t oo, int64_t jb, const ChainWeights& wpv, int64_t o_pv, int64_t j_exact, double tiny_w,
-               double E_l, double eps);
+  void o_coefs(int64_t oo, const ChainWeights& wpv, int64_t o_pv, int64_t j_exact, double tiny_w);
+  void o_finish(int64_t oo, const ChainWeights& wpv, double E_l, double eps);
   double lse_bound(int64_t ol, double lse, double err_lse, double m, double eps_lse, double E_l);
   void backward(int64_t r, KeyRange vis, RowInfo& row);  // its pairs' alpha, beta (bounds_backward.cpp)
   // o of a kernel whose weights are exp(s - lse) with its own lse (Arithmetic::p_from): replaces
@@ -225,6 +258,12 @@ struct HeadPass {
   void finish_dq(int64_t rows);  // d_q of the block's rows
   void finish_kv();              // d_k, d_v of the kv head
 };
+
+// o's sums over a row's keys (w_sum, R_max, e_acc) for n passes on the same row, after their
+// o_coefs: the keys, v, o and err_o are the same for all, so |v - o| + err_o and its max are
+// computed once and each pass's sums run in key order with its own coefficients (the bits of n
+// separate passes).
+void o_sums(HeadPass* const* hps, int64_t n);
 
 // The model on a problem in the dense layout (any mask, window, softcap, ALiBi, d_v; bounds.cpp);
 // error_bounds cuts varlen and paged problems into such problems, one per sequence (bounds_variants.cpp).

@@ -94,107 +94,116 @@ RowMat<T> naive_scores(const NaiveHead<A>& hd, RowMat<T>* raw = nullptr) {
   return s;
 }
 
+// The forward of one (sequence, query head): writes only that head's rows of o and lse.
 template <class T, class A>
-void naive_forward(const Inputs& in, Outputs& out) {
+void naive_forward_head(const Inputs& in, Outputs& out, int64_t b, int64_t h) {
   using L = Soft<A>;
   const Exp exp_fn;
   const Problem& p = in.p;
   const Seqs seqs = in.seqs();
   const int64_t dv = head_dim_v(p);
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t h = 0; h < p.heads_q; ++h) {
-      const NaiveHead<A> hd = naive_head<A, T>(in, b, h);
-      const RowMat<T> s = naive_scores<T, A>(hd);     // (n_q, n_k)
-      std::vector<T> o_row(static_cast<size_t>(dv));  // (d_v)
-      for (int64_t i = 0; i < hd.n_q; ++i) {
-        const KeyRange vis = visible_keys(p, i, hd.n_q, hd.n_k);
-        const int64_t n_vis = vis.end - vis.begin;
-        L m = rules::neg_inf<L>();
-        for (int64_t j = vis.begin; j < vis.end; ++j) m = rules::running_max(m, cvt<L>(s(i, j)));
-        const L sink = L(hd.sink);                       // -inf without sinks
-        m = rules::running_max(m, sink);                 // the sink is one more logit of the row's max
-        const L shift = rules::safe_shift(m);            // -inf - -inf guard for a row with no visible key
-        Eigen::Matrix<A, 1, Eigen::Dynamic> p_i(n_vis);  // (visible keys) P row, stored in storage, widened
-        A l = A(0.0f);
-        for (int64_t j = 0; j < n_vis; ++j) {
-          p_i(j) = cvt<A>(cvt<T>(exp_fn(cvt<L>(s(i, vis.begin + j)) - shift)));  // P materialised in storage
-          l = l + p_i(j);                                                        // the rowsum of the stored P
-        }
-        // The sink's weight joins the rowsum (stored in storage like P); it has no value. At -inf: 0.
-        if (sink != rules::neg_inf<L>()) l = l + cvt<A>(cvt<T>(exp_fn(sink - shift)));
-        Eigen::Matrix<A, 1, Eigen::Dynamic> o_i = Eigen::Matrix<A, 1, Eigen::Dynamic>::Zero(dv);  // (d_v)
-        if (n_vis > 0 && !per_key_mask(p)) o_i = p_i * hd.v.middleRows(vis.begin, n_vis);
-        for (int64_t j = 0; j < n_vis && per_key_mask(p); ++j)  // hidden keys' v is not read
-          if (!hd.hidden(i, vis.begin + j)) o_i += p_i(j) * hd.v.row(vis.begin + j);
-        const L inv = rules::inv_l(cvt<L>(l));  // l = 0 (no visible key): o = 0, not 0/0
-        for (int64_t c = 0; c < dv; ++c) o_row[size_t(c)] = cvt<T>(cvt<L>(o_i(c)) * inv);
-        write_row<T>(out.o, q_row(p, seqs, b, h, i), dv, o_row.data());
-        out.lse.set(lse_index(p, seqs, b, h, i), double(rules::finalize_lse(m, cvt<L>(l), Log{})));
-      }
+  const NaiveHead<A> hd = naive_head<A, T>(in, b, h);
+  const RowMat<T> s = naive_scores<T, A>(hd);     // (n_q, n_k)
+  std::vector<T> o_row(static_cast<size_t>(dv));  // (d_v)
+  for (int64_t i = 0; i < hd.n_q; ++i) {
+    const KeyRange vis = visible_keys(p, i, hd.n_q, hd.n_k);
+    const int64_t n_vis = vis.end - vis.begin;
+    L m = rules::neg_inf<L>();
+    for (int64_t j = vis.begin; j < vis.end; ++j) m = rules::running_max(m, cvt<L>(s(i, j)));
+    const L sink = L(hd.sink);                       // -inf without sinks
+    m = rules::running_max(m, sink);                 // the sink is one more logit of the row's max
+    const L shift = rules::safe_shift(m);            // -inf - -inf guard for a row with no visible key
+    Eigen::Matrix<A, 1, Eigen::Dynamic> p_i(n_vis);  // (visible keys) P row, stored in storage, widened
+    A l = A(0.0f);
+    for (int64_t j = 0; j < n_vis; ++j) {
+      p_i(j) = cvt<A>(cvt<T>(exp_fn(cvt<L>(s(i, vis.begin + j)) - shift)));  // P materialised in storage
+      l = l + p_i(j);                                                        // the rowsum of the stored P
     }
+    // The sink's weight joins the rowsum (stored in storage like P); it has no value. At -inf: 0.
+    if (sink != rules::neg_inf<L>()) l = l + cvt<A>(cvt<T>(exp_fn(sink - shift)));
+    Eigen::Matrix<A, 1, Eigen::Dynamic> o_i = Eigen::Matrix<A, 1, Eigen::Dynamic>::Zero(dv);  // (d_v)
+    if (n_vis > 0 && !per_key_mask(p)) o_i = p_i * hd.v.middleRows(vis.begin, n_vis);
+    for (int64_t j = 0; j < n_vis && per_key_mask(p); ++j)  // hidden keys' v is not read
+      if (!hd.hidden(i, vis.begin + j)) o_i += p_i(j) * hd.v.row(vis.begin + j);
+    const L inv = rules::inv_l(cvt<L>(l));  // l = 0 (no visible key): o = 0, not 0/0
+    for (int64_t c = 0; c < dv; ++c) o_row[size_t(c)] = cvt<T>(cvt<L>(o_i(c)) * inv);
+    write_row<T>(out.o, q_row(p, seqs, b, h, i), dv, o_row.data());
+    out.lse.set(lse_index(p, seqs, b, h, i), double(rules::finalize_lse(m, cvt<L>(l), Log{})));
+  }
 }
 
 template <class T, class A>
-void naive_backward(const Inputs& in, Outputs& out) {
+void naive_forward(const Inputs& in, Outputs& out) {
+  for (int64_t b = 0; b < in.p.batch; ++b)
+    for (int64_t h = 0; h < in.p.heads_q; ++h) naive_forward_head<T, A>(in, out, b, h);
+}
+
+// The backward of one (sequence, kv head): its group's rows of d_q, and its rows of d_k, d_v through
+// kv_out (paged: added into kv_out's sums, which only this kv head's rows touch).
+template <class T, class A>
+void naive_backward_kv(const Inputs& in, Outputs& out, KvGrads<T, Soft<A>>& kv_out, int64_t b, int64_t kv) {
   using L = Soft<A>;
   const Exp exp_fn;
   const Problem& p = in.p;
   const Seqs seqs = in.seqs();
   const int64_t group = p.heads_q / p.heads_kv, d = p.d, dv = head_dim_v(p);
-  KvGrads<T, L> kv_out(p, out.d_k, out.d_v);
   std::vector<T> row(size_t(std::max(d, dv)));  // (max(d, d_v)) one output row in storage
   std::vector<L> dk_row(static_cast<size_t>(d)), dv_row(static_cast<size_t>(dv));  // (d), (d_v)
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t kv = 0; kv < p.heads_kv; ++kv) {
-      const int64_t n_q = seq_n_q(p, seqs, b), n_k = seq_n_k(p, seqs, b);
-      RowMat<A> dk_acc = RowMat<A>::Zero(n_k, d);   // (n_k, d) summed over the group's query heads
-      RowMat<A> dv_acc = RowMat<A>::Zero(n_k, dv);  // (n_k, d_v)
-      for (int64_t h = kv * group; h < (kv + 1) * group; ++h) {
-        const NaiveHead<A> hd = naive_head<A, T>(in, b, h);
-        auto rows = [&](int64_t i) { return q_row(p, seqs, b, h, i); };
-        const RowMat<A> o_h = gathered<A, T>(out.o, n_q, dv, rows);     // (n_q, d_v)
-        const RowMat<A> d_o_h = gathered<A, T>(in.d_o, n_q, dv, rows);  // (n_q, d_v)
-        RowMat<T> raw;                                                  // (n_q, n_k) scale·QKᵀ as stored
-        const RowMat<T> s = naive_scores<T, A>(hd, &raw);               // (n_q, n_k)
-        for (int64_t i = 0; i < n_q; ++i) {
-          const KeyRange vis = visible_keys(p, i, n_q, n_k);
-          const int64_t n_vis = vis.end - vis.begin;
-          Eigen::Matrix<A, 1, Eigen::Dynamic> dq_i = Eigen::Matrix<A, 1, Eigen::Dynamic>::Zero(d);  // (d)
-          if (n_vis > 0) {
-            const L lse_i = L(out.lse.get(lse_index(p, seqs, b, h, i)));
-            const A D = d_o_h.row(i).dot(o_h.row(i));
-            Eigen::Matrix<A, 1, Eigen::Dynamic> dp =
-                d_o_h.row(i) * hd.v.middleRows(vis.begin, n_vis).transpose();  // (visible keys)
-            Eigen::Matrix<A, 1, Eigen::Dynamic> p_i(n_vis), ds_i(n_vis);       // (visible keys) stored in storage
-            for (int64_t j = 0; j < n_vis; ++j) {
-              // P resurrected from lse (0, not NaN, for lse = -inf), then stored in storage.
-              const T p_t = cvt<T>(rules::recompute_p(cvt<L>(s(i, vis.begin + j)), lse_i, exp_fn));
-              const T dp_t = cvt<T>(dp(j));  // dP materialised in storage
-              p_i(j) = cvt<A>(p_t);
-              T ds_t = cvt<T>(cvt<L>(p_t) * (cvt<L>(dp_t) - cvt<L>(D)));  // dS in storage
-              if (p.softcap > 0) {  // times 1 - tanh²(S/c), the softcap's derivative, stored again
-                const L t = Tanh{}(cvt<L>(raw(i, vis.begin + j)) / L(p.softcap));
-                ds_t = cvt<T>(cvt<L>(ds_t) * (L(1) - t * t));
-              }
-              ds_i(j) = cvt<A>(ds_t);
-              if (per_key_mask(p) && hd.hidden(i, vis.begin + j)) p_i(j) = ds_i(j) = A(0.0f);  // no term
-            }
-            dv_acc.middleRows(vis.begin, n_vis).noalias() += p_i.transpose() * d_o_h.row(i);
-            dk_acc.middleRows(vis.begin, n_vis).noalias() += ds_i.transpose() * hd.q.row(i);
-            if (!per_key_mask(p)) dq_i = ds_i * hd.k.middleRows(vis.begin, n_vis);
-            for (int64_t j = 0; j < n_vis && per_key_mask(p); ++j)  // hidden keys' k is not read
-              if (!hd.hidden(i, vis.begin + j)) dq_i += ds_i(j) * hd.k.row(vis.begin + j);
+  const int64_t n_q = seq_n_q(p, seqs, b), n_k = seq_n_k(p, seqs, b);
+  RowMat<A> dk_acc = RowMat<A>::Zero(n_k, d);   // (n_k, d) summed over the group's query heads
+  RowMat<A> dv_acc = RowMat<A>::Zero(n_k, dv);  // (n_k, d_v)
+  for (int64_t h = kv * group; h < (kv + 1) * group; ++h) {
+    const NaiveHead<A> hd = naive_head<A, T>(in, b, h);
+    auto rows = [&](int64_t i) { return q_row(p, seqs, b, h, i); };
+    const RowMat<A> o_h = gathered<A, T>(out.o, n_q, dv, rows);     // (n_q, d_v)
+    const RowMat<A> d_o_h = gathered<A, T>(in.d_o, n_q, dv, rows);  // (n_q, d_v)
+    RowMat<T> raw;                                                  // (n_q, n_k) scale·QKᵀ as stored
+    const RowMat<T> s = naive_scores<T, A>(hd, &raw);               // (n_q, n_k)
+    for (int64_t i = 0; i < n_q; ++i) {
+      const KeyRange vis = visible_keys(p, i, n_q, n_k);
+      const int64_t n_vis = vis.end - vis.begin;
+      Eigen::Matrix<A, 1, Eigen::Dynamic> dq_i = Eigen::Matrix<A, 1, Eigen::Dynamic>::Zero(d);  // (d)
+      if (n_vis > 0) {
+        const L lse_i = L(out.lse.get(lse_index(p, seqs, b, h, i)));
+        const A D = d_o_h.row(i).dot(o_h.row(i));
+        Eigen::Matrix<A, 1, Eigen::Dynamic> dp =
+            d_o_h.row(i) * hd.v.middleRows(vis.begin, n_vis).transpose();  // (visible keys)
+        Eigen::Matrix<A, 1, Eigen::Dynamic> p_i(n_vis), ds_i(n_vis);       // (visible keys) stored in storage
+        for (int64_t j = 0; j < n_vis; ++j) {
+          // P resurrected from lse (0, not NaN, for lse = -inf), then stored in storage.
+          const T p_t = cvt<T>(rules::recompute_p(cvt<L>(s(i, vis.begin + j)), lse_i, exp_fn));
+          const T dp_t = cvt<T>(dp(j));  // dP materialised in storage
+          p_i(j) = cvt<A>(p_t);
+          T ds_t = cvt<T>(cvt<L>(p_t) * (cvt<L>(dp_t) - cvt<L>(D)));  // dS in storage
+          if (p.softcap > 0) {  // times 1 - tanh²(S/c), the softcap's derivative, stored again
+            const L t = Tanh{}(cvt<L>(raw(i, vis.begin + j)) / L(p.softcap));
+            ds_t = cvt<T>(cvt<L>(ds_t) * (L(1) - t * t));
           }
-          for (int64_t c = 0; c < d; ++c) row[size_t(c)] = cvt<T>(cvt<L>(dq_i(c)) * L(p.scale));
-          write_row<T>(out.d_q, q_row(p, seqs, b, h, i), d, row.data());
+          ds_i(j) = cvt<A>(ds_t);
+          if (per_key_mask(p) && hd.hidden(i, vis.begin + j)) p_i(j) = ds_i(j) = A(0.0f);  // no term
         }
+        dv_acc.middleRows(vis.begin, n_vis).noalias() += p_i.transpose() * d_o_h.row(i);
+        dk_acc.middleRows(vis.begin, n_vis).noalias() += ds_i.transpose() * hd.q.row(i);
+        if (!per_key_mask(p)) dq_i = ds_i * hd.k.middleRows(vis.begin, n_vis);
+        for (int64_t j = 0; j < n_vis && per_key_mask(p); ++j)  // hidden keys' k is not read
+          if (!hd.hidden(i, vis.begin + j)) dq_i += ds_i(j) * hd.k.row(vis.begin + j);
       }
-      for (int64_t j = 0; j < n_k; ++j) {
-        for (int64_t c = 0; c < d; ++c) dk_row[size_t(c)] = cvt<L>(dk_acc(j, c)) * L(p.scale);
-        for (int64_t c = 0; c < dv; ++c) dv_row[size_t(c)] = cvt<L>(dv_acc(j, c));
-        kv_out.put(kv_row(p, seqs, b, kv, j), dk_row.data(), dv_row.data());
-      }
+      for (int64_t c = 0; c < d; ++c) row[size_t(c)] = cvt<T>(cvt<L>(dq_i(c)) * L(p.scale));
+      write_row<T>(out.d_q, q_row(p, seqs, b, h, i), d, row.data());
     }
+  }
+  for (int64_t j = 0; j < n_k; ++j) {
+    for (int64_t c = 0; c < d; ++c) dk_row[size_t(c)] = cvt<L>(dk_acc(j, c)) * L(p.scale);
+    for (int64_t c = 0; c < dv; ++c) dv_row[size_t(c)] = cvt<L>(dv_acc(j, c));
+    kv_out.put(kv_row(p, seqs, b, kv, j), dk_row.data(), dv_row.data());
+  }
+}
+
+template <class T, class A>
+void naive_backward(const Inputs& in, Outputs& out) {
+  KvGrads<T, Soft<A>> kv_out(in.p, out.d_k, out.d_v);
+  for (int64_t b = 0; b < in.p.batch; ++b)
+    for (int64_t kv = 0; kv < in.p.heads_kv; ++kv) naive_backward_kv<T, A>(in, out, kv_out, b, kv);
   kv_out.finish();
 }
 
