@@ -22,14 +22,14 @@ def _keys(p, i, n_q, n_k, wider=0):
 def _bias(p, b, h, i, j, heads_wrong=False):
     """The mask tensor's and block mask's effect on key j of row i (dense): -inf hidden, else the
     additive value (0 without one). heads_wrong: a per-head mask read at head 0 (the planted bug)."""
-    def at(t, r, c):
-        bm, hm = len(t.tolist()), len(t.tolist()[0])
+    def at(t, shape, r, c):
+        bm, hm = shape[0], shape[1]
         return t[b if bm > 1 else 0, 0 if heads_wrong or hm == 1 else h, r, c]
-    if p.block_mask is not None and not at(p.block_mask, i // p.block_q, j // p.block_k):
+    if p.block_mask is not None and not at(p.block_mask, p.block_mask_shape, i // p.block_q, j // p.block_k):
         return -math.inf
     if p.mask_tensor is None:
         return 0.0
-    x = at(p.mask_tensor, i, j)
+    x = at(p.mask_tensor, p.mask_shape, i, j)
     if p.mask_kind == "bool":
         return 0.0 if x else -math.inf
     return x
