@@ -378,7 +378,7 @@ void o_sums(HeadPass* const* hps, int64_t n) {
   for (int64_t t = 1; t < n; ++t) hps[t]->R_max = R_max;  // the same keys, v, o and err_o
 }
 
-void HeadPass::o_finish(int64_t oo, const ChainWeights& wpv, double E_l, double eps) {
+void HeadPass::o_finish(int64_t oo, const ChainWeights& wpv, LSum l, double eps) {
   const Arithmetic& ar = k.ar;
   const double u = k.us, acc0 = rw.acc0;
   const double* o = &k.ref.value.o[size_t(oo)];  // (d_v)
@@ -386,8 +386,9 @@ void HeadPass::o_finish(int64_t oo, const ChainWeights& wpv, double E_l, double 
   for (int64_t c = 0; c < k.dv; ++c) {
     const double ao = std::fabs(o[c]);
     const double W = std::min(times(std::exp(eps), w_sum[size_t(c)]), 2 * R_max[size_t(c)]);
-    const double E_acc = (e_acc[size_t(c)] + acc0) * wpv.scale() + wpv.events * wpv.floor;
-    double e = E_l < 1 ? W + (E_acc + E_l * (ao + W)) / (1 - E_l) : kInf;
+    const double E_acc = (e_acc[size_t(c)] + acc0) * wpv.scale() + wpv.floors();
+    // o^ = acc^ / l^: (acc^ - o l^) / l^ with |l^ / Z - 1| <= dev and l^ / Z >= low.
+    double e = l.low > 0 ? W + (E_acc + l.dev * (ao + W)) / l.low : kInf;
     if (!ar.p_normalised) e += gamma(ar.o_normalise, u) * (ao + e);  // 1/l rounded
     e += k.ftz ? k.floor_s : 0.0;                                    // the product flushed
     B.o[size_t(oo + c)] = rounded_bound(o[c], e, err_o[size_t(c)], ar.soft, k.out_o, true) * kSlack;
@@ -395,7 +396,7 @@ void HeadPass::o_finish(int64_t oo, const ChainWeights& wpv, double E_l, double 
   }
 }
 
-double HeadPass::lse_bound(int64_t ol, double lse, double err_lse, double m, double eps_lse, double E_l) {
+double HeadPass::lse_bound(int64_t ol, double lse, double err_lse, double m, double eps_lse, LSum l) {
   const Arithmetic& ar = k.ar;
   const int64_t n_v = int64_t(sc.size());
   // lse = m + log l (base 2: ln 2 (m2 + log2 l)): the shift m cancels; the weights' arguments, l's
@@ -408,7 +409,8 @@ double HeadPass::lse_bound(int64_t ol, double lse, double err_lse, double m, dou
     up += p_expm1(lp, d_l[size_t(j)], e), down += e * -std::expm1(-d_l[size_t(j)]);
   }
   const double e_w = std::min(eps_lse, std::max(up, down < 1 ? -std::log1p(-down) : kInf));
-  const double e_log_l = E_l < 0.5 ? -std::log1p(-E_l) : kInf;
+  // |log(l^ / Z)| <= max(log(1 + dev), -log(low)); -log(low) is the larger where low = 1 - dev.
+  const double e_log_l = l.low > 0 ? std::max(std::log1p(l.dev), -std::log(l.low)) : kInf;
   double e_lse = e_w + e_log_l + k.log_rel * (std::fabs(lse - m) + e_w + e_log_l) + k.floor_s;
   if (ar.base2) e_lse += (k.us + k.delta_ln2) * (std::fabs(lse) + e_lse);
   B.lse[size_t(ol)] = rounded_bound(lse, e_lse, err_lse, ar.soft, k.lse_type, true) * kSlack;
@@ -469,16 +471,29 @@ void HeadPass::forward(int64_t r, KeyRange vis) {
     const double kl = wl.kappa[size_t(j < n_keys ? o_l + j : sink_pos_l)];
     E_l += kl * w_hat[size_t(j)] + (1 + kl) * tiny_w;
   }
-  E_l = E_l * wl.scale() + wl.events * wl.floor;
+  E_l = E_l * wl.scale() + wl.floors();
+  // l^'s lower side. Two-sided, 1 - E_l, while E_l < 1/2. Past it (a long row summed in a 16-bit
+  // accumulator: 4096 serial fp16 adds give kappa_max = 2) l, a sum of non-negative terms, keeps at
+  // least (1 - c u) of what each rounding that holds a term receives; every declared step charges
+  // c u <= 11 u <= 1/17 for a unit u <= 2^-8, so prod (1 - c_i u) >= exp(-(17/16) kappa_j), and an
+  // underflow loses at most the floors (absolute: Z >= 1, its largest weight being exp(0)); with
+  // gradual underflow and round-to-nearest adds only the chain's multiplications can (mult_events).
+  LSum ls{E_l, 1 - E_l};
+  if (!(E_l < 0.5) && unit_roundoff(ar.l.acc) <= 0x1p-8) {
+    const bool adds_exact = !k.ftz && ar.l.adder != Adder::TensorCore && !ar.l.truncates;
+    const double lost = adds_exact ? wl.mult_events * wl.floor * std::exp(wl.kappa_max) * (1 + 0x1p-50) : wl.floors();
+    const double low = std::exp(-(17.0 / 16) * wl.kappa_max) * (1 - 0x1p-50) - lost;
+    ls = low > 0 ? LSum{std::max(E_l, 1 - low), low} : LSum{E_l, 0.0};
+  }
   o_coefs(oo, wpv, o_pv, j_exact, tiny_w);
   rw.oo = oo, rw.ol = ol, rw.jb = jb, rw.o_pv = o_pv, rw.has_sink = has_sink;
   rw.lse = lse, rw.err_lse = err_lse, rw.m = rs.m, rw.eps = we.eps, rw.eps_lse = we.eps_lse;
-  rw.E_l = E_l, rw.tiny_w = tiny_w, rw.wpv = &wpv;
+  rw.l = ls, rw.tiny_w = tiny_w, rw.wpv = &wpv;
 }
 
 void HeadPass::forward_finish(int64_t r, RowInfo& row) {
-  o_finish(rw.oo, *rw.wpv, rw.E_l, rw.eps);
-  row.e_lse = lse_bound(rw.ol, rw.lse, rw.err_lse, rw.m, rw.eps_lse, rw.E_l);
+  o_finish(rw.oo, *rw.wpv, rw.l, rw.eps);
+  row.e_lse = lse_bound(rw.ol, rw.lse, rw.err_lse, rw.m, rw.eps_lse, rw.l);
   if (k.ar.p_from != PFrom::Max) lse_normalised(r, rw_vis, *rw.wpv, rw.o_pv, rw.tiny_w, row);
   if (rw.has_sink) sc.pop_back();  // the backward's pairs are the keys alone
 }

@@ -117,7 +117,7 @@ void HeadPass::backward(int64_t r, KeyRange vis, RowInfo& row) {
   const double lse = k.ref.value.lse[size_t(ol)], err_lse = at(k.ref.err.lse, ol);
   const int64_t o_dq = key_offset(k.ar.dq, jb);
   const ChainWeights& wdq = memo_dq.get(k.ar.dq, o_dq + n_v, k.ftz, 0);
-  dq_scale[size_t(r)] = wdq.scale(), dq_floor[size_t(r)] = wdq.events * wdq.floor;
+  dq_scale[size_t(r)] = wdq.scale(), dq_floor[size_t(r)] = wdq.floors();
   for (int64_t j = 0; j < n_v; ++j) {
     const int64_t ja = jb + j;
     if (sc[size_t(j)].dead) continue;  // a masked key: P = 0 and dS = 0 exactly, no term
@@ -173,7 +173,8 @@ void HeadPass::finish_kv() {
   const double scale = std::fabs(p.scale), floor = k.ftz ? k.floor_s : 0.0, floor_scale = std::max(1.0, scale);
   const double f_kv = k.ftz ? min_normal(k.ar.dkv.acc) : underflow_floor(k.ar.dkv.acc);
   for (int64_t j = 0; j < p.n_k; ++j) {
-    const double km = kv_kappa_max(k, j), sc_j = km < 1 ? 1 / (1 - km) : kInf, fl = kv_events(k, j) * f_kv;
+    const double km = kv_kappa_max(k, j), sc_j = chain_scale(km);
+    const double fl = kv_events(k, j) * f_kv == 0 ? 0.0 : kv_events(k, j) * f_kv * std::exp(km) * (1 + 0x1p-50);
     for (int64_t c = 0; c < p.d; ++c) {
       const int64_t x = offset_kv(p, b, g, j) + c;
       const double dk = k.ref.value.d_k[size_t(x)], ek = at(k.ref.err.d_k, x);

@@ -107,8 +107,17 @@ struct Roundings {
 
 }  // namespace
 
-double ChainWeights::scale() const {
-  return kappa_max < 1 ? 1 / (1 - kappa_max) : std::numeric_limits<double>::infinity();
+double chain_scale(double kappa_max) {
+  if (!(kappa_max > 0)) return kappa_max == 0 ? 1.0 : std::numeric_limits<double>::infinity();
+  // expm1 and the division each err by at most an ulp or two: 2^-50 covers both, upward.
+  const double s = kappa_max < 0x1p-20 ? 1 + kappa_max : std::expm1(kappa_max) / kappa_max;
+  return s * (1 + 0x1p-50);
+}
+
+double ChainWeights::scale() const { return chain_scale(kappa_max); }
+
+double ChainWeights::floors() const {
+  return events * floor == 0 ? 0.0 : events * floor * std::exp(kappa_max) * (1 + 0x1p-50);
 }
 
 bool is_plain(const Chain& c) { return c.block <= 0 && c.lanes <= 1 && c.pre <= 1; }
@@ -131,7 +140,7 @@ ChainWeights chain_weights(const Chain& c, int64_t n, bool flush_subnormals, int
   const double u = unit_roundoff(c.acc), pr = c.exact_products || c.adder == Adder::TensorCore ? 0 : 1;
   if (c.adder == Adder::AnyOrder) {
     std::fill(w.kappa.begin(), w.kappa.end(), any_order(c, n));
-    w.kappa_max = w.kappa[0], w.events = double(n) * (2 + pr);
+    w.kappa_max = w.kappa[0], w.events = double(n) * (2 + pr), w.mult_events = double(n) * pr;
     return w;
   }
   const int64_t L = std::max(1, c.lanes), W = std::max(1, c.lane_width), pre = std::max(1, c.pre);
@@ -158,6 +167,7 @@ ChainWeights chain_weights(const Chain& c, int64_t n, bool flush_subnormals, int
   for (int64_t j = 0; j < n; ++j)
     w.kappa[size_t(j)] = u * rd.r[size_t(j)], w.kappa_max = std::max(w.kappa_max, w.kappa[size_t(j)]);
   w.events = double(n) * (2 + pr) + rd.steps + rd.merges + double(L) * double(levels + n_trees);
+  w.mult_events = double(n) * pr + rd.merges;
   return w;
 }
 

@@ -115,7 +115,7 @@ struct Consts {
   double dot_error(const ChainWeights& w, double weighted, double plain, double sum_a, double sum_b, int64_t n) const {
     double e = weighted;
     if (u_in > 0) e += (1 + w.kappa_max) * (gamma(2, u_in) * plain + floor_in * (sum_a + sum_b + double(n) * floor_in));
-    return e * w.scale() + w.events * w.floor;
+    return e * w.scale() + w.floors();
   }
   // Softcap, then ALiBi, on score s of key j in row i of query head h, as the kernel computes them in
   // the element-wise type: s.s becomes the exact transformed score, s.e_hat its error (bounds_variants.cpp).
@@ -217,10 +217,16 @@ struct HeadPass {
   // forward's pieces that o's bound needs after o_sums.
   KeyRange rw_vis{};
   RowInfo rw_row;
+  // The kernel's row sum l^ over Z, the exact sum of its own weights: within [low, 1 + dev], and
+  // |l^ / Z - 1| <= dev (low = 1 - dev where dev < 1/2).
+  struct LSum {
+    double dev = 0, low = 1;
+  };
   struct RowState {
     int64_t oo = 0, ol = 0, jb = 0, o_pv = 0;
     bool has_sink = false;
-    double lse = 0, err_lse = 0, m = 0, eps = 0, eps_lse = 0, E_l = 0, tiny_w = 0, acc0 = 0;
+    double lse = 0, err_lse = 0, m = 0, eps = 0, eps_lse = 0, tiny_w = 0, acc0 = 0;
+    LSum l;
     const ChainWeights* wpv = nullptr;
   } rw;
   int64_t tile_of(int64_t j, int64_t off, int64_t bt) const { return j < n_keys ? (off + j) / bt : sink_tile; }
@@ -248,8 +254,8 @@ struct HeadPass {
   WeightEps weight_errors(const RowScores& rs, const KeyTiles& kt, int64_t off, int64_t bt, int64_t j_exact, double lse,
                           double err_lse);
   void o_coefs(int64_t oo, const ChainWeights& wpv, int64_t o_pv, int64_t j_exact, double tiny_w);
-  void o_finish(int64_t oo, const ChainWeights& wpv, double E_l, double eps);
-  double lse_bound(int64_t ol, double lse, double err_lse, double m, double eps_lse, double E_l);
+  void o_finish(int64_t oo, const ChainWeights& wpv, LSum l, double eps);
+  double lse_bound(int64_t ol, double lse, double err_lse, double m, double eps_lse, LSum l);
   void backward(int64_t r, KeyRange vis, RowInfo& row);  // its pairs' alpha, beta (bounds_backward.cpp)
   // o of a kernel whose weights are exp(s - lse) with its own lse (Arithmetic::p_from): replaces
   // (PFrom::Lse) or widens to cover (PFrom::Either) the bound forward() gave (bounds_lse.cpp).

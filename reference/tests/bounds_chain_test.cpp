@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "reference/bounds.hpp"
+#include "kernels/tensor.hpp"
 #include "reference/bounds_chain.hpp"
 #include "tests/exact_sum.hpp"
 
@@ -44,15 +45,15 @@ double tc_step(double C, const std::vector<double>& p) {
 }
 
 // The chain's sum of terms (exact doubles) as computed, and its bound.
-struct Run {
+struct ChainRun {
   double computed, exact, bound;
 };
-Run run_chain(const Chain& c, const std::vector<double>& x) {
+ChainRun run_chain(const Chain& c, const std::vector<double>& x) {
   const int64_t n = int64_t(x.size());
   const ref::ChainWeights w = ref::chain_weights(c, n, false);
   double weighted = 0;
   for (int64_t j = 0; j < n; ++j) weighted += w.kappa[size_t(j)] * std::fabs(x[size_t(j)]);
-  Run r{0, exact_sum(x), weighted * w.scale() + w.events * w.floor};
+  ChainRun r{0, exact_sum(x), weighted * w.scale() + w.floors()};
   if (c.adder == Adder::TensorCore) {
     double C = 0;
     for (int64_t g = 0; g < n; g += kTensorCoreFused)
@@ -145,16 +146,53 @@ TEST_CASE("chain bounds hold for fp32 and tensor-core sums, adversarial terms in
   for (const Chain& c : {serial_chain(DType::F32, true), tensor_core_chain(), l})
     for (int64_t n : {1, 2, 9, 100, 1000, 20000})
       for (const std::vector<double>& x : adversarial(n, rng)) {
-        const Run r = run_chain(c, x);
+        const ChainRun r = run_chain(c, x);
         INFO("adder " << int(c.adder) << " lanes " << c.lanes << " n " << n << " x[1] "
                       << x[std::min<size_t>(1, x.size() - 1)]);
         CHECK(std::fabs(r.computed - r.exact) <= r.bound);
       }
   // The first adversarial row is near the serial chain's worst case: the bound is tight there.
   const std::vector<double> row = adversarial(20000, rng)[0];
-  const Run r = run_chain(serial_chain(DType::F32, true), row);
+  const ChainRun r = run_chain(serial_chain(DType::F32, true), row);
   CHECK(std::fabs(r.computed - r.exact) > 0.4 * r.bound);
   // ... and tensor cores lose whole runs of addends under the grid: the model's charge is needed.
-  const Run t = run_chain(tensor_core_chain(), adversarial(20000, rng)[5]);
+  const ChainRun t = run_chain(tensor_core_chain(), adversarial(20000, rng)[5]);
   CHECK(std::fabs(t.computed - t.exact) > 0.1 * t.bound);
+}
+
+TEST_CASE("chain bounds stay finite and hold past kappa = 1: long sums in an fp16 accumulator", "[cpu]") {
+  // 4096 serial fp16 adds charge the first term 4096 u: kappa_max = 2, where the first-order cover
+  // 1 / (1 - kappa_max) is vacuous and s = expm1(2) / 2 = 3.19 is not. The sums run in fp16, round to
+  // nearest, term by term; the terms are fp16 values (exact products).
+  const Chain c = serial_chain(DType::F16, true);
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u01(0, 1);
+  const double x = 0.51 * 0x1p-10;  // just over half an fp16 ulp of 1: each add to a partial near 1 rounds up
+  double worst = 0;
+  for (int64_t n : {64, 1024, 4096, 16384}) {
+    const ref::ChainWeights w = ref::chain_weights(c, n, false);
+    REQUIRE(std::isfinite(w.scale()));
+    if (w.kappa_max < 1) CHECK(w.scale() <= 1 / (1 - w.kappa_max));  // never looser than the first-order cover
+    std::vector<std::vector<double>> rows(4, std::vector<double>(size_t(n)));
+    for (int64_t j = 0; j < n; ++j) {
+      rows[0][size_t(j)] = j == 0 ? 1.0 : x;                                             // one large, a run of x
+      rows[1][size_t(j)] = round_to(DType::F16, u01(rng));                               // softmax-like weights
+      rows[2][size_t(j)] = round_to(DType::F16, (j % 2 ? -1 : 1) * u01(rng));            // both signs
+      rows[3][size_t(j)] = round_to(DType::F16, std::ldexp(1.0 + j % 7, -int(j % 20)));  // spread exponents
+    }
+    for (const std::vector<double>& row : rows) {
+      double acc = 0, weighted = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        acc = round_to(DType::F16, acc + row[size_t(j)]);
+        weighted += w.kappa[size_t(j)] * std::fabs(row[size_t(j)]);
+      }
+      const double exact = exact_sum(row), bound = weighted * w.scale() + w.floors();
+      INFO("n " << n << " row[1] " << row[std::min<size_t>(1, row.size() - 1)]);
+      REQUIRE(std::isfinite(bound));
+      CHECK(std::fabs(acc - exact) <= bound);
+      worst = std::max(worst, std::fabs(acc - exact) / bound);
+    }
+  }
+  // The run of x sits near the chain's worst case: the bound is not slack there.
+  CHECK(worst > 0.2);
 }

@@ -16,15 +16,15 @@ using testing::first_violation;
 
 constexpr double kTarget = 1e-13;  // the certified oracle's stated target for o (relative to o_mag) and gradients (normwise)
 
-struct Run {
+struct OracleRun {
   testing::Case c;
   Result64 ex;
   Certified ce;
 };
 
-const std::vector<Run>& runs() {
-  static const std::vector<Run> r = [] {
-    std::vector<Run> out;
+const std::vector<OracleRun>& runs() {
+  static const std::vector<OracleRun> r = [] {
+    std::vector<OracleRun> out;
     for (auto& c : testing::certified_cases()) {
       Result64 ex = exact(c.p, c.in, 256);
       Certified ce = certified(c.p, c.in);
@@ -36,7 +36,7 @@ const std::vector<Run>& runs() {
 }
 
 TEST_CASE("certified: |certified - exact| <= err for o, lse, d_q, d_k, d_v", "[cpu]") {
-  for (const Run& r : runs()) {
+  for (const OracleRun& r : runs()) {
     INFO(r.c.name);
     CHECK(first_violation(r.ce.value.o, r.ex.o, r.ce.err.o) == -1);
     CHECK(first_violation(r.ce.value.lse, r.ex.lse, r.ce.err.lse) == -1);
@@ -53,7 +53,7 @@ double frob(const std::vector<double>& x, int64_t begin, int64_t n) {
 }
 
 TEST_CASE("certified: the bounds meet the 1e-13 targets", "[cpu]") {
-  for (const Run& r : runs()) {
+  for (const OracleRun& r : runs()) {
     INFO(r.c.name);
     const Problem& p = r.c.p;
     const testing::Scales sc = testing::natural_scales(p, r.c.in);
@@ -89,7 +89,7 @@ std::vector<double> pushed_out(std::vector<double> v, const std::vector<double>&
 }
 
 TEST_CASE("certified comparator: flags values pushed beyond their bound and non-finite mismatches", "[cpu]") {
-  const Run& r = runs().at(1);  // f16 GQA, causal
+  const OracleRun& r = runs().at(1);  // f16 GQA, causal
   const Result64& v = r.ce.value;
   const Result64& e = r.ce.err;
   for (auto [val, ex, err] :

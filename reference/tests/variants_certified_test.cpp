@@ -52,16 +52,16 @@ std::vector<double> o_mag_of(const Problem& p, const Tensors64& in) {
   return mag;
 }
 
-struct Run {
+struct VariantRun {
   const VariantCase* vc;
   Result64 ex;
   Certified ce;
 };
 
-const std::vector<Run>& runs() {
+const std::vector<VariantRun>& runs() {
   static const std::vector<VariantCase> cases = variant_cases();
-  static const std::vector<Run> r = [] {
-    std::vector<Run> out;
+  static const std::vector<VariantRun> r = [] {
+    std::vector<VariantRun> out;
     for (const VariantCase& vc : cases) out.push_back({&vc, exact(vc.p, vc.in, 256), certified(vc.p, vc.in)});
     return out;
   }();
@@ -78,7 +78,7 @@ std::vector<double> plus_rounding(const std::vector<double>& err, const std::vec
 }
 
 TEST_CASE("certified on the variants: |certified - exact| <= err for o, lse, d_q, d_k, d_v", "[cpu]") {
-  for (const Run& r : runs()) {
+  for (const VariantRun& r : runs()) {
     INFO(r.vc->name);
     CHECK(first_violation(r.ce.value.o, r.ex.o, r.ce.err.o) == -1);
     CHECK(first_violation(r.ce.value.lse, r.ex.lse, plus_rounding(r.ce.err.lse, r.ex.lse)) == -1);
@@ -89,7 +89,7 @@ TEST_CASE("certified on the variants: |certified - exact| <= err for o, lse, d_q
 }
 
 TEST_CASE("certified on the variants: o and lse bounds meet 1e-13 (+ 2^-46 c under softcap)", "[cpu]") {
-  for (const Run& r : runs()) {
+  for (const VariantRun& r : runs()) {
     const Problem& p = r.vc->p;
     INFO(r.vc->name);
     const double target = kTarget + 0x1p-46 * p.softcap;
@@ -115,7 +115,7 @@ TEST_CASE("certified on the variants: o and lse bounds meet 1e-13 (+ 2^-46 c und
 }
 
 TEST_CASE("certified on the variants: rows with no key, keys no query sees and unread pages are exact zeros", "[cpu]") {
-  for (const Run& r : runs()) {
+  for (const VariantRun& r : runs()) {
     const Problem& p = r.vc->p;
     if (!p.varlen) continue;
     INFO(r.vc->name);
@@ -150,7 +150,7 @@ TEST_CASE("certified on the variants: rows with no key, keys no query sees and u
 // run's, bit for bit, in both oracles; every output element on a padding token is an exact 0.
 TEST_CASE("padded varlen: the oracles give the compact layout's bits on each sequence and 0 on padding", "[cpu]") {
   int padded_cases = 0;
-  for (const Run& r : runs()) {
+  for (const VariantRun& r : runs()) {
     const Problem& p = r.vc->p;
     if (!p.padded) continue;
     ++padded_cases;
