@@ -28,7 +28,7 @@
 #include "kernels/plugin/backend.hpp"
 #include "kernels/plugin/dl_copy.hpp"
 #include "kernels/plugin/executor.hpp"
-#include "kernels/plugin/subject.hpp"
+#include "kernels/plugin/plugin_kernel.hpp"
 #include "kernels/plugin/worker.hpp"
 #include "kernels/plugin/worker_proto.hpp"
 
@@ -135,11 +135,11 @@ class Embedded {
     ext_.replay_prefix = str(s->replay_prefix);
     ext_.open = [this](const fc::cli::PluginArgs& a) {
       using namespace fc;
-      const plugin::SubjectOptions so =
+      const plugin::PluginKernelOptions so =
           cli::subject_options(a, kernel_ ? "a kernel in this process" : "a kernel served by " + worker_.back());
       std::unique_ptr<plugin::Backend> b =
           kernel_ ? plugin::in_process(kernel_) : plugin::isolated(worker_, a.timeout_s, env_);
-      return std::make_unique<plugin::Subject>(std::move(b), so);
+      return std::make_unique<plugin::PluginKernel>(std::move(b), so);
     };
   }
   const fc::cli::ExternalKernel* ext() const { return &ext_; }
@@ -292,8 +292,8 @@ extern "C" int flashcheck_run(const flashcheck_subject* subject, int argc, const
     Embedded sub(subject);
     CLI::App app{"flashcheck (C API)"};
     app.require_subcommand(1);
-    const std::vector<std::pair<std::string, cli::Run>> runs = {{"check", cli::setup_check(app, sub.ext())},
-                                                                {"audit", cli::setup_audit(app, sub.ext())}};
+    const std::vector<std::pair<std::string, cli::Action>> runs = {{"check", cli::setup_check(app, sub.ext())},
+                                                                   {"audit", cli::setup_audit(app, sub.ext())}};
     std::vector<std::string> args = {"flashcheck"};
     for (int i = 0; i < argc; ++i) args.emplace_back(argv && argv[i] ? argv[i] : "");
     std::vector<const char*> ptrs;

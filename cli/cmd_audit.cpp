@@ -45,7 +45,7 @@ std::string replay_line(const AuditRequest& o, bool ext, const std::string& plug
 }
 
 // The plugin as one more subject (it runs in a worker process: one call at a time).
-std::string add_plugin(const AuditRequest& o, const ExternalKernel* ext, std::unique_ptr<plugin::Subject>& plug,
+std::string add_plugin(const AuditRequest& o, const ExternalKernel* ext, std::unique_ptr<plugin::PluginKernel>& plug,
                        report::Selection& sel) {
   if (o.plugin.path.empty() && !ext) return "";
   if (ext) {
@@ -140,7 +140,7 @@ Outcome run_audit(const AuditRequest& o, const ExternalKernel* ext) {
   const std::pair<int, int> shard = parse_shard(o.shard);
   report::PlanOptions plan = plan_options(o);
   report::Selection sel = registry_subjects(o, ext);
-  std::unique_ptr<plugin::Subject> plug;
+  std::unique_ptr<plugin::PluginKernel> plug;
   const std::string plugin_prefix = add_plugin(o, ext, plug, sel);
   for (const report::Subject& s : sel.subjects)
     plan.gpu = plan.gpu || (s.device != "cpu" && !(s.device == "plugin" && plug->kernel().info.device == "cpu"));
@@ -148,9 +148,9 @@ Outcome run_audit(const AuditRequest& o, const ExternalKernel* ext) {
       o.accumulation
           ? plan_cases(report::accumulation_plan(plan), o.cases, report::find_accumulation_case, sel.subjects, shard)
           : plan_cases(report::audit_plan(plan), o.cases, report::find_case, sel.subjects, shard);
-  report::check_outputs(o.out, o.junit);  // before the long part
+  report::check_output_paths(o.out, o.junit);  // before the long part
 
-  report::RunOptions ro;
+  report::SweepOptions ro;
   ro.seed = o.seed;
   ro.jobs = o.jobs > 0 ? o.jobs : int(std::max(1u, std::thread::hardware_concurrency()));
   ro.what = o.accumulation ? "audit --accumulation" : "audit";
@@ -184,9 +184,9 @@ void validate(const AuditRequest& o) {
     throw UsageError(fmt::format("--oracle {}: expected cpu, gpu or auto", io::quoted(o.oracle)));
 }
 
-Run setup_audit(CLI::App& app) { return setup_audit(app, nullptr); }
+Action setup_audit(CLI::App& app) { return setup_audit(app, nullptr); }
 
-Run setup_audit(CLI::App& app, const ExternalKernel* ext) {
+Action setup_audit(CLI::App& app, const ExternalKernel* ext) {
   auto* sub = app.add_subcommand("audit",
                                  "Audit kernels over a sweep of shapes, dtypes and regimes against the "
                                  "certified reference and their error bounds (docs/audit.md)");

@@ -255,7 +255,7 @@ void check_usage(const CheckRequest& o, const ExternalKernel* ext) {
 // The kernel `check` runs: the embedding program's plugin, a plugin named by --plugin (its worker kept
 // in `subject`) or a registry kernel. Sets the replay prefix of a plugin's failures.
 const Kernel* open_check_kernel(const CheckRequest& o, const ExternalKernel* ext,
-                                std::unique_ptr<plugin::Subject>& subject, props::RunOptions& opt) {
+                                std::unique_ptr<plugin::PluginKernel>& subject, props::RunOptions& opt) {
   if (ext) {
     try {
       subject = ext->open(o.plugin);
@@ -379,7 +379,7 @@ Outcome run_check(const CheckRequest& o, const ExternalKernel* ext) {
   apply_oracle(o.oracle);
   if (o.list_laws || o.kill_matrix) return run_check_listing(o, out);
   check_usage(o, ext);
-  std::unique_ptr<plugin::Subject> subject;
+  std::unique_ptr<plugin::PluginKernel> subject;
   props::RunOptions opt;
   const Kernel* k = open_check_kernel(o, ext, subject, opt);
   if (!o.case_file.empty()) check_case_file(o, *k);
@@ -421,7 +421,7 @@ void validate(const CheckRequest& o) {
     throw UsageError(fmt::format("--oracle {}: expected cpu, gpu or auto", io::quoted(o.oracle)));
 }
 
-Run setup_check(CLI::App& app, const ExternalKernel* ext) {
+Action setup_check(CLI::App& app, const ExternalKernel* ext) {
   auto o = std::make_shared<CheckRequest>();
   CLI::App* sub = app.add_subcommand("check", "run the property suite (every law of docs/laws.md) on one kernel");
   add_check_options(sub, *o, ext);
@@ -432,6 +432,6 @@ Run setup_check(CLI::App& app, const ExternalKernel* ext) {
   };
 }
 
-Run register_check_command(CLI::App& app) { return setup_check(app, nullptr); }
+Action register_check_command(CLI::App& app) { return setup_check(app, nullptr); }
 
 }  // namespace fc::cli

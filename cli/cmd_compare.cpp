@@ -23,7 +23,7 @@ namespace {
 
 struct CompareOptions {
   report::CompareOptions c;
-  Limits limits;
+  ResourceLimits limits;
   std::string out, junit;
   bool as_json = false;
   bool p_f32 = false;
@@ -34,7 +34,7 @@ struct CompareOptions {
 void check_range(const std::string& file, const char* name, const HostTensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i)
     if (std::isfinite(t.get(i)) && std::fabs(t.get(i)) >= 0x1p500)
-      throw io::FileError(io::Fault::OutOfRange, file,
+      throw io::FileError(io::FileFault::OutOfRange, file,
                           fmt::format("tensor \"{}\" element {} = {:g} is beyond the certified oracle's range "
                                       "(|x| < 2^500)",
                                       name, i, t.get(i)));
@@ -44,7 +44,7 @@ int run_compare(CompareOptions o) {
   o.c.p_in_storage = !o.p_f32;
   apply_oracle(o.oracle);
   const std::vector<std::string> inputs = {o.c.inputs, o.c.outputs};
-  report::check_outputs(o.out, o.junit, inputs);
+  report::check_output_paths(o.out, o.junit, inputs);
   const Inputs in = io::read_inputs(o.c.inputs);
   require_affordable(o.c.inputs, in.p, in.has_d_o(), o.limits);
   check_range(o.c.inputs, "q", in.q), check_range(o.c.inputs, "k", in.k), check_range(o.c.inputs, "v", in.v);
@@ -69,7 +69,7 @@ int run_compare(CompareOptions o) {
 
 }  // namespace
 
-Run setup_compare(CLI::App& app) {
+Action setup_compare(CLI::App& app) {
   auto* sub = app.add_subcommand("compare",
                                  "Audit tensors another program produced against the certified "
                                  "reference and the error bound (docs/compare.md)");

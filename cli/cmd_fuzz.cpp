@@ -72,7 +72,7 @@ int run_fuzz(const FuzzOptions& o) {
   // A one-element problem is covered and fits: what stops it is the build or the device, for every case.
   if (std::string why; ref::oracle() == ref::OracleKind::Gpu && !ref::uses_gpu(ref::oracle(), Problem{}, false, &why))
     throw UsageError("--oracle gpu: " + why);
-  std::unique_ptr<plugin::Subject> subject;  // a plugin runs in its worker process
+  std::unique_ptr<plugin::PluginKernel> subject;  // a plugin runs in its worker process
   const Kernel* k = nullptr;
   fuzz::CampaignOptions c;
   if (!o.plugin.path.empty()) {
@@ -134,7 +134,7 @@ int run_fuzz(const FuzzOptions& o) {
 
 }  // namespace
 
-Run setup_fuzz(CLI::App& app) {
+Action setup_fuzz(CLI::App& app) {
   auto* sub = app.add_subcommand("fuzz", "Random extreme-range cases on one kernel against the certified reference");
   auto o = std::make_shared<FuzzOptions>();
   CLI::Option* kernel = sub->add_option("--kernel", o->kernel, "kernel name (see `flashcheck kernels`)");

@@ -46,7 +46,7 @@ int run_gate(const GateOptions& o) {
 
 }  // namespace
 
-Run setup_gate(CLI::App& app) {
+Action setup_gate(CLI::App& app) {
   auto* sub = app.add_subcommand("gate", "Fail when a report regressed against a baseline report (docs/gate.md)");
   auto o = std::make_shared<GateOptions>();
   sub->add_option("--baseline", o->baseline, "The baseline report.json")->required();

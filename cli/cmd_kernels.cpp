@@ -101,7 +101,7 @@ int run_kernels(bool as_json, const std::vector<const Kernel*>& kernels) {
 
 }  // namespace
 
-Run setup_kernels(CLI::App& app) {
+Action setup_kernels(CLI::App& app) {
   auto* sub = app.add_subcommand("kernels", "List every registered kernel and what it claims");
   auto as_json = std::make_shared<bool>(false);
   auto plugin = std::make_shared<PluginArgs>();
@@ -109,7 +109,7 @@ Run setup_kernels(CLI::App& app) {
   add_plugin_options(sub, *plugin, PluginOptions::Path);  // --plugin PATH: that plugin's row (probed capabilities)
   return [as_json, plugin] {
     std::vector<const Kernel*> kernels;
-    std::unique_ptr<plugin::Subject> subject;
+    std::unique_ptr<plugin::PluginKernel> subject;
     if (!plugin->path.empty()) {
       subject = open_plugin(*plugin);
       kernels.push_back(&subject->kernel());

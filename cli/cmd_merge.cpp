@@ -23,7 +23,7 @@ struct MergeOptions {
 };
 
 int run_merge(const MergeOptions& o) {
-  report::check_outputs(o.out, o.junit, o.shards);
+  report::check_output_paths(o.out, o.junit, o.shards);
   std::vector<nlohmann::json> shards;
   nlohmann::json r;
   try {
@@ -49,7 +49,7 @@ int run_merge(const MergeOptions& o) {
 
 }  // namespace
 
-Run setup_merge(CLI::App& app) {
+Action setup_merge(CLI::App& app) {
   auto* sub = app.add_subcommand("merge", "Join the reports of --shard i/n runs into the unsharded report");
   auto o = std::make_shared<MergeOptions>();
   sub->add_option("shards", o->shards, "Every shard's report.json")->required();

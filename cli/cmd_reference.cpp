@@ -22,7 +22,7 @@ namespace {
 
 struct ReferenceOptions {
   std::string inputs, out;
-  Limits limits;
+  ResourceLimits limits;
   std::string oracle = "auto";  // --oracle
 };
 
@@ -40,7 +40,7 @@ void check_range(const std::string& file, const char* name, const std::vector<do
   for (size_t i = 0; i < x.size(); ++i)
     if (std::isfinite(x[i]) && std::fabs(x[i]) >= 0x1p500)
       throw io::FileError(
-          io::Fault::OutOfRange, file,
+          io::FileFault::OutOfRange, file,
           fmt::format("tensor \"{}\" element {} = {:g} is beyond the certified oracle's range (|x| < 2^500)", name, i,
                       x[i]));
 }
@@ -83,7 +83,7 @@ int run_reference(const ReferenceOptions& o) {
 
 }  // namespace
 
-Run setup_reference(CLI::App& app) {
+Action setup_reference(CLI::App& app) {
   auto* sub = app.add_subcommand("reference",
                                  "Certified reference o, lse (+ d_q, d_k, d_v) of a safetensors input file, as F64");
   auto o = std::make_shared<ReferenceOptions>();

@@ -43,7 +43,7 @@ int run_render(const RenderOptions& o) {
 
 }  // namespace
 
-Run setup_render(CLI::App& app) {
+Action setup_render(CLI::App& app) {
   auto* sub = app.add_subcommand("render", "Write a report's report.md and report.html from its report.json");
   auto o = std::make_shared<RenderOptions>();
   sub->add_option("report", o->report, "The report.json")->required();

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "__worker") return fc::plugin::worker_main(argc, argv);
   CLI::App app{"flashcheck: property-based correctness and numerics for attention kernels"};
   app.require_subcommand(1);
-  std::vector<std::pair<const char*, fc::cli::Run>> runs;
+  std::vector<std::pair<const char*, fc::cli::Action>> runs;
   for (const Command& c : kCommands) runs.emplace_back(c.name, c.setup(app));
 
   try {

@@ -91,7 +91,7 @@ Cost certified_cost(const Problem& p, bool grads) {
   return c;
 }
 
-void add_limit_options(CLI::App* sub, Limits& limits) {
+void add_limit_options(CLI::App* sub, ResourceLimits& limits) {
   sub->add_option("--max-memory", limits.max_memory_text,
                   "refuse problems whose oracle run needs more memory (e.g. 64G; default 3/4 of this machine's)")
       ->check(CLI::Validator(
@@ -136,7 +136,7 @@ Cost oracle_cost(const Problem& p, bool grads, bool* gpu) {
   return c;
 }
 
-Cost require_affordable(const std::string& file, const Problem& p, bool grads, const Limits& limits) {
+Cost require_affordable(const std::string& file, const Problem& p, bool grads, const ResourceLimits& limits) {
   uint64_t max_memory = limits.max_memory ? limits.max_memory : physical_memory() / 4 * 3;
   if (!limits.max_memory_text.empty()) parse_size(limits.max_memory_text, &max_memory);
   const Cost c = oracle_cost(p, grads);
@@ -149,7 +149,7 @@ Cost require_affordable(const std::string& file, const Problem& p, bool grads, c
   if (time)
     need += fmt::format("{}about {} on {} threads (limit {}: --max-seconds)", memory ? " and " : "",
                         human_seconds(c.seconds), ref::worker_threads(), human_seconds(limits.max_seconds));
-  throw io::FileError(io::Fault::TooLarge, file,
+  throw io::FileError(io::FileFault::TooLarge, file,
                       fmt::format("batch={} heads_q={} heads_kv={} n_q={} n_k={} d={} {}{}: the certified oracle "
                                   "would need {}",
                                   p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, p.d, dtypes_str(p),

@@ -33,13 +33,13 @@ Cost certified_cost(const Problem& p, bool grads);
 // gpu: set to whether it does.
 Cost oracle_cost(const Problem& p, bool grads, bool* gpu = nullptr);
 
-struct Limits {
+struct ResourceLimits {
   uint64_t max_memory = 0;   // bytes; 0 = three quarters of this machine's physical memory
   double max_seconds = 600;  // estimated wall seconds
   std::string max_memory_text;
 };
 // Adds --max-memory SIZE and --max-seconds S to a subcommand.
-void add_limit_options(CLI::App* sub, Limits& limits);
+void add_limit_options(CLI::App* sub, ResourceLimits& limits);
 uint64_t physical_memory();
 // --oracle cpu|gpu|auto (reference/gpu/oracle_select.hpp) on a subcommand, into `text` (default
 // "auto"); apply_oracle sets the process-wide choice when the command runs (each run of the C API
@@ -47,8 +47,8 @@ uint64_t physical_memory();
 void add_oracle_option(CLI::App* sub, std::string& text);
 void apply_oracle(const std::string& text);
 
-// Throws io::FileError(Fault::TooLarge) naming `file`, the shape and the need when the problem's
+// Throws io::FileError(FileFault::TooLarge) naming `file`, the shape and the need when the problem's
 // cost exceeds a limit; returns the cost otherwise.
-Cost require_affordable(const std::string& file, const Problem& p, bool grads, const Limits& limits);
+Cost require_affordable(const std::string& file, const Problem& p, bool grads, const ResourceLimits& limits);
 
 }  // namespace fc::cli

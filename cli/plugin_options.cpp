@@ -61,8 +61,8 @@ void validate(const PluginArgs& a) {
       throw UsageError(fmt::format("{} {}: expected 1 to {} (0: no bound)", z.flag, z.value, z.most));
 }
 
-plugin::SubjectOptions subject_options(const PluginArgs& a, std::string description) {
-  plugin::SubjectOptions so;
+plugin::PluginKernelOptions subject_options(const PluginArgs& a, std::string description) {
+  plugin::PluginKernelOptions so;
   so.layout = layout_policy(a);
   so.description = std::move(description);
   so.max_n = a.max_n, so.max_batch = a.max_batch, so.max_heads = a.max_heads;
@@ -74,10 +74,10 @@ plugin::LayoutPolicy layout_policy(const PluginArgs& a) {
   return a.layout == "compact" ? plugin::LayoutPolicy::Compact : plugin::LayoutPolicy::Mixed;
 }
 
-std::unique_ptr<plugin::Subject> open_plugin(const PluginArgs& a) {
+std::unique_ptr<plugin::PluginKernel> open_plugin(const PluginArgs& a) {
   std::error_code ec;
   const std::string path = std::filesystem::absolute(a.path, ec).lexically_normal().string();
-  const plugin::SubjectOptions so = subject_options(a, "plugin " + path);
+  const plugin::PluginKernelOptions so = subject_options(a, "plugin " + path);
   try {
     std::unique_ptr<plugin::Backend> b = a.isolation == "none"
                                              ? plugin::in_process(plugin::load_plugin(path))
@@ -85,13 +85,13 @@ std::unique_ptr<plugin::Subject> open_plugin(const PluginArgs& a) {
     // A merge-state kernel (ABI 5) runs in this process: the worker, which loaded it first, serves
     // attention calls only.
     if (b->meta().merge && !b->in_process_kernel()) b = plugin::in_process(plugin::load_plugin(path));
-    return std::make_unique<plugin::Subject>(std::move(b), so);
+    return std::make_unique<plugin::PluginKernel>(std::move(b), so);
   } catch (const plugin::LoadError& e) {
     throw UsageError(e.what());
   }
 }
 
-std::string plugin_replay_prefix(const PluginArgs& a, const plugin::Subject& s) {
+std::string plugin_replay_prefix(const PluginArgs& a, const plugin::PluginKernel& s) {
   std::error_code ec;
   std::string line = "flashcheck check --plugin " + std::filesystem::absolute(a.path, ec).lexically_normal().string();
   if (s.layout_policy() == plugin::LayoutPolicy::Compact && a.layout == "compact") line += " --layout compact";

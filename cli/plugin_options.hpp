@@ -1,12 +1,12 @@
 // The plugin options shared by `check` and `kernels`: --plugin PATH, --timeout, --isolation,
-// --layout, and opening the plugin they name as a registry Kernel (kernels/plugin/subject.hpp).
+// --layout, and opening the plugin they name as a registry Kernel (kernels/plugin/plugin_kernel.hpp).
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 
-#include "kernels/plugin/subject.hpp"
+#include "kernels/plugin/plugin_kernel.hpp"
 
 namespace fc::cli {
 
@@ -31,13 +31,13 @@ void add_size_options(CLI::App* sub, PluginArgs& a);
 // (the C API's requests): UsageError, one line.
 void validate(const PluginArgs& a);
 plugin::LayoutPolicy layout_policy(const PluginArgs& a);
-// The SubjectOptions the arguments ask for (layout, size bounds), with a description.
-plugin::SubjectOptions subject_options(const PluginArgs& a, std::string description);
+// The PluginKernelOptions the arguments ask for (layout, size bounds), with a description.
+plugin::PluginKernelOptions subject_options(const PluginArgs& a, std::string description);
 
 // Loads (and, isolated, starts the worker for) the plugin; UsageError, one line, when it cannot.
-std::unique_ptr<plugin::Subject> open_plugin(const PluginArgs& a);
+std::unique_ptr<plugin::PluginKernel> open_plugin(const PluginArgs& a);
 
 // "flashcheck check --plugin /abs/lib.so [--layout compact] [--timeout S]": the replay lines' prefix.
-std::string plugin_replay_prefix(const PluginArgs& a, const plugin::Subject& s);
+std::string plugin_replay_prefix(const PluginArgs& a, const plugin::PluginKernel& s);
 
 }  // namespace fc::cli

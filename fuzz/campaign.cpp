@@ -104,7 +104,7 @@ BatchResult run_batch(const Kernel& k, const CampaignOptions& o, uint64_t b, int
   BatchResult res;
   const uint64_t batch_seed = ByteSource::mix(o.seed ^ ByteSource::mix(b + 1));
   ByteSource shape_src(batch_seed);
-  Limits lim = o.limits;
+  ShapeLimits lim = o.limits;
   lim.max_batch = 1;
   const props::Case skeleton = decode_shape(shape_src, k, lim);
   const Problem& p = skeleton.in.p;
@@ -203,29 +203,6 @@ json fuzz_report_envelope(const CampaignOptions& o, json options) {
   return r;
 }
 
-void finalize_fuzz_report(json& r) {
-  int64_t cases = 0, failures = 0, batches = 0, declined = 0;
-  std::map<std::string, int64_t> checks;
-  for (const json& b : r["batches"]) {
-    ++batches;
-    cases += b.value("cases", int64_t(0));
-    failures += b.value("failures", int64_t(0));
-    declined += b.value("declined", false) ? 1 : 0;
-    if (b.contains("checks"))
-      for (auto it = b["checks"].begin(); it != b["checks"].end(); ++it) checks[it.key()] += it->get<int64_t>();
-  }
-  r["summary"] = {{"batches", batches},
-                  {"declined_batches", declined},
-                  {"cases", cases},
-                  {"failures", failures},
-                  {"checks", checks}};
-  r["verdict"] = {{"status", cases == 0 ? "empty"
-                             : failures ? "fail"
-                                        : "pass"},
-                  {"failures", failures},
-                  {"cases", cases}};
-}
-
 json run_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& log) {
   if (o.big) return run_big_campaign(k, o, log);
   const int threads = o.threads > 0 ? o.threads : ref::worker_threads();
@@ -257,7 +234,7 @@ json run_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& log) 
     if (o.checkpoint && elapsed() - last_checkpoint >= 30) {
       last_checkpoint = elapsed();
       json partial = r;
-      finalize_fuzz_report(partial);
+      report::finalize_fuzz_report(partial);
       o.checkpoint(partial);
     }
     if (elapsed() - last_log >= 10) {
@@ -267,7 +244,7 @@ json run_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& log) 
       log.flush();
     }
   }
-  finalize_fuzz_report(r);
+  report::finalize_fuzz_report(r);
   const double s = elapsed();
   log << fmt::format("flashcheck fuzz: {} cases in {:.1f} s ({:.0f} cases/min, {} threads), {} failed\n", cases, s,
                      s > 0 ? cases * 60 / s : 0.0, threads, failures);

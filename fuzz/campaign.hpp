@@ -21,6 +21,7 @@
 
 #include "fuzz/decode.hpp"
 #include "kernels/registry.hpp"
+#include "reports/fuzz_report.hpp"  // the report format: finalize_fuzz_report, render_fuzz_markdown
 
 namespace fc::fuzz {
 
@@ -32,7 +33,7 @@ struct CampaignOptions {
   int threads = 0;     // judging threads (0: every hardware thread)
   int shard_index = 0, shard_count = 1;
   std::vector<Values> values;                       // value modes to draw from (empty: all)
-  Limits limits;                                    // shapes (batch is always 1 per case: cases are packed along it)
+  ShapeLimits limits;                               // shapes (batch is always 1 per case: cases are packed along it)
   std::string out;                                  // folder for fuzz.json and the failing cases ("": none written)
   int max_saved = 50;                               // failing cases saved to out/cases (all are counted)
   bool big = false;                                 // big-shape mode (campaign_big.cpp)
@@ -46,7 +47,8 @@ struct CampaignOptions {
   std::function<void(const nlohmann::json&)> checkpoint;
 };
 
-// Runs the campaign; progress lines go to `log`. Returns the report (docs/fuzzing.md's format).
+// Runs the campaign; progress lines go to `log`. Returns the report (docs/fuzzing.md's format,
+// reports/fuzz_report.hpp).
 nlohmann::json run_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& log);
 nlohmann::json run_big_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& log);
 
@@ -55,13 +57,6 @@ nlohmann::json problem_item(uint64_t seq, const Problem& p);
 
 // A fuzz report without items: the envelope, `options` as given, the shard when there are several.
 nlohmann::json fuzz_report_envelope(const CampaignOptions& o, nlohmann::json options);
-
-// The report's derived fields from its items: "summary" (totals) and "verdict". `flashcheck merge`
-// recomputes them the same way after joining shards.
-void finalize_fuzz_report(nlohmann::json& report);
-
-// The report as Markdown (`flashcheck merge` writes it as report.md for a fuzz report).
-std::string render_fuzz_markdown(const nlohmann::json& report);
 
 // A failing case saved as a regression case (safetensors + metadata, atomically) under dir; returns
 // its path. `law` is the law whose replay reproduces it (reference, extreme, nan_blast).

@@ -198,11 +198,11 @@ json run_big_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& l
     log << fmt::format("  case {}: done at {:.1f} s\n", b, elapsed());
     if (o.checkpoint) {  // a run stopped during a later case still leaves the cases finished so far
       json partial = r;
-      finalize_fuzz_report(partial);
+      report::finalize_fuzz_report(partial);
       o.checkpoint(partial);
     }
   }
-  finalize_fuzz_report(r);
+  report::finalize_fuzz_report(r);
   log << fmt::format("flashcheck fuzz --big: {} cases, {} failed, {:.1f} s\n", cases, failures, elapsed());
   return r;
 }

@@ -144,7 +144,7 @@ bool parse_values(const std::string& s, Values* out) {
   return false;
 }
 
-props::Case decode_shape(ByteSource& src, const Kernel& k, const Limits& limits) {
+props::Case decode_shape(ByteSource& src, const Kernel& k, const ShapeLimits& limits) {
   props::Case c;
   Problem& p = c.in.p;
   const KernelInfo& info = k.info;
@@ -185,7 +185,7 @@ void decode_values(ByteSource& src, props::Case& c, const std::vector<Values>& m
   if (c.regime != Regime::Poison) c.regime = label(c);
 }
 
-props::Case decode_case(ByteSource& src, const Kernel& k, const Limits& limits) {
+props::Case decode_case(ByteSource& src, const Kernel& k, const ShapeLimits& limits) {
   props::Case c = decode_shape(src, k, limits);
   decode_values(src, c);
   return c;

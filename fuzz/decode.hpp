@@ -17,7 +17,7 @@
 
 namespace fc::fuzz {
 
-struct Limits {
+struct ShapeLimits {
   int32_t max_batch = 2, max_heads_kv = 2, max_group = 3;
   int32_t max_n = 40;    // n_q, n_k
   int32_t max_d = 16;    // when the kernel takes any d (fixed head dims are the kernel's)
@@ -38,12 +38,12 @@ enum class Values : int {
 
 // Decodes a case for kernel k (its dtypes, masks, head dims, tiles, backward). The second tile
 // config (block-size law) is decoded too, and aux for the permutation laws.
-props::Case decode_case(ByteSource& src, const Kernel& k, const Limits& limits = {});
+props::Case decode_case(ByteSource& src, const Kernel& k, const ShapeLimits& limits = {});
 
 // The two halves of decode_case, for cases that share a shape (the campaign packs them): the
 // problem, configs, aux and whether d_o is present (as a zero-filled tensor), then the values.
 // `modes`: the value modes to choose among (empty: all).
-props::Case decode_shape(ByteSource& src, const Kernel& k, const Limits& limits);
+props::Case decode_shape(ByteSource& src, const Kernel& k, const ShapeLimits& limits);
 void decode_values(ByteSource& src, props::Case& c, const std::vector<Values>& modes = {});
 const char* values_name(Values v);
 bool parse_values(const std::string& s, Values* out);

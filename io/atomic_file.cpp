@@ -19,7 +19,7 @@
 namespace fc::io {
 namespace {
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) { throw FileError(Fault::Io, path, what); }
+[[noreturn]] void fail(const std::string& path, const std::string& what) { throw FileError(FileFault::Io, path, what); }
 
 std::string errno_text(int e) { return std::strerror(e); }
 

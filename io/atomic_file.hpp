@@ -15,7 +15,7 @@
 
 namespace fc::io {
 
-// Writes `bytes` to `path` atomically. Refuses (FileError, Fault::Io) a target that exists and is
+// Writes `bytes` to `path` atomically. Refuses (FileError, FileFault::Io) a target that exists and is
 // not a regular file (a FIFO would block, a device or directory is not a result file), a target
 // that is the same file as one of `inputs` (output == input, by device and inode, so links and other
 // spellings count), and any failed write, fsync, close or rename; on failure the temporary is removed.

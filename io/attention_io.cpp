@@ -32,7 +32,7 @@ void require_names(const std::string& name, const TensorFile& file, const std::v
     for (const std::string& a : allowed)
       if (loose(a) == loose(t)) hint = fmt::format(" (did you mean \"{}\"?)", a);
     throw FileError(
-        Fault::UnknownTensor, name,
+        FileFault::UnknownTensor, name,
         fmt::format("unknown tensor {} in {} file{}: expected {}", io::quoted(t), role, hint, fmt::join(allowed, ", ")));
   }
 }
@@ -51,7 +51,7 @@ const std::vector<std::string>& output_names() {
 
 namespace {
 
-using Fail = std::function<FileError(Fault, const std::string&)>;
+using Fail = std::function<FileError(FileFault, const std::string&)>;
 
 // q, k, v (+ d_o): floating dtypes (k and v one, d_o o's: q's unless "dtype_o" says otherwise), the
 // expected rank, dimensions in [1, 2^31) but for the token axis of a packed tensor (first, `packed`),
@@ -68,22 +68,22 @@ void check_attention_tensors(const TensorFile& file, const std::vector<std::stri
                          : kv          ? "(total_k, heads_kv, d): varlen"
                                        : "(total_q, heads_q, d): varlen";
     if (!is_float(x.dtype))
-      throw fail(Fault::UnknownDtype,
+      throw fail(FileFault::UnknownDtype,
                  fmt::format("tensor \"{}\" is {}: q, k, v, d_o are F16, BF16, F32 or F64", t, dtype_name(x.dtype)));
     if (x.shape.size() != rank)
-      throw fail(Fault::WrongRank, fmt::format("tensor \"{}\" has rank {} (shape {}), expected {}: {}", t,
+      throw fail(FileFault::WrongRank, fmt::format("tensor \"{}\" has rank {} (shape {}), expected {}: {}", t,
                                                x.shape.size(), shape_str(x.shape), rank, layout));
     if (t == "v" && x.dtype != k.dtype)
-      throw fail(Fault::MixedDtypes, fmt::format("tensor \"v\" is {} but k is {}: k and v share one dtype",
+      throw fail(FileFault::MixedDtypes, fmt::format("tensor \"v\" is {} but k is {}: k and v share one dtype",
                                                  dtype_name(x.dtype), dtype_name(k.dtype)));
     if (t == "d_o" && x.dtype != o_dtype)
-      throw fail(Fault::MixedDtypes, fmt::format("tensor \"d_o\" is {} but o is {}: d_o has o's dtype (q's unless "
+      throw fail(FileFault::MixedDtypes, fmt::format("tensor \"d_o\" is {} but o is {}: d_o has o's dtype (q's unless "
                                                  "metadata dtype_o names another)",
                                                  dtype_name(x.dtype), dtype_name(o_dtype)));
     const bool packed = varlen && !(kv && paged);
     for (size_t a = 0; a < x.shape.size(); ++a)
       if (x.shape[a] < (packed && a == 0 ? 0 : 1) || x.shape[a] > std::numeric_limits<int32_t>::max())
-        throw fail(Fault::BadShape, fmt::format("tensor \"{}\" has shape {}: every dimension must be in [{}, 2^31)", t,
+        throw fail(FileFault::BadShape, fmt::format("tensor \"{}\" has shape {}: every dimension must be in [{}, 2^31)", t,
                                                 shape_str(x.shape), packed && a == 0 ? "0 (tokens)" : "1"));
   }
 }
@@ -96,22 +96,22 @@ void check_heads_and_dims(const TensorFile& file, const Fail& fail, bool varlen,
   const HostTensor& v = file.tensors.at("v");
   const int64_t heads_q = q.shape[1], heads_kv = k.shape[paged ? 2 : 1];
   if (k.shape.back() != q.shape.back())
-    throw fail(Fault::BadShape,
+    throw fail(FileFault::BadShape,
                fmt::format("head dim d differs: q {} vs k {}", shape_str(q.shape), shape_str(k.shape)));
   std::vector<int64_t> v_like_k = k.shape;
   v_like_k.back() = v.shape.back();
   if (v.shape != v_like_k)
-    throw fail(Fault::BadShape, fmt::format("v {} must have the shape of k {} (its last axis, d_v, may differ)",
+    throw fail(FileFault::BadShape, fmt::format("v {} must have the shape of k {} (its last axis, d_v, may differ)",
                                             shape_str(v.shape), shape_str(k.shape)));
   if (heads_q % heads_kv != 0)
-    throw fail(Fault::BadShape, fmt::format("heads_q = {} is not a multiple of heads_kv = {}", heads_q, heads_kv));
+    throw fail(FileFault::BadShape, fmt::format("heads_q = {} is not a multiple of heads_kv = {}", heads_q, heads_kv));
   if (!varlen && k.shape[0] != q.shape[0])
-    throw fail(Fault::BadShape, fmt::format("batch differs: q {} vs k {}", shape_str(q.shape), shape_str(k.shape)));
+    throw fail(FileFault::BadShape, fmt::format("batch differs: q {} vs k {}", shape_str(q.shape), shape_str(k.shape)));
   if (auto it = file.tensors.find("d_o"); it != file.tensors.end()) {
     std::vector<int64_t> o_shape = q.shape;
     o_shape.back() = v.shape.back();
     if (it->second.shape != o_shape)
-      throw fail(Fault::BadShape, fmt::format("d_o {} must have the shape of o {} (q's, with v's head dim)",
+      throw fail(FileFault::BadShape, fmt::format("d_o {} must have the shape of o {} (q's, with v's head dim)",
                                               shape_str(it->second.shape), shape_str(o_shape)));
   }
 }
@@ -122,7 +122,7 @@ int32_t window_side(const std::map<std::string, std::string>& meta, const char* 
   if (it == meta.end()) return -1;
   int64_t x = 0;
   if (!parse_decimal_i64(it->second, &x) || x < -1 || x > std::numeric_limits<int32_t>::max())
-    throw fail(Fault::BadMetadata,
+    throw fail(FileFault::BadMetadata,
                fmt::format("{} {} is not an integer in [-1, 2^31) (-1: unbounded)", key, io::quoted(it->second)));
   return int32_t(x);
 }
@@ -133,13 +133,13 @@ int32_t window_side(const std::map<std::string, std::string>& meta, const char* 
 void read_masks(TensorFile& file, const Fail& fail, Problem& p, Inputs& in) {
   auto broadcast = [&](const char* name, const HostTensor& t, int32_t* b, int32_t* h) {
     if (t.shape.size() != 4)
-      throw fail(Fault::BadVariant, fmt::format("tensor \"{}\" has rank {} (shape {}), expected 4: (B_m, H_m, {})",
+      throw fail(FileFault::BadVariant, fmt::format("tensor \"{}\" has rank {} (shape {}), expected 4: (B_m, H_m, {})",
                                                 name, t.shape.size(), shape_str(t.shape),
                                                 std::string(name) == "mask" ? "n_q, n_k" : "query blocks, key blocks"));
-    if (p.varlen) throw fail(Fault::BadVariant, fmt::format("tensor \"{}\" is for dense files (no cu_seqlens)", name));
+    if (p.varlen) throw fail(FileFault::BadVariant, fmt::format("tensor \"{}\" is for dense files (no cu_seqlens)", name));
     const int64_t bm = t.shape[0], hm = t.shape[1];
     if (!(bm == 1 || bm == p.batch) || !(hm == 1 || hm == p.heads_q))
-      throw fail(Fault::BadVariant, fmt::format("tensor \"{}\" has shape {}: B_m is 1 or {}, H_m 1 or {}", name,
+      throw fail(FileFault::BadVariant, fmt::format("tensor \"{}\" has shape {}: B_m is 1 or {}, H_m 1 or {}", name,
                                                 shape_str(t.shape), p.batch, p.heads_q));
     *b = int32_t(bm), *h = int32_t(hm);
   };
@@ -150,7 +150,7 @@ void read_masks(TensorFile& file, const Fail& fail, Problem& p, Inputs& in) {
     else if (t == DType::F32 || t == DType::F16 || t == DType::BF16)
       p.mask_kind = MaskKind::Additive, p.mask_dtype = t;
     else
-      throw fail(Fault::UnknownDtype, fmt::format("tensor \"mask\" is {}: a mask is BOOL (boolean) or F32, F16, BF16 "
+      throw fail(FileFault::UnknownDtype, fmt::format("tensor \"mask\" is {}: a mask is BOOL (boolean) or F32, F16, BF16 "
                                                   "(additive)",
                                                   dtype_name(t)));
     broadcast("mask", it->second, &p.mask_b, &p.mask_h);
@@ -159,50 +159,50 @@ void read_masks(TensorFile& file, const Fail& fail, Problem& p, Inputs& in) {
   const bool has_q = file.metadata.count("block_q") != 0, has_k = file.metadata.count("block_k") != 0;
   if (auto it = file.tensors.find("block_mask"); it != file.tensors.end()) {
     if (it->second.dtype != DType::BOOL)
-      throw fail(Fault::UnknownDtype,
+      throw fail(FileFault::UnknownDtype,
                  fmt::format("tensor \"block_mask\" is {}: a block mask is BOOL", dtype_name(it->second.dtype)));
-    if (!has_q || !has_k) throw fail(Fault::BadVariant, "block_mask needs metadata block_q and block_k");
+    if (!has_q || !has_k) throw fail(FileFault::BadVariant, "block_mask needs metadata block_q and block_k");
     for (auto [key, out] : {std::pair{"block_q", &p.block_q}, std::pair{"block_k", &p.block_k}}) {
       int64_t x = 0;
       if (!parse_decimal_i64(file.metadata.at(key), &x) || x < 1 || x > std::numeric_limits<int32_t>::max())
-        throw fail(Fault::BadMetadata, fmt::format("{} {} is not an integer in [1, 2^31)", key,
+        throw fail(FileFault::BadMetadata, fmt::format("{} {} is not an integer in [1, 2^31)", key,
                                                    io::quoted(file.metadata.at(key))));
       *out = int32_t(x);
     }
     broadcast("block_mask", it->second, &p.block_b, &p.block_h);
     in.block_mask = std::move(it->second);
   } else if (has_q || has_k) {
-    throw fail(Fault::BadVariant, "metadata block_q, block_k without a tensor \"block_mask\"");
+    throw fail(FileFault::BadVariant, "metadata block_q, block_k without a tensor \"block_mask\"");
   }
 }
 
 }  // namespace
 
 Inputs inputs_from(const std::string& name, TensorFile file) {
-  const Fail fail = [&](Fault f, const std::string& what) { return FileError(f, name, what); };
+  const Fail fail = [&](FileFault f, const std::string& what) { return FileError(f, name, what); };
   require_names(name, file, input_names(), "an input");
   for (const char* t : {"q", "k", "v"})
-    if (!file.tensors.count(t)) throw fail(Fault::MissingTensor, fmt::format("missing tensor \"{}\"", t));
+    if (!file.tensors.count(t)) throw fail(FileFault::MissingTensor, fmt::format("missing tensor \"{}\"", t));
   const bool with_d_o = file.tensors.count("d_o") != 0;
   const bool varlen = file.tensors.count("cu_seqlens_q") || file.tensors.count("cu_seqlens_k");
   const bool paged = file.tensors.count("page_table") != 0;
   if (varlen && !(file.tensors.count("cu_seqlens_q") && file.tensors.count("cu_seqlens_k")))
-    throw fail(Fault::BadVariant, "cu_seqlens_q and cu_seqlens_k come together: a varlen file needs both");
+    throw fail(FileFault::BadVariant, "cu_seqlens_q and cu_seqlens_k come together: a varlen file needs both");
   if (paged && !varlen)
-    throw fail(Fault::BadVariant, "page_table needs cu_seqlens_q and cu_seqlens_k (paged K/V is a varlen layout)");
+    throw fail(FileFault::BadVariant, "page_table needs cu_seqlens_q and cu_seqlens_k (paged K/V is a varlen layout)");
   const bool padded = file.tensors.count("cu_seqlens_q_padded") || file.tensors.count("cu_seqlens_k_padded");
   if (padded && !(file.tensors.count("cu_seqlens_q_padded") && file.tensors.count("cu_seqlens_k_padded")))
-    throw fail(Fault::BadVariant,
+    throw fail(FileFault::BadVariant,
                "cu_seqlens_q_padded and cu_seqlens_k_padded come together: a padded varlen file needs both");
   if (padded && !varlen)
-    throw fail(Fault::BadVariant,
+    throw fail(FileFault::BadVariant,
                "cu_seqlens_q_padded and cu_seqlens_k_padded need cu_seqlens_q and cu_seqlens_k (padded varlen)");
   std::vector<std::string> names = {"q", "k", "v"};
   if (with_d_o) names.push_back("d_o");
   DType o_dtype = file.tensors.at("q").dtype;
   if (auto it = file.metadata.find("dtype_o"); it != file.metadata.end())
     if (!parse_dtype(it->second.c_str(), &o_dtype))
-      throw fail(Fault::UnknownDtype,
+      throw fail(FileFault::UnknownDtype,
                  fmt::format("dtype_o {} is not a dtype (F16, BF16, F32 or F64)", io::quoted(it->second)));
   check_attention_tensors(file, names, fail, varlen, paged, o_dtype);
   check_heads_and_dims(file, fail, varlen, paged);
@@ -240,17 +240,17 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
       if (it->second == mask_name(m)) p.mask = m, ok = true;
     if (!ok)
       throw fail(
-          Fault::UnknownMask,
+          FileFault::UnknownMask,
           fmt::format("unknown mask {} (expected none, causal_top_left or causal_bottom_right)", io::quoted(it->second)));
   }
   if (auto it = file.metadata.find("scale"); it != file.metadata.end())
     if (!parse_decimal(it->second, &p.scale))
-      throw fail(Fault::BadScale, fmt::format("scale {} is not a finite decimal number", io::quoted(it->second)));
+      throw fail(FileFault::BadScale, fmt::format("scale {} is not a finite decimal number", io::quoted(it->second)));
   p.window_left = window_side(file.metadata, "window_left", fail);
   p.window_right = window_side(file.metadata, "window_right", fail);
   if (auto it = file.metadata.find("softcap"); it != file.metadata.end())
     if (!parse_decimal(it->second, &p.softcap) || p.softcap < 0)
-      throw fail(Fault::BadMetadata,
+      throw fail(FileFault::BadMetadata,
                  fmt::format("softcap {} is not a finite decimal >= 0 (0: none)", io::quoted(it->second)));
   if (auto it = file.tensors.find("alibi_slopes"); it != file.tensors.end()) {
     p.alibi = true;
@@ -268,7 +268,7 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
   if (with_d_o) in.d_o = std::move(file.tensors.at("d_o"));
   // Everything the shapes above did not settle: the offsets' values, the page table's, the slopes.
   if (std::string e = validate(in); !e.empty())
-    throw fail(varlen || paged || p.alibi || p.sinks || per_key_mask(p) ? Fault::BadVariant : Fault::BadShape, e);
+    throw fail(varlen || paged || p.alibi || p.sinks || per_key_mask(p) ? FileFault::BadVariant : FileFault::BadShape, e);
   return in;
 }
 

@@ -16,7 +16,7 @@ namespace fc::io {
 // The tensor names of an input file (q k v d_o) and of an output file (o lse d_q d_k d_v).
 const std::vector<std::string>& input_names();
 const std::vector<std::string>& output_names();
-// Refuses (Fault::UnknownTensor) any tensor of `file` not in `allowed`, suggesting the name it
+// Refuses (FileFault::UnknownTensor) any tensor of `file` not in `allowed`, suggesting the name it
 // resembles: a misspelt "dO" must not silently drop the gradients. `role`: "an input", "an output".
 void require_names(const std::string& name, const TensorFile& file, const std::vector<std::string>& allowed,
                    const char* role);
@@ -43,7 +43,7 @@ TensorFile inputs_file(const Inputs& in);
 std::map<std::string, std::string> problem_metadata(const Problem& p);
 // The varlen and paged part of inputs_from (variant_io.cpp): the offsets' and the page table's
 // shapes, and p's batch, lengths, totals and paging from them.
-void read_varlen(const TensorFile& file, const std::function<FileError(Fault, const std::string&)>& fail, bool paged,
+void read_varlen(const TensorFile& file, const std::function<FileError(FileFault, const std::string&)>& fail, bool paged,
                  Problem& p);
 
 // Outputs o, lse (+ d_q, d_k, d_v when present) with `metadata`.

@@ -21,33 +21,33 @@ std::string quoted(const std::string& s) {
   return json(s).dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
 }
 
-const char* fault_name(Fault f) {
+const char* fault_name(FileFault f) {
   switch (f) {
-    case Fault::Io: return "io";
-    case Fault::Truncated: return "truncated";
-    case Fault::HeaderPastEnd: return "header_past_end";
-    case Fault::BadJson: return "bad_json";
-    case Fault::BadHeader: return "bad_header";
-    case Fault::BadOffsets: return "bad_offsets";
-    case Fault::UnknownDtype: return "unknown_dtype";
-    case Fault::AbsurdShape: return "absurd_shape";
-    case Fault::SizeMismatch: return "size_mismatch";
-    case Fault::MissingTensor: return "missing_tensor";
-    case Fault::UnknownTensor: return "unknown_tensor";
-    case Fault::WrongRank: return "wrong_rank";
-    case Fault::BadShape: return "bad_shape";
-    case Fault::MixedDtypes: return "mixed_dtypes";
-    case Fault::UnknownMask: return "unknown_mask";
-    case Fault::BadScale: return "bad_scale";
-    case Fault::OutOfRange: return "out_of_range";
-    case Fault::BadMetadata: return "bad_metadata";
-    case Fault::TooLarge: return "too_large";
-    case Fault::BadVariant: return "bad_variant";
+    case FileFault::Io: return "io";
+    case FileFault::Truncated: return "truncated";
+    case FileFault::HeaderPastEnd: return "header_past_end";
+    case FileFault::BadJson: return "bad_json";
+    case FileFault::BadHeader: return "bad_header";
+    case FileFault::BadOffsets: return "bad_offsets";
+    case FileFault::UnknownDtype: return "unknown_dtype";
+    case FileFault::AbsurdShape: return "absurd_shape";
+    case FileFault::SizeMismatch: return "size_mismatch";
+    case FileFault::MissingTensor: return "missing_tensor";
+    case FileFault::UnknownTensor: return "unknown_tensor";
+    case FileFault::WrongRank: return "wrong_rank";
+    case FileFault::BadShape: return "bad_shape";
+    case FileFault::MixedDtypes: return "mixed_dtypes";
+    case FileFault::UnknownMask: return "unknown_mask";
+    case FileFault::BadScale: return "bad_scale";
+    case FileFault::OutOfRange: return "out_of_range";
+    case FileFault::BadMetadata: return "bad_metadata";
+    case FileFault::TooLarge: return "too_large";
+    case FileFault::BadVariant: return "bad_variant";
   }
   return "?";
 }
 
-FileError::FileError(Fault f, const std::string& file_, const std::string& problem_)
+FileError::FileError(FileFault f, const std::string& file_, const std::string& problem_)
     : std::runtime_error(one_line(fmt::format("{}: {}", file_, problem_))), fault(f), file(file_), problem(problem_) {}
 
 }  // namespace fc::io

@@ -10,7 +10,7 @@
 
 namespace fc::io {
 
-enum class Fault {
+enum class FileFault {
   Io,             // cannot open / read / write the file, or not a regular file
   Truncated,      // shorter than the 8-byte header length
   HeaderPastEnd,  // header length runs past the end of the file (or over the header size limit)
@@ -33,7 +33,7 @@ enum class Fault {
   BadVariant,     // variant data that disagree (cu_seqlens, page_table, alibi_slopes, sinks; their shapes and values)
 };
 
-const char* fault_name(Fault f);
+const char* fault_name(FileFault f);
 
 // A name or value as it appears in a message: JSON-quoted and escaped, so it stays on one line.
 std::string quoted(const std::string& s);
@@ -42,8 +42,8 @@ std::string shape_str(const std::vector<int64_t>& shape);
 
 class FileError : public std::runtime_error {
  public:
-  FileError(Fault fault, const std::string& file, const std::string& problem);
-  Fault fault;
+  FileError(FileFault fault, const std::string& file, const std::string& problem);
+  FileFault fault;
   std::string file;     // as given by the caller
   std::string problem;  // the message without the file name
 };

@@ -38,9 +38,9 @@ class HeaderSax final : public nlohmann::json_sax<json> {
 
   bool key(string_t& k) override {
     if (at_ == At::Top) {
-      if (!top_keys_.insert(k).second) fail(Fault::BadHeader, fmt::format("duplicate key {}", io::quoted(k)));
+      if (!top_keys_.insert(k).second) fail(FileFault::BadHeader, fmt::format("duplicate key {}", io::quoted(k)));
       if (top_keys_.size() > kMaxHeaderEntries + 1)
-        fail(Fault::BadHeader, fmt::format("more than {} tensors", kMaxHeaderEntries));
+        fail(FileFault::BadHeader, fmt::format("more than {} tensors", kMaxHeaderEntries));
     } else if (at_ == At::Entry) {
       field_ = k == "dtype"          ? Field::Dtype
                : k == "shape"        ? Field::Shape
@@ -50,9 +50,9 @@ class HeaderSax final : public nlohmann::json_sax<json> {
       if (!fields_.insert(k).second) fail_entry(fmt::format("duplicate field {}", io::quoted(k)));
       return true;
     } else if (at_ == At::Meta) {
-      if (header.metadata.count(k)) fail(Fault::BadHeader, fmt::format("duplicate metadata key {}", io::quoted(k)));
+      if (header.metadata.count(k)) fail(FileFault::BadHeader, fmt::format("duplicate metadata key {}", io::quoted(k)));
       if (header.metadata.size() >= kMaxHeaderEntries)
-        fail(Fault::BadHeader, fmt::format("more than {} metadata entries", kMaxHeaderEntries));
+        fail(FileFault::BadHeader, fmt::format("more than {} metadata entries", kMaxHeaderEntries));
     }
     key_ = std::move(k);
     return true;
@@ -92,14 +92,14 @@ class HeaderSax final : public nlohmann::json_sax<json> {
   }
 
   bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception&) override {
-    fail(Fault::BadJson, fmt::format("header is not valid JSON (at byte {} of the header)", position));
+    fail(FileFault::BadJson, fmt::format("header is not valid JSON (at byte {} of the header)", position));
   }
 
  private:
   static constexpr const char* kOffsetsShape = "data_offsets is not [begin, end] of non-negative integers";
 
-  [[noreturn]] void fail(Fault f, const std::string& what) const { throw FileError(f, file_, what); }
-  [[noreturn]] void fail_entry(const std::string& what, Fault f = Fault::BadHeader) const {
+  [[noreturn]] void fail(FileFault f, const std::string& what) const { throw FileError(f, file_, what); }
+  [[noreturn]] void fail_entry(const std::string& what, FileFault f = FileFault::BadHeader) const {
     fail(f, fmt::format("tensor {}: {}", io::quoted(entry_.name), what));
   }
 
@@ -107,7 +107,7 @@ class HeaderSax final : public nlohmann::json_sax<json> {
   bool count(uint64_t v) {
     if (at_ == At::Shape) {
       if (entry_.shape.size() == kMaxRank)
-        fail_entry(fmt::format("rank above {} is absurd", kMaxRank), Fault::AbsurdShape);
+        fail_entry(fmt::format("rank above {} is absurd", kMaxRank), FileFault::AbsurdShape);
       return entry_.shape.push_back(v), true;
     }
     if (at_ == At::Offsets) {
@@ -121,9 +121,9 @@ class HeaderSax final : public nlohmann::json_sax<json> {
   // A value where the structure wants something else: the message says what was expected there.
   bool scalar(const char* what) {
     switch (at_) {
-      case At::Start: fail(Fault::BadHeader, "header is not a JSON object");
+      case At::Start: fail(FileFault::BadHeader, "header is not a JSON object");
       case At::Top:
-        if (key_ == "__metadata__") fail(Fault::BadHeader, "__metadata__ is not an object");
+        if (key_ == "__metadata__") fail(FileFault::BadHeader, "__metadata__ is not an object");
         entry_.name = key_;
         fail_entry("header entry is not an object");
       case At::Entry:
@@ -132,10 +132,10 @@ class HeaderSax final : public nlohmann::json_sax<json> {
         fail_entry(kOffsetsShape);
       case At::Shape: fail_entry(fmt::format("shape holds a non-integer or negative dimension ({})", what));
       case At::Offsets: fail_entry(kOffsetsShape);
-      case At::Meta: fail(Fault::BadHeader, fmt::format("metadata {} is not a string", io::quoted(key_)));
+      case At::Meta: fail(FileFault::BadHeader, fmt::format("metadata {} is not a string", io::quoted(key_)));
       case At::Done: break;
     }
-    fail(Fault::BadJson, "header is not valid JSON");
+    fail(FileFault::BadJson, "header is not valid JSON");
   }
 
   const std::string& file_;

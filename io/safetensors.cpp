@@ -36,16 +36,16 @@ struct Entry {
 // Validate one tensor's header entry (its JSON structure is already checked by parse_header) against
 // a data buffer of `data_bytes` bytes.
 Entry parse_entry(const std::string& file, const HeaderEntry& h, uint64_t data_bytes) {
-  auto fail = [&](Fault f, const std::string& what) {
+  auto fail = [&](FileFault f, const std::string& what) {
     return FileError(f, file, fmt::format("tensor {}: {}", quoted(h.name), what));
   };
   Entry e{h.name, DType::F32, {}, h.begin, h.end};
   if (!parse_storage_dtype(h.dtype, &e.dtype))
-    throw fail(Fault::UnknownDtype,
+    throw fail(FileFault::UnknownDtype,
                fmt::format("unknown dtype {} (expected F16, BF16, F32, F64, I32 or BOOL)", quoted(h.dtype)));
-  if (e.begin > e.end) throw fail(Fault::BadOffsets, fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
+  if (e.begin > e.end) throw fail(FileFault::BadOffsets, fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
   if (e.end > data_bytes)
-    throw fail(Fault::BadOffsets,
+    throw fail(FileFault::BadOffsets,
                fmt::format("data_offsets [{}, {}] run past the end of the data ({} bytes; truncated file?)", e.begin,
                            e.end, data_bytes));
 
@@ -56,7 +56,7 @@ Entry parse_entry(const std::string& file, const HeaderEntry& h, uint64_t data_b
   uint64_t numel = 1;
   bool too_big = false;
   for (const uint64_t n : h.shape) {
-    if (n > uint64_t(INT64_MAX)) throw fail(Fault::AbsurdShape, fmt::format("dimension {} is absurd", n));
+    if (n > uint64_t(INT64_MAX)) throw fail(FileFault::AbsurdShape, fmt::format("dimension {} is absurd", n));
     e.shape.push_back(int64_t(n));
     if (n == 0)
       numel = 0;
@@ -68,10 +68,10 @@ Entry parse_entry(const std::string& file, const HeaderEntry& h, uint64_t data_b
     }
   }
   if (too_big && numel != 0)
-    throw fail(Fault::AbsurdShape, fmt::format("shape {} of {} needs more bytes than the whole file's data ({} bytes)",
+    throw fail(FileFault::AbsurdShape, fmt::format("shape {} of {} needs more bytes than the whole file's data ({} bytes)",
                                                shape_str(e.shape), dtype_name(e.dtype), data_bytes));
   if (numel * elem != e.end - e.begin)
-    throw fail(Fault::SizeMismatch,
+    throw fail(FileFault::SizeMismatch,
                fmt::format("shape {} of {} is {} bytes but data_offsets [{}, {}] span {}", shape_str(e.shape),
                            dtype_name(e.dtype), numel * elem, e.begin, e.end, e.end - e.begin));
   return e;
@@ -82,16 +82,16 @@ Entry parse_entry(const std::string& file, const HeaderEntry& h, uint64_t data_b
 TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
   const uint64_t size = bytes.size();
   if (size < 8)
-    throw FileError(Fault::Truncated, name,
+    throw FileError(FileFault::Truncated, name,
                     fmt::format("truncated: {} bytes, shorter than the 8-byte header length", size));
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);  // little-endian u64 (static_assert above)
   if (n > kMaxHeaderBytes)
     throw FileError(
-        Fault::HeaderPastEnd, name,
+        FileFault::HeaderPastEnd, name,
         fmt::format("header length {} exceeds the {}-byte limit (file is {} bytes)", n, kMaxHeaderBytes, size));
   if (n > size - 8)
-    throw FileError(Fault::HeaderPastEnd, name,
+    throw FileError(FileFault::HeaderPastEnd, name,
                     fmt::format("header length {} runs past the end of the file ({} bytes)", n, size));
 
   Header header = parse_header(name, bytes.substr(8, n));
@@ -109,7 +109,7 @@ TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
   for (size_t i = 1; i < by_begin.size(); ++i)
     if (by_begin[i]->begin < by_begin[i - 1]->end)
       throw FileError(
-          Fault::BadOffsets, name,
+          FileFault::BadOffsets, name,
           fmt::format("tensors {} and {} overlap", quoted(by_begin[i - 1]->name), quoted(by_begin[i]->name)));
 
   // Only now, with every size proven to fit inside the file, allocate and copy.
@@ -127,16 +127,16 @@ TensorFile read_safetensors(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) throw FileError(Fault::Io, path, "cannot open: no such file");
-  if (!fs::is_regular_file(st)) throw FileError(Fault::Io, path, "not a regular file");  // a FIFO would block
+  if (ec || !fs::exists(st)) throw FileError(FileFault::Io, path, "cannot open: no such file");
+  if (!fs::is_regular_file(st)) throw FileError(FileFault::Io, path, "not a regular file");  // a FIFO would block
   const uintmax_t size = fs::file_size(path, ec);
-  if (ec) throw FileError(Fault::Io, path, "cannot read its size");
+  if (ec) throw FileError(FileFault::Io, path, "cannot read its size");
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw FileError(Fault::Io, path, "cannot open for reading");
+  if (!f) throw FileError(FileFault::Io, path, "cannot open for reading");
   std::string bytes(size_t(size), '\0');  // a regular file's real size: reading it is bounded
   f.read(bytes.data(), std::streamsize(size));
   bytes.resize(size_t(f.gcount()));  // the file may have shrunk since: parse what was read
-  if (f.bad()) throw FileError(Fault::Io, path, "read error");
+  if (f.bad()) throw FileError(FileFault::Io, path, "read error");
   return parse_safetensors(path, bytes);
 }
 

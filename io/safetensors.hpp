@@ -35,7 +35,7 @@ TensorFile read_safetensors(const std::string& path);
 std::string serialize_safetensors(const TensorFile& file);
 // Write atomically (io/atomic_file.hpp): a reader sees the previous file or the whole new one, never
 // part of it; a target that is one of `inputs`, or not a regular file, is refused. Failures are
-// FileError(Fault::Io).
+// FileError(FileFault::Io).
 void write_safetensors(const std::string& path, const TensorFile& file, const std::vector<std::string>& inputs = {});
 
 }  // namespace fc::io

@@ -16,26 +16,26 @@ namespace {
 
 
 const HostTensor& index_tensor(const TensorFile& file, const char* name, size_t rank, const char* layout,
-                               const std::function<FileError(Fault, const std::string&)>& fail) {
+                               const std::function<FileError(FileFault, const std::string&)>& fail) {
   const HostTensor& t = file.tensors.at(name);
   if (t.dtype != DType::I32)
-    throw fail(Fault::BadVariant, fmt::format("{} is {}, expected I32", name, dtype_name(t.dtype)));
+    throw fail(FileFault::BadVariant, fmt::format("{} is {}, expected I32", name, dtype_name(t.dtype)));
   if (t.shape.size() != rank)
-    throw fail(Fault::BadVariant, fmt::format("{} has shape {}, expected {}", name, shape_str(t.shape), layout));
+    throw fail(FileFault::BadVariant, fmt::format("{} has shape {}, expected {}", name, shape_str(t.shape), layout));
   return t;
 }
 
 }  // namespace
 
-void read_varlen(const TensorFile& file, const std::function<FileError(Fault, const std::string&)>& fail, bool paged,
+void read_varlen(const TensorFile& file, const std::function<FileError(FileFault, const std::string&)>& fail, bool paged,
                  Problem& p) {
   const HostTensor& cu_q = index_tensor(file, "cu_seqlens_q", 1, "(batch + 1)", fail);
   const HostTensor& cu_k = index_tensor(file, "cu_seqlens_k", 1, "(batch + 1)", fail);
   if (cu_q.shape[0] < 2 || cu_q.shape[0] > std::numeric_limits<int32_t>::max())
-    throw fail(Fault::BadVariant,
+    throw fail(FileFault::BadVariant,
                fmt::format("cu_seqlens_q has {} entries: a batch of b sequences needs b + 1 >= 2", cu_q.shape[0]));
   if (cu_k.shape != cu_q.shape)
-    throw fail(Fault::BadVariant, fmt::format("cu_seqlens_k has {} entries but cu_seqlens_q {}: one per sequence + 1",
+    throw fail(FileFault::BadVariant, fmt::format("cu_seqlens_k has {} entries but cu_seqlens_q {}: one per sequence + 1",
                                               cu_k.shape[0], cu_q.shape[0]));
   p.varlen = true;
   p.batch = int32_t(cu_q.shape[0] - 1);
@@ -57,14 +57,14 @@ void read_varlen(const TensorFile& file, const std::function<FileError(Fault, co
   }
   const HostTensor& table = index_tensor(file, "page_table", 2, "(batch, pages per sequence)", fail);
   if (table.shape[0] != p.batch)
-    throw fail(Fault::BadVariant,
+    throw fail(FileFault::BadVariant,
                fmt::format("page_table has {} rows for a batch of {} sequences", table.shape[0], p.batch));
   p.total_k = std::max<int64_t>(0, ck[p.batch]);
   p.num_pages = int32_t(k.shape[0]);
   p.page_size = int32_t(k.shape[1]);
   p.pages_per_seq = int32_t(std::min<int64_t>(table.shape[1], std::numeric_limits<int32_t>::max()));
   if (int64_t(p.pages_per_seq) * p.page_size < n_k)
-    throw fail(Fault::BadVariant, fmt::format("a sequence has {} keys but the page table holds {} pages of {}", n_k,
+    throw fail(FileFault::BadVariant, fmt::format("a sequence has {} keys but the page table holds {} pages of {}", n_k,
                                               p.pages_per_seq, p.page_size));
 }
 

@@ -39,7 +39,7 @@ std::string config_str(const Config& c) {
 using Meta = std::map<std::string, std::string>;
 
 [[noreturn]] void bad(const std::string& path, const char* key, const std::string& value, const std::string& why) {
-  throw io::FileError(io::Fault::BadMetadata, path,
+  throw io::FileError(io::FileFault::BadMetadata, path,
                       fmt::format("metadata \"{}\" = {} {}", key, io::quoted(value), why));
 }
 

@@ -33,7 +33,7 @@ struct RunOptions {
   // reported, with a line saying that it may not be minimal. >= 1.
   int shrink_faults = 8;
   // Evaluations that faulted so far (a crash, a time-out, a broken CUDA context: each costs an
-  // isolated kernel's worker a restart), e.g. a plugin Subject's faults(); empty: none can fault.
+  // isolated kernel's worker a restart), e.g. a PluginKernel's faults(); empty: none can fault.
   std::function<int64_t()> faults;
   // A replay (reproduce) whose case passes is run this many more times: "nondeterministic: k of n
   // repeats fail" when some fail, inconclusive ("did not reproduce") when none does.

@@ -6,7 +6,6 @@
 #include <stdexcept>
 
 #include "kernels/cpu/cpu_kernels.hpp"
-#include "kernels/mutants/faulty_tiled.hpp"
 #include "properties/execute.hpp"
 
 namespace fc::report {
@@ -20,8 +19,11 @@ Subject tiled_variant(const std::string& name, cpu::Tiling t, DType accum) {
   Subject s;
   s.name = name;
   s.device = "cpu";
+  const char* p_type = t.p_operand == cpu::POperand::Storage ? "storage"
+                       : t.p_operand == cpu::POperand::BF16  ? "BF16"
+                                                             : "F32";
   s.config = fmt::format("{}x{} {} acc={} P={}", t.block_m, t.block_n, t.order == LoopOrder::FA1 ? "FA1" : "FA2",
-                         dtype_name(accum), t.round_p ? "storage" : "F32");
+                         dtype_name(accum), p_type);
   s.cut_rows = true;
   s.claims = [](const CaseSpec&) { return true; };
   s.run = [t, accum](const Inputs& in, bool) {
@@ -37,56 +39,29 @@ Subject tiled_variant(const std::string& name, cpu::Tiling t, DType accum) {
     ref::Precision pr;
     pr.storage = p.dtype;
     pr.ar = cpu::tiled_arithmetic(p, cfg);
-    pr.ar.rounds_p = t.round_p;
-    return pr;
-  };
-  return s;
-}
-
-// The compact FA2 emulation of kernels/mutants (64 x 64, fp32 accumulation), fault-free or with P
-// rounded to bf16 instead of the fp16 storage: the P-precision comparison inside one implementation
-// (cpu_tiled has no seam for P in another 16-bit type).
-Subject mini_variant(const std::string& name, mutants::Fault f) {
-  Subject s;
-  s.name = name;
-  s.device = "cpu";
-  s.config = fmt::format("64x64 FA2 acc=F32 P={}", f == mutants::Fault::PBf16 ? "BF16" : "storage");
-  s.cut_rows = true;
-  Config cfg;
-  cfg.block_m = cfg.block_n = 64;
-  s.run = [f, cfg](const Inputs& in, bool) {
-    Outputs out;
-    out.o = HostTensor(in.p.dtype, shape_q(in.p));      // (batch, heads_q, n_q, d)
-    out.lse = HostTensor(DType::F32, shape_lse(in.p));  // (batch, heads_q, n_q)
-    mutants::faulty_forward(f, in.p, cfg, in.q, in.k, in.v, out.o, out.lse);
-    return out;
-  };
-  const Kernel clean = mutants::make_faulty_kernel(mutants::Fault::None, "mini_fa2", "");
-  s.precision = [f, cfg, clean](const Problem& p) {  // the emulation's declaration, P's type its own
-    ref::Precision pr;
-    pr.storage = p.dtype;
-    pr.ar = clean.info.arithmetic(p, cfg);
-    if (f == mutants::Fault::PBf16) pr.ar.p_type = DType::BF16;
+    pr.ar.rounds_p = t.p_operand != cpu::POperand::Accum;
+    if (t.p_operand == cpu::POperand::BF16) pr.ar.p_type = DType::BF16;  // coarser than storage or not
     return pr;
   };
   return s;
 }
 
 std::vector<Subject> cpu_variants() {
-  auto tiling = [](int32_t m, int32_t n, LoopOrder order = LoopOrder::FA2, bool round_p = true) {
+  auto tiling = [](int32_t m, int32_t n, LoopOrder order = LoopOrder::FA2,
+                   cpu::POperand p_operand = cpu::POperand::Storage) {
     cpu::Tiling t;
-    t.block_m = m, t.block_n = n, t.order = order, t.round_p = round_p;
+    t.block_m = m, t.block_n = n, t.order = order, t.p_operand = p_operand;
     return t;
   };
   std::vector<Subject> v = {
       tiled_variant("cpu_tiled", tiling(64, 64), DType::F32),
       tiled_variant("cpu_tiled:acc=f16", tiling(64, 64), DType::F16),
-      tiled_variant("cpu_tiled:p=f32", tiling(64, 64, LoopOrder::FA2, false), DType::F32),
+      tiled_variant("cpu_tiled:p=f32", tiling(64, 64, LoopOrder::FA2, cpu::POperand::Accum), DType::F32),
+      // an fp16 kernel whose P fragment is bf16 (for bf16 storage, cpu_tiled itself)
+      tiled_variant("cpu_tiled:p=bf16", tiling(64, 64, LoopOrder::FA2, cpu::POperand::BF16), DType::F32),
       tiled_variant("cpu_tiled:fa1", tiling(64, 64, LoopOrder::FA1), DType::F32),
       tiled_variant("cpu_tiled:16x16", tiling(16, 16), DType::F32),
       tiled_variant("cpu_tiled:128x128", tiling(128, 128), DType::F32),
-      mini_variant("mini_fa2", mutants::Fault::None),
-      mini_variant("mini_fa2:p=bf16", mutants::Fault::PBf16),
   };
   const Kernel* naive = find_kernel("cpu_naive");
   if (!naive) throw std::logic_error("cpu_naive is not registered");
@@ -152,7 +127,8 @@ Selection accumulation_subjects(const std::vector<std::string>& kernels) {
     } else {
       throw std::invalid_argument(
           fmt::format("--kernel {}: neither an accumulation variant (cpu_tiled, cpu_tiled:acc=f16, cpu_tiled:p=f32, "
-                      "cpu_tiled:fa1, cpu_tiled:16x16, cpu_tiled:128x128, cpu_naive, cpu_naive:acc=f16) nor a kernel",
+                      "cpu_tiled:p=bf16, cpu_tiled:fa1, cpu_tiled:16x16, cpu_tiled:128x128, cpu_naive, "
+                      "cpu_naive:acc=f16) nor a kernel",
                       name));
     }
   }

@@ -30,27 +30,27 @@ Outputs read_outputs(const std::string& path, const Inputs& in) {
     if (it == f.tensors.end()) return;
     const HostTensor& t = it->second;
     if (t.dtype != dtype)
-      throw io::FileError(io::Fault::MixedDtypes, path,
+      throw io::FileError(io::FileFault::MixedDtypes, path,
                           fmt::format("tensor \"{}\" is {}, expected {} (the inputs' dtype for it; lse is {})", name,
                                       dtype_name(t.dtype), dtype_name(dtype), dtype_name(lse_dtype(p))));
     if (t.shape != shape)
-      throw io::FileError(io::Fault::BadShape, path,
+      throw io::FileError(io::FileFault::BadShape, path,
                           fmt::format("tensor \"{}\" has shape [{}], expected [{}]", name, fmt::join(t.shape, ", "),
                                       fmt::join(shape, ", ")));
     dst = t;
   };
   for (const auto& [name, t] : f.tensors)
     if (name != "o" && name != "lse" && name != "d_q" && name != "d_k" && name != "d_v")
-      throw io::FileError(io::Fault::BadHeader, path,
+      throw io::FileError(io::FileFault::BadHeader, path,
                           fmt::format("unknown tensor {} (outputs are o, lse, d_q, d_k, d_v)", io::quoted(name)));
-  if (!f.tensors.count("o")) throw io::FileError(io::Fault::MissingTensor, path, "no tensor \"o\"");
+  if (!f.tensors.count("o")) throw io::FileError(io::FileFault::MissingTensor, path, "no tensor \"o\"");
   take("o", out.o, dtype_o(p), shape_o(p));
   take("lse", out.lse, lse_dtype(p), shape_lse(p));
   const int grads = int(f.tensors.count("d_q") + f.tensors.count("d_k") + f.tensors.count("d_v"));
   if (grads > 0) {
-    if (grads < 3) throw io::FileError(io::Fault::MissingTensor, path, "gradients need all of d_q, d_k and d_v");
+    if (grads < 3) throw io::FileError(io::FileFault::MissingTensor, path, "gradients need all of d_q, d_k and d_v");
     if (!in.has_d_o())
-      throw io::FileError(io::Fault::MissingTensor, path, "holds gradients but the inputs have no d_o");
+      throw io::FileError(io::FileFault::MissingTensor, path, "holds gradients but the inputs have no d_o");
     take("d_q", out.d_q, dtype_q(p), shape_q(p));
     take("d_k", out.d_k, dtype_kv(p), shape_kv(p));
     take("d_v", out.d_v, dtype_kv(p), shape_v(p));

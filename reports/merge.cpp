@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "fuzz/campaign.hpp"
+#include "reports/fuzz_report.hpp"
 #include "reports/report.hpp"
 
 namespace fc::report {
@@ -19,7 +19,7 @@ namespace {
 // a kind of another shape (a fuzz campaign) adds its row here.
 using Finalizer = void (*)(json&);
 const std::map<std::string, Finalizer> kFinalizers = {
-    {"audit", finalize}, {"accumulation", finalize}, {"compare", finalize}, {"fuzz", fuzz::finalize_fuzz_report}};
+    {"audit", finalize}, {"accumulation", finalize}, {"compare", finalize}, {"fuzz", finalize_fuzz_report}};
 const std::set<std::string> kDerived = {"summary", "verdict", "shard"};
 
 // An array whose items all carry an integer "seq": a sharded item list.

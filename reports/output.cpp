@@ -22,12 +22,12 @@ namespace {
 std::string in_dir(const std::string& dir, const char* name) { return (std::filesystem::path(dir) / name).string(); }
 }  // namespace
 
-void check_outputs(const std::string& dir, const std::string& junit, const std::vector<std::string>& inputs) {
+void check_output_paths(const std::string& dir, const std::string& junit, const std::vector<std::string>& inputs) {
   if (!dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (!std::filesystem::is_directory(dir, ec))
-      throw io::FileError(io::Fault::Io, dir, "cannot create the output folder");
+      throw io::FileError(io::FileFault::Io, dir, "cannot create the output folder");
     for (const char* name : {"report.json", "report.md", "report.html", "run.json"})
       io::check_output_path(in_dir(dir, name), inputs);
   }

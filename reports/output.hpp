@@ -18,7 +18,7 @@ struct RunInfo {
 
 // Refuses an unusable DIR (or junit path) up front, before minutes of work: exit 2 material. An
 // output that is one of `inputs` (the files the command reads) is refused too.
-void check_outputs(const std::string& dir, const std::string& junit, const std::vector<std::string>& inputs = {});
+void check_output_paths(const std::string& dir, const std::string& junit, const std::vector<std::string>& inputs = {});
 // Writes the files; returns their paths.
 std::vector<std::string> write_outputs(const std::string& dir, const std::string& junit, const nlohmann::json& report,
                                        const RunInfo& info, const std::vector<std::string>& inputs = {});

@@ -5,8 +5,8 @@
 #include <map>
 #include <vector>
 
+#include "reports/fuzz_report.hpp"
 #include "reports/json_num.hpp"
-#include "fuzz/campaign.hpp"
 #include "reports/render.hpp"
 
 namespace fc::report {
@@ -149,7 +149,7 @@ std::string by_regime_table(const json& r) {
 }  // namespace
 
 std::string render_markdown(const json& r, bool every_cell) {
-  if (r.value("kind", "") == "fuzz") return fuzz::render_fuzz_markdown(r);  // no cells: its own table
+  if (r.value("kind", "") == "fuzz") return render_fuzz_markdown(r);  // no cells: its own table
   std::string md = fmt::format("## {}\n\n", title_of(r));
   const json& o = r["options"];
   md += fmt::format(

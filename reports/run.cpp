@@ -108,7 +108,7 @@ json finish_cell(const CaseSpec& c, const CellRun& r, const BaselineErrors* base
 }
 
 SweepResult run_sweep(const std::vector<CaseSpec>& cases, const std::vector<Subject>& subjects, const Subject* baseline,
-                      const RunOptions& o) {
+                      const SweepOptions& o) {
   // Eigen sizes its GEMM blocks from the CPU's caches, and the blocking decides the summation order
   // of the baseline's and the oracle's inexact products: fixed sizes make the report the same on
   // every machine.

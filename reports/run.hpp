@@ -15,7 +15,7 @@
 
 namespace fc::report {
 
-struct RunOptions {
+struct SweepOptions {
   uint64_t seed = 1;
   int jobs = 1;                // worker threads (cases in flight)
   bool progress = true;        // a progress line on stderr once a run takes more than a few seconds
@@ -33,7 +33,7 @@ struct SweepResult {
 // `baseline` may be null (no baseline ratios). Cells carry "seq" (the case's) and "sub" (the
 // subject's index in `subjects`), the order key a merge restores.
 SweepResult run_sweep(const std::vector<CaseSpec>& cases, const std::vector<Subject>& subjects, const Subject* baseline,
-                      const RunOptions& o);
+                      const SweepOptions& o);
 
 // One cell of a case whose reference is known: runs the subject (on the checked rows or the full
 // inputs) and measures it; finish_cell turns it into the report's JSON (status pass | fail | error |

@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const char* const kKernels[] = {"cpu_tiled", "cpu_naive"};
   const fc::Kernel* k = fc::find_kernel(src.pick(kKernels, 2));
   const uint64_t law_pick = src.bits(1);
-  fc::fuzz::Limits limits;
+  fc::fuzz::ShapeLimits limits;
   limits.max_n = 16;
   limits.max_d = 8;
   const fc::props::Case c = fc::fuzz::decode_case(src, *k, limits);

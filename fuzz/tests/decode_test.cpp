@@ -12,7 +12,7 @@ using namespace fc;
 
 TEST_CASE("decode_case turns any bytes into a case the kernel claims, within the limits", "[cpu]") {
   std::mt19937_64 rng(7);
-  fuzz::Limits lim;
+  fuzz::ShapeLimits lim;
   lim.max_n = 12, lim.max_d = 6;
   int kernels = 0;
   for (const Kernel& k : registry()) {  // every correct CPU attention kernel of the registry
@@ -74,7 +74,7 @@ TEST_CASE("a seeded byte source is reproducible and a case's shape decodes apart
   CHECK(x.in.q.bytes == y.in.q.bytes);
   CHECK(x.in.v.bytes == y.in.v.bytes);
   fuzz::ByteSource s(9);
-  props::Case c = fuzz::decode_shape(s, k, fuzz::Limits{});
+  props::Case c = fuzz::decode_shape(s, k, fuzz::ShapeLimits{});
   const Problem p = c.in.p;
   fuzz::ByteSource v(10);
   fuzz::decode_values(v, c, {fuzz::Values::SmallInt});

@@ -15,7 +15,7 @@ namespace {
 std::map<std::string, int> failures(const std::string& kernel, int n, uint64_t seed0 = 100) {
   const Kernel& k = *find_kernel(kernel);
   std::map<std::string, int> out;
-  fuzz::Limits lim;
+  fuzz::ShapeLimits lim;
   lim.max_n = 12, lim.max_d = 6;
   for (int i = 0; i < n; ++i) {
     fuzz::ByteSource src(seed0 + uint64_t(i));

@@ -43,14 +43,14 @@ using namespace fc;
 
 TEST_CASE("read_inputs refuses an absurd shape fast and without allocating it", "[cpu]") {
   for (const io::testing::BadCase& c : io::testing::malformed_cases()) {
-    if (c.fault != io::Fault::AbsurdShape) continue;
+    if (c.fault != io::FileFault::AbsurdShape) continue;
     CAPTURE(c.label);
     g_largest = 0;
     try {
       io::inputs_from("absurd", io::parse_safetensors("absurd", c.bytes));
       FAIL("accepted");
     } catch (const io::FileError& e) {
-      CHECK(e.fault == io::Fault::AbsurdShape);
+      CHECK(e.fault == io::FileFault::AbsurdShape);
     }
     // The largest request is bounded by a small multiple of the file (copying its bytes, JSON nodes).
     CHECK(g_largest.load() <= 64 * c.bytes.size() + 4096);
@@ -91,7 +91,7 @@ TEST_CASE("parse_safetensors refuses a hostile header fast and in memory linear 
       io::parse_safetensors("hostile", bytes);
       FAIL("accepted");
     } catch (const io::FileError& e) {
-      CHECK((e.fault == io::Fault::BadHeader || e.fault == io::Fault::AbsurdShape || e.fault == io::Fault::BadJson));
+      CHECK((e.fault == io::FileFault::BadHeader || e.fault == io::FileFault::AbsurdShape || e.fault == io::FileFault::BadJson));
     }
     // Refused at the first departure, no document built: what is kept is at most kMaxHeaderEntries
     // small entries.

@@ -65,7 +65,7 @@ int exit_code_of(F write) {
     try {
       write();
     } catch (const fc::io::FileError& e) {
-      ::_exit(e.fault == fc::io::Fault::Io ? 3 : 4);
+      ::_exit(e.fault == fc::io::FileFault::Io ? 3 : 4);
     } catch (...) {
       ::_exit(4);
     }

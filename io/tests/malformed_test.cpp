@@ -34,7 +34,7 @@ TEST_CASE("read_safetensors refuses missing files and directories without hangin
       io::read_safetensors(path);
       FAIL("no error");
     } catch (const io::FileError& e) {
-      CHECK(e.fault == io::Fault::Io);
+      CHECK(e.fault == io::FileFault::Io);
       CHECK(std::string(e.what()).rfind(path + ": ", 0) == 0);
     }
   }

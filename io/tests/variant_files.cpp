@@ -137,11 +137,11 @@ std::vector<BadVariantCase> malformed_variant_cases() {
     f(file);
     return serialize_safetensors(file);
   };
-  auto add = [&](std::string label, std::string bytes, Fault fault, std::string mention) {
+  auto add = [&](std::string label, std::string bytes, FileFault fault, std::string mention) {
     c.push_back({std::move(label), std::move(bytes), fault, std::move(mention)});
   };
   const Inputs pad = padded(good, {1, 5, 7, 10}, {0, 6, 8, 9});
-  add("padded_q_alone", edit(pad, [](TensorFile& f) { f.tensors.erase("cu_seqlens_k_padded"); }), Fault::BadVariant,
+  add("padded_q_alone", edit(pad, [](TensorFile& f) { f.tensors.erase("cu_seqlens_k_padded"); }), FileFault::BadVariant,
       "come together");
   add("padded_without_varlen",
       edit(dense(3, 4, Mask::None),
@@ -149,155 +149,155 @@ std::vector<BadVariantCase> malformed_variant_cases() {
              f.tensors["cu_seqlens_q_padded"] = ints({2}, {0, 3});
              f.tensors["cu_seqlens_k_padded"] = ints({2}, {0, 4});
            }),
-      Fault::BadVariant, "need cu_seqlens_q and cu_seqlens_k");
+      FileFault::BadVariant, "need cu_seqlens_q and cu_seqlens_k");
   add("padded_f32", edit(pad, [](TensorFile& f) { f.tensors["cu_seqlens_q_padded"] = HostTensor(DType::F32, {4}); }),
-      Fault::BadVariant, "cu_seqlens_q_padded is F32, expected I32");
+      FileFault::BadVariant, "cu_seqlens_q_padded is F32, expected I32");
   add("padded_entries",
       edit(pad,
            [](TensorFile& f) {
              f.tensors["cu_seqlens_k_padded"] = ints({3}, {0, 6, 9});
            }),
-      Fault::BadVariant, "cu_seqlens_k_padded has shape [3], expected [4]");
+      FileFault::BadVariant, "cu_seqlens_k_padded has shape [3], expected [4]");
   add("padded_negative",
       edit(pad,
            [](TensorFile& f) {
              f.tensors["cu_seqlens_q_padded"] = ints({4}, {-1, 5, 7, 10});
            }),
-      Fault::BadVariant, "cu_seqlens_q_padded[0] = -1 is negative");
+      FileFault::BadVariant, "cu_seqlens_q_padded[0] = -1 is negative");
   add("padded_slots_short",
       edit(pad,
            [](TensorFile& f) {
              f.tensors["cu_seqlens_q_padded"] = ints({4}, {1, 3, 7, 10});
            }),
-      Fault::BadVariant, "gives sequence 0 2 token slots");
+      FileFault::BadVariant, "gives sequence 0 2 token slots");
   add("padded_decreasing",
       edit(pad,
            [](TensorFile& f) {
              f.tensors["cu_seqlens_k_padded"] = ints({4}, {0, 6, 5, 9});
            }),
-      Fault::BadVariant, "gives sequence 1 -1 token slots");
+      FileFault::BadVariant, "gives sequence 1 -1 token slots");
   add("padded_total",
       edit(pad,
            [](TensorFile& f) {
              f.tensors["cu_seqlens_q_padded"] = ints({4}, {1, 5, 7, 9});
            }),
-      Fault::BadVariant, "cu_seqlens_q_padded[3] = 9, but the packed tensors hold 10 tokens");
+      FileFault::BadVariant, "cu_seqlens_q_padded[3] = 9, but the packed tensors hold 10 tokens");
   add("padded_paged",
       edit(paged,
            [](TensorFile& f) {
              f.tensors["cu_seqlens_q_padded"] = ints({3}, {0, 2, 5});
              f.tensors["cu_seqlens_k_padded"] = ints({3}, {0, 5, 8});
            }),
-      Fault::BadVariant, "padded offsets with paged K/V");
-  add("cu_seqlens_q_alone", edit(good, [](TensorFile& f) { f.tensors.erase("cu_seqlens_k"); }), Fault::BadVariant,
+      FileFault::BadVariant, "padded offsets with paged K/V");
+  add("cu_seqlens_q_alone", edit(good, [](TensorFile& f) { f.tensors.erase("cu_seqlens_k"); }), FileFault::BadVariant,
       "come together");
   add("page_table_without_varlen",
       edit(dense(3, 4, Mask::None),
            [](TensorFile& f) {
              f.tensors["page_table"] = ints({1, 1}, {0});
            }),
-      Fault::BadVariant, "page_table needs");
+      FileFault::BadVariant, "page_table needs");
   add("cu_seqlens_q_f32", edit(good, [](TensorFile& f) { f.tensors["cu_seqlens_q"] = HostTensor(DType::F32, {4}); }),
-      Fault::BadVariant, "expected I32");
+      FileFault::BadVariant, "expected I32");
   add("cu_seqlens_q_rank_2",
       edit(good,
            [](TensorFile& f) {
              f.tensors["cu_seqlens_q"] = ints({2, 2}, {0, 3, 3, 5});
            }),
-      Fault::BadVariant, "(batch + 1)");
+      FileFault::BadVariant, "(batch + 1)");
   add("cu_seqlens_one_entry",
       edit(good,
            [](TensorFile& f) {
              f.tensors["cu_seqlens_q"] = ints({1}, {0}), f.tensors["cu_seqlens_k"] = ints({1}, {0});
            }),
-      Fault::BadVariant, "b + 1 >= 2");
+      FileFault::BadVariant, "b + 1 >= 2");
   add("cu_seqlens_lengths_differ",
       edit(good,
            [](TensorFile& f) {
              f.tensors["cu_seqlens_k"] = ints({3}, {0, 4, 6});
            }),
-      Fault::BadVariant, "entries");
+      FileFault::BadVariant, "entries");
   add("cu_seqlens_q_decreasing",
       edit(good,
            [](TensorFile& f) {
              f.tensors["cu_seqlens_q"] = ints({4}, {0, 3, 2, 5});
            }),
-      Fault::BadVariant, "decreases");
+      FileFault::BadVariant, "decreases");
   add("cu_seqlens_q_not_from_0",
       edit(good,
            [](TensorFile& f) {
              f.tensors["cu_seqlens_q"] = ints({4}, {1, 3, 3, 5});
            }),
-      Fault::BadVariant, "expected 0");
+      FileFault::BadVariant, "expected 0");
   add("cu_seqlens_q_total_mismatch",
       edit(good,
            [](TensorFile& f) {
              f.tensors["cu_seqlens_q"] = ints({4}, {0, 3, 3, 4});
            }),
-      Fault::BadVariant, "packed tensors hold");
+      FileFault::BadVariant, "packed tensors hold");
   add("cu_seqlens_k_past_the_keys",
       edit(good,
            [](TensorFile& f) {
              f.tensors["cu_seqlens_k"] = ints({4}, {0, 4, 6, 9});
            }),
-      Fault::BadVariant, "packed tensors hold");
+      FileFault::BadVariant, "packed tensors hold");
   add("varlen_q_rank_4",
       edit(good,
            [](TensorFile& f) {
              f.tensors["q"] = HostTensor(DType::F16, {1, 5, 2, 4});
            }),
-      Fault::WrongRank, "(total_q, heads_q, d): varlen");
+      FileFault::WrongRank, "(total_q, heads_q, d): varlen");
   add("page_table_entry_negative",
       edit(paged,
            [](TensorFile& f) {
              f.tensors["page_table"] = ints({2, 3}, {3, 1, -1, 1, 0, 2});
            }),
-      Fault::BadVariant, "is not a page");
+      FileFault::BadVariant, "is not a page");
   add("page_table_entry_past_pages",
       edit(paged,
            [](TensorFile& f) {
              f.tensors["page_table"] = ints({2, 3}, {3, 1, 4, 1, 0, 2});
            }),
-      Fault::BadVariant, "is not a page");
+      FileFault::BadVariant, "is not a page");
   add("page_table_rows",
       edit(paged,
            [](TensorFile& f) {
              f.tensors["page_table"] = ints({3, 2}, {3, 1, 0, 1, 0, 2});
            }),
-      Fault::BadVariant, "rows");
+      FileFault::BadVariant, "rows");
   add("page_table_too_small",
       edit(paged,
            [](TensorFile& f) {
              f.tensors["page_table"] = ints({2, 2}, {3, 1, 0, 1});
            }),
-      Fault::BadVariant, "page table holds");
+      FileFault::BadVariant, "page table holds");
   add("paged_k_rank_3",
       edit(paged,
            [](TensorFile& f) {
              f.tensors["k"] = HostTensor(DType::F16, {8, 1, 4}), f.tensors["v"] = HostTensor(DType::F16, {8, 1, 4});
            }),
-      Fault::WrongRank, "paged");
+      FileFault::WrongRank, "paged");
   Inputs al = dense(3, 5, Mask::CausalTopLeft);
   al.p.alibi = true;
   al.alibi_slopes = HostTensor(DType::F32, {2});
   add("alibi_slopes_f16", edit(al, [](TensorFile& f) { f.tensors["alibi_slopes"] = HostTensor(DType::F16, {2}); }),
-      Fault::BadVariant, "alibi_slopes is F16");
+      FileFault::BadVariant, "alibi_slopes is F16");
   add("alibi_slopes_length", edit(al, [](TensorFile& f) { f.tensors["alibi_slopes"] = HostTensor(DType::F32, {3}); }),
-      Fault::BadVariant, "alibi_slopes has shape");
+      FileFault::BadVariant, "alibi_slopes has shape");
   add("alibi_slope_nan", edit(al, [](TensorFile& f) { f.tensors["alibi_slopes"].set(1, std::nan("")); }),
-      Fault::BadVariant, "not finite");
+      FileFault::BadVariant, "not finite");
   Inputs sk = dense(3, 5, Mask::None);
   sk.p.sinks = true;
   sk.sinks = HostTensor(DType::F32, {2});
-  add("sinks_f64", edit(sk, [](TensorFile& f) { f.tensors["sinks"] = HostTensor(DType::F64, {2}); }), Fault::BadVariant,
+  add("sinks_f64", edit(sk, [](TensorFile& f) { f.tensors["sinks"] = HostTensor(DType::F64, {2}); }), FileFault::BadVariant,
       "sinks is F64");
   add("sinks_length", edit(sk, [](TensorFile& f) { f.tensors["sinks"] = HostTensor(DType::F32, {1}); }),
-      Fault::BadVariant, "sinks has shape");
-  add("sink_nan", edit(sk, [](TensorFile& f) { f.tensors["sinks"].set(0, std::nan("")); }), Fault::BadVariant,
+      FileFault::BadVariant, "sinks has shape");
+  add("sink_nan", edit(sk, [](TensorFile& f) { f.tensors["sinks"].set(0, std::nan("")); }), FileFault::BadVariant,
       "neither finite nor -inf");
   add("sink_plus_inf",
       edit(sk, [](TensorFile& f) { f.tensors["sinks"].set(1, std::numeric_limits<double>::infinity()); }),
-      Fault::BadVariant, "neither finite nor -inf");
+      FileFault::BadVariant, "neither finite nor -inf");
   // Mask tensors and block masks (contract v3).
   const Inputs mb = masked(3, 4, DType::BOOL, 1, 1), ma = masked(3, 4, DType::F32, 1, 2);
   add("mask_f64",
@@ -305,86 +305,86 @@ std::vector<BadVariantCase> malformed_variant_cases() {
            [](TensorFile& f) {
              f.tensors["mask"] = HostTensor(DType::F64, {1, 2, 3, 4});
            }),
-      Fault::UnknownDtype, "a mask is BOOL (boolean) or F32, F16, BF16");
+      FileFault::UnknownDtype, "a mask is BOOL (boolean) or F32, F16, BF16");
   add("mask_i32",
       edit(ma,
            [](TensorFile& f) {
              f.tensors["mask"] = HostTensor(DType::I32, {1, 2, 3, 4});
            }),
-      Fault::UnknownDtype, "tensor \"mask\" is I32");
+      FileFault::UnknownDtype, "tensor \"mask\" is I32");
   add("mask_rank",
       edit(mb,
            [](TensorFile& f) {
              f.tensors["mask"] = HostTensor(DType::BOOL, {3, 4});
            }),
-      Fault::BadVariant, "expected 4");
+      FileFault::BadVariant, "expected 4");
   add("mask_heads",
       edit(mb,
            [](TensorFile& f) {
              f.tensors["mask"] = HostTensor(DType::BOOL, {1, 3, 3, 4});
            }),
-      Fault::BadVariant, "H_m 1 or 2");
+      FileFault::BadVariant, "H_m 1 or 2");
   add("mask_keys",
       edit(mb,
            [](TensorFile& f) {
              f.tensors["mask"] = HostTensor(DType::BOOL, {1, 1, 3, 5});
            }),
-      Fault::BadVariant, "mask has shape [1, 1, 3, 5], expected [1, 1, 3, 4]");
-  add("mask_nan", edit(ma, [](TensorFile& f) { f.tensors["mask"].set(2, std::nan("")); }), Fault::BadVariant,
+      FileFault::BadVariant, "mask has shape [1, 1, 3, 5], expected [1, 1, 3, 4]");
+  add("mask_nan", edit(ma, [](TensorFile& f) { f.tensors["mask"].set(2, std::nan("")); }), FileFault::BadVariant,
       "mask[2] = nan is neither finite nor -inf");
   add("mask_plus_inf",
       edit(ma, [](TensorFile& f) { f.tensors["mask"].set(5, std::numeric_limits<double>::infinity()); }),
-      Fault::BadVariant, "mask[5] = inf is neither finite nor -inf");
-  add("mask_bool_byte", edit(mb, [](TensorFile& f) { f.tensors["mask"].bytes[3] = 2; }), Fault::BadVariant,
+      FileFault::BadVariant, "mask[5] = inf is neither finite nor -inf");
+  add("mask_bool_byte", edit(mb, [](TensorFile& f) { f.tensors["mask"].bytes[3] = 2; }), FileFault::BadVariant,
       "mask[3] holds byte 2");
-  add("mask_varlen", edit(good, [&](TensorFile& f) { f.tensors["mask"] = mb.mask; }), Fault::BadVariant,
+  add("mask_varlen", edit(good, [&](TensorFile& f) { f.tensors["mask"] = mb.mask; }), FileFault::BadVariant,
       "for dense files");
   const Inputs bm = good_variants().back().in;  // the block mask
-  add("block_mask_no_sizes", edit(bm, [](TensorFile& f) { f.metadata.erase("block_k"); }), Fault::BadVariant,
+  add("block_mask_no_sizes", edit(bm, [](TensorFile& f) { f.metadata.erase("block_k"); }), FileFault::BadVariant,
       "needs metadata block_q and block_k");
-  add("block_mask_size_zero", edit(bm, [](TensorFile& f) { f.metadata["block_q"] = "0"; }), Fault::BadMetadata,
+  add("block_mask_size_zero", edit(bm, [](TensorFile& f) { f.metadata["block_q"] = "0"; }), FileFault::BadMetadata,
       "block_q \"0\" is not an integer in [1, 2^31)");
   add("block_mask_f32",
       edit(bm,
            [](TensorFile& f) {
              f.tensors["block_mask"] = HostTensor(DType::F32, {1, 2, 3, 3});
            }),
-      Fault::UnknownDtype, "a block mask is BOOL");
+      FileFault::UnknownDtype, "a block mask is BOOL");
   add("block_mask_blocks",
       edit(bm,
            [](TensorFile& f) {
              f.tensors["block_mask"] = HostTensor(DType::BOOL, {1, 2, 3, 2});
            }),
-      Fault::BadVariant, "block_mask has shape [1, 2, 3, 2], expected [1, 2, 3, 3]");
+      FileFault::BadVariant, "block_mask has shape [1, 2, 3, 2], expected [1, 2, 3, 3]");
   add("block_sizes_alone", edit(dense(3, 4, Mask::None), [](TensorFile& f) { f.metadata["block_q"] = "2"; }),
-      Fault::BadVariant, "without a tensor");
+      FileFault::BadVariant, "without a tensor");
   for (const char* w : {"abc", "-2", "1.5", "", "+-1", "2147483648", "0x10"})
     add(std::string("window_left_") + w,
-        edit(dense(3, 4, Mask::None), [&](TensorFile& f) { f.metadata["window_left"] = w; }), Fault::BadMetadata,
+        edit(dense(3, 4, Mask::None), [&](TensorFile& f) { f.metadata["window_left"] = w; }), FileFault::BadMetadata,
         "window_left");
   add("window_right_junk", edit(dense(3, 4, Mask::None), [](TensorFile& f) { f.metadata["window_right"] = "1 "; }),
-      Fault::BadMetadata, "window_right");
+      FileFault::BadMetadata, "window_right");
   for (const char* s : {"-1", "nan", "inf", "x", ""})
     add(std::string("softcap_") + s, edit(dense(3, 4, Mask::None), [&](TensorFile& f) { f.metadata["softcap"] = s; }),
-        Fault::BadMetadata, "softcap");
+        FileFault::BadMetadata, "softcap");
   add("q_i32",
       edit(dense(3, 4, Mask::None),
            [](TensorFile& f) {
              f.tensors["q"] = HostTensor(DType::I32, {1, 2, 3, 4});
            }),
-      Fault::UnknownDtype, "F16, BF16, F32 or F64");
+      FileFault::UnknownDtype, "F16, BF16, F32 or F64");
   add("d_o_with_d_not_d_v",
       edit(varlen({2, 1}, {3, 3}, 6, 0, 0, {}),
            [](TensorFile& f) {
              f.tensors["d_o"] = HostTensor(DType::F16, {3, 2, 4});
            }),
-      Fault::BadShape, "d_o");
+      FileFault::BadShape, "d_o");
   add("unknown_tensor_cu_seqlens",
       edit(good,
            [](TensorFile& f) {
              f.tensors["cu_seqlens"] = ints({4}, {0, 3, 3, 5});
            }),
-      Fault::UnknownTensor, "cu_seqlens");
+      FileFault::UnknownTensor, "cu_seqlens");
   return c;
 }
 

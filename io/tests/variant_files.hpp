@@ -21,7 +21,7 @@ std::vector<GoodVariant> good_variants();
 struct BadVariantCase {
   std::string label;
   std::string bytes;  // the whole file
-  Fault fault;
+  FileFault fault;
   std::string mention;
 };
 std::vector<BadVariantCase> malformed_variant_cases();

@@ -1,5 +1,5 @@
 // The CPU kernels on host tensors: what the registry rows call, plus the tiled emulation with an
-// explicit Tiling (e.g. round_p = false) for tests, mutants and the CUDA side's predictions.
+// explicit Tiling (e.g. P kept in fp32) for tests, mutants and the CUDA side's predictions.
 // Inputs must be in p.dtype, any variant, any strides; o (and d_q, d_k, d_v) come out in p.dtype,
 // shaped by shape_o (shape_q, shape_kv, shape_v), written through their strides when they have
 // them. lse is written in the dtype of the tensor given: F32 under the contract; F64 is accepted so

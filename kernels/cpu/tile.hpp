@@ -24,12 +24,17 @@ namespace fc::cpu {
 inline constexpr int32_t kDefaultBlockM = 64;
 inline constexpr int32_t kDefaultBlockN = 64;
 
+// The type P (and dS) takes as the operand of the GEMM that reads it: the storage type, as GPU kernels
+// convert the fragment to feed a 16-bit MMA; the accumulation type (no rounding); or bfloat16 whatever
+// the storage (a kernel that feeds an fp16 problem's P to a bf16 MMA: the accumulation audit's variant).
+enum class POperand { Storage, Accum, BF16 };
+
 struct Tiling {
-  int32_t block_m = kDefaultBlockM;  // kBlockM: query rows per tile
-  int32_t block_n = kDefaultBlockN;  // kBlockN: keys per tile
-  LoopOrder order = LoopOrder::FA2;  // FA2: Q tile outer; FA1: KV tile outer (forward only)
-  bool round_p = true;               // round P (and dS) to storage before the GEMMs that use them
-  int32_t splits = 1;                // split-KV: runs of key tiles merged at the end (FA2 forward only)
+  int32_t block_m = kDefaultBlockM;        // kBlockM: query rows per tile
+  int32_t block_n = kDefaultBlockN;        // kBlockN: keys per tile
+  LoopOrder order = LoopOrder::FA2;        // FA2: Q tile outer; FA1: KV tile outer (forward only)
+  POperand p_operand = POperand::Storage;  // P's (and dS's) GEMM operand type
+  int32_t splits = 1;                      // split-KV: runs of key tiles merged at the end (FA2 forward only)
 };
 
 // The tiling a registry Config asks for (0 = default 64 x 64).
@@ -168,11 +173,16 @@ bool tile_invisible(const Head<X>& h, int64_t i0, int64_t i1, int64_t j0, int64_
   return r.end <= j0 || j1 <= r.begin || r.end <= r.begin;
 }
 
-// The operand a GEMM reads for a probability-like value x (P or dS): rounded to storage first when
-// the kernel stores it in a storage-typed register fragment, as GPU kernels feed their MMAs.
+// The operand a GEMM reads for a probability-like value x (P or dS): rounded to the fragment's type
+// first where the kernel keeps it in a 16-bit register fragment, as GPU kernels feed their MMAs.
 template <class T, class A>
-A gemm_operand(Soft<A> x, bool round_to_storage) {
-  return round_to_storage ? cvt<A>(cvt<T>(x)) : cvt<A>(x);
+A gemm_operand(Soft<A> x, POperand op) {
+  switch (op) {
+    case POperand::Storage: return cvt<A>(cvt<T>(x));
+    case POperand::BF16: return cvt<A>(cvt<Eigen::bfloat16>(x));
+    case POperand::Accum: break;
+  }
+  return cvt<A>(x);
 }
 
 }  // namespace fc::cpu

@@ -95,8 +95,8 @@ void tiled_backward_group(const Inputs& in, const Tiling& t, const Outputs& fwd,
             // Softcap: the chain rule through c·tanh(x/c), whose derivative is 1 - tanh².
             if (p.softcap > 0) ds *= L(1) - tanh_ij * tanh_ij;
             // P and dS are rounded to storage before the GEMMs they feed, as GPU kernels do.
-            const A p_op = gemm_operand<T, A>(p_ij, t.round_p);
-            const A ds_op = gemm_operand<T, A>(ds, t.round_p);
+            const A p_op = gemm_operand<T, A>(p_ij, t.p_operand);
+            const A ds_op = gemm_operand<T, A>(ds, t.p_operand);
             A* dv_j = dv_acc.data() + (j - j0) * dv;  // (d_v)
             A* dk_j = dk_acc.data() + (j - j0) * d;   // (d)
             A* dq_i = dq_h + i * d;                   // (d)

@@ -64,7 +64,7 @@ void fa2_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
             ls[size_t(r)] += p;  // the row sum takes P before rounding, as FA2 sums its fp32 scores
             // P is rounded to storage before P·V because GPU kernels convert the P fragment to the
             // storage type to feed the tensor-core MMA; that rounding is part of what they compute.
-            const A p_op = gemm_operand<T, A>(p, t.round_p);
+            const A p_op = gemm_operand<T, A>(p, t.p_operand);
             const A* v_j = h.v + j * d;  // (d)
             for (int64_t c = 0; c < d; ++c) acc_r[c] = mac<A>(acc_r[c], p_op, v_j[c]);
           }
@@ -142,7 +142,7 @@ void fa1_forward_head(const Head<A>& h, const Tiling& t, T* o, double* lse) {
           const L p = exp_fn(s[size_t(j - j0)] - shift);  // P̃ relative to the tile max
           l_tile += p;
           // P̃ rounded to storage before P̃·V, as the GPU kernel's MMA operand is (see FA2 above).
-          const A p_op = gemm_operand<T, A>(p, t.round_p);
+          const A p_op = gemm_operand<T, A>(p, t.p_operand);
           const A* v_j = h.v + j * d;  // (d)
           for (int64_t c = 0; c < d; ++c) pv[size_t(c)] = mac<A>(pv[size_t(c)], p_op, v_j[c]);
         }

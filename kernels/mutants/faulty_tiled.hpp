@@ -1,7 +1,7 @@
 // A compact FlashAttention-2 emulation (online softmax over kBlockN key tiles, fp32 accumulation,
 // P and dS rounded to storage before their GEMMs, backward by recomputation from lse) with one
 // planted fault switched on by a parameter. Each mutant in mutants.cpp is this kernel with one
-// Fault: a single realistic bug, everything else as a correct kernel does it.
+// TiledFault: a single realistic bug, everything else as a correct kernel does it.
 //
 // Hand-written rather than wrapping cpu_tiled because most faults sit inside its inner loop (a
 // missing rescale, a wrong shift, a dropped tile), where cpu_tiled offers no seam; keeping one small
@@ -15,7 +15,7 @@
 
 namespace fc::mutants {
 
-enum class Fault {
+enum class TiledFault {
   None,                 // the correct kernel (not registered; the tests hold it to every law)
   NoORescale,           // o not rescaled when the running max grows
   NoLRescale,           // l not rescaled when the running max grows
@@ -46,13 +46,13 @@ enum class Fault {
 
 inline constexpr int32_t kDefaultBlock = 16;  // kBlockM = kBlockN when a Config leaves them 0
 
-void faulty_forward(Fault f, const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
+void faulty_forward(TiledFault f, const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
                     const HostTensor& v, HostTensor& o, HostTensor& lse);
-void faulty_backward(Fault f, const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
+void faulty_backward(TiledFault f, const Problem& p, const Config& cfg, const HostTensor& q, const HostTensor& k,
                      const HostTensor& v, const HostTensor& o, const HostTensor& lse, const HostTensor& d_o,
                      HostTensor& d_q, HostTensor& d_k, HostTensor& d_v);
 
-// The registry row of the kernel with fault f (mutant = f != Fault::None).
-Kernel make_faulty_kernel(Fault f, const std::string& name, const std::string& description);
+// The registry row of the kernel with fault f (mutant = f != TiledFault::None).
+Kernel make_faulty_kernel(TiledFault f, const std::string& name, const std::string& description);
 
 }  // namespace fc::mutants

@@ -145,7 +145,7 @@ void forward_head(F f, const cpu::Head<A>& h, int64_t max_q, int64_t max_k, cons
           if (!live[size_t(j - j0)]) continue;
           const L p = exp_fn(s[size_t(j - j0)] - shift);
           l[size_t(r)] += p;
-          const A p_op = cpu::gemm_operand<T, A>(p, t.round_p);
+          const A p_op = cpu::gemm_operand<T, A>(p, t.p_operand);
           const A* v_j = h.v + j * d;  // (d_v)
           for (int64_t c = 0; c < d; ++c) acc_r[c] = cpu::mac<A>(acc_r[c], p_op, v_j[c]);
         }

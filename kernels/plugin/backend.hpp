@@ -1,5 +1,5 @@
 // Where a plugin's calls run: in this process (InProcess) or in a worker process (Isolated). Both
-// hand out an arena to pack a call into and run the call on it; Subject (subject.hpp) does the rest.
+// hand out an arena to pack a call into and run the call on it; PluginKernel (plugin_kernel.hpp) does the rest.
 #pragma once
 
 #include <memory>

@@ -107,7 +107,7 @@ TEST_CASE("forward rounds P to storage before P·V", "[cpu]") {
     cpu::Tiling tiling;
     cpu::tiled_forward(in, tiling, DType::F32, out);
     CHECK(o.get(0) == rounded);
-    tiling.round_p = false;  // the same algorithm keeping P in fp32
+    tiling.p_operand = cpu::POperand::Accum;  // the same algorithm keeping P in fp32
     cpu::tiled_forward(in, tiling, DType::F32, out);
     CHECK(o.get(0) != rounded);
     CHECK(std::fabs(o.get(0) - unrounded) < std::fabs(o.get(0) - rounded));

@@ -32,7 +32,7 @@ Inputs make_inputs(DType t, int32_t n_q, int32_t n_k, int32_t d, Mask mask, uint
 }  // namespace
 
 TEST_CASE("error bounds hold for correct kernels in every storage type", "[cpu]") {
-  const Kernel clean = mutants::make_faulty_kernel(mutants::Fault::None, "faulty_tiled_none", "no fault");
+  const Kernel clean = mutants::make_faulty_kernel(mutants::TiledFault::None, "faulty_tiled_none", "no fault");
   for (const Kernel* k : {find_kernel("cpu_tiled"), find_kernel("cpu_naive"), &clean}) {
     REQUIRE(k != nullptr);
     for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64})
@@ -123,8 +123,8 @@ TEST_CASE("error bounds charge the subnormal spacing of a baseline's stored dP",
 
 TEST_CASE("error bounds reject P kept at bf16 precision in an fp16 kernel", "[cpu]") {
   // Few keys: each P's rounding error reaches o without averaging away (bf16 keeps 8 bits, fp16 11).
-  const Kernel p_bf16 = mutants::make_faulty_kernel(mutants::Fault::PBf16, "p_bf16", "P rounded to bf16");
-  const Kernel clean = mutants::make_faulty_kernel(mutants::Fault::None, "clean", "no fault");
+  const Kernel p_bf16 = mutants::make_faulty_kernel(mutants::TiledFault::PBf16, "p_bf16", "P rounded to bf16");
+  const Kernel clean = mutants::make_faulty_kernel(mutants::TiledFault::None, "clean", "no fault");
   int caught = 0;
   for (uint64_t seed = 1; seed <= 10; ++seed) {
     const Inputs in = make_inputs(DType::F16, 16, 3, 8, Mask::None, seed);
@@ -160,7 +160,7 @@ constexpr props::LongPattern kPatterns[] = {props::LongPattern::RunOfX, props::L
 TEST_CASE("correct kernels stay within the bound on long adversarial rows", "[cpu]") {
   const Kernel& tiled = *find_kernel("cpu_tiled");
   const Kernel& naive = *find_kernel("cpu_naive");
-  const Kernel clean = mutants::make_faulty_kernel(mutants::Fault::None, "clean", "no fault");
+  const Kernel clean = mutants::make_faulty_kernel(mutants::TiledFault::None, "clean", "no fault");
   double worst_seen = 0;
   for (props::LongPattern pat : kPatterns)
     for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64}) {

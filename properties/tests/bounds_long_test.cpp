@@ -41,7 +41,7 @@ TEST_CASE("cpu_tiled's FA2 chain stays within the bound on the adversarial row a
 TEST_CASE("correct kernels stay within the bound on 32768-key adversarial rows", "[cpu][long]") {
   const Kernel& tiled = *find_kernel("cpu_tiled");
   const Kernel& naive = *find_kernel("cpu_naive");
-  const Kernel clean = mutants::make_faulty_kernel(mutants::Fault::None, "clean", "no fault");
+  const Kernel clean = mutants::make_faulty_kernel(mutants::TiledFault::None, "clean", "no fault");
   for (int p = 0; p < int(props::LongPattern::kCount); ++p)
     for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64}) {
       const props::LongPattern pat = props::LongPattern(p);

@@ -256,7 +256,7 @@ TEST_CASE("audit --accumulation reports the variants, and --save-case writes a c
   std::set<std::string> kernels;
   for (const json& cell : rep["cells"]) kernels.insert(cell["kernel"]);
   for (const char* k :
-       {"cpu_tiled", "cpu_tiled:acc=f16", "cpu_tiled:p=f32", "cpu_tiled:fa1", "mini_fa2:p=bf16", "cpu_naive:acc=f16"})
+       {"cpu_tiled", "cpu_tiled:acc=f16", "cpu_tiled:p=f32", "cpu_tiled:fa1", "cpu_tiled:p=bf16", "cpu_naive:acc=f16"})
     CHECK(kernels.count(k) == 1);
   CHECK(r.out.find("#### F16 positive_v: RMSE of o vs N") != std::string::npos);
   // fp16 accumulation is less accurate than fp32 on the same inputs.

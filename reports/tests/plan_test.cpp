@@ -197,7 +197,7 @@ TEST_CASE("contract v3 cells: valid inputs of their variant, within the MPFR ora
   CHECK(patterns.size() == 5);  // mask_bool and mask_additive both patterns, block_mask random
   CHECK(empty_rows.size() == 2 * o.dtypes.size());
   // Every cell passes on cpu_tiled (and cpu_naive where it claims the case), with a baseline.
-  RunOptions ro;
+  SweepOptions ro;
   ro.seed = 1;
   ro.jobs = 2;
   const Subject baseline = baseline_subject();

@@ -1,4 +1,4 @@
-#include "kernels/plugin/subject.hpp"
+#include "kernels/plugin/plugin_kernel.hpp"
 
 #include "kernels/plugin/executor.hpp"
 #include "kernels/plugin/merge_plugin.hpp"
@@ -103,7 +103,7 @@ Arithmetic plugin_arithmetic(const fc_arithmetic& d, bool atomic, const Problem&
 // an axis of length 1 a strided layout can have a compact one's strides (DLPack ignores a length-1
 // axis' stride), and a kernel that takes compact tensors only would seem to take that layout. The
 // lengths, batch, heads and scale are moved inside what the kernel declares.
-Problem Subject::probe_problem(DtypeSet t, Mask m, int32_t d) const {
+Problem PluginKernel::probe_problem(DtypeSet t, Mask m, int32_t d) const {
   const KernelInfo& i = kernel_.info;
   Problem p;
   p.batch = i.max_batch > 0 ? std::min(2, i.max_batch) : 2;
@@ -116,7 +116,7 @@ Problem Subject::probe_problem(DtypeSet t, Mask m, int32_t d) const {
 
 // The configuration a call runs under: the declared one the suite's Config names (its tiles, splits
 // and deterministic flag), else one with the same tiles and splits, else the first.
-int32_t Subject::config_index(const Config& c) const {
+int32_t PluginKernel::config_index(const Config& c) const {
   const Declared& d = declared_;
   auto same_tiles = [&](const fc_config& x) {
     return x.block_m == c.block_m && x.block_n == c.block_n && x.splits == c.splits;
@@ -129,7 +129,7 @@ int32_t Subject::config_index(const Config& c) const {
 }
 
 // The size bounds asked for, within the declarations: LoadError when they leave no length.
-void Subject::bound() {
+void PluginKernel::bound() {
   KernelInfo& i = kernel_.info;
   auto clamp = [](int32_t& have, int32_t cap) { have = have > 0 ? std::min(have, cap) : cap; };
   if (opt_.max_n > 0) {
@@ -152,7 +152,7 @@ void Subject::bound() {
   if (opt_.max_heads > 0) clamp(i.max_heads, opt_.max_heads);
 }
 
-void Subject::declare() {
+void PluginKernel::declare() {
   KernelInfo& i = kernel_.info;
   const Declared& d = declared_;
   if (!d.present) return;
@@ -181,7 +181,7 @@ void Subject::declare() {
   }
 }
 
-Subject::Subject(std::unique_ptr<Backend> backend, SubjectOptions opt)
+PluginKernel::PluginKernel(std::unique_ptr<Backend> backend, PluginKernelOptions opt)
     : backend_(std::move(backend)), opt_(std::move(opt)) {
   const Meta m = backend_->meta();
   if (m.merge) {  // a merge-state kernel (ABI version 5): no attention probe, its calls in this process
@@ -224,7 +224,7 @@ Subject::Subject(std::unique_ptr<Backend> backend, SubjectOptions opt)
     };
 }
 
-bool Subject::accepts(const Problem& p, Layout layout) {
+bool PluginKernel::accepts(const Problem& p, Layout layout) {
   std::string fault;
   CallPlan plan = plan_call(p, layout, false);
   plan.probing = 1;
@@ -239,7 +239,7 @@ bool Subject::accepts(const Problem& p, Layout layout) {
 // then GQA/MQA, then whether strided layouts are accepted at all. Declared dtype combinations are
 // asked instead of the four single dtypes; one that supports() declines at every mask and head dim
 // contradicts the declaration (LoadError).
-void Subject::probe() {
+void PluginKernel::probe() {
   KernelInfo& i = kernel_.info;
   bool any = false;
   DtypeSet t0{};
@@ -329,7 +329,7 @@ void Subject::probe() {
 // Each variant of contract v2 on one problem of the first accepted kind, under each accepted mask (a
 // kernel may take a window only with a causal mask). supports() sees the variant's fields and which of
 // its tensors are present; their data are NULL while probing.
-void Subject::probe_variants(const Problem& plain) {
+void PluginKernel::probe_variants(const Problem& plain) {
   Variants& v = kernel_.info.variants;
   const std::vector<Mask> masks = kernel_.info.masks;
   auto any_mask = [&](Problem p) {
@@ -384,7 +384,7 @@ void Subject::probe_variants(const Problem& plain) {
   v.block_mask = declared_.block_masks != 0 && any_mask(p);
 }
 
-bool Subject::supports(const Problem& p) {
+bool PluginKernel::supports(const Problem& p) {
   std::string fault;
   const CallPlan plan = plan_call(p, layout_for(p, opt_.layout), false);
   const std::lock_guard<std::mutex> lock(mutex_);
@@ -398,7 +398,7 @@ bool Subject::supports(const Problem& p) {
   return true;
 }
 
-void Subject::run(const CallPlan& plan, const HostArgs& in, const HostOuts& out) {
+void PluginKernel::run(const CallPlan& plan, const HostArgs& in, const HostOuts& out) {
   const std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = pending_.begin(); it != pending_.end(); ++it) {
     auto same_dtype = [&](int32_t slot, DType t) {

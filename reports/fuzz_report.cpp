@@ -1,8 +1,36 @@
+#include "reports/fuzz_report.hpp"
+
 #include <fmt/format.h>
 
-#include "fuzz/campaign.hpp"
+#include <cstdint>
+#include <map>
 
-namespace fc::fuzz {
+namespace fc::report {
+
+using nlohmann::json;
+
+void finalize_fuzz_report(json& r) {
+  int64_t cases = 0, failures = 0, batches = 0, declined = 0;
+  std::map<std::string, int64_t> checks;
+  for (const json& b : r["batches"]) {
+    ++batches;
+    cases += b.value("cases", int64_t(0));
+    failures += b.value("failures", int64_t(0));
+    declined += b.value("declined", false) ? 1 : 0;
+    if (b.contains("checks"))
+      for (auto it = b["checks"].begin(); it != b["checks"].end(); ++it) checks[it.key()] += it->get<int64_t>();
+  }
+  r["summary"] = {{"batches", batches},
+                  {"declined_batches", declined},
+                  {"cases", cases},
+                  {"failures", failures},
+                  {"checks", checks}};
+  r["verdict"] = {{"status", cases == 0 ? "empty"
+                             : failures ? "fail"
+                                        : "pass"},
+                  {"failures", failures},
+                  {"cases", cases}};
+}
 
 std::string render_fuzz_markdown(const nlohmann::json& r) {
   const nlohmann::json& s = r["summary"];
@@ -24,4 +52,4 @@ std::string render_fuzz_markdown(const nlohmann::json& r) {
   return md;
 }
 
-}  // namespace fc::fuzz
+}  // namespace fc::report

@@ -16,7 +16,7 @@
 
 namespace fc::plugin {
 
-struct SubjectOptions {
+struct PluginKernelOptions {
   LayoutPolicy layout = LayoutPolicy::Mixed;
   std::string description;  // KernelInfo::description, e.g. "plugin /path/lib.so"
   // Size bounds from the command line or the Python call (0: none), intersected with what the kernel
@@ -27,10 +27,10 @@ struct SubjectOptions {
   bool shape_buckets = false;
 };
 
-class Subject {
+class PluginKernel {
  public:
   // Probes the backend's supports(); LoadError when it declines everything or faults while probed.
-  Subject(std::unique_ptr<Backend> backend, SubjectOptions opt);
+  PluginKernel(std::unique_ptr<Backend> backend, PluginKernelOptions opt);
   const Kernel& kernel() const { return kernel_; }
   LayoutPolicy layout_policy() const { return opt_.layout; }
   const std::string& notes() const { return notes_; }  // what probing decided, for the run's header
@@ -39,7 +39,7 @@ class Subject {
 
  private:
   void declare();  // KernelInfo from a version-3 kernel's declarations
-  void bound();    // SubjectOptions' size bounds
+  void bound();    // PluginKernelOptions' size bounds
   void probe();
   Problem probe_problem(DtypeSet t, Mask m, int32_t d) const;
   int32_t config_index(const Config& c) const;
@@ -49,7 +49,7 @@ class Subject {
   void run(const CallPlan& plan, const HostArgs& in, const HostOuts& out);
 
   std::unique_ptr<Backend> backend_;
-  SubjectOptions opt_;
+  PluginKernelOptions opt_;
   Kernel kernel_;
   Declared declared_;
   std::string notes_;

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""The folder rule, enforced: which part of the source may include which (docs/architecture.md,
+"Folders"). Every tracked C, C++ and CUDA source outside tests/ folders is given a part by its path;
+each of its project includes ("dir/file") must name a part its own part may use. The contract is the
+ground floor: it includes nothing of the project; the references use nothing of kernels/ but the
+contract; the plugin machinery stands on the contract, the harness memory and the registry.
+
+  scripts/source_rules.py [ROOT]   exit 0: every include keeps the rule; 1: each breach on a line
+  scripts/source_rules.py --self-test   the rule on planted trees (one keeps it, each other breaks it)
+
+Tests (any path with a tests/ folder), a folder's benchmarks (reference/bench/) and the libFuzzer harnesses may include what their
+checks need and are not checked; examples/ builds against the installed headers only.
+"""
+import os
+import re
+import subprocess
+import sys
+
+# Parts, most specific path first. A file takes the first part whose prefix its path starts with.
+PARTS = [
+    ("contract", ["kernels/attention.", "kernels/arithmetic.h", "kernels/rules.h", "kernels/exactness.hpp",
+                  "kernels/tensor.", "kernels/validate.cpp", "kernels/dtype_table.cpp", "kernels/merge.",
+                  "include/flashcheck/"]),
+    ("harness", ["kernels/hostile.", "kernels/guard."]),        # the memory a call is made in
+    ("registry", ["kernels/registry."]),
+    ("parallel", ["reference/parallel."]),                      # the worker threads every layer shares
+    ("cpu_kernels", ["kernels/cpu/"]),
+    ("cuda_kernels", ["kernels/cuda/"]),
+    ("mutants", ["kernels/mutants/"]),
+    ("plugin", ["kernels/plugin/"]),
+    ("reference", ["reference/"]),
+    ("io", ["io/"]),
+    ("properties", ["properties/"]),
+    ("fuzz_report", ["reports/fuzz_report."]),                  # the fuzz report's format, alone
+    ("reports", ["reports/"]),
+    ("fuzz", ["fuzz/"]),
+    ("cli", ["cli/"]),
+    ("capi", ["capi/"]),
+    ("bench", ["bench/"]),
+]
+
+# What each part may include besides itself.
+USES = {
+    "contract": set(),
+    "harness": {"contract"},
+    "parallel": set(),
+    "io": {"contract"},
+    "reference": {"contract", "parallel"},
+    "cpu_kernels": {"contract", "registry", "parallel"},
+    "cuda_kernels": {"contract", "harness", "registry"},
+    "mutants": {"contract", "registry", "cpu_kernels"},
+    "registry": {"contract", "cpu_kernels", "cuda_kernels", "mutants"},
+    "plugin": {"contract", "harness", "registry"},
+    "properties": {"contract", "harness", "registry", "parallel", "reference", "io"},
+    "fuzz_report": set(),
+    "reports": {"contract", "harness", "registry", "parallel", "cpu_kernels", "reference", "io", "properties",
+                "fuzz_report"},
+    "fuzz": {"contract", "harness", "registry", "parallel", "reference", "io", "properties", "fuzz_report"},
+    "cli": {"contract", "harness", "registry", "parallel", "plugin", "reference", "io", "properties", "reports",
+            "fuzz_report", "fuzz"},
+    "capi": {"contract", "harness", "registry", "parallel", "plugin", "reference", "io", "properties", "reports",
+             "fuzz_report", "fuzz", "cli"},
+    "bench": {"contract", "registry", "cuda_kernels"},
+}
+
+SOURCE = re.compile(r"\.(h|hpp|c|cpp|cu|cuh)$")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def part_of(path):
+    for name, prefixes in PARTS:
+        if any(path.startswith(p) for p in prefixes):
+            return name
+    return None
+
+
+def checked(path):
+    parts = path.split("/")
+    return SOURCE.search(path) and "tests" not in parts[:-1] and "bench" not in parts[1:-1] \
+        and parts[0] not in ("examples", "tests") and not path.startswith("fuzz/harness/") and "vendor" not in parts
+
+
+def breaches(files):
+    """files: {path: text}. Yields 'path: includes X (part P), which part Q may not use' lines."""
+    for path in sorted(files):
+        if not checked(path):
+            continue
+        own = part_of(path)
+        if own is None:
+            yield f"{path}: in no part of scripts/source_rules.py's table"
+            continue
+        folder = path.rsplit("/", 1)[0] if "/" in path else ""
+        for inc in INCLUDE.findall(files[path]):
+            # A bare name is the including file's folder (kernels/rules.h includes "attention.h").
+            target = inc if "/" in inc else f"{folder}/{inc}"
+            theirs = part_of(target)
+            if theirs is None or theirs == own:
+                if theirs is None and "/" in inc and inc.split("/")[0] in {p.split("/")[0] for _, ps in PARTS for p in ps}:
+                    yield f"{path}: includes {inc}, in no part of the table"
+                continue
+            if theirs not in USES[own]:
+                yield f"{path}: includes {inc} (part {theirs}), which part {own} may not use"
+
+
+def tree(root):
+    try:  # the tracked files; a tree without git (an unpacked tarball): every file outside build folders
+        out = subprocess.check_output(["git", "-C", root, "ls-files"], text=True, stderr=subprocess.DEVNULL).split("\n")
+    except (OSError, subprocess.CalledProcessError):
+        out = []
+        for top, dirs, names in os.walk(root):
+            dirs[:] = [d for d in dirs if not d.startswith((".", "build"))]
+            out += [os.path.relpath(os.path.join(top, n), root) for n in names]
+    files = {}
+    for p in out:
+        if p and SOURCE.search(p):
+            with open(f"{root}/{p}", encoding="utf-8", errors="replace") as f:
+                files[p] = f.read()
+    return files
+
+
+def self_test():
+    good = {
+        "kernels/attention.h": "#include <cstdint>\n",
+        "kernels/rules.h": '#include "attention.h"\n',
+        "reference/certified.cpp": '#include "kernels/attention.h"\n#include "reference/parallel.hpp"\n',
+        "reports/merge.cpp": '#include "reports/fuzz_report.hpp"\n',
+        "reference/tests/t.cpp": '#include "kernels/cpu/naive.hpp"\n',  # tests are not checked
+        "reference/bench/b.cpp": '#include "reports/compare.hpp"\n',  # nor a folder's benchmarks
+    }
+    planted = [  # each breaks the rule once
+        ("reference/certified.cpp", '#include "kernels/registry.hpp"\n'),  # the reference uses a system under test
+        ("reports/merge.cpp", '#include "fuzz/campaign.hpp"\n'),           # reports/ leans on fuzz/
+        ("kernels/attention.h", '#include "kernels/tensor.hpp"\n'),        # ... not a breach: both contract
+        ("kernels/plugin/loader.cpp", '#include "properties/runner.hpp"\n'),  # the plugin needs no runner
+        ("kernels/rules.h", '#include "registry.hpp"\n'),  # a bare name is its folder's: the contract on the registry
+        ("io/safetensors.cpp", '#include "kernels/nothing.hpp"\n'),  # a project path in no part
+        ("reference/exact.cpp", '#include "kernels/cpu/naive.hpp"\n'),
+    ]
+    failures = 0
+    if list(breaches(good)):
+        print("self-test: a tree that keeps the rule was flagged:", list(breaches(good)))
+        failures += 1
+    for path, text in planted:
+        t = dict(good)
+        t[path] = text
+        found = list(breaches(t))
+        expect = path != "kernels/attention.h"
+        if bool(found) != expect:
+            print(f"self-test: {path} with {text.strip()!r}: expected {'a breach' if expect else 'none'}, got {found}")
+            failures += 1
+    print("self-test:", "ok" if not failures else f"{failures} wrong")
+    return 1 if failures else 0
+
+
+def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
+    root = sys.argv[1] if len(sys.argv) > 1 else "."
+    found = list(breaches(tree(root)))
+    for line in found:
+        print(line)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
