@@ -171,10 +171,13 @@ TEST_CASE("correct kernels stay within the bound on long adversarial rows", "[cp
         if (cfg.accum == DType::F16 && t != DType::F16) continue;
         if (cfg.accum == DType::F64 && t == DType::F64) continue;  // F64 storage accumulates in F64 anyway
         // An fp16 accumulator rescaled at each of 1024 one-key tiles: 3000 fp16 roundings of the
-        // running o can lose it entirely, and the model says so (an infinite bound, never a pass).
+        // running o (kappa past 1, where a first-order cover 1 / (1 - kappa) is vacuous). The bound
+        // stays finite (reference/bounds_chain.hpp) and holds; it is loose, so it is left out of
+        // worst_seen.
         if (cfg.accum == DType::F16 && cfg.block_n == 1) {
           const ref::Bounds B = props::bounds_for(tiled, in, cfg, props::certify(in));
-          CHECK(std::isinf(*std::max_element(B.o.begin(), B.o.end())));
+          CHECK(std::isfinite(*std::max_element(B.o.begin(), B.o.end())));
+          CHECK(worst_ratio(tiled, in, cfg) <= 1.0);
           continue;
         }
         INFO("cpu_tiled " << props::long_pattern_name(pat) << " " << dtype_name(t) << " " << cfg.block_m << "x"
