@@ -81,6 +81,29 @@ def attention_backward(q, k, v, o, lse, d_o, p):
     return d_q.astype(q.dtype), fold(d_k).astype(k.dtype), fold(d_v).astype(v.dtype)
 
 
+def backward_rounded_operands(q, k, v, o, lse, d_o, p):
+    """A tensor-core backward's roundings on top of the float64 one: P and dS rounded to the storage
+    type (subnormals kept) before the GEMMs that read them, and D from the stored o."""
+    group = p.heads_q // p.heads_kv
+    mask = _mask(p)
+    P, _ = _probs(q, k, p)
+    V, dO = _v(v, p), np.asarray(d_o, dtype=np.float64)
+    K = np.repeat(np.asarray(k, dtype=np.float64), group, axis=1)
+    with np.errstate(invalid="ignore"):
+        D = (dO * np.asarray(o, dtype=np.float64)).sum(axis=-1, keepdims=True)
+        dS = np.where(mask, P * (np.einsum("bhic,bhjc->bhij", dO, V) - D), 0.0)
+        dS_st, P_st = dS.astype(q.dtype).astype(np.float64), P.astype(q.dtype).astype(np.float64)
+        d_q = p.scale * _rows_times(dS_st, K, mask)
+        d_k = p.scale * _cols_times(dS_st, np.asarray(q, dtype=np.float64), mask)
+        d_v = _cols_times(P_st, dO, mask)
+
+    def fold(x):
+        b, _, n, w = x.shape
+        return x.reshape(b, p.heads_kv, group, n, w).sum(axis=2)
+
+    return d_q.astype(q.dtype), fold(d_k).astype(k.dtype), fold(d_v).astype(v.dtype)
+
+
 def lse_base2(q, k, v, p):
     o, lse = attention(q, k, v, p)
     return o, (lse / np.log(2.0)).astype(np.float32)  # the planted bug: log2 where the contract is ln
@@ -88,3 +111,5 @@ def lse_base2(q, k, v, p):
 
 correct = flashcheck.Kernel(attention, attention_backward, name="np_attention", framework="numpy")
 planted_bug = flashcheck.Kernel(lse_base2, None, name="np_lse_base2", framework="numpy")
+rounded_operands = flashcheck.Kernel(attention, backward_rounded_operands, name="np_rounded_operands",
+                                     framework="numpy", dtypes=("F16",))

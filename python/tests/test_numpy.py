@@ -16,6 +16,13 @@ def test_a_correct_numpy_kernel_passes(law):
     assert [x["status"] for x in result.laws] == ["pass"]
 
 
+def test_a_kernel_rounding_p_and_ds_to_fp16_passes():
+    """P and dS rounded to F16 before the gradient GEMMs, subnormals kept (what a tensor-core backward
+    does): a kernel that declares nothing is charged for it, tiny gradients included."""
+    result = flashcheck.check(np_kernels.rounded_operands, law="reference", cases=60, seed=1, quiet=True)
+    assert result.exit_code == 0, result.report
+
+
 def test_the_inputs_are_the_suites_memory(monkeypatch):
     seen = []
     real = _tensors.import_tensor
