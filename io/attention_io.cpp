@@ -83,8 +83,8 @@ void check_attention_tensors(const TensorFile& file, const std::vector<std::stri
     const bool packed = varlen && !(kv && paged);
     for (size_t a = 0; a < x.shape.size(); ++a)
       if (x.shape[a] < (packed && a == 0 ? 0 : 1) || x.shape[a] > std::numeric_limits<int32_t>::max())
-        throw fail(FileFault::BadShape, fmt::format("tensor \"{}\" has shape {}: every dimension must be in [{}, 2^31)", t,
-                                                shape_str(x.shape), packed && a == 0 ? "0 (tokens)" : "1"));
+        throw fail(FileFault::BadShape, fmt::format("tensor \"{}\" has shape {}: every dimension must be in [{}, 2^31)",
+                                                    t, shape_str(x.shape), packed && a == 0 ? "0 (tokens)" : "1"));
   }
 }
 
@@ -136,7 +136,8 @@ void read_masks(TensorFile& file, const Fail& fail, Problem& p, Inputs& in) {
       throw fail(FileFault::BadVariant, fmt::format("tensor \"{}\" has rank {} (shape {}), expected 4: (B_m, H_m, {})",
                                                 name, t.shape.size(), shape_str(t.shape),
                                                 std::string(name) == "mask" ? "n_q, n_k" : "query blocks, key blocks"));
-    if (p.varlen) throw fail(FileFault::BadVariant, fmt::format("tensor \"{}\" is for dense files (no cu_seqlens)", name));
+    if (p.varlen)
+      throw fail(FileFault::BadVariant, fmt::format("tensor \"{}\" is for dense files (no cu_seqlens)", name));
     const int64_t bm = t.shape[0], hm = t.shape[1];
     if (!(bm == 1 || bm == p.batch) || !(hm == 1 || hm == p.heads_q))
       throw fail(FileFault::BadVariant, fmt::format("tensor \"{}\" has shape {}: B_m is 1 or {}, H_m 1 or {}", name,
@@ -150,9 +151,10 @@ void read_masks(TensorFile& file, const Fail& fail, Problem& p, Inputs& in) {
     else if (t == DType::F32 || t == DType::F16 || t == DType::BF16)
       p.mask_kind = MaskKind::Additive, p.mask_dtype = t;
     else
-      throw fail(FileFault::UnknownDtype, fmt::format("tensor \"mask\" is {}: a mask is BOOL (boolean) or F32, F16, BF16 "
-                                                  "(additive)",
-                                                  dtype_name(t)));
+      throw fail(FileFault::UnknownDtype,
+                 fmt::format("tensor \"mask\" is {}: a mask is BOOL (boolean) or F32, F16, BF16 "
+                             "(additive)",
+                             dtype_name(t)));
     broadcast("mask", it->second, &p.mask_b, &p.mask_h);
     in.mask = std::move(it->second);
   }
@@ -268,7 +270,8 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
   if (with_d_o) in.d_o = std::move(file.tensors.at("d_o"));
   // Everything the shapes above did not settle: the offsets' values, the page table's, the slopes.
   if (std::string e = validate(in); !e.empty())
-    throw fail(varlen || paged || p.alibi || p.sinks || per_key_mask(p) ? FileFault::BadVariant : FileFault::BadShape, e);
+    throw fail(varlen || paged || p.alibi || p.sinks || per_key_mask(p) ? FileFault::BadVariant : FileFault::BadShape,
+               e);
   return in;
 }
 

@@ -43,8 +43,8 @@ TensorFile inputs_file(const Inputs& in);
 std::map<std::string, std::string> problem_metadata(const Problem& p);
 // The varlen and paged part of inputs_from (variant_io.cpp): the offsets' and the page table's
 // shapes, and p's batch, lengths, totals and paging from them.
-void read_varlen(const TensorFile& file, const std::function<FileError(FileFault, const std::string&)>& fail, bool paged,
-                 Problem& p);
+void read_varlen(const TensorFile& file, const std::function<FileError(FileFault, const std::string&)>& fail,
+                 bool paged, Problem& p);
 
 // Outputs o, lse (+ d_q, d_k, d_v when present) with `metadata`.
 TensorFile outputs_file(const Outputs& out, const std::map<std::string, std::string>& metadata);

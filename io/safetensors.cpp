@@ -43,7 +43,8 @@ Entry parse_entry(const std::string& file, const HeaderEntry& h, uint64_t data_b
   if (!parse_storage_dtype(h.dtype, &e.dtype))
     throw fail(FileFault::UnknownDtype,
                fmt::format("unknown dtype {} (expected F16, BF16, F32, F64, I32 or BOOL)", quoted(h.dtype)));
-  if (e.begin > e.end) throw fail(FileFault::BadOffsets, fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
+  if (e.begin > e.end)
+    throw fail(FileFault::BadOffsets, fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
   if (e.end > data_bytes)
     throw fail(FileFault::BadOffsets,
                fmt::format("data_offsets [{}, {}] run past the end of the data ({} bytes; truncated file?)", e.begin,
@@ -68,8 +69,9 @@ Entry parse_entry(const std::string& file, const HeaderEntry& h, uint64_t data_b
     }
   }
   if (too_big && numel != 0)
-    throw fail(FileFault::AbsurdShape, fmt::format("shape {} of {} needs more bytes than the whole file's data ({} bytes)",
-                                               shape_str(e.shape), dtype_name(e.dtype), data_bytes));
+    throw fail(FileFault::AbsurdShape,
+               fmt::format("shape {} of {} needs more bytes than the whole file's data ({} bytes)", shape_str(e.shape),
+                           dtype_name(e.dtype), data_bytes));
   if (numel * elem != e.end - e.begin)
     throw fail(FileFault::SizeMismatch,
                fmt::format("shape {} of {} is {} bytes but data_offsets [{}, {}] span {}", shape_str(e.shape),

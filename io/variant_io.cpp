@@ -27,16 +27,17 @@ const HostTensor& index_tensor(const TensorFile& file, const char* name, size_t 
 
 }  // namespace
 
-void read_varlen(const TensorFile& file, const std::function<FileError(FileFault, const std::string&)>& fail, bool paged,
-                 Problem& p) {
+void read_varlen(const TensorFile& file, const std::function<FileError(FileFault, const std::string&)>& fail,
+                 bool paged, Problem& p) {
   const HostTensor& cu_q = index_tensor(file, "cu_seqlens_q", 1, "(batch + 1)", fail);
   const HostTensor& cu_k = index_tensor(file, "cu_seqlens_k", 1, "(batch + 1)", fail);
   if (cu_q.shape[0] < 2 || cu_q.shape[0] > std::numeric_limits<int32_t>::max())
     throw fail(FileFault::BadVariant,
                fmt::format("cu_seqlens_q has {} entries: a batch of b sequences needs b + 1 >= 2", cu_q.shape[0]));
   if (cu_k.shape != cu_q.shape)
-    throw fail(FileFault::BadVariant, fmt::format("cu_seqlens_k has {} entries but cu_seqlens_q {}: one per sequence + 1",
-                                              cu_k.shape[0], cu_q.shape[0]));
+    throw fail(FileFault::BadVariant,
+               fmt::format("cu_seqlens_k has {} entries but cu_seqlens_q {}: one per sequence + 1", cu_k.shape[0],
+                           cu_q.shape[0]));
   p.varlen = true;
   p.batch = int32_t(cu_q.shape[0] - 1);
   const int32_t* cq = cu_q.data<int32_t>();

@@ -1,9 +1,9 @@
 // The rounding error of one long sum as a kernel computes it (kernels/arithmetic.h's Chain), as a
-// weight per term: |computed - exact| <= (sum_j kappa_j |x_j| + sum_j (1 + kappa_j) err_j) * s(kappa_max)
-// + events * floor * exp(kappa_max), s(K) = expm1(K) / K, where x_j are the exact terms, err_j the errors they carry before they are added,
-// and kappa_j counts, in units u, every rounding term j goes through: its product, its own add and
-// every later add of the partial it sits in, the merges and rescales of that partial, a lane tree's
-// levels. For a tensor-core step kappa also carries the step's alignment losses, bounded linearly
+// weight per term: |computed - exact| <= (sum_j kappa_j |x_j| + sum_j (1 + kappa_j) err_j) s(kappa_max)
+// + events floor exp(kappa_max), s(K) = expm1(K) / K, where x_j are the exact terms, err_j the errors
+// they carry before they are added, and kappa_j counts, in units u, every rounding term j goes
+// through: its product, its own add and every later add of the partial it sits in, the merges and
+// rescales of that partial, a lane tree's levels. For a tensor-core step kappa also carries the step's alignment losses, bounded linearly
 // (docs/error-model.md, "Accumulation chains"). The weights depend only on the chain and on which
 // positions hold a term, so a whole tensor's bound is a few weighted sums (GEMMs), and it holds at
 // any length: every rounding is counted where it happens, not n u against the whole sum.

@@ -44,8 +44,7 @@ void HeadPass::lse_normalised(int64_t r, KeyRange vis, const ChainWeights& wpv, 
   }
   const double* o = &k.ref.value.o[size_t(oo)];  // (d_v)
   for (int64_t c = 0; c < dv; ++c) {
-    const double e =
-        w[size_t(c)] + (acc[size_t(c)] + acc0) * wpv.scale() + wpv.floors() + (k.ftz ? k.floor_s : 0.0);
+    const double e = w[size_t(c)] + (acc[size_t(c)] + acc0) * wpv.scale() + wpv.floors() + (k.ftz ? k.floor_s : 0.0);
     const double bound = rounded_bound(o[c], e, err_o[size_t(c)], ar.soft, k.out_o, true) * kSlack;
     double& out = B.o[size_t(oo + c)];
     out = ar.p_from == PFrom::Lse ? bound : std::max(out, bound);

@@ -91,7 +91,8 @@ TEST_CASE("parse_safetensors refuses a hostile header fast and in memory linear 
       io::parse_safetensors("hostile", bytes);
       FAIL("accepted");
     } catch (const io::FileError& e) {
-      CHECK((e.fault == io::FileFault::BadHeader || e.fault == io::FileFault::AbsurdShape || e.fault == io::FileFault::BadJson));
+      CHECK((e.fault == io::FileFault::BadHeader || e.fault == io::FileFault::AbsurdShape ||
+             e.fault == io::FileFault::BadJson));
     }
     // Refused at the first departure, no document built: what is kept is at most kMaxHeaderEntries
     // small entries.

@@ -71,28 +71,28 @@ std::vector<BadCase> malformed_cases() {
   c.push_back({"header_not_json", raw("{not json"), FileFault::BadJson, "JSON"});
   c.push_back({"header_not_utf8", raw(std::string("{\"\xff\":1}")), FileFault::BadJson, "JSON"});
   c.push_back({"header_is_array", raw("[]"), FileFault::BadHeader, "object"});
-  c.push_back(
-      {"header_deeply_nested", raw(std::string(100000, '[') + std::string(100000, ']')), FileFault::BadHeader, "object"});
-  c.push_back({"entry_missing_shape", build_file(good, meta, [](json& h) { h["q"].erase("shape"); }), FileFault::BadHeader,
-               "shape"});
-  c.push_back({"offsets_past_end", build_file(good, meta, set("v", "data_offsets", {80, 100000})), FileFault::BadOffsets,
-               "past the end"});
-  c.push_back(
-      {"offsets_reversed", build_file(good, meta, set("v", "data_offsets", {120, 80})), FileFault::BadOffsets, "reversed"});
+  c.push_back({"header_deeply_nested", raw(std::string(100000, '[') + std::string(100000, ']')), FileFault::BadHeader,
+               "object"});
+  c.push_back({"entry_missing_shape", build_file(good, meta, [](json& h) { h["q"].erase("shape"); }),
+               FileFault::BadHeader, "shape"});
+  c.push_back({"offsets_past_end", build_file(good, meta, set("v", "data_offsets", {80, 100000})),
+               FileFault::BadOffsets, "past the end"});
+  c.push_back({"offsets_reversed", build_file(good, meta, set("v", "data_offsets", {120, 80})), FileFault::BadOffsets,
+               "reversed"});
   c.push_back({"offsets_not_integers", build_file(good, meta, set("v", "data_offsets", {0.5, 8})), FileFault::BadHeader,
                "data_offsets"});
   c.push_back(
       {"offsets_overlap", build_file(good, meta, set("k", "data_offsets", {8, 48})), FileFault::BadOffsets, "overlap"});
   c.push_back({"unknown_dtype", build_file(with(good, 1, {"k", "I8", {1, 1, 5, 4}}), meta), FileFault::UnknownDtype,
                "unknown dtype"});
-  c.push_back(
-      {"byte_size_mismatch", build_file(good, meta, set("q", "shape", {1, 2, 3, 5})), FileFault::SizeMismatch, "bytes"});
+  c.push_back({"byte_size_mismatch", build_file(good, meta, set("q", "shape", {1, 2, 3, 5})), FileFault::SizeMismatch,
+               "bytes"});
   c.push_back({"absurd_shape_2^40", build_file(good, meta, set("q", "shape", {1 << 20, 1 << 20, 1, 1})),
                FileFault::AbsurdShape, "shape"});
   c.push_back({"absurd_shape_overflow", build_file(good, meta, set("q", "shape", {1ll << 32, 1ll << 32, 1ll << 32, 1})),
                FileFault::AbsurdShape, "shape"});
-  c.push_back(
-      {"negative_dimension", build_file(good, meta, set("q", "shape", {1, -2, 3, 4})), FileFault::BadHeader, "negative"});
+  c.push_back({"negative_dimension", build_file(good, meta, set("q", "shape", {1, -2, 3, 4})), FileFault::BadHeader,
+               "negative"});
   c.push_back({"metadata_not_string", build_file(good, {{"scale", 0.5}}), FileFault::BadHeader, "scale"});
   c.push_back({"missing_tensor_k", build_file({good[0], good[2]}, meta), FileFault::MissingTensor, "\"k\""});
   c.push_back({"wrong_rank_q", build_file(with(good, 0, {"q", "F16", {2, 3, 4}}), meta), FileFault::WrongRank, "rank"});
@@ -104,13 +104,14 @@ std::vector<BadCase> malformed_cases() {
                FileFault::BadShape, "heads"});
   c.push_back(
       {"mismatched_batch", build_file(with(good, 0, {"q", "F16", {2, 1, 3, 4}}), meta), FileFault::BadShape, "batch"});
-  c.push_back(
-      {"v_shape_differs", build_file(with(good, 2, {"v", "F16", {1, 1, 4, 4}}), meta), FileFault::BadShape, "shape of k"});
+  c.push_back({"v_shape_differs", build_file(with(good, 2, {"v", "F16", {1, 1, 4, 4}}), meta), FileFault::BadShape,
+               "shape of k"});
   c.push_back({"d_o_shape_differs", build_file({good[0], good[1], good[2], {"d_o", "F16", {1, 2, 2, 4}}}, meta),
                FileFault::BadShape, "d_o"});
+  c.push_back({"empty_dimension", build_file(with(good, 0, {"q", "F16", {1, 2, 0, 4}}), meta), FileFault::BadShape,
+               "dimension"});
   c.push_back(
-      {"empty_dimension", build_file(with(good, 0, {"q", "F16", {1, 2, 0, 4}}), meta), FileFault::BadShape, "dimension"});
-  c.push_back({"mixed_dtypes", build_file(with(good, 1, {"k", "F32", {1, 1, 5, 4}}), meta), FileFault::MixedDtypes, "F32"});
+      {"mixed_dtypes", build_file(with(good, 1, {"k", "F32", {1, 1, 5, 4}}), meta), FileFault::MixedDtypes, "F32"});
   c.push_back({"unknown_mask", build_file(good, {{"mask", "causal"}}), FileFault::UnknownMask, "mask"});
   c.push_back({"scale_unparsable", build_file(good, {{"scale", "0.5x"}}), FileFault::BadScale, "scale"});
   c.push_back({"scale_empty", build_file(good, {{"scale", ""}}), FileFault::BadScale, "scale"});
@@ -120,8 +121,8 @@ std::vector<BadCase> malformed_cases() {
   // Strictness: decimal-only numbers, no duplicate keys at any level, no unknown tensor names, no
   // structure deeper or larger than a safetensors header has.
   for (const char* scale : {"+-1", "-+1", "0x10", "1e", ".", "++1", " 1", "1 ", "1_000", "infinity"})
-    c.push_back(
-        {std::string("scale_not_decimal_") + scale, build_file(good, {{"scale", scale}}), FileFault::BadScale, "scale"});
+    c.push_back({std::string("scale_not_decimal_") + scale, build_file(good, {{"scale", scale}}), FileFault::BadScale,
+                 "scale"});
   // JSON objects cannot hold a key twice, so the duplicates are spliced into the encoded header text.
   auto dup = [&](const json& meta, const std::string& after, const std::string& insert) {
     const std::string bytes = build_file(good, meta);
@@ -144,9 +145,10 @@ std::vector<BadCase> malformed_cases() {
   c.push_back({"unknown_tensor_bias", build_file({good[0], good[1], good[2], {"bias", "F16", {4}}}, meta),
                FileFault::UnknownTensor, "\"bias\""});
   c.push_back({"nested_objects", raw(R"({"q":{"dtype":{"dtype":{"dtype":"F16"}}}})"), FileFault::BadHeader, "dtype"});
-  c.push_back({"nested_metadata", raw(R"({"__metadata__":{"mask":{"mask":"none"}}})"), FileFault::BadHeader, "metadata"});
   c.push_back(
-      {"nested_shape", raw(R"({"q":{"shape":[[1]],"dtype":"F16","data_offsets":[0,2]}})"), FileFault::BadHeader, "shape"});
+      {"nested_metadata", raw(R"({"__metadata__":{"mask":{"mask":"none"}}})"), FileFault::BadHeader, "metadata"});
+  c.push_back({"nested_shape", raw(R"({"q":{"shape":[[1]],"dtype":"F16","data_offsets":[0,2]}})"), FileFault::BadHeader,
+               "shape"});
   c.push_back(
       {"rank_17", build_file(good, meta, set("q", "shape", std::vector<int>(17, 1))), FileFault::AbsurdShape, "rank"});
   c.push_back({"three_offsets", build_file(good, meta, set("v", "data_offsets", {80, 120, 120})), FileFault::BadHeader,

@@ -34,7 +34,7 @@ std::string good_file(bool with_d_o = false);
 struct BadCase {
   std::string label;    // e.g. "offsets_reversed"
   std::string bytes;    // the whole file
-  FileFault fault;          // what the reader must raise
+  FileFault fault;      // what the reader must raise
   std::string mention;  // a word the one-line message must contain (case-sensitive)
 };
 std::vector<BadCase> malformed_cases();

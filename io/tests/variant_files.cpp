@@ -289,8 +289,8 @@ std::vector<BadVariantCase> malformed_variant_cases() {
   Inputs sk = dense(3, 5, Mask::None);
   sk.p.sinks = true;
   sk.sinks = HostTensor(DType::F32, {2});
-  add("sinks_f64", edit(sk, [](TensorFile& f) { f.tensors["sinks"] = HostTensor(DType::F64, {2}); }), FileFault::BadVariant,
-      "sinks is F64");
+  add("sinks_f64", edit(sk, [](TensorFile& f) { f.tensors["sinks"] = HostTensor(DType::F64, {2}); }),
+      FileFault::BadVariant, "sinks is F64");
   add("sinks_length", edit(sk, [](TensorFile& f) { f.tensors["sinks"] = HostTensor(DType::F32, {1}); }),
       FileFault::BadVariant, "sinks has shape");
   add("sink_nan", edit(sk, [](TensorFile& f) { f.tensors["sinks"].set(0, std::nan("")); }), FileFault::BadVariant,

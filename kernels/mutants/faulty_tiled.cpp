@@ -141,8 +141,8 @@ void faulty_forward(TiledFault f, const Problem& p, const Config& cfg, const Hos
             const float p_op = float(round_to(p_type, double(pr)));
             const float* v_j = &v[size_t(offset_kv(p, b, g, j))];  // (d)
             for (int64_t c = 0; c < d; ++c)
-              acc[size_t(c)] =
-                  f == TiledFault::AccRoundDown ? add_down(acc[size_t(c)], p_op * v_j[c]) : acc[size_t(c)] + p_op * v_j[c];
+              acc[size_t(c)] = f == TiledFault::AccRoundDown ? add_down(acc[size_t(c)], p_op * v_j[c])
+                                                             : acc[size_t(c)] + p_op * v_j[c];
           }
           m = m_new;
         }
@@ -150,12 +150,13 @@ void faulty_forward(TiledFault f, const Problem& p, const Config& cfg, const Hos
         // l = 0 (no visible key): o = 0 and lse = -inf, unless the guard is the planted fault.
         const float inv = f == TiledFault::MaskedRowNaN ? 1.0f / l : rules::inv_l(l);
         for (int64_t c = 0; c < d; ++c) {
-          const float a = f == TiledFault::AccToStorage ? float(round_to(p.dtype, double(acc[size_t(c)]))) : acc[size_t(c)];
+          const float a =
+              f == TiledFault::AccToStorage ? float(round_to(p.dtype, double(acc[size_t(c)]))) : acc[size_t(c)];
           o_t.set(offset_q(p, b, h, i) + c, double(a * inv));
         }
         const float m_lse = f == TiledFault::LseFirstTileMax ? m_first : m;
-        const float lse =
-            f == TiledFault::FastLog ? rules::finalize_lse(m_lse, l, FastLogf{}) : rules::finalize_lse(m_lse, l, Logf{});
+        const float lse = f == TiledFault::FastLog ? rules::finalize_lse(m_lse, l, FastLogf{})
+                                                   : rules::finalize_lse(m_lse, l, Logf{});
         lse_t.set(offset_lse(p, b, h, i), double(lse));
       }
 }
@@ -188,9 +189,9 @@ void faulty_backward(TiledFault f, const Problem& p, const Config& cfg, const Ho
           const int64_t okv = offset_kv(p, b, g, j);
           const float s = dot(&q[size_t(oq)], &k[size_t(okv)], d) * scale;
           // P resurrected from lse: 0, not exp(-inf - -inf), on a row that saw nothing...
-          const float pr = j >= end                   ? 0.0f  // a masked key of the walked tile (TiledFault::MaskedProducts)
+          const float pr = j >= end ? 0.0f  // a masked key of the walked tile (TiledFault::MaskedProducts)
                            : f == TiledFault::MaskedRowNaN ? exp_fn(s - lse)
-                                                      : rules::recompute_p(s, lse, exp_fn);
+                                                           : rules::recompute_p(s, lse, exp_fn);
           const float dp = dot(&d_o[size_t(oq)], &v[size_t(okv)], d);
           const float ds = pr * (dp - D);  // dP - D: one rounding, both in fp32
           // P and dS rounded to storage before the GEMMs they feed.
@@ -235,8 +236,11 @@ Kernel make_faulty_kernel(TiledFault f, const std::string& name, const std::stri
   info.configs = {Config{kDefaultBlock, kDefaultBlock}, Config{4, 8}, Config{8, 3}};
   info.arithmetic = faulty_arithmetic;
   // What the FA2 emulation computes the same way on two runs (the faults break one of them).
-  info.exact = {
-      .rows = true, .d_q_rows = f != TiledFault::RacyDq, .shared_scores = true, .tile_weights = true, .exact_scores = true};
+  info.exact = {.rows = true,
+                .d_q_rows = f != TiledFault::RacyDq,
+                .shared_scores = true,
+                .tile_weights = true,
+                .exact_scores = true};
   kern.supports = [](const Problem&) { return true; };
   kern.forward = [f](const Inputs& in, const Config& c, Outputs& out) {
     faulty_forward(f, in.p, c, in.q, in.k, in.v, out.o, out.lse);

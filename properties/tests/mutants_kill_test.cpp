@@ -101,7 +101,8 @@ TEST_CASE("every law but reference kills a mutant that reference does not", "[cp
 }
 
 TEST_CASE("check passes the mutants' kernel without its fault", "[cpu][mutants]") {
-  const fc::Kernel clean = fc::mutants::make_faulty_kernel(fc::mutants::TiledFault::None, "faulty_tiled_none", "no fault");
+  const fc::Kernel clean =
+      fc::mutants::make_faulty_kernel(fc::mutants::TiledFault::None, "faulty_tiled_none", "no fault");
   fc::props::RunOptions opt;
   for (uint64_t seed : {1, 2, 3}) {
     opt.seed = seed;
