@@ -481,7 +481,7 @@ void HeadPass::forward(int64_t r, KeyRange vis) {
   LSum ls{E_l, 1 - E_l};
   if (!(E_l < 0.5) && unit_roundoff(ar.l.acc) <= 0x1p-8) {
     const bool adds_exact = !k.ftz && ar.l.adder != Adder::TensorCore && !ar.l.truncates;
-    const double lost = adds_exact ? wl.mult_events * wl.floor * std::exp(wl.kappa_max) * (1 + 0x1p-50) : wl.floors();
+    const double lost = adds_exact ? grown_floors(wl.mult_events * wl.floor, wl.kappa_max) : wl.floors();
     const double low = std::exp(-(17.0 / 16) * wl.kappa_max) * (1 - 0x1p-50) - lost;
     ls = low > 0 ? LSum{std::max(E_l, 1 - low), low} : LSum{E_l, 0.0};
   }

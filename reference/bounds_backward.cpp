@@ -174,7 +174,7 @@ void HeadPass::finish_kv() {
   const double f_kv = k.ftz ? min_normal(k.ar.dkv.acc) : underflow_floor(k.ar.dkv.acc);
   for (int64_t j = 0; j < p.n_k; ++j) {
     const double km = kv_kappa_max(k, j), sc_j = chain_scale(km);
-    const double fl = kv_events(k, j) * f_kv == 0 ? 0.0 : kv_events(k, j) * f_kv * std::exp(km) * (1 + 0x1p-50);
+    const double fl = grown_floors(kv_events(k, j) * f_kv, km);
     for (int64_t c = 0; c < p.d; ++c) {
       const int64_t x = offset_kv(p, b, g, j) + c;
       const double dk = k.ref.value.d_k[size_t(x)], ek = at(k.ref.err.d_k, x);

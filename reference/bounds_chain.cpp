@@ -116,9 +116,9 @@ double chain_scale(double kappa_max) {
 
 double ChainWeights::scale() const { return chain_scale(kappa_max); }
 
-double ChainWeights::floors() const {
-  return events * floor == 0 ? 0.0 : events * floor * std::exp(kappa_max) * (1 + 0x1p-50);
-}
+double grown_floors(double f, double kappa) { return f == 0 ? 0.0 : f * std::exp(kappa) * (1 + 0x1p-50); }
+
+double ChainWeights::floors() const { return grown_floors(events * floor, kappa_max); }
 
 bool is_plain(const Chain& c) { return c.block <= 0 && c.lanes <= 1 && c.pre <= 1; }
 

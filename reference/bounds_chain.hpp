@@ -31,6 +31,9 @@ struct ChainWeights {
   double floors() const;
 };
 
+// Absolute underflow errors f, grown by later roundings of at most kappa (f exp(kappa), rounded up).
+double grown_floors(double f, double kappa);
+
 // s(K) = expm1(K) / K (1 at K = 0), rounded up: with kappa_j <= K, kappa_j s(K) >= expm1(kappa_j) >=
 // prod (1 + u_i) - 1 over the roundings that hold term j, and (1 + kappa_j) s(K) >= exp(kappa_j).
 // Finite at every length (a serial fp16 sum of 4096 terms has K = 2: s = 3.19), and at most the

@@ -58,18 +58,22 @@ def attention(q, k, v, p):
     return o.astype(q.dtype), lse.astype(np.float32)
 
 
-def attention_backward(q, k, v, o, lse, d_o, p):
+def _backward(q, k, v, o, d_o, p, rounded):
     """D_i = d_o_i . o_i, dS = P (d_o V^T - D), d_q = scale dS K, d_k = scale dS^T Q, d_v = P^T d_o
-    (summed over each kv head's group)."""
+    (summed over each kv head's group). rounded: a tensor-core backward's roundings, P and dS rounded
+    to the storage type (subnormals kept) before the GEMMs that read them and D from the stored o;
+    otherwise float64 throughout, o recomputed."""
     group = p.heads_q // p.heads_kv
     mask = _mask(p)
     P, _ = _probs(q, k, p)
     V, dO = _v(v, p), np.asarray(d_o, dtype=np.float64)
     K = np.repeat(np.asarray(k, dtype=np.float64), group, axis=1)
     with np.errstate(invalid="ignore"):
-        O = _rows_times(P, V, mask)  # o recomputed in float64
+        O = np.asarray(o, dtype=np.float64) if rounded else _rows_times(P, V, mask)
         D = (dO * O).sum(axis=-1, keepdims=True)
         dS = np.where(mask, P * (np.einsum("bhic,bhjc->bhij", dO, V) - D), 0.0)
+        if rounded:
+            dS, P = dS.astype(q.dtype).astype(np.float64), P.astype(q.dtype).astype(np.float64)
         d_q = p.scale * _rows_times(dS, K, mask)
         d_k = p.scale * _cols_times(dS, np.asarray(q, dtype=np.float64), mask)
         d_v = _cols_times(P, dO, mask)
@@ -81,27 +85,12 @@ def attention_backward(q, k, v, o, lse, d_o, p):
     return d_q.astype(q.dtype), fold(d_k).astype(k.dtype), fold(d_v).astype(v.dtype)
 
 
+def attention_backward(q, k, v, o, lse, d_o, p):
+    return _backward(q, k, v, o, d_o, p, rounded=False)
+
+
 def backward_rounded_operands(q, k, v, o, lse, d_o, p):
-    """A tensor-core backward's roundings on top of the float64 one: P and dS rounded to the storage
-    type (subnormals kept) before the GEMMs that read them, and D from the stored o."""
-    group = p.heads_q // p.heads_kv
-    mask = _mask(p)
-    P, _ = _probs(q, k, p)
-    V, dO = _v(v, p), np.asarray(d_o, dtype=np.float64)
-    K = np.repeat(np.asarray(k, dtype=np.float64), group, axis=1)
-    with np.errstate(invalid="ignore"):
-        D = (dO * np.asarray(o, dtype=np.float64)).sum(axis=-1, keepdims=True)
-        dS = np.where(mask, P * (np.einsum("bhic,bhjc->bhij", dO, V) - D), 0.0)
-        dS_st, P_st = dS.astype(q.dtype).astype(np.float64), P.astype(q.dtype).astype(np.float64)
-        d_q = p.scale * _rows_times(dS_st, K, mask)
-        d_k = p.scale * _cols_times(dS_st, np.asarray(q, dtype=np.float64), mask)
-        d_v = _cols_times(P_st, dO, mask)
-
-    def fold(x):
-        b, _, n, w = x.shape
-        return x.reshape(b, p.heads_kv, group, n, w).sum(axis=2)
-
-    return d_q.astype(q.dtype), fold(d_k).astype(k.dtype), fold(d_v).astype(v.dtype)
+    return _backward(q, k, v, o, d_o, p, rounded=True)
 
 
 def lse_base2(q, k, v, p):
