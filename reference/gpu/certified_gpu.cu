@@ -11,6 +11,13 @@
 //                  pass 2 weights, l (Sum2, one thread per row in key order), o and o_mag;
 //   dq_rows        R rows per block: D (Dot2), then per key dP (Dot2), dS and its bound e, d_q;
 //   dkv_keys       KT keys per block over every row of the group (GQA heads stacked): d_k and d_v.
+// Every sum runs in a fixed order (keys, or rows, ascending; a new partial at each multiple of 256), so
+// the bits do not depend on the tiles: the tile sizes are a schedule (shared memory, threads per pair),
+// chosen per head dim. Each thread keeps the output elements it accumulates in registers (kRowPer or
+// kKeyPer of them), so that the shared memory of two blocks fits one multiprocessor. Where every input is
+// a float value (the 16- and 32-bit dtypes), the products q_l k_l and d_o_l v_l are exact in float64 and
+// TwoProd's error term is 0: the kernels instantiated with Exact leave it out (the same bits, two
+// operations fewer per term).
 // The library is compiled with --fmad=false: every written operation rounds once (fma only where
 // written: __fma_rn).
 #include <cuda_runtime.h>
@@ -34,13 +41,17 @@ constexpr double kTiny = 0x1p-1074;           // the smallest subnormal
 constexpr int kMaxExp = 500;                  // inputs below 2^500 in magnitude
 constexpr int kChunk = 256;
 constexpr int kThreads = 256;
-constexpr int kRows = 8;    // R: rows per block of forward_rows and dq_rows
-constexpr int kMaxRowT = 16;  // rows per tile of dkv_keys: 16 or 8 (Dev::rt); keys per block 8, 4 or 2 (Dev::kt)
+constexpr int kRows = 8;      // R: rows per block of forward_rows and dq_rows
+constexpr int kMaxRowT = 32;  // rows per tile of dkv_keys: 32, 16 or 8 (Dev::rt); keys per block 8, 4 or 2 (Dev::kt)
+constexpr int kMaxHeadDim = 256;
+// Output elements a thread accumulates: R rows x d (or d_v) in the row kernels, KT keys x d in dkv_keys
+// (KT x max(d, d_v) <= kThreads * kKeyPer, dkv_tiles).
+constexpr int kRowPer = kRows * kMaxHeadDim / kThreads;
+constexpr int kKeyPer = 4;
 // Rows past these score bounds leave the GPU's domain (the CPU's MPFR path: certified.cpp kMpAbove).
 constexpr double kEpsMax = 0x1p-56;
 constexpr double kSlMax = 0x1p-30;
 constexpr int kFlagRange = 1;  // a row's scores past the domain
-constexpr int kMaxHeadDim = 256;
 constexpr size_t kSmemBudget = 200 * 1024;  // bytes of shared memory per block (the H200 allows 227 KiB)
 
 __host__ __device__ inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -67,13 +78,23 @@ __device__ inline void two_prod(double a, double b, double& p, double& e) {
 // Σ|x_l y_l|). The error terms of TwoProd and TwoSum sum to at most γ(n)(1+u)Σ|x y|, and their own sum lo
 // rounds each of them at most n times: γ(n)²(1+u)Σ|xy| <= 2γ(n)² abs (abs >= (1 - γ(n))Σ|xy|); products
 // that underflow lose at most 2^-1075 each in TwoProd and in abs.
+// Exact: every x_l y_l is exact in float64 (float inputs), so TwoProd's error qe is +0 and c + (qe + r)
+// is c + r bit for bit (c is never -0: it starts at +0, and a rounded sum is -0 only of two -0s).
+template <bool Exact = false>
 __device__ inline void dot2(const double* x, const double* y, int n, double& hi, double& lo, double& abs) {
   double p = 0, c = 0, a = 0;
   for (int l = 0; l < n; ++l) {
-    double h, qe, r;
-    two_prod(x[l], y[l], h, qe);
-    two_sum(p, h, p, r);
-    c = c + (qe + r);
+    double h, r;
+    if constexpr (Exact) {
+      h = x[l] * y[l];
+      two_sum(p, h, p, r);
+      c = c + r;
+    } else {
+      double qe;
+      two_prod(x[l], y[l], h, qe);
+      two_sum(p, h, p, r);
+      c = c + (qe + r);
+    }
     a = a + fabs(h);
   }
   hi = p, lo = c, abs = a;
@@ -130,10 +151,11 @@ __device__ inline RowId row_id(const Dev& D, int64_t b, int64_t h_kv, int64_t r)
 }
 
 // The score s = scale·q·k as sh + sl and its bound eps (docs: "Scores").
+template <bool Exact>
 __device__ inline void score(const double* qr, const double* kr, int d, double scale, double& sh, double& sl,
                              double& eps) {
   double hi, lo, abs;
-  dot2(qr, kr, d, hi, lo, abs);
+  dot2<Exact>(qr, kr, d, hi, lo, abs);
   double e1;
   two_prod(scale, hi, sh, e1);
   const double sc = scale * lo;
@@ -168,7 +190,8 @@ __device__ inline void load_rows(double* dst, const double* src, int n, int coun
 
 // ---------------------------------------------------------------------------------------------------
 // Forward: R rows per block, two passes over the keys.
-__global__ void forward_rows(Dev D) {
+template <bool Exact>
+__global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
   extern __shared__ double sm[];
   const int d = D.d, dv = D.dv, TK = D.tk, pd = d + 1, pdv = dv + 1;  // pd, pdv: smem row pitches
   const int64_t group = blockIdx.x / D.row_tiles, tile = blockIdx.x % D.row_tiles;
@@ -179,11 +202,10 @@ __global__ void forward_rows(Dev D) {
   double* t_sh = vt + TK * pdv;     // (R, TK): scores' high parts, then weights
   double* t_sl = t_sh + kRows * TK;
   double* t_x = t_sl + kRows * TK;  // eps, then |xl| (-1: dropped)
-  double* o_tot = t_x + kRows * TK;  // (R, dv) each
-  double* o_part = o_tot + kRows * dv;
-  double* m_tot = o_part + kRows * dv;
-  double* m_part = m_tot + kRows * dv;
-  double* vmax = m_part + kRows * dv;  // (dv)
+  double* vmax = t_x + kRows * TK;  // (dv)
+  // This thread's elements (row, column) of o and o_mag: e-th at threadIdx.x + e·kThreads of the (R, dv)
+  // tile; each a chunk's partial (part) and the sum of the chunks before it (tot).
+  double o_tot[kRowPer], o_part[kRowPer], m_tot[kRowPer], m_part[kRowPer];
   __shared__ double s_mx[kRows], s_eps[kRows], s_slm[kRows], s_ls[kRows], s_lc[kRows], s_xlm[kRows], s_nd[kRows];
   __shared__ int64_t s_j0[kRows], s_j1[kRows], s_row[kRows];
   __shared__ int s_bad[kRows];
@@ -201,7 +223,8 @@ __global__ void forward_rows(Dev D) {
     s_mx[t] = -INFINITY, s_eps[t] = 0, s_slm[t] = 0, s_ls[t] = 0, s_lc[t] = 0, s_xlm[t] = 0, s_nd[t] = 0;
     s_bad[t] = 0;
   }
-  for (int idx = threadIdx.x; idx < kRows * dv; idx += blockDim.x) o_tot[idx] = o_part[idx] = m_tot[idx] = m_part[idx] = 0;
+#pragma unroll
+  for (int e = 0; e < kRowPer; ++e) o_tot[e] = o_part[e] = m_tot[e] = m_part[e] = 0;
   for (int l = threadIdx.x; l < dv; l += blockDim.x) vmax[l] = 0;
   __syncthreads();
   load_rows(q, D.q, kRows, kRows, d, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
@@ -221,7 +244,7 @@ __global__ void forward_rows(Dev D) {
         const int t = idx / TK, jj = idx % TK;
         const int64_t j = t0 + jj;
         double sh = -INFINITY, sl = 0, eps = 0;
-        if (s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t]) score(q + t * pd, kt + jj * pd, d, D.p.scale, sh, sl, eps);
+        if (s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t]) score<Exact>(q + t * pd, kt + jj * pd, d, D.p.scale, sh, sl, eps);
         else if (pass == 1) sh = NAN;  // not visible: weight 0
         if (pass == 0) {
           t_sh[idx] = sh, t_sl[idx] = sl, t_x[idx] = eps;
@@ -257,16 +280,19 @@ __global__ void forward_rows(Dev D) {
       }
       if (pass == 1) {
         const bool flush = t0 % kChunk == 0;
-        for (int idx = threadIdx.x; idx < kRows * dv; idx += blockDim.x) {
+#pragma unroll
+        for (int e = 0; e < kRowPer; ++e) {
+          const int idx = int(threadIdx.x) + e * kThreads;
+          if (idx >= kRows * dv) break;
           const int t = idx / dv, l = idx % dv;
-          if (flush) o_tot[idx] += o_part[idx], m_tot[idx] += m_part[idx], o_part[idx] = 0, m_part[idx] = 0;
-          double po = o_part[idx], pm = m_part[idx];
+          if (flush) o_tot[e] += o_part[e], m_tot[e] += m_part[e], o_part[e] = 0, m_part[e] = 0;
+          double po = o_part[e], pm = m_part[e];
           for (int jj = 0; jj < TK; ++jj) {
             const double w = t_sh[t * TK + jj], x = vt[jj * pdv + l];
             po += w * x;
             pm += w * fabs(x);
           }
-          o_part[idx] = po, m_part[idx] = pm;
+          o_part[e] = po, m_part[e] = pm;
           if (t == 0)
             for (int jj = 0; jj < cnt; ++jj) vmax[l] = fmax(vmax[l], fabs(vt[jj * pdv + l]));
         }
@@ -308,7 +334,10 @@ __global__ void forward_rows(Dev D) {
   }
   __syncthreads();
   const double g_o = chunk_gamma(n_k, 1);
-  for (int idx = threadIdx.x; idx < kRows * dv; idx += blockDim.x) {
+#pragma unroll
+  for (int e = 0; e < kRowPer; ++e) {
+    const int idx = int(threadIdx.x) + e * kThreads;
+    if (idx >= kRows * dv) break;
     const int t = idx / dv, l = idx % dv;
     if (s_row[t] < 0) continue;
     const int64_t out = s_row[t] * dv + l;
@@ -318,7 +347,7 @@ __global__ void forward_rows(Dev D) {
       continue;
     }
     const double inv_l = st[kInvL], kp = st[kKappa] * (1 + st[kKappa]);
-    const double o = inv_l * (o_tot[idx] + o_part[idx]), mag = inv_l * (m_tot[idx] + m_part[idx]);
+    const double o = inv_l * (o_tot[e] + o_part[e]), mag = inv_l * (m_tot[e] + m_part[e]);
     D.o[out] = o;
     D.o_mag[out] = mag;
     D.o_err[out] = ((kp + g_o) * (mag / (1 - g_o)) + s_nd[t] * kDroppedWeight * vmax[l] + kTiny) * kSlack;
@@ -330,16 +359,17 @@ __global__ void forward_rows(Dev D) {
 struct Pair {
   double pr, ds, e;
 };
+template <bool Exact>
 __device__ inline Pair pair(const Dev& D, const double* qr, const double* kr, const double* dor, const double* vr,
                             const double* st) {
   double sh, sl, eps;
-  score(qr, kr, D.d, D.p.scale, sh, sl, eps);
+  score<Exact>(qr, kr, D.d, D.p.scale, sh, sl, eps);
   double xl;
   bool dropped;
   const double pt = weight(sh, sl, st[kMx], xl, dropped);
   const double pr = pt * st[kInvL];
   double ph, pc, pa;
-  dot2(dor, vr, D.dv, ph, pc, pa);
+  dot2<Exact>(dor, vr, D.dv, ph, pc, pa);
   const double dpv = ph + pc;
   const double e_p = 1.01 * kU * fabs(dpv) + dot_err(D.dv, pa);
   const double big_d = st[kD], err_d = st[kErrD], kp = st[kKappa] * (1 + st[kKappa]), tail = st[kTail];
@@ -351,7 +381,8 @@ __device__ inline Pair pair(const Dev& D, const double* qr, const double* kr, co
 }
 
 // d_q: R rows per block; D first.
-__global__ void dq_rows(Dev D) {
+template <bool Exact>
+__global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
   extern __shared__ double sm[];
   const int d = D.d, dv = D.dv, TK = D.tk, pd = d + 1, pdv = dv + 1;  // pd, pdv: smem row pitches
   const int64_t group = blockIdx.x / D.row_tiles, tile = blockIdx.x % D.row_tiles;
@@ -362,10 +393,8 @@ __global__ void dq_rows(Dev D) {
   double* vt = kt + TK * pd;          // (TK, dv), pitch pdv
   double* t_ds = vt + TK * pdv;       // (R, TK)
   double* t_w = t_ds + kRows * TK;   // (R, TK)
-  double* a_tot = t_w + kRows * TK;  // (R, d) each
-  double* a_part = a_tot + kRows * d;
-  double* e_tot = a_part + kRows * d;
-  double* e_part = e_tot + kRows * d;
+  // This thread's elements of d_q and of its bound's sum (forward_rows' o_tot and o_part).
+  double a_tot[kRowPer], a_part[kRowPer], e_tot[kRowPer], e_part[kRowPer];
   __shared__ int64_t s_j0[kRows], s_j1[kRows], s_row[kRows];
   __shared__ double s_st[kRows][kStat];
 
@@ -380,7 +409,8 @@ __global__ void dq_rows(Dev D) {
     s_j0[t] = j0, s_j1[t] = j1;
     s_row[t] = id.valid ? q_row(D.p, D.s, b, id.h, id.i) : -1;
   }
-  for (int idx = threadIdx.x; idx < kRows * d; idx += blockDim.x) a_tot[idx] = a_part[idx] = e_tot[idx] = e_part[idx] = 0;
+#pragma unroll
+  for (int e = 0; e < kRowPer; ++e) a_tot[e] = a_part[e] = e_tot[e] = e_part[e] = 0;
   __syncthreads();
   load_rows(q, D.q, kRows, kRows, d, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
   load_rows(dor, D.d_o, kRows, kRows, dv, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
@@ -416,7 +446,7 @@ __global__ void dq_rows(Dev D) {
       const int t = idx / TK, jj = idx % TK;
       const int64_t j = t0 + jj;
       if (s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t]) {
-        const Pair pp = pair(D, q + t * pd, kt + jj * pd, dor + t * pdv, vt + jj * pdv, s_st[t]);
+        const Pair pp = pair<Exact>(D, q + t * pd, kt + jj * pd, dor + t * pdv, vt + jj * pdv, s_st[t]);
         t_ds[idx] = pp.ds, t_w[idx] = pp.e + g_q * fabs(pp.ds);
       } else {
         t_ds[idx] = 0, t_w[idx] = 0;
@@ -424,33 +454,40 @@ __global__ void dq_rows(Dev D) {
     }
     __syncthreads();
     const bool flush = t0 % kChunk == 0;
-    for (int idx = threadIdx.x; idx < kRows * d; idx += blockDim.x) {
+#pragma unroll
+    for (int e = 0; e < kRowPer; ++e) {
+      const int idx = int(threadIdx.x) + e * kThreads;
+      if (idx >= kRows * d) break;
       const int t = idx / d, l = idx % d;
-      if (flush) a_tot[idx] += a_part[idx], e_tot[idx] += e_part[idx], a_part[idx] = 0, e_part[idx] = 0;
-      double pa = a_part[idx], pe = e_part[idx];
+      if (flush) a_tot[e] += a_part[e], e_tot[e] += e_part[e], a_part[e] = 0, e_part[e] = 0;
+      double pa = a_part[e], pe = e_part[e];
       for (int jj = 0; jj < TK; ++jj) {
         const double x = kt[jj * pd + l];
         pa += t_ds[t * TK + jj] * x;
         pe += t_w[t * TK + jj] * fabs(x);
       }
-      a_part[idx] = pa, e_part[idx] = pe;
+      a_part[e] = pa, e_part[e] = pe;
     }
     __syncthreads();
   }
   const double abs_scale = fabs(D.p.scale);
-  for (int idx = threadIdx.x; idx < kRows * d; idx += blockDim.x) {
+#pragma unroll
+  for (int e = 0; e < kRowPer; ++e) {
+    const int idx = int(threadIdx.x) + e * kThreads;
+    if (idx >= kRows * d) break;
     const int t = idx / d, l = idx % d;
     if (s_row[t] < 0) continue;
     const int64_t out = s_row[t] * d + l;
-    const double dq = D.p.scale * (a_tot[idx] + a_part[idx]);
-    const double w = (e_tot[idx] + e_part[idx]) / (1 - g_q) + double(n_k) * kTiny;
+    const double dq = D.p.scale * (a_tot[e] + a_part[e]);
+    const double w = (e_tot[e] + e_part[e]) / (1 - g_q) + double(n_k) * kTiny;
     D.dq[out] = dq;
     D.dq_err[out] = (abs_scale * w + kU * fabs(dq) + kTiny) * kSlack;
   }
 }
 
 // d_k, d_v: KT keys per block; every row of the group in tiles of RT (Dev::kt, Dev::rt).
-__global__ void dkv_keys(Dev D) {
+template <bool Exact>
+__global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
   extern __shared__ double sm[];
   const int d = D.d, dv = D.dv, kKeyT = D.kt, kRowT = D.rt, pd = d + 1, pdv = dv + 1;  // smem row pitches
   const int64_t group = blockIdx.x / D.key_tiles, tile = blockIdx.x % D.key_tiles;
@@ -466,29 +503,29 @@ __global__ void dkv_keys(Dev D) {
   double* t_w = t_ds + kRowT * kKeyT;
   double* t_p = t_w + kRowT * kKeyT;
   double* t_wv = t_p + kRowT * kKeyT;
-  double* k_tot = t_wv + kRowT * kKeyT;  // (KT, d) each
-  double* k_part = k_tot + kKeyT * d;
-  double* ke_tot = k_part + kKeyT * d;
-  double* ke_part = ke_tot + kKeyT * d;
-  double* v_tot = ke_part + kKeyT * d;   // (KT, dv) each
-  double* v_part = v_tot + kKeyT * dv;
-  double* ve_tot = v_part + kKeyT * dv;
-  double* ve_part = ve_tot + kKeyT * dv;
+  // This thread's elements of the (KT, d) d_k tile and the (KT, dv) d_v tile, and of their bounds' sums:
+  // e-th at threadIdx.x + e·kThreads, a chunk of rows' partial (part) and the chunks before it (tot).
+  double k_tot[kKeyPer], k_part[kKeyPer], ke_tot[kKeyPer], ke_part[kKeyPer];
+  double v_tot[kKeyPer], v_part[kKeyPer], ve_tot[kKeyPer], ve_part[kKeyPer];
   __shared__ int64_t s_j0[kMaxRowT], s_j1[kMaxRowT], s_row[kMaxRowT];
   __shared__ double s_st[kMaxRowT][kStat];
 
   load_rows(kt, D.k, kKeyT, kcnt, d, [&](int t) { return kv_row(D.p, D.s, b, h_kv, k0 + t); });
   load_rows(vt, D.v, kKeyT, kcnt, dv, [&](int t) { return kv_row(D.p, D.s, b, h_kv, k0 + t); });
-  for (int idx = threadIdx.x; idx < kKeyT * d; idx += blockDim.x) k_tot[idx] = k_part[idx] = ke_tot[idx] = ke_part[idx] = 0;
-  for (int idx = threadIdx.x; idx < kKeyT * dv; idx += blockDim.x) v_tot[idx] = v_part[idx] = ve_tot[idx] = ve_part[idx] = 0;
+#pragma unroll
+  for (int e = 0; e < kKeyPer; ++e) {
+    k_tot[e] = k_part[e] = ke_tot[e] = ke_part[e] = 0;
+    v_tot[e] = v_part[e] = ve_tot[e] = ve_part[e] = 0;
+  }
   const double g_k = chunk_gamma(m, 0);
   __syncthreads();
   for (int64_t r0 = 0; r0 < m; r0 += kRowT) {
     if (r0 % kChunk == 0) {  // a new chunk of rows, whether or not this tile sees the block's keys
-      for (int idx = threadIdx.x; idx < kKeyT * d; idx += blockDim.x)
-        k_tot[idx] += k_part[idx], ke_tot[idx] += ke_part[idx], k_part[idx] = 0, ke_part[idx] = 0;
-      for (int idx = threadIdx.x; idx < kKeyT * dv; idx += blockDim.x)
-        v_tot[idx] += v_part[idx], ve_tot[idx] += ve_part[idx], v_part[idx] = 0, ve_part[idx] = 0;
+#pragma unroll
+      for (int e = 0; e < kKeyPer; ++e) {
+        k_tot[e] += k_part[e], ke_tot[e] += ke_part[e], k_part[e] = 0, ke_part[e] = 0;
+        v_tot[e] += v_part[e], ve_tot[e] += ve_part[e], v_part[e] = 0, ve_part[e] = 0;
+      }
     }
     if (threadIdx.x < kRowT) {
       const int t = threadIdx.x;
@@ -513,7 +550,7 @@ __global__ void dkv_keys(Dev D) {
         const int64_t j = k0 + jj;
         if (jj < kcnt && s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t]) {
           const double* st = s_st[t];
-          const Pair pp = pair(D, qt + t * pd, kt + jj * pd, dot + t * pdv, vt + jj * pdv, st);
+          const Pair pp = pair<Exact>(D, qt + t * pd, kt + jj * pd, dot + t * pdv, vt + jj * pdv, st);
           const double kp = st[kKappa] * (1 + st[kKappa]);
           t_ds[idx] = pp.ds, t_w[idx] = pp.e + g_k * fabs(pp.ds);
           t_p[idx] = pp.pr, t_wv[idx] = (kp + g_k * (1 + kp)) * pp.pr + st[kTail] + kTiny;
@@ -522,43 +559,51 @@ __global__ void dkv_keys(Dev D) {
         }
       }
       __syncthreads();
-      for (int idx = threadIdx.x; idx < kKeyT * d; idx += blockDim.x) {
-        const int jj = idx / d, l = idx % d;
-        double pa = k_part[idx], pe = ke_part[idx];
-        for (int t = 0; t < kRowT; ++t) {
-          const double x = qt[t * pd + l];
-          pa += t_ds[t * kKeyT + jj] * x;
-          pe += t_w[t * kKeyT + jj] * fabs(x);
+#pragma unroll
+      for (int e = 0; e < kKeyPer; ++e) {
+        const int idx = int(threadIdx.x) + e * kThreads;
+        if (idx < kKeyT * d) {
+          const int jj = idx / d, l = idx % d;
+          double pa = k_part[e], pe = ke_part[e];
+          for (int t = 0; t < kRowT; ++t) {
+            const double x = qt[t * pd + l];
+            pa += t_ds[t * kKeyT + jj] * x;
+            pe += t_w[t * kKeyT + jj] * fabs(x);
+          }
+          k_part[e] = pa, ke_part[e] = pe;
         }
-        k_part[idx] = pa, ke_part[idx] = pe;
-      }
-      for (int idx = threadIdx.x; idx < kKeyT * dv; idx += blockDim.x) {
-        const int jj = idx / dv, l = idx % dv;
-        double pa = v_part[idx], pe = ve_part[idx];
-        for (int t = 0; t < kRowT; ++t) {
-          const double x = dot[t * pdv + l];
-          pa += t_p[t * kKeyT + jj] * x;
-          pe += t_wv[t * kKeyT + jj] * fabs(x);
+        if (idx < kKeyT * dv) {
+          const int jj = idx / dv, l = idx % dv;
+          double pa = v_part[e], pe = ve_part[e];
+          for (int t = 0; t < kRowT; ++t) {
+            const double x = dot[t * pdv + l];
+            pa += t_p[t * kKeyT + jj] * x;
+            pe += t_wv[t * kKeyT + jj] * fabs(x);
+          }
+          v_part[e] = pa, ve_part[e] = pe;
         }
-        v_part[idx] = pa, ve_part[idx] = pe;
       }
     }
     __syncthreads();
   }
   const double abs_scale = fabs(D.p.scale);
-  for (int idx = threadIdx.x; idx < kcnt * d; idx += blockDim.x) {
-    const int jj = idx / d, l = idx % d;
-    const int64_t out = kv_row(D.p, D.s, b, h_kv, k0 + jj) * d + l;
-    const double dk = D.p.scale * (k_tot[idx] + k_part[idx]);
-    const double w = (ke_tot[idx] + ke_part[idx]) / (1 - g_k) + double(m) * kTiny;
-    D.dk[out] = dk;
-    D.dk_err[out] = (abs_scale * w + kU * fabs(dk) + kTiny) * kSlack;
-  }
-  for (int idx = threadIdx.x; idx < kcnt * dv; idx += blockDim.x) {
-    const int jj = idx / dv, l = idx % dv;
-    const int64_t out = kv_row(D.p, D.s, b, h_kv, k0 + jj) * dv + l;
-    D.dvg[out] = v_tot[idx] + v_part[idx];
-    D.dvg_err[out] = ((ve_tot[idx] + ve_part[idx]) / (1 - g_k) + double(m) * kTiny) * kSlack;
+#pragma unroll
+  for (int e = 0; e < kKeyPer; ++e) {
+    const int idx = int(threadIdx.x) + e * kThreads;
+    if (idx < kcnt * d) {
+      const int jj = idx / d, l = idx % d;
+      const int64_t out = kv_row(D.p, D.s, b, h_kv, k0 + jj) * d + l;
+      const double dk = D.p.scale * (k_tot[e] + k_part[e]);
+      const double w = (ke_tot[e] + ke_part[e]) / (1 - g_k) + double(m) * kTiny;
+      D.dk[out] = dk;
+      D.dk_err[out] = (abs_scale * w + kU * fabs(dk) + kTiny) * kSlack;
+    }
+    if (idx < kcnt * dv) {
+      const int jj = idx / dv, l = idx % dv;
+      const int64_t out = kv_row(D.p, D.s, b, h_kv, k0 + jj) * dv + l;
+      D.dvg[out] = v_tot[e] + v_part[e];
+      D.dvg_err[out] = ((ve_tot[e] + ve_part[e]) / (1 - g_k) + double(m) * kTiny) * kSlack;
+    }
   }
 }
 
@@ -621,29 +666,77 @@ bool certifiable(double x) { return std::isfinite(x) && std::fabs(x) < std::ldex
 
 // Shared memory of each kernel (tiles of rows at pitch width + 1, then the accumulators).
 size_t fwd_smem(int d, int dv, int tk) {
-  return size_t(kRows * (d + 1) + tk * (d + 1) + tk * (dv + 1) + 3 * kRows * tk + 5 * kRows * dv) * 8;
+  return size_t(kRows * (d + 1) + tk * (d + 1) + tk * (dv + 1) + 3 * kRows * tk + dv) * 8;
 }
 size_t dq_smem(int d, int dv, int tk) {
-  return size_t(kRows * (d + 1) + kRows * (dv + 1) + tk * (d + 1) + tk * (dv + 1) + 2 * kRows * tk + 4 * kRows * d) * 8;
+  return size_t(kRows * (d + 1) + kRows * (dv + 1) + tk * (d + 1) + tk * (dv + 1) + 2 * kRows * tk) * 8;
 }
 size_t dkv_smem(int d, int dv, int kt, int rt) {
-  return size_t(kt * (d + 1) + kt * (dv + 1) + rt * (d + 1) + rt * (dv + 1) + 4 * rt * kt + 4 * kt * d + 4 * kt * dv) * 8;
+  return size_t(kt * (d + 1) + kt * (dv + 1) + rt * (d + 1) + rt * (dv + 1) + 4 * rt * kt) * 8;
 }
-// Keys per tile of the row kernels: the most of 32, 16, 8 whose shared memory fits (0: none).
+// Keys per tile of the row kernels: the most of 32, 16, 8 whose shared memory fits two blocks on a
+// multiprocessor, else one (0: none).
 int keys_per_tile(int d, int dv) {
-  for (int tk : {32, 16, 8})
-    if (std::max(fwd_smem(d, dv, tk), dq_smem(d, dv, tk)) <= kSmemBudget) return tk;
+  for (size_t budget : {kSmemBudget / 2, kSmemBudget})
+    for (int tk : {32, 16, 8})
+      if (std::max(fwd_smem(d, dv, tk), dq_smem(d, dv, tk)) <= budget) return tk;
   return 0;
 }
-// dkv_keys' keys per block and rows per tile: the largest that fit (false: none).
+// dkv_keys' keys per block and rows per tile: the most keys (each thread accumulates at most kKeyPer
+// elements of a key tile) and then the most rows (a pair per thread: 8 x 32) whose shared memory fits
+// two blocks on a multiprocessor, else one (false: none).
 bool dkv_tiles(int d, int dv, int& kt, int& rt) {
-  for (int k : {8, 4, 2})
-    for (int r : {16, 8})
-      if (dkv_smem(d, dv, k, r) <= kSmemBudget) {
-        kt = k, rt = r;
-        return true;
-      }
+  for (size_t budget : {kSmemBudget / 2, kSmemBudget})
+    for (int k : {8, 4, 2})
+      for (int r : {32, 16, 8})
+        if (k * std::max(d, dv) <= kThreads * kKeyPer && dkv_smem(d, dv, k, r) <= budget) {
+          kt = k, rt = r;
+          return true;
+        }
   return false;
+}
+
+// Whether every input is a float value: then each product of two of them is exact in float64 (24 + 24
+// significand bits, exponents from 2^-298 on: no underflow), and the ExactProducts kernels apply.
+bool float_inputs(const Tensors64& in) {
+  for (const std::vector<double>* t : {&in.q, &in.k, &in.v, &in.d_o})
+    for (double x : *t)
+      if (double(float(x)) != x) return false;
+  return true;
+}
+
+// The three kernels for one choice of Exact (dot2's TwoProd left out: the same bits).
+template <bool Exact>
+struct Kernels {
+  static constexpr auto forward = forward_rows<Exact>;
+  static constexpr auto dq = dq_rows<Exact>;
+  static constexpr auto dkv = dkv_keys<Exact>;
+};
+
+template <bool Exact>
+void launch(const Dev& D, bool grads, bool have_d_o, int64_t row_blocks, int64_t key_blocks, int* flag) {
+  using K = Kernels<Exact>;
+  const int d = D.d, dv = D.dv, tk = D.tk;
+  const size_t s1 = fwd_smem(d, dv, tk);
+  check(cudaFuncSetAttribute(K::forward, cudaFuncAttributeMaxDynamicSharedMemorySize, int(s1)), "smem");
+  K::forward<<<unsigned(row_blocks), kThreads, s1>>>(D);
+  check(cudaGetLastError(), "forward launch");
+  check(cudaDeviceSynchronize(), "forward");
+  int f = 0;
+  check(cudaMemcpy(&f, flag, sizeof(int), cudaMemcpyDeviceToHost), "flag");
+  if (f & kFlagRange)
+    throw NotCovered("the GPU oracle does not cover scores this large (a row's score bound past 2^-56 or its "
+                     "low parts past 2^-30; the CPU oracle takes them in MPFR)");
+  if (grads && have_d_o) {
+    const size_t s2 = dq_smem(d, dv, tk), s3 = dkv_smem(d, dv, D.kt, D.rt);
+    check(cudaFuncSetAttribute(K::dq, cudaFuncAttributeMaxDynamicSharedMemorySize, int(s2)), "smem");
+    check(cudaFuncSetAttribute(K::dkv, cudaFuncAttributeMaxDynamicSharedMemorySize, int(s3)), "smem");
+    K::dq<<<unsigned(row_blocks), kThreads, s2>>>(D);
+    check(cudaGetLastError(), "d_q launch");
+    if (key_blocks > 0) K::dkv<<<unsigned(key_blocks), kThreads, s3>>>(D);
+    check(cudaGetLastError(), "d_k launch");
+    check(cudaDeviceSynchronize(), "backward");
+  }
 }
 
 }  // namespace
@@ -742,26 +835,8 @@ Certified certified(const Problem& p, const Tensors64& in) {
   if (row_blocks > int64_t(INT32_MAX) || key_blocks > int64_t(INT32_MAX))
     throw NotCovered("the GPU oracle does not cover problems of more than 2^31 blocks");
   if (row_blocks > 0 && D.m_max > 0 && p.n_k > 0) {
-    const size_t s1 = fwd_smem(d, dv, tk);
-    check(cudaFuncSetAttribute(forward_rows, cudaFuncAttributeMaxDynamicSharedMemorySize, int(s1)), "smem");
-    forward_rows<<<unsigned(row_blocks), kThreads, s1>>>(D);
-    check(cudaGetLastError(), "forward launch");
-    check(cudaDeviceSynchronize(), "forward");
-    int f = 0;
-    check(cudaMemcpy(&f, flag, sizeof(int), cudaMemcpyDeviceToHost), "flag");
-    if (f & kFlagRange)
-      throw NotCovered("the GPU oracle does not cover scores this large (a row's score bound past 2^-56 or its "
-                       "low parts past 2^-30; the CPU oracle takes them in MPFR)");
-    if (grads && !in.d_o.empty()) {
-      const size_t s2 = dq_smem(d, dv, tk), s3 = dkv_smem(d, dv, D.kt, D.rt);
-      check(cudaFuncSetAttribute(dq_rows, cudaFuncAttributeMaxDynamicSharedMemorySize, int(s2)), "smem");
-      check(cudaFuncSetAttribute(dkv_keys, cudaFuncAttributeMaxDynamicSharedMemorySize, int(s3)), "smem");
-      dq_rows<<<unsigned(row_blocks), kThreads, s2>>>(D);
-      check(cudaGetLastError(), "d_q launch");
-      if (key_blocks > 0) dkv_keys<<<unsigned(key_blocks), kThreads, s3>>>(D);
-      check(cudaGetLastError(), "d_k launch");
-      check(cudaDeviceSynchronize(), "backward");
-    }
+    if (float_inputs(in)) launch<true>(D, grads, !in.d_o.empty(), row_blocks, key_blocks, flag);
+    else launch<false>(D, grads, !in.d_o.empty(), row_blocks, key_blocks, flag);
   }
   // Rows of a group with no key: o = 0, lse = -inf (exactly), as on the CPU.
   o.download(c.value.o, size_t(numel_o(p)));

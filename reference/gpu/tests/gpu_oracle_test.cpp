@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <tuple>
 #include <string>
@@ -307,6 +308,44 @@ TEST_CASE("gpu oracle: the device's exp and log are within the 2 ulp the bound c
   std::printf("device exp: worst relative error %.3g (charged 2^-51 = %.3g); log: %.3g\n", worst_e, 0x1p-51, worst_l);
   CHECK(worst_e <= 0x1p-51);
   CHECK(worst_l <= 0x1p-51);
+}
+
+// Not a test of correctness: an FNV-1a digest of every value and bound the GPU oracle writes, one line per
+// problem of a fixed set (run by hand with "[.digest]"). Two builds whose kernels are meant to compute
+// the same bits (a change of the kernels' schedule, not of their arithmetic) print the same lines.
+TEST_CASE("gpu oracle: digest of its bits on fixed problems", "[.digest]") {
+  std::vector<Named> all = cases();
+  const std::vector<std::pair<std::string, Problem>> shapes = {
+      {"bf16 GQA 4/2 causal_top_left n 700 d 64", shape(2, 4, 2, 700, 700, 64, 64, DType::BF16, Mask::CausalTopLeft)},
+      {"f16 no mask n_q 129 n_k 1100 d 128", shape(1, 2, 1, 129, 1100, 128, 128, DType::F16, Mask::None)},
+      {"bf16 bottom_right n_q 300 n_k 520 d 96 d_v 40", shape(1, 3, 3, 300, 520, 96, 40, DType::BF16, Mask::CausalBottomRight)},
+      {"f16 d 256 n 300", shape(1, 1, 1, 300, 300, 256, 256, DType::F16, Mask::CausalTopLeft)},
+      {"bf16 MQA 8/1 n_q 1 n_k 2049 d 128", shape(3, 8, 1, 1, 2049, 128, 128, DType::BF16, Mask::None)},
+      {"f32 GQA 6/3 n_q 77 n_k 33 d 40 d_v 72", shape(2, 6, 3, 77, 33, 40, 72, DType::F32, Mask::CausalBottomRight)},
+      {"bf16 n 1030 d 128", shape(1, 2, 2, 1030, 1030, 128, 128, DType::BF16, Mask::None)},
+  };
+  uint64_t seed = 100;
+  for (const auto& [name, p] : shapes) all.push_back({name, p, random_inputs(p, 1.0, seed++)});
+  all.push_back({"bf16 window 37/5 n 600 d 64", shape(1, 2, 1, 600, 600, 64, 64, DType::BF16, Mask::None), {}});
+  all.back().p.window_left = 37, all.back().p.window_right = 5;
+  all.back().in = random_inputs(all.back().p, 1.5, seed++);
+  for (const Named& c : all) {
+    Certified g;
+    try {
+      g = gpu::certified(c.p, c.in);
+    } catch (const gpu::NotCovered&) {
+      continue;
+    }
+    uint64_t h = 1469598103934665603ull;
+    for (const std::vector<double>* t : {&g.value.o, &g.err.o, &g.o_mag, &g.value.lse, &g.err.lse, &g.value.d_q,
+                                         &g.err.d_q, &g.value.d_k, &g.err.d_k, &g.value.d_v, &g.err.d_v})
+      for (double x : *t) {
+        uint64_t bits;
+        std::memcpy(&bits, &x, sizeof bits);
+        for (int i = 0; i < 8; ++i) h = (h ^ ((bits >> (8 * i)) & 0xff)) * 1099511628211ull;
+      }
+    std::printf("digest %016llx %s\n", static_cast<unsigned long long>(h), c.name.c_str());
+  }
 }
 
 // Not a test of correctness: the time of the GPU oracle on one larger shape, printed (run by hand with
