@@ -21,7 +21,7 @@ namespace fc::cli {
 
 namespace {
 
-struct CompareOptions {
+struct CompareFlags {
   report::CompareOptions c;
   ResourceLimits limits;
   std::string out, junit;
@@ -40,7 +40,7 @@ void check_range(const std::string& file, const char* name, const HostTensor& t)
                                       name, i, t.get(i)));
 }
 
-int run_compare(CompareOptions o) {
+int run_compare(CompareFlags o) {
   o.c.p_in_storage = !o.p_f32;
   apply_oracle(o.oracle);
   const std::vector<std::string> inputs = {o.c.inputs, o.c.outputs};
@@ -73,7 +73,7 @@ Action setup_compare(CLI::App& app) {
   auto* sub = app.add_subcommand("compare",
                                  "Audit tensors another program produced against the certified "
                                  "reference and the error bound (docs/compare.md)");
-  auto o = std::make_shared<CompareOptions>();
+  auto o = std::make_shared<CompareFlags>();
   sub->add_option("--inputs", o->c.inputs, "Input safetensors: q, k, v (+ d_o); metadata mask, scale")->required();
   sub->add_option("--outputs", o->c.outputs, "The program's outputs: o (+ lse, d_q, d_k, d_v)")->required();
   sub->add_option("--out", o->out, "Folder for report.json, report.md, report.html, run.json");

@@ -15,12 +15,12 @@ namespace fc::cli {
 
 namespace {
 
-struct GateOptions {
+struct GateFlags {
   std::string baseline, current, markdown;
   std::vector<std::string> tolerance;
 };
 
-int run_gate(const GateOptions& o) {
+int run_gate(const GateFlags& o) {
   report::GateOptions g = report::default_gate_options();
   for (const std::string& t : o.tolerance) {
     try {
@@ -48,7 +48,7 @@ int run_gate(const GateOptions& o) {
 
 Action setup_gate(CLI::App& app) {
   auto* sub = app.add_subcommand("gate", "Fail when a report regressed against a baseline report (docs/gate.md)");
-  auto o = std::make_shared<GateOptions>();
+  auto o = std::make_shared<GateFlags>();
   sub->add_option("--baseline", o->baseline, "The baseline report.json")->required();
   sub->add_option("--current", o->current, "The current report.json")->required();
   sub->add_option("--tolerance", o->tolerance,

@@ -35,17 +35,17 @@ bool same_file(const std::string& a, const std::string& b) {
 // only call async-signal-safe functions (unlink) and read lock-free atomics.
 constexpr int kSlots = 64;
 enum : int { kFree = 0, kClaimed = 1, kActive = 2 };  // the handler reads only kActive slots
-struct Slot {
+struct HandlerSlot {
   std::atomic<int> state{kFree};
   char path[PATH_MAX + 1];
 };
-Slot g_slots[kSlots];
+HandlerSlot g_slots[kSlots];
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGXFSZ};
 
 struct sigaction g_previous[std::size(kSignals)];  // what each signal did before our handler
 
 extern "C" void remove_temporaries(int sig, siginfo_t* info, void* context) {
-  for (Slot& s : g_slots)
+  for (HandlerSlot& s : g_slots)
     if (s.state.load() == kActive) ::unlink(s.path);
   size_t i = 0;
   while (i + 1 < std::size(kSignals) && kSignals[i] != sig) ++i;

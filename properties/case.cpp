@@ -36,7 +36,7 @@ std::string config_str(const Config& c) {
                      c.splits > 0 ? fmt::format(" splits={}", c.splits) : "");
 }
 
-using Meta = std::map<std::string, std::string>;
+using FieldMap = std::map<std::string, std::string>;
 
 [[noreturn]] void bad(const std::string& path, const char* key, const std::string& value, const std::string& why) {
   throw io::FileError(io::FileFault::BadMetadata, path,
@@ -44,7 +44,7 @@ using Meta = std::map<std::string, std::string>;
 }
 
 // An integer field in [lo, hi], `dflt` when absent; plain decimal only (io/numbers.hpp).
-int64_t read_int(const std::string& path, const Meta& m, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
+int64_t read_int(const std::string& path, const FieldMap& m, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
   auto it = m.find(key);
   if (it == m.end()) return dflt;
   int64_t x = 0;
@@ -53,7 +53,7 @@ int64_t read_int(const std::string& path, const Meta& m, const char* key, int64_
   return x;
 }
 
-Config read_config(const std::string& path, const Meta& m, const std::string& suffix) {
+Config read_config(const std::string& path, const FieldMap& m, const std::string& suffix) {
   Config c;
   const int64_t kMax = std::numeric_limits<int32_t>::max();
   c.block_m = int32_t(read_int(path, m, ("fc.block_m" + suffix).c_str(), 0, 0, kMax));
@@ -64,7 +64,7 @@ Config read_config(const std::string& path, const Meta& m, const std::string& su
 }
 
 // The poisoned value: "nan", "inf", "-inf" (as write_case spells them) or a plain decimal.
-double read_poison_value(const std::string& path, const Meta& m) {
+double read_poison_value(const std::string& path, const FieldMap& m) {
   auto it = m.find("fc.poison_value");
   if (it == m.end()) return 0;
   const std::string& v = it->second;
@@ -213,7 +213,7 @@ Case read_case(const std::string& path, std::string* law, std::map<std::string, 
 }
 
 Case case_from(const std::string& path, io::TensorFile f, std::string* law) {
-  const Meta m = f.metadata;
+  const FieldMap m = f.metadata;
   Case c;
   c.in = io::inputs_from(path, std::move(f));
   if (law) *law = m.count("fc.law") ? m.at("fc.law") : "";

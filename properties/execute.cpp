@@ -31,7 +31,7 @@ namespace {
 // strides (the contract offers strided outputs only to those).
 bool guards_outputs(const Kernel& k) { return k.info.device == "cpu" && !k.info.external; }
 
-struct Guards {
+struct OutputGuards {
   const Problem& p;
   const Inputs& in;
   bool on, gaps;
@@ -72,7 +72,7 @@ Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward)
   const bool poisoned = has_poisonable(in);
   const Inputs hostile = poisoned ? poison(in) : Inputs{};
   const Inputs& given = poisoned ? hostile : in;
-  Guards guards{p, in, guards_outputs(k), k.info.variants.strides, "", {}};
+  OutputGuards guards{p, in, guards_outputs(k), k.info.variants.strides, "", {}};
   try {
     r.out = alloc_outputs(given, false);
     guards.place(r.out.o, "o");

@@ -49,14 +49,14 @@ namespace {
 
 // The progress line of one law (RunOptions::progress): nothing before progress_after_s, then at most
 // one line every progress_every_s; on a TTY the line is rewritten in place and cleared at the end.
-class Progress {
+class LawProgress {
  public:
-  Progress(const Law& law, const RunOptions& opt) : law_(law), opt_(opt), start_(now_s(opt)) {}
-  ~Progress() {
+  LawProgress(const Law& law, const RunOptions& opt) : law_(law), opt_(opt), start_(now_s(opt)) {}
+  ~LawProgress() {
     if (shown_ && opt_.progress_tty) *opt_.progress << "\r\x1b[K" << std::flush;
   }
-  Progress(const Progress&) = delete;
-  Progress& operator=(const Progress&) = delete;
+  LawProgress(const LawProgress&) = delete;
+  LawProgress& operator=(const LawProgress&) = delete;
   double elapsed() const { return now_s(opt_) - start_; }
   // Before a case on problem p runs; `res` counts the cases so far.
   void tick(const LawResult& res, const Problem& p) {
@@ -137,7 +137,7 @@ struct QuietListener : rc::detail::TestListener {
 // Property ids: "kernel/law" for the main run, "kernel/law@regime" for a coverage top-up.
 std::string test_id(const Kernel& k, const Law& law) { return k.info.name + "/" + law.id; }
 
-struct Outcome {
+struct CaseOutcome {
   bool applies = true;  // false: the case is outside the law's domain (message says why)
   std::string message;  // applies and non-empty: the law failed
 };
@@ -145,7 +145,7 @@ struct Outcome {
 // The law on one case; exceptions are failures, not crashes, except `--oracle gpu` meeting a case the
 // GPU oracle cannot take (ref::OracleUnavailable): bad usage, not the kernel's fault, so it stops the
 // run (exit 2, one line).
-Outcome check_case(const Law& law, const Kernel& k, const Case& c) {
+CaseOutcome check_case(const Law& law, const Kernel& k, const Case& c) {
   clear_evidence();
   try {
     return {true, law.check(k, c)};
@@ -160,7 +160,7 @@ Outcome check_case(const Law& law, const Kernel& k, const Case& c) {
 
 // Replays the regression folder: every file for this law whose problem the kernel claims. Each
 // failure is kept (all run: a failing file does not hide the others, nor the random cases).
-void replay_files(const Law& law, const Kernel& k, const RunOptions& opt, LawResult& res, Progress& prog) {
+void replay_files(const Law& law, const Kernel& k, const RunOptions& opt, LawResult& res, LawProgress& prog) {
   std::vector<std::string> files;
   if (!opt.regressions_dir.empty() && std::filesystem::is_directory(opt.regressions_dir))
     for (const auto& e : std::filesystem::directory_iterator(opt.regressions_dir))
@@ -172,7 +172,7 @@ void replay_files(const Law& law, const Kernel& k, const RunOptions& opt, LawRes
     if (law_id != law.id || !claims(k, c.in.p)) continue;
     if (c.in.has_d_o() && !(law.backward && k.info.backward)) c.in.d_o = HostTensor();
     prog.tick(res, c.in.p);
-    const Outcome o = check_case(law, k, c);
+    const CaseOutcome o = check_case(law, k, c);
     if (!o.applies) continue;
     ++res.regression_cases;
     if (o.message.empty()) {
@@ -253,7 +253,7 @@ Kernel stop_after_fault(const Kernel& k, const std::function<int64_t()>& faults,
 // last case is run.
 bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std::string& id, uint64_t seed, int cases,
                 const std::unordered_map<std::string, rc::detail::Reproduce>& repro, const RunOptions& opt,
-                LawResult& res, Progress& prog) {
+                LawResult& res, LawProgress& prog) {
   Shrinking sh;
   const auto replayed = repro.find(id);
   const bool replaying = replayed != repro.end();
@@ -280,9 +280,9 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
     if (!sh.failed) res.draws.add(c.in.p, !claimed);
     prog.tick(res, c.in.p);
     tripped = false;
-    Outcome o;
+    CaseOutcome o;
     try {
-      o = claimed ? check_case(law, guarded, c) : Outcome{};
+      o = claimed ? check_case(law, guarded, c) : CaseOutcome{};
     } catch (const ref::OracleUnavailable& e) {
       unavailable = e.what();
       RC_DISCARD("the oracle is unavailable");
@@ -306,7 +306,7 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
       std::string first;
       for (int r = 0; r < opt.replay_repeats; ++r) {
         tripped = false;
-        const Outcome again = check_case(law, guarded, c);
+        const CaseOutcome again = check_case(law, guarded, c);
         ++res.repeats;
         if (!again.applies || again.message.empty()) continue;
         if (++res.repeats_failed == 1) first = again.message, ev = t_evidence;
@@ -407,7 +407,7 @@ bool random_run(const Law& law, const Kernel& k, const GenSpec& spec, const std:
 // five rounds of twice the deficit, each with its own seed: a small shape may not show its regime,
 // n_k = 1 cannot tie); a regime still short fails the law.
 void top_up_coverage(const Law& law, const Kernel& k, const GenSpec& spec, const RunOptions& opt, LawResult& res,
-                     Progress& prog) {
+                     LawProgress& prog) {
   const std::vector<Regime> claimed = claimed_regimes(law, k);
   const int need = coverage_share(opt.cases, int(claimed.size()));
   for (Regime r : claimed) {
@@ -474,7 +474,7 @@ std::string replay_prefix(const Kernel& k, const RunOptions& opt) {
 
 namespace {
 
-LawResult run_law_timed(const Law& law, const Kernel& k, const RunOptions& opt, Progress& prog) {
+LawResult run_law_timed(const Law& law, const Kernel& k, const RunOptions& opt, LawProgress& prog) {
   LawResult res;
   if (!law_applies(law, k)) {
     res.applies = false;
@@ -529,7 +529,7 @@ LawResult run_law_timed(const Law& law, const Kernel& k, const RunOptions& opt, 
 }  // namespace
 
 LawResult run_law(const Law& law, const Kernel& k, const RunOptions& opt) {
-  Progress prog(law, opt);
+  LawProgress prog(law, opt);
   LawResult res = run_law_timed(law, k, opt, prog);
   res.seconds = prog.elapsed();
   return res;

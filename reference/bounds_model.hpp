@@ -5,17 +5,16 @@
 // exp's relative error, kappa a chain's per-term rounding weight (bounds_chain.hpp).
 #pragma once
 
-#include <Eigen/Core>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "bounds.hpp"
 #include "bounds_chain.hpp"
+#include "reference/matrix.hpp"
 
 namespace fc::ref::model {
 
-using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 // Every finished bound is multiplied by this: it covers the rounding of the bound's own fp64
 // evaluation (sums of at most kMaxTerms non-negative terms, GEMMs of as many, a few products:

@@ -16,9 +16,6 @@ namespace fc::ref {
 
 namespace {
 
-using cert::Index;
-using cert::Mat;
-
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 

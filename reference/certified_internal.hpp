@@ -3,18 +3,14 @@
 // -ffp-contract=off); gamma(n) = n u / (1 - n u) bounds n successive roundings (Higham, ASNA §3.1).
 #pragma once
 
-#include <Eigen/Core>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "reference/matrix.hpp"
 #include "reference/parallel.hpp"
 
 namespace fc::ref::cert {
-
-using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using Index = Eigen::Index;
 
 constexpr double kU = 0x1p-53;  // unit roundoff of float64
 // Multiplies every finished bound: covers the rounding of the bound's own evaluation (sums of at

@@ -27,7 +27,7 @@ int dtype_rank(const std::string& t) {
 bool worse(double a, double b) { return (a != a && b == b) || a > b; }
 
 // Per (kernel, dtype): statuses and the worst of each tensor's metrics with the case it came from.
-struct Row {
+struct SummaryRow {
   std::string kernel, dtype;
   int64_t cells = 0, pass = 0, fail = 0, error = 0, refused = 0;
   json tensors = json::object();
@@ -103,12 +103,12 @@ bool cell_failed(const json& cell) {
 void finalize(json& r) {
   std::map<std::string, std::string> dtype_of;
   for (const json& c : r["cases"]) dtype_of[c["id"].get<std::string>()] = c.value("dtype", "");
-  std::map<std::tuple<int64_t, int, std::string, std::string>, Row> rows;
+  std::map<std::tuple<int64_t, int, std::string, std::string>, SummaryRow> rows;
   int64_t counts[4] = {0, 0, 0, 0};  // pass fail error refused
   for (const json& cell : r["cells"]) {
     const std::string kernel = cell["kernel"], case_id = cell["case"], status = cell["status"];
     const std::string dtype = dtype_of.count(case_id) ? dtype_of[case_id] : "";
-    Row& row = rows[{cell.value("sub", int64_t(0)), dtype_rank(dtype), dtype, kernel}];
+    SummaryRow& row = rows[{cell.value("sub", int64_t(0)), dtype_rank(dtype), dtype, kernel}];
     row.kernel = kernel, row.dtype = dtype, row.cells++;
     const int k = status == "pass" ? 0 : status == "fail" ? 1 : status == "error" ? 2 : 3;
     (k == 0 ? row.pass : k == 1 ? row.fail : k == 2 ? row.error : row.refused)++;

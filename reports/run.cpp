@@ -33,9 +33,9 @@ Outputs rows_of(const CaseSpec& c, const Outputs& full) {
 
 // Progress on stderr: nothing for runs under a few seconds, then a line every few seconds
 // (rewritten in place on a terminal).
-class Progress {
+class SweepProgress {
  public:
-  Progress(bool on, std::string what, size_t total)
+  SweepProgress(bool on, std::string what, size_t total)
       : on_(on), what_(std::move(what)), total_(total), tty_(isatty(2)), start_(now()), last_(start_) {}
   void done(const std::string& id) {
     std::lock_guard<std::mutex> lock(m_);
@@ -47,7 +47,7 @@ class Progress {
     std::fprintf(stderr, "%sflashcheck %s: %zu/%zu cases, %.0f s, about %.0f s left (%s)%s", tty_ ? "\r\033[K" : "",
                  what_.c_str(), done_, total_, t - start_, left, id.c_str(), tty_ ? "" : "\n");
   }
-  ~Progress() {
+  ~SweepProgress() {
     if (printed_)
       std::fprintf(stderr, "%sflashcheck %s: %zu cases in %.0f s\n", tty_ ? "\r\033[K" : "", what_.c_str(), done_,
                    now() - start_);
@@ -117,7 +117,7 @@ SweepResult run_sweep(const std::vector<CaseSpec>& cases, const std::vector<Subj
   std::vector<json> case_js(n), cell_js(n, json::array());
   std::vector<std::string> errors(n);
   std::atomic<size_t> next{0};
-  Progress progress(o.progress, o.what, n);
+  SweepProgress progress(o.progress, o.what, n);
   auto one = [&](size_t i) {
     const CaseSpec& c = cases[i];
     const Inputs full = make_inputs(c, o.seed);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The folder rule, enforced: which part of the source may include which (docs/architecture.md,
-"Folders"). Every tracked C, C++ and CUDA source outside tests/ folders is given a part by its path;
+"""The folder rule and the type-name rule, enforced. Folders: which part of the source may include
+which (docs/architecture.md, "Folders"). Every tracked C, C++ and CUDA source outside tests/ folders is given a part by its path;
 each of its project includes ("dir/file") must name a part its own part may use. The contract is the
 ground floor: it includes nothing of the project; the references use nothing of kernels/ but the
 contract; the plugin machinery stands on the contract, the harness memory and the registry.
@@ -10,6 +10,11 @@ contract; the plugin machinery stands on the contract, the harness memory and th
 
 Tests (any path with a tests/ folder), a folder's benchmarks (reference/bench/) and the libFuzzer harnesses may include what their
 checks need and are not checked; examples/ builds against the installed headers only.
+
+Type names: every struct, class, union and enum a C, C++ or CUDA source defines (at any scope, a
+function's local types and the tests' included), and every alias `using X =` at namespace scope (a line
+that starts with it), has a name no other definition has, so that a name means one thing wherever it is
+read. examples/ (programs of their own, against the installed headers) is not checked.
 """
 import os
 import re
@@ -102,6 +107,30 @@ def breaches(files):
                 yield f"{path}: includes {inc} (part {theirs}), which part {own} may not use"
 
 
+TYPE_DEF = re.compile(r"^[ \t]*(?:struct|class|union|enum(?:[ \t]+(?:class|struct))?)[ \t]+(?:\[\[[^\]]*\]\][ \t]*)?"
+                      r"(?:alignas\([^)]*\)[ \t]*)?([A-Za-z_]\w*)[ \t]*(?:final[ \t]*)?(?::[^;{()]*)?\{", re.M)
+ALIAS = re.compile(r"^using[ \t]+([A-Za-z_]\w*)[ \t]*=", re.M)
+
+
+def typed(path):
+    return SOURCE.search(path) and not path.startswith("examples/") and "vendor" not in path.split("/")
+
+
+def type_repeats(files):
+    """files: {path: text}. Yields a line for each type name defined more than once, with every place."""
+    places = {}
+    for path in sorted(files):
+        if not typed(path):
+            continue
+        text = files[path]
+        for rx in (TYPE_DEF, ALIAS):
+            for m in rx.finditer(text):
+                places.setdefault(m.group(1), []).append(f"{path}:{text.count(chr(10), 0, m.start(1)) + 1}")
+    for name in sorted(places):
+        if len(places[name]) > 1:
+            yield f"type {name} is defined {len(places[name])} times: {', '.join(places[name])}"
+
+
 def tree(root):
     try:  # the tracked files; a tree without git (an unpacked tarball): every file outside build folders
         out = subprocess.check_output(["git", "-C", root, "ls-files"], text=True, stderr=subprocess.DEVNULL).split("\n")
@@ -137,6 +166,27 @@ def self_test():
         ("reference/exact.cpp", '#include "kernels/cpu/naive.hpp"\n'),
     ]
     failures = 0
+    # The type-name rule: each planted file repeats a name of `types` once, or (the last two) does not.
+    types = {
+        "kernels/attention.h": "namespace fc {\nstruct Problem {\n  int d;\n};\nenum class Mask : int { None };\n}\n",
+        "reference/matrix.hpp": "using Mat = int;\n",
+    }
+    planted_types = [
+        ("reports/report.cpp", "namespace {\nstruct Problem {\n};\n}\n", True),  # a file-local type
+        ("properties/runner.cpp", "void f() {\n  struct Mask { int x; };\n}\n", True),  # a function's local type
+        ("kernels/tests/t.cpp", "class Problem final : public Base {\n};\n", True),  # tests are checked
+        ("reference/bounds_model.hpp", "using Mat = double;\n", True),  # a second alias
+        ("reference/certified.cpp", "struct Problem;\nvoid g() {\n  using Mat = float;\n}\n", False),
+        ("examples/plugin_cpu/a.c", "struct Problem {\n};\n", False),  # examples are programs of their own
+    ]
+    if list(type_repeats(types)):
+        print("self-test: types without a repeat were flagged:", list(type_repeats(types)))
+        failures += 1
+    for path, text, expect in planted_types:
+        found = list(type_repeats({**types, path: text}))
+        if bool(found) != expect:
+            print(f"self-test: {path} with {text!r}: expected {'a repeat' if expect else 'none'}, got {found}")
+            failures += 1
     if list(breaches(good)):
         print("self-test: a tree that keeps the rule was flagged:", list(breaches(good)))
         failures += 1
@@ -156,7 +206,8 @@ def main():
     if sys.argv[1:] == ["--self-test"]:
         return self_test()
     root = sys.argv[1] if len(sys.argv) > 1 else "."
-    found = list(breaches(tree(root)))
+    files = tree(root)
+    found = list(breaches(files)) + list(type_repeats(files))
     for line in found:
         print(line)
     return 1 if found else 0

@@ -20,7 +20,7 @@ bool try_mutant(Fault f, const Problem& p, F& fn, cudaError_t& e) {
   constexpr CudaMutant m = kCudaMutants[I];
   if constexpr (m.site == kSite) {
     if (m.fault == f) {
-      e = p.dtype == m.dtype && p.d == m.d ? fn(Index<I>{}) : cudaErrorInvalidValue;
+      e = p.dtype == m.dtype && p.d == m.d ? fn(IndexTag<I>{}) : cudaErrorInvalidValue;
       return true;
     }
   }
@@ -36,7 +36,7 @@ cudaError_t mutant_match(Fault f, const Problem& p, F& fn, std::index_sequence<I
 
 }  // namespace detail
 
-// fn(Index<i>) for the mutant i of site kSite whose fault is f, when p has its dtype and head dim;
+// fn(IndexTag<i>) for the mutant i of site kSite whose fault is f, when p has its dtype and head dim;
 // cudaErrorInvalidValue otherwise. fn reads the row as `constexpr CudaMutant m = kCudaMutants[i]`.
 template <FaultSite kSite, class F>
 cudaError_t mutant_switch(Fault f, const Problem& p, F&& fn) {

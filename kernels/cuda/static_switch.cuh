@@ -37,14 +37,14 @@ struct TypeTag {
 };
 
 template <size_t I>
-using Index = std::integral_constant<size_t, I>;
+using IndexTag = std::integral_constant<size_t, I>;
 
 namespace detail {
 
 template <const auto& kList, class Match, class F, size_t... I>
 cudaError_t first_match(const Match& match, F& f, std::index_sequence<I...>) {
   cudaError_t e = cudaErrorInvalidValue;
-  (void)((match(kList[I]) && (e = f(Index<I>{}), true)) || ...);
+  (void)((match(kList[I]) && (e = f(IndexTag<I>{}), true)) || ...);
   return e;
 }
 
@@ -53,7 +53,7 @@ bool try_tile(Tile t, F& f, cudaError_t& e) {
   constexpr auto x = kTiles[I];
   if constexpr (x.d == 0 || x.d == kD) {
     if (x.block_m == t.block_m && x.block_n == t.block_n) {
-      e = f(Index<I>{});
+      e = f(IndexTag<I>{});
       return true;
     }
   }
@@ -69,7 +69,7 @@ cudaError_t tile_match(Tile t, F& f, std::index_sequence<I...>) {
 
 }  // namespace detail
 
-// f(Index<i>) for the first i with kList[i] == v; cudaErrorInvalidValue when v is not listed.
+// f(IndexTag<i>) for the first i with kList[i] == v; cudaErrorInvalidValue when v is not listed.
 template <const auto& kList, class V, class F>
 cudaError_t value_switch(V v, F&& f) {
   return detail::first_match<kList>([v](auto x) { return x == v; }, f, std::make_index_sequence<std::size(kList)>{});
@@ -92,7 +92,7 @@ cudaError_t dtype_dim_switch(DType t, int d, F&& f) {
   });
 }
 
-// f(Index<i>) for the tile kTiles[i] that equals t and is built for head dim kD (its d is kD or 0);
+// f(IndexTag<i>) for the tile kTiles[i] that equals t and is built for head dim kD (its d is kD or 0);
 // cudaErrorInvalidValue when there is none. Only the listed tiles are instantiated.
 template <const auto& kTiles, int kD, class F>
 cudaError_t tile_switch(Tile t, F&& f) {

@@ -162,7 +162,7 @@ __host__ __device__ constexpr uint32_t bar_slot(uint32_t first, uint32_t slot) {
 // the resident tile's full barrier, then two stages each of k_full, v_full (one arrival: the
 // producer's expect_tx), k_empty, v_empty (one arrival per consumer warp).
 struct KvPipeline {
-  enum Slot : uint32_t { kResidentFull = 0, kKFull = 1, kVFull = 3, kKEmpty = 5, kVEmpty = 7, kSlots = 9 };
+  enum KvSlot : uint32_t { kResidentFull = 0, kKFull = 1, kVFull = 3, kKEmpty = 5, kVEmpty = 7, kSlots = 9 };
 };
 
 // Initialises a KvPipeline's barriers from `first`. Thread 0 only.

@@ -45,7 +45,7 @@ constexpr int bwd_block_m() {
 // the q / d_o full barriers (one arrival: the producer's expect_tx) and their empty barriers (one
 // arrival per consumer warp).
 struct BwdPipeline {
-  enum Slot : uint32_t { kKvFull = 0, kQdoFull = 1, kQdoEmpty = 3, kSlots = 5 };
+  enum BwdSlot : uint32_t { kKvFull = 0, kQdoFull = 1, kQdoEmpty = 3, kSlots = 5 };
 };
 
 // Shared memory of one CTA, in bytes from a 1024-byte-aligned base. (Outside an anonymous namespace:

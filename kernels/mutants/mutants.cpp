@@ -8,12 +8,12 @@ namespace fc {
 
 void register_mutant_kernels(std::vector<Kernel>& out) {
   using mutants::TiledFault;
-  struct Row {
+  struct TiledMutantRow {
     TiledFault fault;
     const char* name;
     const char* description;
   };
-  static const Row rows[] = {
+  static const TiledMutantRow rows[] = {
       {TiledFault::NoORescale, "mutant_no_o_rescale", "o not rescaled when the running max grows"},
       {TiledFault::NoLRescale, "mutant_no_l_rescale", "l not rescaled when the running max grows"},
       {TiledFault::OtherCausal, "mutant_other_causal", "top-left and bottom-right causal alignment swapped"},
@@ -49,7 +49,7 @@ void register_mutant_kernels(std::vector<Kernel>& out) {
       {TiledFault::AccToStorage, "mutant_acc_to_storage",
        "the unnormalised o converted to the storage type before the division by l"},
   };
-  for (const Row& r : rows) out.push_back(mutants::make_faulty_kernel(r.fault, r.name, r.description));
+  for (const TiledMutantRow& r : rows) out.push_back(mutants::make_faulty_kernel(r.fault, r.name, r.description));
   mutants::register_variant_mutants(out);  // the variants' bugs (variant_faulty.hpp)
   mutants::register_merge_mutants(out);    // merge states and split-KV (merge_mutants.cpp)
 }

@@ -314,18 +314,18 @@ HostTensor through(const HostTensor& t, const std::vector<int64_t>& strides, int
 }
 
 Inputs with_cached_layout(const Inputs& in) {
-  struct Layout {
+  struct CachedLayout {
     std::vector<int64_t> strides[3];
     int64_t offset[3] = {0, 0, 0};
   };
-  static std::map<std::string, Layout> cache;
+  static std::map<std::string, CachedLayout> cache;
   const std::lock_guard<std::mutex> lock(cache_mutex);
   const std::string key = size_key(in.p);
   Inputs r = in;
   HostTensor* ts[3] = {&r.q, &r.k, &r.v};
   const auto it = cache.find(key);
   if (it == cache.end()) {
-    Layout l;
+    CachedLayout l;
     for (int x = 0; x < 3; ++x) l.strides[x] = ts[x]->strides, l.offset[x] = ts[x]->offset;
     cache.emplace(key, std::move(l));
     return r;
@@ -456,12 +456,12 @@ Kernel make_variant_faulty_kernel(F f, const std::string& name, const std::strin
 }
 
 void register_variant_mutants(std::vector<Kernel>& out) {
-  struct Row {
+  struct VariantMutantRow {
     F fault;
     const char* name;
     const char* description;
   };
-  static const Row rows[] = {
+  static const VariantMutantRow rows[] = {
       {F::WindowRightExclusive, "mutant_window_right_exclusive",
        "the window's right edge exclusive (j < i' + right): window (n, 0) drops the diagonal"},
       {F::WindowLeftWide, "mutant_window_left_wide", "the window's left edge one key too far (j >= i' - left - 1)"},
@@ -540,7 +540,7 @@ void register_variant_mutants(std::vector<Kernel>& out) {
        "the block-mask path divides o by l (the dense path multiplies by 1/l): right values, not the dense mask "
        "tensor's bits"},
   };
-  for (const Row& r : rows) out.push_back(make_variant_faulty_kernel(r.fault, r.name, r.description));
+  for (const VariantMutantRow& r : rows) out.push_back(make_variant_faulty_kernel(r.fault, r.name, r.description));
 }
 
 }  // namespace fc::mutants

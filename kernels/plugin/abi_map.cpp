@@ -18,7 +18,7 @@ constexpr uint64_t kGuard = 64;        // bytes after each tensor that must stay
 constexpr unsigned char kFill = 0xFF;  // NaN in F16, BF16, F32 and F64
 
 uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
-int64_t elem_size(const Slot& s) { return s.dtype.bits / 8; }
+int64_t elem_size(const ArenaSlot& s) { return s.dtype.bits / 8; }
 
 bool is_output(const CallPlan& plan, int32_t id) {
   return plan.backward ? (id == kDq || id == kDk || id == kDv) : (id == kO || id == kLse);
@@ -28,8 +28,8 @@ bool is_output(const CallPlan& plan, int32_t id) {
 // heads, x), paged (pages, page_size, heads, x)). Compact: row-major. Bshd: the heads axis and the one
 // before it swapped in storage (dense: PyTorch's (batch, n, heads, x) buffer). Padded: gaps of 3, 5
 // and 7 elements after each row, each run of the next axis and the next (row stride > x).
-Slot tensor_slot(DLDataType dt, const std::vector<int64_t>& shape, Layout layout) {
-  Slot s;
+ArenaSlot tensor_slot(DLDataType dt, const std::vector<int64_t>& shape, Layout layout) {
+  ArenaSlot s;
   s.present = 1, s.ndim = int32_t(shape.size()), s.dtype = dt;
   const int n = s.ndim;
   std::copy(shape.begin(), shape.end(), s.shape);
@@ -53,8 +53,8 @@ Slot tensor_slot(DLDataType dt, const std::vector<int64_t>& shape, Layout layout
 
 // lse (batch, heads_q, n_q), varlen (heads_q, total_q): compact, or padded (gaps of 2 after each row
 // of a head, 1 after each batch).
-Slot lse_slot(DType t, const std::vector<int64_t>& shape, Layout layout) {
-  Slot s = tensor_slot(dl_dtype(t), shape, Layout::Compact);
+ArenaSlot lse_slot(DType t, const std::vector<int64_t>& shape, Layout layout) {
+  ArenaSlot s = tensor_slot(dl_dtype(t), shape, Layout::Compact);
   if (layout == Layout::Padded) {
     const int n = s.ndim;
     s.strides[n - 2] = s.shape[n - 1] + 2;
@@ -64,7 +64,7 @@ Slot lse_slot(DType t, const std::vector<int64_t>& shape, Layout layout) {
   return s;
 }
 
-uint64_t span_elems(const Slot& s) {
+uint64_t span_elems(const ArenaSlot& s) {
   uint64_t last = 0;
   for (int i = 0; i < s.ndim; ++i) {
     if (s.shape[i] == 0) return 0;
@@ -76,7 +76,7 @@ uint64_t span_elems(const Slot& s) {
 // Calls f(byte offset in the arena of the row's first element, bytes of the row) for every innermost
 // row of a present slot (the innermost stride is 1 in every layout).
 template <class F>
-void for_rows(const Slot& s, F f) {
+void for_rows(const ArenaSlot& s, F f) {
   const int64_t es = elem_size(s), row = s.shape[s.ndim - 1] * es;
   int64_t outer = 1;
   for (int i = 0; i < s.ndim - 1; ++i) outer *= s.shape[i];
@@ -87,22 +87,21 @@ void for_rows(const Slot& s, F f) {
   }
 }
 
-void check_tensor(const Slot& s, const HostTensor& t, int32_t id) {
+void check_tensor(const ArenaSlot& s, const HostTensor& t, int32_t id) {
   int64_t n = 1;
   for (int i = 0; i < s.ndim; ++i) n *= s.shape[i];
   if (t.numel() != n || int64_t(t.bytes.size()) != n * elem_size(s))
     throw std::logic_error(fmt::format("abi_map: {} has {} elements, the plan {}", slot_name(id), t.numel(), n));
 }
 
-
 // The logical coordinates of a slot's element with row-major index e, "(i0, i1, ...)".
-std::string coords(const Slot& s, int64_t e) {
+std::string coords(const ArenaSlot& s, int64_t e) {
   std::vector<int64_t> x(size_t(s.ndim));
   for (int i = s.ndim - 1; i >= 0; --i) x[size_t(i)] = s.shape[i] > 0 ? e % s.shape[i] : 0, e /= std::max<int64_t>(s.shape[i], 1);
   return fmt::format("({})", fmt::join(x, ", "));
 }
 
-int64_t numel_of(const Slot& s) {
+int64_t numel_of(const ArenaSlot& s) {
   int64_t n = 1;
   for (int i = 0; i < s.ndim; ++i) n *= s.shape[i];
   return n;
@@ -116,7 +115,7 @@ std::string bytes_text(uint64_t n) { return fmt::format("{} byte{}", n, n == 1 ?
 
 std::string stray_write(const CallPlan& plan, uint64_t bad) {
   for (int32_t id = 0; id < kSlots; ++id) {  // inside a span first
-    const Slot& s = plan.slot[id];
+    const ArenaSlot& s = plan.slot[id];
     if (!s.present || bad < s.offset || bad >= s.offset + s.span) continue;
     if (!is_output(plan, id)) return fmt::format("the kernel modified its input {}", slot_name(id));
     // The row whose start is the last at or before `bad`: the byte lies in the gap after its last element.
@@ -133,7 +132,7 @@ std::string stray_write(const CallPlan& plan, uint64_t bad) {
   }
   for (int pass = 0; pass < 2; ++pass)  // outputs first: a byte between two tensors is charged to the output
     for (int32_t id = 0; id < kSlots; ++id) {
-      const Slot& s = plan.slot[id];
+      const ArenaSlot& s = plan.slot[id];
       if (!s.present || (pass == 0) != is_output(plan, id)) continue;
       const int64_t es = elem_size(s);
       if (bad >= s.offset + s.span && bad < s.offset + s.span + kGuard) {
@@ -246,7 +245,7 @@ CallPlan plan_call(const Problem& p, Layout layout, bool backward) {
     plan.slot[kDk] = plan.slot[kK], plan.slot[kDv] = plan.slot[kV];
   }
   uint64_t at = 0;
-  for (Slot& s : plan.slot) {
+  for (ArenaSlot& s : plan.slot) {
     if (!s.present) continue;
     s.offset = at;
     s.span = span_elems(s) * uint64_t(elem_size(s));
@@ -275,7 +274,7 @@ void pack(const CallPlan& plan, const HostArgs& in, unsigned char* arena) {
                                                           {kCuSeqlensKPadded, in.cu_k_padded}};
   for (const auto& entry : inputs) {
     const int32_t id = entry.first;
-    const Slot& s = plan.slot[id];
+    const ArenaSlot& s = plan.slot[id];
     if (!s.present || !entry.second || is_output(plan, id)) continue;
     HostTensor compact;  // a strided input (the suite's own "any strides" views) gathered first
     if (!entry.second->is_compact()) compact = entry.second->contiguous();
@@ -293,11 +292,11 @@ namespace {
 // Padded varlen: whether each token of a packed axis is padding, read from the call's own offsets
 // (the arena as packed: cu_seqlens and cu_seqlens_*_padded are inputs). Empty when the plan is not padded.
 std::vector<bool> padding_tokens(const CallPlan& plan, const unsigned char* before, bool keys) {
-  const Slot &cu = plan.slot[keys ? kCuSeqlensK : kCuSeqlensQ],
-             &pad = plan.slot[keys ? kCuSeqlensKPadded : kCuSeqlensQPadded];
+  const ArenaSlot &cu = plan.slot[keys ? kCuSeqlensK : kCuSeqlensQ],
+                  &pad = plan.slot[keys ? kCuSeqlensKPadded : kCuSeqlensQPadded];
   if (!pad.present || !cu.present) return {};
   const int64_t batch = pad.shape[0] - 1;
-  auto at = [&](const Slot& x, int64_t i) {
+  auto at = [&](const ArenaSlot& x, int64_t i) {
     int32_t v = 0;
     std::memcpy(&v, before + x.offset + uint64_t(i) * 4, 4);
     return int64_t(v);
@@ -314,7 +313,7 @@ std::vector<bool> padding_tokens(const CallPlan& plan, const unsigned char* befo
 // named; the host copy of every padding element is set to 0 (the references' value there).
 std::string check_padding(const CallPlan& plan, int32_t id, const unsigned char* arena, const unsigned char* before,
                           HostTensor* t) {
-  const Slot& s = plan.slot[id];
+  const ArenaSlot& s = plan.slot[id];
   const bool keys = id == kDk || id == kDv, lse = id == kLse;
   const std::vector<bool> padding = padding_tokens(plan, before, keys);
   if (padding.empty()) return "";
@@ -346,7 +345,7 @@ std::string unpack(const CallPlan& plan, const unsigned char* arena, const unsig
   for (const auto& entry : outputs) {
     const int32_t id = entry.first;
     HostTensor* t = entry.second;  // a named copy: clang before 16 cannot capture a structured binding
-    const Slot& s = plan.slot[id];
+    const ArenaSlot& s = plan.slot[id];
     if (!s.present || !is_output(plan, id)) continue;
     if (t) check_tensor(s, *t, id);
     for_rows(s, [&](uint64_t at, int64_t bytes, int64_t to) {
@@ -355,7 +354,7 @@ std::string unpack(const CallPlan& plan, const unsigned char* arena, const unsig
     });
   }
   for (const auto& entry : outputs) {  // padded varlen: the outputs' padding tokens keep their bytes
-    const Slot& s = plan.slot[entry.first];
+    const ArenaSlot& s = plan.slot[entry.first];
     if (!s.present || !is_output(plan, entry.first)) continue;
     if (std::string e = check_padding(plan, entry.first, arena, before, entry.second); !e.empty()) return e;
   }
@@ -380,7 +379,7 @@ std::string unpack(const CallPlan& plan, const unsigned char* arena, const unsig
 namespace {
 
 DLTensor slot_view(const CallPlan& plan, unsigned char* base, DLDevice dev, int32_t id) {
-  const Slot& s = plan.slot[id];
+  const ArenaSlot& s = plan.slot[id];
   DLTensor t{};
   t.device = dev;
   if (!s.present) return t;

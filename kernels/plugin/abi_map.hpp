@@ -32,7 +32,7 @@ const char* layout_name(Layout l);
 Layout layout_for(const Problem& p, LayoutPolicy policy);
 
 // One tensor's place in the arena. Plain data.
-struct Slot {
+struct ArenaSlot {
   int32_t present = 0;
   int32_t ndim = 0;
   DLDataType dtype{};
@@ -71,7 +71,7 @@ struct CallPlan {
   int32_t backward = 0;  // 0: forward (outputs o, lse); 1: backward (outputs d_q, d_k, d_v)
   int32_t layout = 0;    // Layout
   int32_t probing = 0;   // supports() asked by the start-up probe, not for a case (probing_supports())
-  Slot slot[kSlots];
+  ArenaSlot slot[kSlots];
   uint64_t bytes = 0;  // arena size (tensors, their guards)
 };
 

@@ -19,13 +19,13 @@ using test::worst_error;
 
 constexpr double kTarget = 1e-12;  // cpu_tiled (fp64 storage) vs exact
 
-struct Shape {
+struct ExactShape {
   int32_t batch, heads_q, heads_kv, n_q, n_k, d;
   Mask mask;
   double scale;  // 0: default 1/sqrt(d)
 };
 
-const Shape kShapes[] = {
+const ExactShape kShapes[] = {
     {1, 1, 1, 5, 5, 3, Mask::None, 0},
     {2, 4, 2, 3, 7, 2, Mask::CausalTopLeft, 0},
     {1, 3, 1, 7, 4, 4, Mask::CausalBottomRight, 0},  // rows 0..2 see no key
@@ -35,7 +35,7 @@ const Shape kShapes[] = {
     {1, 1, 1, 1, 1, 1, Mask::None, 0},
 };
 
-Problem problem_of(const Shape& s, DType t) {
+Problem problem_of(const ExactShape& s, DType t) {
   Problem p{s.batch, s.heads_q, s.heads_kv, s.n_q, s.n_k, s.d, t, s.mask, s.scale};
   if (s.scale == 0) p.scale = default_scale(s.d);
   return p;
@@ -46,7 +46,7 @@ Problem problem_of(const Shape& s, DType t) {
 TEST_CASE("forward and backward of cpu_tiled in fp64 equal the exact oracle for every tile shape", "[cpu]") {
   const Kernel& tiled = *find_kernel("cpu_tiled");
   uint64_t seed = 100;
-  for (const Shape& s : kShapes) {
+  for (const ExactShape& s : kShapes) {
     const Problem p = problem_of(s, DType::F64);
     const Inputs in = test::random_inputs(p, ++seed);
     const Expected e = expected_of(in);
@@ -68,7 +68,7 @@ TEST_CASE("forward and backward of cpu_tiled in fp64 equal the exact oracle for 
 TEST_CASE("forward and backward of cpu_naive in fp64 equal the exact oracle", "[cpu]") {
   const Kernel& naive = *find_kernel("cpu_naive");
   uint64_t seed = 100;
-  for (const Shape& s : kShapes) {
+  for (const ExactShape& s : kShapes) {
     const Problem p = problem_of(s, DType::F64);
     const Inputs in = test::random_inputs(p, ++seed);
     INFO("shape " << (&s - kShapes));
@@ -79,7 +79,7 @@ TEST_CASE("forward and backward of cpu_naive in fp64 equal the exact oracle", "[
 // Control: the same comparison rejects fp32 storage (errors near 1e-7), so it is not vacuous.
 TEST_CASE("forward and backward of cpu_tiled in fp32 miss the fp64 target", "[cpu]") {
   const Kernel& tiled = *find_kernel("cpu_tiled");
-  for (const Shape& s : {kShapes[0], kShapes[2]}) {
+  for (const ExactShape& s : {kShapes[0], kShapes[2]}) {
     const Problem p = problem_of(s, DType::F32);
     const Inputs in = test::random_inputs(p, 7);  // exact sees the same fp32-rounded inputs
     const Outputs out = test::run(tiled, in, test::tile_config(2, 2, LoopOrder::FA2), DType::F64);

@@ -16,14 +16,14 @@ using fc::test::make_inputs;
 // Half a unit in the last place of a figure printed with `digits` decimals.
 double half_unit(int digits) { return 0.5 * std::pow(10.0, -digits); }
 
-struct Case {
+struct GoldenCase {
   Config cfg;
   std::string name;
 };
 
 // Every (block_m, block_n) in 1..n x 1..n, both loop orders, for cpu_tiled; one run for cpu_naive.
-std::vector<std::pair<const Kernel*, Case>> every_run(int32_t n) {
-  std::vector<std::pair<const Kernel*, Case>> runs;
+std::vector<std::pair<const Kernel*, GoldenCase>> every_run(int32_t n) {
+  std::vector<std::pair<const Kernel*, GoldenCase>> runs;
   const Kernel* tiled = find_kernel("cpu_tiled");
   const Kernel* naive = find_kernel("cpu_naive");
   REQUIRE(tiled != nullptr);

@@ -9,7 +9,7 @@
 
 namespace {
 
-struct Guards {
+struct TestGuards {
   std::vector<unsigned char> before = std::vector<unsigned char>(fc::kGuardBytes, fc::kGuardFill);
   std::vector<unsigned char> after = std::vector<unsigned char>(fc::kGuardBytes, fc::kGuardFill);
   std::string breach(int64_t numel, int elem) const {
@@ -20,13 +20,13 @@ struct Guards {
 }  // namespace
 
 TEST_CASE("untouched guards are no breach", "[cpu]") {
-  Guards g;
+  TestGuards g;
   CHECK(g.breach(4096, 2).empty());
   CHECK(g.breach(0, 4).empty());
 }
 
 TEST_CASE("a write just past the end names the element one past the last", "[cpu]") {
-  Guards g;
+  TestGuards g;
   g.after[0] = 0;
   CHECK(g.breach(4096, 2) ==
         "the kernel wrote 1 byte past the end of o: its element 4096 (1 past its last, whose index is 4095)");
@@ -40,14 +40,14 @@ TEST_CASE("a write just past the end names the element one past the last", "[cpu
 }
 
 TEST_CASE("the last guard byte is watched, and an empty tensor says so", "[cpu]") {
-  Guards g;
+  TestGuards g;
   g.after[fc::kGuardBytes - 1] = 0;
   CHECK(g.breach(0, 4) ==
         "the kernel wrote 256 bytes past the end of o: its element 63 (64 past its last, it has none)");
 }
 
 TEST_CASE("a write before the start names a negative element", "[cpu]") {
-  Guards g;
+  TestGuards g;
   g.before[fc::kGuardBytes - 1] = 0;  // the byte just before element 0
   CHECK(g.breach(16, 4) == "the kernel wrote 1 byte before the start of o: its element -1");
   g.before[fc::kGuardBytes - 1] = fc::kGuardFill;

@@ -86,13 +86,13 @@ Grads backward(const Inputs& in, double worse) {
   return g;
 }
 
-struct Case {
+struct ExternalCase {
   Inputs in;
   ref::Certified ref;
   ref::Bounds bound;
 };
 
-Case load(const std::string& rel) {
+ExternalCase load(const std::string& rel) {
   Inputs in = io::read_inputs(std::string(FC_REPO_DIR) + "/results/h200/external/regressions/" + rel);
   REQUIRE(in.p.mask == Mask::None);
   const ref::Tensors64 t = ref::tensors64(in);
@@ -108,7 +108,7 @@ bool holds(const std::vector<double>& got, const std::vector<double>& ref, const
 }  // namespace
 
 TEST_CASE("XLA's scaled dS rounded to F16 on a subnormal_p case lies within the undeclared charge", "[cpu]") {
-  const Case c = load("jax_xla/extreme-2f4a37d0fc47aba9.safetensors");  // F16, n 4 x 7, d = 8
+  const ExternalCase c = load("jax_xla/extreme-2f4a37d0fc47aba9.safetensors");  // F16, n 4 x 7, d = 8
   const Grads g = backward(c.in, 1);
   // The H200's d_k[j = 3, c = 1]: two F16 subnormal units where the reference is -1.4e-11.
   CHECK(g.d_k[3 * 8 + 1] == -0x1p-23);
@@ -121,7 +121,7 @@ TEST_CASE("XLA's scaled dS rounded to F16 on a subnormal_p case lies within the 
 }
 
 TEST_CASE("a GQA d_v summed from per-head F16 gradients lies within the undeclared charge", "[cpu]") {
-  const Case c = load("jax_cudnn/reference-ed15621d529db446.safetensors");  // F16, GQA 2:1, n 1 x 255, d = 8
+  const ExternalCase c = load("jax_cudnn/reference-ed15621d529db446.safetensors");  // F16, GQA 2:1, n 1 x 255, d = 8
   const Grads g = backward(c.in, 1);
   // The H200's d_v[j = 95, c = 5].
   CHECK(g.d_v[95 * 8 + 5] == -0.0084228515625);

@@ -18,7 +18,7 @@
 
 namespace {
 
-using fc::ref::bench::Mat;
+using fc::ref::Mat;
 
 double round_to(const std::string& t, double x) {
   if (t == "f16") return double(float(Eigen::half(float(x))));       // x is first rounded to fp32:

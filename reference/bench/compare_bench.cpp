@@ -27,7 +27,7 @@
 
 namespace {
 
-using fc::ref::bench::Mat;
+using fc::ref::Mat;
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 

@@ -5,9 +5,9 @@
 
 #include <Eigen/Core>
 
-namespace fc::ref::bench {
+#include "reference/matrix.hpp"
 
-using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+namespace fc::ref::bench {
 
 struct NaiveOut {
   Mat o;                // (n, d)

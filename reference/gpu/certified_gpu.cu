@@ -356,12 +356,12 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
 
 // ---------------------------------------------------------------------------------------------------
 // Backward. One (row, key) pair: P̂, dS and its bound e (docs: "Backward").
-struct Pair {
+struct PairTerms {
   double pr, ds, e;
 };
 template <bool Exact>
-__device__ inline Pair pair(const Dev& D, const double* qr, const double* kr, const double* dor, const double* vr,
-                            const double* st) {
+__device__ inline PairTerms pair(const Dev& D, const double* qr, const double* kr, const double* dor, const double* vr,
+                                 const double* st) {
   double sh, sl, eps;
   score<Exact>(qr, kr, D.d, D.p.scale, sh, sl, eps);
   double xl;
@@ -446,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
       const int t = idx / TK, jj = idx % TK;
       const int64_t j = t0 + jj;
       if (s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t]) {
-        const Pair pp = pair<Exact>(D, q + t * pd, kt + jj * pd, dor + t * pdv, vt + jj * pdv, s_st[t]);
+        const PairTerms pp = pair<Exact>(D, q + t * pd, kt + jj * pd, dor + t * pdv, vt + jj * pdv, s_st[t]);
         t_ds[idx] = pp.ds, t_w[idx] = pp.e + g_q * fabs(pp.ds);
       } else {
         t_ds[idx] = 0, t_w[idx] = 0;
@@ -550,7 +550,7 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
         const int64_t j = k0 + jj;
         if (jj < kcnt && s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t]) {
           const double* st = s_st[t];
-          const Pair pp = pair<Exact>(D, qt + t * pd, kt + jj * pd, dot + t * pdv, vt + jj * pdv, st);
+          const PairTerms pp = pair<Exact>(D, qt + t * pd, kt + jj * pd, dot + t * pdv, vt + jj * pdv, st);
           const double kp = st[kKappa] * (1 + st[kKappa]);
           t_ds[idx] = pp.ds, t_w[idx] = pp.e + g_k * fabs(pp.ds);
           t_p[idx] = pp.pr, t_wv[idx] = (kp + g_k * (1 + kp)) * pp.pr + st[kTail] + kTiny;

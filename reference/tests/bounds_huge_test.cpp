@@ -43,7 +43,7 @@ Precision fp64_kernel() {
   return pr;
 }
 
-struct Tensor {
+struct HugeTensor {
   const char* name;
   const std::vector<double>*value, *err, *bound, *exact, *unit_bound;
   int shift;  // the power of two it scales by
@@ -73,11 +73,11 @@ TEST_CASE("error bounds stay finite, sound and sharp at dS ~ 1e300", "[cpu]") {
       const Certified c = certified(p, in);
       const Result64 ex = exact(p, in, 160);
       const Bounds B = error_bounds(p, in, c, prec);
-      const Tensor ts[] = {{"o", &c.value.o, &c.err.o, &B.o, &ex.o, &B1.o, a},
-                           {"d_q", &c.value.d_q, &c.err.d_q, &B.d_q, &ex.d_q, &B1.d_q, a + b},
-                           {"d_k", &c.value.d_k, &c.err.d_k, &B.d_k, &ex.d_k, &B1.d_k, a + b},
-                           {"d_v", &c.value.d_v, &c.err.d_v, &B.d_v, &ex.d_v, &B1.d_v, b}};
-      for (const Tensor& t : ts) {
+      const HugeTensor ts[] = {{"o", &c.value.o, &c.err.o, &B.o, &ex.o, &B1.o, a},
+                               {"d_q", &c.value.d_q, &c.err.d_q, &B.d_q, &ex.d_q, &B1.d_q, a + b},
+                               {"d_k", &c.value.d_k, &c.err.d_k, &B.d_k, &ex.d_k, &B1.d_k, a + b},
+                               {"d_v", &c.value.d_v, &c.err.d_v, &B.d_v, &ex.d_v, &B1.d_v, b}};
+      for (const HugeTensor& t : ts) {
         INFO(t.name);
         REQUIRE(t.value->size() == t.exact->size());
         for (size_t x = 0; x < t.value->size(); ++x) {

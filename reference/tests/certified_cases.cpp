@@ -20,7 +20,7 @@ double round_to(DType t, double x) {
 }
 
 // q, k ~ qk_sigma · N(0,1), v, d_o ~ N(0,1), rounded to the storage type.
-Case make(std::string name, Problem p, double qk_sigma, uint64_t seed) {
+CertifiedCase make(std::string name, Problem p, double qk_sigma, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> dist(0.0, 1.0);
   auto fill = [&](int64_t n, double s) {
@@ -28,7 +28,7 @@ Case make(std::string name, Problem p, double qk_sigma, uint64_t seed) {
     for (auto& e : x) e = round_to(p.dtype, s * dist(rng));
     return x;
   };
-  Case c{std::move(name), p, {}};
+  CertifiedCase c{std::move(name), p, {}};
   c.in.q = fill(numel_q(p), qk_sigma);
   c.in.k = fill(numel_kv(p), qk_sigma);
   c.in.v = fill(numel_kv(p), 1.0);
@@ -51,9 +51,9 @@ Problem shape(int32_t batch, int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, 
                  .scale = scale};
 }
 
-std::vector<Case> certified_cases() {
+std::vector<CertifiedCase> certified_cases() {
   using M = Mask;
-  std::vector<Case> cs;
+  std::vector<CertifiedCase> cs;
   const double s8 = 1 / std::sqrt(8.0), s16 = 0.25;
   cs.push_back(make("f64 random, no mask", shape(1, 1, 1, 12, 12, 8, DType::F64, M::None, s8), 1, 1));
   cs.push_back(make("f16 GQA 4/2, batch 2, causal_top_left, n_q < n_k",
@@ -74,7 +74,7 @@ std::vector<Case> certified_cases() {
   cs.push_back(make("scale 0: uniform weights", shape(1, 1, 1, 4, 6, 4, DType::F64, M::CausalTopLeft, 0.0), 1, 11));
   cs.push_back(make("tiny inputs: scores underflow", shape(1, 1, 1, 4, 5, 4, DType::F64, M::None, 1.0), 1e-160, 12));
   {  // exponents spread over 2^-40 .. 2^40 within each row: several Ozaki slices and a remainder
-    Case c = make("f64 exponent spread 2^+-40", shape(1, 2, 1, 6, 8, 8, DType::F64, M::None, 0.01), 1, 13);
+    CertifiedCase c = make("f64 exponent spread 2^+-40", shape(1, 2, 1, 6, 8, 8, DType::F64, M::None, 0.01), 1, 13);
     std::mt19937_64 rng(99);
     std::uniform_int_distribution<int> ex(-40, 40);
     for (auto* x : {&c.in.q, &c.in.k})
@@ -83,7 +83,8 @@ std::vector<Case> certified_cases() {
   }
   {  // scores ~ 1e4 with O(1) gaps between keys: every weight matters, and an exponent argument
      // rounded to double (error ~ 1e4 u) would show
-    Case c = make("scores ~ 1e4 with O(1) gaps (f64)", shape(1, 1, 1, 5, 9, 4, DType::F64, M::None, 1.0), 100, 15);
+    CertifiedCase c =
+        make("scores ~ 1e4 with O(1) gaps (f64)", shape(1, 1, 1, 5, 9, 4, DType::F64, M::None, 1.0), 100, 15);
     std::mt19937_64 rng(15);
     std::normal_distribution<double> dist;
     const std::vector<double> base = {dist(rng), dist(rng), dist(rng), dist(rng)};  // (d)
@@ -92,7 +93,8 @@ std::vector<Case> certified_cases() {
     cs.push_back(std::move(c));
   }
   {  // nearly constant V: dP - D cancels, dS is tiny next to its parts
-    Case c = make("f64 nearly constant V (dP - D cancels)", shape(1, 1, 1, 6, 8, 4, DType::F64, M::None, 0.5), 1, 14);
+    CertifiedCase c =
+        make("f64 nearly constant V (dP - D cancels)", shape(1, 1, 1, 6, 8, 4, DType::F64, M::None, 0.5), 1, 14);
     for (auto& e : c.in.v) e = 1.0 + 1e-9 * e;
     cs.push_back(std::move(c));
   }

@@ -11,13 +11,13 @@
 
 namespace fc::ref::testing {
 
-struct Case {
+struct CertifiedCase {
   std::string name;
   Problem p;
   Tensors64 in;  // d_o always present
 };
 
-std::vector<Case> certified_cases();
+std::vector<CertifiedCase> certified_cases();
 
 // One problem's shape (batch, heads, lengths, d), dtype, mask and scale.
 Problem shape(int32_t batch, int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, int32_t d, DType t, Mask m,

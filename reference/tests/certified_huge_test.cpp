@@ -15,14 +15,14 @@
 namespace fc::ref {
 namespace {
 
-using testing::Case;
+using testing::CertifiedCase;
 using testing::first_violation;
 using testing::shape;
 
 constexpr double kTarget = 1e-13;
 
 // v, d_o ~ N(0, 1) rounded to fp16 (representable in every storage type).
-void fill_v_do(Case& c, uint64_t seed) {
+void fill_v_do(CertifiedCase& c, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> dist(0.0, 1.0);
   auto f = [&](int64_t n) {
@@ -35,8 +35,8 @@ void fill_v_do(Case& c, uint64_t seed) {
 }
 
 // One query, keys ±x: q = (a, a), k = (a, a), (-a, -a); s = ±2a² (one-hot).
-Case plus_minus(double s, DType t) {
-  Case c{"±x, |s| = " + std::to_string(s), shape(1, 1, 1, 1, 2, 2, t, Mask::None, 1.0), {}};
+CertifiedCase plus_minus(double s, DType t) {
+  CertifiedCase c{"±x, |s| = " + std::to_string(s), shape(1, 1, 1, 1, 2, 2, t, Mask::None, 1.0), {}};
   double a = double(float(std::sqrt(s / 2)));
   if (t == DType::BF16) a = double(float(Eigen::bfloat16(float(a))));
   if (t == DType::F16) a = double(float(Eigen::half(float(a))));
@@ -49,8 +49,8 @@ Case plus_minus(double s, DType t) {
 // Two queries; keys (B, g_j, 0, ...) with gaps g = 1, 2, 0, 2, -3 (ties between keys 1 and 3) and
 // q = (A, 1, ...), (A, -1, ...): scores A·B·scale + {1, 2, 0, 2, -3}·scale·unit. A, B, unit exact
 // in the storage type; every partial sum of q·k stays finite in it.
-Case gaps(std::string name, double a, double b, double unit, double scale, DType t, int32_t d = 4) {
-  Case c{std::move(name), shape(1, 1, 1, 2, 5, d, t, Mask::None, scale), {}};
+CertifiedCase gaps(std::string name, double a, double b, double unit, double scale, DType t, int32_t d = 4) {
+  CertifiedCase c{std::move(name), shape(1, 1, 1, 2, 5, d, t, Mask::None, scale), {}};
   const double g[5] = {1, 2, 0, 2, -3};
   c.in.q.assign(size_t(2 * d), 0.0);
   c.in.q[0] = a;
@@ -67,8 +67,8 @@ Case gaps(std::string name, double a, double b, double unit, double scale, DType
 }
 
 // GQA 4/2, causal (both alignments), fp32: per kv head, keys (B, j mod 3 + h) and queries (A, 1 - i mod 2).
-Case gqa_causal(double s, Mask m) {
-  Case c{"gqa causal, |s| = " + std::to_string(s), shape(1, 4, 2, 3, 5, 8, DType::F32, m, 1.0), {}};
+CertifiedCase gqa_causal(double s, Mask m) {
+  CertifiedCase c{"gqa causal, |s| = " + std::to_string(s), shape(1, 4, 2, 3, 5, 8, DType::F32, m, 1.0), {}};
   const double a = double(float(std::sqrt(s)));
   const Problem& p = c.p;
   c.in.q.assign(size_t(numel_q(p)), 0.0);
@@ -91,8 +91,8 @@ Case gqa_causal(double s, Mask m) {
   return c;
 }
 
-std::vector<Case> huge_cases() {
-  std::vector<Case> cs;
+std::vector<CertifiedCase> huge_cases() {
+  std::vector<CertifiedCase> cs;
   for (double s : {1e12, 1e18, 1e24, 1e30, 1e36, 3e38}) {
     cs.push_back(plus_minus(s, DType::F32));
     const double a = double(float(std::sqrt(s)));
@@ -114,7 +114,7 @@ std::vector<Case> huge_cases() {
 }
 
 TEST_CASE("certified at huge scores: within its bound, and the o / lse bounds meet the 1e-13 targets", "[cpu]") {
-  for (const Case& c : huge_cases()) {
+  for (const CertifiedCase& c : huge_cases()) {
     INFO(c.name);
     const Problem& p = c.p;
     const Result64 ex = exact(p, c.in, 256);

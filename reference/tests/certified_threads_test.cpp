@@ -21,15 +21,15 @@ namespace {
 
 using fc::ref::Certified;
 
-fc::ref::Certified with_threads(const char* threads, const fc::ref::testing::Case& c) {
+fc::ref::Certified with_threads(const char* threads, const fc::ref::testing::CertifiedCase& c) {
   setenv("FC_THREADS", threads, 1);
   Certified out = fc::ref::certified(c.p, c.in);
   unsetenv("FC_THREADS");
   return out;
 }
 
-fc::ref::Bounds bounds_with_threads(const char* threads, const fc::ref::testing::Case& c, const fc::ref::Certified& ref,
-                                    const fc::ref::Precision& prec) {
+fc::ref::Bounds bounds_with_threads(const char* threads, const fc::ref::testing::CertifiedCase& c,
+                                    const fc::ref::Certified& ref, const fc::ref::Precision& prec) {
   setenv("FC_THREADS", threads, 1);
   fc::ref::Bounds out = fc::ref::error_bounds(c.p, c.in, ref, prec);
   unsetenv("FC_THREADS");
@@ -42,9 +42,9 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 
 // Past the size below which the oracle runs on one thread: 2 batches x 2 kv heads (GQA 2:1) x 320
 // rows x 384 keys x d = 64, bottom-right causal, fp16-representable values.
-fc::ref::testing::Case large_case() {
+fc::ref::testing::CertifiedCase large_case() {
   using namespace fc;
-  fc::ref::testing::Case c;
+  fc::ref::testing::CertifiedCase c;
   c.name = "large causal GQA";
   c.p = fc::ref::testing::shape(2, 4, 2, 320, 384, 64, DType::F16, Mask::CausalBottomRight, 0.125);
   std::mt19937_64 rng(11);
@@ -61,7 +61,7 @@ fc::ref::testing::Case large_case() {
 
 TEST_CASE("certified gives the same bits on 1 thread and on 5", "[cpu]") {
   int checked = 0;
-  std::vector<fc::ref::testing::Case> cases = fc::ref::testing::certified_cases();
+  std::vector<fc::ref::testing::CertifiedCase> cases = fc::ref::testing::certified_cases();
   cases.push_back(large_case());
   for (const auto& c : cases) {
     const Certified one = with_threads("1", c), five = with_threads("5", c);
@@ -81,10 +81,10 @@ TEST_CASE("certified gives the same bits on 1 thread and on 5", "[cpu]") {
 
 TEST_CASE("error bounds give the same bits on 1 thread and on 5", "[cpu]") {
   using namespace fc;
-  std::vector<fc::ref::testing::Case> cases = fc::ref::testing::certified_cases();
+  std::vector<fc::ref::testing::CertifiedCase> cases = fc::ref::testing::certified_cases();
   cases.push_back(large_case());
   // MQA, 8 heads on one kv head: 8 x 5 row blocks of 64 dealt to 16 lanes, per-head stored d_k, d_v.
-  fc::ref::testing::Case mqa = large_case();
+  fc::ref::testing::CertifiedCase mqa = large_case();
   mqa.name = "large MQA";
   mqa.p = fc::ref::testing::shape(1, 8, 1, 320, 384, 64, DType::F16, Mask::CausalBottomRight, 0.125);
   mqa.in.q.resize(size_t(numel_q(mqa.p))), mqa.in.d_o.resize(size_t(numel_q(mqa.p)));
@@ -111,7 +111,7 @@ TEST_CASE("error bounds give the same bits on 1 thread and on 5", "[cpu]") {
 // products of the inputs shared, gives the bits of each tile's own bound, and the largest of them.
 TEST_CASE("error_bounds_max is the elementwise max of error_bounds, bit for bit", "[cpu]") {
   using namespace fc;
-  std::vector<fc::ref::testing::Case> cases = fc::ref::testing::certified_cases();
+  std::vector<fc::ref::testing::CertifiedCase> cases = fc::ref::testing::certified_cases();
   cases.push_back(large_case());
   int checked = 0;
   for (const auto& c : cases) {

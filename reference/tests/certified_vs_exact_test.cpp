@@ -17,7 +17,7 @@ using testing::first_violation;
 constexpr double kTarget = 1e-13;  // the certified oracle's stated target for o (relative to o_mag) and gradients (normwise)
 
 struct OracleRun {
-  testing::Case c;
+  testing::CertifiedCase c;
   Result64 ex;
   Certified ce;
 };
@@ -116,7 +116,7 @@ TEST_CASE("certified comparator: flags values pushed beyond their bound and non-
 }
 
 TEST_CASE("certified: a non-finite input leaves other rows certified and its rows NaN, uncertified", "[cpu]") {
-  testing::Case c = testing::certified_cases().at(1);  // f16 GQA 4/2, causal_top_left
+  testing::CertifiedCase c = testing::certified_cases().at(1);  // f16 GQA 4/2, causal_top_left
   const Problem& p = c.p;
   c.in.q[size_t(offset_q(p, 0, 1, 3))] = std::nan("");  // batch 0, head 1, row 3
   const Result64 ex = exact(p, c.in, 256);

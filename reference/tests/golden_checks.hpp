@@ -10,7 +10,7 @@
 
 namespace fc::ref::seeds {
 
-using Oracle = std::function<Result64(const Problem&, const Tensors64&)>;
+using GoldenOracle = std::function<Result64(const Problem&, const Tensors64&)>;
 
 inline void check_printed(const std::vector<double>& got, const std::vector<double>& want, int decimals) {
   REQUIRE(got.size() == want.size());
@@ -20,28 +20,28 @@ inline void check_printed(const std::vector<double>& got, const std::vector<doub
   }
 }
 
-inline void check_three_by_two(const Oracle& oracle) {
-  const Case c = three_by_two();
+inline void check_three_by_two(const GoldenOracle& oracle) {
+  const SeedCase c = three_by_two();
   check_printed(oracle(c.p, c.in).o, kThreeByTwoO, 3);
 }
 
-inline void check_softmax_rows(const Oracle& oracle) {
-  const Case a = softmax_row(kRow2130);
+inline void check_softmax_rows(const GoldenOracle& oracle) {
+  const SeedCase a = softmax_row(kRow2130);
   check_printed(oracle(a.p, a.in).o, kRow2130Softmax, 4);
-  const Case b = softmax_row(kRow101);
+  const SeedCase b = softmax_row(kRow101);
   check_printed(oracle(b.p, b.in).o, kRow101Softmax, 3);
 }
 
-inline void check_row101_pour(const Oracle& oracle) {
-  const Case c = row101_pour();
+inline void check_row101_pour(const GoldenOracle& oracle) {
+  const SeedCase c = row101_pour();
   check_printed(oracle(c.p, c.in).o, kRow101O, 3);
 }
 
 // P is not stored: the backward pass recomputes P_2 from the scores and the forward's lse.
 // lse = m + log r, so r = e^(lse - m) must print as 1.5032 and e^(100 - lse) as 0.090; the
 // oracle's own backward (d_v = Pᵀ d_o with d_o = [1, 0]) must agree.
-inline void check_resurrection(const Oracle& oracle) {
-  const Case c = row101_pour();
+inline void check_resurrection(const GoldenOracle& oracle) {
+  const SeedCase c = row101_pour();
   const Result64 r = oracle(c.p, c.in);
   REQUIRE(r.lse.size() == 1);
   const double lse = r.lse[0];

@@ -9,7 +9,7 @@
 
 namespace fc::ref::seeds {
 
-struct Case {
+struct SeedCase {
   Problem p;
   Tensors64 in;
 };
@@ -20,16 +20,16 @@ inline Problem row_problem(int32_t n_k, int32_t d) {
 }
 
 // The 3×2 example with scale 1: O = [[0.910,0.755],[0.532,0.532],[0.845,0.578]].
-inline Case three_by_two() {
+inline SeedCase three_by_two() {
   const Problem p{.n_q = 3, .n_k = 3, .d = 2, .dtype = DType::F64, .scale = 1.0};
   return {p, {{1, 0, 0, 2, 1, 1}, {1, 1, 0, 1, 2, 0}, {1, 0, 0, 1, 1, 1}, {}}};
 }
 inline const std::vector<double> kThreeByTwoO = {0.910, 0.755, 0.532, 0.532, 0.845, 0.578};
 
 // One row of scores x as a problem whose o is softmax(x): q = e_0, k_j = x_j e_0, V = identity.
-inline Case softmax_row(const std::vector<double>& x) {
+inline SeedCase softmax_row(const std::vector<double>& x) {
   const int32_t n = int32_t(x.size());
-  Case c{row_problem(n, n), {}};
+  SeedCase c{row_problem(n, n), {}};
   c.in.q.assign(n, 0.0);  // (1, n)
   c.in.q[0] = 1;
   c.in.k.assign(size_t(n) * n, 0.0);  // (n, n)
@@ -47,8 +47,8 @@ inline const std::vector<double> kRow101Softmax = {0.245, 0.090, 0.665};
 
 // The row [101, 100, 102] pouring v = [1,0], [0,1], [1,1]: o = [0.910, 0.755]. d_o = [1, 0]
 // makes d_v_j = P_j d_o, so d_v's first column is the backward pass's own (recomputed) P.
-inline Case row101_pour() {
-  Case c{row_problem(3, 2), {}};
+inline SeedCase row101_pour() {
+  SeedCase c{row_problem(3, 2), {}};
   c.in.q = {1, 0};
   c.in.k = {101, 0, 100, 0, 102, 0};
   c.in.v = {1, 0, 0, 1, 1, 1};

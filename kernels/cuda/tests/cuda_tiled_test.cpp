@@ -21,11 +21,11 @@ namespace {
 
 const DType kDtypes[] = {DType::F16, DType::BF16};
 const Mask kMasks[] = {Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight};
-struct Shape {
+struct TiledShape {
   int32_t b, h_q, h_kv, n_q, n_k;
 };
 // GQA with n_k > n_q; n_q > n_k (bottom-right leaves rows with no key); one head, ragged 257.
-const Shape kShapes[] = {{1, 4, 2, 100, 173}, {2, 2, 1, 150, 64}, {1, 1, 1, 257, 257}};
+const TiledShape kShapes[] = {{1, 4, 2, 100, 173}, {2, 2, 1, 150, 64}, {1, 1, 1, 257, 257}};
 
 // The kernels under test: cuda_wgmma claims problems on compute capability 9.x only; elsewhere it
 // is reported skipped (WARN), never silently passed.
@@ -71,7 +71,7 @@ TEST_CASE("CUDA forwards stay within the error bound of the certified reference"
     for (DType t : kDtypes)
       for (int32_t d : {64, 128})
         for (Mask mask : kMasks)
-          for (const Shape& s : kShapes) {
+          for (const TiledShape& s : kShapes) {
             const Problem p = problem(t, d, mask, s.b, s.h_q, s.h_kv, s.n_q, s.n_k);
             const Inputs in = random_inputs(p, seed++);
             const ref::Tensors64 in64 = tensors64(in, false);
@@ -96,7 +96,7 @@ TEST_CASE("CUDA backwards stay within the error bound of the certified reference
     for (DType t : kDtypes)
       for (int32_t d : {64, 128})
         for (Mask mask : kMasks)
-          for (const Shape& s : {kShapes[0], kShapes[1]}) {
+          for (const TiledShape& s : {kShapes[0], kShapes[1]}) {
             const Problem p = problem(t, d, mask, s.b, s.h_q, s.h_kv, s.n_q, s.n_k);
             const Inputs in = random_inputs(p, seed++);
             const ref::Tensors64 in64 = tensors64(in, true);

@@ -91,7 +91,7 @@ TEST_CASE("abi_map: every layout round-trips through a strided kernel, nothing s
     const CallPlan plan = plan_call(p, layout, false);
     std::set<uint64_t> offsets;
     uint64_t end = 0;
-    for (const Slot& s : plan.slot) {
+    for (const ArenaSlot& s : plan.slot) {
       if (!s.present) continue;
       CHECK(s.offset % 256 == 0);
       CHECK(s.offset >= end);  // in order, never overlapping
@@ -142,12 +142,12 @@ TEST_CASE("abi_map: stray writes are named (padding, past the end, into an input
     a[at] ^= 1;
     return unpack(plan, a.data(), before.data(), out);
   };
-  const Slot& so = plan.slot[kO];
+  const ArenaSlot& so = plan.slot[kO];
   CHECK(poke(so.offset) == "");  // o's first element: an output
   CHECK(poke(so.offset + 4 * 4).find("gaps between the elements of o") != std::string::npos);  // after row 0
   CHECK(poke(so.offset + so.span).find("past the end of o") != std::string::npos);
   CHECK(poke(plan.slot[kK].offset).find("modified its input k") != std::string::npos);
-  const Slot& sl = plan.slot[kLse];  // the last tensor: its guard, then alignment padding
+  const ArenaSlot& sl = plan.slot[kLse];  // the last tensor: its guard, then alignment padding
   CHECK(poke(sl.offset + sl.span + 63).find("past the end of lse") != std::string::npos);
   CHECK(poke(plan.bytes - 1).find("outside every tensor") != std::string::npos);
   // The element is named: o is (1, 2, 3, 4), 24 elements; row 0 ends at element (0, 0, 0, 3).
@@ -188,7 +188,7 @@ TEST_CASE("abi_map: the variants map to fields and tensors", "[cpu]") {
     CHECK(shape(kDk) == shape(kK));
     // Every element of every strided tensor at its own storage element (no two share one).
     for (int32_t id : {kQ, kK, kV, kO, kLse}) {
-      const Slot& s = plan.slot[id];
+      const ArenaSlot& s = plan.slot[id];
       const bool strided = layout == Layout::Padded || (layout == Layout::Bshd && id != kLse);
       CHECK(s.has_strides == int32_t(strided));
       std::set<int64_t> at;

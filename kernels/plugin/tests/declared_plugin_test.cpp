@@ -30,18 +30,18 @@ int count(const std::string& s, const std::string& what) {
 }
 
 // `check --plugin` with a JSON report; the report's laws by id.
-struct Checked {
+struct DeclaredRun {
   Ran ran;
   nlohmann::json laws;  // id -> law object
 };
-Checked check(const std::string& plugin, std::vector<std::string> extra) {
+DeclaredRun check(const std::string& plugin, std::vector<std::string> extra) {
   const std::string json =
       (std::filesystem::temp_directory_path() / ("fc_declared_" + plugin + std::to_string(::getpid()) + ".json"))
           .string();
   std::vector<std::string> args = {"check", "--plugin", plugin_path(plugin), "--json-out", json,
                                    "--regressions", no_regressions()};
   args.insert(args.end(), extra.begin(), extra.end());
-  Checked c;
+  DeclaredRun c;
   c.ran = run_cli(args, 1200);
   c.laws = nlohmann::json::object();
   std::ifstream in(json);
@@ -95,15 +95,15 @@ TEST_CASE("declarations: every case is inside them, the laws they open run, and 
                                            "determinism"};
 #ifdef FC_LONG_TEST
   const int cases = 100;
-  std::vector<Checked> runs = {check("plugin_tiled_none", {"--cases", "100", "--seed", "3"})};
+  std::vector<DeclaredRun> runs = {check("plugin_tiled_none", {"--cases", "100", "--seed", "3"})};
 #else
   const int cases = 12;
-  std::vector<Checked> runs;
+  std::vector<DeclaredRun> runs;
   for (const std::string& id : opened)
     runs.push_back(check("plugin_tiled_none", {"--law", id, "--cases", std::to_string(cases), "--seed", "3"}));
 #endif
   nlohmann::json laws = nlohmann::json::object();
-  for (const Checked& c : runs) {
+  for (const DeclaredRun& c : runs) {
     CAPTURE(c.ran.out, c.ran.err);
     CHECK(c.ran.code == 0);
     CHECK(count(c.ran.out, "FAIL") == 0);
@@ -130,11 +130,11 @@ TEST_CASE("declarations: every case is inside them, the laws they open run, and 
 
 TEST_CASE("declarations: the planted fault is killed, and a hidden fp16 accumulator fails where a declared one passes",
           "[cpu]") {
-  const Checked tail = check("plugin_tiled_tail", {"--law", "reference", "--cases", "30", "--seed", "5"});
+  const DeclaredRun tail = check("plugin_tiled_tail", {"--law", "reference", "--cases", "30", "--seed", "5"});
   CAPTURE(tail.ran.out);
   CHECK(tail.ran.code == 1);
   CHECK(tail.ran.out.find("FAIL  reference") != std::string::npos);
-  const Checked hidden = check("plugin_tiled_acc16_hidden", {"--law", "reference", "--cases", "20", "--seed", "5"});
+  const DeclaredRun hidden = check("plugin_tiled_acc16_hidden", {"--law", "reference", "--cases", "20", "--seed", "5"});
   CAPTURE(hidden.ran.out);
   CHECK(hidden.ran.code == 1);
   CHECK(hidden.ran.out.find("FAIL  reference") != std::string::npos);
@@ -142,15 +142,15 @@ TEST_CASE("declarations: the planted fault is killed, and a hidden fp16 accumula
   // (fp16_max, whose unnormalised sums overflow an fp16 accumulator by design, is not drawn for it),
   // at 100 cases each in the long variant; the short one runs the laws that once judged it at fp32.
 #ifdef FC_LONG_TEST
-  std::vector<Checked> runs = {check("plugin_tiled_acc16", {"--cases", "100", "--seed", "5"})};
+  std::vector<DeclaredRun> runs = {check("plugin_tiled_acc16", {"--cases", "100", "--seed", "5"})};
   const int cases = 100;
 #else
   const int cases = 20;
-  std::vector<Checked> runs;
+  std::vector<DeclaredRun> runs;
   for (const std::string id : {"reference", "extreme", "shift", "affine_v", "softmax_row"})
     runs.push_back(check("plugin_tiled_acc16", {"--law", id, "--cases", std::to_string(cases), "--seed", "5"}));
 #endif
-  for (const Checked& declared : runs) {
+  for (const DeclaredRun& declared : runs) {
     CAPTURE(declared.ran.out, declared.ran.err);
     CHECK(declared.ran.code == 0);
     CHECK(count(declared.ran.out, "FAIL") == 0);
@@ -172,7 +172,7 @@ TEST_CASE("permutations: declared arithmetic without exactness is judged by the 
 #endif
   // Correct: both permutation laws apply (no exactness declared) and pass.
   for (const std::string id : {"kv_permutation", "q_permutation"}) {
-    const Checked ok = check("plugin_tiled_noexact", {"--law", id, "--cases", cases, "--seed", "3"});
+    const DeclaredRun ok = check("plugin_tiled_noexact", {"--law", id, "--cases", cases, "--seed", "3"});
     CAPTURE(id, ok.ran.out, ok.ran.err);
     CHECK(ok.ran.code == 0);
     REQUIRE(ok.laws.contains(id));
@@ -184,12 +184,12 @@ TEST_CASE("permutations: declared arithmetic without exactness is judged by the 
   for (const auto& [plugin, fails, holds] :
        {std::tuple<std::string, std::string, std::string>{"plugin_tiled_tailkeys", "kv_permutation", "q_permutation"},
         {"plugin_tiled_tailrows", "q_permutation", "kv_permutation"}}) {
-    const Checked bad = check(plugin, {"--law", fails, "--cases", cases, "--seed", "3"});
+    const DeclaredRun bad = check(plugin, {"--law", fails, "--cases", cases, "--seed", "3"});
     CAPTURE(plugin, bad.ran.out);
     CHECK(bad.ran.code == 1);
     CHECK(bad.ran.out.find("FAIL  " + fails) != std::string::npos);
     for (const std::string& id : {holds, std::string("reference")}) {
-      const Checked other = check(plugin, {"--law", id, "--cases", cases, "--seed", "3"});
+      const DeclaredRun other = check(plugin, {"--law", id, "--cases", cases, "--seed", "3"});
       CAPTURE(id, other.ran.out);
       CHECK(other.ran.code == 0);
     }
@@ -198,7 +198,7 @@ TEST_CASE("permutations: declared arithmetic without exactness is judged by the 
   // Nothing else kills them: every other law passes or does not apply.
   for (const auto& [plugin, fails] : {std::pair<std::string, std::string>{"plugin_tiled_tailkeys", "kv_permutation"},
                                       {"plugin_tiled_tailrows", "q_permutation"}}) {
-    const Checked all = check(plugin, {"--cases", "100", "--seed", "3"});
+    const DeclaredRun all = check(plugin, {"--cases", "100", "--seed", "3"});
     for (const auto& [id, l] : all.laws.items()) {
       CAPTURE(plugin, id, all.ran.out);
       if (id == fails) CHECK(l.at("status") == "fail");
@@ -209,7 +209,7 @@ TEST_CASE("permutations: declared arithmetic without exactness is judged by the 
   // A kernel that declares neither (the example CPU plugin): both laws apply, each run held to its
   // certified bound.
   for (const std::string id : {"kv_permutation", "q_permutation"}) {
-    const Checked bare = check("plugin_cpu_none", {"--law", id, "--cases", "30", "--seed", "3", "--max-n", "48"});
+    const DeclaredRun bare = check("plugin_cpu_none", {"--law", id, "--cases", "30", "--seed", "3", "--max-n", "48"});
     CAPTURE(id, bare.ran.out, bare.ran.err);
     CHECK(bare.ran.code == 0);
     REQUIRE(bare.laws.contains(id));
@@ -222,25 +222,25 @@ TEST_CASE("determinism: judged by what the backward declares", "[cpu]") {
     return check(plugin, {"--law", "determinism", "--cases", "100", "--seed", "3", "--max-n", "48"});
   };
   // d_q summed in an order drawn per call (atomics): declared atomic, within the reordering tolerance.
-  const Checked atomic = determinism("plugin_cpu_dq_atomic");
+  const DeclaredRun atomic = determinism("plugin_cpu_dq_atomic");
   CAPTURE(atomic.ran.out, atomic.ran.err);
   CHECK(atomic.ran.code == 0);
   REQUIRE(atomic.laws.contains("determinism"));
   CHECK(atomic.laws["determinism"].at("status") == "pass");
   CHECK(atomic.laws["determinism"].at("cases").get<int>() >= 100);
   // The same kernel claiming a deterministic backward: its bits differ.
-  const Checked hidden = determinism("plugin_cpu_dq_atomic_hidden");
+  const DeclaredRun hidden = determinism("plugin_cpu_dq_atomic_hidden");
   CAPTURE(hidden.ran.out);
   CHECK(hidden.ran.code == 1);
   CHECK(hidden.ran.out.find("on the same inputs") != std::string::npos);
   // A deterministic mode beside the atomic configuration: 100 runs a case, the same bits.
-  const Checked mode = determinism("plugin_cpu_dq_mode");
+  const DeclaredRun mode = determinism("plugin_cpu_dq_mode");
   CAPTURE(mode.ran.out, mode.ran.err);
   CHECK(mode.ran.code == 0);
   REQUIRE(mode.laws.contains("determinism"));
   CHECK(mode.laws["determinism"].at("status") == "pass");
   // A mode that sums in another order in one call of 30 is caught within a case's 100 runs.
-  const Checked rare = determinism("plugin_cpu_dq_mode_rare");
+  const DeclaredRun rare = determinism("plugin_cpu_dq_mode_rare");
   CAPTURE(rare.ran.out);
   CHECK(rare.ran.code == 1);
   CHECK(rare.ran.out.find("of 100 in the declared deterministic mode differs from the first") != std::string::npos);
@@ -249,7 +249,7 @@ TEST_CASE("determinism: judged by what the backward declares", "[cpu]") {
 TEST_CASE("declarations: a version-3 plugin's declarations are read to large_offsets only", "[cpu]") {
   // plugin_tiled_abi3 says version 3 and holds nonsense in the version-4 fields (num_dtypes = -1,
   // sinks = 1) that a version-3 struct does not have: it loads, its lengths are drawn, no sinks offered.
-  const Checked c = check("plugin_tiled_abi3", {"--law", "reference", "--cases", "20", "--seed", "2"});
+  const DeclaredRun c = check("plugin_tiled_abi3", {"--law", "reference", "--cases", "20", "--seed", "2"});
   CAPTURE(c.ran.out, c.ran.err);
   CHECK(c.ran.code == 0);
   REQUIRE(c.laws.contains("reference"));
@@ -260,7 +260,7 @@ TEST_CASE("declarations: a version-4 plugin's declarations are read to sinks onl
   // plugin_cpu_abi4 says version 4 and holds nonsense in the version-5 fields (mask_tensors = 3,
   // mask_dtypes = -1, block_masks = 7) and implements no masks: it loads and passes, and is never
   // offered a mask tensor or a block mask (a mask it ignored would fail reference).
-  const Checked c = check("plugin_cpu_abi4", {"--law", "reference", "--cases", "40", "--seed", "2"});
+  const DeclaredRun c = check("plugin_cpu_abi4", {"--law", "reference", "--cases", "40", "--seed", "2"});
   CAPTURE(c.ran.out, c.ran.err);
   CHECK(c.ran.code == 0);
   REQUIRE(c.laws.contains("reference"));
@@ -271,7 +271,7 @@ TEST_CASE("declarations: a version-4 plugin's declarations are read to sinks onl
 }
 
 TEST_CASE("declarations: a version-2 plugin loads and runs unchanged", "[cpu]") {
-  const Checked c = check("plugin_cpu_abi2", {"--law", "reference", "--cases", "20", "--seed", "2"});
+  const DeclaredRun c = check("plugin_cpu_abi2", {"--law", "reference", "--cases", "20", "--seed", "2"});
   CAPTURE(c.ran.out, c.ran.err);
   CHECK(c.ran.code == 0);
   REQUIRE(c.laws.contains("reference"));

@@ -24,11 +24,11 @@ int count(const std::string& s, const std::string& what) {
   return n;
 }
 
-struct Checked {
+struct MixedRun {
   Ran ran;
   nlohmann::json laws;  // id -> law object
 };
-Checked check(const std::string& plugin, std::vector<std::string> extra, const std::string& regressions = "") {
+MixedRun check(const std::string& plugin, std::vector<std::string> extra, const std::string& regressions = "") {
   const std::string json =
       (std::filesystem::temp_directory_path() / ("fc_mixed_" + plugin + std::to_string(::getpid()) + ".json")).string();
   std::vector<std::string> args = {"check",
@@ -39,7 +39,7 @@ Checked check(const std::string& plugin, std::vector<std::string> extra, const s
                                    "--regressions",
                                    regressions.empty() ? no_regressions() : regressions};
   args.insert(args.end(), extra.begin(), extra.end());
-  Checked c;
+  MixedRun c;
   c.ran = run_cli(args, 1200);
   c.laws = nlohmann::json::object();
   std::ifstream in(json);
@@ -81,9 +81,9 @@ TEST_CASE("per-tensor dtypes: an unknown dtype code, or a combination supports()
 
 TEST_CASE("per-tensor dtypes: a correct mixed kernel passes every law that applies", "[cpu]") {
 #ifdef FC_LONG_TEST
-  const Checked c = check("plugin_mixed_none", {"--cases", "100", "--seed", "7"});
+  const MixedRun c = check("plugin_mixed_none", {"--cases", "100", "--seed", "7"});
 #else
-  const Checked c = check("plugin_mixed_none", {"--law", "reference", "--cases", "100", "--seed", "7"});
+  const MixedRun c = check("plugin_mixed_none", {"--law", "reference", "--cases", "100", "--seed", "7"});
 #endif
   CAPTURE(c.ran.out, c.ran.err);
   CHECK(c.ran.code == 0);
@@ -114,7 +114,7 @@ TEST_CASE("per-tensor dtypes: a backward's gradients are held in their own tenso
 #else
   const std::string cases = "25";
 #endif
-  const Checked c = check("plugin_mixed_cpu", {"--cases", cases, "--seed", "11"});
+  const MixedRun c = check("plugin_mixed_cpu", {"--cases", cases, "--seed", "11"});
   CAPTURE(c.ran.out, c.ran.err);
   CHECK(c.ran.code == 0);
   CHECK(count(c.ran.out, "FAIL") == 0);
@@ -135,7 +135,7 @@ TEST_CASE("per-tensor dtypes: K read as bf16, or o rounded to fp16, is killed; t
     const std::filesystem::path dir =
         std::filesystem::temp_directory_path() / (std::string("fc_mixed_reg_") + plugin + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
-    const Checked bad =
+    const MixedRun bad =
         check(plugin, {"--law", "reference", "--cases", "30", "--seed", "5", "--save-regressions"}, dir.string());
     CAPTURE(plugin, bad.ran.out, bad.ran.err);
     CHECK(bad.ran.code == 1);
@@ -194,7 +194,7 @@ TEST_CASE("per-tensor dtypes: K read as bf16, or o rounded to fp16, is killed; t
 }
 
 TEST_CASE("per-tensor dtypes: a version-2 plugin loads and runs unchanged beside them", "[cpu]") {
-  const Checked c = check("plugin_cpu_abi2", {"--law", "reference", "--cases", "20", "--seed", "2"});
+  const MixedRun c = check("plugin_cpu_abi2", {"--law", "reference", "--cases", "20", "--seed", "2"});
   CAPTURE(c.ran.out, c.ran.err);
   CHECK(c.ran.code == 0);
   REQUIRE(c.laws.contains("reference"));

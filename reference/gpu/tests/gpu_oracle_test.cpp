@@ -81,14 +81,14 @@ long looser(const std::vector<double>& x, const std::vector<double>& y, double f
   return first;
 }
 
-struct Tensor {
+struct OracleTensors {
   const char* name;
   const std::vector<double>* gv;
   const std::vector<double>* ge;
   const std::vector<double>* cv;
   const std::vector<double>* ce;
 };
-std::vector<Tensor> tensors(const Certified& g, const Certified& c) {
+std::vector<OracleTensors> tensors(const Certified& g, const Certified& c) {
   return {{"o", &g.value.o, &g.err.o, &c.value.o, &c.err.o},
           {"lse", &g.value.lse, &g.err.lse, &c.value.lse, &c.err.lse},
           {"d_q", &g.value.d_q, &g.err.d_q, &c.value.d_q, &c.err.d_q},
@@ -98,7 +98,7 @@ std::vector<Tensor> tensors(const Certified& g, const Certified& c) {
 
 // GPU against CPU on one case: overlap and the bounds' factors. Prints the measured ratios.
 void against_cpu(const std::string& name, const Certified& g, const Certified& c) {
-  for (const Tensor& t : tensors(g, c)) {
+  for (const OracleTensors& t : tensors(g, c)) {
     INFO(name << ": " << t.name);
     REQUIRE(t.gv->size() == t.cv->size());
     const long bad = overlap_violation(*t.gv, *t.ge, *t.cv, *t.ce);
@@ -273,7 +273,7 @@ TEST_CASE("gpu oracle: the same inputs give the same bits on every run", "[gpu]"
   const Problem p = shape(2, 4, 2, 333, 517, 64, 48, DType::BF16, Mask::CausalBottomRight);
   const Tensors64 in = random_inputs(p, 1.0, 21);
   const Certified a = gpu::certified(p, in), b = gpu::certified(p, in);
-  for (const Tensor& t : tensors(a, b)) {
+  for (const OracleTensors& t : tensors(a, b)) {
     INFO(t.name);
     CHECK(*t.gv == *t.cv);
     CHECK(*t.ge == *t.ce);
