@@ -25,12 +25,12 @@
 #include "cli/plugin_options.hpp"
 #include "cli/requests.hpp"
 #include "io/errors.hpp"
-#include "kernels/plugin/backend.hpp"
-#include "kernels/plugin/dl_copy.hpp"
-#include "kernels/plugin/executor.hpp"
-#include "kernels/plugin/plugin_kernel.hpp"
-#include "kernels/plugin/worker.hpp"
-#include "kernels/plugin/worker_proto.hpp"
+#include "plugin/backend.hpp"
+#include "plugin/dl_copy.hpp"
+#include "plugin/executor.hpp"
+#include "plugin/plugin_kernel.hpp"
+#include "plugin/worker.hpp"
+#include "plugin/worker_proto.hpp"
 
 namespace {
 

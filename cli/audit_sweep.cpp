@@ -26,12 +26,12 @@ std::pair<int, int> parse_shard(const std::string& s) {
 }
 
 std::vector<DType> parse_dtypes(const std::vector<std::string>& names) {
-  if (names.empty()) return {DType::F16, DType::BF16, DType::F32};
+  if (names.empty()) return sweep_dtypes();
   std::vector<DType> out;
   for (const std::string& n : names) {
     DType t;
-    if (!parse_dtype(n.c_str(), &t) || t == DType::F64)
-      throw UsageError(fmt::format("--dtype {}: expected F16, BF16 or F32", n));
+    if (!parse_dtype(n.c_str(), &t) || !kernel_float(t))
+      throw UsageError(fmt::format("--dtype {}: expected {}", n, dtype_names(kernel_float)));
     if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
   }
   return out;

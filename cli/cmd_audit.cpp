@@ -87,12 +87,14 @@ json options_json(const AuditRequest& o, const report::PlanOptions& plan, const 
   return options;
 }
 
+// The accumulation audit's default dtypes: the kernel floats coarser than F32 (F16, BF16).
+bool coarser_than_f32(DType t) { return kernel_float(t) && dtype_info(t).precision < dtype_info(DType::F32).precision; }
+
 // The sweep's plan from the request: dtypes, regimes, quick.
 report::PlanOptions plan_options(const AuditRequest& o) {
   report::PlanOptions plan;
   plan.quick = o.quick;
-  plan.dtypes =
-      o.accumulation && o.dtypes.empty() ? std::vector<DType>{DType::F16, DType::BF16} : parse_dtypes(o.dtypes);
+  plan.dtypes = o.accumulation && o.dtypes.empty() ? dtypes_in_order(coarser_than_f32) : parse_dtypes(o.dtypes);
   check_regimes(o.regimes, o.accumulation ? std::vector<std::string>{"normal", "positive_v"} : report::regime_names());
   if (o.quick && !o.accumulation)
     for (const std::string& r : o.regimes)
@@ -193,7 +195,8 @@ Action setup_audit(CLI::App& app, const ExternalKernel* ext) {
   auto o = std::make_shared<AuditRequest>();
   sub->add_option("--kernel", o->kernels, "Kernel to audit (repeatable; default: every available non-mutant)");
   add_plugin_options(sub, o->plugin, ext ? PluginOptions::Embedded : PluginOptions::Run);
-  sub->add_option("--dtype", o->dtypes, "F16, BF16, F32 (repeatable; default: all three)")->delimiter(',');
+  sub->add_option("--dtype", o->dtypes, dtype_names(kernel_float) + " (repeatable; default: every one)")
+      ->delimiter(',');
   sub->add_option(
          "--regime", o->regimes,
          "normal, outliers, scores, causal_top_left, causal_bottom_right, gqa; the variants (on kernels "

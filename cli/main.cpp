@@ -12,7 +12,7 @@
 
 #include "cli/command.hpp"
 #include "io/errors.hpp"
-#include "kernels/plugin/worker.hpp"
+#include "plugin/worker.hpp"
 
 namespace {
 
@@ -51,7 +51,7 @@ int stdout_checked(int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // A plugin's worker process (kernels/plugin/worker.hpp): started by `check --plugin`, not by users.
+  // A plugin's worker process (plugin/worker.hpp): started by `check --plugin`, not by users.
   if (argc >= 2 && std::string(argv[1]) == "__worker") return fc::plugin::worker_main(argc, argv);
   CLI::App app{"flashcheck: property-based correctness and numerics for attention kernels"};
   app.require_subcommand(1);

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/attention.h"
+#include "contract/attention.h"
 
 namespace fc::cli {
 

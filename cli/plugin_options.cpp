@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "cli/command.hpp"
-#include "kernels/plugin/loader.hpp"
+#include "plugin/loader.hpp"
 
 namespace fc::cli {
 namespace {

@@ -1,12 +1,12 @@
 // The plugin options shared by `check` and `kernels`: --plugin PATH, --timeout, --isolation,
-// --layout, and opening the plugin they name as a registry Kernel (kernels/plugin/plugin_kernel.hpp).
+// --layout, and opening the plugin they name as a registry Kernel (plugin/plugin_kernel.hpp).
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 
-#include "kernels/plugin/plugin_kernel.hpp"
+#include "plugin/plugin_kernel.hpp"
 
 namespace fc::cli {
 

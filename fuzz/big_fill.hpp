@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc::fuzz {
 

@@ -68,8 +68,8 @@ void check_attention_tensors(const TensorFile& file, const std::vector<std::stri
                          : kv          ? "(total_k, heads_kv, d): varlen"
                                        : "(total_q, heads_q, d): varlen";
     if (!is_float(x.dtype))
-      throw fail(FileFault::UnknownDtype,
-                 fmt::format("tensor \"{}\" is {}: q, k, v, d_o are F16, BF16, F32 or F64", t, dtype_name(x.dtype)));
+      throw fail(FileFault::UnknownDtype, fmt::format("tensor \"{}\" is {}: q, k, v, d_o are {}", t,
+                                                      dtype_name(x.dtype), dtype_names(is_float)));
     if (x.shape.size() != rank)
       throw fail(FileFault::WrongRank, fmt::format("tensor \"{}\" has rank {} (shape {}), expected {}: {}", t,
                                                x.shape.size(), shape_str(x.shape), rank, layout));
@@ -148,13 +148,12 @@ void read_masks(TensorFile& file, const Fail& fail, Problem& p, Inputs& in) {
     const DType t = it->second.dtype;
     if (t == DType::BOOL)
       p.mask_kind = MaskKind::Bool;
-    else if (t == DType::F32 || t == DType::F16 || t == DType::BF16)
+    else if (kernel_float(t))
       p.mask_kind = MaskKind::Additive, p.mask_dtype = t;
     else
       throw fail(FileFault::UnknownDtype,
-                 fmt::format("tensor \"mask\" is {}: a mask is BOOL (boolean) or F32, F16, BF16 "
-                             "(additive)",
-                             dtype_name(t)));
+                 fmt::format("tensor \"mask\" is {}: a boolean mask is BOOL, an additive one {}", dtype_name(t),
+                             dtype_names(kernel_float)));
     broadcast("mask", it->second, &p.mask_b, &p.mask_h);
     in.mask = std::move(it->second);
   }
@@ -205,7 +204,7 @@ Inputs inputs_from(const std::string& name, TensorFile file) {
   if (auto it = file.metadata.find("dtype_o"); it != file.metadata.end())
     if (!parse_dtype(it->second.c_str(), &o_dtype))
       throw fail(FileFault::UnknownDtype,
-                 fmt::format("dtype_o {} is not a dtype (F16, BF16, F32 or F64)", io::quoted(it->second)));
+                 fmt::format("dtype_o {} is not a dtype ({})", io::quoted(it->second), dtype_names(is_float)));
   check_attention_tensors(file, names, fail, varlen, paged, o_dtype);
   check_heads_and_dims(file, fail, varlen, paged);
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "io/safetensors.hpp"
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc::io {
 

@@ -42,7 +42,7 @@ Entry parse_entry(const std::string& file, const HeaderEntry& h, uint64_t data_b
   Entry e{h.name, DType::F32, {}, h.begin, h.end};
   if (!parse_storage_dtype(h.dtype, &e.dtype))
     throw fail(FileFault::UnknownDtype,
-               fmt::format("unknown dtype {} (expected F16, BF16, F32, F64, I32 or BOOL)", quoted(h.dtype)));
+               fmt::format("unknown dtype {} (expected {})", quoted(h.dtype), dtype_names([](DType) { return true; })));
   if (e.begin > e.end)
     throw fail(FileFault::BadOffsets, fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
   if (e.end > data_bytes)

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "io/errors.hpp"
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc::io {
 

@@ -2,7 +2,7 @@
 // cu_seqlens_k I32 (batch + 1), packed q (total_q, heads_q, d), k and v (total_k, heads_kv, d), or
 // paged k and v (num_pages, page_size, heads_kv, d) with page_table I32 (batch, pages per sequence).
 // Here: the shapes of the offsets and the table, and the problem's sizes derived from them; their
-// values are checked by validate (kernels/tensor.hpp) once the Inputs exist.
+// values are checked by validate (contract/tensor.hpp) once the Inputs exist.
 #include <fmt/format.h>
 
 #include <algorithm>

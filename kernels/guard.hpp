@@ -1,6 +1,6 @@
 // Output guards: every output a kernel writes sits between two guards of kGuardBytes bytes that hold
 // kGuardFill (the all-ones pattern, a NaN in F16, BF16, F32 and F64, as the plugin arena's fill,
-// kernels/plugin/abi_map.cpp), and starts filled with it too. After the call, a guard byte that
+// plugin/abi_map.cpp), and starts filled with it too. After the call, a guard byte that
 // changed is a write outside the tensor; guard_breach names the element. The CUDA kernels' host glue
 // (kernels/cuda/cuda_kernels.cpp) places o, lse, d_q, d_k and d_v so. Host only.
 #pragma once

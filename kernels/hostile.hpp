@@ -3,7 +3,7 @@
 // storage before the offset) and the slots of paged K/V that no sequence's keys occupy (spare pages,
 // the last page's slots past its sequence's end) and the padding tokens of padded varlen (between a
 // sequence's end and the next sequence's padded start, and before the first) are filled with the all-ones bit pattern, a NaN in
-// F16, BF16, F32 and F64 (the plugin arena's fill, kernels/plugin/abi_map.hpp). A kernel that reads
+// F16, BF16, F32 and F64 (the plugin arena's fill, plugin/abi_map.hpp). A kernel that reads
 // them and multiplies by a zero weight (0 · NaN) or adds them under a mask turns a row NaN; a
 // correct kernel's bits do not change. properties/execute.cpp calls every kernel on these inputs.
 #pragma once
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc {
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "arithmetic.h"
-#include "exactness.hpp"
-#include "merge.hpp"
-#include "tensor.hpp"
+#include "contract/arithmetic.h"
+#include "contract/exactness.hpp"
+#include "contract/merge.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc {
 
@@ -123,9 +123,9 @@ struct KernelInfo {
   bool stores_s_p = false;  // S and P rounded to storage before use (a 3-pass baseline); the
                             // error model charges those roundings (reference/bounds)
   Variants variants;        // contract v2 variants implemented (none: dense attention only)
-  std::vector<DType> mask_dtypes = {DType::F32, DType::F16, DType::BF16};  // additive masks taken
+  std::vector<DType> mask_dtypes = kernel_floats();  // additive masks taken (every kernel float)
   // How the kernel computes a problem under a config: the rounding chain of every sum, for the error
-  // model (kernels/arithmetic.h). Empty: charged as undeclared_arithmetic (any order, any rounding).
+  // model (contract/arithmetic.h). Empty: charged as undeclared_arithmetic (any order, any rounding).
   std::function<Arithmetic(const Problem&, const Config&)> arithmetic;
   Exactness exact;             // what the metamorphic laws may ask for bit for bit
   bool large_offsets = false;  // indexes tensors of more than 2^31 elements (64-bit offsets): the

@@ -26,7 +26,7 @@ ref::Certified certify(const Inputs& in) { return ref::certify(in.p, tensors64(i
 namespace {
 
 // The built-in CPU kernels' outputs are guarded (kernels/hostile.hpp: canaries before, after, in the
-// gaps and on padding tokens); a plugin's are guarded by its arena (kernels/plugin/abi_map.hpp), and
+// gaps and on padding tokens); a plugin's are guarded by its arena (plugin/abi_map.hpp), and
 // the CUDA kernels' and the Python bridge's by their own callers. Gaps for a kernel that declares
 // strides (the contract offers strided outputs only to those).
 bool guards_outputs(const Kernel& k) { return k.info.device == "cpu" && !k.info.external; }

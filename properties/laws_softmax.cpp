@@ -95,7 +95,7 @@ struct RowUnits {
 RowUnits row_units(const Kernel& k, const Case& c, const Problem& p) {
   const ref::Precision pr = precision_of(k, c.cfg, p);
   // The kernel's u: its row sum's unit, a whole ulp where it truncates (tensor cores, an undeclared
-  // kernel's directed rounding); P's rounding before P.V, the declared one (kernels/arithmetic.h).
+  // kernel's directed rounding); P's rounding before P.V, the declared one (contract/arithmetic.h).
   const bool whole_ulp = pr.ar.pv.adder == Adder::TensorCore || pr.ar.l.truncates;
   const ref::PRounding pround = ref::p_rounding(pr);
   auto floor_of = [&](DType t) { return pr.ar.flush_subnormals ? ref::min_normal(t) : ref::underflow_floor(t); };

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/registry.hpp"
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc::props {
 
@@ -125,7 +125,7 @@ Inputs with_d_v(const Inputs& dense, int32_t d_v);
 // two), on dense problems (mask_size_ok). how: a one-line description ("dense" when none
 // joined).
 Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n, Rng& rng, std::string* how,
-                     const std::vector<DType>& mask_dtypes = {DType::F32, DType::F16, DType::BF16});
+                     const std::vector<DType>& mask_dtypes = kernel_floats());
 
 // Sequence b of a varlen batch as a dense batch-1 problem (its lengths must be >= 1).
 Inputs dense_sequence(const Inputs& varlen, int64_t b);

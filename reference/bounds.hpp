@@ -1,6 +1,6 @@
 // A-priori error bounds (derived in docs/error-model.md): for every output element of a kernel, a
 // rigorous first-principles bound on |kernel - exact| computed from the inputs, the certified
-// reference and what the kernel declares about its arithmetic (kernels/arithmetic.h). No fudge
+// reference and what the kernel declares about its arithmetic (contract/arithmetic.h). No fudge
 // factors: every term is one rounding (or one chain of roundings) of the algorithm, named in
 // bounds.cpp, bounds_backward.cpp and bounds_chain.cpp.
 //
@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "certified.hpp"
-#include "kernels/arithmetic.h"
+#include "contract/arithmetic.h"
 
 namespace fc::ref {
 
 // What the error model needs to know about how a kernel computes: the storage type of its inputs and
-// outputs, and its declared arithmetic (the rounding chain of every sum, kernels/arithmetic.h).
+// outputs, and its declared arithmetic (the rounding chain of every sum, contract/arithmetic.h).
 // A problem with per-tensor dtypes (mixed_dtypes) gives each output its own rounding (o and d_o in
 // dtypes().o, d_q in .q, d_k and d_v in .kv), its inputs exact in their own types, and charges the
 // roundings the arithmetic makes "to storage" (P, dS, a baseline's S) at the coarsest of the three

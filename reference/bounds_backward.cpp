@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "bounds_model.hpp"
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc::ref::model {
 

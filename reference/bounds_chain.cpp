@@ -1,7 +1,7 @@
 // The per-term rounding weights of bounds_chain.hpp. A round-to-nearest operation errs by at most
 // u times the partial it produces; a term sits in that partial, so it is charged u for the
 // operation: kappa_j / u counts the operations whose partial holds term j. A tensor-core step
-// (kernels/arithmetic.h) of the accumulator C and products p_k:
+// (contract/arithmetic.h) of the accumulator C and products p_k:
 //   truncating the result: less than an ulp, 2u of |C + sum p|              -> 2 for every term held
 //   aligning a product: it loses less than the grid 2^-25 2^E (E the largest addend's exponent) and
 //     less than itself; grid <= (u/2) |C| when C is the largest, <= u max|p| when a product is (its

@@ -1,4 +1,4 @@
-// The rounding error of one long sum as a kernel computes it (kernels/arithmetic.h's Chain), as a
+// The rounding error of one long sum as a kernel computes it (contract/arithmetic.h's Chain), as a
 // weight per term: |computed - exact| <= (sum_j kappa_j |x_j| + sum_j (1 + kappa_j) err_j) s(kappa_max)
 // + events floor exp(kappa_max), s(K) = expm1(K) / K, where x_j are the exact terms, err_j the errors
 // they carry before they are added, and kappa_j counts, in units u, every rounding term j goes
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/arithmetic.h"
+#include "contract/arithmetic.h"
 
 namespace fc::ref {
 

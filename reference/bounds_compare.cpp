@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "bounds.hpp"
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc::ref {
 namespace {
@@ -16,41 +16,22 @@ double at(const std::vector<double>& v, int64_t i) { return v.empty() ? 0.0 : v[
 
 }  // namespace
 
-double unit_roundoff(DType t) {
-  switch (t) {
-    case DType::F16: return 0x1p-11;
-    case DType::BF16: return 0x1p-8;
-    case DType::F32: return 0x1p-24;
-    case DType::F64: return 0x1p-53;
-    case DType::I32: break;
-    case DType::BOOL: break;  // an index dtype, never a problem's storage
-  }
-  return 1;
-}
+// From the dtype table: u = 2^-p; the underflow floor, half the smallest subnormal, 2^(min_exp - p)
+// (F64's 2^-1075 is not a double: its smallest subnormal stands in, which only widens the floor); the
+// smallest normal 2^min_exp. An index dtype (I32, BOOL) is never a problem's storage: 1 for each.
+namespace {
+bool storage_float(DType t) { return in_dtype_table(t) && dtype_info(t).is_float; }
+}  // namespace
+
+double unit_roundoff(DType t) { return storage_float(t) ? std::ldexp(1.0, -dtype_info(t).precision) : 1; }
 
 double underflow_floor(DType t) {
-  switch (t) {
-    case DType::F16: return 0x1p-25;
-    case DType::BF16: return 0x1p-134;
-    case DType::F32: return 0x1p-150;
-    case DType::F64: return std::numeric_limits<double>::denorm_min();  // 2^-1075 is not a double
-    case DType::I32: break;
-    case DType::BOOL: break;
-  }
-  return 1;
+  if (!storage_float(t)) return 1;
+  const DTypeInfo& x = dtype_info(t);
+  return std::max(std::ldexp(1.0, x.min_exp - x.precision), std::numeric_limits<double>::denorm_min());
 }
 
-double min_normal(DType t) {
-  switch (t) {
-    case DType::F16: return 0x1p-14;
-    case DType::BF16:
-    case DType::F32: return 0x1p-126;
-    case DType::F64: return 0x1p-1022;
-    case DType::I32: break;
-    case DType::BOOL: break;
-  }
-  return 1;
-}
+double min_normal(DType t) { return storage_float(t) ? std::ldexp(1.0, dtype_info(t).min_exp) : 1; }
 
 bool coarser(DType a, DType b) { return unit_roundoff(a) > unit_roundoff(b); }
 

@@ -5,7 +5,7 @@
 // |kernel - certified value| <= bound everywhere (within_bound).
 #pragma once
 
-#include "kernels/attention.h"
+#include "contract/attention.h"
 #include "reference/merge.hpp"
 
 namespace fc::ref {

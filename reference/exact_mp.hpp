@@ -6,7 +6,7 @@
 #include <boost/multiprecision/mpfr.hpp>
 #include <vector>
 
-#include "kernels/attention.h"
+#include "contract/attention.h"
 #include "reference/oracle.hpp"
 
 namespace fc::ref::detail {

@@ -1,9 +1,9 @@
-// The bridge from host tensors (kernels/tensor.hpp) to the oracles' float64 inputs, for callers that
+// The bridge from host tensors (contract/tensor.hpp) to the oracles' float64 inputs, for callers that
 // hold both (the CLI, the property suite, tests). The oracles themselves never include it: they see
 // only Tensors64 (reference/oracle.hpp). Strided tensors are read in their logical order.
 #pragma once
 
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 #include "reference/oracle.hpp"
 
 namespace fc::ref {

@@ -1,6 +1,6 @@
 // Merge-state oracles (docs/SEMANTICS.md, "Merge states"; docs/error-model.md, "Merge states"): the
 // exact merge in MPFR and the certified one in fp64 with a rigorous bound on its own error, on inputs
-// taken as exact values. Layouts as kernels/merge.hpp, compact: o_p (partials, rows, heads, d_v), lse_p
+// taken as exact values. Layouts as contract/merge.hpp, compact: o_p (partials, rows, heads, d_v), lse_p
 // (partials, heads, rows); the result o (rows, heads, d_v), lse (heads, rows).
 #pragma once
 

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/attention.h"
+#include "contract/attention.h"
 
 namespace fc::ref {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "kernels/attention.h"
+#include "contract/attention.h"
 
 namespace fc::ref {
 

@@ -146,7 +146,7 @@ std::vector<CaseSpec> accumulation_plan(const PlanOptions& o) {
 }
 
 bool find_accumulation_case(const std::string& id, CaseSpec* out) {
-  for (DType t : {DType::F16, DType::BF16, DType::F32})
+  for (DType t : sweep_dtypes())
     for (const CaseSpec& c : cases_of(t, true))
       if (c.id == id) return *out = c, true;
   return false;

@@ -79,7 +79,7 @@ ref::Precision precision(const CompareOptions& o, const Problem& p, int32_t bloc
     throw std::invalid_argument(fmt::format("--rounding {}: expected truncate or nearest", o.rounding));
   if (o.model != "flash" && o.model != "naive")
     throw std::invalid_argument(fmt::format("--model {}: expected flash or naive", o.model));
-  // The arithmetic of a kernel of that kind (kernels/arithmetic.h): "truncate" one on tensor cores
+  // The arithmetic of a kernel of that kind (contract/arithmetic.h): "truncate" one on tensor cores
   // (every row of the problem in one query tile: the walk past a row's keys is the longest it can
   // be), "nearest" cpu_tiled's (FA2) or cpu_naive's on acc; P rounded to storage or kept.
   Config cfg;

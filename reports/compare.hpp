@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 #include "reference/bounds.hpp"
 
 namespace fc::report {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 #include "reference/bounds.hpp"
 
 namespace fc::report {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention.h"
+#include "contract/attention.h"
 
 namespace fc::report {
 

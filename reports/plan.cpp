@@ -116,7 +116,7 @@ std::vector<CaseSpec> audit_plan(const PlanOptions& o) {
 }
 
 bool find_case(const std::string& id, CaseSpec* out) {
-  for (DType t : {DType::F16, DType::BF16, DType::F32})
+  for (DType t : sweep_dtypes())
     for (bool quick : {false, true})
       for (const CaseSpec& c : cases_of(t, quick, true))
         if (c.id == id) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/registry.hpp"
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc::report {
 
@@ -41,7 +41,7 @@ Variants case_variants(const CaseSpec& c);
 
 struct PlanOptions {
   bool quick = false;  // the CI sweep: N <= 256, a few seconds on two cores
-  std::vector<DType> dtypes = {DType::F16, DType::BF16, DType::F32};
+  std::vector<DType> dtypes = sweep_dtypes();  // F16, BF16, F32
   bool gpu = false;                  // a GPU kernel is audited: add the long cases (N = 16384)
   std::vector<std::string> regimes;  // empty: every regime
 };

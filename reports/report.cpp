@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "contract/attention.h"
 #include "reports/json_num.hpp"
 
 namespace fc::report {
@@ -16,11 +17,12 @@ using nlohmann::json;
 
 namespace {
 
+// The dtypes' reading order (the sweep's, then the table's); a name that is no dtype last.
 int dtype_rank(const std::string& t) {
-  const char* order[] = {"F16", "BF16", "F32", "F64"};
-  for (int i = 0; i < 4; ++i)
-    if (t == order[i]) return i;
-  return 4;
+  const std::vector<DType> order = dtypes_in_order([](DType) { return true; });
+  for (size_t i = 0; i < order.size(); ++i)
+    if (t == dtype_name(order[i])) return int(i);
+  return int(order.size());
 }
 
 // a worse than b for "larger is worse" metrics, NaN worst of all.

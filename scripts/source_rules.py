@@ -2,8 +2,9 @@
 """The folder rule and the type-name rule, enforced. Folders: which part of the source may include
 which (docs/architecture.md, "Folders"). Every tracked C, C++ and CUDA source outside tests/ folders is given a part by its path;
 each of its project includes ("dir/file") must name a part its own part may use. The contract is the
-ground floor: it includes nothing of the project; the references use nothing of kernels/ but the
-contract; the plugin machinery stands on the contract, the harness memory and the registry.
+ground floor (contract/): it includes nothing of the project; the references use nothing of the
+systems under test (kernels/, plugin/); the plugin machinery (plugin/) stands on the contract, the
+harness memory and the registry.
 
   scripts/source_rules.py [ROOT]   exit 0: every include keeps the rule; 1: each breach on a line
   scripts/source_rules.py --self-test   the rule on planted trees (one keeps it, each other breaks it)
@@ -23,16 +24,14 @@ import sys
 
 # Parts, most specific path first. A file takes the first part whose prefix its path starts with.
 PARTS = [
-    ("contract", ["kernels/attention.", "kernels/arithmetic.h", "kernels/rules.h", "kernels/exactness.hpp",
-                  "kernels/tensor.", "kernels/validate.cpp", "kernels/dtype_table.cpp", "kernels/merge.",
-                  "include/flashcheck/"]),
+    ("contract", ["contract/", "include/flashcheck/"]),
     ("harness", ["kernels/hostile.", "kernels/guard."]),        # the memory a call is made in
     ("registry", ["kernels/registry."]),
     ("parallel", ["reference/parallel."]),                      # the worker threads every layer shares
     ("cpu_kernels", ["kernels/cpu/"]),
     ("cuda_kernels", ["kernels/cuda/"]),
     ("mutants", ["kernels/mutants/"]),
-    ("plugin", ["kernels/plugin/"]),
+    ("plugin", ["plugin/"]),
     ("reference", ["reference/"]),
     ("io", ["io/"]),
     ("properties", ["properties/"]),
@@ -96,7 +95,7 @@ def breaches(files):
             continue
         folder = path.rsplit("/", 1)[0] if "/" in path else ""
         for inc in INCLUDE.findall(files[path]):
-            # A bare name is the including file's folder (kernels/rules.h includes "attention.h").
+            # A bare name is the including file's folder (contract/rules.h includes "attention.h").
             target = inc if "/" in inc else f"{folder}/{inc}"
             theirs = part_of(target)
             if theirs is None or theirs == own:
@@ -149,9 +148,9 @@ def tree(root):
 
 def self_test():
     good = {
-        "kernels/attention.h": "#include <cstdint>\n",
-        "kernels/rules.h": '#include "attention.h"\n',
-        "reference/certified.cpp": '#include "kernels/attention.h"\n#include "reference/parallel.hpp"\n',
+        "contract/attention.h": "#include <cstdint>\n",
+        "contract/rules.h": '#include "attention.h"\n',
+        "reference/certified.cpp": '#include "contract/attention.h"\n#include "reference/parallel.hpp"\n',
         "reports/merge.cpp": '#include "reports/fuzz_report.hpp"\n',
         "reference/tests/t.cpp": '#include "kernels/cpu/naive.hpp"\n',  # tests are not checked
         "reference/bench/b.cpp": '#include "reports/compare.hpp"\n',  # nor a folder's benchmarks
@@ -159,16 +158,17 @@ def self_test():
     planted = [  # each breaks the rule once
         ("reference/certified.cpp", '#include "kernels/registry.hpp"\n'),  # the reference uses a system under test
         ("reports/merge.cpp", '#include "fuzz/campaign.hpp"\n'),           # reports/ leans on fuzz/
-        ("kernels/attention.h", '#include "kernels/tensor.hpp"\n'),        # ... not a breach: both contract
-        ("kernels/plugin/loader.cpp", '#include "properties/runner.hpp"\n'),  # the plugin needs no runner
-        ("kernels/rules.h", '#include "registry.hpp"\n'),  # a bare name is its folder's: the contract on the registry
+        ("contract/attention.h", '#include "contract/tensor.hpp"\n'),        # ... not a breach: both contract
+        ("plugin/loader.cpp", '#include "properties/runner.hpp"\n'),  # the plugin needs no runner
+        ("contract/rules.h", '#include "kernels/registry.hpp"\n'),  # the contract on the registry
+        ("kernels/hostile.hpp", '#include "registry.hpp"\n'),  # a bare name is its folder's: the harness on the registry
         ("io/safetensors.cpp", '#include "kernels/nothing.hpp"\n'),  # a project path in no part
         ("reference/exact.cpp", '#include "kernels/cpu/naive.hpp"\n'),
     ]
     failures = 0
     # The type-name rule: each planted file repeats a name of `types` once, or (the last two) does not.
     types = {
-        "kernels/attention.h": "namespace fc {\nstruct Problem {\n  int d;\n};\nenum class Mask : int { None };\n}\n",
+        "contract/attention.h": "namespace fc {\nstruct Problem {\n  int d;\n};\nenum class Mask : int { None };\n}\n",
         "reference/matrix.hpp": "using Mat = int;\n",
     }
     planted_types = [
@@ -194,7 +194,7 @@ def self_test():
         t = dict(good)
         t[path] = text
         found = list(breaches(t))
-        expect = path != "kernels/attention.h"
+        expect = path != "contract/attention.h"
         if bool(found) != expect:
             print(f"self-test: {path} with {text.strip()!r}: expected {'a breach' if expect else 'none'}, got {found}")
             failures += 1

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 #include "tests/rapidcheck_catch.hpp"
 
 TEST_CASE("Approx compares within its epsilon", "[cpu]") {

@@ -118,7 +118,7 @@ typedef struct {
   int32_t multiple_of, residue, min, max;
 } fc_lengths;
 
-/* How every long sum is computed (kernels/arithmetic.h is the model the bounds charge). */
+/* How every long sum is computed (contract/arithmetic.h is the model the bounds charge). */
 enum fc_summation {
   FC_SUM_UNKNOWN = 0,     /* charged as any order with directed rounding (the default) */
   FC_SUM_SERIAL = 1,      /* scalar loops, round to nearest: each sum one running accumulator, terms in index
@@ -143,7 +143,7 @@ typedef struct {
   int32_t flushes_subnormals; /* FTZ: results below the smallest normal flush to zero */
 } fc_arithmetic;
 
-/* Bit-exactness claims the metamorphic laws ask for (kernels/exactness.hpp), each 0 or 1. */
+/* Bit-exactness claims the metamorphic laws ask for (contract/exactness.hpp), each 0 or 1. */
 typedef struct {
   int32_t rows;          /* a row's o, lse depend only on q_i, k, v and the key tiling (block_size, q_permutation) */
   int32_t d_q_rows;      /* ... d_q too: no atomics or split sums across key blocks */

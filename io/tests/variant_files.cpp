@@ -305,7 +305,7 @@ std::vector<BadVariantCase> malformed_variant_cases() {
            [](TensorFile& f) {
              f.tensors["mask"] = HostTensor(DType::F64, {1, 2, 3, 4});
            }),
-      FileFault::UnknownDtype, "a mask is BOOL (boolean) or F32, F16, BF16");
+      FileFault::UnknownDtype, "a boolean mask is BOOL, an additive one F16, BF16 or F32");
   add("mask_i32",
       edit(ma,
            [](TensorFile& f) {

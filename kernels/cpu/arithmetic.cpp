@@ -1,7 +1,7 @@
-// What the CPU kernels declare about their arithmetic (kernels/arithmetic.h), read off tiled_*.hpp
+// What the CPU kernels declare about their arithmetic (contract/arithmetic.h), read off tiled_*.hpp
 // and naive.hpp: every sum's chain in the order the loops run it. The error model charges exactly
 // this, so a change to a loop order or a rounding point there must change it here.
-#include "kernels/arithmetic.h"
+#include "contract/arithmetic.h"
 #include "kernels/cpu/cpu_kernels.hpp"
 
 namespace fc::cpu {

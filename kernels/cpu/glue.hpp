@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc::cpu {
 

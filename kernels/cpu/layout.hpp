@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/scalar.hpp"
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc::cpu {
 

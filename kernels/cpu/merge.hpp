@@ -1,4 +1,4 @@
-// cpu_merge: merge states (kernels/merge.hpp) on host tensors, in fp32, the partials of a row in
+// cpu_merge: merge states (contract/merge.hpp) on host tensors, in fp32, the partials of a row in
 // index order: M = max_p lse_p, w_p = exp(lse_p - M) (0 for an empty partial), S = sum_p w_p,
 // lse = M + log S, o = (sum_p w_p o_p) (1 / S); a row whose partials are all empty gives o = 0,
 // lse = -inf. The template's fault parameter plants the shipped bugs of the merge mutants
@@ -11,8 +11,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/merge.hpp"
-#include "kernels/rules.h"
+#include "contract/merge.hpp"
+#include "contract/rules.h"
 
 namespace fc::cpu {
 

@@ -13,7 +13,7 @@
 
 #include "kernels/cpu/layout.hpp"
 #include "kernels/cpu/scalar.hpp"
-#include "kernels/rules.h"
+#include "contract/rules.h"
 
 namespace fc::cpu {
 

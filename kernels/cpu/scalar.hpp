@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "kernels/attention.h"
-#include "kernels/tensor.hpp"
+#include "contract/attention.h"
+#include "contract/tensor.hpp"
 
 namespace fc::cpu {
 

@@ -13,11 +13,11 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/attention.h"
+#include "contract/attention.h"
 #include "kernels/cpu/layout.hpp"
 #include "kernels/cpu/scalar.hpp"
 #include "kernels/registry.hpp"
-#include "kernels/rules.h"
+#include "contract/rules.h"
 
 namespace fc::cpu {
 

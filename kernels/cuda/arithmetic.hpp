@@ -1,5 +1,5 @@
 // The tensor-core kernels' declared arithmetic (cuda_tiled and cuda_wgmma; each traits struct's
-// `arithmetic` returns it on its tiles; kernels/arithmetic.h). Every long sum of cuda_tiled and cuda_wgmma runs on the
+// `arithmetic` returns it on its tiles; contract/arithmetic.h). Every long sum of cuda_tiled and cuda_wgmma runs on the
 // tensor cores (mma.sync m16n8k16 / wgmma k16, fp32 accumulators): S = q k^T and dP = d_o v^T over d,
 // o += P v over keys in one accumulator for the whole row (o *= exp2(m_old - m_new) at each key
 // tile), d_k and d_v over the group's query rows, d_q over keys (one accumulator in the
@@ -10,11 +10,11 @@
 // exp2 is ex2.approx.ftz.f32, declared 2 ulp (the bound CUDA's programming guide gives exp2f), and
 // log2 CUDA's log2f, 1 ulp (likewise); whether ex2.approx(0) is exactly 1 is not documented, so
 // every rescale is charged. properties/tests/tc_probe_gpu_test measures all three on the device.
-// The shared structure is kernels/arithmetic.h's tensor_core_arithmetic. Host only (the traits
+// The shared structure is contract/arithmetic.h's tensor_core_arithmetic. Host only (the traits
 // headers that include it are also compiled by nvcc, which emits nothing for it).
 #pragma once
 
-#include "kernels/arithmetic.h"
+#include "contract/arithmetic.h"
 #include "kernels/cuda/launchers.hpp"
 
 namespace fc::cuda {

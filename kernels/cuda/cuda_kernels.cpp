@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/arithmetic.h"
+#include "contract/arithmetic.h"
 #include "kernels/cuda/device_buffer.hpp"
 
 namespace fc {

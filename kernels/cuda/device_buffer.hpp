@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <string>
 
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc::cuda {
 

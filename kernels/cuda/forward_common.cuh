@@ -9,10 +9,10 @@
 
 #include <cstdint>
 
-#include "kernels/attention.h"
+#include "contract/attention.h"
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/mma.cuh"
-#include "kernels/rules.h"
+#include "contract/rules.h"
 
 namespace fc::cuda {
 

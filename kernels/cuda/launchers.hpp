@@ -2,7 +2,7 @@
 // registry rows (cuda_kernels.cpp), the GPU tests and the benchmark (bench/bench_api.cpp) reach a
 // kernel by its registry name. Each kernel's traits header (tiled_traits.hpp, wgmma_traits.hpp,
 // naive_traits.hpp) lists its dtypes, head dims and tiles and declares its launchers; kernel_table.cpp
-// makes one CudaKernel of each. Layouts and dtypes are the contract's (kernels/attention.h). Host only.
+// makes one CudaKernel of each. Layouts and dtypes are the contract's (contract/attention.h). Host only.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention.h"
-#include "kernels/exactness.hpp"
+#include "contract/attention.h"
+#include "contract/exactness.hpp"
 
 namespace fc {
-struct Arithmetic;  // kernels/arithmetic.h
+struct Arithmetic;  // contract/arithmetic.h
 }  // namespace fc
 
 namespace fc::cuda {
@@ -82,7 +82,7 @@ constexpr Tile tile_for(const DimTile (&list)[N], int d) {
 using ForwardLauncher = cudaError_t (*)(const Problem&, Tile, const ForwardArgs&, void* workspace, cudaStream_t);
 using BackwardLauncher = cudaError_t (*)(const Problem&, Tile, bool deterministic, const BackwardArgs&, void* workspace,
                                          cudaStream_t);
-// A kernel's arithmetic (kernels/arithmetic.h) for p on a forward tile and a backward tile (each as
+// A kernel's arithmetic (contract/arithmetic.h) for p on a forward tile and a backward tile (each as
 // its config runs it), deterministic or not: every sum's rounding chain, for the error model. Every
 // traits struct defines one (arithmetic.hpp has the tensor-core kernels'); kernel_table.cpp does not
 // build a row without it.

@@ -9,7 +9,7 @@
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/naive_traits.hpp"
 #include "kernels/cuda/static_switch.cuh"
-#include "kernels/rules.h"
+#include "contract/rules.h"
 
 namespace fc::cuda {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/attention.h"
+#include "contract/attention.h"
 #include "kernels/cuda/mma.cuh"
 
 namespace fc::cuda {

@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/attention.h"
+#include "contract/attention.h"
 #include "kernels/cuda/launchers.hpp"
 
 namespace fc::cuda {

@@ -6,10 +6,10 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "kernels/attention.h"
+#include "contract/attention.h"
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/mma.cuh"
-#include "kernels/rules.h"
+#include "contract/rules.h"
 
 namespace fc::cuda {
 

@@ -10,7 +10,7 @@
 #include "kernels/cuda/nonfinite.cuh"
 #include "kernels/cuda/static_switch.cuh"
 #include "kernels/cuda/tiled_traits.hpp"
-#include "kernels/rules.h"
+#include "contract/rules.h"
 
 namespace fc::cuda {
 namespace {

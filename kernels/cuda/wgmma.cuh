@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "kernels/attention.h"
+#include "contract/attention.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/wgmma_ops.cuh"
 

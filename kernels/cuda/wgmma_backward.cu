@@ -31,7 +31,7 @@
 #include "kernels/cuda/wgmma.cuh"
 #include "kernels/cuda/wgmma_ops.cuh"
 #include "kernels/cuda/wgmma_traits.hpp"
-#include "kernels/rules.h"
+#include "contract/rules.h"
 
 namespace fc::cuda {
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/rules.h"
+#include "contract/rules.h"
 
 namespace fc::mutants {
 namespace {

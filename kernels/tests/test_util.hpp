@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/registry.hpp"
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc::test {
 

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc::test {
 

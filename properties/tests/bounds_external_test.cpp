@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "io/attention_io.hpp"
-#include "kernels/arithmetic.h"
+#include "contract/arithmetic.h"
 #include "reference/bounds.hpp"
 #include "reference/certified.hpp"
 #include "reference/inputs64.hpp"

@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/arithmetic.h"
-#include "kernels/tensor.hpp"
+#include "contract/arithmetic.h"
+#include "contract/tensor.hpp"
 #include "properties/tests/tc_probe.hpp"
 #include "reference/bounds.hpp"
 #include "reference/bounds_chain.hpp"

@@ -12,7 +12,7 @@
 #include <iostream>
 #include <string>
 
-#include "kernels/rules.h"
+#include "contract/rules.h"
 #include "properties/laws.hpp"
 
 namespace {

@@ -9,6 +9,7 @@ import traceback
 from . import _capi, _tensors, dtypes
 
 DTYPES = dtypes.FLOATS  # a problem's storage dtypes
+SWEPT = dtypes.SWEPT  # the kernel floats (F16, BF16, F32): the default dtypes, additive masks' dtypes
 VARIANTS = ("d_v", "window", "softcap", "varlen", "paged", "alibi", "mask_bool", "mask_additive", "block_mask")
 MASK_KINDS = ("none", "bool", "additive")  # fc_problem.mask_kind
 
@@ -141,7 +142,7 @@ class Kernel:
         if device is None:  # host arrays for NumPy and plain Python, the GPU for torch and JAX
             device = "cpu" if self.framework in ("numpy", "python") else "cuda"
         if dtypes is None:  # NumPy has no bfloat16
-            dtypes = ("F16", "F32") if self.framework == "numpy" else ("F16", "BF16", "F32")
+            dtypes = tuple(t for t in SWEPT if self.framework != "numpy" or t != "BF16")
         self.name = name or getattr(forward, "__name__", "python_kernel").replace("<", "").replace(">", "")
         self.device = device
         sets = [tuple(x) if isinstance(x, (tuple, list)) else (x, x, x) for x in dtypes]
@@ -305,7 +306,7 @@ def _lengths(spec, axis):
 
 def _dtype_code(name, what):
     if name not in _capi.DTYPE_CODES:
-        raise ValueError("%s: %r is not one of F16, BF16, F32, F64" % (what, name))
+        raise ValueError("%s: %r is not one of %s" % (what, name, ", ".join(t for t in _capi.DTYPE_CODES if t)))
     return _capi.DTYPE_CODES[name]
 
 
@@ -359,8 +360,8 @@ def _declarations(n_q, n_k, max_batch, max_heads, scale, arithmetic, exact, back
     d.dtypes, d.num_dtypes = ctypes.cast(sets_arr, ctypes.POINTER(_capi.FcDtypes)), len(sets)
     variants = set(variants or ())
     d.mask_tensors = (1 if "mask_bool" in variants else 0) | (2 if "mask_additive" in variants else 0)
-    if "mask_additive" in variants:  # additive masks in F32, F16 and BF16
-        d.mask_dtypes = sum(1 << _capi.DTYPE_CODES[t] for t in ("F32", "F16", "BF16"))
+    if "mask_additive" in variants:  # additive masks in every kernel float (F16, BF16, F32)
+        d.mask_dtypes = sum(1 << _capi.DTYPE_CODES[t] for t in SWEPT)
     d.block_masks = int("block_mask" in variants)
     return d, dims_arr, cfg_arr, sets_arr
 

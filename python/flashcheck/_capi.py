@@ -3,6 +3,8 @@ libflashcheck.so (the C API the CMake build produces). Nothing here is compiled 
 import ctypes
 import os
 
+from . import dtypes
+
 # <dlpack/dlpack.h> (DLPack 0.6)
 kDLCPU, kDLCUDA = 1, 2
 kDLInt, kDLUInt, kDLFloat, kDLBfloat = 0, 1, 2, 4
@@ -61,7 +63,7 @@ class FcProblem(ctypes.Structure):
     ]
 
 
-DTYPE_CODES = {None: 0, "F16": 1, "BF16": 2, "F32": 3, "F64": 4}  # enum fc_dtype_code
+DTYPE_CODES = {None: 0, **dtypes.ABI_CODES}  # enum fc_dtype_code, from the contract's dtype table
 SUMMATIONS = {None: 0, "serial": 1, "tensor_core": 2}  # enum fc_summation
 REDUCTIONS = {None: 0, "deterministic": 1, "atomic": 2}  # enum fc_backward_reduction
 EXACTNESS = ("rows", "d_q_rows", "shared_scores", "tile_weights", "exact_scores")

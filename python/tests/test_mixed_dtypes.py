@@ -2,7 +2,7 @@
 sees each tensor in its own dtype, and is judged by them: a correct fp32-query, fp16-cache kernel
 passes; the same kernel reading K as bfloat16 is killed. (Rounding o to fp16 is within the charge of a
 kernel that declares no arithmetic, which may compute in the coarsest of its dtypes; the C example,
-which declares its arithmetic, is killed for it: kernels/plugin/tests/mixed_plugin_test.cpp.)"""
+which declares its arithmetic, is killed for it: plugin/tests/mixed_plugin_test.cpp.)"""
 import pytest
 
 np = pytest.importorskip("numpy")

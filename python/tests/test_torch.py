@@ -134,6 +134,7 @@ def test_flex_attention_takes_mask_tensors_and_block_masks(law, monkeypatch, tmp
     monkeypatch.setenv("FC_FLEX_HEAD_DIMS", "64")
     result = flashcheck.check("flex_attention:flex_masked", law=law, cases=10, seed=1, quiet=True, timeout=300,
                               regressions=str(tmp_path))
+    print(result.report)  # the verdict, in the device log (-rA), for results/h200/external/FINDINGS.md
     assert [x["status"] for x in result.laws] in (["pass"], ["fail"]), result.report
     assert not re.search(r"\b\w+(Error|Exception): ", result.report), result.report
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "reference/bounds.hpp"
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 #include "reference/bounds_chain.hpp"
 #include "tests/exact_sum.hpp"
 

@@ -13,7 +13,7 @@
 
 #include "reference/bounds.hpp"
 #include "reference/exact.hpp"
-#include "kernels/tensor.hpp"
+#include "contract/tensor.hpp"
 
 namespace fc::ref {
 namespace {

@@ -52,6 +52,29 @@ TEST_CASE("within_bound treats non-finite values exactly", "[cpu]") {
   CHECK_FALSE(within_bound({1.0, 2.0}, {1.0}, {1.0}, DType::F16).ok);  // size mismatch
 }
 
+TEST_CASE("the dtypes' units and floors, read from the dtype table, are IEEE's and bfloat16's", "[cpu]") {
+  // Written out by hand (IEEE 754 binary16, binary32, binary64; bfloat16: binary32's exponent, 8 bits).
+  struct Units {
+    DType t;
+    double u, floor, normal;  // unit roundoff, half the smallest subnormal, the smallest normal
+  };
+  const Units want[] = {{DType::F16, 0x1p-11, 0x1p-25, 0x1p-14},
+                        {DType::BF16, 0x1p-8, 0x1p-134, 0x1p-126},
+                        {DType::F32, 0x1p-24, 0x1p-150, 0x1p-126},
+                        // 2^-1075 is no double: the smallest subnormal stands in (a wider floor)
+                        {DType::F64, 0x1p-53, std::numeric_limits<double>::denorm_min(), 0x1p-1022}};
+  for (const Units& w : want) {
+    INFO(dtype_name(w.t));
+    CHECK(ref::unit_roundoff(w.t) == w.u);
+    CHECK(ref::underflow_floor(w.t) == w.floor);
+    CHECK(ref::min_normal(w.t) == w.normal);
+  }
+  for (DType t : {DType::I32, DType::BOOL}) {  // index dtypes are never a problem's storage
+    CHECK(ref::unit_roundoff(t) == 1);
+    CHECK(ref::underflow_floor(t) == 1);
+  }
+}
+
 TEST_CASE("fa_rule holds within twice the baseline's error and fails beyond", "[cpu]") {
   const std::vector<double> ref_v{1.0, -2.0, 0.5}, err{0, 0, 0};
   const std::vector<double> base{1.01, -2.0, 0.5};  // baseline max error 0.01

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <random>
 
-#include "kernels/attention.h"
+#include "contract/attention.h"
 #include "reference/exact.hpp"
 #include "reference/exact_mp.hpp"
 #include "reference/visibility.hpp"

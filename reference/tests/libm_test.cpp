@@ -1,4 +1,4 @@
-// The error model's assumptions about glibc (kernels/arithmetic.h: declare_glibc_libm), measured
+// The error model's assumptions about glibc (contract/arithmetic.h: declare_glibc_libm), measured
 // over the arguments the CPU kernels give the functions: expf / exp of s - m <= 0 (every weight and
 // rescale; the backward clamps s - lse at 0) and logf / log of a row sum l in [1, 2^20] (the largest
 // weight is exp(0) = 1; at most 2^20 keys). Declared: within 1 ulp, as a relative error of at most

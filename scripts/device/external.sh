@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The plugin path on the H200: the external-kernel audit (tools/external_audit/audit_external.py), the
 # bridge's GPU tests (python/tests/test_torch.py) and the plugin's GPU test
-# (kernels/plugin/tests/plugin_gpu_test.cpp), in two halves.
+# (plugin/tests/plugin_gpu_test.cpp), in two halves.
 #   here:    scripts/device.sh carry-external
 #            builds libflashcheck.so, the CLI, the GPU test and the CUDA test plugins for sm_90a
 #            (BUILD_DIR, default build-h200, shared with scripts/device.sh carry) and packs them, with the
@@ -36,8 +36,8 @@ carry() {
     plugin_cuda_illegal
   rm -rf "$stage" && mkdir -p "$stage/lib" "$stage/bin" "$stage/plugins" "$stage/pylib"
   cp "$build/capi/libflashcheck.so" "$stage/lib/"
-  cp "$build/cli/flashcheck" "$build/kernels/plugin/tests/plugin_gpu_test" "$stage/bin/"
-  cp "$build"/kernels/plugin/tests/libplugin_cuda_*.so "$stage/plugins/"
+  cp "$build/cli/flashcheck" "$build/plugin/tests/plugin_gpu_test" "$stage/bin/"
+  cp "$build"/plugin/tests/libplugin_cuda_*.so "$stage/plugins/"
   strip "$stage"/lib/* "$stage"/bin/* "$stage"/plugins/*
   # Debian's shared libraries the binaries use, but not the C/C++ runtime the device has anyway.
   ldd "$stage/lib/libflashcheck.so" "$stage/bin/flashcheck" "$stage/bin/plugin_gpu_test" |

@@ -6,7 +6,7 @@
 
 #include "tests/catch.hpp"
 
-#include "kernels/arithmetic.h"
+#include "contract/arithmetic.h"
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/mutant_traits.hpp"
 #include "kernels/registry.hpp"
