@@ -57,6 +57,17 @@ rc::Gen<int32_t> uniform_length(int32_t lo, int32_t hi, int32_t floor) {
   });
 }
 
+// Log-uniform in [lo, hi] (lo >= 1), shrinking toward floor like uniform_length: a failure first met
+// on a long row shrinks below lo, to the shortest row that still shows it.
+rc::Gen<int32_t> log_uniform_length(int32_t lo, int32_t hi, int32_t floor) {
+  return rc::Gen<int32_t>([=](const rc::Random& random, int) {
+    const double u = double(rc::Random(random).next() >> 11) * 0x1p-53;  // [0, 1)
+    const double x = std::exp(std::log(double(lo)) + u * (std::log(double(hi)) - std::log(double(lo))));
+    const int32_t n = std::clamp(int32_t(std::lround(x)), lo, hi);
+    return rc::shrinkable::shrinkRecur(n, [floor](int32_t v) { return rc::shrink::towards<int32_t>(v, floor); });
+  });
+}
+
 template <class T>
 T pick(const std::vector<T>& options) {
   return options[*uniform_index(options.size())];
@@ -383,12 +394,12 @@ rc::Gen<Case> gen_case(const GenSpec& spec) {
     if (spec.long_percent > 0 && c.regime != Regime::FullyMasked &&
         *uniform_index(100) >= size_t(100 - spec.long_percent)) {  // shrinks toward the ordinary shape
       long_row = true;
-      // Uniform in log n_k at every size; the 1000 steps shrink toward kLongMin.
-      const double lo = std::log(double(kLongMin)), hi = std::log(double(std::max(spec.long_max, kLongMin)));
+      // Uniform in log n_k at every size, shrinking toward one key (below kLongMin: the ordinary shape
+      // drawn before may not show the failure, so the branch's own length must reach the shortest row).
       p.batch = 1 + int32_t(*uniform_index(2));
       p.heads_kv = 1, p.heads_q = spec.gqa ? 1 + int32_t(*uniform_index(4)) : 1;
       p.n_q = 1 + int32_t(*uniform_index(8));
-      p.n_k = int32_t(std::exp(lo + double(*uniform_index(1001)) / 1000 * (hi - lo)));
+      p.n_k = *log_uniform_length(kLongMin, std::max(spec.long_max, kLongMin), 1);
     }
     // From size 50 on (the later half of a run): a fault the small shapes already meet is found there
     // first and shrinks within them (a path shape's shrink back to an ordinary one costs a faulting

@@ -49,7 +49,8 @@ struct GenSpec {
   // Long rows at production lengths: this percentage of the cases is a decode's 1..8 query rows (batch
   // 1..2, a GQA group of up to 4) against n_k keys log-uniform in [kLongMin, long_max] (4096 .. 131072),
   // every row and gradient judged in full. Only where the certified oracle runs on the GPU (spec_for):
-  // the CPU's would take seconds per case. The lengths shrink to 4096, the branch to the ordinary shape.
+  // the CPU's would take seconds per case. The branch shrinks to the ordinary shape, its lengths to one
+  // key and one query.
   int32_t long_percent = 0;
   int32_t long_max = 131072;
 };

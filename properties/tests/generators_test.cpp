@@ -186,6 +186,42 @@ TEST_CASE("shrinking leaves the GPU-sized rows for the shortest failing row", "[
   }
 }
 
+// The same for the long rows (GenSpec::long_percent, the GPU oracle's 4096 .. long_max keys): a fault
+// at n_k >= 4 met on a long row shrinks to n_k = 4, not to the branch's shortest row, also when every
+// case is long (no ordinary shape to flip to) and when the ordinary shape drawn before it would pass.
+TEST_CASE("shrinking leaves the long rows for the shortest failing row", "[cpu]") {
+  GenSpec s;
+  s.dtypes = {fc::DType::F32, fc::DType::F16};
+  s.head_dims = {1, 8};
+  s.regimes = {Regime::Normal};
+  s.long_max = 16384;  // the checks' 131072 costs 8 x the draws here
+  for (int percent : {100, 40}) {
+    s.long_percent = percent;
+    Case first, minimal;
+    bool seen = false;
+    auto property = [&] {
+      const Case c = *gen_case(s);
+      if (c.in.p.n_k >= 4) {
+        if (!seen) first = c, seen = true;
+        minimal = c;
+        RC_FAIL("n_k >= 4");
+      }
+    };
+    rc::detail::TestParams params;
+    params.seed = 11;
+    const auto result = rc::detail::checkProperty(rc::detail::toProperty(property), rc::detail::TestMetadata{}, params);
+    REQUIRE(result.template is<rc::detail::FailureResult>());
+    INFO("long_percent " << percent << ", first failing case:\n" << describe(first));
+    CHECK(first.in.p.n_k >= kLongMin);  // met on a long row (seed 11 meets it there at 40 % too)
+    const fc::Problem& p = minimal.in.p;
+    CHECK(p.n_k == 4);
+    CHECK(p.n_q == 1);
+    CHECK(p.batch == 1);
+    CHECK(p.heads_q == 1);
+    CHECK(p.d == 1);
+  }
+}
+
 TEST_CASE("Lengths admit and snap inside the declared set", "[cpu]") {
   fc::Lengths l;
   l.multiple = 64, l.residue = 1, l.min = 1, l.max = 300;
