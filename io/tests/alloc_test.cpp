@@ -38,6 +38,16 @@ void operator delete(void* q) noexcept {
   std::free(p);
 }
 void operator delete(void* q, size_t) noexcept { operator delete(q); }
+// The nothrow pair too (std::stable_sort's temporary buffer takes it and frees it with the plain
+// delete above): a sanitizer's own nothrow new would hand that delete a block without the prefix.
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return operator new(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void operator delete(void* q, const std::nothrow_t&) noexcept { operator delete(q); }
 
 using namespace fc;
 
