@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "properties/generators.hpp"
 
@@ -150,9 +151,41 @@ TEST_CASE("a third of the ordinary shapes are square at every size", "[cpu]") {
   }
 }
 
+namespace {
+
+// The first and the minimal case of a run of gen_case(s) at `seed` against a fault at n_k >= 4 (the
+// CUDA example plugin's planted illegal address).
+std::pair<Case, Case> shrink_fault_at_four_keys(const GenSpec& s, uint64_t seed) {
+  Case first, minimal;
+  bool seen = false;
+  auto property = [&] {
+    const Case c = *gen_case(s);
+    if (c.in.p.n_k >= 4) {
+      if (!seen) first = c, seen = true;
+      minimal = c;
+      RC_FAIL("n_k >= 4");
+    }
+  };
+  rc::detail::TestParams params;
+  params.seed = seed;
+  const auto result = rc::detail::checkProperty(rc::detail::toProperty(property), rc::detail::TestMetadata{}, params);
+  REQUIRE(result.template is<rc::detail::FailureResult>());
+  return {first, minimal};
+}
+
+// One head of d = 1, one query and 4 keys: the fault's true minimum.
+void check_four_key_minimum(const fc::Problem& p) {
+  CHECK(p.n_k == 4);
+  CHECK(p.n_q == 1);
+  CHECK(p.batch == 1);
+  CHECK(p.heads_q == 1);
+  CHECK(p.d == 1);
+}
+
+}  // namespace
+
 // A failure first met in the GPU-sized branch (rows of >= 3 key tiles) shrinks below that branch's
-// shortest row: a fault at n_k >= 4 (the CUDA example plugin's planted illegal address) shrinks to
-// n_k = 4, one query, one head, not to 3 x 64 keys.
+// shortest row, to n_k = 4, one query, one head, not to 3 x 64 keys.
 TEST_CASE("shrinking leaves the GPU-sized rows for the shortest failing row", "[cpu]") {
   GenSpec s;
   s.dtypes = {fc::DType::F32, fc::DType::F16};
@@ -160,35 +193,17 @@ TEST_CASE("shrinking leaves the GPU-sized rows for the shortest failing row", "[
   s.regimes = {Regime::Normal, Regime::Outliers};
   for (int percent : {100, 40}) {
     s.large_percent = percent;
-    Case first, minimal;
-    bool seen = false;
-    auto property = [&] {
-      const Case c = *gen_case(s);
-      if (c.in.p.n_k >= 4) {
-        if (!seen) first = c, seen = true;
-        minimal = c;
-        RC_FAIL("n_k >= 4");
-      }
-    };
-    rc::detail::TestParams params;
-    params.seed = 7;
-    const auto result = rc::detail::checkProperty(rc::detail::toProperty(property), rc::detail::TestMetadata{}, params);
-    REQUIRE(result.template is<rc::detail::FailureResult>());
+    const auto [first, minimal] = shrink_fault_at_four_keys(s, 7);
     INFO("large_percent " << percent << ", first failing case:\n" << describe(first));
     CHECK(first.in.p.n_k >= 3 * 64);  // met in the branch (seed 7 meets it there at 40 % too)
-    const fc::Problem& p = minimal.in.p;
-    CHECK(p.n_k == 4);
-    CHECK(p.n_q == 1);
-    CHECK(p.batch == 1);
-    CHECK(p.heads_q == 1);
-    CHECK(p.d == 1);
-    CHECK(p.dtype == fc::DType::F32);
+    check_four_key_minimum(minimal.in.p);
+    CHECK(minimal.in.p.dtype == fc::DType::F32);
   }
 }
 
 // The same for the long rows (GenSpec::long_percent, the GPU oracle's 4096 .. long_max keys): a fault
-// at n_k >= 4 met on a long row shrinks to n_k = 4, not to the branch's shortest row, also when every
-// case is long (no ordinary shape to flip to) and when the ordinary shape drawn before it would pass.
+// met on a long row shrinks to n_k = 4, not to the branch's shortest row, also when every case is long
+// (no ordinary shape to flip to) and when the ordinary shape drawn before it would pass.
 TEST_CASE("shrinking leaves the long rows for the shortest failing row", "[cpu]") {
   GenSpec s;
   s.dtypes = {fc::DType::F32, fc::DType::F16};
@@ -197,28 +212,10 @@ TEST_CASE("shrinking leaves the long rows for the shortest failing row", "[cpu]"
   s.long_max = 16384;  // the checks' 131072 costs 8 x the draws here
   for (int percent : {100, 40}) {
     s.long_percent = percent;
-    Case first, minimal;
-    bool seen = false;
-    auto property = [&] {
-      const Case c = *gen_case(s);
-      if (c.in.p.n_k >= 4) {
-        if (!seen) first = c, seen = true;
-        minimal = c;
-        RC_FAIL("n_k >= 4");
-      }
-    };
-    rc::detail::TestParams params;
-    params.seed = 11;
-    const auto result = rc::detail::checkProperty(rc::detail::toProperty(property), rc::detail::TestMetadata{}, params);
-    REQUIRE(result.template is<rc::detail::FailureResult>());
+    const auto [first, minimal] = shrink_fault_at_four_keys(s, 11);
     INFO("long_percent " << percent << ", first failing case:\n" << describe(first));
     CHECK(first.in.p.n_k >= kLongMin);  // met on a long row (seed 11 meets it there at 40 % too)
-    const fc::Problem& p = minimal.in.p;
-    CHECK(p.n_k == 4);
-    CHECK(p.n_q == 1);
-    CHECK(p.batch == 1);
-    CHECK(p.heads_q == 1);
-    CHECK(p.d == 1);
+    check_four_key_minimum(minimal.in.p);
   }
 }
 
