@@ -11,6 +11,7 @@
 #include "properties/execute.hpp"
 #include "properties/laws.hpp"
 #include "properties/variant_gen.hpp"
+#include "reference/gpu/oracle_select.hpp"
 
 namespace fc::props {
 namespace {
@@ -28,7 +29,16 @@ std::string law_reference(const Kernel& k, const Case& c) {
     return judge(k, c.in, c.cfg);
   Rng rng(c.aux);
   std::string how;
-  const Inputs in = with_variants(k.info.variants, c.in, c.cfg.block_n, rng, &how, k.info.mask_dtypes);
+  // A GPU kernel's long paged problems take 8x the keys' work where the GPU oracle judges them
+  // (variant_gen.hpp, to_long_paged); one the GPU oracle declines is drawn again at the CPU's cap.
+  const Rng again = rng;
+  const bool gpu = k.info.device != "cpu";
+  Inputs in = with_variants(k.info.variants, c.in, c.cfg.block_n, rng, &how, k.info.mask_dtypes,
+                            gpu ? kLongPagedWorkGpu : kLongPagedWork);
+  if (gpu && is_paged(in.p) && !ref::uses_gpu(ref::oracle(), in.p, in.has_d_o())) {
+    rng = again;
+    in = with_variants(k.info.variants, c.in, c.cfg.block_n, rng, &how, k.info.mask_dtypes);
+  }
   // A kernel may take a variant only under some masks or sizes (a window only with a causal mask):
   // a variant problem it does not claim leaves the case dense.
   if (!claims(k, in)) return judge(k, c.in, c.cfg);

@@ -244,7 +244,7 @@ Inputs to_paged(const Inputs& varlen, int32_t page_size, bool repeats, Rng& rng,
   return out;
 }
 
-Inputs to_long_paged(const Inputs& like, Rng& rng, std::string* how) {
+Inputs to_long_paged(const Inputs& like, Rng& rng, std::string* how, int64_t work) {
   Inputs out;
   Problem& p = out.p;
   p = like.p;
@@ -255,7 +255,7 @@ Inputs to_long_paged(const Inputs& like, Rng& rng, std::string* how) {
   std::vector<int32_t> len_q, len_k;
   for (int32_t b = 0; b < p.batch; ++b) len_q.push_back(1 + int32_t(rng() % 4));
   const int64_t per_key = int64_t(*std::max_element(len_q.begin(), len_q.end())) * p.heads_q * width;
-  const int64_t max_keys = std::max<int64_t>(1, kLongPagedWork / per_key);
+  const int64_t max_keys = std::max<int64_t>(1, work / per_key);
   int32_t ps = pick(rng, {1, 2, 16, 64, 128, 256, 256});
   const bool high = rng() % 2 == 0;                      // pages at indices >= 2^15, where the pool fits
   const int64_t pool_row = int64_t(p.heads_kv) * width;  // elements of k and v per page slot

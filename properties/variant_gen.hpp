@@ -63,15 +63,17 @@ Inputs to_paged(const Inputs& varlen, int32_t page_size, bool repeats, Rng& rng,
 // index 2^15): 1 or 2 sequences of 1..4 queries, sequence 0's keys on 17..512 pages (one in eight
 // exactly 512) of one page size (1, 2, 16, 64, 128 or 256: 256 crosses 16 pages of 256, > 4096
 // keys), the other's on up to 4; the heads, head dims, dtypes, mask and the other variants those of
-// `like`. The keys' work (queries x heads_q x (d + d_v) x keys) is capped at kLongPagedWork so the
-// CPU oracle judges every row of it in milliseconds, which shortens the rows of wide heads. Half the
+// `like`. The keys' work (queries x heads_q x (d + d_v) x keys) is capped at `work`: kLongPagedWork
+// where the CPU oracle judges every row of it (milliseconds), which shortens the rows of wide heads;
+// kLongPagedWorkGpu where a GPU kernel runs it and the GPU oracle, if any, judges it. Half the
 // time, where the pool fits kLongPagedPool elements, the pages sit at physical indices >= 2^15 (an
 // int16 page index wraps there); one in four, the table is wider than 2^16 entries (the columns past a
 // sequence's pages are never read). Values on a 1/8 grid in [-2, 2]; the unused pool holds zeros (the
 // hostile harness puts NaN there). how: a one-line description.
 inline constexpr int64_t kLongPagedWork = int64_t(1) << 21;
+inline constexpr int64_t kLongPagedWorkGpu = int64_t(1) << 24;  // 512 pages of 256 at one query of width 128
 inline constexpr int64_t kLongPagedPool = int64_t(1) << 21;
-Inputs to_long_paged(const Inputs& like, Rng& rng, std::string* how);
+Inputs to_long_paged(const Inputs& like, Rng& rng, std::string* how, int64_t work = kLongPagedWork);
 
 // The same keys laid out contiguously, read through the table (the paged law's other side).
 Inputs unpaged(const Inputs& paged);
@@ -123,9 +125,9 @@ Inputs with_d_v(const Inputs& dense, int32_t d_v);
 // varlen lengths and then paged K/V, and padded offsets (on an unpaged varlen batch with a compact q).
 // Then a mask tensor (three draws in four; additive ones in mask_dtypes) and a block mask (one in
 // two), on dense problems (mask_size_ok). how: a one-line description ("dense" when none
-// joined).
+// joined). long_paged_work: to_long_paged's cap on the long paged problems' work.
 Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n, Rng& rng, std::string* how,
-                     const std::vector<DType>& mask_dtypes = kernel_floats());
+                     const std::vector<DType>& mask_dtypes = kernel_floats(), int64_t long_paged_work = kLongPagedWork);
 
 // Sequence b of a varlen batch as a dense batch-1 problem (its lengths must be >= 1).
 Inputs dense_sequence(const Inputs& varlen, int64_t b);

@@ -163,7 +163,7 @@ Inputs with_d_v(const Inputs& dense, int32_t d_v) {
 }
 
 Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n, Rng& rng, std::string* how,
-                     const std::vector<DType>& mask_dtypes) {
+                     const std::vector<DType>& mask_dtypes, int64_t long_paged_work) {
   Inputs in = dense;
   Problem& p = in.p;
   std::vector<std::string> parts;
@@ -202,7 +202,7 @@ Inputs with_variants(const Variants& have, const Inputs& dense, int32_t block_n,
       const Inputs before = in;
       in = to_paged(in, draw_page_size(rng), true, rng, &paged);
       if (side() % 8 == 0) {  // its own lengths: the long description replaces the varlen one
-        in = to_long_paged(before, side, &paged);
+        in = to_long_paged(before, side, &paged, long_paged_work);
         parts.pop_back();
       }
       parts.push_back(paged);

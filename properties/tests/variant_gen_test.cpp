@@ -197,3 +197,27 @@ TEST_CASE("the long-paged draw reaches 512 pages, > 4096 keys, page indices >= 2
   CHECK(high > 0);
   CHECK(wide > 0);
 }
+
+TEST_CASE("the long-paged draw at the GPU cap: wide heads keep long rows the CPU cap shortens", "[cpu]") {
+  Inputs like = dense_case();
+  like.p.heads_q = 4, like.p.heads_kv = 2, like.p.d = 128, like.p.d_v = 0;  // only p is read
+  int64_t keys_cpu = 0, keys_gpu = 0;
+  int past_4096 = 0;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    std::string how_c, how_g;
+    Rng rc(seed), rg(seed);
+    const Inputs c = to_long_paged(like, rc, &how_c), g = to_long_paged(like, rg, &how_g, kLongPagedWorkGpu);
+    INFO(how_g);
+    REQUIRE(validate(g).empty());
+    const Problem& p = g.p;
+    const int64_t work = int64_t(p.n_q) * p.heads_q * (p.d + head_dim_v(p)) * p.n_k;
+    CHECK(work <= kLongPagedWorkGpu);
+    CHECK(int64_t(c.p.n_q) * c.p.heads_q * (c.p.d + head_dim_v(c.p)) * c.p.n_k <= kLongPagedWork);
+    keys_cpu = std::max<int64_t>(keys_cpu, c.p.n_k), keys_gpu = std::max<int64_t>(keys_gpu, p.n_k);
+    past_4096 += p.n_k > 4096;
+  }
+  // width 256, 4 heads, up to 4 queries: the CPU cap allows 2^21 / 1024 = 2048 keys at most.
+  CHECK(keys_cpu <= 2048);
+  CHECK(keys_gpu >= 8 * 2048 / 2);
+  CHECK(past_4096 > 0);
+}

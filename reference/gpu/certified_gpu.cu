@@ -120,6 +120,16 @@ struct Dev {
   int kt, rt;           // keys per block and rows per tile of dkv_keys
   int d, dv;
 };
+
+// The row of d_k and d_v the key j of group (b, h_kv) writes: the tensor's own row (kv_row), or with
+// paged K/V its compact row (j after the keys of the sequences before b, times heads_kv, plus h_kv),
+// which the host adds into the pages afterwards (certified(): a physical row two sequences share
+// gets the sum of both keys' gradients, as on the CPU).
+__device__ inline int64_t grad_kv_row(const Dev& D, int64_t b, int64_t h_kv, int64_t j) {
+  if (D.p.page_size == 0) return kv_row(D.p, D.s, b, h_kv, j);
+  const int64_t before = D.p.varlen ? int64_t(D.s.cu_k[b]) : b * D.p.n_k;
+  return (before + j) * D.p.heads_kv + h_kv;
+}
 enum Stat { kMx = 0, kInvL, kKappa, kTail, kD, kErrD, kEmpty, kStat };
 
 // The visible keys [j0, j1) of query i (reference/visibility.hpp's definitions: mask, then window).
@@ -592,7 +602,7 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
     const int idx = int(threadIdx.x) + e * kThreads;
     if (idx < kcnt * d) {
       const int jj = idx / d, l = idx % d;
-      const int64_t out = kv_row(D.p, D.s, b, h_kv, k0 + jj) * d + l;
+      const int64_t out = grad_kv_row(D, b, h_kv, k0 + jj) * d + l;
       const double dk = D.p.scale * (k_tot[e] + k_part[e]);
       const double w = (ke_tot[e] + ke_part[e]) / (1 - g_k) + double(m) * kTiny;
       D.dk[out] = dk;
@@ -600,7 +610,7 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
     }
     if (idx < kcnt * dv) {
       const int jj = idx / dv, l = idx % dv;
-      const int64_t out = kv_row(D.p, D.s, b, h_kv, k0 + jj) * dv + l;
+      const int64_t out = grad_kv_row(D, b, h_kv, k0 + jj) * dv + l;
       D.dvg[out] = v_tot[e] + v_part[e];
       D.dvg_err[out] = ((ve_tot[e] + ve_part[e]) / (1 - g_k) + double(m) * kTiny) * kSlack;
     }
@@ -745,9 +755,7 @@ std::string not_covered(const Problem& p, bool grads) {
   if (p.softcap > 0) return "softcap";
   if (p.alibi) return "ALiBi";
   if (p.sinks) return "attention sinks";
-  if (p.padded) return "padded varlen";
   if (per_key_mask(p)) return "mask tensors and block masks";
-  if (is_paged(p)) return "paged K/V";  // (the forward reads through kv_row, but no test holds it on the GPU yet)
   (void)grads;
   const int dv = head_dim_v(p);
   int kt = 0, rt = 0;
@@ -773,7 +781,9 @@ double device_bytes(const Problem& p, bool grads) {
   const double lse = double(numel_lse(p));
   const double rows = double(p.batch) * p.heads_kv * (double(p.heads_q / p.heads_kv) * p.n_q);
   double n = q + kv + v + 3 * o + 2 * lse + rows * kStat;
-  if (grads) n += o + 2 * (q + kv + v);
+  // Paged key gradients go to one compact row per logical key (grad_kv_row), as many as or more than the pool's.
+  const double keys = is_paged(p) ? double(p.varlen ? p.total_k : p.batch * int64_t(p.n_k)) * p.heads_kv : 0;
+  if (grads) n += o + 2 * (q + std::max(kv, keys * p.d) + std::max(v, keys * head_dim_v(p)));
   return n * 8 + 64.0 * (1 << 20);
 }
 
@@ -781,6 +791,36 @@ double device_free_bytes() {
   size_t free_b = 0, total = 0;
   if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) return 0;
   return double(free_b);
+}
+
+// Paged K/V: each physical row sums the gradients of the logical keys mapped to it, in the order and
+// with the charge of the CPU oracle (reference/certified_groups.cpp, add_paged): from the second term
+// on, one rounding of the sum, u |sum| (slack included). compact: the rows grad_kv_row wrote.
+void add_pages(const Problem& p, const Seqs& hs, const Certified& compact, Certified& c) {
+  const int64_t d = p.d, dv = head_dim_v(p);
+  c.value.d_k.assign(size_t(numel_kv(p)), 0.0), c.err.d_k.assign(size_t(numel_kv(p)), 0.0);
+  c.value.d_v.assign(size_t(numel_v(p)), 0.0), c.err.d_v.assign(size_t(numel_v(p)), 0.0);
+  std::vector<int32_t> uses(size_t(rows_kv(p)), 0);  // terms added so far
+  auto add = [](double& val, double& err, double x, double e, bool first) {
+    val += x;
+    err += e + (first ? 0.0 : kU * std::fabs(val) * kSlack);
+  };
+  int64_t before = 0;  // logical keys of the sequences before b
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t n = seq_n_k(p, hs, b);
+    for (int32_t h_kv = 0; h_kv < p.heads_kv && n > 0 && seq_n_q(p, hs, b) > 0; ++h_kv)
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t row = kv_row(p, hs, b, h_kv, j), at = (before + j) * p.heads_kv + h_kv;
+        const bool first = uses[size_t(row)]++ == 0;
+        for (int64_t l = 0; l < d; ++l)
+          add(c.value.d_k[size_t(row * d + l)], c.err.d_k[size_t(row * d + l)], compact.value.d_k[size_t(at * d + l)],
+              compact.err.d_k[size_t(at * d + l)], first);
+        for (int64_t l = 0; l < dv; ++l)
+          add(c.value.d_v[size_t(row * dv + l)], c.err.d_v[size_t(row * dv + l)],
+              compact.value.d_v[size_t(at * dv + l)], compact.err.d_v[size_t(at * dv + l)], first);
+      }
+    before += p.varlen ? n : p.n_k;
+  }
 }
 
 Certified certified(const Problem& p, const Tensors64& in) {
@@ -792,12 +832,13 @@ Certified certified(const Problem& p, const Tensors64& in) {
   Certified c;
 
   Buffer q, k, v, d_o, o, o_err, o_mag, lse, lse_err, dq, dq_err, dk, dk_err, dv_b, dv_err, stat;
-  IntBuffer cu_q, cu_k, pages;
+  IntBuffer cu_q, cu_k, pad_q, pad_k, pages;
   int* flag = nullptr;
   Dev D{};
   D.p = p;
-  D.s = Seqs{};  // padded varlen is not covered (not_covered): no padded offsets
+  D.s = Seqs{};
   D.s.cu_q = cu_q.upload(in.seq.cu_seqlens_q), D.s.cu_k = cu_k.upload(in.seq.cu_seqlens_k);
+  D.s.pad_q = pad_q.upload(in.seq.cu_seqlens_q_padded), D.s.pad_k = pad_k.upload(in.seq.cu_seqlens_k_padded);
   D.s.page_table = pages.upload(in.seq.page_table);
   D.q = q.upload(in.q), D.k = k.upload(in.k), D.v = v.upload(in.v);
   D.d_o = d_o.upload(in.d_o);
@@ -818,13 +859,17 @@ Certified certified(const Problem& p, const Tensors64& in) {
   } free_flag{flag};
   check(cudaMemset(flag, 0, sizeof(int)), "cudaMemset");
   D.flag = flag;
+  // With paged K/V the key gradients land in compact rows (grad_kv_row), one per logical key.
+  const bool paged = is_paged(p);
+  const int64_t compact = (p.varlen ? int64_t(in.seq.cu_seqlens_k.back()) : p.batch * int64_t(p.n_k)) * p.heads_kv;
+  const size_t n_dk = size_t(paged ? compact * d : numel_kv(p)), n_dv = size_t(paged ? compact * dv : numel_v(p));
   if (grads) {
     D.dq = dq.alloc(size_t(numel_q(p))), D.dq_err = dq_err.alloc(size_t(numel_q(p)));
-    D.dk = dk.alloc(size_t(numel_kv(p))), D.dk_err = dk_err.alloc(size_t(numel_kv(p)));
-    D.dvg = dv_b.alloc(size_t(numel_v(p))), D.dvg_err = dv_err.alloc(size_t(numel_v(p)));
+    D.dk = dk.alloc(n_dk), D.dk_err = dk_err.alloc(n_dk);
+    D.dvg = dv_b.alloc(n_dv), D.dvg_err = dv_err.alloc(n_dv);
     // Keys no query of their group sees, and physical rows no sequence reads, stay 0.
-    for (Buffer* bf : {&dk, &dk_err}) check(cudaMemset(bf->p, 0, size_t(numel_kv(p)) * 8), "cudaMemset");
-    for (Buffer* bf : {&dv_b, &dv_err}) check(cudaMemset(bf->p, 0, size_t(numel_v(p)) * 8), "cudaMemset");
+    for (Buffer* bf : {&dk, &dk_err}) check(cudaMemset(bf->p, 0, n_dk * 8), "cudaMemset");
+    for (Buffer* bf : {&dv_b, &dv_err}) check(cudaMemset(bf->p, 0, n_dv * 8), "cudaMemset");
     for (Buffer* bf : {&dq, &dq_err}) check(cudaMemset(bf->p, 0, size_t(numel_q(p)) * 8), "cudaMemset");
   }
   // Rows of varlen tokens no sequence covers do not exist; every output row is written by its kernel.
@@ -852,10 +897,19 @@ Certified certified(const Problem& p, const Tensors64& in) {
   if (grads) {
     dq.download(c.value.d_q, size_t(numel_q(p)));
     dq_err.download(c.err.d_q, size_t(numel_q(p)));
-    dk.download(c.value.d_k, size_t(numel_kv(p)));
-    dk_err.download(c.err.d_k, size_t(numel_kv(p)));
-    dv_b.download(c.value.d_v, size_t(numel_v(p)));
-    dv_err.download(c.err.d_v, size_t(numel_v(p)));
+    if (!paged) {
+      dk.download(c.value.d_k, n_dk);
+      dk_err.download(c.err.d_k, n_dk);
+      dv_b.download(c.value.d_v, n_dv);
+      dv_err.download(c.err.d_v, n_dv);
+    } else {
+      Certified rows;
+      dk.download(rows.value.d_k, n_dk);
+      dk_err.download(rows.err.d_k, n_dk);
+      dv_b.download(rows.value.d_v, n_dv);
+      dv_err.download(rows.err.d_v, n_dv);
+      add_pages(p, hs, rows, c);
+    }
   }
   return c;
 }

@@ -34,6 +34,25 @@ int64_t lse_at(const Problem& p, const SeqData& s, int64_t b, int64_t h, int64_t
   return h * p.total_q + (p.padded ? s.cu_seqlens_q_padded : s.cu_seqlens_q)[size_t(b)] + i;  // (heads, total)
 }
 
+void set_varlen(Problem& p, SeqData& s, const std::vector<int32_t>& len_q, const std::vector<int32_t>& len_k) {
+  p.varlen = true;
+  p.batch = int32_t(len_q.size());
+  s.cu_seqlens_q = {0}, s.cu_seqlens_k = {0};
+  p.n_q = p.n_k = 0;
+  for (size_t b = 0; b < len_q.size(); ++b) {
+    s.cu_seqlens_q.push_back(s.cu_seqlens_q.back() + len_q[b]);
+    s.cu_seqlens_k.push_back(s.cu_seqlens_k.back() + len_k[b]);
+    p.n_q = std::max(p.n_q, len_q[b]), p.n_k = std::max(p.n_k, len_k[b]);
+  }
+  p.total_q = s.cu_seqlens_q.back(), p.total_k = s.cu_seqlens_k.back();
+}
+
+void set_padded(Problem& p, SeqData& s, const std::vector<int32_t>& pad_q, const std::vector<int32_t>& pad_k) {
+  p.padded = true;
+  s.cu_seqlens_q_padded = pad_q, s.cu_seqlens_k_padded = pad_k;
+  p.total_q = pad_q.back(), p.total_k = pad_k.back();
+}
+
 Tensors64 fill(const Problem& p, SeqData seq, double qk_sigma, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> dist(0.0, 1.0);
@@ -58,27 +77,6 @@ Problem base(int32_t batch, int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, i
   p.batch = batch, p.heads_q = hq, p.heads_kv = hkv, p.n_q = n_q, p.n_k = n_k, p.d = d;
   p.dtype = DType::F64, p.mask = m, p.scale = 1 / std::sqrt(double(d));
   return p;
-}
-
-// Varlen from per-sequence lengths: cu_seqlens, totals and the longest lengths.
-void set_varlen(Problem& p, SeqData& s, const std::vector<int32_t>& len_q, const std::vector<int32_t>& len_k) {
-  p.varlen = true;
-  p.batch = int32_t(len_q.size());
-  s.cu_seqlens_q = {0}, s.cu_seqlens_k = {0};
-  p.n_q = p.n_k = 0;
-  for (size_t b = 0; b < len_q.size(); ++b) {
-    s.cu_seqlens_q.push_back(s.cu_seqlens_q.back() + len_q[b]);
-    s.cu_seqlens_k.push_back(s.cu_seqlens_k.back() + len_k[b]);
-    p.n_q = std::max(p.n_q, len_q[b]), p.n_k = std::max(p.n_k, len_k[b]);
-  }
-  p.total_q = s.cu_seqlens_q.back(), p.total_k = s.cu_seqlens_k.back();
-}
-
-// Padded varlen: the sequences' first tokens at pad_q, pad_k (batch + 1 each, the last the packed total).
-void set_padded(Problem& p, SeqData& s, const std::vector<int32_t>& pad_q, const std::vector<int32_t>& pad_k) {
-  p.padded = true;
-  s.cu_seqlens_q_padded = pad_q, s.cu_seqlens_k_padded = pad_k;
-  p.total_q = pad_q.back(), p.total_k = pad_k.back();
 }
 
 }  // namespace

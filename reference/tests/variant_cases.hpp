@@ -23,6 +23,11 @@ Tensors64 fill(const Problem& p, SeqData seq, double qk_sigma, uint64_t seed);
 
 std::vector<VariantCase> variant_cases();
 
+// Varlen from per-sequence lengths (cu_seqlens, totals, the longest lengths), and padded offsets
+// over it: the sequences' first tokens at pad_q, pad_k (batch + 1 each, the last the packed total).
+void set_varlen(Problem& p, SeqData& s, const std::vector<int32_t>& len_q, const std::vector<int32_t>& len_k);
+void set_padded(Problem& p, SeqData& s, const std::vector<int32_t>& pad_q, const std::vector<int32_t>& pad_k);
+
 // Sequence b of a varlen / paged problem as a dense batch-1 problem (lengths must be >= 1), or the
 // same problem when it is dense (b = 0 only for batch 1). lse is then (1, heads_q, n_q).
 struct Dense {

@@ -9,7 +9,7 @@
 //   - on the small cases, both lie within the exact MPFR oracle's certificate: |x - exact| <= err_x;
 //   - the bounds reach the CPU oracle's 1e-13 targets (not vacuous), and a planted error just past the
 //     joint bound is caught (the comparison can fail).
-// Cases the GPU does not take (softcap, ALiBi, paged K/V, scores past its range) must say so:
+// Cases the GPU does not take (softcap, ALiBi, sinks, mask tensors, scores past its range) must say so:
 // auto then gives the CPU's certificate.
 #include "tests/catch.hpp"
 
@@ -194,6 +194,43 @@ TEST_CASE("gpu oracle: long rows (several chunks and tiles), GQA, d_v != d, agai
     const Certified g = gpu::certified(p, in), c = certified(p, in);
     against_cpu(name, g, c);
     // Not vacuous: o within 1e-13 o_mag (the dropped-weight floor aside).
+    for (size_t i = 0; i < g.err.o.size(); ++i) CHECK(g.err.o[i] <= kTarget * g.o_mag[i] + 1e-290);
+  }
+}
+
+TEST_CASE("gpu oracle: long paged K/V (a page two sequences share) and padded varlen, against the CPU", "[gpu]") {
+  {  // keys 3000 and 1800 over pages of 256 (12 and 8 pages, the last partly read), GQA 4/2,
+     // causal_bottom_right; sequence 1's third page is sequence 0's seventh: its d_k, d_v sum both.
+    Problem p = shape(1, 4, 2, 1, 1, 64, 64, DType::BF16, Mask::CausalBottomRight);
+    SeqData s;
+    testing::set_varlen(p, s, {40, 7}, {3000, 1800});
+    p.page_size = 256, p.num_pages = 24, p.pages_per_seq = 12;
+    for (int32_t i = 0; i < 12; ++i) s.page_table.push_back(23 - i);  // pages 23 .. 12
+    for (int32_t page : {0, 1, 17, 3, 4, 5, 6, 7, 8, 9, 10, 11}) s.page_table.push_back(page);
+    Tensors64 in = random_inputs(p, 1.0, 41);
+    in.seq = s;
+    const Certified g = gpu::certified(p, in), c = certified(p, in);
+    against_cpu("paged bf16 keys 3000 + 1800, pages of 256, one shared", g, c);
+    // Not vacuous: the shared page is read (its row 10 is key 1546 of sequence 0 and key 522 of
+    // sequence 1, both visible), and the d_k, d_v bounds meet 1e-13 normwise.
+    CHECK(g.value.d_k[size_t((17 * 256 + 10) * p.heads_kv * p.d)] != 0);
+    auto norm = [](const std::vector<double>& x) {
+      double s2 = 0;
+      for (double e : x) s2 += e * e;
+      return std::sqrt(s2);
+    };
+    CHECK(norm(g.err.d_k) <= kTarget * norm(g.value.d_k));
+    CHECK(norm(g.err.d_v) <= kTarget * norm(g.value.d_v));
+  }
+  {  // padded offsets: leading padding, gaps between sequences, an empty sequence, multi-tile rows
+    Problem p = shape(1, 2, 1, 1, 1, 96, 40, DType::F16, Mask::CausalTopLeft);
+    SeqData s;
+    testing::set_varlen(p, s, {300, 0, 129}, {700, 5, 1100});
+    testing::set_padded(p, s, {3, 310, 320, 460}, {0, 705, 720, 1830});
+    Tensors64 in = random_inputs(p, 1.0, 42);
+    in.seq = s;
+    const Certified g = gpu::certified(p, in), c = certified(p, in);
+    against_cpu("padded f16 q 300, 0, 129; k 700, 5, 1100, d 96 d_v 40", g, c);
     for (size_t i = 0; i < g.err.o.size(); ++i) CHECK(g.err.o[i] <= kTarget * g.o_mag[i] + 1e-290);
   }
 }
