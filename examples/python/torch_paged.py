@@ -11,6 +11,12 @@ The laws reach it where a paged kernel breaks: the `paged` law runs each case pa
 compares the bits, and a quarter of its cases are long (17 to 512 pages, page indices past 2^15,
 tables past 2^16 entries); `reference` judges paged problems against the certified oracle, on the GPU
 where a device is present (docs/error-model.md, "The certified oracle on the GPU").
+
+`paged_int16` is the same kernel with a planted bug, a negative control: its page indices pass through
+int16 (as a kernel that packs its table narrowly does), so a page at index 2^15 or above wraps to a
+negative index, which torch reads from the pool's end. Only problems with that many pages reach it.
+
+    python -m flashcheck check torch_paged:paged_int16 --law paged --cases 40
 """
 import torch
 import torch.nn.functional as F
@@ -20,14 +26,15 @@ import flashcheck
 torch.backends.cuda.matmul.allow_tf32 = False  # fp32 products: the kernel claims fp32 arithmetic
 
 
-def _keys(x, p, b, cu_k):
+def _keys(x, p, b, cu_k, narrow=False):
     """Sequence b's rows of k or v as (n_k, heads_kv, width): read through the page table (paged), cut
     from the packed token axis (varlen) or taken from the batch (dense)."""
     if p.page_size:
         n = cu_k[b + 1] - cu_k[b]
         pages = -(-n // p.page_size)
         # (pages, page_size, heads_kv, width): the table's first `pages` entries; the rest are never read.
-        rows = x[p.page_table[b, :pages].long()]
+        table = p.page_table[b, :pages]
+        rows = x[(table.to(torch.int16) if narrow else table).long()]
         return rows.reshape(pages * p.page_size, *x.shape[2:])[:n]
     if p.varlen:
         return x[cu_k[b]:cu_k[b + 1]]
@@ -64,16 +71,19 @@ def _attend(q, k, v, p):
     return o.transpose(0, 1), lse
 
 
-def forward(q, k, v, p):
+def forward(q, k, v, p, narrow=False):
     if not p.varlen:
         parts = [_attend(q[b].transpose(0, 1), _keys(k, p, b, None), _keys(v, p, b, None), p) for b in range(p.batch)]
         o = torch.stack([o_b.transpose(0, 1) for o_b, _ in parts])  # (batch, heads_q, n_q, d_v)
         return o.to(q.dtype), torch.stack([lse_b for _, lse_b in parts])  # (batch, heads_q, n_q)
     cu_q, cu_k = p.cu_seqlens_q.tolist(), p.cu_seqlens_k.tolist()
-    parts = [_attend(q[cu_q[b]:cu_q[b + 1]], _keys(k, p, b, cu_k), _keys(v, p, b, cu_k), p) for b in range(p.batch)]
+    parts = [_attend(q[cu_q[b]:cu_q[b + 1]], _keys(k, p, b, cu_k, narrow), _keys(v, p, b, cu_k, narrow), p)
+             for b in range(p.batch)]
     o = torch.cat([o_b for o_b, _ in parts])  # (total_q, heads_q, d_v)
     return o.to(q.dtype), torch.cat([lse_b for _, lse_b in parts], dim=1)  # (heads_q, total_q)
 
 
-paged = flashcheck.Kernel(forward, name="torch_paged", device="cuda", dtypes=("F16", "BF16", "F32"),
-                          variants=("varlen", "paged", "window", "d_v"))
+_DECLARED = dict(device="cuda", dtypes=("F16", "BF16", "F32"), variants=("varlen", "paged", "window", "d_v"))
+paged = flashcheck.Kernel(forward, name="torch_paged", **_DECLARED)
+paged_int16 = flashcheck.Kernel(lambda q, k, v, p: forward(q, k, v, p, narrow=True), name="torch_paged_int16",
+                                **_DECLARED)
