@@ -1,9 +1,15 @@
 """A paged-KV attention written in plain torch ops, as a flashcheck kernel: what a decode kernel over a
 KV cache reads (a page table mapping each sequence's logical pages to physical pages of page_size
 keys in one pool), computed in fp32 on the GPU. It takes the contract's dense, varlen and paged
-problems (GQA, both causal alignments, windows, d_v != d); the backward is torch autograd through
-the page gather, so a physical page two sequences read gets the sum of both gradients, as the
-contract defines the paged backward (docs/SEMANTICS.md).
+problems without a mask (GQA, d_v != d); the backward is torch autograd through the page gather, so a
+physical page two sequences read gets the sum of both gradients, as the contract defines the paged
+backward (docs/SEMANTICS.md).
+
+Why no mask: a dense product masked afterwards multiplies a hidden key's k and v by a weight of 0, and
+0 * NaN is NaN, so a NaN in a key a row must not see would reach the row (and a NaN query would reach
+the d_k of keys it does not see). The contract forbids both; `window_invisible` and `nan_blast` fail
+such a kernel at once. Without a mask every row sees every key of its sequence and the product is
+exactly what the contract asks.
 
     python -m flashcheck check torch_paged:paged --cases 40
 
@@ -43,31 +49,20 @@ def _keys(x, p, b, cu_k, narrow=False):
 
 def _attend(q, k, v, p):
     """One sequence: q (n_q, heads_q, d), k (n_k, heads_kv, d), v (n_k, heads_kv, d_v) -> o (n_q, heads_q,
-    d_v) and lse (heads_q, n_q), in fp32. A row that sees no key gets o = 0 and lse = -inf."""
+    d_v) and lse (heads_q, n_q), in fp32. A sequence without keys gets o = 0 and lse = -inf."""
     n_q, n_k, group = q.shape[0], k.shape[0], p.heads_q // p.heads_kv
     qf = q.float().transpose(0, 1)  # (heads_q, n_q, d)
     kf = k.float().transpose(0, 1).repeat_interleave(group, 0)  # (heads_q, n_k, d)
     vf = v.float().transpose(0, 1).repeat_interleave(group, 0)  # (heads_q, n_k, d_v)
     s = torch.matmul(qf, kf.transpose(1, 2)) * p.scale  # (heads_q, n_q, n_k)
-    i = torch.arange(n_q, device=q.device)[:, None]
-    j = torch.arange(n_k, device=q.device)[None, :]
-    row = i if p.mask == "causal_top_left" else i + (n_k - n_q)  # the aligned row i'
-    hide = torch.zeros(n_q, n_k, dtype=torch.bool, device=q.device)
-    if p.mask != "none":
-        hide |= j > row
-    if p.window_right >= 0:
-        hide |= j > row + p.window_right
-    if p.window_left >= 0:
-        hide |= j < row - p.window_left
-    s = s.masked_fill(hide, float("-inf"))
-    # The row maximum, with a -inf column so that n_k = 0 has one; an empty row's is taken as 0, so
-    # exp(s - m) is exp(-inf) = 0 there, never exp(-inf + inf).
+    # The row maximum, with a -inf column so that n_k = 0 has one; that row's is taken as 0, so the
+    # weights are empty there, never exp(-inf + inf).
     m = F.pad(s, (0, 1), value=float("-inf")).amax(-1, keepdim=True).detach()
     m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
     e = torch.exp(s - m)
     den = e.sum(-1, keepdim=True)
     o = torch.matmul(e, vf) / torch.where(den == 0, torch.ones_like(den), den)
-    lse = (m + torch.log(den)).squeeze(-1)  # log(0) = -inf for a row that sees no key
+    lse = (m + torch.log(den)).squeeze(-1)  # log(0) = -inf for a sequence without keys
     return o.transpose(0, 1), lse
 
 
@@ -83,7 +78,7 @@ def forward(q, k, v, p, narrow=False):
     return o.to(q.dtype), torch.cat([lse_b for _, lse_b in parts], dim=1)  # (heads_q, total_q)
 
 
-_DECLARED = dict(device="cuda", dtypes=("F16", "BF16", "F32"), variants=("varlen", "paged", "window", "d_v"))
+_DECLARED = dict(device="cuda", dtypes=("F16", "BF16", "F32"), masks=("none",), variants=("varlen", "paged", "d_v"))
 paged = flashcheck.Kernel(forward, name="torch_paged", **_DECLARED)
 paged_int16 = flashcheck.Kernel(lambda q, k, v, p: forward(q, k, v, p, narrow=True), name="torch_paged_int16",
                                 **_DECLARED)
