@@ -112,6 +112,9 @@ struct Dev {
   double *dq, *dq_err, *dk, *dk_err, *dvg, *dvg_err;  // the gradients (dvg: d_v)
   double* stat;  // (groups, m_max, kStat)
   int* flag;
+  const double *slopes, *sinks;     // (heads_q): ALiBi's slopes, the sinks' logits (finite or -inf); or null
+  const double *mask, *block_mask;  // the mask tensor (bool as 0/1) and the block mask (0/1); or null
+  int64_t mshape[4], bshape[4];     // their shapes (B_m, H_m, rows, cols)
   int64_t m_max;        // rows of the largest group: g · n_q
   int64_t row_tiles;    // ceil(m_max / kRows)
   int64_t key_tiles;    // ceil(n_k / kt)
@@ -173,6 +176,49 @@ __device__ inline void score(const double* qr, const double* kr, int d, double s
   eps = fabs(scale) * dot_err(d, abs) + 1.01 * kU * (fabs(sc) + fabs(sl)) + 4 * kTiny;
 }
 
+// Element (b, h, r, c) of a mask tensor or block mask of shape sh (B_m, H_m, rows, cols): B_m and
+// H_m are 1 or full.
+__device__ inline double mask_at(const double* t, const int64_t* sh, int64_t b, int64_t h, int64_t r, int64_t c) {
+  const int64_t bm = sh[0] > 1 ? b : 0, hm = sh[1] > 1 ? h : 0;
+  return t[((bm * sh[1] + hm) * sh[2] + r) * sh[3] + c];
+}
+
+// The score of key j in row (h, i) of sequence b (n_q, n_k its lengths): scale·q·k (score), then
+// ALiBi's -slope·|i' - j| and the mask tensor's additive value, each added as the CPU oracle adds
+// them (reference/certified_variants.cpp: TwoProd and TwoSum exact, the low part's roundings charged
+// to eps). false: a block bit, a boolean bit or an additive -inf hides the key (weight exactly 0).
+template <bool Exact>
+__device__ inline bool biased_score(const Dev& D, const double* qr, const double* kr, int64_t b, int64_t h, int64_t i,
+                                    int64_t n_q, int64_t n_k, int64_t j, double& sh, double& sl, double& eps) {
+  const Problem& p = D.p;
+  double x = 0;  // the additive value
+  if (p.block_q > 0 && mask_at(D.block_mask, D.bshape, b, h, i / p.block_q, j / p.block_k) == 0) return false;
+  if (p.mask_kind != MaskKind::None) {
+    x = mask_at(D.mask, D.mshape, b, h, i, j);
+    if (p.mask_kind == MaskKind::Bool) {
+      if (x == 0) return false;
+      x = 0;
+    } else if (x == -INFINITY) {
+      return false;
+    }
+  }
+  score<Exact>(qr, kr, p.d, p.scale, sh, sl, eps);
+  if (p.alibi) {
+    double ph, pl, t, e;
+    two_prod(D.slopes[h], double(alibi_distance(p.mask, i, j, n_q, n_k)), ph, pl);  // exact: 24 + 31 bits
+    two_sum(sh, -ph, t, e);                                                         // exact
+    eps += 2.01 * kU * (fabs(sl) + fabs(e) + fabs(pl));
+    sh = t, sl = (sl + e) - pl;  // two roundings
+  }
+  if (x != 0) {
+    double t, e;
+    two_sum(sh, x, t, e);  // exact
+    eps += 2.01 * kU * (fabs(sl) + fabs(e));
+    sh = t, sl = sl + e;  // one rounding
+  }
+  return true;
+}
+
 // p̃ = exp(xh)(1 + xl), x = sh - mx split exactly; 0 (and *dropped) below e^-700.
 __device__ inline double weight(double sh, double sl, double mx, double& xl, bool& dropped) {
   double xh, xe;
@@ -217,11 +263,11 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
   // tile; each a chunk's partial (part) and the sum of the chunks before it (tot).
   double o_tot[kRowPer], o_part[kRowPer], m_tot[kRowPer], m_part[kRowPer];
   __shared__ double s_mx[kRows], s_eps[kRows], s_slm[kRows], s_ls[kRows], s_lc[kRows], s_xlm[kRows], s_nd[kRows];
-  __shared__ int64_t s_j0[kRows], s_j1[kRows], s_row[kRows];
+  __shared__ int64_t s_j0[kRows], s_j1[kRows], s_row[kRows], s_h[kRows], s_i[kRows], s_nv[kRows];
   __shared__ int s_bad[kRows];
 
   const RowId id0 = row_id(D, b, h_kv, r0);
-  const int64_t n_k = id0.n_k;
+  const int64_t n_q = id0.n_q, n_k = id0.n_k;
   if (!id0.valid) return;
   if (threadIdx.x < kRows) {
     const int t = threadIdx.x;
@@ -230,6 +276,7 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
     if (id.valid) key_range(D.p, id.i, id.n_q, n_k, j0, j1);
     s_j0[t] = j0, s_j1[t] = j1;
     s_row[t] = id.valid ? q_row(D.p, D.s, b, id.h, id.i) : -1;
+    s_h[t] = id.h, s_i[t] = id.i, s_nv[t] = 0;  // s_nv: the keys the row sees (the masks' hidden ones not)
     s_mx[t] = -INFINITY, s_eps[t] = 0, s_slm[t] = 0, s_ls[t] = 0, s_lc[t] = 0, s_xlm[t] = 0, s_nd[t] = 0;
     s_bad[t] = 0;
   }
@@ -254,8 +301,12 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
         const int t = idx / TK, jj = idx % TK;
         const int64_t j = t0 + jj;
         double sh = -INFINITY, sl = 0, eps = 0;
-        if (s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t]) score<Exact>(q + t * pd, kt + jj * pd, d, D.p.scale, sh, sl, eps);
-        else if (pass == 1) sh = NAN;  // not visible: weight 0
+        const bool seen = s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t] &&
+                          biased_score<Exact>(D, q + t * pd, kt + jj * pd, b, s_h[t], s_i[t], n_q, n_k, j, sh, sl, eps);
+        if (!seen) {  // weight 0; in pass 0, eps < 0 marks a key the masks hide
+          sh = pass == 1 ? NAN : -INFINITY;
+          sl = 0, eps = -1;
+        }
         if (pass == 0) {
           t_sh[idx] = sh, t_sl[idx] = sl, t_x[idx] = eps;
         } else if (isnan(sh)) {
@@ -275,6 +326,8 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
           if (s_row[t] < 0 || j < s_j0[t] || j >= s_j1[t]) continue;
           const int idx = t * TK + jj;
           if (pass == 0) {
+            if (t_x[idx] < 0) continue;  // hidden by a mask
+            s_nv[t] += 1;
             const double sh = t_sh[idx], sl = t_sl[idx];
             if (!isfinite(sh) || !isfinite(sl)) s_bad[t] = 1;
             s_mx[t] = fmax(s_mx[t], sh), s_eps[t] = fmax(s_eps[t], t_x[idx]), s_slm[t] = fmax(s_slm[t], fabs(sl));
@@ -311,8 +364,10 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
     }
     if (pass == 0 && threadIdx.x < kRows) {
       const int t = threadIdx.x;
-      const bool empty = s_row[t] < 0 || s_j1[t] == s_j0[t];
+      const bool empty = s_row[t] < 0 || s_nv[t] == 0;
       if (!empty && (s_bad[t] || !(s_eps[t] * kSlack <= kEpsMax) || !(s_slm[t] <= kSlMax))) atomicOr(D.flag, kFlagRange);
+      // A sink shifts every weight by the larger of the scores' max and itself (exact: an fp32 logit).
+      if (!empty && D.p.sinks) s_mx[t] = fmax(s_mx[t], D.sinks[s_h[t]]);
     }
     __syncthreads();
   }
@@ -320,14 +375,28 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
   // Row statistics, lse and its bound (docs: "Weights", "lse").
   if (threadIdx.x < kRows && s_row[threadIdx.x] >= 0) {
     const int t = threadIdx.x;
-    const int64_t nv = s_j1[t] - s_j0[t];
+    int64_t nv = s_nv[t];
     const RowId id = row_id(D, b, h_kv, r0 + t);
     const int64_t li = lse_index(D.p, D.s, b, id.h, id.i);
     double* st = D.stat + (group * D.m_max + r0 + t) * kStat;
-    if (nv == 0) {
-      D.lse[li] = -INFINITY, D.lse_err[li] = 0;
+    const double sink = D.p.sinks ? D.sinks[id.h] : -INFINITY;
+    if (nv == 0) {  // o = 0, lse = the sink (-inf without one), exactly
+      D.lse[li] = sink, D.lse_err[li] = 0;
       st[kMx] = 0, st[kInvL] = 0, st[kKappa] = 0, st[kTail] = 0, st[kEmpty] = 1;
     } else {
+      if (isfinite(sink)) {  // one more weight of l, with no value (its x = sink - mx split exactly)
+        double xl, e;
+        bool dropped;
+        const double w = weight(sink, 0.0, s_mx[t], xl, dropped);
+        if (dropped) {
+          s_nd[t] += 1;
+        } else {
+          two_sum(s_ls[t], w, s_ls[t], e);
+          s_lc[t] += e;
+          s_xlm[t] = fmax(s_xlm[t], fabs(xl));
+        }
+        nv += 1;
+      }
       const double l = s_ls[t] + s_lc[t], inv_l = 1.0 / l, xlm = s_xlm[t], eps = s_eps[t] * kSlack;
       const double delta = eps + kU * xlm + xlm * xlm + kLibmRel + 2.01 * kU;
       const double g = gamma_n(double(nv));
@@ -369,11 +438,10 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
 struct PairTerms {
   double pr, ds, e;
 };
+// sh + sl: the pair's score (biased_score).
 template <bool Exact>
-__device__ inline PairTerms pair(const Dev& D, const double* qr, const double* kr, const double* dor, const double* vr,
+__device__ inline PairTerms pair(const Dev& D, double sh, double sl, const double* dor, const double* vr,
                                  const double* st) {
-  double sh, sl, eps;
-  score<Exact>(qr, kr, D.d, D.p.scale, sh, sl, eps);
   double xl;
   bool dropped;
   const double pt = weight(sh, sl, st[kMx], xl, dropped);
@@ -405,11 +473,11 @@ __global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
   double* t_w = t_ds + kRows * TK;   // (R, TK)
   // This thread's elements of d_q and of its bound's sum (forward_rows' o_tot and o_part).
   double a_tot[kRowPer], a_part[kRowPer], e_tot[kRowPer], e_part[kRowPer];
-  __shared__ int64_t s_j0[kRows], s_j1[kRows], s_row[kRows];
+  __shared__ int64_t s_j0[kRows], s_j1[kRows], s_row[kRows], s_h[kRows], s_i[kRows];
   __shared__ double s_st[kRows][kStat];
 
   const RowId id0 = row_id(D, b, h_kv, r0);
-  const int64_t n_k = id0.n_k;
+  const int64_t n_q = id0.n_q, n_k = id0.n_k;
   if (!id0.valid) return;
   if (threadIdx.x < kRows) {
     const int t = threadIdx.x;
@@ -418,6 +486,7 @@ __global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
     if (id.valid) key_range(D.p, id.i, id.n_q, n_k, j0, j1);
     s_j0[t] = j0, s_j1[t] = j1;
     s_row[t] = id.valid ? q_row(D.p, D.s, b, id.h, id.i) : -1;
+    s_h[t] = id.h, s_i[t] = id.i;
   }
 #pragma unroll
   for (int e = 0; e < kRowPer; ++e) a_tot[e] = a_part[e] = e_tot[e] = e_part[e] = 0;
@@ -455,8 +524,10 @@ __global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
     for (int idx = threadIdx.x; idx < kRows * TK; idx += blockDim.x) {
       const int t = idx / TK, jj = idx % TK;
       const int64_t j = t0 + jj;
-      if (s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t]) {
-        const PairTerms pp = pair<Exact>(D, q + t * pd, kt + jj * pd, dor + t * pdv, vt + jj * pdv, s_st[t]);
+      double sh, sl, eps;
+      if (s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t] &&
+          biased_score<Exact>(D, q + t * pd, kt + jj * pd, b, s_h[t], s_i[t], n_q, n_k, j, sh, sl, eps)) {
+        const PairTerms pp = pair<Exact>(D, sh, sl, dor + t * pdv, vt + jj * pdv, s_st[t]);
         t_ds[idx] = pp.ds, t_w[idx] = pp.e + g_q * fabs(pp.ds);
       } else {
         t_ds[idx] = 0, t_w[idx] = 0;
@@ -517,7 +588,7 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
   // e-th at threadIdx.x + e·kThreads, a chunk of rows' partial (part) and the chunks before it (tot).
   double k_tot[kKeyPer], k_part[kKeyPer], ke_tot[kKeyPer], ke_part[kKeyPer];
   double v_tot[kKeyPer], v_part[kKeyPer], ve_tot[kKeyPer], ve_part[kKeyPer];
-  __shared__ int64_t s_j0[kMaxRowT], s_j1[kMaxRowT], s_row[kMaxRowT];
+  __shared__ int64_t s_j0[kMaxRowT], s_j1[kMaxRowT], s_row[kMaxRowT], s_h[kMaxRowT], s_i[kMaxRowT];
   __shared__ double s_st[kMaxRowT][kStat];
 
   load_rows(kt, D.k, kKeyT, kcnt, d, [&](int t) { return kv_row(D.p, D.s, b, h_kv, k0 + t); });
@@ -544,6 +615,7 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
       if (id.valid) key_range(D.p, id.i, id.n_q, n_k, j0, j1);
       s_j0[t] = j0, s_j1[t] = j1;
       s_row[t] = id.valid ? q_row(D.p, D.s, b, id.h, id.i) : -1;
+      s_h[t] = id.h, s_i[t] = id.i;
       const double* st = D.stat + (group * D.m_max + r0 + t) * kStat;
       for (int c = 0; c < kStat; ++c) s_st[t][c] = id.valid ? st[c] : 1.0;
     }
@@ -558,9 +630,11 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
       for (int idx = threadIdx.x; idx < kRowT * kKeyT; idx += blockDim.x) {
         const int t = idx / kKeyT, jj = idx % kKeyT;
         const int64_t j = k0 + jj;
-        if (jj < kcnt && s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t]) {
+        double sh, sl, eps;
+        if (jj < kcnt && s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t] &&
+            biased_score<Exact>(D, qt + t * pd, kt + jj * pd, b, s_h[t], s_i[t], n_q, n_k, j, sh, sl, eps)) {
           const double* st = s_st[t];
-          const PairTerms pp = pair<Exact>(D, qt + t * pd, kt + jj * pd, dot + t * pdv, vt + jj * pdv, st);
+          const PairTerms pp = pair<Exact>(D, sh, sl, dot + t * pdv, vt + jj * pdv, st);
           const double kp = st[kKappa] * (1 + st[kKappa]);
           t_ds[idx] = pp.ds, t_w[idx] = pp.e + g_k * fabs(pp.ds);
           t_p[idx] = pp.pr, t_wv[idx] = (kp + g_k * (1 + kp)) * pp.pr + st[kTail] + kTiny;
@@ -753,9 +827,6 @@ void launch(const Dev& D, bool grads, bool have_d_o, int64_t row_blocks, int64_t
 
 std::string not_covered(const Problem& p, bool grads) {
   if (p.softcap > 0) return "softcap";
-  if (p.alibi) return "ALiBi";
-  if (p.sinks) return "attention sinks";
-  if (per_key_mask(p)) return "mask tensors and block masks";
   (void)grads;
   const int dv = head_dim_v(p);
   int kt = 0, rt = 0;
@@ -768,6 +839,15 @@ std::string not_covered(const Tensors64& in) {
   for (const std::vector<double>* t : {&in.q, &in.k, &in.v, &in.d_o})
     for (double x : *t)
       if (!certifiable(x)) return "a non-finite input or one past 2^500 in magnitude";
+  // The variants' values: slopes finite, sinks and additive mask values finite or -inf (hidden),
+  // below 2^500 like the inputs.
+  auto in_range = [](double x, bool minus_inf) { return certifiable(x) || (minus_inf && x == -INFINITY); };
+  for (double x : in.seq.alibi_slopes)
+    if (!in_range(x, false)) return "a non-finite ALiBi slope";
+  for (double x : in.seq.sinks)
+    if (!in_range(x, true)) return "a sink past 2^500 in magnitude";
+  for (double x : in.seq.mask)
+    if (!in_range(x, true)) return "a mask value past 2^500 in magnitude";
   return "";
 }
 
@@ -781,6 +861,12 @@ double device_bytes(const Problem& p, bool grads) {
   const double lse = double(numel_lse(p));
   const double rows = double(p.batch) * p.heads_kv * (double(p.heads_q / p.heads_kv) * p.n_q);
   double n = q + kv + v + 3 * o + 2 * lse + rows * kStat;
+  // The mask tensor and block mask, at most (batch, heads_q, rows, cols) each.
+  const double bh = double(p.batch) * p.heads_q;
+  if (has_mask_tensor(p)) n += bh * double(p.n_q) * double(p.n_k);
+  if (has_block_mask(p))
+    n += bh * double((p.n_q + p.block_q - 1) / p.block_q) * double((p.n_k + p.block_k - 1) / p.block_k);
+  n += 2.0 * p.heads_q;  // slopes, sinks
   // Paged key gradients go to one compact row per logical key (grad_kv_row), as many as or more than the pool's.
   const double keys = is_paged(p) ? double(p.varlen ? p.total_k : p.batch * int64_t(p.n_k)) * p.heads_kv : 0;
   if (grads) n += o + 2 * (q + std::max(kv, keys * p.d) + std::max(v, keys * head_dim_v(p)));
@@ -833,6 +919,7 @@ Certified certified(const Problem& p, const Tensors64& in) {
 
   Buffer q, k, v, d_o, o, o_err, o_mag, lse, lse_err, dq, dq_err, dk, dk_err, dv_b, dv_err, stat;
   IntBuffer cu_q, cu_k, pad_q, pad_k, pages;
+  Buffer slopes, sinks, mask, block_mask;
   int* flag = nullptr;
   Dev D{};
   D.p = p;
@@ -840,6 +927,14 @@ Certified certified(const Problem& p, const Tensors64& in) {
   D.s.cu_q = cu_q.upload(in.seq.cu_seqlens_q), D.s.cu_k = cu_k.upload(in.seq.cu_seqlens_k);
   D.s.pad_q = pad_q.upload(in.seq.cu_seqlens_q_padded), D.s.pad_k = pad_k.upload(in.seq.cu_seqlens_k_padded);
   D.s.page_table = pages.upload(in.seq.page_table);
+  D.slopes = p.alibi ? slopes.upload(in.seq.alibi_slopes) : nullptr;
+  D.sinks = p.sinks ? sinks.upload(in.seq.sinks) : nullptr;
+  D.mask = has_mask_tensor(p) ? mask.upload(in.seq.mask) : nullptr;
+  D.block_mask = has_block_mask(p) ? block_mask.upload(in.seq.block_mask) : nullptr;
+  for (int a = 0; a < 4; ++a) {
+    D.mshape[a] = D.mask ? in.seq.mask_shape[size_t(a)] : 0;
+    D.bshape[a] = D.block_mask ? in.seq.block_mask_shape[size_t(a)] : 0;
+  }
   D.q = q.upload(in.q), D.k = k.upload(in.k), D.v = v.upload(in.v);
   D.d_o = d_o.upload(in.d_o);
   D.o = o.alloc(size_t(numel_o(p))), D.o_err = o_err.alloc(size_t(numel_o(p))), D.o_mag = o_mag.alloc(size_t(numel_o(p)));
@@ -883,7 +978,7 @@ Certified certified(const Problem& p, const Tensors64& in) {
     if (float_inputs(in)) launch<true>(D, grads, !in.d_o.empty(), row_blocks, key_blocks, flag);
     else launch<false>(D, grads, !in.d_o.empty(), row_blocks, key_blocks, flag);
   }
-  // Rows of a group with no key: o = 0, lse = -inf (exactly), as on the CPU.
+  // Rows of a group with no key: o = 0, lse = the sink (-inf without one), exactly, as on the CPU.
   o.download(c.value.o, size_t(numel_o(p)));
   o_err.download(c.err.o, size_t(numel_o(p)));
   o_mag.download(c.o_mag, size_t(numel_o(p)));
@@ -893,7 +988,8 @@ Certified certified(const Problem& p, const Tensors64& in) {
   for (int64_t b = 0; b < p.batch; ++b)
     if (seq_n_k(p, hs, b) == 0)
       for (int32_t h = 0; h < p.heads_q; ++h)
-        for (int64_t i = 0; i < seq_n_q(p, hs, b); ++i) c.value.lse[size_t(lse_index(p, hs, b, h, i))] = -INFINITY;
+        for (int64_t i = 0; i < seq_n_q(p, hs, b); ++i)
+          c.value.lse[size_t(lse_index(p, hs, b, h, i))] = p.sinks ? in.seq.sinks[size_t(h)] : -INFINITY;
   if (grads) {
     dq.download(c.value.d_q, size_t(numel_q(p)));
     dq_err.download(c.err.d_q, size_t(numel_q(p)));

@@ -19,7 +19,7 @@ struct NotCovered : std::runtime_error {
 };
 
 // Why the GPU oracle does not cover problem p (grads: with the backward), in a few words ("softcap",
-// "ALiBi", "attention sinks", "head dims past 256"); empty when it does. Says nothing of the
+// "head dims past 256"); empty when it does. Says nothing of the
 // device or its memory. not_covered(in): the inputs ("a non-finite input ..."), empty when in range.
 std::string not_covered(const Problem& p, bool grads);
 std::string not_covered(const Tensors64& in);
