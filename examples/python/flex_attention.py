@@ -25,6 +25,8 @@ specialised size), which the mods index. An additive mask of any declared dtype 
 (exact: F16 and BF16 values are fp32 values), and the score_mod adds it to the scaled score, the
 contract's order. A key whose additive value is -inf is hidden through `_KEEP`, not by adding -inf,
 so a row with every key hidden is FlexAttention's empty row (o = 0, lse = -inf), not -inf - -inf.
+Those dense tensors grow with n'^2: a masked problem past FC_FLEX_MASK_ELEMENTS elements of one of
+them (default 2^28, padded n' up to 8192 at batch' = heads_q' = 2) is declined, not run out of memory.
 """
 import json
 import os
@@ -39,7 +41,7 @@ import flashcheck
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:  # shape_buckets.py lies beside this file, also when it is loaded as FILE.py:NAME
     sys.path.append(_HERE)
-from shape_buckets import floor_from_env, padded_shape  # noqa: E402
+from shape_buckets import dense_mask_elements, floor_from_env, padded_shape  # noqa: E402
 
 for _limit in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
     if hasattr(torch._dynamo.config, _limit):  # never fall back to eager after many shapes
@@ -159,9 +161,21 @@ _DTYPES = _scope("FC_FLEX_DTYPES", ("F16", "BF16", "F32"))
 _HEAD_DIMS = tuple(int(x) for x in _scope("FC_FLEX_HEAD_DIMS", ("16", "32", "64", "128", "256")))
 
 
+# flex_masked builds its mask tensors dense at the padded shape (_set_masks: a bool and an fp32 tensor
+# and their temporaries, several bytes an element): a masked problem past FC_FLEX_MASK_ELEMENTS
+# elements (default 2^28, about a GiB of each) is declined rather than run out of device memory.
+_MASK_ELEMENTS = int(os.environ.get("FC_FLEX_MASK_ELEMENTS") or 1 << 28)
+
+
+def _fits(p):
+    if p.mask_kind == "none" and not p.block_q:
+        return True  # no dense tensor: the mask_mod of the lengths alone
+    return dense_mask_elements(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, _FLOOR) <= _MASK_ELEMENTS
+
+
 def _kernel(name, variants):
     return flashcheck.Kernel(forward, name=name, device="cuda", dtypes=_DTYPES, head_dims=_HEAD_DIMS,
-                             variants=variants + ("d_v",))
+                             variants=variants + ("d_v",), supports=_fits)
 
 
 flex = _kernel("flex_attention", ())

@@ -28,6 +28,13 @@ def padded_shape(batch, heads_q, heads_kv, n_q, n_k, floor):
     return max(batch, 2), group * heads_kv2, heads_kv2, bucket(max(n_q, n_k, 1), floor)
 
 
+def dense_mask_elements(batch, heads_q, heads_kv, n_q, n_k, floor):
+    """Elements of one (batch', heads_q', n', n') tensor of the padded call: the size of the dense mask
+    tensors a masked FlexAttention call builds (flex_attention.py, _set_masks)."""
+    b, h, _, n = padded_shape(batch, heads_q, heads_kv, n_q, n_k, floor)
+    return b * h * n * n
+
+
 def floor_from_env(name="FC_FLEX_MIN_BUCKET", default=1024):
     value = int(os.environ.get(name, default))
     bucket(1, value)  # a power of two, or ValueError
