@@ -25,8 +25,9 @@ specialised size), which the mods index. An additive mask of any declared dtype 
 (exact: F16 and BF16 values are fp32 values), and the score_mod adds it to the scaled score, the
 contract's order. A key whose additive value is -inf is hidden through `_KEEP`, not by adding -inf,
 so a row with every key hidden is FlexAttention's empty row (o = 0, lse = -inf), not -inf - -inf.
-Those dense tensors grow with n'^2: a masked problem past FC_FLEX_MASK_ELEMENTS elements of one of
-them (default 2^28, padded n' up to 8192 at batch' = heads_q' = 2) is declined, not run out of memory.
+Those dense tensors, and the (n', n') mask create_block_mask materialises for every kernel here, grow
+with n'^2: a problem past FC_FLEX_MASK_ELEMENTS elements (default 2^28: padded n' up to 16384, 8192
+with a mask tensor at batch' = heads_q' = 2) is declined, not run out of memory.
 """
 import json
 import os
@@ -161,16 +162,17 @@ _DTYPES = _scope("FC_FLEX_DTYPES", ("F16", "BF16", "F32"))
 _HEAD_DIMS = tuple(int(x) for x in _scope("FC_FLEX_HEAD_DIMS", ("16", "32", "64", "128", "256")))
 
 
-# flex_masked builds its mask tensors dense at the padded shape (_set_masks: a bool and an fp32 tensor
-# and their temporaries, several bytes an element): a masked problem past FC_FLEX_MASK_ELEMENTS
-# elements (default 2^28, about a GiB of each) is declined rather than run out of device memory.
+# create_block_mask materialises the padded (n', n') mask (per batch and head where a mask tensor can
+# differ between them), and flex_masked builds its mask tensors dense at the padded shape (_set_masks:
+# a bool and an fp32 tensor and their temporaries): a problem whose dense mask passes
+# FC_FLEX_MASK_ELEMENTS elements (default 2^28: n' up to 16384 unmasked, 8192 masked at batch' =
+# heads_q' = 2) is declined rather than run out of device memory (a 65537-key row pads to 131072²).
 _MASK_ELEMENTS = int(os.environ.get("FC_FLEX_MASK_ELEMENTS") or 1 << 28)
 
 
 def _fits(p):
-    if p.mask_kind == "none" and not p.block_q:
-        return True  # no dense tensor: the mask_mod of the lengths alone
-    return dense_mask_elements(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, _FLOOR) <= _MASK_ELEMENTS
+    per_head = p.mask_kind != "none" or bool(p.block_q)
+    return dense_mask_elements(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, _FLOOR, per_head) <= _MASK_ELEMENTS
 
 
 def _kernel(name, variants):

@@ -28,11 +28,12 @@ def padded_shape(batch, heads_q, heads_kv, n_q, n_k, floor):
     return max(batch, 2), group * heads_kv2, heads_kv2, bucket(max(n_q, n_k, 1), floor)
 
 
-def dense_mask_elements(batch, heads_q, heads_kv, n_q, n_k, floor):
-    """Elements of one (batch', heads_q', n', n') tensor of the padded call: the size of the dense mask
-    tensors a masked FlexAttention call builds (flex_attention.py, _set_masks)."""
+def dense_mask_elements(batch, heads_q, heads_kv, n_q, n_k, floor, per_head=True):
+    """Elements of the dense (n', n') mask of the padded call, times batch' x heads_q' when per_head: what
+    FlexAttention's create_block_mask materialises (once, or per batch and head when a mask tensor can
+    differ between them), and the size of the masked adapter's dense tensors (flex_attention.py)."""
     b, h, _, n = padded_shape(batch, heads_q, heads_kv, n_q, n_k, floor)
-    return b * h * n * n
+    return (b * h if per_head else 1) * n * n
 
 
 def floor_from_env(name="FC_FLEX_MIN_BUCKET", default=1024):

@@ -37,6 +37,7 @@ def test_dense_mask_elements_count_the_padded_square():
     # FlexAttention's masked adapter declines past its budget: a row of 16385 keys pads to 32768 squared.
     assert shape_buckets.dense_mask_elements(1, 1, 1, 1, 16385, 1024) == 2 * 2 * 32768 * 32768
     assert shape_buckets.dense_mask_elements(3, 6, 2, 7, 9, 1024) == 3 * 6 * 1024 * 1024
+    assert shape_buckets.dense_mask_elements(1, 1, 1, 1, 65537, 1024, per_head=False) == 131072 * 131072
 
 
 def _law(law_id, status):
