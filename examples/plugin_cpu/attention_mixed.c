@@ -37,19 +37,33 @@ enum { BLOCK_N = 64 };
 static char error_text[256];
 static const char *last_error(void) { return error_text; }
 
+/* 2^k for a normal exponent k, from its bits. */
+static double pow2(int k) {
+  const uint64_t bits = (uint64_t)(k + 1023) << 52;
+  double d;
+  memcpy(&d, &bits, 8);
+  return d;
+}
+
 /* x rounded once to a binary format of p significand bits, normal exponents emin..emax (ties to even). */
 static double round_format(double x, int p, int emin, int emax) {
   if (!isfinite(x) || x == 0) return x;
-  int e;
-  frexp(x, &e);
-  const int E = e - 1 < emin ? emin : e - 1;
-  const double q = ldexp(nearbyint(ldexp(x, p - 1 - E)), E - (p - 1));
-  return fabs(q) > ldexp(2 - ldexp(1, 1 - p), emax) ? copysign(INFINITY, x) : q;
+  uint64_t bits;
+  memcpy(&bits, &x, 8);
+  const int e = (int)((bits >> 52) & 0x7ff) - 1023; /* floor(log2 |x|) for a normal double */
+  if (e > emax) return copysign(INFINITY, x);
+  const int E = e < emin ? emin : e;
+  /* c = 1.5 * 2^(E - p + 53): x + c lies in c's binade, whose ulp is x's grid 2^(E - p + 1), and c's
+   * last bit is even, so the addition rounds x to its grid to nearest even and the subtraction is exact.
+   * (The same bits as nearbyint(ldexp(x, p - 1 - E)) scaled back, without the libm calls.) */
+  const double c = 1.5 * pow2(E - p + 53);
+  const double q = (x + c) - c;
+  return fabs(q) > (2 - pow2(1 - p)) * pow2(emax) ? copysign(INFINITY, x) : copysign(q, x);
 }
 
 static float half_to_float(uint16_t h) {
   const int e = (h >> 10) & 31, m = h & 1023;
-  const double mag = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+  const double mag = e == 0 ? m * 0x1p-24 : e == 31 ? (m ? NAN : INFINITY) : (1024 + m) * pow2(e - 25);
   return (float)((h & 0x8000) ? -mag : mag);
 }
 
