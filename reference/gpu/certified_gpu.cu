@@ -35,6 +35,7 @@ namespace {
 constexpr double kU = 0x1p-53;
 constexpr double kSlack = 1.0 + 0x1p-30;  // the rounding of each bound's own evaluation
 constexpr double kLibmRel = 0x1p-51;      // CUDA's exp and log: documented 1 ulp, charged 2
+constexpr double kTanhRel = 0x1p-50;      // CUDA's tanh: documented 1 ulp, charged 4 (of a result below 1)
 constexpr double kDropBelow = -700.0;
 constexpr double kDroppedWeight = 0x1p-1008;  // > exp(-699)
 constexpr double kTiny = 0x1p-1074;           // the smallest subnormal
@@ -50,6 +51,7 @@ constexpr int kRowPer = kRows * kMaxHeadDim / kThreads;
 constexpr int kKeyPer = 4;
 // Rows past these score bounds leave the GPU's domain (the CPU's MPFR path: certified.cpp kMpAbove).
 constexpr double kEpsMax = 0x1p-56;
+constexpr double kEpsMaxCapped = 0x1p-30;  // under softcap (certified.cpp kMpAboveCapped): tanh's own error
 constexpr double kSlMax = 0x1p-30;
 constexpr int kFlagRange = 1;  // a row's scores past the domain
 constexpr size_t kSmemBudget = 200 * 1024;  // bytes of shared memory per block (the H200 allows 227 KiB)
@@ -176,6 +178,34 @@ __device__ inline void score(const double* qr, const double* kr, int d, double s
   eps = fabs(scale) * dot_err(d, abs) + 1.01 * kU * (fabs(sc) + fabs(sl)) + 4 * kTiny;
 }
 
+// The cap's derivative for the backward: ĝ ~ sech²(s/c), with |ĝ - g| <= eg (no softcap: 1 and 0).
+struct CapSlope {
+  double g = 1, eg = 0;
+};
+
+// Softcap on the score sh + sl (bound eps): ŝ = fl(c·tanh(fl(sh/c))), whose error becomes the score's
+// (sl = 0), and the slope ĝ = 4w/(1 + w)², w = e^{-2|y|}, with its own bound: the CPU oracle's
+// construction (reference/certified_variants.cpp, cap_row) pair by pair, with CUDA's tanh and exp
+// charged 4 and 2 ulp (docs: "Softcap on the GPU").
+__device__ inline CapSlope soft_cap(double c, double& sh, double& sl, double& eps) {
+  const double y = sh / c;
+  const double dy = (kU * fabs(y) + (fabs(sl) + eps * kSlack) / c) * 1.01;  // >= |y - s/c|
+  const double t = tanh(y), sc = c * t;
+  const double z = fabs(y) - dy;  // sech² is largest at the smallest |y| in reach
+  const double sech2_max = z > 0 ? fmin(1.0, 4 * exp(-2 * z) * (1 + 0x1p-40)) : 1.0;
+  eps = (c * (kTanhRel * fabs(t) * 1.01 + sech2_max * dy) + kU * fabs(sc)) * kSlack;
+  sh = sc, sl = 0;
+  CapSlope cs;
+  if (2 * fabs(y) > 690) {  // w would be subnormal: ĝ = 0, g <= sech2_max
+    cs.g = 0, cs.eg = sech2_max * kSlack;
+    return cs;
+  }
+  const double w = exp(-2 * fabs(y)), one_w = 1 + w;
+  cs.g = 4 * w / (one_w * one_w);
+  cs.eg = ((kLibmRel + 4 * kU) * 1.01 + 2.02 * dy) * kSlack * cs.g;
+  return cs;
+}
+
 // Element (b, h, r, c) of a mask tensor or block mask of shape sh (B_m, H_m, rows, cols): B_m and
 // H_m are 1 or full.
 __device__ inline double mask_at(const double* t, const int64_t* sh, int64_t b, int64_t h, int64_t r, int64_t c) {
@@ -183,13 +213,15 @@ __device__ inline double mask_at(const double* t, const int64_t* sh, int64_t b, 
   return t[((bm * sh[1] + hm) * sh[2] + r) * sh[3] + c];
 }
 
-// The score of key j in row (h, i) of sequence b (n_q, n_k its lengths): scale·q·k (score), then
-// ALiBi's -slope·|i' - j| and the mask tensor's additive value, each added as the CPU oracle adds
-// them (reference/certified_variants.cpp: TwoProd and TwoSum exact, the low part's roundings charged
-// to eps). false: a block bit, a boolean bit or an additive -inf hides the key (weight exactly 0).
+// The score of key j in row (h, i) of sequence b (n_q, n_k its lengths): scale·q·k (score), softcap
+// (soft_cap: its slope in *cap), then ALiBi's -slope·|i' - j| and the mask tensor's additive value,
+// each added as the CPU oracle adds them (reference/certified_variants.cpp: TwoProd and TwoSum exact,
+// the low part's roundings charged to eps). false: a block bit, a boolean bit or an additive -inf hides
+// the key (weight exactly 0).
 template <bool Exact>
 __device__ inline bool biased_score(const Dev& D, const double* qr, const double* kr, int64_t b, int64_t h, int64_t i,
-                                    int64_t n_q, int64_t n_k, int64_t j, double& sh, double& sl, double& eps) {
+                                    int64_t n_q, int64_t n_k, int64_t j, double& sh, double& sl, double& eps,
+                                    CapSlope* cap = nullptr) {
   const Problem& p = D.p;
   double x = 0;  // the additive value
   if (p.block_q > 0 && mask_at(D.block_mask, D.bshape, b, h, i / p.block_q, j / p.block_k) == 0) return false;
@@ -203,6 +235,10 @@ __device__ inline bool biased_score(const Dev& D, const double* qr, const double
     }
   }
   score<Exact>(qr, kr, p.d, p.scale, sh, sl, eps);
+  if (p.softcap > 0) {
+    const CapSlope cs = soft_cap(p.softcap, sh, sl, eps);
+    if (cap) *cap = cs;
+  }
   if (p.alibi) {
     double ph, pl, t, e;
     two_prod(D.slopes[h], double(alibi_distance(p.mask, i, j, n_q, n_k)), ph, pl);  // exact: 24 + 31 bits
@@ -365,7 +401,9 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
     if (pass == 0 && threadIdx.x < kRows) {
       const int t = threadIdx.x;
       const bool empty = s_row[t] < 0 || s_nv[t] == 0;
-      if (!empty && (s_bad[t] || !(s_eps[t] * kSlack <= kEpsMax) || !(s_slm[t] <= kSlMax))) atomicOr(D.flag, kFlagRange);
+      const double eps_max = D.p.softcap > 0 ? kEpsMaxCapped : kEpsMax;
+      if (!empty && (s_bad[t] || !(s_eps[t] * kSlack <= eps_max) || !(s_slm[t] <= kSlMax)))
+        atomicOr(D.flag, kFlagRange);
       // A sink shifts every weight by the larger of the scores' max and itself (exact: an fp32 logit).
       if (!empty && D.p.sinks) s_mx[t] = fmax(s_mx[t], D.sinks[s_h[t]]);
     }
@@ -438,10 +476,10 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
 struct PairTerms {
   double pr, ds, e;
 };
-// sh + sl: the pair's score (biased_score).
+// sh + sl: the pair's score, cap its softcap slope (biased_score).
 template <bool Exact>
-__device__ inline PairTerms pair(const Dev& D, double sh, double sl, const double* dor, const double* vr,
-                                 const double* st) {
+__device__ inline PairTerms pair(const Dev& D, double sh, double sl, const CapSlope& cap, const double* dor,
+                                 const double* vr, const double* st) {
   double xl;
   bool dropped;
   const double pt = weight(sh, sl, st[kMx], xl, dropped);
@@ -452,9 +490,14 @@ __device__ inline PairTerms pair(const Dev& D, double sh, double sl, const doubl
   const double e_p = 1.01 * kU * fabs(dpv) + dot_err(D.dv, pa);
   const double big_d = st[kD], err_d = st[kErrD], kp = st[kKappa] * (1 + st[kKappa]), tail = st[kTail];
   const double t = dpv - big_d;
-  const double ds = pr * t;
+  double ds = pr * t;
   double e = pr * ((kp + kU) * (1 + 3 * kU) * fabs(t) + (1 + kp) * (e_p + err_d)) + kU * fabs(ds);
   e += tail * (fabs(dpv) + e_p + fabs(big_d) + err_d);
+  if (D.p.softcap > 0) {  // dS times the cap's slope ĝ, |ĝ - g| <= eg
+    const double base = ds;
+    ds = base * cap.g;
+    e = e * (cap.g + cap.eg) + fabs(base) * cap.eg + kU * fabs(ds);
+  }
   return {pr, ds, e + kTiny};
 }
 
@@ -525,9 +568,10 @@ __global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
       const int t = idx / TK, jj = idx % TK;
       const int64_t j = t0 + jj;
       double sh, sl, eps;
+      CapSlope cap;
       if (s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t] &&
-          biased_score<Exact>(D, q + t * pd, kt + jj * pd, b, s_h[t], s_i[t], n_q, n_k, j, sh, sl, eps)) {
-        const PairTerms pp = pair<Exact>(D, sh, sl, dor + t * pdv, vt + jj * pdv, s_st[t]);
+          biased_score<Exact>(D, q + t * pd, kt + jj * pd, b, s_h[t], s_i[t], n_q, n_k, j, sh, sl, eps, &cap)) {
+        const PairTerms pp = pair<Exact>(D, sh, sl, cap, dor + t * pdv, vt + jj * pdv, s_st[t]);
         t_ds[idx] = pp.ds, t_w[idx] = pp.e + g_q * fabs(pp.ds);
       } else {
         t_ds[idx] = 0, t_w[idx] = 0;
@@ -631,10 +675,11 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
         const int t = idx / kKeyT, jj = idx % kKeyT;
         const int64_t j = k0 + jj;
         double sh, sl, eps;
+        CapSlope cap;
         if (jj < kcnt && s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t] &&
-            biased_score<Exact>(D, qt + t * pd, kt + jj * pd, b, s_h[t], s_i[t], n_q, n_k, j, sh, sl, eps)) {
+            biased_score<Exact>(D, qt + t * pd, kt + jj * pd, b, s_h[t], s_i[t], n_q, n_k, j, sh, sl, eps, &cap)) {
           const double* st = s_st[t];
-          const PairTerms pp = pair<Exact>(D, sh, sl, dot + t * pdv, vt + jj * pdv, st);
+          const PairTerms pp = pair<Exact>(D, sh, sl, cap, dot + t * pdv, vt + jj * pdv, st);
           const double kp = st[kKappa] * (1 + st[kKappa]);
           t_ds[idx] = pp.ds, t_w[idx] = pp.e + g_k * fabs(pp.ds);
           t_p[idx] = pp.pr, t_wv[idx] = (kp + g_k * (1 + kp)) * pp.pr + st[kTail] + kTiny;
@@ -691,9 +736,9 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
   }
 }
 
-__global__ void exp_log_kernel(const double* x, double* e, double* l, int64_t n) {
+__global__ void libm_kernel(const double* x, double* e, double* l, double* th, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i < n) e[i] = exp(x[i]), l[i] = log(x[i]);
+  if (i < n) e[i] = exp(x[i]), l[i] = log(x[i]), th[i] = tanh(x[i]);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -826,7 +871,6 @@ void launch(const Dev& D, bool grads, bool have_d_o, int64_t row_blocks, int64_t
 }  // namespace
 
 std::string not_covered(const Problem& p, bool grads) {
-  if (p.softcap > 0) return "softcap";
   (void)grads;
   const int dv = head_dim_v(p);
   int kt = 0, rt = 0;
@@ -1010,17 +1054,20 @@ Certified certified(const Problem& p, const Tensors64& in) {
   return c;
 }
 
-void device_exp_log(const std::vector<double>& x, std::vector<double>& exp_x, std::vector<double>& log_x) {
-  Buffer bx, be, bl;
+void device_libm(const std::vector<double>& x, std::vector<double>& exp_x, std::vector<double>& log_x,
+                 std::vector<double>& tanh_x) {
+  Buffer bx, be, bl, bt;
   bx.upload(x);
   be.alloc(x.size());
   bl.alloc(x.size());
+  bt.alloc(x.size());
   const int64_t n = int64_t(x.size());
-  if (n > 0) exp_log_kernel<<<unsigned((n + 255) / 256), 256>>>(bx.p, be.p, bl.p, n);
-  check(cudaGetLastError(), "exp/log launch");
-  check(cudaDeviceSynchronize(), "exp/log");
+  if (n > 0) libm_kernel<<<unsigned((n + 255) / 256), 256>>>(bx.p, be.p, bl.p, bt.p, n);
+  check(cudaGetLastError(), "libm launch");
+  check(cudaDeviceSynchronize(), "libm");
   be.download(exp_x, x.size());
   bl.download(log_x, x.size());
+  bt.download(tanh_x, x.size());
 }
 
 }  // namespace fc::ref::gpu

@@ -18,9 +18,8 @@ struct NotCovered : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Why the GPU oracle does not cover problem p (grads: with the backward), in a few words ("softcap",
-// "head dims past 256"); empty when it does. Says nothing of the
-// device or its memory. not_covered(in): the inputs ("a non-finite input ..."), empty when in range.
+// Why the GPU oracle does not cover problem p (grads: with the backward), in a few words ("head dims
+// past 256"); empty when it does. Says nothing of the device or its memory. not_covered(in): the inputs ("a non-finite input ..."), empty when in range.
 std::string not_covered(const Problem& p, bool grads);
 std::string not_covered(const Tensors64& in);
 // Whether a CUDA device is present and usable.
@@ -32,7 +31,9 @@ double device_free_bytes();
 // GPU's range: |s| past about 2^44, where the CPU oracle takes MPFR), std::runtime_error on a CUDA error.
 Certified certified(const Problem& p, const Tensors64& in);
 
-// The device's exp and log of each x (for the libm test: the bound charges them 2 ulp).
-void device_exp_log(const std::vector<double>& x, std::vector<double>& exp_x, std::vector<double>& log_x);
+// The device's exp, log and tanh of each x (for the libm test: the bound charges exp and log 2 ulp,
+// tanh 4).
+void device_libm(const std::vector<double>& x, std::vector<double>& exp_x, std::vector<double>& log_x,
+                 std::vector<double>& tanh_x);
 
 }  // namespace fc::ref::gpu

@@ -9,8 +9,8 @@
 //   - on the small cases, both lie within the exact MPFR oracle's certificate: |x - exact| <= err_x;
 //   - the bounds reach the CPU oracle's 1e-13 targets (not vacuous), and a planted error just past the
 //     joint bound is caught (the comparison can fail).
-// Cases the GPU does not take (softcap, scores past its range) must say so:
-// auto then gives the CPU's certificate.
+// Cases the GPU does not take (scores past its range) must say so: auto then gives the CPU's
+// certificate.
 #include "tests/catch.hpp"
 
 #include <boost/multiprecision/mpfr.hpp>
@@ -233,11 +233,12 @@ TEST_CASE("gpu oracle: long paged K/V (a page two sequences share) and padded va
 
 // Mask tensors, block masks, ALiBi and sinks (contract v3) on random dense problems: GQA, both causal
 // alignments and none, windows, broadcast mask axes, boolean and additive masks (-inf, -1e4, rows
-// hidden outright), block masks of odd sizes, sinks finite and -inf. Every fourth problem has rows of
-// several tiles (n_q up to 200, n_k up to 600, d 64); the small ones are held to the exact oracle too.
+// hidden outright), block masks of odd sizes, sinks finite and -inf, softcap on a quarter. Every fourth
+// problem has rows of several tiles (n_q up to 200, n_k up to 600, d 64); the small ones are held to
+// the exact oracle too.
 TEST_CASE("gpu oracle: mask tensors, block masks, ALiBi and sinks, against the CPU and the exact oracle", "[gpu]") {
   std::mt19937_64 rng(20261203);
-  int hidden_rows = 0, masked_keys = 0;
+  int hidden_rows = 0, masked_keys = 0, capped = 0;
   for (int trial = 0; trial < 48; ++trial) {
     const bool big = trial % 4 == 3;
     const int32_t hk = 1 + int32_t(rng() % 2), hq = hk * int32_t(1 + rng() % 3);
@@ -246,6 +247,7 @@ TEST_CASE("gpu oracle: mask tensors, block masks, ALiBi and sinks, against the C
     const int32_t d = big ? 64 : 1 + int32_t(rng() % 6);
     Problem p = shape(1 + int32_t(rng() % 2), hq, hk, nq, nk, d, d, DType::BF16, Mask(rng() % 3));
     if (rng() % 4 == 0) p.window_left = int32_t(rng() % (nk / 2 + 2)), p.window_right = int32_t(rng() % 4);
+    if (rng() % 4 == 0) p.softcap = 2.0 + double(rng() % 20), ++capped;
     SeqData seq;
     if (rng() % 2) {
       p.alibi = true;
@@ -303,6 +305,7 @@ TEST_CASE("gpu oracle: mask tensors, block masks, ALiBi and sinks, against the C
   // Not vacuous: keys are hidden, and whole rows with them (an empty row: lse -inf without a sink).
   CHECK(masked_keys > 0);
   CHECK(hidden_rows > 0);
+  CHECK(capped > 0);
 }
 
 TEST_CASE("gpu oracle: gradient bounds meet the 1e-13 normwise targets", "[gpu]") {
@@ -388,17 +391,21 @@ TEST_CASE("gpu oracle: the same inputs give the same bits on every run", "[gpu]"
   CHECK(a.o_mag == b.o_mag);
 }
 
-TEST_CASE("gpu oracle: the device's exp and log are within the 2 ulp the bound charges", "[gpu]") {
+TEST_CASE("gpu oracle: the device's exp and log are within the 2 ulp the bound charges, tanh within 4", "[gpu]") {
   using mp = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<200>>;
   std::mt19937_64 rng(11);
-  std::vector<double> xe, xl;
-  std::uniform_real_distribution<double> ue(-700.0, 0.0), ul(-1.0, 40.0);
+  std::vector<double> xe, xl, xt;
+  std::uniform_real_distribution<double> ue(-700.0, 0.0), ul(-1.0, 40.0), ut(-40.0, 40.0), uw(-60.0, 0.0);
   for (int i = 0; i < 20000; ++i) xe.push_back(ue(rng)), xl.push_back(std::exp2(ul(rng)));
+  // tanh on y = s/c: uniform on [-40, 40] (saturated past 19), and small |y| down to 2^-60.
+  for (int i = 0; i < 20000; ++i) xt.push_back(i % 2 ? ut(rng) : std::copysign(std::exp2(uw(rng)), ut(rng)));
   for (double x : {0.0, -1e-300, -0x1p-60, -700.0, -699.9999, -1.0, -0.5}) xe.push_back(x);
   for (double x : {1.0, 1.0 + 0x1p-52, 0.5, 2.0, 0x1p40, 3.0}) xl.push_back(x);
-  std::vector<double> e1, l1, e2, l2;
-  gpu::device_exp_log(xe, e1, l1);
-  gpu::device_exp_log(xl, e2, l2);
+  for (double x : {0.0, 0x1p-30, 0.5, 0.55, 1.0, -1.0, 19.0, 345.0}) xt.push_back(x);
+  std::vector<double> e1, l1, t1, e2, l2, t2, e3, l3, t3;
+  gpu::device_libm(xe, e1, l1, t1);
+  gpu::device_libm(xl, e2, l2, t2);
+  gpu::device_libm(xt, e3, l3, t3);
   double worst_e = 0, worst_l = 0;
   for (size_t i = 0; i < xe.size(); ++i) {
     const mp t = exp(mp(xe[i]));
@@ -412,9 +419,20 @@ TEST_CASE("gpu oracle: the device's exp and log are within the 2 ulp the bound c
     }
     worst_l = std::max(worst_l, double(abs(mp(l2[i]) - t) / abs(t)));
   }
-  std::printf("device exp: worst relative error %.3g (charged 2^-51 = %.3g); log: %.3g\n", worst_e, 0x1p-51, worst_l);
+  double worst_t = 0;
+  for (size_t i = 0; i < xt.size(); ++i) {
+    const mp t = tanh(mp(xt[i]));
+    if (t == 0) {
+      CHECK(t3[i] == 0);
+      continue;
+    }
+    worst_t = std::max(worst_t, double(abs(mp(t3[i]) - t) / abs(t)));
+  }
+  std::printf("device exp: worst relative error %.3g (charged 2^-51 = %.3g); log: %.3g; tanh: %.3g (charged 2^-50)\n",
+              worst_e, 0x1p-51, worst_l, worst_t);
   CHECK(worst_e <= 0x1p-51);
   CHECK(worst_l <= 0x1p-51);
+  CHECK(worst_t <= 0x1p-50);
 }
 
 // Not a test of correctness: an FNV-1a digest of every value and bound the GPU oracle writes, one line per
