@@ -7,6 +7,7 @@
 # then the gpu-labelled tests.
 set -u
 root=$PWD
+[ -d .carry ] || tar xzf .carry-z/bundle.tar.gz
 export LD_LIBRARY_PATH=$root/.carry/lib
 timeout 200 .carry/tests/gpu_oracle_test "[gpu]" > "$OUT/gpu_oracle_test.txt" 2>&1
 echo "gpu_oracle_test exit $?"; grep -B3 -A12 FAILED "$OUT/gpu_oracle_test.txt" | head -60
