@@ -17,7 +17,8 @@
 // kKeyPer of them), so that the shared memory of two blocks fits one multiprocessor. Where every input is
 // a float value (the 16- and 32-bit dtypes), the products q_l k_l and d_o_l v_l are exact in float64 and
 // TwoProd's error term is 0: the kernels instantiated with Exact leave it out (the same bits, two
-// operations fewer per term).
+// operations fewer per term), and where a dot product's partial sums are all doubles (dot_float: the
+// rows' quanta show it) they run it as a plain sum, which is Dot2's result bit for bit.
 // The library is compiled with --fmad=false: every written operation rounds once (fma only where
 // written: __fma_rn).
 #include <cuda_runtime.h>
@@ -43,7 +44,9 @@ constexpr int kMaxExp = 500;                  // inputs below 2^500 in magnitude
 constexpr int kChunk = 256;
 constexpr int kThreads = 256;
 constexpr int kRows = 8;      // R: rows per block of forward_rows and dq_rows
-constexpr int kMaxRowT = 32;  // rows per tile of dkv_keys: 32, 16 or 8 (Dev::rt); keys per block 8, 4 or 2 (Dev::kt)
+constexpr int kMaxTK = 32;    // keys per tile of the row kernels: 32, 16 or 8 (keys_per_tile)
+constexpr int kMaxRowT = 32;  // rows per tile of dkv_keys: 32, 16 or 8 (Dev::rt)
+constexpr int kMaxKeyT = 8;   // keys per block of dkv_keys: 8, 4 or 2 (Dev::kt)
 constexpr int kMaxHeadDim = 256;
 // Output elements a thread accumulates: R rows x d (or d_v) in the row kernels, KT keys x d in dkv_keys
 // (KT x max(d, d_v) <= kThreads * kKeyPer, dkv_tiles).
@@ -106,10 +109,59 @@ __device__ inline double dot_err(int n, double abs) {
   return 2 * g * g * abs + (2.0 * n + 2) * kTiny;
 }
 
+// A vector's quantum: the largest 2^e of which every element is an integer multiple (the lowest set bit
+// over its elements), as e; kNoQuantum for a vector of zeros. quantum_exp(x): one element's.
+constexpr int kNoQuantum = 1 << 20;
+__device__ inline int quantum_exp(double x) {
+  if (x == 0) return kNoQuantum;
+  const uint64_t bits = uint64_t(__double_as_longlong(x));
+  const int e = int((bits >> 52) & 0x7ff);
+  const uint64_t m = (bits & ((uint64_t(1) << 52) - 1)) | (e ? uint64_t(1) << 52 : 0);
+  return (e ? e - 1075 : -1074) + (__ffsll((long long)m) - 1);  // |x| = m 2^(e - 1075), m's trailing zeros
+}
+__global__ void row_quanta(const double* x, int64_t rows, int width, int* out) {
+  const int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (r >= rows) return;
+  int qe = kNoQuantum;
+  for (int l = 0; l < width; ++l) qe = min(qe, quantum_exp(x[r * width + l]));
+  out[r] = qe;
+}
+
+// Dot2 of float values x and y whose quanta multiply to 2^q (q: the two vectors' exponents summed, at
+// least -298 for float values):
+// every product x_l y_l is exact and a multiple of 2^q, and so is every partial sum. When Σ|x_l y_l| <=
+// 2^(53 + q), every partial sum is a double: no addition rounds, each TwoSum error is +0, and Dot2's
+// (hi, lo, abs) are the plain sum's (p, +0, a) bit for bit; a, computed, is at least (1 - γ(n)) Σ|x y|,
+// so a (1 + 2^-40) <= 2^(53 + q) shows it (γ(256) < 2^-45). Otherwise Dot2 itself. The same bits
+// either way, with a third of Dot2's operations on the common path.
+__device__ inline void dot_float(const double* x, const double* y, int n, int q, double& hi, double& lo, double& abs) {
+  double p = 0, a = 0;
+  for (int l = 0; l < n; ++l) {
+    const double h = x[l] * y[l];
+    p = p + h;
+    a = a + fabs(h);
+  }
+  // (A vector of zeros: q past 2^19, the test 0 <= 2^1023; p = +0, as Dot2's, from +-0 products.)
+  if (a * (1 + 0x1p-40) <= ldexp(1.0, min(53 + q, 1023))) {
+    hi = p, lo = 0, abs = a;
+    return;
+  }
+  dot2<true>(x, y, n, hi, lo, abs);
+}
+// The Dot2 of the kernels: dot_float where every input is a float value (Exact), else Dot2 with TwoProd.
+template <bool Exact>
+__device__ inline void dot_inputs(const double* x, const double* y, int n, int q, double& hi, double& lo, double& abs) {
+  if constexpr (Exact)
+    dot_float(x, y, n, q, hi, lo, abs);
+  else
+    dot2<false>(x, y, n, hi, lo, abs);
+}
+
 struct Dev {
   Problem p;
   Seqs s;  // device pointers
   const double *q, *k, *v, *d_o;
+  const int *qq, *kq, *vq, *doq;  // each row's quantum exponent (row_quanta; float inputs only, else null)
   double *o, *o_err, *o_mag, *lse, *lse_err;
   double *dq, *dq_err, *dk, *dk_err, *dvg, *dvg_err;  // the gradients (dvg: d_v)
   double* stat;  // (groups, m_max, kStat)
@@ -167,10 +219,10 @@ __device__ inline RowId row_id(const Dev& D, int64_t b, int64_t h_kv, int64_t r)
 
 // The score s = scale·q·k as sh + sl and its bound eps (docs: "Scores").
 template <bool Exact>
-__device__ inline void score(const double* qr, const double* kr, int d, double scale, double& sh, double& sl,
+__device__ inline void score(const double* qr, const double* kr, int d, int qk, double scale, double& sh, double& sl,
                              double& eps) {
   double hi, lo, abs;
-  dot2<Exact>(qr, kr, d, hi, lo, abs);
+  dot_inputs<Exact>(qr, kr, d, qk, hi, lo, abs);
   double e1;
   two_prod(scale, hi, sh, e1);
   const double sc = scale * lo;
@@ -219,8 +271,8 @@ __device__ inline double mask_at(const double* t, const int64_t* sh, int64_t b, 
 // the low part's roundings charged to eps). false: a block bit, a boolean bit or an additive -inf hides
 // the key (weight exactly 0).
 template <bool Exact>
-__device__ inline bool biased_score(const Dev& D, const double* qr, const double* kr, int64_t b, int64_t h, int64_t i,
-                                    int64_t n_q, int64_t n_k, int64_t j, double& sh, double& sl, double& eps,
+__device__ inline bool biased_score(const Dev& D, const double* qr, const double* kr, int qk, int64_t b, int64_t h,
+                                    int64_t i, int64_t n_q, int64_t n_k, int64_t j, double& sh, double& sl, double& eps,
                                     CapSlope* cap = nullptr) {
   const Problem& p = D.p;
   double x = 0;  // the additive value
@@ -234,7 +286,7 @@ __device__ inline bool biased_score(const Dev& D, const double* qr, const double
       return false;
     }
   }
-  score<Exact>(qr, kr, p.d, p.scale, sh, sl, eps);
+  score<Exact>(qr, kr, p.d, qk, p.scale, sh, sl, eps);
   if (p.softcap > 0) {
     const CapSlope cs = soft_cap(p.softcap, sh, sl, eps);
     if (cap) *cap = cs;
@@ -280,6 +332,14 @@ __device__ inline void load_rows(double* dst, const double* src, int n, int coun
   }
 }
 
+// The quanta of the same n rows: kNoQuantum past `count` (rows of zeros), -kNoQuantum without quanta
+// (dot_float then always takes Dot2).
+template <class RowOf>
+__device__ inline void load_quanta(int* dst, const int* src, int n, int count, RowOf row_of) {
+  for (int t = threadIdx.x; t < n; t += blockDim.x)
+    dst[t] = t >= count ? kNoQuantum : src ? src[row_of(t)] : -kNoQuantum;
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Forward: R rows per block, two passes over the keys.
 template <bool Exact>
@@ -301,6 +361,7 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
   __shared__ double s_mx[kRows], s_eps[kRows], s_slm[kRows], s_ls[kRows], s_lc[kRows], s_xlm[kRows], s_nd[kRows];
   __shared__ int64_t s_j0[kRows], s_j1[kRows], s_row[kRows], s_h[kRows], s_i[kRows], s_nv[kRows];
   __shared__ int s_bad[kRows];
+  __shared__ int s_qe[kRows], t_ke[kMaxTK];  // quanta of the block's q rows and of the tile's keys
 
   const RowId id0 = row_id(D, b, h_kv, r0);
   const int64_t n_q = id0.n_q, n_k = id0.n_k;
@@ -321,6 +382,7 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
   for (int l = threadIdx.x; l < dv; l += blockDim.x) vmax[l] = 0;
   __syncthreads();
   load_rows(q, D.q, kRows, kRows, d, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
+  load_quanta(s_qe, D.qq, kRows, kRows, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
   int64_t lo = n_k, hi = 0;  // the keys any row of the block sees
   for (int t = 0; t < kRows; ++t)
     if (s_row[t] >= 0 && s_j1[t] > s_j0[t]) lo = imin(lo, s_j0[t]), hi = imax(hi, s_j1[t]);
@@ -331,6 +393,7 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
     for (int64_t t0 = t_first; t0 < hi; t0 += TK) {
       const int cnt = int(imin(TK, n_k - t0));
       load_rows(kt, D.k, TK, cnt, d, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
+      load_quanta(t_ke, D.kq, TK, cnt, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
       if (pass == 1) load_rows(vt, D.v, TK, cnt, dv, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
       __syncthreads();
       for (int idx = threadIdx.x; idx < kRows * TK; idx += blockDim.x) {
@@ -338,7 +401,8 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
         const int64_t j = t0 + jj;
         double sh = -INFINITY, sl = 0, eps = 0;
         const bool seen = s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t] &&
-                          biased_score<Exact>(D, q + t * pd, kt + jj * pd, b, s_h[t], s_i[t], n_q, n_k, j, sh, sl, eps);
+                          biased_score<Exact>(D, q + t * pd, kt + jj * pd, s_qe[t] + t_ke[jj], b, s_h[t], s_i[t], n_q,
+                                              n_k, j, sh, sl, eps);
         if (!seen) {  // weight 0; in pass 0, eps < 0 marks a key the masks hide
           sh = pass == 1 ? NAN : -INFINITY;
           sl = 0, eps = -1;
@@ -479,13 +543,13 @@ struct PairTerms {
 // sh + sl: the pair's score, cap its softcap slope (biased_score).
 template <bool Exact>
 __device__ inline PairTerms pair(const Dev& D, double sh, double sl, const CapSlope& cap, const double* dor,
-                                 const double* vr, const double* st) {
+                                 const double* vr, int qv, const double* st) {
   double xl;
   bool dropped;
   const double pt = weight(sh, sl, st[kMx], xl, dropped);
   const double pr = pt * st[kInvL];
   double ph, pc, pa;
-  dot2<Exact>(dor, vr, D.dv, ph, pc, pa);
+  dot_inputs<Exact>(dor, vr, D.dv, qv, ph, pc, pa);
   const double dpv = ph + pc;
   const double e_p = 1.01 * kU * fabs(dpv) + dot_err(D.dv, pa);
   const double big_d = st[kD], err_d = st[kErrD], kp = st[kKappa] * (1 + st[kKappa]), tail = st[kTail];
@@ -518,6 +582,7 @@ __global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
   double a_tot[kRowPer], a_part[kRowPer], e_tot[kRowPer], e_part[kRowPer];
   __shared__ int64_t s_j0[kRows], s_j1[kRows], s_row[kRows], s_h[kRows], s_i[kRows];
   __shared__ double s_st[kRows][kStat];
+  __shared__ int s_qe[kRows], s_de[kRows], t_ke[kMaxTK], t_ve[kMaxTK];  // quanta of q, d_o rows; k, v keys
 
   const RowId id0 = row_id(D, b, h_kv, r0);
   const int64_t n_q = id0.n_q, n_k = id0.n_k;
@@ -536,6 +601,8 @@ __global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
   __syncthreads();
   load_rows(q, D.q, kRows, kRows, d, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
   load_rows(dor, D.d_o, kRows, kRows, dv, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
+  load_quanta(s_qe, D.qq, kRows, kRows, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
+  load_quanta(s_de, D.doq, kRows, kRows, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
   __syncthreads();
   if (threadIdx.x < kRows) {  // D_i = d_o_i·o_i (Dot2) and its bound, o's own error included
     const int t = threadIdx.x;
@@ -563,6 +630,8 @@ __global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
     const int cnt = int(imin(TK, n_k - t0));
     load_rows(kt, D.k, TK, cnt, d, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
     load_rows(vt, D.v, TK, cnt, dv, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
+    load_quanta(t_ke, D.kq, TK, cnt, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
+    load_quanta(t_ve, D.vq, TK, cnt, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
     __syncthreads();
     for (int idx = threadIdx.x; idx < kRows * TK; idx += blockDim.x) {
       const int t = idx / TK, jj = idx % TK;
@@ -570,8 +639,9 @@ __global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
       double sh, sl, eps;
       CapSlope cap;
       if (s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t] &&
-          biased_score<Exact>(D, q + t * pd, kt + jj * pd, b, s_h[t], s_i[t], n_q, n_k, j, sh, sl, eps, &cap)) {
-        const PairTerms pp = pair<Exact>(D, sh, sl, cap, dor + t * pdv, vt + jj * pdv, s_st[t]);
+          biased_score<Exact>(D, q + t * pd, kt + jj * pd, s_qe[t] + t_ke[jj], b, s_h[t], s_i[t], n_q, n_k, j, sh, sl,
+                              eps, &cap)) {
+        const PairTerms pp = pair<Exact>(D, sh, sl, cap, dor + t * pdv, vt + jj * pdv, s_de[t] + t_ve[jj], s_st[t]);
         t_ds[idx] = pp.ds, t_w[idx] = pp.e + g_q * fabs(pp.ds);
       } else {
         t_ds[idx] = 0, t_w[idx] = 0;
@@ -634,9 +704,12 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
   double v_tot[kKeyPer], v_part[kKeyPer], ve_tot[kKeyPer], ve_part[kKeyPer];
   __shared__ int64_t s_j0[kMaxRowT], s_j1[kMaxRowT], s_row[kMaxRowT], s_h[kMaxRowT], s_i[kMaxRowT];
   __shared__ double s_st[kMaxRowT][kStat];
+  __shared__ int s_ke[kMaxKeyT], s_ve[kMaxKeyT], t_qe[kMaxRowT], t_de[kMaxRowT];  // quanta: block keys, tile rows
 
   load_rows(kt, D.k, kKeyT, kcnt, d, [&](int t) { return kv_row(D.p, D.s, b, h_kv, k0 + t); });
   load_rows(vt, D.v, kKeyT, kcnt, dv, [&](int t) { return kv_row(D.p, D.s, b, h_kv, k0 + t); });
+  load_quanta(s_ke, D.kq, kKeyT, kcnt, [&](int t) { return kv_row(D.p, D.s, b, h_kv, k0 + t); });
+  load_quanta(s_ve, D.vq, kKeyT, kcnt, [&](int t) { return kv_row(D.p, D.s, b, h_kv, k0 + t); });
 #pragma unroll
   for (int e = 0; e < kKeyPer; ++e) {
     k_tot[e] = k_part[e] = ke_tot[e] = ke_part[e] = 0;
@@ -670,6 +743,8 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
     if (any) {
       load_rows(qt, D.q, kRowT, kRowT, d, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
       load_rows(dot, D.d_o, kRowT, kRowT, dv, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
+      load_quanta(t_qe, D.qq, kRowT, kRowT, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
+      load_quanta(t_de, D.doq, kRowT, kRowT, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
       __syncthreads();
       for (int idx = threadIdx.x; idx < kRowT * kKeyT; idx += blockDim.x) {
         const int t = idx / kKeyT, jj = idx % kKeyT;
@@ -677,9 +752,10 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
         double sh, sl, eps;
         CapSlope cap;
         if (jj < kcnt && s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t] &&
-            biased_score<Exact>(D, qt + t * pd, kt + jj * pd, b, s_h[t], s_i[t], n_q, n_k, j, sh, sl, eps, &cap)) {
+            biased_score<Exact>(D, qt + t * pd, kt + jj * pd, t_qe[t] + s_ke[jj], b, s_h[t], s_i[t], n_q, n_k, j, sh,
+                                sl, eps, &cap)) {
           const double* st = s_st[t];
-          const PairTerms pp = pair<Exact>(D, sh, sl, cap, dot + t * pdv, vt + jj * pdv, st);
+          const PairTerms pp = pair<Exact>(D, sh, sl, cap, dot + t * pdv, vt + jj * pdv, t_de[t] + s_ve[jj], st);
           const double kp = st[kKappa] * (1 + st[kKappa]);
           t_ds[idx] = pp.ds, t_w[idx] = pp.e + g_k * fabs(pp.ds);
           t_p[idx] = pp.pr, t_wv[idx] = (kp + g_k * (1 + kp)) * pp.pr + st[kTail] + kTiny;
@@ -787,6 +863,20 @@ struct IntBuffer {
     if (v.empty()) return nullptr;
     check(cudaMalloc(&p, v.size() * sizeof(int32_t)), "cudaMalloc");
     check(cudaMemcpy(p, v.data(), v.size() * sizeof(int32_t), cudaMemcpyHostToDevice), "upload");
+    return p;
+  }
+  // The quantum exponent of each of the `rows` rows of width `width` of x (row_quanta).
+  const int32_t* quanta(const double* x, int64_t rows, int width) {
+    if (rows <= 0 || width <= 0) return nullptr;
+    const cudaError_t e = cudaMalloc(&p, size_t(rows) * sizeof(int32_t));
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      p = nullptr;
+      throw NotCovered("the GPU oracle ran out of device memory");
+    }
+    check(e, "cudaMalloc");
+    row_quanta<<<unsigned((rows + 255) / 256), 256>>>(x, rows, width, p);
+    check(cudaGetLastError(), "quanta launch");
     return p;
   }
 };
@@ -962,7 +1052,7 @@ Certified certified(const Problem& p, const Tensors64& in) {
   Certified c;
 
   Buffer q, k, v, d_o, o, o_err, o_mag, lse, lse_err, dq, dq_err, dk, dk_err, dv_b, dv_err, stat;
-  IntBuffer cu_q, cu_k, pad_q, pad_k, pages;
+  IntBuffer cu_q, cu_k, pad_q, pad_k, pages, qq, kq, vq, doq;
   Buffer slopes, sinks, mask, block_mask;
   int* flag = nullptr;
   Dev D{};
@@ -981,6 +1071,13 @@ Certified certified(const Problem& p, const Tensors64& in) {
   }
   D.q = q.upload(in.q), D.k = k.upload(in.k), D.v = v.upload(in.v);
   D.d_o = d_o.upload(in.d_o);
+  // Float inputs: each row's quantum, for dot_float (the same bits as Dot2, fewer operations).
+  const bool exact = float_inputs(in);
+  if (exact) {
+    D.qq = qq.quanta(D.q, numel_q(p) / p.d, p.d), D.kq = kq.quanta(D.k, numel_kv(p) / p.d, p.d);
+    D.vq = vq.quanta(D.v, numel_v(p) / head_dim_v(p), head_dim_v(p));
+    if (!in.d_o.empty()) D.doq = doq.quanta(D.d_o, numel_o(p) / head_dim_v(p), head_dim_v(p));
+  }
   D.o = o.alloc(size_t(numel_o(p))), D.o_err = o_err.alloc(size_t(numel_o(p))), D.o_mag = o_mag.alloc(size_t(numel_o(p)));
   D.lse = lse.alloc(size_t(numel_lse(p))), D.lse_err = lse_err.alloc(size_t(numel_lse(p)));
   D.g = g, D.d = d, D.dv = dv, D.tk = tk;
@@ -1019,7 +1116,8 @@ Certified certified(const Problem& p, const Tensors64& in) {
   if (row_blocks > int64_t(INT32_MAX) || key_blocks > int64_t(INT32_MAX))
     throw NotCovered("the GPU oracle does not cover problems of more than 2^31 blocks");
   if (row_blocks > 0 && D.m_max > 0 && p.n_k > 0) {
-    if (float_inputs(in)) launch<true>(D, grads, !in.d_o.empty(), row_blocks, key_blocks, flag);
+    if (exact)
+      launch<true>(D, grads, !in.d_o.empty(), row_blocks, key_blocks, flag);
     else launch<false>(D, grads, !in.d_o.empty(), row_blocks, key_blocks, flag);
   }
   // Rows of a group with no key: o = 0, lse = the sink (-inf without one), exactly, as on the CPU.
