@@ -7,8 +7,9 @@
 // every bound is carried alongside its value in the same loop, elementwise (Σ_j w_ij |b_jk|, not the
 // CPU's Cauchy–Schwarz form).
 // Three kernels, none with atomics (results are the same bits on every run):
-//   forward_rows   R rows per block, keys in tiles of TK: pass 1 the row max and score bounds,
-//                  pass 2 weights, l (Sum2, one thread per row in key order), o and o_mag;
+//   forward_rows   R rows per block, keys in tiles of TK: pass 1 the row max and score bounds
+//                  (reduced across a warp: no order), pass 2 weights, l (Sum2, one thread per row in
+//                  key order, in registers), o and o_mag;
 //   dq_rows        R rows per block: D (Dot2), then per key dP (Dot2), dS and its bound e, d_q;
 //   dkv_keys       KT keys per block over every row of the group (GQA heads stacked): d_k and d_v.
 // Every sum runs in a fixed order (keys, or rows, ascending; a new partial at each multiple of 256), so
@@ -45,6 +46,7 @@ constexpr int kChunk = 256;
 constexpr int kThreads = 256;
 constexpr int kRows = 8;      // R: rows per block of forward_rows and dq_rows
 constexpr int kMaxTK = 32;    // keys per tile of the row kernels: 32, 16 or 8 (keys_per_tile)
+static_assert(kRows * 8 % 32 == 0 && kRows * kMaxTK <= kThreads, "forward_rows: a pair per thread, whole warps");
 constexpr int kMaxRowT = 32;  // rows per tile of dkv_keys: 32, 16 or 8 (Dev::rt)
 constexpr int kMaxKeyT = 8;   // keys per block of dkv_keys: 8, 4 or 2 (Dev::kt)
 constexpr int kMaxHeadDim = 256;
@@ -61,6 +63,12 @@ constexpr size_t kSmemBudget = 200 * 1024;  // bytes of shared memory per block 
 
 __host__ __device__ inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 __host__ __device__ inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+// The larger of a and b with -0 < +0 and NaN ignored: the maximum of a set in whatever order it is taken.
+__device__ inline double max_total(double a, double b) {
+  if (isnan(b)) return a;
+  if (isnan(a)) return b;
+  return a > b || (a == b && !signbit(a)) ? a : b;
+}
 __host__ __device__ inline double gamma_n(double n) { return n * kU / (1.0 - n * kU); }
 // The chunked sums' γ: min(n, 256) roundings inside a chunk (the product's and the chunk's additions),
 // one per chunk added to the total, `extra` more after it.
@@ -351,9 +359,8 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
   double* q = sm;                   // (R, d), pitch pd
   double* kt = q + kRows * pd;      // (TK, d), pitch pd
   double* vt = kt + TK * pd;        // (TK, dv), pitch pdv
-  double* t_sh = vt + TK * pdv;     // (R, TK): scores' high parts, then weights
-  double* t_sl = t_sh + kRows * TK;
-  double* t_x = t_sl + kRows * TK;  // eps, then |xl| (-1: dropped)
+  double* t_sh = vt + TK * pdv;     // (R, TK): pass 1's weights
+  double* t_x = t_sh + kRows * TK;  // |xl| (-1: dropped)
   double* vmax = t_x + kRows * TK;  // (dv)
   // This thread's elements (row, column) of o and o_mag: e-th at threadIdx.x + e·kThreads of the (R, dv)
   // tile; each a chunk's partial (part) and the sum of the chunks before it (tot).
@@ -388,6 +395,12 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
     if (s_row[t] >= 0 && s_j1[t] > s_j0[t]) lo = imin(lo, s_j0[t]), hi = imax(hi, s_j1[t]);
   const int64_t t_first = lo / TK * TK;
   __syncthreads();
+  // Row threadIdx.x's l (Sum2: r_ls + r_lc), its largest |xl| and its dropped weights, kept by that
+  // thread (threadIdx.x < kRows) in registers over pass 1's tiles.
+  const int64_t my_row = threadIdx.x < kRows ? s_row[threadIdx.x] : -1;
+  const int64_t my_j0 = threadIdx.x < kRows ? s_j0[threadIdx.x] : 0,
+                my_j1 = threadIdx.x < kRows ? s_j1[threadIdx.x] : 0;
+  double r_ls = 0, r_lc = 0, r_xlm = 0, r_nd = 0;
 
   for (int pass = 0; pass < 2; ++pass) {
     for (int64_t t0 = t_first; t0 < hi; t0 += TK) {
@@ -396,20 +409,33 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
       load_quanta(t_ke, D.kq, TK, cnt, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
       if (pass == 1) load_rows(vt, D.v, TK, cnt, dv, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
       __syncthreads();
-      for (int idx = threadIdx.x; idx < kRows * TK; idx += blockDim.x) {
-        const int t = idx / TK, jj = idx % TK;
+      // One pair per thread (kRows·TK <= kThreads, whole warps: TK divides 32); a row's pairs are TK
+      // adjacent lanes of one warp.
+      if (threadIdx.x < kRows * TK) {
+        const int idx = threadIdx.x, t = idx / TK, jj = idx % TK;
         const int64_t j = t0 + jj;
         double sh = -INFINITY, sl = 0, eps = 0;
         const bool seen = s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t] &&
                           biased_score<Exact>(D, q + t * pd, kt + jj * pd, s_qe[t] + t_ke[jj], b, s_h[t], s_i[t], n_q,
                                               n_k, j, sh, sl, eps);
-        if (!seen) {  // weight 0; in pass 0, eps < 0 marks a key the masks hide
-          sh = pass == 1 ? NAN : -INFINITY;
-          sl = 0, eps = -1;
-        }
         if (pass == 0) {
-          t_sh[idx] = sh, t_sl[idx] = sl, t_x[idx] = eps;
-        } else if (isnan(sh)) {
+          // The row's statistics over the keys it sees (the masks' hidden ones not): a count, a flag,
+          // maxima, none of which depends on the order, reduced across the row's lanes.
+          int64_t nv = seen ? 1 : 0;
+          int bad = seen && (!isfinite(sh) || !isfinite(sl));
+          double mx = seen ? sh : -INFINITY, em = seen ? eps : 0.0, slm = seen ? fabs(sl) : 0.0;
+          for (int off = TK / 2; off > 0; off /= 2) {
+            nv += __shfl_xor_sync(0xffffffffu, nv, off);
+            bad |= __shfl_xor_sync(0xffffffffu, bad, off);
+            mx = max_total(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            em = fmax(em, __shfl_xor_sync(0xffffffffu, em, off));
+            slm = fmax(slm, __shfl_xor_sync(0xffffffffu, slm, off));
+          }
+          if (jj == 0) {
+            s_nv[t] += nv, s_bad[t] |= bad;
+            s_mx[t] = max_total(s_mx[t], mx), s_eps[t] = fmax(s_eps[t], em), s_slm[t] = fmax(s_slm[t], slm);
+          }
+        } else if (!seen) {  // weight 0, not a dropped one
           t_sh[idx] = 0, t_x[idx] = 0;
         } else {
           double xl;
@@ -419,25 +445,20 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
         }
       }
       __syncthreads();
-      if (threadIdx.x < kRows) {  // the row's own sequential part, in key order
+      if (pass == 1 && threadIdx.x < kRows && my_row >= 0) {  // l by Sum2 in key order, in registers
         const int t = threadIdx.x;
         for (int jj = 0; jj < TK; ++jj) {
           const int64_t j = t0 + jj;
-          if (s_row[t] < 0 || j < s_j0[t] || j >= s_j1[t]) continue;
+          if (j < my_j0 || j >= my_j1) continue;
           const int idx = t * TK + jj;
-          if (pass == 0) {
-            if (t_x[idx] < 0) continue;  // hidden by a mask
-            s_nv[t] += 1;
-            const double sh = t_sh[idx], sl = t_sl[idx];
-            if (!isfinite(sh) || !isfinite(sl)) s_bad[t] = 1;
-            s_mx[t] = fmax(s_mx[t], sh), s_eps[t] = fmax(s_eps[t], t_x[idx]), s_slm[t] = fmax(s_slm[t], fabs(sl));
-          } else if (t_x[idx] < 0) {
-            s_nd[t] += 1;
-          } else {
+          const double w = t_sh[idx], x = t_x[idx];
+          if (x < 0) {
+            r_nd += 1;
+          } else {  // (a key the masks hide: w = 0, which leaves l's bits as they are)
             double e;
-            two_sum(s_ls[t], t_sh[idx], s_ls[t], e);  // Sum2
-            s_lc[t] += e;
-            s_xlm[t] = fmax(s_xlm[t], t_x[idx]);
+            two_sum(r_ls, w, r_ls, e);  // Sum2
+            r_lc += e;
+            r_xlm = fmax(r_xlm, x);
           }
         }
       }
@@ -461,6 +482,10 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
         }
       }
       __syncthreads();
+    }
+    if (pass == 1 && threadIdx.x < kRows) {
+      const int t = threadIdx.x;
+      s_ls[t] = r_ls, s_lc[t] = r_lc, s_xlm[t] = r_xlm, s_nd[t] = r_nd;
     }
     if (pass == 0 && threadIdx.x < kRows) {
       const int t = threadIdx.x;
@@ -885,7 +910,7 @@ bool certifiable(double x) { return std::isfinite(x) && std::fabs(x) < std::ldex
 
 // Shared memory of each kernel (tiles of rows at pitch width + 1, then the accumulators).
 size_t fwd_smem(int d, int dv, int tk) {
-  return size_t(kRows * (d + 1) + tk * (d + 1) + tk * (dv + 1) + 3 * kRows * tk + dv) * 8;
+  return size_t(kRows * (d + 1) + tk * (d + 1) + tk * (dv + 1) + 2 * kRows * tk + dv) * 8;
 }
 size_t dq_smem(int d, int dv, int tk) {
   return size_t(kRows * (d + 1) + kRows * (dv + 1) + tk * (d + 1) + tk * (dv + 1) + 2 * kRows * tk) * 8;
