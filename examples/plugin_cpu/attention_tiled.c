@@ -152,9 +152,12 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
   (void)stream;
   const int64_t d = p->d, bn = configs[p->config].block_n;
   const float scale = (float)p->scale;
+  /* One head's K and V, and one row of q, decoded to float once (the values load() gives). */
   float *s = malloc(sizeof(float) * (size_t)bn), *acc = malloc(sizeof(float) * (size_t)d);
-  if (!s || !acc) {
-    free(s), free(acc);
+  float *kf = malloc(sizeof(float) * (size_t)(p->n_k * d + 1)), *vf = malloc(sizeof(float) * (size_t)(p->n_k * d + 1));
+  float *qf = malloc(sizeof(float) * (size_t)d);
+  if (!s || !acc || !kf || !vf || !qf) {
+    free(s), free(acc), free(kf), free(vf), free(qf);
     strcpy(error_text, "out of memory");
     return 1;
   }
@@ -162,12 +165,13 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
     for (int64_t h = 0; h < p->heads_q; ++h) {
       const int64_t g = h / (p->heads_q / p->heads_kv);
       const int64_t oq = (b * p->heads_q + h) * p->n_q * d, ok = (b * p->heads_kv + g) * p->n_k * d;
+      for (int64_t x = 0; x < p->n_k * d; ++x) kf[x] = load(&a->k, ok + x), vf[x] = load(&a->v, ok + x);
       /* The rows of a query tile walk the same key tiles; each row is independent, so a row at a time. */
       for (int64_t i = 0; i < p->n_q; ++i) {
         int64_t end = visible_end(p, i);
         if (FC_FAULT == TAIL && end > bn) end -= 1; /* the tail tile loses its last key */
         float m = -INFINITY, l = 0;
-        for (int64_t c = 0; c < d; ++c) acc[c] = 0;
+        for (int64_t c = 0; c < d; ++c) acc[c] = 0, qf[c] = load(&a->q, oq + i * d + c);
         for (int64_t j0 = 0; j0 < end; j0 += bn) {
           const int64_t j1 = j0 + bn < end ? j0 + bn : end;
           float m_new = m;
@@ -179,7 +183,7 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
             float dot = 0;
             for (int64_t e = 0; e < d; ++e) {
               const int64_t c = rev ? d - 1 - e : e;
-              dot = fmaf(load(&a->q, oq + i * d + c), load(&a->k, ok + j * d + c), dot);
+              dot = fmaf(qf[c], kf[j * d + c], dot);
             }
             s[j - j0] = dot * scale;
             if (s[j - j0] > m_new) m_new = s[j - j0];
@@ -193,7 +197,7 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
             l += pj;
             const float p_op = to_storage(&a->v, pj);
             for (int64_t c = 0; c < d; ++c) {
-              const float vj = load(&a->v, ok + j * d + c);
+              const float vj = vf[j * d + c];
               acc[c] = FC_ACC16 ? round_half(fma((double)p_op, (double)vj, (double)acc[c])) : fmaf(p_op, vj, acc[c]);
             }
           }
@@ -204,7 +208,7 @@ static int forward(const fc_problem *p, const fc_forward_args *a, void *stream) 
         ((float *)a->lse.data)[(b * p->heads_q + h) * p->n_q + i] = l == 0 ? -INFINITY : m + logf(l);
       }
     }
-  free(s), free(acc);
+  free(s), free(acc), free(kf), free(vf), free(qf);
   return 0;
 }
 
