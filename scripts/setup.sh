@@ -38,9 +38,11 @@ export DEBIAN_FRONTEND=noninteractive
 # --- packages -------------------------------------------------------------------------------------
 # One entry per need; "a|b" lists the names it has across Debian 12, Debian 13 and Ubuntu 24.04, the
 # first the distribution offers is installed. Catch2 is v2 on Debian 12 and v3 elsewhere (both work).
+# ccache and lld only make the builds faster (cmake/FlashcheckBuildSpeed.cmake); the compiler cache is
+# ~/.cache/ccache, so a second clone on the same machine compiles little.
 packages=(g++ cmake ninja-build pkg-config librapidcheck-dev "catch2|libcatch2-dev" libeigen3-dev libboost-dev
           libmpfr-dev libgmp-dev libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev python3 python3-pytest
-          python3-numpy python3-setuptools python3-wheel)
+          python3-numpy python3-setuptools python3-wheel ccache lld)
 # clang and its sanitizer runtimes build the second build; the suite renders report.html in headless
 # Chromium and decodes its screenshot (zlib); the wheel's test installs it into a fresh virtual
 # environment (venv), and the CI recipes' test reads the GitHub Actions workflow (PyYAML).
@@ -131,7 +133,7 @@ prefix=$(catch2_v3_prefix)
 CMAKE_PREFIX_PATH=$prefix${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH} \
   cmake --preset asan-ubsan >/dev/null
 cmake --build --preset asan-ubsan -j "$jobs"
-# Labels `long` (the 20-seed runs), `tooling` and `mutants` (the kill matrix) stay with the main build
-# (the asan-ubsan test preset says which tests and why: docs/DECISIONS.md); every other CPU test runs
-# here too.
+# Labels `long` (the 20-seed runs), `tooling` and `mutants` (the kill matrix) stay with the main build,
+# and so do the tests tagged [volume], which the preset's FC_SKIP_TAGS skips (the asan-ubsan test
+# preset says which tests and why: docs/DECISIONS.md); every other CPU test runs here too.
 ctest --preset asan-ubsan -j "$jobs"

@@ -129,7 +129,7 @@ TEST_CASE("declarations: every case is inside them, the laws they open run, and 
 }
 
 TEST_CASE("declarations: the planted fault is killed, and a hidden fp16 accumulator fails where a declared one passes",
-          "[cpu]") {
+          "[cpu][volume]") {
   const DeclaredRun tail = check("plugin_tiled_tail", {"--law", "reference", "--cases", "30", "--seed", "5"});
   CAPTURE(tail.ran.out);
   CHECK(tail.ran.code == 1);
@@ -164,7 +164,7 @@ TEST_CASE("declarations: the planted fault is killed, and a hidden fp16 accumula
 
 TEST_CASE("permutations: declared arithmetic without exactness is judged by the differential bound, and a "
           "position-dependent score fails only the permutation law",
-          "[cpu]") {
+          "[cpu][volume]") {
 #ifdef FC_LONG_TEST
   const std::string cases = "100";
 #else

@@ -53,7 +53,7 @@ std::vector<std::string> reference_run(const std::string& fault) {
 
 }  // namespace
 
-TEST_CASE("check --plugin: the correct example kernel passes every law, isolated and in-process", "[cpu]") {
+TEST_CASE("check --plugin: the correct example kernel passes every law, isolated and in-process", "[cpu][volume]") {
   const Ran r = run_cli({"check", "--plugin", plugin_path("plugin_cpu_none"), "--seed", "7"});
   CAPTURE(r.out, r.err);
   CHECK(r.code == 0);
@@ -109,7 +109,7 @@ TEST_CASE("check --plugin: a problem the plugin declines is n/a, never a failure
 // compact1 declines strided layouts (its axes all longer than 1, where a strided layout cannot pass for
 // a compact one), and every problem a law derives (a varlen batch, its sequences run alone, zero_length's
 // batches) must pass supports() as generated cases do: every law that applies runs and none fails.
-TEST_CASE("check --plugin: a kernel of compact tensors only never receives another", "[cpu]") {
+TEST_CASE("check --plugin: a kernel of compact tensors only never receives another", "[cpu][volume]") {
   for (const char* flavour : {"plugin_cpu_compact1", "plugin_cpu_compact2"}) {
     const Ran r = run_cli({"check", "--plugin", plugin_path(flavour), "--seed", "7", "--cases", "50"});
     CAPTURE(flavour, r.out, r.err);
@@ -300,7 +300,7 @@ TEST_CASE("check --plugin: after a crash the suite goes on with a fresh worker",
 // A plan cached per problem, strides included (FC_FAULT=LAYOUT_CACHE): one problem always comes in one
 // layout, so reference passes it; consecutive_calls calls the problem again in another layout and kills
 // it at every one of 20 seeds, naming the layout. The correct example passes consecutive_calls.
-TEST_CASE("check --plugin: consecutive_calls kills a layout cached per problem at 20 seeds", "[cpu]") {
+TEST_CASE("check --plugin: consecutive_calls kills a layout cached per problem at 20 seeds", "[cpu][volume]") {
   const std::string cached = plugin_path("plugin_cpu_layout_cache"), none = plugin_path("plugin_cpu_none");
   const Ran ref = run_cli({"check", "--plugin", cached, "--law", "reference", "--seed", "1", "--no-progress",
                            "--regressions", no_regressions()});

@@ -36,7 +36,7 @@ TEST_CASE("the variant mutants' kernel without its fault passes every variant la
   }
 }
 
-TEST_CASE("each variant law kills a mutant no other variant law kills", "[cpu]") {
+TEST_CASE("each variant law kills a mutant no other variant law kills", "[cpu][volume]") {
   const std::map<std::string, std::string> witness = {
       {"varlen_split", "mutant_varlen_max_alignment"}, {"paged", "mutant_page_size_128"},
       {"strides", "mutant_strides_ignored"},           {"window_mask", "mutant_window_right_exclusive"},

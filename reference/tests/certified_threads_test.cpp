@@ -79,7 +79,7 @@ TEST_CASE("certified gives the same bits on 1 thread and on 5", "[cpu]") {
   CHECK(checked > 5);
 }
 
-TEST_CASE("error bounds give the same bits on 1 thread and on 5", "[cpu]") {
+TEST_CASE("error bounds give the same bits on 1 thread and on 5", "[cpu][volume]") {
   using namespace fc;
   std::vector<fc::ref::testing::CertifiedCase> cases = fc::ref::testing::certified_cases();
   cases.push_back(large_case());
@@ -109,7 +109,7 @@ TEST_CASE("error bounds give the same bits on 1 thread and on 5", "[cpu]") {
 
 // compare's unknown key tile: the bound for every candidate tile in one pass over the blocks, the
 // products of the inputs shared, gives the bits of each tile's own bound, and the largest of them.
-TEST_CASE("error_bounds_max is the elementwise max of error_bounds, bit for bit", "[cpu]") {
+TEST_CASE("error_bounds_max is the elementwise max of error_bounds, bit for bit", "[cpu][volume]") {
   using namespace fc;
   std::vector<fc::ref::testing::CertifiedCase> cases = fc::ref::testing::certified_cases();
   cases.push_back(large_case());
