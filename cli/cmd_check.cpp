@@ -29,8 +29,12 @@
 #include <cstring>
 #include <iterator>
 #include <optional>
+#include <sstream>
+#include <sys/prctl.h>
+#include <thread>
 #include <unistd.h>
 
+#include "cli/check_jobs.hpp"
 #include "cli/command.hpp"
 #include "cli/options.hpp"
 #include "cli/plugin_options.hpp"
@@ -100,40 +104,39 @@ nlohmann::json failure_json(const props::Failure& f) {
   return {{"file", f.source}, {"message", f.message}, {"counterexample", f.counterexample}, {"replay", f.replay}};
 }
 
-std::string results_json(const Kernel& k, const props::RunOptions& opt,
-                         const std::vector<std::pair<std::string, props::LawResult>>& results, bool ok) {
-  nlohmann::json laws = nlohmann::json::array();
-  for (const auto& [id, r] : results) {
-    const props::Law* law = props::find_law(id);
-    nlohmann::json problems = nlohmann::json::array();
-    for (const auto& [role, in] : r.evidence.problems)
-      problems.push_back({{"role", role}, {"problem", props::describe(in)}});
-    nlohmann::json regressions = nlohmann::json::array();
-    for (const props::Failure& f : r.regression_failures) regressions.push_back(failure_json(f));
-    nlohmann::json one = {{"id", id},
-                          {"sentence", law ? law->sentence : ""},
-                          {"status", props::law_status(r)},
-                          {"cases", r.cases},
-                          {"regression_cases", r.regression_cases},
-                          {"declined", r.declined},
-                          {"paths", r.paths},
-                          {"discarded", r.discarded},
-                          {"seconds", r.seconds},
-                          {"message", r.applies ? r.message : r.not_applicable},
-                          {"hint", r.hint},
-                          {"failed_on", !r.applies || r.ok || r.inconclusive ? ""
-                                        : r.random_failed                    ? "random"
-                                                                             : "regression"},
-                          {"counterexample", r.counterexample},
-                          {"problems", problems},
-                          {"transform", r.evidence.transform},
-                          {"replay", r.replay},
-                          {"saved", r.saved},
-                          {"saved_problems", r.saved_problems},
-                          {"regression_failures", regressions}};
-    if (r.repeats > 0) one["repeats"] = {{"run", r.repeats}, {"failed", r.repeats_failed}};
-    laws.push_back(one);
-  }
+// One law's object of check's JSON (and of a law process's record: cli/check_jobs.hpp).
+nlohmann::json law_json(const std::string& id, const props::LawResult& r) {
+  const props::Law* law = props::find_law(id);
+  nlohmann::json problems = nlohmann::json::array();
+  for (const auto& [role, in] : r.evidence.problems) problems.push_back({{"role", role}, {"problem", props::describe(in)}});
+  nlohmann::json regressions = nlohmann::json::array();
+  for (const props::Failure& f : r.regression_failures) regressions.push_back(failure_json(f));
+  nlohmann::json one = {{"id", id},
+                        {"sentence", law ? law->sentence : ""},
+                        {"status", props::law_status(r)},
+                        {"cases", r.cases},
+                        {"regression_cases", r.regression_cases},
+                        {"declined", r.declined},
+                        {"paths", r.paths},
+                        {"discarded", r.discarded},
+                        {"seconds", r.seconds},
+                        {"message", r.applies ? r.message : r.not_applicable},
+                        {"hint", r.hint},
+                        {"failed_on", !r.applies || r.ok || r.inconclusive ? ""
+                                      : r.random_failed                    ? "random"
+                                                                           : "regression"},
+                        {"counterexample", r.counterexample},
+                        {"problems", problems},
+                        {"transform", r.evidence.transform},
+                        {"replay", r.replay},
+                        {"saved", r.saved},
+                        {"saved_problems", r.saved_problems},
+                        {"regression_failures", regressions}};
+  if (r.repeats > 0) one["repeats"] = {{"run", r.repeats}, {"failed", r.repeats_failed}};
+  return one;
+}
+
+std::string results_json(const Kernel& k, const props::RunOptions& opt, const nlohmann::json& laws, bool ok) {
   return nlohmann::json{{"kernel", k.info.name}, {"device", k.info.device},    {"description", k.info.description},
                         {"seed", opt.seed},      {"cases_per_law", opt.cases}, {"ok", ok},
                         {"laws", laws}}
@@ -227,6 +230,12 @@ void add_check_options(CLI::App* sub, CheckRequest& o, const ExternalKernel* ext
       ->check(CLI::Range(0, 100000));
   sub->add_flag("--no-progress", o.no_progress, "no progress lines on stderr");
   if (!ext) {
+    sub->add_option("--jobs", o.jobs,
+                    "laws run at once, each in a process of its own (default 1; 0: one per hardware thread)")
+        ->check(decimal_unsigned())
+        ->check(CLI::Range(0, 1024));
+    // A law's process of --jobs writes its result here (cli/check_jobs.hpp); not for users.
+    sub->add_option("--law-record", o.law_record)->group("");
     sub->add_flag("--kill-matrix", o.kill_matrix, "every law on every mutant (or --kernels): which law kills which");
     sub->add_option("--kernels", o.kernels, "kernels for --kill-matrix (default: every mutant whose device is present)")
         ->delimiter(',');
@@ -305,15 +314,28 @@ int run_check_inputs(const CheckRequest& o, const Kernel& k, const std::string& 
   return code == 0 ? kExitPass : kExitFail;
 }
 
+// The failed and inconclusive laws among check's JSON objects (law_json), by status.
+struct Tally {
+  int failed = 0, inconclusive = 0;
+};
+Tally tally_of(const nlohmann::json& laws) {
+  Tally t;
+  for (const nlohmann::json& law : laws) {
+    t.failed += law.at("status") == "fail";
+    t.inconclusive += law.at("status") == "inconclusive";
+  }
+  return t;
+}
+
 // The laws' verdicts of a suite's run, as check's JSON and as the C API's entries.
-Outcome outcome_of(const Kernel& k, const props::RunOptions& opt,
-                   const std::vector<std::pair<std::string, props::LawResult>>& results, bool ok, int code) {
+Outcome outcome_of(const Kernel& k, const props::RunOptions& opt, const nlohmann::json& laws, int code) {
+  const Tally t = tally_of(laws);
   Outcome res;
   res.code = code;
-  res.json = results_json(k, opt, results, ok) + "\n";
-  for (const auto& [id, r] : results)
-    res.laws.push_back(
-        {id, props::law_status(r), r.applies ? r.message : r.not_applicable, r.cases, r.regression_cases, r.declined});
+  res.json = results_json(k, opt, laws, t.failed == 0 && t.inconclusive == 0) + "\n";
+  for (const nlohmann::json& law : laws)
+    res.laws.push_back({law.at("id"), law.at("status"), law.at("message"), law.at("cases"), law.at("regression_cases"),
+                        law.at("declined")});
   return res;
 }
 
@@ -336,21 +358,42 @@ props::RunOptions suite_options(const CheckRequest& o, props::RunOptions opt) {
   return opt;
 }
 
-// The last lines of the report: the worker's restarts and the verdict.
-void print_verdict(const std::vector<std::pair<std::string, props::LawResult>>& results, bool ok, int code,
-                   std::ostream& out) {
-  const int failed = int(std::count_if(results.begin(), results.end(), [](const auto& r) {
-    return r.second.applies && !r.second.ok && !r.second.inconclusive;
-  }));
-  const int inconclusive =
-      int(std::count_if(results.begin(), results.end(), [](const auto& r) { return r.second.inconclusive; }));
-  if (ok)
+// The last line of the report: the verdict.
+void print_verdict(const Tally& t, int code, std::ostream& out) {
+  if (t.failed == 0 && t.inconclusive == 0)
     out << "every law holds\n";
-  else if (failed > 0)
-    out << (inconclusive > 0 ? fmt::format("a law failed ({} inconclusive)\n", inconclusive) : "a law failed\n");
+  else if (t.failed > 0)
+    out << (t.inconclusive > 0 ? fmt::format("a law failed ({} inconclusive)\n", t.inconclusive) : "a law failed\n");
   else
-    out << fmt::format("no law failed; {} inconclusive{}\n", inconclusive,
+    out << fmt::format("no law failed; {} inconclusive{}\n", t.inconclusive,
                        code == kExitPass ? " (--allow-inconclusive)" : "");
+}
+
+// --jobs: the laws that apply in processes of their own (cli/check_jobs.hpp), those that do not here;
+// each law's text goes to `out` in the suite's order. Returns the laws' JSON objects and adds the law
+// processes' worker restarts to `restarts`.
+nlohmann::json run_suite_in_processes(const CheckRequest& o, const Kernel& k, const props::RunOptions& opt,
+                                      std::ostream& out, int& restarts) {
+  std::vector<std::string> ids;
+  for (const props::Law& law : props::laws())
+    if (props::law_applies(law, k)) ids.push_back(law.id);
+  const int jobs = o.jobs > 0 ? o.jobs : int(std::max(1u, std::thread::hardware_concurrency()));
+  const std::vector<LawRecord> records = run_laws_in_processes(ids, jobs, opt.seed, opt.progress, opt.progress_after_s);
+  nlohmann::json laws = nlohmann::json::array();
+  size_t next = 0;
+  for (const props::Law& law : props::laws()) {
+    if (next < ids.size() && ids[next] == law.id) {
+      const LawRecord& r = records[next++];
+      out << r.block;
+      laws.push_back(r.entry);
+      restarts += r.restarts;
+      continue;
+    }
+    const props::LawResult r = props::run_law(law, k, opt);
+    props::print_result(law, r, out);
+    laws.push_back(law_json(law.id, r));
+  }
+  return laws;
 }
 
 // --list-laws and --kill-matrix: no kernel of the request's, no laws' results.
@@ -386,23 +429,39 @@ Outcome run_check(const CheckRequest& o, const ExternalKernel* ext) {
   if (!o.json_out.empty()) io::check_output_path(o.json_out);
   if (!o.inputs.empty()) return Outcome{run_check_inputs(o, *k, opt.replay_prefix, out), "", {}};
   opt = suite_options(o, opt);
+  // A law's process of --jobs ends with the check that started it (a time-out or ^C there).
+  if (!o.law_record.empty()) prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (subject) opt.faults = [&subject] { return int64_t(subject->faults()); };
   out << fmt::format("flashcheck check: kernel {} ({}), {} cases per law, seed {}\n", k->info.name,
                      k->info.mutant ? "mutant" : k->info.device, opt.cases, opt.seed);
   if (subject) out << fmt::format("  {}; {}\n", k->info.description, subject->notes());
-  std::vector<std::pair<std::string, props::LawResult>> results;
-  std::optional<CurrentCase::Installed> signals(std::in_place);
-  const bool ok = props::run_suite(*k, opt, out, o.law, &results);
-  signals.reset();
+  nlohmann::json laws = nlohmann::json::array();
+  int restarts = 0;
+  if (o.jobs != 1 && o.law.empty() && o.reproduce.empty() && o.case_file.empty() && !ext) {
+    laws = run_suite_in_processes(o, *k, opt, out, restarts);
+  } else {
+    std::vector<std::pair<std::string, props::LawResult>> results;
+    std::optional<CurrentCase::Installed> signals(std::in_place);
+    std::ostringstream block;
+    props::run_suite(*k, opt, o.law_record.empty() ? out : block, o.law, &results);
+    signals.reset();
+    for (const auto& [id, r] : results) laws.push_back(law_json(id, r));
+    if (!o.law_record.empty()) {
+      out << block.str();
+      write_law_record(o.law_record, {o.law, block.str(), laws.at(0), subject ? subject->restarts() : 0});
+    }
+  }
+  if (subject) restarts += subject->restarts();
+  const Tally t = tally_of(laws);
   static_assert(kExitInconclusive == 3 && kExitFail == 1 && kExitPass == 0, "props::suite_exit_code's codes");
-  const int code = props::suite_exit_code(results, o.fail_inconclusive    ? props::OnInconclusive::Fail
-                                                   : o.allow_inconclusive ? props::OnInconclusive::Pass
-                                                                          : props::OnInconclusive::Exit3);
-  Outcome res = outcome_of(*k, opt, results, ok, code);
+  const int code = props::suite_exit_code(t.failed > 0, t.inconclusive > 0,
+                                          o.fail_inconclusive    ? props::OnInconclusive::Fail
+                                          : o.allow_inconclusive ? props::OnInconclusive::Pass
+                                                                 : props::OnInconclusive::Exit3);
+  Outcome res = outcome_of(*k, opt, laws, code);
   if (!o.json_out.empty()) io::write_file_atomic(o.json_out, res.json);
-  if (subject && subject->restarts() > 0)
-    out << fmt::format("the worker was restarted {} times after faults\n", subject->restarts());
-  print_verdict(results, ok, code, out);
+  if (restarts > 0) out << fmt::format("the worker was restarted {} times after faults\n", restarts);
+  print_verdict(t, code, out);
   out.flush();
   return res;
 }
@@ -414,6 +473,8 @@ void validate(const CheckRequest& o) {
   in("--cases", o.cases, 1, 1000000);
   in("--shrink-faults", o.shrink_faults, 1, 1000000);
   in("--replay-repeats", o.replay_repeats, 0, 100000);
+  in("--jobs", o.jobs, 0, 1024);
+  if (!o.law_record.empty() && o.law.empty()) throw UsageError("--law-record needs --law");
   validate(o.plugin);
   if (o.fail_inconclusive && o.allow_inconclusive)
     throw UsageError("--fail-on-inconclusive and --allow-inconclusive exclude each other");

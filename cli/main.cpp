@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/check_jobs.hpp"
 #include "cli/command.hpp"
 #include "io/errors.hpp"
 #include "plugin/worker.hpp"
@@ -53,6 +54,7 @@ int stdout_checked(int code) {
 int main(int argc, char** argv) {
   // A plugin's worker process (plugin/worker.hpp): started by `check --plugin`, not by users.
   if (argc >= 2 && std::string(argv[1]) == "__worker") return fc::plugin::worker_main(argc, argv);
+  fc::cli::set_command_line(argc, argv);  // check --jobs starts a process per law with it
   CLI::App app{"flashcheck: property-based correctness and numerics for attention kernels"};
   app.require_subcommand(1);
   std::vector<std::pair<const char*, fc::cli::Action>> runs;

@@ -9,7 +9,6 @@
 #include "plugin/loader.hpp"
 
 namespace fc::cli {
-namespace {
 
 std::string self_exe() {
   std::error_code ec;
@@ -17,8 +16,6 @@ std::string self_exe() {
   if (ec) throw UsageError("cannot find the flashcheck executable (/proc/self/exe) to start a worker");
   return p.string();
 }
-
-}  // namespace
 
 CLI::Option* add_plugin_options(CLI::App* sub, PluginArgs& a, PluginOptions which) {
   CLI::Option* opt = nullptr;

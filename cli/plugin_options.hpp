@@ -40,4 +40,7 @@ std::unique_ptr<plugin::PluginKernel> open_plugin(const PluginArgs& a);
 // "flashcheck check --plugin /abs/lib.so [--layout compact] [--timeout S]": the replay lines' prefix.
 std::string plugin_replay_prefix(const PluginArgs& a, const plugin::PluginKernel& s);
 
+// This program's path (/proc/self/exe): what a plugin's worker and check --jobs's law processes run.
+std::string self_exe();
+
 }  // namespace fc::cli

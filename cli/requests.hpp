@@ -28,6 +28,8 @@ struct CheckRequest {
        allow_inconclusive = false, no_progress = false;
   PluginArgs plugin;
   std::string oracle = "auto";  // cpu | gpu | auto
+  int jobs = 1;                 // laws at once, each in a process of its own (0: one per hardware thread)
+  std::string law_record;       // a law process of --jobs: its result's file (cli/check_jobs.hpp)
 };
 
 // `flashcheck audit`'s options (cli/cmd_audit.cpp).

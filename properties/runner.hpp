@@ -137,6 +137,8 @@ enum class OnInconclusive { Exit3, Fail, Pass };
 // `check`'s exit code over its laws' results (docs/interfaces.md): 1 when a law failed; else 3 when
 // one is inconclusive (or 1 or 0, as `on` says); else 0.
 int suite_exit_code(const std::vector<std::pair<std::string, LawResult>>& results, OnInconclusive on);
+// The same from whether a law failed and whether one is inconclusive.
+int suite_exit_code(bool failed, bool inconclusive, OnInconclusive on);
 
 // Every law (or only `law_id`) on one input file. Returns 0 when every law that applies held, 1
 // when one failed, 2 when none applies (each prints why): never "0 cases, every law holds".

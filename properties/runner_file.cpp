@@ -144,6 +144,10 @@ int suite_exit_code(const std::vector<std::pair<std::string, LawResult>>& result
     failed |= r.applies && !r.ok && !r.inconclusive;
     inconclusive |= r.inconclusive;
   }
+  return suite_exit_code(failed, inconclusive, on);
+}
+
+int suite_exit_code(bool failed, bool inconclusive, OnInconclusive on) {
   if (failed) return 1;
   if (!inconclusive) return 0;
   return on == OnInconclusive::Fail ? 1 : on == OnInconclusive::Pass ? 0 : 3;
