@@ -13,6 +13,7 @@
 # There (on the GPU machine, the bundle carried):
 #   scripts/device.sh bench STEP...         tests laws sanitize check perf perf-quick memory ab (.carry-z)
 #   scripts/device.sh audit                 the GPU audit and the accumulation audit to N = 65536 (.carry-z)
+#   scripts/device.sh check [JOBS...]       flashcheck check on each CUDA kernel, per --jobs value (.carry-z)
 #   scripts/device.sh bounds                the error model's probe and tightness on the GPU (.carry-z)
 #   scripts/device.sh mutants [STEP...]     kills controls sanitize shapes seeds: the CUDA mutants (.carry-z)
 #   scripts/device.sh fuzz [MODE...]        small big x2: flashcheck fuzz on the CUDA kernels (.carry-z)
@@ -32,6 +33,7 @@ case $job in
   carry-fuzz) exec bash "$jobs/libfuzzer.sh" carry "$@" ;;
   bench) exec bash "$jobs/bench.sh" "$@" ;;
   audit) exec bash "$jobs/audit.sh" "$@" ;;
+  check) exec bash "$jobs/check.sh" "$@" ;;
   bounds) exec bash "$jobs/bounds.sh" run "$@" ;;
   mutants) exec bash "$jobs/mutants.sh" "$@" ;;
   fuzz) exec bash "$jobs/fuzz.sh" "$@" ;;
@@ -39,6 +41,6 @@ case $job in
   external) exec bash "$jobs/external.sh" "$@" ;;
   *)
     [ -n "$job" ] && echo "scripts/device.sh: unknown job \"$job\"" >&2
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2 ;;
 esac
