@@ -19,7 +19,7 @@ TEST_CASE("check --plugin: the example merge kernel passes the merge laws and no
   CHECK(r.out.find("every law holds") != std::string::npos);
 }
 
-TEST_CASE("check --plugin: a merge kernel without the empty-row guard fails merge_empty at 20 seeds", "[cpu]") {
+TEST_CASE("check --plugin: a merge kernel without the empty-row guard fails merge_empty at 20 seeds", "[cpu][volume]") {
   for (int s = 1; s <= 20; ++s) {
     const std::string seed = std::to_string(s);
     const Ran r =
