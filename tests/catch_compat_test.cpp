@@ -1,6 +1,6 @@
 // The test harness itself, under Catch2 v2 and v3 alike: Approx, a RapidCheck property that holds,
 // and one that does not, which must reach Catch as a failure (the `[!shouldfail]` test passes only
-// if its body fails).
+// if its body fails), and a case that FC_SKIP_TAGS skips.
 #include <cmath>
 #include <cstdint>
 
@@ -25,3 +25,6 @@ TEST_CASE("rc::prop checks a property that holds", "[cpu]") {
 TEST_CASE("rc::prop reports a property that fails", "[cpu][!shouldfail]") {
   rc::prop("every int is even", [](int x) { RC_ASSERT(x % 2 == 0); });
 }
+
+// FC_SKIP_TAGS (tests/catch_session.cpp): the ctest test skip_tags runs this case with and without it.
+TEST_CASE("a case with the volume tag runs unless FC_SKIP_TAGS names it", "[cpu][volume]") { CHECK(true); }
