@@ -28,15 +28,18 @@
 
 namespace {
 
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
 // The lower-case tags of FC_SKIP_TAGS; empty when it is unset.
 std::set<std::string> skip_tags() {
   std::set<std::string> tags;
   const char* env = std::getenv("FC_SKIP_TAGS");
   std::istringstream in(env ? env : "");
-  for (std::string t; std::getline(in, t, ',');) {
-    for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (!t.empty()) tags.insert(t);
-  }
+  for (std::string t; std::getline(in, t, ',');)
+    if (!t.empty()) tags.insert(lower(t));
   return tags;
 }
 
@@ -48,13 +51,12 @@ std::string skipped_tag(Catch::Session& session, const std::set<std::string>& sk
     const Catch::TestCaseInfo& info = test.getTestCaseInfo();
     if (!config.testSpec().matches(info)) continue;
     for (const Catch::Tag& tag : info.tags) {
-      std::string t(tag.original.data(), tag.original.size());
+      const std::string t(tag.original.data(), tag.original.size());
 #else
     if (!Catch::matchTest(test, config.testSpec(), config)) continue;
-    for (std::string t : test.tags) {
+    for (const std::string& t : test.tags) {
 #endif
-      for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (skip.count(t)) return t;
+      if (const std::string l = lower(t); skip.count(l)) return l;
     }
   }
   return "";
