@@ -122,13 +122,8 @@ Config decode_config(ByteSource& src, const Kernel& k, int32_t n_max) {
 // The regime the data show, tried from the most specific label (properties' classify decides).
 Regime label(const props::Case& c) {
   using R = Regime;
-  props::Case probe = c;
-  for (R r : {R::FullyMasked, R::Fp16Max, R::Subnormal, R::SubnormalP, R::Huge, R::FarBelow, R::AllEqual, R::Ties,
-              R::Outliers}) {
-    probe.regime = r;
-    if (props::classify(probe) == r) return r;
-  }
-  return R::Normal;
+  return props::first_shown(c.in, {R::FullyMasked, R::Fp16Max, R::Subnormal, R::SubnormalP, R::Huge, R::FarBelow,
+                                   R::AllEqual, R::Ties, R::Outliers});
 }
 
 const char* const kValuesNames[] = {"zero", "small_int", "grid", "scaled", "raw", "sprinkle", "constant"};

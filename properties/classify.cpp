@@ -2,6 +2,8 @@
 // are, not what the generator meant them to be.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <optional>
 
 #include "properties/constants.hpp"
 #include "properties/generators.hpp"
@@ -33,6 +35,9 @@ ScoreStats score_stats(const Inputs& in) {
   // Half the smallest subnormal: weights below it round to 0, so they are not "subnormal P".
   const double sub_lo = 2 * ref::underflow_floor(p.dtype), sub_hi = ref::min_normal(p.dtype);
   std::vector<double> s(static_cast<size_t>(p.n_k));  // (n_k,) one row of scores
+  // In float64 once, in the logical order the offsets index: an element read through HostTensor::get
+  // in the inner loop costs an index walk and a dtype switch for each of its n_k uses.
+  const std::vector<double> q = in.q.to_f64(), k = in.k.to_f64();
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h)
       for (int64_t i = 0; i < p.n_q; ++i) {
@@ -41,10 +46,11 @@ ScoreStats score_stats(const Inputs& in) {
           ++st.empty_rows;
           continue;
         }
+        const double* q_i = q.data() + offset_q(p, b, h, i);
         for (int64_t j = 0; j < n_v; ++j) {
+          const double* k_j = k.data() + offset_kv(p, b, kv_head(p, int32_t(h)), j);
           double dot = 0;
-          for (int64_t x = 0; x < p.d; ++x)
-            dot += in.q.get(offset_q(p, b, h, i) + x) * in.k.get(offset_kv(p, b, kv_head(p, int32_t(h)), j) + x);
+          for (int64_t x = 0; x < p.d; ++x) dot += q_i[x] * k_j[x];
           s[size_t(j)] = p.scale * dot;
         }
         const double m = *std::max_element(s.begin(), s.begin() + n_v);
@@ -62,40 +68,60 @@ ScoreStats score_stats(const Inputs& in) {
   return st;
 }
 
+namespace {
+
+// Whether the inputs show regime r's defining property; `stats` gives the score statistics, computed
+// at most once however many regimes ask.
+bool shows(Regime r, const Inputs& in, const std::function<const ScoreStats&()>& stats) {
+  switch (r) {
+    case Regime::Normal:
+    case Regime::Poison: return true;
+    case Regime::Grid: return on_grid(in.q) && on_grid(in.k) && on_grid(in.v);
+    case Regime::Outliers:  // an N(0,100) draw: beyond 5 sigma of N(0,1)
+      return std::max({max_abs(in.q), max_abs(in.k), max_abs(in.v)}) > 5;
+    case Regime::Ones: {
+      for (int64_t i = 0; i < in.v.numel(); ++i)
+        if (in.v.get(i) != 1.0) return false;
+      return true;
+    }
+    case Regime::Fp16Max: return in.p.dtype == DType::F16 && max_abs(in.v) >= 0.9 * 65504 * (1 - 0x1p-11);
+    case Regime::Subnormal: {  // some value, and none above, the smallest normal
+      const double m = std::max({max_abs(in.q), max_abs(in.k), max_abs(in.v)});
+      return m > 0 && m < ref::min_normal(in.p.dtype);
+    }
+    case Regime::Huge: return stats().max_abs >= 1e3;
+    case Regime::FarBelow: return stats().max_score <= -1e4;
+    case Regime::Ties: return stats().tied_rows > 0;
+    case Regime::AllEqual: return stats().multi_rows > 0 && stats().equal_rows == stats().multi_rows;
+    case Regime::SubnormalP: return stats().subnormal_p > 0;
+    case Regime::FullyMasked: return stats().empty_rows > 0;
+    case Regime::LongRow: return n_visible(in.p.mask, in.p.n_q - 1, in.p.n_q, in.p.n_k) >= 256;
+    case Regime::kCount: break;
+  }
+  return false;
+}
+
+// score_stats(in), computed on the first call only.
+std::function<const ScoreStats&()> lazy_stats(const Inputs& in, std::optional<ScoreStats>& held) {
+  return [&in, &held]() -> const ScoreStats& {
+    if (!held) held = score_stats(in);
+    return *held;
+  };
+}
+
+}  // namespace
+
 Regime classify(const Case& c) {
-  const Inputs& in = c.in;
-  const bool shows = [&] {
-    switch (c.regime) {
-      case Regime::Normal:
-      case Regime::Poison: return true;
-      case Regime::Grid: return on_grid(in.q) && on_grid(in.k) && on_grid(in.v);
-      case Regime::Outliers:  // an N(0,100) draw: beyond 5 sigma of N(0,1)
-        return std::max({max_abs(in.q), max_abs(in.k), max_abs(in.v)}) > 5;
-      case Regime::Ones: {
-        for (int64_t i = 0; i < in.v.numel(); ++i)
-          if (in.v.get(i) != 1.0) return false;
-        return true;
-      }
-      case Regime::Fp16Max: return in.p.dtype == DType::F16 && max_abs(in.v) >= 0.9 * 65504 * (1 - 0x1p-11);
-      case Regime::Subnormal: {  // some value, and none above, the smallest normal
-        const double m = std::max({max_abs(in.q), max_abs(in.k), max_abs(in.v)});
-        return m > 0 && m < ref::min_normal(in.p.dtype);
-      }
-      default: break;
-    }
-    const ScoreStats st = score_stats(in);
-    switch (c.regime) {
-      case Regime::Huge: return st.max_abs >= 1e3;
-      case Regime::FarBelow: return st.max_score <= -1e4;
-      case Regime::Ties: return st.tied_rows > 0;
-      case Regime::AllEqual: return st.multi_rows > 0 && st.equal_rows == st.multi_rows;
-      case Regime::SubnormalP: return st.subnormal_p > 0;
-      case Regime::FullyMasked: return st.empty_rows > 0;
-      case Regime::LongRow: return n_visible(in.p.mask, in.p.n_q - 1, in.p.n_q, in.p.n_k) >= 256;
-      default: return false;
-    }
-  }();
-  return shows ? c.regime : Regime::Normal;
+  std::optional<ScoreStats> held;
+  return shows(c.regime, c.in, lazy_stats(c.in, held)) ? c.regime : Regime::Normal;
+}
+
+Regime first_shown(const Inputs& in, std::initializer_list<Regime> order) {
+  std::optional<ScoreStats> held;
+  const auto stats = lazy_stats(in, held);
+  for (Regime r : order)
+    if (shows(r, in, stats)) return r;
+  return Regime::Normal;
 }
 
 }  // namespace fc::props

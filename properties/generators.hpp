@@ -7,6 +7,7 @@
 #include <rapidcheck.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <random>
 #include <vector>
 
@@ -101,5 +102,8 @@ ScoreStats score_stats(const Inputs& in);
 // property (scores >= 1e3 for huge, every score <= -1e4 for far_below, an empty row for
 // fully_masked, ...), Normal otherwise. The coverage check counts these, not the labels.
 Regime classify(const Case& c);
+// The first regime of `order` whose defining property the inputs show (Normal when none), the score
+// statistics computed once for all of them.
+Regime first_shown(const Inputs& in, std::initializer_list<Regime> order);
 
 }  // namespace fc::props
