@@ -3,8 +3,13 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
+#include <map>
+#include <mutex>
 #include <ostream>
+#include <thread>
 
 #include "fuzz/judge.hpp"
 #include "fuzz/threads.hpp"
@@ -100,7 +105,21 @@ struct BatchResult {
   std::map<std::string, int64_t> checks;
 };
 
-BatchResult run_batch(const Kernel& k, const CampaignOptions& o, uint64_t b, int threads) {
+// Calls of a kernel that runs one call at a time while batches are in flight (run_campaign): a device
+// kernel, a plugin (its worker process), a mutant (planted state). Built-in CPU kernels are pure
+// functions of their inputs and run side by side.
+std::mutex g_one_call;
+bool one_call_at_a_time(const Kernel& k) { return k.info.device != "cpu" || k.info.mutant || k.info.external; }
+
+props::Run execute_locked(const Kernel& k, const Inputs& in, const Config& cfg, bool bwd, bool lock) {
+  std::unique_lock<std::mutex> held(g_one_call, std::defer_lock);
+  if (lock) held.lock();
+  return props::execute(k, in, cfg, bwd);
+}
+
+// Batch b: its cases decoded, packed into one call of k (and one on the cleaned inputs where any is
+// non-finite), each judged. `threads` share the per-case loops; `lock`: the calls take g_one_call.
+BatchResult run_batch(const Kernel& k, const CampaignOptions& o, uint64_t b, int threads, bool lock) {
   BatchResult res;
   const uint64_t batch_seed = ByteSource::mix(o.seed ^ ByteSource::mix(b + 1));
   ByteSource shape_src(batch_seed);
@@ -126,13 +145,13 @@ BatchResult run_batch(const Kernel& k, const CampaignOptions& o, uint64_t b, int
   }
   const bool bwd = skeleton.in.has_d_o() && k.info.backward;
   const Inputs packed = pack(cases);
-  const props::Run run = props::execute(k, packed, skeleton.cfg, bwd);
+  const props::Run run = execute_locked(k, packed, skeleton.cfg, bwd, lock);
   props::Run clean_run;
   bool any_dirty = false;
   {
     std::vector<props::Case> clean = cases;
     for (props::Case& c : clean) any_dirty = clean_inputs(c.in) || any_dirty;
-    if (any_dirty) clean_run = props::execute(k, pack(clean), skeleton.cfg, bwd);
+    if (any_dirty) clean_run = execute_locked(k, pack(clean), skeleton.cfg, bwd, lock);
   }
   std::vector<Judgement> verdicts(cases.size());
   on_threads(threads, o.batch, [&](int64_t i) {
@@ -219,15 +238,20 @@ json run_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& log) 
   const auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   const uint64_t total_batches = o.cases ? (o.cases + uint64_t(o.batch) - 1) / uint64_t(o.batch) : UINT64_MAX;
+  // This shard's i-th batch (UINT64_MAX past the last): every shard_count-th from shard_index, or
+  // only_batch alone when it is this shard's.
+  auto batch_at = [&](uint64_t i) -> uint64_t {
+    if (o.only_batch >= 0) {
+      const auto only = uint64_t(o.only_batch);
+      const bool mine = only >= uint64_t(o.shard_index) && (only - uint64_t(o.shard_index)) % uint64_t(o.shard_count) == 0;
+      return i == 0 && mine && only < total_batches ? only : UINT64_MAX;
+    }
+    const uint64_t b = uint64_t(o.shard_index) + i * uint64_t(o.shard_count);
+    return b < total_batches && b >= i ? b : UINT64_MAX;  // b >= i: no wrap-around
+  };
   int64_t cases = 0, failures = 0;
   double last_log = 0, last_checkpoint = 0;
-  for (uint64_t b = uint64_t(o.shard_index); b < total_batches; b += uint64_t(o.shard_count)) {
-    if (o.only_batch >= 0 && b != uint64_t(o.only_batch)) {
-      if (b > uint64_t(o.only_batch)) break;
-      continue;
-    }
-    if (o.seconds > 0 && elapsed() >= o.seconds) break;
-    BatchResult res = run_batch(k, o, b, threads);
+  auto take = [&](BatchResult& res) {  // in batch order
     cases += res.cases, failures += res.failed;
     r["batches"].push_back(std::move(res.item));
     for (json& f : res.failures) r["failures"].push_back(std::move(f));
@@ -243,6 +267,66 @@ json run_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& log) 
                          failures);
       log.flush();
     }
+  };
+  const bool lock = one_call_at_a_time(k);
+  if (threads <= 1 || batch_at(1) == UINT64_MAX) {  // one batch at a time, its cases on the threads
+    for (uint64_t i = 0, b; (b = batch_at(i)) != UINT64_MAX; ++i) {
+      if (o.seconds > 0 && elapsed() >= o.seconds) break;
+      BatchResult res = run_batch(k, o, b, threads, lock);
+      take(res);
+    }
+  } else {
+    // Batches in flight, one per thread, each whole on its thread (a batch's verdicts do not depend on
+    // the threads that judge it): the serial parts of a batch (packing, the kernel's call, cleaning)
+    // overlap. Batches start in order and every started one finishes, so the report holds a prefix
+    // of the shard's batches, in order, as one batch at a time would.
+    std::mutex m;
+    std::condition_variable cv;
+    std::map<uint64_t, BatchResult> done;  // finished, not yet taken; by position in the shard
+    uint64_t next = 0, running = 0;
+    bool stop = false;
+    std::exception_ptr failure;
+    auto worker = [&] {
+      const ref::SerialScope serial(true);
+      for (;;) {
+        uint64_t i = 0, b = 0;
+        {
+          std::lock_guard<std::mutex> g(m);
+          if (stop || (o.seconds > 0 && elapsed() >= o.seconds) || (b = batch_at(next)) == UINT64_MAX) {
+            stop = true;
+            cv.notify_all();
+            return;
+          }
+          i = next++, ++running;
+        }
+        try {
+          BatchResult res = run_batch(k, o, b, 1, lock);
+          std::lock_guard<std::mutex> g(m);
+          done.emplace(i, std::move(res)), --running;
+        } catch (...) {
+          std::lock_guard<std::mutex> g(m);
+          if (!failure) failure = std::current_exception();
+          stop = true, --running;
+        }
+        cv.notify_all();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+    for (uint64_t taken = 0;;) {
+      std::unique_lock<std::mutex> g(m);
+      cv.wait(g, [&] { return done.count(taken) || (stop && running == 0) || failure; });
+      if (failure) break;
+      auto it = done.find(taken);
+      if (it == done.end()) break;  // stopped, and every started batch is taken
+      BatchResult res = std::move(it->second);
+      done.erase(it);
+      g.unlock();
+      take(res);
+      ++taken;
+    }
+    for (std::thread& t : pool) t.join();
+    if (failure) std::rethrow_exception(failure);
   }
   report::finalize_fuzz_report(r);
   const double s = elapsed();

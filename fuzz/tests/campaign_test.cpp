@@ -52,6 +52,21 @@ TEST_CASE("fuzz shards merge into exactly the unsharded campaign's report", "[cp
   CHECK(report::dump(merged(shards)) == report::dump(whole));  // byte for byte, as the files are
 }
 
+TEST_CASE("fuzz with batches in flight gives the one-batch-at-a-time report byte for byte", "[cpu]") {
+  // cpu_tiled's calls run side by side; a mutant's take one lock (one_call_at_a_time). 12 batches
+  // over 5 threads: the report must list every batch, in order, with the same verdicts.
+  for (const char* name : {"cpu_tiled", "mutant_no_o_rescale"}) {
+    CAPTURE(name);
+    const Kernel& k = *find_kernel(name);
+    std::ostringstream log;
+    fuzz::CampaignOptions one = small(192), many = small(192);
+    one.threads = 1, many.threads = 5;
+    const json a = fuzz::run_campaign(k, one, log), b = fuzz::run_campaign(k, many, log);
+    CHECK(a["batches"].size() == 12);
+    CHECK(report::dump(a) == report::dump(b));
+  }
+}
+
 TEST_CASE("fuzz passes cpu_tiled and saves a mutant's failures as replayable regression cases", "[cpu]") {
   std::ostringstream log;
   CHECK(fuzz::run_campaign(*find_kernel("cpu_tiled"), small(64), log)["verdict"]["status"] == "pass");
