@@ -56,16 +56,42 @@ void HostTensor::set(int64_t i, double x) {
   throw std::logic_error("bad dtype");
 }
 
+namespace {
+
+// A compact tensor's elements as doubles, the dtype switch out of the loop (get's conversions: a long
+// row's K and V are ~10^8 elements).
+template <class T>
+void widen(const T* x, int64_t n, double* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = double(static_cast<float>(x[i]));
+}
+template <>
+void widen(const double* x, int64_t n, double* out) {
+  std::memcpy(out, x, size_t(n) * sizeof(double));
+}
+
+}  // namespace
+
 std::vector<double> HostTensor::to_f64() const {
-  std::vector<double> out(static_cast<size_t>(numel()));
-  for (int64_t i = 0; i < numel(); ++i) out[size_t(i)] = get(i);
+  const int64_t n = numel();
+  std::vector<double> out(static_cast<size_t>(n));
+  if (strides.empty()) {
+    switch (dtype) {
+      case DType::F16: widen(storage<Eigen::half>(), n, out.data()); return out;
+      case DType::BF16: widen(storage<Eigen::bfloat16>(), n, out.data()); return out;
+      case DType::F32: widen(storage<float>(), n, out.data()); return out;
+      case DType::F64: widen(storage<double>(), n, out.data()); return out;
+      default: break;
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = get(i);
   return out;
 }
 
 HostTensor HostTensor::from_f64(DType t, std::vector<int64_t> s, const std::vector<double>& x) {
   HostTensor out(t, std::move(s));
-  if (int64_t(x.size()) != out.numel()) throw std::invalid_argument("from_f64: size mismatch");
-  for (int64_t i = 0; i < out.numel(); ++i) out.set(i, x[size_t(i)]);
+  const int64_t n = out.numel();
+  if (int64_t(x.size()) != n) throw std::invalid_argument("from_f64: size mismatch");
+  for (int64_t i = 0; i < n; ++i) out.set(i, x[size_t(i)]);
   return out;
 }
 
@@ -73,7 +99,7 @@ HostTensor HostTensor::contiguous() const {
   if (strides.empty()) return *this;
   HostTensor out(dtype, shape);
   const size_t size = size_t(dtype_size(dtype));
-  for (int64_t i = 0; i < numel(); ++i)
+  for (int64_t i = 0, n = numel(); i < n; ++i)
     std::memcpy(out.bytes.data() + size_t(i) * size, bytes.data() + size_t(storage_index(i)) * size, size);
   return out;
 }
@@ -112,7 +138,7 @@ HostTensor HostTensor::restrided(std::vector<int64_t> new_strides, int64_t new_o
   out.bytes.assign(size_t(storage_elems) * size_t(dtype_size(dtype)), 0);
   if (!out.strides_in_bounds()) throw std::invalid_argument("restrided: an element falls outside the storage");
   const size_t size = size_t(dtype_size(dtype));
-  for (int64_t i = 0; i < numel(); ++i)
+  for (int64_t i = 0, n = numel(); i < n; ++i)
     std::memcpy(out.bytes.data() + size_t(out.storage_index(i)) * size, bytes.data() + size_t(storage_index(i)) * size,
                 size);
   return out;

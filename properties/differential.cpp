@@ -108,34 +108,46 @@ RowWeights row_weights(const RunModel& r, const Problem& p, Shared shared, doubl
   return rw;
 }
 
-// One column of a row's o: the values v_col[j * stride] of its n_v keys, the certified o_r and its
-// error err_o. The run's error in it before the store.
-double o_error(const RunModel& r, Shared shared, const RowWeights& rw, const double* v_col, int64_t stride, int64_t n_v,
-               double o_r, double err_o, const std::vector<double>& delta, const std::vector<double>& w) {
+// A row's o: the values v (n_v keys of d columns, row-major) of its keys, the certified o_r and its
+// error err_o (d each). Adds each column's error of the run, before the store, to out (d). The keys
+// are the outer loop (v's rows are contiguous: a long row's V, column by column, would stream through
+// the caches d times per pass); each column's sums still run in key order, as alone.
+void add_o_errors(const RunModel& r, Shared shared, const RowWeights& rw, const double* v, int64_t d, int64_t n_v,
+                  const double* o_r, const double* err_o, const std::vector<double>& delta,
+                  const std::vector<double>& w, double* out) {
   const double g_acc = r.chain(n_v);
-  double dev = 0, mag = 0, sum_abs = 0, lo = kInf, hi = -kInf;
+  std::vector<double> dev(size_t(d), 0.0), mag(dev), sum_abs(dev), lo(size_t(d), kInf), hi(size_t(d), -kInf);  // (d,)
   for (int64_t j = 0; j < n_v; ++j) {
-    const double x = v_col[j * stride];
-    dev += times(w[size_t(j)], std::fabs(x - o_r)), mag += times(w[size_t(j)], std::fabs(x));
-    sum_abs += std::fabs(x), lo = std::min(lo, x), hi = std::max(hi, x);
+    const double* v_j = v + j * d;
+    for (int64_t c = 0; c < d; ++c) {
+      const double x = v_j[c];
+      dev[size_t(c)] += times(w[size_t(j)], std::fabs(x - o_r[c])), mag[size_t(c)] += times(w[size_t(j)], std::fabs(x));
+      sum_abs[size_t(c)] += std::fabs(x), lo[size_t(c)] = std::min(lo[size_t(c)], x);
+      hi[size_t(c)] = std::max(hi[size_t(c)], x);
+    }
   }
-  const double R = hi - lo;
   // |o(computed scores) - o_ref|: the shared score error moves both runs' target alike.
-  const double D = std::min(R, times(std::expm1(2 * rw.e_s), dev)) + err_o;
-  const double o_mag = std::fabs(o_r) + D;
+  std::vector<double> R(static_cast<size_t>(d)), D(R.size()), weights(R.size(), 0.0);  // (d,)
+  for (int64_t c = 0; c < d; ++c) {
+    R[size_t(c)] = hi[size_t(c)] - lo[size_t(c)];
+    D[size_t(c)] = std::min(R[size_t(c)], times(std::expm1(2 * rw.e_s), dev[size_t(c)])) + err_o[c];
+  }
   // The weights' own errors move o by sum_j |dP_j| |v_j - o(computed scores)|.
-  double weights = 0;
   if (rw.own_max > 0) {
     for (int64_t j = 0; j < n_v; ++j) {
-      const double x = v_col[j * stride];
-      weights += times(times(std::expm1(2 * delta[size_t(j)]), w[size_t(j)]), std::fabs(x - o_r) + D);
+      const double* v_j = v + j * d;
+      const double f = times(std::expm1(2 * delta[size_t(j)]), w[size_t(j)]);
+      for (int64_t c = 0; c < d; ++c) weights[size_t(c)] += times(f, std::fabs(v_j[c] - o_r[c]) + D[size_t(c)]);
     }
-    weights = std::min(R, weights);
+    for (int64_t c = 0; c < d; ++c) weights[size_t(c)] = std::min(R[size_t(c)], weights[size_t(c)]);
   }
   const double p_round = shared == Shared::Weights ? 0.0 : r.u_pl;
-  const double e = weights + times(p_round + g_acc, mag) + times(g_acc, o_mag) + 2 * r.u * o_mag + r.tiny_p * sum_abs +
-                   double(2 * n_v) * r.acc_floor;
-  return (1 + r.u_out) * e + r.u_out * (o_mag + e) + r.tiny_out;
+  for (int64_t c = 0; c < d; ++c) {
+    const double o_mag = std::fabs(o_r[c]) + D[size_t(c)];
+    const double e = weights[size_t(c)] + times(p_round + g_acc, mag[size_t(c)]) + times(g_acc, o_mag) +
+                     2 * r.u * o_mag + r.tiny_p * sum_abs[size_t(c)] + double(2 * n_v) * r.acc_floor;
+    out[c] += (1 + r.u_out) * e + r.u_out * (o_mag + e) + r.tiny_out;
+  }
 }
 
 }  // namespace
@@ -171,9 +183,8 @@ ForwardTolerance forward_unshared(const Kernel& k, const Inputs& in, const ref::
       }
       row_scores(p, q, kk, b, h, i, n_v, s, a);
       const RowWeights rw = row_weights(r, p, shared, lse, n_v, s, a, delta, w);
-      for (int64_t c = 0; c < p.d; ++c)
-        t.o[size_t(oq + c)] += o_error(r, shared, rw, &v[size_t(offset_kv(p, b, g, 0) + c)], p.d, n_v,
-                                       ref.value.o[size_t(oq + c)], ref.err.o[size_t(oq + c)], delta, w);
+      add_o_errors(r, shared, rw, &v[size_t(offset_kv(p, b, g, 0))], p.d, n_v, &ref.value.o[size_t(oq)],
+                   &ref.err.o[size_t(oq)], delta, w, &t.o[size_t(oq)]);
       // lse = m + log l: l's relative error from the weights (|log(1 +- x)| <= x / (1 - x)) and its
       // chain, then log's, the add's and the fp32 store's roundings.
       const double x = rw.l_dev + r.chain(n_v);

@@ -33,7 +33,7 @@ struct Draw {
 };
 
 void fill(HostTensor& t, Draw& r, double (*f)(Draw&)) {
-  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, f(r));
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) t.set(i, f(r));
 }
 
 // An element of a list, uniformly at every size, shrinking toward the first. RapidCheck's elementOf
