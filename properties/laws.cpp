@@ -18,7 +18,8 @@ namespace {
 constexpr int32_t kLargePercent = 40;
 // The share of an outside kernel's cases drawn on its other paths (GenSpec::path_percent).
 constexpr int32_t kPathPercent = 25;
-// The share of a GPU kernel's cases with rows of 4096 .. 131072 keys (GenSpec::long_percent).
+// The share of a GPU kernel's cases with rows of 4096 .. 131072 keys (GenSpec::long_percent), in every
+// law that draws cases: each law has its own way of failing at production lengths.
 constexpr int32_t kLongPercent = 12;
 
 // Long rows for kernel info i: where the certified oracle of the longest such case (two sequences of 8
@@ -155,7 +156,7 @@ GenSpec spec_for(const Law& law, const Kernel& k) {
   s.max_batch = i.max_batch, s.max_heads = i.max_heads;
   s.fixed_scale = i.fixed_scale;
   s.path_percent = i.external ? kPathPercent : 0;
-  s.long_max = law.long_rows ? long_max_for(i) : 0;
+  s.long_max = long_max_for(i);
   s.long_percent = s.long_max > 0 ? kLongPercent : 0;
   return s;
 }

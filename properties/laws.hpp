@@ -41,10 +41,6 @@ struct Law {
   // shrink: laws_large.cpp): the runner calls it once instead of `check` on random cases.
   std::function<std::string(const Kernel&, uint64_t seed)> check_once{};
   bool needs_lse = false;  // reads the kernel's lse: n/a for a kernel that writes none (KernelInfo::writes_lse)
-  // Draws GenSpec::long_percent of its cases as long rows (4096 .. 131072 keys) on a GPU kernel whose
-  // oracle runs on the GPU. Only for laws judged against the certified oracle alone: a long case costs
-  // about a second of host work (values, copies, bounds) per run, which the multi-run laws multiply.
-  bool long_rows = false;
   bool merge = false;         // a law of merge-state kernels (KernelKind::Merge); the others judge attention kernels
   bool needs_splits = false;  // needs a split-KV config and its unsplit twin (split_pairs)
   int once_cases = 1;         // check_once: the cases it judges (the merge laws draw many from the seed)

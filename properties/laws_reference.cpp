@@ -62,8 +62,7 @@ void add_reference_laws(std::vector<Law>& out) {
        .regimes = {R::Normal, R::Outliers, R::Ties, R::AllEqual, R::Grid, R::FullyMasked, R::Ones, R::LongRow},
        .backward = true,
        .judges_variants = true,
-       .check = law_reference,
-       .long_rows = true});
+       .check = law_reference});
   out.push_back({.id = "extreme",
                  .sentence = "extreme inputs stay within the bound and finite where the reference is finite",
                  .regimes = {R::Huge, R::FarBelow, R::Fp16Max, R::SubnormalP, R::Subnormal, R::Outliers},
