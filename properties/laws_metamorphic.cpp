@@ -51,7 +51,7 @@ std::string law_shift(const Kernel& k, const Case& c) {
   Inputs in2 = c.in;
   std::vector<double> w(static_cast<size_t>(p.batch * p.heads_kv * p.d));  // (batch, heads_kv, d)
   for (double& x : w) x = grid_value(rng);
-  for (int64_t x = 0; x < in2.k.numel(); ++x) {
+  for (int64_t x = 0, n = in2.k.numel(); x < n; ++x) {
     const int64_t head = x / (p.n_k * p.d), col = x % p.d;
     const double y = c.in.k.get(x) + w[size_t(head * p.d + col)];
     if (round_to(dtype_kv(p), y) != y) throw NotApplicable("the shifted keys are not exact in the storage type");
