@@ -167,4 +167,11 @@ __device__ __forceinline__ float quad_sum(float x) {
 // mutants' Fault::TiledOffset32 and Fault::TiledDqAccPad32).
 __device__ __forceinline__ int64_t wrap32(int64_t x) { return int32_t(uint32_t(uint64_t(x))); }
 
+// An element offset as a kernel computes it: in 64 bits, or (kWrap32) in 32-bit int arithmetic.
+template <bool kWrap32>
+__device__ __forceinline__ int64_t element_offset(int64_t x) {
+  if constexpr (kWrap32) return wrap32(x);
+  return x;
+}
+
 }  // namespace fc::cuda

@@ -1,11 +1,12 @@
 // The CUDA mutants: realistic faults of a Hopper / Ampere attention kernel, planted into the real
 // kernels (tiled_forward.cu, tiled_backward.cu, wgmma_forward.cu, wgmma_backward.cu) through their last
-// template parameter, `Fault kFault = Fault::None`. Every fault is an `if constexpr` on that parameter,
-// so the correct kernels' device code is the same bytes with or without this file
-// (scripts/sass_dump.sh, docs/cuda-mutants.md). Each mutant is instantiated for one dtype, head dim and
-// tile only (nvcc's build time); the rest of its kernel pair (the forward of a backward fault, and
-// the reverse) is the correct kernel. The registry rows (mutant = true) come from cuda_mutants.cpp.
-// Host and device.
+// template parameter, `Fault kFault = Fault::None`. A kernel body reads what a fault changes from
+// FaultTraits<kFault>, whose members name behaviours (the stages a ring wraps at, whether a wait or a
+// barrier is there); FaultTraits<Fault::None> is the production kernel's, so the correct kernels' device
+// code is the same bytes with or without this file (scripts/sass_dump.sh, docs/cuda-mutants.md). Each
+// mutant is instantiated for one dtype, head dim and tile only (nvcc's build time); the rest of its
+// kernel pair (the forward of a backward fault, and the reverse) is the correct kernel. The registry
+// rows (mutant = true) come from cuda_mutants.cpp. Host and device.
 #pragma once
 
 #include "kernels/cuda/launchers.hpp"
@@ -26,6 +27,82 @@ enum class Fault : int {
   WgmmaNoRescale,     // cuda_wgmma forward: consumer warpgroup 1 never rescales o
   WgmmaDsNoSwizzle,   // cuda_wgmma backward: dS^T stored without the 128-byte swizzle its GEMM reads
   WgmmaDsSyncScope,   // cuda_wgmma backward: the barrier before the d_q GEMM spans one warpgroup (a race)
+};
+
+// What a kernel does where a fault may change it: the production kernel's behaviour, which a fault's
+// specialisation below changes in one member. Kernel bodies read `using F = FaultTraits<kFault>` and
+// branch (if constexpr) on these names only, never on a Fault.
+template <Fault kFault>
+struct FaultTraits {
+  // cuda_tiled forward
+  static constexpr bool kSyncAfterCopies = true;   // a __syncthreads after cp.async.wait_group
+  static constexpr bool kKeyTailPredicate = true;  // rows past n_k of a partial key tile: zeros, masked
+  static constexpr int kCausalTilesShort = 0;      // key tiles the causal walk stops short of its end
+  static constexpr bool kHeadOffsets32 = false;    // head offsets of q, k, v in 32-bit int arithmetic
+  static constexpr bool kStoreRowPastEnd = false;  // the o / lse row predicate i > n_q (row n_q written)
+  // cuda_tiled backward
+  static constexpr bool kDqAtomicAdd = true;     // d_q += by atomics (else a plain load-add-store)
+  static constexpr bool kDqAccPadded32 = false;  // a d_q accumulator of round_up(n_q, 128) rows per
+                                                 // head, its offset in 32-bit int arithmetic
+  // cuda_wgmma forward
+  static constexpr bool kWaitKFull = true;         // the S GEMMs wait on the stage's k_full
+  static constexpr int kRingStages = 2;            // the consumers' k/v stage index wraps at this
+  static constexpr int kUnrescaledWarpgroup = -1;  // the consumer warpgroup that never rescales o
+  // cuda_wgmma backward
+  static constexpr bool kDsSwizzled = true;             // dS^T stored 128-byte swizzled, as its GEMM reads it
+  static constexpr bool kDqBarrierAllConsumers = true;  // the barrier before the d_q GEMM spans every consumer
+  static constexpr unsigned kConsumer1DsDelayNs = 0;    // consumer 1 stores its dS^T rows this late
+};
+template <>
+struct FaultTraits<Fault::TiledNoSync> : FaultTraits<Fault::None> {
+  static constexpr bool kSyncAfterCopies = false;
+};
+template <>
+struct FaultTraits<Fault::TiledTail> : FaultTraits<Fault::None> {
+  static constexpr bool kKeyTailPredicate = false;
+};
+template <>
+struct FaultTraits<Fault::TiledCausalSkip> : FaultTraits<Fault::None> {
+  static constexpr int kCausalTilesShort = 1;
+};
+template <>
+struct FaultTraits<Fault::TiledOffset32> : FaultTraits<Fault::None> {
+  static constexpr bool kHeadOffsets32 = true;
+};
+template <>
+struct FaultTraits<Fault::TiledDqPlainAdd> : FaultTraits<Fault::None> {
+  static constexpr bool kDqAtomicAdd = false;
+};
+template <>
+struct FaultTraits<Fault::TiledStorePastEnd> : FaultTraits<Fault::None> {
+  static constexpr bool kStoreRowPastEnd = true;
+};
+template <>
+struct FaultTraits<Fault::TiledDqAccPad32> : FaultTraits<Fault::None> {
+  static constexpr bool kDqAccPadded32 = true;
+};
+template <>
+struct FaultTraits<Fault::WgmmaSkipKFull> : FaultTraits<Fault::None> {
+  static constexpr bool kWaitKFull = false;
+};
+template <>
+struct FaultTraits<Fault::WgmmaRingWrap> : FaultTraits<Fault::None> {
+  static constexpr int kRingStages = 3;  // 0, 1, 2, 0, ...: stage 2 of k is v's first, stage 2 of v the scratch
+};
+template <>
+struct FaultTraits<Fault::WgmmaNoRescale> : FaultTraits<Fault::None> {
+  static constexpr int kUnrescaledWarpgroup = 1;
+};
+template <>
+struct FaultTraits<Fault::WgmmaDsNoSwizzle> : FaultTraits<Fault::None> {
+  static constexpr bool kDsSwizzled = false;
+};
+template <>
+struct FaultTraits<Fault::WgmmaDsSyncScope> : FaultTraits<Fault::None> {
+  static constexpr bool kDqBarrierAllConsumers = false;
+  // The race shows on every step, not only when the scheduler happens to skew the two consumers:
+  // consumer 1 stores its dS^T rows 20 us late, after consumer 0 has read them.
+  static constexpr unsigned kConsumer1DsDelayNs = 20000;
 };
 
 // The launcher whose kernel carries the fault.

@@ -28,6 +28,7 @@
 #include "kernels/cuda/nonfinite.cuh"
 #include "kernels/cuda/static_switch.cuh"
 #include "kernels/cuda/tiled_backward.cuh"
+#include "kernels/cuda/tma.cuh"
 #include "kernels/cuda/wgmma.cuh"
 #include "kernels/cuda/wgmma_ops.cuh"
 #include "kernels/cuda/wgmma_traits.hpp"
@@ -41,28 +42,48 @@ constexpr int bwd_block_m() {
   return tile_for(WgmmaTraits::kBackwardDefault, kD).block_m;
 }
 
-// mbarrier slots (wgmma.cuh's bar_slot): k and v resident for the CTA's life, then two stages each of
-// the q / d_o full barriers (one arrival: the producer's expect_tx) and their empty barriers (one
-// arrival per consumer warp).
+// The mbarriers of the pipeline: k and v resident for the CTA's life (one arrival: the producer's
+// expect_tx), then kQdoStages stages each of the q / d_o full barriers (the same) and their empty
+// barriers (one arrival per consumer warp).
+constexpr int kQdoStages = 2;
 struct BwdPipeline {
-  enum BwdSlot : uint32_t { kKvFull = 0, kQdoFull = 1, kQdoEmpty = 3, kSlots = 5 };
+  Mbarrier kv_full;
+  Mbarrier qdo_full[kQdoStages], qdo_empty[kQdoStages];
 };
 
-// Shared memory of one CTA, in bytes from a 1024-byte-aligned base. (Outside an anonymous namespace:
-// the sm_80 pass, which compiles no kernel body, would warn that its members go unused.)
-template <int kD, int kWG, bool kAtomicDq>
-struct BwdSmem {
+// Per query of a q / d_o stage: lse in base 2 (-inf past n_q) and D (0 past n_q), both by TMA.
+template <int kBlockM>
+struct WgmmaBwdRows {
+  float lse2[kQdoStages][kBlockM];  // (2, kBlockM)
+  float dd[kQdoStages][kBlockM];    // (2, kBlockM)
+};
+
+// What follows the k, v, q and d_o tiles in shared memory. With kAtomicDq: the dS^T stages of the d_q
+// GEMM, the rows, the consumers' fp32 d_q blocks of the TMA reduce-add, the barriers.
+template <class T, int kBlockM, int kBlockN, int kWG, bool kAtomicDq>
+struct WgmmaBwdStepStorage {
+  alignas(kSw128Align) T ds[kQdoStages][kBlockN * kBlockM];  // dS^T (keys, queries), SW128 panels of queries
+  WgmmaBwdRows<kBlockM> rows;
+  alignas(kSw128Align) float dq[kWG][64 * 64];  // a consumer's (64, 64) d_q block, SW128 fp32 panels
+  BwdPipeline bar;
+};
+// Without (the deterministic variant, d_q from wgmma_backward_dq.cu): the rows and the barriers.
+template <class T, int kBlockM, int kBlockN, int kWG>
+struct WgmmaBwdStepStorage<T, kBlockM, kBlockN, kWG, false> {
+  WgmmaBwdRows<kBlockM> rows;
+  BwdPipeline bar;
+};
+
+// Shared memory of one CTA (wgmma.cuh's sw128_storage). (Outside an anonymous namespace: the sm_80
+// pass, which compiles no kernel body, would warn that its members go unused.)
+template <class T, int kD, int kWG, bool kAtomicDq>
+struct WgmmaBwdStorage {
   static constexpr int kBlockN = 64 * kWG, kBlockM = bwd_block_m<kD>();
-  static constexpr uint32_t kKVBytes = kBlockN * kD * 2, kQBytes = kBlockM * kD * 2;
-  static constexpr uint32_t kDsBytes = kBlockN * kBlockM * 2;  // dS^T (keys, queries), SW128 panels of queries
-  static constexpr uint32_t k = 0, v = kKVBytes, q = 2 * kKVBytes, d_o = q + 2 * kQBytes, ds = d_o + 2 * kQBytes;
-  static constexpr uint32_t rows = ds + (kAtomicDq ? 2 * kDsBytes : 0);    // lse2[2][kBlockM], D[2][kBlockM] (fp32)
-  static constexpr uint32_t kDqBytes = 64 * 64 * 4;                        // a consumer's (64, 64) fp32 d_q block
-  static constexpr uint32_t dq = rows + 4 * kBlockM * 4;                   // [kWG] blocks, SW128 fp32 panels
-  static constexpr uint32_t bars = dq + (kAtomicDq ? kWG * kDqBytes : 0);  // BwdPipeline slots
-  static constexpr uint32_t bytes = bars + BwdPipeline::kSlots * kBarBytes + 1024;  // + alignment slack
-  static_assert(dq % 1024 == 0, "SW128 panels start on 1024-byte boundaries");
-  static_assert(bytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
+  alignas(kSw128Align) T k[kBlockN * kD];                // (kBlockN, kD), resident
+  alignas(kSw128Align) T v[kBlockN * kD];                // (kBlockN, kD), resident
+  alignas(kSw128Align) T q[kQdoStages][kBlockM * kD];    // (2, kBlockM, kD)
+  alignas(kSw128Align) T d_o[kQdoStages][kBlockM * kD];  // (2, kBlockM, kD)
+  WgmmaBwdStepStorage<T, kBlockM, kBlockN, kWG, kAtomicDq> step;
 };
 
 namespace {
@@ -75,24 +96,23 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
                         const __grid_constant__ CUtensorMap tm_lse2, const __grid_constant__ CUtensorMap tm_dd,
                         const __grid_constant__ CUtensorMap tm_dq, const BwdParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = BwdSmem<kD, kWG, kAtomicDq>;
-  constexpr int kBlockM = L::kBlockM, kBlockN = L::kBlockN, kConsumers = 128 * kWG;
+  using S = WgmmaBwdStorage<T, kD, kWG, kAtomicDq>;
+  using F = FaultTraits<kFault>;
+  constexpr int kBlockM = S::kBlockM, kBlockN = S::kBlockN, kConsumers = 128 * kWG;
   constexpr int kMB = kBlockM / 8, kDB = kD / 8, kPanels = kD / 64;
-  constexpr uint32_t kKVBytes = L::kKVBytes, kQBytes = L::kQBytes;
+  constexpr uint32_t kKVBytes = sizeof(S::k), kQBytes = sizeof(S::q[0]);
   // The consumers' (64, 64) d_q blocks: by d columns (d = 128) or by query rows (d = 64).
   static_assert(kWG == 2 && (kD == 128 ? kBlockM == 64 : kBlockM == 128), "two (64, 64) d_q blocks per step");
   constexpr int kDqRow0 = kBlockM == 128 ? 64 : 0, kDqCol0 = kD == 128 ? 64 : 0;  // times the consumer index
   using ConsumerSync = NamedSync<kConsumers, 128>;
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
-  const uint32_t s_k = base + L::k, s_v = base + L::v, s_q = base + L::q, s_do = base + L::d_o, s_ds = base + L::ds;
-  const uint32_t s_dq = base + L::dq;
-  // Per query of the stage: lse in base 2 (-inf past n_q) and D (0 past n_q), both by TMA.
-  const uint32_t s_rows = base + L::rows;
-  const float* const s_lse2 = reinterpret_cast<const float*>(smem_raw + (base - raw) + L::rows);  // (2, kBlockM)
-  const float* const s_dd = s_lse2 + 2 * kBlockM;                                                 // (2, kBlockM)
-  const uint32_t kv_full = base + L::bars, qdo_full = bar_slot(kv_full, BwdPipeline::kQdoFull),
-                 qdo_empty = bar_slot(kv_full, BwdPipeline::kQdoEmpty);  // [2] each
+  const SharedStorageRef<S> sm = sw128_storage<S>(smem_raw);
+  S& smem = sm.s;
+  BwdPipeline& bar = smem.step.bar;
+  WgmmaBwdRows<kBlockM>& rows = smem.step.rows;
+  const uint32_t s_k = sm.addr(smem.k), s_v = sm.addr(smem.v), s_q = sm.addr(smem.q), s_do = sm.addr(smem.d_o);
+  const float* const s_lse2 = sm.ptr(rows.lse2[0]);  // (2, kBlockM)
+  const float* const s_dd = sm.ptr(rows.dd[0]);      // (2, kBlockM)
 
   const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int n0 = blockIdx.x * kBlockN, h_kv = blockIdx.y, b = blockIdx.z;
@@ -108,10 +128,10 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   const int n_mb = mb_end - mb_begin, n_iters = group * n_mb;
 
   if (threadIdx.x == 0) {
-    mbar_init(kv_full, 1);
-    for (int i = 0; i < 2; ++i) {
-      mbar_init(bar_slot(qdo_full, i), 1);
-      mbar_init(bar_slot(qdo_empty, i), 4 * kWG);  // lane 0 of every consumer warp
+    mbar_init(sm.addr(bar.kv_full), 1);
+    for (int i = 0; i < kQdoStages; ++i) {
+      mbar_init(sm.addr(bar.qdo_full[i]), 1);
+      mbar_init(sm.addr(bar.qdo_empty[i]), 4 * kWG);  // lane 0 of every consumer warp
     }
     mbar_init_fence();
   }
@@ -122,22 +142,25 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     if constexpr (kConsumerRegs > 0) setmaxnreg_dec<24>();
     if (threadIdx.x == 0 && n_iters > 0) {
       const int bh_kv = b * p.heads_kv + h_kv;
+      const uint32_t kv_full = sm.addr(bar.kv_full);
       mbar_arrive_expect_tx(kv_full, 2 * kKVBytes);
       for (int c = 0; c < kPanels; ++c) {
         tma_load_3d(s_k + c * kBlockN * 128, &tm_k, 64 * c, n0, bh_kv, kv_full);
         tma_load_3d(s_v + c * kBlockN * 128, &tm_v, 64 * c, n0, bh_kv, kv_full);
       }
-      for (int it = 0; it < n_iters; ++it) {
-        const int st = it & 1, bh_q = b * p.heads_q + h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
-        if (it >= 2) mbar_wait(bar_slot(qdo_empty, st), ((it / 2) & 1) ^ 1);
-        mbar_arrive_expect_tx(bar_slot(qdo_full, st), 2 * kQBytes + 2 * kBlockM * 4);
+      for (PipelineState<kQdoStages> w{0}; w.count < n_iters; ++w) {
+        const int it = w.count, st = w.index();
+        const int bh_q = b * p.heads_q + h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
+        if (it >= kQdoStages) mbar_wait(sm.addr(bar.qdo_empty[st]), w.release_phase());
+        mbar_arrive_expect_tx(sm.addr(bar.qdo_full[st]),
+                              2 * kQBytes + uint32_t(sizeof(rows.lse2[0]) + sizeof(rows.dd[0])));
         for (int c = 0; c < kPanels; ++c) {
-          tma_load_3d(s_q + st * kQBytes + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, bar_slot(qdo_full, st));
-          tma_load_3d(s_do + st * kQBytes + c * kBlockM * 128, &tm_do, 64 * c, m0, bh_q, bar_slot(qdo_full, st));
+          tma_load_3d(s_q + st * kQBytes + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, sm.addr(bar.qdo_full[st]));
+          tma_load_3d(s_do + st * kQBytes + c * kBlockM * 128, &tm_do, 64 * c, m0, bh_q, sm.addr(bar.qdo_full[st]));
         }
         // lse2 and D of the step's queries, from the prep pass's padded copies (in bounds).
-        tma_load_2d(s_rows + st * kBlockM * 4, &tm_lse2, m0, bh_q, bar_slot(qdo_full, st));
-        tma_load_2d(s_rows + (2 + st) * kBlockM * 4, &tm_dd, m0, bh_q, bar_slot(qdo_full, st));
+        tma_load_2d(sm.addr(rows.lse2[st]), &tm_lse2, m0, bh_q, sm.addr(bar.qdo_full[st]));
+        tma_load_2d(sm.addr(rows.dd[st]), &tm_dd, m0, bh_q, sm.addr(bar.qdo_full[st]));
       }
     }
     return;
@@ -159,22 +182,25 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
   const uint64_t desc_v = sw128_desc(s_v + cw * 64 * 128, 16, 1024);
   const uint64_t desc_q = sw128_desc(s_q, 16, 1024), desc_do = sw128_desc(s_do, 16, 1024);
   const uint64_t desc_q_t = sw128_desc(s_q, kBlockM * 128, 1024), desc_do_t = sw128_desc(s_do, kBlockM * 128, 1024);
-  const uint64_t desc_ds = sw128_desc(s_ds + (cw * kDqRow0 / 64) * kBlockN * 128, kBlockN * 128, 1024);
+  const uint64_t desc_ds = [&] {  // (the deterministic variant has no dS^T stages)
+    if constexpr (kAtomicDq)
+      return sw128_desc(sm.addr(smem.step.ds) + (cw * kDqRow0 / 64) * kBlockN * 128, kBlockN * 128, 1024);
+    return uint64_t(0);
+  }();
   const uint64_t desc_kq = sw128_desc(s_k + (cw * kDqCol0 / 64) * kBlockN * 128, kBlockN * 128, 1024);
 
-  if (n_iters > 0) mbar_wait(kv_full, 0);
+  if (n_iters > 0) mbar_wait(sm.addr(bar.kv_full), 0);
   // NaN blast radius: a masked dS = 0 times a non-finite k_j in the d_q GEMM would reach rows that
   // cannot see j; such elements of the resident k tile are zeroed once (rows that see j are inside the
   // radius: S^T then reads the zero too).
   if constexpr (kAtomicDq)
-    if (n_iters > 0 &&
-        scrub_nonfinite<kBlockN, kD, kConsumers, ConsumerSync>(reinterpret_cast<T*>(smem_raw + (base - raw) + L::k))) {
+    if (n_iters > 0 && scrub_nonfinite<kBlockN, kD, kConsumers, ConsumerSync>(sm.ptr(smem.k))) {
       fence_proxy_async();  // the scrub's stores must reach the GEMMs' reads
       ConsumerSync::sync();
     }
-  for (int it = 0; it < n_iters; ++it) {
-    const int st = it & 1, h = h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
-    mbar_wait(bar_slot(qdo_full, st), (it / 2) & 1);
+  for (PipelineState<kQdoStages> qdo{0}; qdo.count < n_iters; ++qdo) {
+    const int it = qdo.count, st = qdo.index(), h = h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
+    mbar_wait(sm.addr(bar.qdo_full[st]), qdo.phase());
     // S^T and dP^T as two commit groups: P^T is computed from S^T while the dP^T GEMM still runs.
     wgmma_fence();
     wgmma_kmajor<T, kBlockM, kD>(reinterpret_cast<float(&)[kBlockM / 2]>(st_), desc_k, kBlockN * 128, desc_q,
@@ -255,8 +281,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     // keys row i cannot see through dK; such elements of the q stage are zeroed (S^T has read it).
     if (need_mask) {
       ConsumerSync::sync();  // both consumers' S^T GEMMs have read the q stage
-      if (scrub_nonfinite<kBlockM, kD, kConsumers, ConsumerSync>(
-              reinterpret_cast<T*>(smem_raw + (base - raw) + L::q + st * kQBytes))) {
+      if (scrub_nonfinite<kBlockM, kD, kConsumers, ConsumerSync>(sm.stage(smem.q, st))) {
         fence_proxy_async();  // the scrub's stores must reach the dK GEMM's reads
         ConsumerSync::sync();
       }
@@ -270,18 +295,16 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
                          desc_do_t + ((st * kQBytes + kk * 16 * 128) >> 4), 1);
     wgmma_commit();
     if constexpr (kAtomicDq) {  // dS^T (keys, queries) into the SW128 stage for the d_q GEMM
-      const uint32_t ds = s_ds + st * L::kDsBytes;
-      // The race mutant's bug shows on every step, not only when the scheduler happens to skew the two
-      // consumers: consumer 1 stores its dS^T rows 20 us late, after consumer 0 has read them.
-      if constexpr (kFault == Fault::WgmmaDsSyncScope)
-        if (cw == 1) __nanosleep(20000);
+      const uint32_t ds = sm.addr(smem.step.ds[st]);
+      if constexpr (F::kConsumer1DsDelayNs > 0)  // a race made to show on every step (FaultTraits)
+        if (cw == 1) __nanosleep(F::kConsumer1DsDelayNs);
 #pragma unroll
       for (int kk = 0; kk < kBlockM / 16; ++kk)
 #pragma unroll
         for (int x = 0; x < 4; ++x) {
           const int row = cw * 64 + warp * 16 + g + 8 * (x % 2), col = kk * 16 + 8 * (x / 2) + 2 * t;
           uint32_t at = sw128_offset<kBlockN>(row, col);
-          if constexpr (kFault == Fault::WgmmaDsNoSwizzle)  // the same panels, chunks unswizzled
+          if constexpr (!F::kDsSwizzled)  // the same panels, chunks unswizzled
             at = uint32_t((col / 64) * kBlockN * 128 + row * 128 + (col % 64) * 2);
           asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds + at), "r"(sa[kk][x]) : "memory");
         }
@@ -296,15 +319,16 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     if constexpr (kAtomicDq) {
       // This consumer's d_q block buffer: the previous step's reduce has read it before anyone writes.
       if (threadIdx.x % 128 == 0) bulk_wait_read<0>();
-      if constexpr (kFault == Fault::WgmmaDsSyncScope)
-        named_barrier_sync<128>(2 + cw);  // this warpgroup only
-      else
+      if constexpr (F::kDqBarrierAllConsumers)
         ConsumerSync::sync();  // every consumer's dS^T rows are in the stage
-      float dq[8][4];          // (16 queries, 64 columns) per warp
+      else
+        named_barrier_sync<128>(2 + cw);  // this warpgroup only
+      constexpr uint32_t kDsBytes = sizeof(smem.step.ds[0]);
+      float dq[8][4];  // (16 queries, 64 columns) per warp
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kBlockN / 16; ++ks)
-        wgmma_ss_tt<T, 64>(reinterpret_cast<float(&)[32]>(dq), desc_ds + ((st * L::kDsBytes + ks * 16 * 128) >> 4),
+        wgmma_ss_tt<T, 64>(reinterpret_cast<float(&)[32]>(dq), desc_ds + ((st * kDsBytes + ks * 16 * 128) >> 4),
                            desc_kq + ((ks * 16 * 128) >> 4), ks > 0);
       wgmma_commit();
       wgmma_wait<0>();
@@ -312,7 +336,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
       for (int nb = 0; nb < 8; ++nb) fence_operands(dq[nb]);
       // d_q += the block, by one TMA reduce-add from shared memory (rows past n_q are dropped by the
       // map's bounds) instead of 16 float2 atomics per thread.
-      const uint32_t dq_buf = s_dq + cw * L::kDqBytes;  // (64, 64) fp32, two SW128 panels of 32 columns
+      const uint32_t dq_buf = sm.addr(smem.step.dq[cw]);  // (64, 64) fp32, two SW128 panels of 32 columns
 #pragma unroll
       for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
@@ -337,7 +361,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) fence_operands(pa[kk]), fence_operands(sa[kk]);
     __syncwarp();  // every lane's reads of the stage (lse2, D) are ordered before lane 0's (release) arrive
-    if (lane == 0) mbar_arrive(bar_slot(qdo_empty, st));  // this warp no longer reads the q / d_o stage
+    if (lane == 0) mbar_arrive(sm.addr(bar.qdo_empty[st]));  // this warp no longer reads the q / d_o stage
   }
 
   if (kAtomicDq && threadIdx.x % 128 == 0) bulk_wait<0>();  // the last reduce has read its buffer (and landed)
@@ -361,12 +385,15 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
 
 template <class T, int kD, int kWG, bool kAtomicDq, Fault kFault = Fault::None>
 cudaError_t launch_kv(const BwdParams& p, const CUtensorMap (&maps)[7], cudaStream_t stream) {
-  using L = BwdSmem<kD, kWG, kAtomicDq>;
+  using S = WgmmaBwdStorage<T, kD, kWG, kAtomicDq>;
+  constexpr int kSmemBytes = sw128_smem_bytes<S>();
+  static_assert(kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
   auto kernel = wgmma_bwd_kv_kernel<T, kD, kWG, kAtomicDq, kFault>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::bytes));
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (e != cudaSuccess) return e;
-  const dim3 grid((p.n_k + L::kBlockN - 1) / L::kBlockN, p.heads_kv, p.batch);
-  kernel<<<grid, (kWG + 1) * 128, L::bytes, stream>>>(maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], p);
+  const dim3 grid((p.n_k + S::kBlockN - 1) / S::kBlockN, p.heads_kv, p.batch);
+  kernel<<<grid, (kWG + 1) * 128, kSmemBytes, stream>>>(maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6],
+                                                        p);
   return cudaGetLastError();
 }
 

@@ -18,6 +18,7 @@
 #include "kernels/cuda/nonfinite.cuh"
 #include "kernels/cuda/static_switch.cuh"
 #include "kernels/cuda/tiled_backward.cuh"
+#include "kernels/cuda/tma.cuh"
 #include "kernels/cuda/wgmma.cuh"
 #include "kernels/cuda/wgmma_ops.cuh"
 #include "kernels/cuda/wgmma_traits.hpp"
@@ -25,19 +26,20 @@
 
 namespace fc::cuda {
 
-// Shared memory of one CTA, in bytes from a 1024-byte-aligned base. (Outside an anonymous namespace:
-// the sm_80 pass, which compiles no kernel body, would warn that its members go unused.)
-template <int kD>
-struct DqSmem {
+// Shared memory of one CTA (wgmma.cuh's sw128_storage): q and d_o resident, the k and v rings, and
+// their KvPipeline. (Outside an anonymous namespace: the sm_80 pass, which compiles no kernel body,
+// would warn that its members go unused.)
+template <class T, int kD>
+struct WgmmaDqStorage {
   // (queries per CTA, keys per tile) of wgmma_traits.hpp: two consumers of 64 query rows.
   static constexpr int kBlockM = tile_for(WgmmaTraits::kDqTile, kD).block_m;
   static constexpr int kBlockN = tile_for(WgmmaTraits::kDqTile, kD).block_n;
   static_assert(kBlockM == 128, "two consumer warpgroups of 64 query rows");
-  static constexpr uint32_t kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
-  static constexpr uint32_t q = 0, d_o = kQBytes, k = 2 * kQBytes, v = k + 2 * kKVBytes;
-  static constexpr uint32_t bars = v + 2 * kKVBytes;  // a KvPipeline (wgmma.cuh), q and d_o resident
-  static constexpr uint32_t bytes = bars + KvPipeline::kSlots * kBarBytes + 1024;  // + alignment slack
-  static_assert(bytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
+  alignas(kSw128Align) T q[kBlockM * kD];             // (kBlockM, kD)
+  alignas(kSw128Align) T d_o[kBlockM * kD];           // (kBlockM, kD)
+  alignas(kSw128Align) T k[kKvStages][kBlockN * kD];  // (2, kBlockN, kD)
+  alignas(kSw128Align) T v[kKvStages][kBlockN * kD];  // (2, kBlockN, kD)
+  KvPipeline bar;
 };
 
 namespace {
@@ -48,16 +50,15 @@ __global__ void __launch_bounds__(384, 1)
                         const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                         const BwdParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = DqSmem<kD>;
-  constexpr int kBlockM = L::kBlockM, kBlockN = L::kBlockN, kNB = kBlockN / 8, kDB = kD / 8, kPanels = kD / 64;
-  constexpr uint32_t kQBytes = L::kQBytes, kKVBytes = L::kKVBytes;
+  using S = WgmmaDqStorage<T, kD>;
+  constexpr int kBlockM = S::kBlockM, kBlockN = S::kBlockN, kNB = kBlockN / 8, kDB = kD / 8, kPanels = kD / 64;
+  constexpr uint32_t kQBytes = sizeof(S::q), kKVBytes = sizeof(S::k[0]);
   using ConsumerSync = NamedSync<256, 128>;
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
-  const uint32_t s_q = base + L::q, s_do = base + L::d_o, s_k = base + L::k, s_v = base + L::v;
-  const uint32_t qdo_full = base + L::bars, k_full = bar_slot(qdo_full, KvPipeline::kKFull),
-                 v_full = bar_slot(qdo_full, KvPipeline::kVFull), k_empty = bar_slot(qdo_full, KvPipeline::kKEmpty),
-                 v_empty = bar_slot(qdo_full, KvPipeline::kVEmpty);  // [2] each
+  const SharedStorageRef<S> sm = sw128_storage<S>(smem_raw);
+  S& smem = sm.s;
+  KvPipeline& bar = smem.bar;  // resident_full: q and d_o
+  const uint32_t s_q = sm.addr(smem.q), s_do = sm.addr(smem.d_o), s_k = sm.addr(smem.k), s_v = sm.addr(smem.v);
 
   const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first: better tail balance
@@ -65,20 +66,20 @@ __global__ void __launch_bounds__(384, 1)
   const int m0 = m_block * kBlockM;
   const int n_tiles = rules::key_tile_count(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
 
-  if (threadIdx.x == 0) init_kv_pipeline_barriers(qdo_full, 8);
+  if (threadIdx.x == 0) init_kv_pipeline(sm, bar, 8);
   __syncthreads();  // the last CTA-wide barrier
 
   if (wg == 0) {  // producer
     setmaxnreg_dec<24>();
     if (threadIdx.x == 0 && n_tiles > 0) {
       const int bh_q = b * p.heads_q + h, bh_kv = b * p.heads_kv + h_kv;
+      const uint32_t qdo_full = sm.addr(bar.resident_full);
       mbar_arrive_expect_tx(qdo_full, 2 * kQBytes);
       for (int c = 0; c < kPanels; ++c) {
         tma_load_3d(s_q + c * kBlockM * 128, &tm_q, 64 * c, m0, bh_q, qdo_full);
         tma_load_3d(s_do + c * kBlockM * 128, &tm_do, 64 * c, m0, bh_q, qdo_full);
       }
-      tma_stream_kv<kPanels, kBlockN>(&tm_k, &tm_v, s_k, s_v, kKVBytes, n_tiles, bh_kv, k_full, v_full, k_empty,
-                                      v_empty);
+      tma_stream_kv<kPanels, kBlockN>(&tm_k, &tm_v, s_k, s_v, kKVBytes, n_tiles, bh_kv, sm, bar);
     }
     return;
   }
@@ -108,16 +109,16 @@ __global__ void __launch_bounds__(384, 1)
                  desc_do = sw128_desc(s_do + cw * 64 * 128, 16, 1024);
   const uint64_t desc_k = sw128_desc(s_k, 16, 1024), desc_v = sw128_desc(s_v, 16, 1024);
   const uint64_t desc_kt = sw128_desc(s_k, kBlockN * 128, 1024);
-  auto release = [&](uint32_t bar) {  // this warp no longer reads the stage
-    __syncwarp();                     // every lane's accesses are ordered before lane 0's (release) arrive
-    if (lane == 0) mbar_arrive(bar);
+  auto release = [&](Mbarrier& empty) {  // this warp no longer reads the stage
+    __syncwarp();                        // every lane's accesses are ordered before lane 0's (release) arrive
+    if (lane == 0) mbar_arrive(sm.addr(empty));
   };
 
-  if (n_tiles > 0) mbar_wait(qdo_full, 0);
-  for (int n = 0; n < n_tiles; ++n) {
-    const int cur = n & 1, n0 = n * kBlockN;
-    mbar_wait(bar_slot(k_full, cur), (n / 2) & 1);
-    mbar_wait(bar_slot(v_full, cur), (n / 2) & 1);
+  if (n_tiles > 0) mbar_wait(sm.addr(bar.resident_full), 0);
+  for (PipelineState<kKvStages> kv{0}; kv.count < n_tiles; ++kv) {
+    const int n = kv.count, cur = kv.index(), n0 = n * kBlockN;
+    mbar_wait(sm.addr(bar.k_full[cur]), kv.phase());
+    mbar_wait(sm.addr(bar.v_full[cur]), kv.phase());
     wgmma_fence();
     wgmma_kmajor<T, kBlockN, kD>(reinterpret_cast<float(&)[kBlockN / 2]>(s), desc_q, kBlockM * 128, desc_k,
                                  kBlockN * 128, cur * kKVBytes);
@@ -132,7 +133,7 @@ __global__ void __launch_bounds__(384, 1)
     for (int nb = 0; nb < kNB; ++nb) fence_operands(s[nb]);
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) fence_operands(sa[kk]);
-    if (n > 0) release(bar_slot(k_empty, cur ^ 1));  // tile n - 1's k stage: its dQ GEMM is done
+    if (n > 0) release(bar.k_empty[cur ^ 1]);  // tile n - 1's k stage (the other of two): its dQ GEMM is done
 
     // Key j = n0 + col is visible to row i iff j < nv(i) (which also stops at n_k).
     int lim[2];
@@ -153,7 +154,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_wait<0>();  // dP of tile n is done: v's stage is free
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb) fence_operands(dp[nb]);
-    release(bar_slot(v_empty, cur));
+    release(bar.v_empty[cur]);
     // dS = P (dP - D); where masked, 0 whatever dP (a non-finite v_j: 0 * inf). Two loops on a uniform
     // branch, so a tile without masked pairs runs no compare.
     const bool need_mask = rules::key_tile_straddles(p.mask, p.n_q, p.n_k, m0, n0, kBlockN);
@@ -182,8 +183,7 @@ __global__ void __launch_bounds__(384, 1)
     // that see j are inside the radius (their dS_ij is NaN but for a score of exactly -inf).
     if (need_mask) {
       ConsumerSync::sync();  // both consumers' S GEMMs have read this k stage
-      if (scrub_nonfinite<kBlockN, kD, 256, ConsumerSync>(
-              reinterpret_cast<T*>(smem_raw + (base - raw) + L::k + cur * kKVBytes))) {
+      if (scrub_nonfinite<kBlockN, kD, 256, ConsumerSync>(sm.stage(smem.k, cur))) {
         fence_proxy_async();  // the scrub's stores must reach the dQ GEMM's reads
         ConsumerSync::sync();
       }
@@ -212,19 +212,21 @@ __global__ void __launch_bounds__(384, 1)
 
 template <class T, int kD>
 cudaError_t launch(const BwdParams& p, cudaStream_t stream) {
-  using L = DqSmem<kD>;
+  using S = WgmmaDqStorage<T, kD>;
+  constexpr int kSmemBytes = sw128_smem_bytes<S>();
+  static_assert(kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
   const Problem& pr = p.pr;
   CUtensorMap maps[4];  // q, d_o, k, v
-  if (!tensor_map(&maps[0], p.q, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, L::kBlockM) ||
-      !tensor_map(&maps[1], p.d_o, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, L::kBlockM) ||
-      !tensor_map(&maps[2], p.k, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, L::kBlockN) ||
-      !tensor_map(&maps[3], p.v, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, L::kBlockN))
+  if (!tensor_map(&maps[0], p.q, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, S::kBlockM) ||
+      !tensor_map(&maps[1], p.d_o, pr.dtype, kD, pr.n_q, pr.batch * pr.heads_q, S::kBlockM) ||
+      !tensor_map(&maps[2], p.k, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, S::kBlockN) ||
+      !tensor_map(&maps[3], p.v, pr.dtype, kD, pr.n_k, pr.batch * pr.heads_kv, S::kBlockN))
     return cudaErrorInvalidValue;
   auto kernel = wgmma_bwd_dq_kernel<T, kD>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::bytes));
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (e != cudaSuccess) return e;
-  const dim3 grid((pr.n_q + L::kBlockM - 1) / L::kBlockM, pr.heads_q, pr.batch);
-  kernel<<<grid, 384, L::bytes, stream>>>(maps[0], maps[1], maps[2], maps[3], p);
+  const dim3 grid((pr.n_q + S::kBlockM - 1) / S::kBlockM, pr.heads_q, pr.batch);
+  kernel<<<grid, 384, kSmemBytes, stream>>>(maps[0], maps[1], maps[2], maps[3], p);
   return cudaGetLastError();
 }
 
