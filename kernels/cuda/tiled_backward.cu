@@ -62,13 +62,30 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// Shared memory of one CTA: the k and v tiles, two stages of q and d_o, two of lse2 and D (fp32), and
-// with kAtomicDq the dS^T tile of the d_q GEMM.
+// What follows a key-tile CTA's tiles in shared memory: with kAtomicDq the dS^T tile of the d_q GEMM,
+// then two stages of lse2 and D (fp32) per query.
+template <class T, int kBlockM, int kBlockN, bool kAtomicDq>
+struct TiledKvStepStorage {
+  T ds[kBlockN * kBlockM];  // (kBlockN, kBlockM) dS^T, swizzled
+  float lse2[2][kBlockM];   // (2, kBlockM) lse in base 2
+  float dd[2][kBlockM];     // (2, kBlockM) D
+};
+template <class T, int kBlockM, int kBlockN>
+struct TiledKvStepStorage<T, kBlockM, kBlockN, false> {
+  float lse2[2][kBlockM];  // (2, kBlockM)
+  float dd[2][kBlockM];    // (2, kBlockM)
+};
+
+// Shared memory of one CTA: the k and v tiles, two stages of q and d_o (swizzled, filled by cp.async in
+// 16-byte chunks), then the step's part.
 template <class T, int kD, int kBlockM, int kBlockN, bool kAtomicDq>
-constexpr int kv_smem_bytes() {
-  return (2 * kBlockN + 4 * kBlockM) * kD * int(sizeof(T)) + 4 * kBlockM * int(sizeof(float)) +
-         (kAtomicDq ? kBlockN * kBlockM * int(sizeof(T)) : 0);
-}
+struct TiledKvStorage {
+  alignas(128) T k[kBlockN * kD];  // (kBlockN, kD)
+  T v[kBlockN * kD];               // (kBlockN, kD)
+  T q[2][kBlockM * kD];            // (2, kBlockM, kD)
+  T d_o[2][kBlockM * kD];          // (2, kBlockM, kD)
+  TiledKvStepStorage<T, kBlockM, kBlockN, kAtomicDq> step;
+};
 
 // kFault: a planted fault of a CUDA mutant (mutant_traits.hpp), Fault::None for the real kernel.
 template <class T, int kD, int kBlockM, int kBlockN, bool kAtomicDq, Fault kFault = Fault::None>
@@ -78,15 +95,17 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
   static_assert(kBlockN % 16 == 0, "a warp owns 16 keys");
   static_assert(kBlockM % 32 == 0, "q and d_o are read two 8-query n-blocks at a time; dS^T rows are swizzled");
   static_assert(kD % 64 == 0, "d_q units of 32 columns; rows of k, v, q and d_o of 8 chunks");
-  static_assert(kv_smem_bytes<T, kD, kBlockM, kBlockN, kAtomicDq>() <= kMaxSmemSm80, "shared memory of an sm_80 CTA");
+  using S = TiledKvStorage<T, kD, kBlockM, kBlockN, kAtomicDq>;
+  using F = FaultTraits<kFault>;
+  static_assert(sizeof(S) <= kMaxSmemSm80, "shared memory of an sm_80 CTA");
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  T* s_k = reinterpret_cast<T*>(smem_raw);  // (kBlockN, kD)
-  T* s_v = s_k + kBlockN * kD;              // (kBlockN, kD)
-  T* s_q = s_v + kBlockN * kD;              // (2, kBlockM, kD)
-  T* s_do = s_q + 2 * kBlockM * kD;         // (2, kBlockM, kD)
-  T* s_ds = s_do + 2 * kBlockM * kD;        // (kBlockN, kBlockM), only with kAtomicDq
-  float* s_lse = reinterpret_cast<float*>(s_ds + (kAtomicDq ? kBlockN * kBlockM : 0));  // (2, kBlockM), base 2
-  float* s_dd = s_lse + 2 * kBlockM;                                                    // (2, kBlockM)
+  S& smem = *reinterpret_cast<S*>(smem_raw);
+  T* s_k = smem.k;                   // (kBlockN, kD)
+  T* s_v = smem.v;                   // (kBlockN, kD)
+  T* s_q = smem.q[0];                // (2, kBlockM, kD)
+  T* s_do = smem.d_o[0];             // (2, kBlockM, kD)
+  float* s_lse = smem.step.lse2[0];  // (2, kBlockM), base 2
+  float* s_dd = smem.step.dd[0];     // (2, kBlockM)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int n0 = blockIdx.x * kBlockN, h_kv = blockIdx.y, b = blockIdx.z;
@@ -196,7 +215,8 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
         mma<T>(dk[db], sa, qb[0], qb[1]);
         mma<T>(dk[db + 1], sa, qb[2], qb[3]);
       }
-      if constexpr (kAtomicDq) {  // stage dS^T (keys x queries) for the d_q GEMM below
+      if constexpr (kAtomicDq) {       // stage dS^T (keys x queries) for the d_q GEMM below
+        T* const s_ds = smem.step.ds;  // (kBlockN, kBlockM)
         const int row = warp * 16 + g;
         *reinterpret_cast<uint32_t*>(s_ds + swz<kBlockM>(row, kk * 16 + 2 * t)) = sa[0];
         *reinterpret_cast<uint32_t*>(s_ds + swz<kBlockM>(row + 8, kk * 16 + 2 * t)) = sa[1];
@@ -208,9 +228,10 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
       __syncthreads();
       // d_q tile (kBlockM, kD) += dS K, in (16 rows, 32 columns) units spread over the warps.
       constexpr int kUnits = (kBlockM / 16) * (kD / 32);
+      T* const s_ds = smem.step.ds;                         // (kBlockN, kBlockM)
       float* acc_bh = p.dq_acc + offset_q(p.pr, b, h, m0);  // (kBlockM, kD)
-      if constexpr (kFault == Fault::TiledDqAccPad32)  // (b, h_q, n_q_pad, kD), its offset in 32-bit int arithmetic
-        acc_bh = p.dq_acc + wrap32(((int64_t(b) * p.heads_q + h) * p.n_q_pad + m0) * kD);
+      if constexpr (F::kDqAccPadded32)  // (b, h_q, n_q_pad, kD), its offset in 32-bit int arithmetic
+        acc_bh = p.dq_acc + element_offset<true>(((int64_t(b) * p.heads_q + h) * p.n_q_pad + m0) * kD);
       for (int u = warp; u < kUnits; u += kWarps) {
         const int r0 = (u / (kD / 32)) * 16, c0 = (u % (kD / 32)) * 32;
         float dq[4][4] = {};  // (16, 32) d_q unit of this warp
@@ -234,7 +255,7 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
             const int row = r0 + g + 8 * r;
             if (m0 + row >= p.n_q) continue;
             float* dst = acc_bh + int64_t(row) * kD + c0 + cb * 8 + 2 * t;  // 8-byte aligned pair
-            if constexpr (kFault == Fault::TiledDqPlainAdd) {  // not atomic: other CTAs add to the same rows
+            if constexpr (!F::kDqAtomicAdd) {  // not atomic: other CTAs add to the same rows
               float2* d2 = reinterpret_cast<float2*>(dst);
               const float2 x = *d2;
               *d2 = make_float2(x.x + dq[cb][2 * r], x.y + dq[cb][2 * r + 1]);
@@ -271,19 +292,20 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
 template <class T, int kD, int kBlockM, int kBlockN, Fault kFault = Fault::None>
 cudaError_t launch(const BwdParams& p, bool deterministic, cudaStream_t stream) {
   backward_prep(p, !deterministic, stream);
-  constexpr int smem_base = kv_smem_bytes<T, kD, kBlockM, kBlockN, false>();
+  using F = FaultTraits<kFault>;
+  constexpr int smem_base = int(sizeof(TiledKvStorage<T, kD, kBlockM, kBlockN, false>));
   const dim3 grid((p.n_k + kBlockN - 1) / kBlockN, p.heads_kv, p.batch);
   cudaError_t e;
   if (!deterministic) {
     auto kernel = bwd_kv_kernel<T, kD, kBlockM, kBlockN, true, kFault>;
-    constexpr int smem = kv_smem_bytes<T, kD, kBlockM, kBlockN, true>();
+    constexpr int smem = int(sizeof(TiledKvStorage<T, kD, kBlockM, kBlockN, true>));
     if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess) return e;
-    if constexpr (kFault == Fault::TiledDqAccPad32) {  // the padded accumulator, zeroed whole
+    if constexpr (F::kDqAccPadded32) {  // the padded accumulator, zeroed whole
       const int64_t n = int64_t(p.batch) * p.heads_q * p.n_q_pad * kD;
       if ((e = cudaMemsetAsync(p.dq_acc, 0, size_t(n) * sizeof(float), stream)) != cudaSuccess) return e;
     }
     kernel<<<grid, kBlockN * 2, smem, stream>>>(p);
-    if constexpr (kFault == Fault::TiledDqAccPad32) {
+    if constexpr (F::kDqAccPadded32) {
       const int64_t n = int64_t(p.batch) * p.heads_q * p.n_q * kD;
       const unsigned blocks = unsigned((n + 255) / 256 < 65536 ? (n + 255) / 256 : 65536);
       bwd_dq_convert_padded_kernel<T>

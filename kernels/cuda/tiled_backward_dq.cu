@@ -14,11 +14,15 @@
 namespace fc::cuda {
 namespace {
 
-// Shared memory of one CTA: the q and d_o tiles, two stages of the k and v tiles.
+// Shared memory of one CTA: the q and d_o tiles, two stages of the k and v tiles, each swizzled
+// (mma.cuh's swz) and filled by cp.async in 16-byte chunks.
 template <class T, int kD, int kBlockM, int kBlockN>
-constexpr int dq_smem_bytes() {
-  return (2 * kBlockM + 4 * kBlockN) * kD * int(sizeof(T));
-}
+struct TiledDqStorage {
+  alignas(128) T q[kBlockM * kD];  // (kBlockM, kD)
+  T d_o[kBlockM * kD];             // (kBlockM, kD)
+  T k[2][kBlockN * kD];            // (2, kBlockN, kD)
+  T v[2][kBlockN * kD];            // (2, kBlockN, kD)
+};
 
 template <class T, int kD, int kBlockM, int kBlockN>
 __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) {
@@ -26,12 +30,14 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
   static_assert(kBlockM % 16 == 0, "a warp owns 16 query rows");
   static_assert(kBlockN % 16 == 0, "k and v are read two 8-key n-blocks at a time; dS K steps 16 keys");
   static_assert(kD % 64 == 0, "rows of q, d_o, k and v of at least 8 chunks");
-  static_assert(dq_smem_bytes<T, kD, kBlockM, kBlockN>() <= kMaxSmemSm80, "shared memory of an sm_80 CTA");
+  using S = TiledDqStorage<T, kD, kBlockM, kBlockN>;
+  static_assert(sizeof(S) <= kMaxSmemSm80, "shared memory of an sm_80 CTA");
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  T* s_q = reinterpret_cast<T*>(smem_raw);  // (kBlockM, kD)
-  T* s_do = s_q + kBlockM * kD;             // (kBlockM, kD)
-  T* s_k = s_do + kBlockM * kD;             // (2, kBlockN, kD)
-  T* s_v = s_k + 2 * kBlockN * kD;          // (2, kBlockN, kD)
+  S& smem = *reinterpret_cast<S*>(smem_raw);
+  T* s_q = smem.q;     // (kBlockM, kD)
+  T* s_do = smem.d_o;  // (kBlockM, kD)
+  T* s_k = smem.k[0];  // (2, kBlockN, kD)
+  T* s_v = smem.v[0];  // (2, kBlockN, kD)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int m_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -130,7 +136,7 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
 template <class T, int kD>
 cudaError_t launch(const BwdParams& p, cudaStream_t stream) {
   constexpr int kBlockM = TiledTraits::kDqTile.block_m, kBlockN = TiledTraits::kDqTile.block_n;
-  constexpr int smem = dq_smem_bytes<T, kD, kBlockM, kBlockN>();
+  constexpr int smem = int(sizeof(TiledDqStorage<T, kD, kBlockM, kBlockN>));
   auto kernel = bwd_dq_kernel<T, kD, kBlockM, kBlockN>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;

@@ -15,11 +15,14 @@
 namespace fc::cuda {
 namespace {
 
-// Shared memory of one CTA: the q tile and two stages of the k and v tiles.
+// Shared memory of one CTA: the q tile and two stages of the k and v tiles, each swizzled (mma.cuh's
+// swz) and filled by cp.async in 16-byte chunks.
 template <class T, int kD, int kBlockM, int kBlockN>
-constexpr int forward_smem_bytes() {
-  return (kBlockM + 4 * kBlockN) * kD * int(sizeof(T));
-}
+struct TiledFwdStorage {
+  alignas(128) T q[kBlockM * kD];  // (kBlockM, kD)
+  T k[2][kBlockN * kD];            // (2, kBlockN, kD)
+  T v[2][kBlockN * kD];            // (2, kBlockN, kD)
+};
 
 // kMT: 16-row m-tiles per warp. kMT = 1 keeps the warp's q fragments in registers; kMT = 2 reads
 // them from shared memory at every k-step but reuses each k / v fragment for two m-tiles, halving
@@ -34,32 +37,30 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
   static_assert(kBlockM % (16 * kMT) == 0, "a warp owns 16 kMT query rows");
   static_assert(kBlockN % 16 == 0, "k is read two 8-key n-blocks at a time; o += P v steps 16 keys");
   static_assert(kD % 64 == 0, "SwzLane: rows of q, k and v of at least 8 chunks");
-  static_assert(forward_smem_bytes<T, kD, kBlockM, kBlockN>() <= kMaxSmemSm80, "shared memory of an sm_80 CTA");
+  using S = TiledFwdStorage<T, kD, kBlockM, kBlockN>;
+  using F = FaultTraits<kFault>;
+  static_assert(sizeof(S) <= kMaxSmemSm80, "shared memory of an sm_80 CTA");
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  T* s_q = reinterpret_cast<T*>(smem_raw);  // (kBlockM, kD)
-  T* s_k = s_q + kBlockM * kD;              // (2, kBlockN, kD)
-  T* s_v = s_k + 2 * kBlockN * kD;          // (2, kBlockN, kD)
+  S& smem = *reinterpret_cast<S*>(smem_raw);
+  T* s_q = smem.q;     // (kBlockM, kD)
+  T* s_k = smem.k[0];  // (2, kBlockN, kD)
+  T* s_v = smem.v[0];  // (2, kBlockN, kD)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first: better tail balance
   const int h = blockIdx.y, b = blockIdx.z, h_kv = h / (p.heads_q / p.heads_kv);
-  const int m0 = m_block * kBlockM, w0 = warp * 16 * kMT;               // first row of the tile, of the warp
-  const T* q = p.q + ((int64_t(b) * p.heads_q + h) * p.n_q + m0) * kD;  // (kBlockM, kD) tile
-  const T* k = p.k + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
-  const T* v = p.v + (int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD;     // (n_k, kD)
-  if constexpr (kFault == Fault::TiledOffset32) {                       // the same offsets in 32-bit int arithmetic
-    q = p.q + wrap32(((int64_t(b) * p.heads_q + h) * p.n_q + m0) * kD);
-    k = p.k + wrap32((int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD);
-    v = p.v + wrap32((int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD);
-  }
-  // Rows of k and v the loads treat as present: TiledTail assumes whole key tiles (rows past n_k are
-  // the next head's).
-  int n_k_rows = p.n_k;
-  if constexpr (kFault == Fault::TiledTail) n_k_rows = (p.n_k + kBlockN - 1) / kBlockN * kBlockN;
+  const int m0 = m_block * kBlockM, w0 = warp * 16 * kMT;  // first row of the tile, of the warp
+  constexpr bool kOffsets32 = F::kHeadOffsets32;
+  const T* q = p.q + element_offset<kOffsets32>(((int64_t(b) * p.heads_q + h) * p.n_q + m0) * kD);  // (kBlockM, kD)
+  const T* k = p.k + element_offset<kOffsets32>((int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD);     // (n_k, kD)
+  const T* v = p.v + element_offset<kOffsets32>((int64_t(b) * p.heads_kv + h_kv) * p.n_k * kD);     // (n_k, kD)
+  // Rows of k and v the loads treat as present: n_k, or without the key-tail predicate whole key tiles
+  // (rows past n_k are the next head's).
+  const int n_k_rows = F::kKeyTailPredicate ? p.n_k : (p.n_k + kBlockN - 1) / kBlockN * kBlockN;
 
   int n_tiles = rules::key_tile_count(p.mask, p.n_q, p.n_k, m0, kBlockM, kBlockN);
-  if constexpr (kFault == Fault::TiledCausalSkip)  // the diagonal key tile is not walked
-    if (p.mask != Mask::None && n_tiles > 0) --n_tiles;
+  if constexpr (F::kCausalTilesShort > 0)  // the causal walk stops short: the diagonal key tile is not walked
+    if (p.mask != Mask::None && n_tiles >= F::kCausalTilesShort) n_tiles -= F::kCausalTilesShort;
 
   float o[kMT][kDB][4] = {};   // (16 kMT, kD) per warp, fp32
   float m[kMT][2], l[kMT][2];  // rows g and g + 8 of each m-tile: running max (base 2), partial sum
@@ -85,8 +86,8 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
   for (int n = 0; n < n_tiles; ++n) {
     const int n0 = n * kBlockN, next = (n + 1) & 1;
     cp_async_wait<1>();  // all but v_n: k_n has landed
-    // ... for every thread; and every warp is done with k_{n-1}'s buffer (TiledNoSync: no barrier).
-    if constexpr (kFault != Fault::TiledNoSync) __syncthreads();
+    // ... for every thread; and every warp is done with k_{n-1}'s buffer.
+    if constexpr (F::kSyncAfterCopies) __syncthreads();
     if (n + 1 < n_tiles)
       load_tile<kBlockN, kD, kThreads>(s_k + next * kBlockN * kD, k + int64_t(n0 + kBlockN) * kD,
                                        n_k_rows - n0 - kBlockN);
@@ -125,12 +126,12 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
       }
     }
     bool need_mask = rules::key_tile_straddles(p.mask, p.n_q, p.n_k, m0, n0, kBlockN);
-    if constexpr (kFault == Fault::TiledTail)  // only the causal mask's straddle
+    if constexpr (!F::kKeyTailPredicate)  // whole key tiles: only the causal mask's straddle
       need_mask = p.mask != Mask::None && int64_t(n0) + kBlockN - 1 > m0 + rules::causal_offset(p.mask, p.n_q, p.n_k);
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
-      online_softmax_step<T, kNB, kDB, kFault != Fault::TiledTail>(s[mt], m[mt], l[mt], o[mt], pa[mt], p, need_mask,
-                                                                   m0 + w0 + mt * 16, n0);
+      online_softmax_step<T, kNB, kDB, F::kKeyTailPredicate>(s[mt], m[mt], l[mt], o[mt], pa[mt], p, need_mask,
+                                                             m0 + w0 + mt * 16, n0);
     cp_async_wait<1>();  // all but k_{n+1}: v_n has landed
     __syncthreads();     // ... for every thread; and every warp is done with v_{n-1}'s buffer
     if (n + 1 < n_tiles)
@@ -160,13 +161,13 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
 
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
-    store_o_lse<T, kDB, kFault == Fault::TiledStorePastEnd>(p, o[mt], m[mt], l[mt], b, h, m0 + w0 + mt * 16);
+    store_o_lse<T, kDB, F::kStoreRowPastEnd>(p, o[mt], m[mt], l[mt], b, h, m0 + w0 + mt * 16);
 }
 
 template <class T, int kD, int kBlockM, int kBlockN, int kMT, Fault kFault = Fault::None>
 cudaError_t launch(const Problem& pr, const ForwardArgs& a, cudaStream_t stream) {
   const FwdParams<T> p = make_fwd_params<T>(pr, a);
-  constexpr int smem = forward_smem_bytes<T, kD, kBlockM, kBlockN>();
+  constexpr int smem = int(sizeof(TiledFwdStorage<T, kD, kBlockM, kBlockN>));
   auto kernel = tiled_forward_kernel<T, kD, kBlockM, kBlockN, kMT, kFault>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
