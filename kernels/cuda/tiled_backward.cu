@@ -87,7 +87,8 @@ struct TiledKvStorage {
   TiledKvStepStorage<T, kBlockM, kBlockN, kAtomicDq> step;
 };
 
-// kFault: a planted fault of a CUDA mutant (mutant_traits.hpp), Fault::None for the real kernel.
+// kFault: a planted fault of a CUDA mutant, Fault::None for the real kernel; the body reads what it
+// changes from FaultTraits<kFault> (mutant_traits.hpp).
 template <class T, int kD, int kBlockM, int kBlockN, bool kAtomicDq, Fault kFault = Fault::None>
 __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) {
   constexpr int kThreads = kBlockN * 2, kWarps = kBlockN / 16;

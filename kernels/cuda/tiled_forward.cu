@@ -27,7 +27,8 @@ struct TiledFwdStorage {
 // kMT: 16-row m-tiles per warp. kMT = 1 keeps the warp's q fragments in registers; kMT = 2 reads
 // them from shared memory at every k-step but reuses each k / v fragment for two m-tiles, halving
 // the shared-memory traffic per mma (the FlashAttention-2 layout). kFault: a planted fault of a CUDA
-// mutant (mutant_traits.hpp), Fault::None for the real kernel.
+// mutant, Fault::None for the real kernel; the body reads what it changes from FaultTraits<kFault>
+// (mutant_traits.hpp).
 template <class T, int kD, int kBlockM, int kBlockN, int kMT, Fault kFault = Fault::None>
 __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const FwdParams<T> p) {
   constexpr int kThreads = kBlockM * 2 / kMT;  // kBlockM / (16 kMT) warps

@@ -13,6 +13,7 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "contract/attention.h"
@@ -59,7 +60,7 @@ struct SharedStorageRef {
   }
   // An array of the storage, and stage st of a ring (an array of stages) of it, for generic loads and
   // stores: st is any index the kernel computes, one that wraps past the ring included. (Byte offsets
-  // from the storage's base, the form whose addresses the compiler folds best.)
+  // from the storage's base: the form the compiler folds into the shortest shared addresses.)
   template <class E, size_t kN>
   __device__ __forceinline__ E* ptr(E (&array)[kN]) const {
     return reinterpret_cast<E*>(reinterpret_cast<unsigned char*>(&s) + offset(array));

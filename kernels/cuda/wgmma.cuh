@@ -1,8 +1,8 @@
 // Hopper (sm_90a) building blocks of the wgmma kernels (wgmma_forward.cu, wgmma_backward.cu,
-// wgmma_backward_dq.cu): shared-memory matrix descriptors, the 128-byte-swizzled tile layout they
-// describe (and TMA writes; TMA and mbarriers are tma.cuh's), warpgroup fences, register budgets. Hand-written PTX wrappers: these
-// instructions have no C++ API in the CUDA runtime headers (the wgmma calls themselves are generated
-// into wgmma_ops.cuh).
+// wgmma_backward_dq.cu): the placement of a kernel's shared storage, shared-memory matrix descriptors,
+// the 128-byte-swizzled tile layout they describe (and TMA writes; TMA and mbarriers are tma.cuh's),
+// warpgroup fences, register budgets. Hand-written PTX wrappers: these instructions have no C++ API in
+// the CUDA runtime headers (the wgmma calls themselves are generated into wgmma_ops.cuh).
 //
 // Tile layout (SW128, what a descriptor with swizzle mode 1 reads): a (kRows, kCols) b16 tile is
 // kCols / 64 column panels, one after the other; a panel is kRows rows of 128 bytes (64 elements);

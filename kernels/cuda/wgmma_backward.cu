@@ -66,6 +66,8 @@ struct WgmmaBwdStepStorage {
   WgmmaBwdRows<kBlockM> rows;
   alignas(kSw128Align) float dq[kWG][64 * 64];  // a consumer's (64, 64) d_q block, SW128 fp32 panels
   BwdPipeline bar;
+  static_assert(sizeof(ds[0]) % kSw128Align == 0 && sizeof(dq[0]) % kSw128Align == 0,
+                "every stage and block starts on a swizzle atom");
 };
 // Without (the deterministic variant, d_q from wgmma_backward_dq.cu): the rows and the barriers.
 template <class T, int kBlockM, int kBlockN, int kWG>
@@ -84,11 +86,13 @@ struct WgmmaBwdStorage {
   alignas(kSw128Align) T q[kQdoStages][kBlockM * kD];    // (2, kBlockM, kD)
   alignas(kSw128Align) T d_o[kQdoStages][kBlockM * kD];  // (2, kBlockM, kD)
   WgmmaBwdStepStorage<T, kBlockM, kBlockN, kWG, kAtomicDq> step;
+  static_assert(sizeof(q[0]) % kSw128Align == 0, "every stage of the ring starts on a swizzle atom");
 };
 
 namespace {
 
-// kFault: a planted fault of a CUDA mutant (mutant_traits.hpp), Fault::None for the real kernel.
+// kFault: a planted fault of a CUDA mutant, Fault::None for the real kernel; the body reads what it
+// changes from FaultTraits<kFault> (mutant_traits.hpp).
 template <class T, int kD, int kWG, bool kAtomicDq, Fault kFault = Fault::None>
 __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     wgmma_bwd_kv_kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,

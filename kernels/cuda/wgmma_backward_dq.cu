@@ -40,6 +40,7 @@ struct WgmmaDqStorage {
   alignas(kSw128Align) T k[kKvStages][kBlockN * kD];  // (2, kBlockN, kD)
   alignas(kSw128Align) T v[kKvStages][kBlockN * kD];  // (2, kBlockN, kD)
   KvPipeline bar;
+  static_assert(sizeof(k[0]) % kSw128Align == 0, "every stage of the ring starts on a swizzle atom");
 };
 
 namespace {

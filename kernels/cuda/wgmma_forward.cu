@@ -34,11 +34,13 @@ struct WgmmaFwdStorage {
   alignas(kSw128Align) T v[kKvStages][kBlockN * kD];  // (2, kBlockN, kD)
   T scratch[kD * kBlockN];                            // (kD, kBlockN): P of readd_nonfinite_v
   KvPipeline bar;
+  static_assert(sizeof(k[0]) % kSw128Align == 0, "every stage of the ring starts on a swizzle atom");
 };
 
 namespace {
 
-// kFault: a planted fault of a CUDA mutant (mutant_traits.hpp), Fault::None for the real kernel.
+// kFault: a planted fault of a CUDA mutant, Fault::None for the real kernel; the body reads what it
+// changes from FaultTraits<kFault> (mutant_traits.hpp).
 template <class T, int kD, int kBlockN, int kWG, Fault kFault = Fault::None>
 __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     wgmma_forward_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
@@ -138,7 +140,7 @@ __global__ void __launch_bounds__((kWG + 1) * 128, 1)
     constexpr bool kMore = decltype(more_tag)::value;
     PipelineState<kKvStages> kv_next = kv;  // key tile n + 1's
     ++kv_next;
-    const int n0 = kv.count * kBlockN, cur = kv.index(), next = cur ^ 1;  // the two stages
+    const int n0 = kv.count * kBlockN, cur = kv.index(), next = cur ^ 1;  // next: the other of the two stages
     // The stages the GEMMs read: the barriers', unless the ring wraps elsewhere (F::kRingStages): past
     // its last stage, it reads beyond the ring.
     const int cur_st = F::kRingStages == kKvStages ? cur : PipelineState<F::kRingStages>{kv.count}.index();
