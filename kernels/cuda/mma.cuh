@@ -13,6 +13,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace fc::cuda {
@@ -128,6 +129,12 @@ struct SwzLane {
     return row_base + uint32_t(r * kCols * 2 + (chunk / 8) * 128) + off[(chunk % 8) / 2];
   }
 };
+
+// Stage st of a ring of tiles in shared memory (a member of a kernel's storage struct).
+template <class T, size_t kStages, size_t kN>
+__device__ __forceinline__ T* ring_stage(T (&ring)[kStages][kN], int st) {
+  return ring[0] + st * int(kN);
+}
 
 // Copy a (kRows, kCols) tile of a row-major tensor with row stride kCols into swizzled shared
 // memory; rows >= n_rows are zero-filled. All kThreads threads take part.

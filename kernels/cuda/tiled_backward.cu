@@ -126,8 +126,8 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
   auto prefetch = [&](int it, int buf) {
     const int h = h_kv * group + it / n_mb, m0 = (mb_begin + it % n_mb) * kBlockM;
     const int64_t row0 = offset_lse(p.pr, b, h, m0);
-    load_tile<kBlockM, kD, kThreads>(s_q + buf * kBlockM * kD, static_cast<const T*>(p.q) + row0 * kD, p.n_q - m0);
-    load_tile<kBlockM, kD, kThreads>(s_do + buf * kBlockM * kD, static_cast<const T*>(p.d_o) + row0 * kD, p.n_q - m0);
+    load_tile<kBlockM, kD, kThreads>(ring_stage(smem.q, buf), static_cast<const T*>(p.q) + row0 * kD, p.n_q - m0);
+    load_tile<kBlockM, kD, kThreads>(ring_stage(smem.d_o, buf), static_cast<const T*>(p.d_o) + row0 * kD, p.n_q - m0);
     for (int x = threadIdx.x; x < kBlockM; x += kThreads) {
       const bool in = m0 + x < p.n_q;  // rows past n_q: lse = -inf makes their P exactly 0
       s_lse[buf * kBlockM + x] = in ? p.lse[row0 + x] * float(rules::kLog2e) : rules::neg_inf<float>();
@@ -151,8 +151,8 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
     // the radius: S^T then reads the zero too).
     if constexpr (kAtomicDq)
       if (it == 0) scrub_nonfinite<kBlockN, kD, kThreads>(s_k);  // ends in a barrier
-    const T* s_qb = s_q + buf * kBlockM * kD;                    // (kBlockM, kD)
-    const T* s_dob = s_do + buf * kBlockM * kD;                  // (kBlockM, kD)
+    const T* s_qb = ring_stage(smem.q, buf);                     // (kBlockM, kD)
+    const T* s_dob = ring_stage(smem.d_o, buf);                  // (kBlockM, kD)
 
     // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys: (16, kBlockM) each.
     float pt[kMB][4] = {}, dpt[kMB][4] = {};  // (16, kBlockM) each: S^T then P^T; dP^T then dS^T
@@ -191,8 +191,8 @@ __global__ void __launch_bounds__(kBlockN * 2) bwd_kv_kernel(const BwdParams p) 
     // NaN blast radius: in a step straddling the mask, a masked dS = 0 times a non-finite q_i would reach
     // keys row i cannot see through dK; such elements of the q buffer are zeroed (S^T has read it).
     if (need_mask) {
-      __syncthreads();                                                   // every warp's S^T has read this step's q
-      scrub_nonfinite<kBlockM, kD, kThreads>(s_q + buf * kBlockM * kD);  // ends in a barrier
+      __syncthreads();                                                  // every warp's S^T has read this step's q
+      scrub_nonfinite<kBlockM, kD, kThreads>(ring_stage(smem.q, buf));  // ends in a barrier
     }
     // dV += P^T dO and dK += dS^T Q; P and dS rounded to T as tensor-core operands.
 #pragma unroll

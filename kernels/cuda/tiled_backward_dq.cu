@@ -70,8 +70,8 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
     __syncthreads();        // ... for every thread; and every warp is done with the previous tile
     if (n + 1 < n_tiles) {  // into the buffers the previous tile read
       const int buf = (n + 1) & 1;
-      load_tile<kBlockN, kD, kThreads>(s_k + buf * kBlockN * kD, k + int64_t(n0 + kBlockN) * kD, p.n_k - n0 - kBlockN);
-      load_tile<kBlockN, kD, kThreads>(s_v + buf * kBlockN * kD, v + int64_t(n0 + kBlockN) * kD, p.n_k - n0 - kBlockN);
+      load_tile<kBlockN, kD, kThreads>(ring_stage(smem.k, buf), k + int64_t(n0 + kBlockN) * kD, p.n_k - n0 - kBlockN);
+      load_tile<kBlockN, kD, kThreads>(ring_stage(smem.v, buf), v + int64_t(n0 + kBlockN) * kD, p.n_k - n0 - kBlockN);
     }
     cp_async_commit();
     if (n == 0) {
@@ -82,9 +82,9 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
         ldmatrix_x4(of[ks], smem_addr(s_do + swz<kD>(r, c)));
       }
     }
-    const T* s_kn = s_k + (n & 1) * kBlockN * kD;  // (kBlockN, kD)
-    const T* s_vn = s_v + (n & 1) * kBlockN * kD;  // (kBlockN, kD)
-    float s[kNB][4] = {}, dp[kNB][4] = {};         // (16, kBlockN): q.k and d_o.v
+    const T* s_kn = ring_stage(smem.k, n & 1);  // (kBlockN, kD)
+    const T* s_vn = ring_stage(smem.v, n & 1);  // (kBlockN, kD)
+    float s[kNB][4] = {}, dp[kNB][4] = {};      // (16, kBlockN): q.k and d_o.v
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
 #pragma unroll
@@ -112,8 +112,8 @@ __global__ void __launch_bounds__(kBlockM * 2) bwd_dq_kernel(const BwdParams p) 
     // NaN blast radius: a masked dS = 0 times a non-finite k_j would reach rows that cannot see j; in a
     // tile straddling the mask such elements are zeroed for the dQ GEMM (S has read k already).
     if (need_mask) {
-      __syncthreads();                                                       // every warp's S has read this tile's k
-      scrub_nonfinite<kBlockN, kD, kThreads>(s_k + (n & 1) * kBlockN * kD);  // ends in a barrier
+      __syncthreads();                                                    // every warp's S has read this tile's k
+      scrub_nonfinite<kBlockN, kD, kThreads>(ring_stage(smem.k, n & 1));  // ends in a barrier
     }
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {

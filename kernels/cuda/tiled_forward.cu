@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
     // ... for every thread; and every warp is done with k_{n-1}'s buffer.
     if constexpr (F::kSyncAfterCopies) __syncthreads();
     if (n + 1 < n_tiles)
-      load_tile<kBlockN, kD, kThreads>(s_k + next * kBlockN * kD, k + int64_t(n0 + kBlockN) * kD,
+      load_tile<kBlockN, kD, kThreads>(ring_stage(smem.k, next), k + int64_t(n0 + kBlockN) * kD,
                                        n_k_rows - n0 - kBlockN);
     cp_async_commit();
     if constexpr (kMT == 1) {
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kBlockM * 2 / kMT) tiled_forward_kernel(const 
     cp_async_wait<1>();  // all but k_{n+1}: v_n has landed
     __syncthreads();     // ... for every thread; and every warp is done with v_{n-1}'s buffer
     if (n + 1 < n_tiles)
-      load_tile<kBlockN, kD, kThreads>(s_v + next * kBlockN * kD, v + int64_t(n0 + kBlockN) * kD,
+      load_tile<kBlockN, kD, kThreads>(ring_stage(smem.v, next), v + int64_t(n0 + kBlockN) * kD,
                                        n_k_rows - n0 - kBlockN);
     cp_async_commit();
     const bool v_poisoned = need_mask && scrub_nonfinite<kBlockN, kD, kThreads>(s_v + (n & 1) * kBlockN * kD);
