@@ -47,7 +47,7 @@ struct FaultTraits {
   // cuda_wgmma forward
   static constexpr bool kWaitKFull = true;         // the S GEMMs wait on the stage's k_full
   static constexpr int kRingStages = 2;            // the consumers' k/v stage index wraps at this
-  static constexpr int kUnrescaledWarpgroup = -1;  // the consumer warpgroup that never rescales o
+  static constexpr int kUnrescaledWarpgroup = -1;  // the consumer warpgroup that never rescales o (-1: none)
   // cuda_wgmma backward
   static constexpr bool kDsSwizzled = true;             // dS^T stored 128-byte swizzled, as its GEMM reads it
   static constexpr bool kDqBarrierAllConsumers = true;  // the barrier before the d_q GEMM spans every consumer
