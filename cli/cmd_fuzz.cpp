@@ -150,7 +150,7 @@ Action setup_fuzz(CLI::App& app) {
   sub->add_option("--batch", o->batch, "cases per launch (default 256)")
       ->check(decimal_unsigned())
       ->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--threads", o->threads, "judging threads (default: every hardware thread)")
+  sub->add_option("--threads", o->threads, "threads, one batch in flight on each (default: every hardware thread)")
       ->check(decimal_unsigned());
   sub->add_option("--max-n", o->max_n, "longest n_q, n_k (default 40)")
       ->check(decimal_unsigned())

@@ -30,7 +30,7 @@ struct CampaignOptions {
   double seconds = 0;  // stop after this long (0: no time limit)
   uint64_t cases = 0;  // stop after this many cases (0: no case limit); rounded up to whole batches
   int batch = 256;     // cases per launch
-  int threads = 0;     // judging threads (0: every hardware thread)
+  int threads = 0;     // threads, one batch in flight on each (0: every hardware thread)
   int shard_index = 0, shard_count = 1;
   std::vector<Values> values;                       // value modes to draw from (empty: all)
   ShapeLimits limits;                               // shapes (batch is always 1 per case: cases are packed along it)
