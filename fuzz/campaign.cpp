@@ -53,8 +53,8 @@ HostTensor slice(const HostTensor& t, int64_t i, int64_t count) {
   return s;
 }
 
-props::Run slice(const props::Run& r, int64_t i, int64_t count) {
-  props::Run s;
+verdict::Run slice(const verdict::Run& r, int64_t i, int64_t count) {
+  verdict::Run s;
   s.error = r.error;
   for (auto [dst, src] :
        {std::pair{&s.out.o, &r.out.o}, std::pair{&s.out.lse, &r.out.lse}, std::pair{&s.out.d_q, &r.out.d_q},
@@ -89,7 +89,7 @@ props::Case single_poison(const Kernel& k, const props::Case& c) {
       (which == 0 ? one.in.q : which == 1 ? one.in.k : one.in.v).set(i, x);
       one.regime = Regime::Poison, one.poison_tensor = which, one.poison_index = i, one.poison_value = x;
       const bool bwd = one.in.has_d_o() && k.info.backward;
-      if (!judge_run(k, one, props::execute(k, one.in, one.cfg, bwd), nullptr).ok()) {
+      if (!judge_run(k, one, verdict::execute(k, one.in, one.cfg, bwd), nullptr).ok()) {
         one.in = clean.in;  // nan_blast applies the poison itself, to these clean inputs
         return one;
       }
@@ -111,10 +111,10 @@ struct BatchResult {
 std::mutex g_one_call;
 bool one_call_at_a_time(const Kernel& k) { return k.info.device != "cpu" || k.info.mutant || k.info.external; }
 
-props::Run execute_locked(const Kernel& k, const Inputs& in, const Config& cfg, bool bwd, bool lock) {
+verdict::Run execute_locked(const Kernel& k, const Inputs& in, const Config& cfg, bool bwd, bool lock) {
   std::unique_lock<std::mutex> held(g_one_call, std::defer_lock);
   if (lock) held.lock();
-  return props::execute(k, in, cfg, bwd);
+  return verdict::execute(k, in, cfg, bwd);
 }
 
 // Batch b: its cases decoded, packed into one call of k (and one on the cleaned inputs where any is
@@ -145,8 +145,8 @@ BatchResult run_batch(const Kernel& k, const CampaignOptions& o, uint64_t b, int
   }
   const bool bwd = skeleton.in.has_d_o() && k.info.backward;
   const Inputs packed = pack(cases);
-  const props::Run run = execute_locked(k, packed, skeleton.cfg, bwd, lock);
-  props::Run clean_run;
+  const verdict::Run run = execute_locked(k, packed, skeleton.cfg, bwd, lock);
+  verdict::Run clean_run;
   bool any_dirty = false;
   {
     std::vector<props::Case> clean = cases;
@@ -155,7 +155,7 @@ BatchResult run_batch(const Kernel& k, const CampaignOptions& o, uint64_t b, int
   }
   std::vector<Judgement> verdicts(cases.size());
   on_threads(threads, o.batch, [&](int64_t i) {
-    const props::Run mine = slice(run, i, o.batch), clean = any_dirty ? slice(clean_run, i, o.batch) : props::Run{};
+    const verdict::Run mine = slice(run, i, o.batch), clean = any_dirty ? slice(clean_run, i, o.batch) : verdict::Run{};
     verdicts[size_t(i)] = judge_run(k, cases[size_t(i)], mine, any_dirty ? &clean : nullptr);
   });
   for (const Judgement& j : verdicts)

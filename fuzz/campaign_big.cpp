@@ -16,8 +16,8 @@
 #include "fuzz/campaign.hpp"
 #include "fuzz/judge.hpp"
 #include "fuzz/threads.hpp"
-#include "properties/execute.hpp"
 #include "reference/parallel.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::fuzz {
 namespace {
@@ -114,12 +114,12 @@ std::vector<int64_t> rows_to_check(const Problem& p, ByteSource& src, int count)
 }
 
 // One row of the kernel's run judged as its own problem; "" when it holds.
-std::string judge_row(const Kernel& k, const props::Case& c, const props::Run& run, int64_t row) {
+std::string judge_row(const Kernel& k, const props::Case& c, const verdict::Run& run, int64_t row) {
   const Problem& p = c.in.p;
   const int64_t i = row % p.n_q;
   const int32_t h = int32_t(row / p.n_q % p.heads_q);
   if (!run.error.empty()) return run.error;
-  props::Run mine;
+  verdict::Run mine;
   mine.out = row_outputs(run.out, p, 0, h, i);
   if (n_visible(p.mask, i, p.n_q, p.n_k) == 0) {  // the contract, whatever the oracle says
     const bool ok = mine.out.lse.get(0) == -INFINITY && mine.out.o.bytes == HostTensor(p.dtype, {1, 1, 1, p.d}).bytes;
@@ -171,7 +171,7 @@ json run_big_campaign(const Kernel& k, const CampaignOptions& o, std::ostream& l
     fill_grid(c.in.v, o.seed ^ b ^ 3, 4, threads);
     if (big.bwd) fill_grid(c.in.d_o, o.seed ^ b ^ 4, 1, threads);
     progress("inputs allocated and filled");
-    const props::Run run = props::execute(k, c.in, c.cfg, big.bwd);
+    const verdict::Run run = verdict::execute(k, c.in, c.cfg, big.bwd);
     progress(big.bwd ? "forward and backward ran" : "forward ran");
     const std::vector<int64_t> rows = rows_to_check(p, src, o.big_rows);
     std::vector<std::string> verdicts(rows.size());

@@ -8,10 +8,10 @@
 #include <limits>
 #include <vector>
 
-#include "properties/execute.hpp"
 #include "properties/generators.hpp"
 #include "properties/laws.hpp"
 #include "reference/gpu/oracle_select.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::fuzz {
 
@@ -42,14 +42,14 @@ std::string empty_rows(const Kernel& k, const Inputs& in, const Outputs& out) {
   for (int64_t row = 0; row < numel_lse(p); ++row) {
     if (n_visible(p.mask, row % p.n_q, p.n_q, p.n_k) > 0) continue;
     if (k.info.writes_lse && out.lse.get(row) != -std::numeric_limits<double>::infinity())
-      return fmt::format("{} = {} on a row that sees no key (the contract: -inf)\n", props::element_name(p, "lse", row),
-                         out.lse.get(row));
+      return fmt::format("{} = {} on a row that sees no key (the contract: -inf)\n",
+                         verdict::element_name(p, "lse", row), out.lse.get(row));
     for (int64_t x = row * p.d; x < (row + 1) * p.d; ++x) {
       if (out.o.get(x) != 0)
-        return fmt::format("{} = {} on a row that sees no key (the contract: 0)\n", props::element_name(p, "o", x),
+        return fmt::format("{} = {} on a row that sees no key (the contract: 0)\n", verdict::element_name(p, "o", x),
                            out.o.get(x));
       if (out.has_grads() && scale_held && out.d_q.get(x) != 0)
-        return fmt::format("{} = {} on a row that sees no key (the contract: 0)\n", props::element_name(p, "d_q", x),
+        return fmt::format("{} = {} on a row that sees no key (the contract: 0)\n", verdict::element_name(p, "d_q", x),
                            out.d_q.get(x));
     }
   }
@@ -72,17 +72,17 @@ bool row_bad(const HostTensor& t, int64_t offset, int64_t d) {
 }
 
 // The contract's blast radius with any number of poisoned positions, against the cleaned run.
-std::string blast_radius(const Kernel& k, const props::Case& c, const props::Run& dirty, const props::Run* clean) {
+std::string blast_radius(const Kernel& k, const props::Case& c, const verdict::Run& dirty, const verdict::Run* clean) {
   const Problem& p = c.in.p;
   const bool bwd = c.in.has_d_o() && dirty.out.has_grads();
-  props::Run own;
+  verdict::Run own;
   if (!clean) {
     Inputs in = c.in;
     clean_inputs(in);
-    own = props::execute(k, in, c.cfg, bwd);
+    own = verdict::execute(k, in, c.cfg, bwd);
     clean = &own;
   }
-  const props::Run& ref = *clean;
+  const verdict::Run& ref = *clean;
   if (!ref.error.empty()) return ref.error;
   for (int64_t b = 0; b < p.batch; ++b)
     for (int32_t hk = 0; hk < p.heads_kv; ++hk) {
@@ -107,15 +107,15 @@ std::string blast_radius(const Kernel& k, const props::Case& c, const props::Run
           group_reached = group_reached || bad_d_o;
           const int64_t ol = offset_lse(p, b, h, i);
           if (!fwd && k.info.writes_lse && !same_bits(dirty.out.lse, ref.out.lse, ol))
-            return fmt::format("{} outside the blast radius changed: {} became {}\n", props::element_name(p, "lse", ol),
-                               ref.out.lse.get(ol), dirty.out.lse.get(ol));
+            return fmt::format("{} outside the blast radius changed: {} became {}\n",
+                               verdict::element_name(p, "lse", ol), ref.out.lse.get(ol), dirty.out.lse.get(ol));
           for (int64_t x = oq; x < oq + p.d; ++x) {
             if (!fwd && !same_bits(dirty.out.o, ref.out.o, x))
-              return fmt::format("{} outside the blast radius changed: {} became {}\n", props::element_name(p, "o", x),
-                                 ref.out.o.get(x), dirty.out.o.get(x));
+              return fmt::format("{} outside the blast radius changed: {} became {}\n",
+                                 verdict::element_name(p, "o", x), ref.out.o.get(x), dirty.out.o.get(x));
             if (bwd && !grad && !same_bits(dirty.out.d_q, ref.out.d_q, x))
               return fmt::format("{} outside the blast radius changed: {} became {}\n",
-                                 props::element_name(p, "d_q", x), ref.out.d_q.get(x), dirty.out.d_q.get(x));
+                                 verdict::element_name(p, "d_q", x), ref.out.d_q.get(x), dirty.out.d_q.get(x));
           }
         }
       }
@@ -127,7 +127,7 @@ std::string blast_radius(const Kernel& k, const props::Case& c, const props::Run
                {std::tuple{"d_k", &dirty.out.d_k, &ref.out.d_k}, std::tuple{"d_v", &dirty.out.d_v, &ref.out.d_v}})
             if (!same_bits(*got, *want, x))
               return fmt::format("{} of a key no poisoned row sees changed: {} became {}\n",
-                                 props::element_name(p, name, x), want->get(x), got->get(x));
+                                 verdict::element_name(p, name, x), want->get(x), got->get(x));
       }
     }
   return "";
@@ -196,7 +196,7 @@ bool in_domain(const Kernel& k, const Inputs& in, std::string* why) {
   return true;
 }
 
-Judgement judge_run(const Kernel& k, const props::Case& c, const props::Run& r, const props::Run* clean) {
+Judgement judge_run(const Kernel& k, const props::Case& c, const verdict::Run& r, const verdict::Run* clean) {
   Judgement j;
   j.check = "structure";
   if (!r.error.empty()) return j.failure = r.error + "\n", j;
@@ -211,7 +211,7 @@ Judgement judge_run(const Kernel& k, const props::Case& c, const props::Run& r, 
   }
   j.check = "reference";
   try {
-    j.failure = props::check_outputs(k, c.in, r.out, props::oracle(k, c.in, c.cfg));
+    j.failure = verdict::check_outputs(k, c.in, r.out, verdict::oracle(k, c.in, c.cfg));
   } catch (const ref::OracleUnavailable& e) {  // bad usage, not the kernel's fault
     j.unavailable = e.what();
   } catch (const std::exception& e) {
@@ -222,7 +222,7 @@ Judgement judge_run(const Kernel& k, const props::Case& c, const props::Run& r, 
 
 Judgement judge(const Kernel& k, const props::Case& c, uint64_t law_pick) {
   const bool bwd = c.in.has_d_o() && k.info.backward && bool(k.backward);
-  Judgement j = judge_run(k, c, props::execute(k, c.in, c.cfg, bwd), nullptr);
+  Judgement j = judge_run(k, c, verdict::execute(k, c.in, c.cfg, bwd), nullptr);
   if (!j.ok() || j.check != "reference") return j;
   try {
     std::vector<const props::Law*> applicable;

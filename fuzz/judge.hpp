@@ -14,13 +14,13 @@
 
 #include "kernels/registry.hpp"
 #include "properties/case.hpp"
-#include "properties/execute.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::fuzz {
 
 struct Judgement {
-  std::string check;    // what was held: "reference+<law>", "blast_radius", "structure"
-  std::string failure;  // "" when it held; otherwise what broke, one or more lines
+  std::string check;        // what was held: "reference+<law>", "blast_radius", "structure"
+  std::string failure;      // "" when it held; otherwise what broke, one or more lines
   std::string unavailable;  // `--oracle gpu` could not take the case (its reason): the campaign stops, exit 2
   bool ok() const { return failure.empty(); }
 };
@@ -37,7 +37,7 @@ Judgement judge(const Kernel& k, const props::Case& c, uint64_t law_pick);
 // The same without a law, on outputs the caller already has (the campaign runs many cases in one
 // launch): `run` is k's run on c.in, `clean` its run on c.in with non-finite values replaced by 0
 // (needed only when c.in holds any; null: run here).
-Judgement judge_run(const Kernel& k, const props::Case& c, const props::Run& run, const props::Run* clean);
+Judgement judge_run(const Kernel& k, const props::Case& c, const verdict::Run& run, const verdict::Run* clean);
 
 // c.in with every non-finite (or uncertifiable) value replaced by 0; false when there was none.
 bool clean_inputs(Inputs& in);

@@ -5,7 +5,7 @@
 // sequence's end and the next sequence's padded start, and before the first) are filled with the all-ones bit pattern, a NaN in
 // F16, BF16, F32 and F64 (the plugin arena's fill, plugin/abi_map.hpp). A kernel that reads
 // them and multiplies by a zero weight (0 · NaN) or adds them under a mask turns a row NaN; a
-// correct kernel's bits do not change. properties/execute.cpp calls every kernel on these inputs.
+// correct kernel's bits do not change. verdict/execute.cpp calls every kernel on these inputs.
 #pragma once
 
 #include <cstdint>

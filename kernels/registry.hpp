@@ -142,7 +142,7 @@ struct KernelInfo {
 bool declared_shape(const KernelInfo& i, const Problem& p);
 
 // Thrown by a kernel's forward or backward that declines to run a problem under a config it lists
-// (a tile this shape does not admit): a declared refusal, not a wrong answer. props::execute carries
+// (a tile this shape does not admit): a declared refusal, not a wrong answer. verdict::execute carries
 // it as Run::refused, and the audit reports such a cell as "refused" (any other exception: "error").
 struct Refusal : std::invalid_argument {
   using std::invalid_argument::invalid_argument;

@@ -10,8 +10,8 @@
 #include <limits>
 
 #include "properties/constants.hpp"
-#include "properties/execute.hpp"
 #include "reference/parallel.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::props {
 namespace {
@@ -26,12 +26,12 @@ constexpr double kU64 = 0x1p-53;
 // A factor times a magnitude; a zero magnitude contributes nothing even when the factor overflowed.
 double times(double factor, double magnitude) { return magnitude == 0 ? 0.0 : factor * magnitude; }
 
-// The arithmetic constants of one run (precision_of's model of kernel k under cfg on p).
+// The arithmetic constants of one run (verdict::precision_of's model of kernel k under cfg on p).
 struct RunModel {
   double u, u_out, u_p, u_pl, u_sx, tiny_p, tiny_out, acc_floor;
   int64_t block_n;  // keys per tile (n_k when untiled)
   RunModel(const Kernel& k, const Config& cfg, const Problem& p) {
-    const ref::Coarse pr = ref::coarse(precision_of(k, cfg, p));
+    const ref::Coarse pr = ref::coarse(verdict::precision_of(k, cfg, p));
     u = pr.u_acc, u_out = ref::unit_roundoff(pr.storage), u_p = ref::unit_roundoff(pr.p_dtype);
     u_pl = u_p + (pr.l_sums_rounded_p ? u_p : 0.0);
     u_sx = ref::unit_roundoff(pr.s_dtype) > u ? ref::unit_roundoff(pr.s_dtype) : 0.0;
@@ -258,15 +258,15 @@ GradientTolerance gradient_order_difference(const Kernel& k, const Inputs& in, c
   };
   {
     const int64_t n_groups = int64_t(p.batch) * p.heads_kv;
-    const ref::SerialScope small(double(p.batch * p.heads_q * p.n_q) * double(p.n_k) * double(p.d) <
-                                 double(1 << 22));
+    const ref::SerialScope small(double(p.batch * p.heads_q * p.n_q) * double(p.n_k) * double(p.d) < double(1 << 22));
     if (lanes <= 1) {  // one lane per group: the groups side by side, each into its own slice of t
       ref::parallel_for(n_groups, [&](int64_t bg) {
         const int64_t b = bg / p.heads_kv, g = bg % p.heads_kv, o = offset_kv(p, b, g, 0);
         lane_of(b, g, 0, &t.d_k[size_t(o)], &t.d_v[size_t(o)]);
       });
     } else {  // groups one after another, their lanes side by side, added in lane order
-      std::vector<std::vector<double>> part_dk(static_cast<size_t>(lanes)), part_dv(static_cast<size_t>(lanes));  // each (n_k, d)
+      std::vector<std::vector<double>> part_dk(static_cast<size_t>(lanes)),
+          part_dv(static_cast<size_t>(lanes));  // each (n_k, d)
       for (int64_t bg = 0; bg < n_groups; ++bg) {
         const int64_t b = bg / p.heads_kv, g = bg % p.heads_kv, o = offset_kv(p, b, g, 0);
         ref::parallel_for(lanes, [&](int64_t lane) {
@@ -275,7 +275,8 @@ GradientTolerance gradient_order_difference(const Kernel& k, const Inputs& in, c
         });
         for (int64_t lane = 0; lane < lanes; ++lane)
           for (int64_t x = 0; x < slice; ++x)
-            t.d_k[size_t(o + x)] += part_dk[size_t(lane)][size_t(x)], t.d_v[size_t(o + x)] += part_dv[size_t(lane)][size_t(x)];
+            t.d_k[size_t(o + x)] += part_dk[size_t(lane)][size_t(x)],
+                t.d_v[size_t(o + x)] += part_dv[size_t(lane)][size_t(x)];
       }
     }
   }

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "properties/execute.hpp"
 #include "properties/generators.hpp"
 #include "reference/gpu/oracle_select.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::props {
 namespace {

@@ -10,8 +10,23 @@
 #include <vector>
 
 #include "properties/generators.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::props {
+
+// The layer below (verdict/): a case run on a kernel, its certified reference, its bound and its
+// verdict. A law's check throws NotApplicable when the case lies outside the law's domain (a
+// transform that is not exact in storage, no fully masked row, ...), as execute does for a problem
+// the kernel does not claim.
+using verdict::certify;
+using verdict::check_outputs;
+using verdict::element_name;
+using verdict::execute;
+using verdict::NotApplicable;
+using verdict::oracle;
+using verdict::precision_of;
+using verdict::Run;
+using verdict::run_errors;
 
 struct Law {
   std::string id;                    // short name for command lines: --law ID
@@ -52,13 +67,6 @@ std::vector<std::pair<Config, Config>> split_pairs(const KernelInfo& i);
 
 const std::vector<Law>& laws();
 const Law* find_law(const std::string& id);
-
-// Thrown by a law's check when the case lies outside the law's domain (a transform that is not
-// exact in storage, no fully masked row, ...). The runner discards such a random case; on one
-// input file (`check --inputs`) the law reports "n/a" with the reason.
-struct NotApplicable : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // Why the law cannot judge kernel k on this case ("" when it can): the case's dtype, mask, sizes
 // or tensors (d_o) against what the law needs. Random cases satisfy it by construction.
@@ -104,7 +112,6 @@ std::string agree(const Problem& p, const char* name, const HostTensor& a, const
 std::string within(const Problem& p, const char* name, const std::vector<double>& got,
                    const std::vector<double>& expected, const std::vector<double>& bound, DType dt);
 bool has_backward(const Kernel& k, const Case& c);
-struct Run;
 // Two runs of case c (in cfg) that must agree: the first output of b that differs from a's (o and lse
 // by their bits; the gradients of a backward that declares atomic reductions, and no deterministic mode
 // for c's config, by the reordering tolerance), or "" (laws_structural.cpp).

@@ -10,9 +10,9 @@
 #include <random>
 
 #include "kernels/hostile.hpp"
-#include "properties/execute.hpp"
 #include "properties/laws.hpp"
 #include "properties/variant_gen.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::props {
 namespace {
@@ -73,7 +73,8 @@ std::string law_consecutive_calls(const Kernel& k, const Case& c) {
     Rng rng(c.aux + 1);
     Inputs s = c.in;
     std::string how;
-    for (auto [name, t] : {std::pair{"q", &s.q}, std::pair{"k", &s.k}, std::pair{"v", &s.v}, std::pair{"d_o", &s.d_o}}) {
+    for (auto [name, t] :
+         {std::pair{"q", &s.q}, std::pair{"k", &s.k}, std::pair{"v", &s.v}, std::pair{"d_o", &s.d_o}}) {
       if (t->shape.empty()) continue;
       how += fmt::format("{}{} ", how.empty() ? "" : "; ", name);
       *t = draw_strided(*t, rng, &how);

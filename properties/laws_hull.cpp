@@ -9,8 +9,8 @@
 #include <cmath>
 
 #include "properties/constants.hpp"
-#include "properties/execute.hpp"
 #include "properties/laws.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::props {
 namespace {

@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "properties/execute.hpp"
 #include "properties/laws.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::props {
 namespace {

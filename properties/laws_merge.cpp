@@ -14,11 +14,11 @@
 
 #include "properties/differential.hpp"
 #include "properties/evidence.hpp"
-#include "properties/execute.hpp"
 #include "properties/laws.hpp"
 #include "properties/merge_gen.hpp"
 #include "reference/bounds_merge.hpp"
 #include "reference/certified.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::props {
 namespace merge_laws {

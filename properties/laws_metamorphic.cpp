@@ -12,8 +12,8 @@
 #include "properties/constants.hpp"
 #include "properties/differential.hpp"
 #include "properties/evidence.hpp"
-#include "properties/execute.hpp"
 #include "properties/laws.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::props {
 namespace {
@@ -140,8 +140,8 @@ void add_underflow_carry(const Kernel& k, const Case& c, double a, const HostTen
             S += std::exp(s[size_t(j)] - m) / l * std::fabs(c.in.v.get(offset_kv(p, b, g, j) + x));
           const int64_t at = offset_q(p, b, h, i) + x;
           const double y = std::fabs(a * o1.get(at)) + std::fabs(oa.get(at));
-          tol[size_t(at)] += 2 * (T + 1) * double(pv.merge_old) * u_pv * (1 + std::fabs(a)) * 2 * S +
-                             2 * (u_soft + u_out) * y;
+          tol[size_t(at)] +=
+              2 * (T + 1) * double(pv.merge_old) * u_pv * (1 + std::fabs(a)) * 2 * S + 2 * (u_soft + u_out) * y;
         }
       }
 }

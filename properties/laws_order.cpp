@@ -9,8 +9,8 @@
 
 #include "properties/differential.hpp"
 #include "properties/evidence.hpp"
-#include "properties/execute.hpp"
 #include "properties/laws.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::props {
 namespace {
@@ -80,8 +80,8 @@ std::string forward_within(const Kernel& k, const Inputs& in, const Config& ca, 
 // Both runs of a permutation law within their certified bounds (a kernel that declares neither
 // exactness nor its arithmetic: nothing is known to be computed alike in the two runs, so no sharper
 // claim on their difference is sound; the difference is then within the sum of the two bounds).
-std::string both_within_reference(const Kernel& k, const Inputs& a_in, const Run& a, const Inputs& b_in,
-                                  const Run& b, const Config& cfg, const char* what) {
+std::string both_within_reference(const Kernel& k, const Inputs& a_in, const Run& a, const Inputs& b_in, const Run& b,
+                                  const Config& cfg, const char* what) {
   std::string msg = check_outputs(k, a_in, a.out, oracle(k, a_in, cfg));
   if (!msg.empty()) return "the unpermuted run: " + msg;
   msg = check_outputs(k, b_in, b.out, oracle(k, b_in, cfg));
@@ -118,8 +118,7 @@ std::string law_block_size(const Kernel& k, const Case& c) {
   // Only kBlockM differs: every row's arithmetic is the same, except in the FA1 order under a mask,
   // where a row renormalises at every key tile its query tile visits, which kBlockM decides.
   const bool same_keys = c.cfg.block_n == cfg2.block_n && c.cfg.order == cfg2.order && c.cfg.accum == cfg2.accum &&
-                         c.cfg.splits == cfg2.splits &&
-                         (c.cfg.order == LoopOrder::FA2 || p.mask == Mask::None);
+                         c.cfg.splits == cfg2.splits && (c.cfg.order == LoopOrder::FA2 || p.mask == Mask::None);
   if (same_keys && k.info.exact.rows) {
     std::string msg = same_bits(p, "o", a.out.o, b.out.o);
     if (k.info.writes_lse) msg += same_bits(p, "lse", a.out.lse, b.out.lse);

@@ -8,10 +8,10 @@
 #include <limits>
 
 #include "properties/evidence.hpp"
-#include "properties/execute.hpp"
 #include "properties/laws.hpp"
 #include "properties/variant_gen.hpp"
 #include "reference/gpu/oracle_select.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::props {
 namespace {

@@ -13,9 +13,9 @@
 #include <cmath>
 #include <map>
 
-#include "properties/execute.hpp"
 #include "properties/laws.hpp"
 #include "reference/exact.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::props {
 namespace {
@@ -170,7 +170,7 @@ std::string law_softmax_row(const Kernel& k, const Case& c) {
   const Problem p = row_problem(k, c);
   if (!claims(k, p)) throw NotApplicable("the kernel declines the row problem");
   const std::vector<double> x = row_scores(c, dtype_kv(p), p.n_k);  // the scores are keys' values
-  std::vector<double> P_got, lse_got;  // (n_q, n_k), (n_q)
+  std::vector<double> P_got, lse_got;                               // (n_q, n_k), (n_q)
   if (std::string err = run_row_unit(k, c, p, x, P_got, lse_got); !err.empty()) return err;
   const RowUnits ru = row_units(k, c, p);
   std::map<int64_t, ref::SoftmaxRow> exact_rows;  // by visible length: rows of one length share their keys

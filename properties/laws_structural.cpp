@@ -11,8 +11,8 @@
 
 #include "properties/differential.hpp"
 #include "properties/evidence.hpp"
-#include "properties/execute.hpp"
 #include "properties/laws.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::props {
 namespace {

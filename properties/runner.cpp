@@ -14,8 +14,8 @@
 
 #include "io/attention_io.hpp"
 #include "io/safetensors.hpp"
-#include "properties/execute.hpp"
 #include "reference/gpu/oracle_select.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::props {
 namespace {

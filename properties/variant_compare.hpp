@@ -8,12 +8,11 @@
 #include <string>
 
 #include "properties/constants.hpp"
-#include "properties/execute.hpp"
 #include "properties/laws.hpp"
 #include "properties/variant_gen.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::props {
-
 
 inline bool bits_equal(const HostTensor& a, int64_t x, const HostTensor& b, int64_t y) {
   const int sz = dtype_size(a.dtype);

@@ -6,7 +6,6 @@
 #include <stdexcept>
 
 #include "kernels/cpu/cpu_kernels.hpp"
-#include "properties/execute.hpp"
 
 namespace fc::report {
 

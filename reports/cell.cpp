@@ -4,11 +4,13 @@
 
 #include <array>
 #include <cmath>
+#include <vector>
 
 #include "reference/parallel.hpp"
 #include "reference/visibility.hpp"
 #include "reports/json_num.hpp"
 #include "reports/variant_plan.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::report {
 
@@ -16,29 +18,26 @@ using nlohmann::json;
 
 std::map<std::string, TensorMetrics> measure_outputs(const Inputs& checked, const ref::Certified& want,
                                                      const ref::Bounds& bounds, const Outputs& got, bool has_lse) {
-  const Problem& p = checked.p;  // each output in its own dtype (per-tensor dtypes: o's, q's, k/v's)
-  const DType t_o = dtype_o(p), t_q = dtype_q(p), t_kv = dtype_kv(p);
-  const bool grads = got.has_grads() && !want.value.d_q.empty();
+  // The tensors the run is judged on, each with its verdict where there is a bound (verdict/).
+  const std::vector<verdict::TensorVerdict> held = verdict::hold(checked, got, want, bounds, has_lse);
   // The tensors' metrics are independent (each measure() is one serial pass): side by side on the
   // oracle's threads (reference/parallel.hpp), each the same bits as alone.
-  const char* names[] = {"o", "lse", "d_q", "d_k", "d_v"};
-  std::array<TensorMetrics, 5> out;
-  std::array<bool, 5> used = {true, has_lse, grads, grads, grads};
+  std::vector<TensorMetrics> out(held.size());
   const double elems = double(want.value.o.size() + want.value.d_q.size() + want.value.d_k.size());
   const ref::SerialScope small(elems < double(1 << 16));
-  ref::parallel_for(5, [&](int64_t x) {
-    if (!used[size_t(x)]) return;
-    switch (x) {
-      case 0: out[0] = measure(got.o.to_f64(), want.value.o, bounds.o, t_o, {Scale::Elementwise, &want.o_mag}); break;
-      case 1: out[1] = measure(got.lse.to_f64(), want.value.lse, bounds.lse, lse_dtype(p), {Scale::Absolute}); break;
-      case 2: out[2] = measure(got.d_q.to_f64(), want.value.d_q, bounds.d_q, t_q, {Scale::TensorMax}); break;
-      case 3: out[3] = measure(got.d_k.to_f64(), want.value.d_k, bounds.d_k, t_kv, {Scale::TensorMax}); break;
-      default: out[4] = measure(got.d_v.to_f64(), want.value.d_v, bounds.d_v, t_kv, {Scale::TensorMax}); break;
-    }
+  ref::parallel_for(int64_t(held.size()), [&](int64_t x) {
+    const verdict::TensorVerdict& t = held[size_t(x)];
+    const std::string name = t.tensor;
+    const Scale scale = name == "o"     ? Scale{Scale::Elementwise, &want.o_mag}
+                        : name == "lse" ? Scale{Scale::Absolute}
+                                        : Scale{Scale::TensorMax};
+    TensorMetrics& m = out[size_t(x)];
+    m = measure(t.got, *t.ref, *t.bound, t.dtype, scale);
+    if (t.bound->empty()) return;  // no bound, no verdict
+    m.pass = t.held.ok, m.why = t.held.why, m.why_index = t.held.ok ? -1 : t.held.worst;
   });
   std::map<std::string, TensorMetrics> m;
-  for (size_t x = 0; x < 5; ++x)
-    if (used[x]) m[names[x]] = std::move(out[x]);
+  for (size_t x = 0; x < held.size(); ++x) m[held[x].tensor] = std::move(out[x]);
   return m;
 }
 

@@ -18,8 +18,9 @@ inline const char* const kTensors[] = {"o", "lse", "d_q", "d_k", "d_v"};
 // Per-tensor max |got - ref| of the same-precision baseline on the same case (absent: not run).
 using BaselineErrors = std::map<std::string, double>;
 
-// Metrics of every output present in `got` (a case's checked rows): o always, lse when
-// `has_lse`, d_q d_k d_v when got has gradients; verdicts against `bounds`.
+// Metrics of every output the run is judged on (verdict::hold: o, lse when `has_lse`, d_q d_k d_v
+// when got has gradients; `got` holds a case's checked rows), each with verdict::hold's verdict
+// against `bounds` (none when `bounds` is empty).
 std::map<std::string, TensorMetrics> measure_outputs(const Inputs& checked, const ref::Certified& want,
                                                      const ref::Bounds& bounds, const Outputs& got, bool has_lse);
 

@@ -9,10 +9,10 @@
 #include "io/attention_io.hpp"
 #include "io/safetensors.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
-#include "properties/execute.hpp"
 #include "reports/cell.hpp"
 #include "reports/report.hpp"
 #include "reports/run.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::report {
 
@@ -108,13 +108,13 @@ json compare_report(const CompareOptions& o, const Inputs& in) {
   (void)precision(o, in.p, 64);  // option errors before the work
   Inputs checked = in;
   if (!got.has_grads()) checked.d_o = HostTensor();  // no gradients to audit: the forward's bound only
-  const ref::Certified want = props::certify(checked);
+  const ref::Certified want = verdict::certify(checked);
   const std::vector<int32_t> tiles = o.block_n > 0 || o.model == "naive" ? std::vector<int32_t>{o.block_n}
                                                                          : std::vector<int32_t>{16, 32, 64, 128, 256};
   std::vector<ref::Precision> precs;
   for (int32_t bn : tiles) precs.push_back(precision(o, in.p, bn));
-  // The largest bound over the candidate tiles, each row block's products computed once for all.
-  const ref::Bounds bounds = ref::error_bounds_max(in.p, props::tensors64(checked), want, precs);
+  // The largest bound over the candidate tiles.
+  const ref::Bounds bounds = verdict::bounds_for(checked, want, precs);
   CaseSpec c;
   c.id = "inputs";
   c.regime = "file";

@@ -53,6 +53,8 @@ struct TensorMetrics {
   std::array<int64_t, kRatioBins> ratio_hist{};
   int64_t worst = -1;  // element with the largest ratio (largest scaled error without a bound)
   double worst_got = 0, worst_ref = 0, worst_bound = 0;
+  // The verdict, which measure() does not give: measure_outputs (cell.hpp) copies in verdict::hold's
+  // where there is a bound.
   bool pass = true;  // every element within its bound, non-finite values exact (ref::within_bound)
   std::string why;   // first failure, empty when pass
   int64_t why_index = -1;
@@ -65,7 +67,8 @@ struct Scale {
   const std::vector<double>* per_element = nullptr;  // Elementwise
 };
 
-// `got` holds exact values of type `out`; `bound` may be empty (no ratio metrics, no verdict).
+// `got` holds exact values of type `out`; `bound` may be empty (no ratio metrics). The numbers only:
+// whether got is within bound is verdict::hold's to say (verdict/verdict.hpp).
 TensorMetrics measure(const std::vector<double>& got, const std::vector<double>& ref, const std::vector<double>& bound,
                       DType out, Scale scale);
 

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "properties/execute.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::report {
 
@@ -87,8 +87,7 @@ CellRun run_cell(const CaseSpec& c, const Inputs& full, const Inputs& checked, c
     r.cell["error"] = e.what();
     return r;
   }
-  const ref::Bounds bounds =
-      bounded ? ref::error_bounds(checked.p, props::tensors64(checked), want, s.precision(checked.p)) : ref::Bounds{};
+  const ref::Bounds bounds = bounded ? verdict::bounds_for(checked, want, s.precision(checked.p)) : ref::Bounds{};
   r.metrics = measure_outputs(checked, want, bounds, got, s.writes_lse);
   bool pass = true;
   for (const auto& [name, m] : r.metrics) pass = pass && m.pass;
@@ -122,7 +121,7 @@ SweepResult run_sweep(const std::vector<CaseSpec>& cases, const std::vector<Subj
     const CaseSpec& c = cases[i];
     const Inputs full = make_inputs(c, o.seed);
     const Inputs checked = checked_inputs(c, full);
-    const ref::Certified want = props::certify(checked);
+    const ref::Certified want = verdict::certify(checked);
     std::vector<CellRun> runs(subjects.size());
     const CellRun* base_run = nullptr;
     for (size_t k = 0; k < subjects.size(); ++k) {

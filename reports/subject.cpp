@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "properties/execute.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::report {
 
@@ -36,12 +36,12 @@ Subject subject_of(const Kernel& k, const Config& cfg) {
     return claims(k, c.p) && covers(k.info.variants, case_variants(c)) && !(c.gpu_only && k.info.device == "cpu");
   };
   s.run = [&k, cfg](const Inputs& in, bool backward) {
-    props::Run r = props::execute(k, in, cfg, backward);
+    verdict::Run r = verdict::execute(k, in, cfg, backward);
     if (r.refused) throw Refusal(r.error);
     if (!r.error.empty()) throw std::runtime_error(r.error);
     return r.out;
   };
-  s.precision = [&k, cfg](const Problem& p) { return props::precision_of(k, cfg, p); };
+  s.precision = [&k, cfg](const Problem& p) { return verdict::precision_of(k, cfg, p); };
   return s;
 }
 

@@ -4,7 +4,8 @@ which (docs/architecture.md, "Folders"). Every tracked C, C++ and CUDA source ou
 each of its project includes ("dir/file") must name a part its own part may use. The contract is the
 ground floor (contract/): it includes nothing of the project; the references use nothing of the
 systems under test (kernels/, plugin/); the plugin machinery (plugin/) stands on the contract, the
-harness memory and the registry.
+harness memory and the registry; the verdict of one kernel run (verdict/) stands on the registry and
+the references, and the laws (properties/), the fuzz judge (fuzz/) and the reports (reports/) on it.
 
   scripts/source_rules.py [ROOT]   exit 0: every include keeps the rule; 1: each breach on a line
   scripts/source_rules.py --self-test   the rule on planted trees (one keeps it, each other breaks it)
@@ -34,6 +35,7 @@ PARTS = [
     ("plugin", ["plugin/"]),
     ("reference", ["reference/"]),
     ("io", ["io/"]),
+    ("verdict", ["verdict/"]),                                   # one kernel run judged: run, oracle, bound, verdict
     ("properties", ["properties/"]),
     ("fuzz_report", ["reports/fuzz_report."]),                  # the fuzz report's format, alone
     ("reports", ["reports/"]),
@@ -55,15 +57,16 @@ USES = {
     "mutants": {"contract", "registry", "cpu_kernels"},
     "registry": {"contract", "cpu_kernels", "cuda_kernels", "mutants"},
     "plugin": {"contract", "harness", "registry"},
-    "properties": {"contract", "harness", "registry", "parallel", "reference", "io"},
+    "verdict": {"contract", "harness", "registry", "parallel", "reference"},
+    "properties": {"contract", "harness", "registry", "parallel", "reference", "io", "verdict"},
     "fuzz_report": set(),
-    "reports": {"contract", "harness", "registry", "parallel", "cpu_kernels", "reference", "io", "properties",
-                "fuzz_report"},
-    "fuzz": {"contract", "harness", "registry", "parallel", "reference", "io", "properties", "fuzz_report"},
-    "cli": {"contract", "harness", "registry", "parallel", "plugin", "reference", "io", "properties", "reports",
-            "fuzz_report", "fuzz"},
-    "capi": {"contract", "harness", "registry", "parallel", "plugin", "reference", "io", "properties", "reports",
-             "fuzz_report", "fuzz", "cli"},
+    "reports": {"contract", "harness", "registry", "parallel", "cpu_kernels", "reference", "io", "verdict",
+                "properties", "fuzz_report"},
+    "fuzz": {"contract", "harness", "registry", "parallel", "reference", "io", "verdict", "properties", "fuzz_report"},
+    "cli": {"contract", "harness", "registry", "parallel", "plugin", "reference", "io", "verdict", "properties",
+            "reports", "fuzz_report", "fuzz"},
+    "capi": {"contract", "harness", "registry", "parallel", "plugin", "reference", "io", "verdict", "properties",
+             "reports", "fuzz_report", "fuzz", "cli"},
     "bench": {"contract", "registry", "cuda_kernels"},
 }
 
@@ -152,6 +155,8 @@ def self_test():
         "contract/rules.h": '#include "attention.h"\n',
         "reference/certified.cpp": '#include "contract/attention.h"\n#include "reference/parallel.hpp"\n',
         "reports/merge.cpp": '#include "reports/fuzz_report.hpp"\n',
+        "verdict/verdict.cpp": '#include "kernels/registry.hpp"\n#include "reference/gpu/oracle_select.hpp"\n',
+        "properties/runner.cpp": '#include "verdict/verdict.hpp"\n',
         "reference/tests/t.cpp": '#include "kernels/cpu/naive.hpp"\n',  # tests are not checked
         "reference/bench/b.cpp": '#include "reports/compare.hpp"\n',  # nor a folder's benchmarks
     }
@@ -164,6 +169,8 @@ def self_test():
         ("kernels/hostile.hpp", '#include "registry.hpp"\n'),  # a bare name is its folder's: the harness on the registry
         ("io/safetensors.cpp", '#include "kernels/nothing.hpp"\n'),  # a project path in no part
         ("reference/exact.cpp", '#include "kernels/cpu/naive.hpp"\n'),
+        ("verdict/verdict.cpp", '#include "properties/laws.hpp"\n'),  # the layer below the laws on them
+        ("reference/bounds.cpp", '#include "verdict/verdict.hpp"\n'),  # the reference on a kernel's run
     ]
     failures = 0
     # The type-name rule: each planted file repeats a name of `types` once, or (the last two) does not.

@@ -10,10 +10,10 @@
 
 #include "kernels/mutants/faulty_tiled.hpp"
 #include "properties/case.hpp"
-#include "properties/execute.hpp"
 #include "properties/generators.hpp"
 #include "properties/runner.hpp"
 #include "properties/tests/bounds_util.hpp"
+#include "verdict/verdict.hpp"
 
 namespace {
 
@@ -81,9 +81,9 @@ TEST_CASE("error bounds accept the legitimate gradient error of fp32 accumulatio
     for (int64_t x = 0; x < p.d; ++x) in.k.set(j * p.d + x, x == 0 ? 1e4 / p.scale : 0.5 * n01(rng));
   for (int64_t e = 0; e < in.v.numel(); ++e) in.v.set(e, n01(rng)), in.d_o.set(e % in.d_o.numel(), n01(rng));
   const Config cfg{16, 16};
-  const props::Run r = props::execute(tiled, in, cfg, true);
-  const ref::Certified c = props::certify(in);
-  const ref::Bounds B = props::bounds_for(tiled, in, cfg, c);
+  const verdict::Run r = verdict::execute(tiled, in, cfg, true);
+  const ref::Certified c = verdict::certify(in);
+  const ref::Bounds B = verdict::bounds_for(tiled, in, cfg, c);
   CHECK(ref::within_bound(r.out.d_q.to_f64(), c.value.d_q, B.d_q, p.dtype).ok);
   CHECK(ref::within_bound(r.out.d_k.to_f64(), c.value.d_k, B.d_k, p.dtype).ok);
   CHECK(ref::within_bound(r.out.o.to_f64(), c.value.o, B.o, p.dtype).ok);
@@ -106,17 +106,17 @@ TEST_CASE("error bounds charge the subnormal spacing of a baseline's stored dP",
   const Inputs in = props::read_case(file, &law).in;
   const Kernel& k = *find_kernel("cpu_naive");
   const Config cfg = k.info.configs.front();
-  const props::Run r = props::execute(k, in, cfg, true);
+  const verdict::Run r = verdict::execute(k, in, cfg, true);
   REQUIRE(r.error.empty());
-  const ref::Certified c = props::certify(in);
-  ref::Precision no_stores = props::precision_of(k, cfg, in.p);
+  const ref::Certified c = verdict::certify(in);
+  ref::Precision no_stores = verdict::precision_of(k, cfg, in.p);
   REQUIRE(no_stores.ar.stores_s);
   no_stores.ar.stores_s = false;
   const ref::Verdict v =
-      ref::within_bound(r.out.d_q.to_f64(), c.value.d_q, props::bounds_for(k, in, cfg, c).d_q, in.p.dtype);
+      ref::within_bound(r.out.d_q.to_f64(), c.value.d_q, verdict::bounds_for(k, in, cfg, c).d_q, in.p.dtype);
   CHECK(v.ok);
   CHECK(v.ratio > 0.5);  // the floor is what the kernel loses, not a slack
-  const ref::Bounds B_no = ref::error_bounds(in.p, props::tensors64(in), c, no_stores);
+  const ref::Bounds B_no = ref::error_bounds(in.p, verdict::tensors64(in), c, no_stores);
   CHECK_FALSE(ref::within_bound(r.out.d_q.to_f64(), c.value.d_q, B_no.d_q, in.p.dtype).ok);
   CHECK(worst_ratio(k, in, cfg) <= 1.0);
 }
@@ -175,7 +175,7 @@ TEST_CASE("correct kernels stay within the bound on long adversarial rows", "[cp
         // stays finite (reference/bounds_chain.hpp) and holds; it is loose, so it is left out of
         // worst_seen.
         if (cfg.accum == DType::F16 && cfg.block_n == 1) {
-          const ref::Bounds B = props::bounds_for(tiled, in, cfg, props::certify(in));
+          const ref::Bounds B = verdict::bounds_for(tiled, in, cfg, verdict::certify(in));
           CHECK(std::isfinite(*std::max_element(B.o.begin(), B.o.end())));
           CHECK(worst_ratio(tiled, in, cfg) <= 1.0);
           continue;

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <limits>
 
-#include "properties/execute.hpp"
 #include "properties/long_rows.hpp"
+#include "verdict/verdict.hpp"
 
 namespace fc::test_bounds {
 
@@ -16,11 +16,11 @@ namespace fc::test_bounds {
 // a non-finite value against a finite reference as inf); prec overrides the kernel's declaration.
 inline double worst_ratio(const Kernel& k, const Inputs& in, const Config& cfg, const ref::Precision* prec = nullptr) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  const props::Run r = props::execute(k, in, cfg, in.has_d_o() && k.backward);
+  const verdict::Run r = verdict::execute(k, in, cfg, in.has_d_o() && k.backward);
   REQUIRE(r.error.empty());
-  const ref::Certified c = props::certify(in);
+  const ref::Certified c = verdict::certify(in);
   const ref::Bounds B =
-      prec ? ref::error_bounds(in.p, props::tensors64(in), c, *prec) : props::bounds_for(k, in, cfg, c);
+      prec ? ref::error_bounds(in.p, verdict::tensors64(in), c, *prec) : verdict::bounds_for(k, in, cfg, c);
   double worst = 0;
   auto one = [&](const HostTensor& t, const std::vector<double>& v, const std::vector<double>& b, DType dt) {
     if (t.shape.empty() || v.empty()) return;

@@ -8,10 +8,10 @@
 #include <string>
 
 #include "kernels/mutants/variant_faulty.hpp"
-#include "properties/execute.hpp"
 #include "properties/generators.hpp"
 #include "properties/tests/bounds_util.hpp"
 #include "properties/variant_gen.hpp"
+#include "verdict/verdict.hpp"
 
 namespace {
 
@@ -163,10 +163,10 @@ TEST_CASE("error bounds are sharp on the variants: a mutant and an error just ab
   v = props::to_varlen(v, props::draw_lengths(rng, 2, 20, 30));
   const Kernel& tiled = *find_kernel("cpu_tiled");
   const Config cfg{4, 8};
-  const props::Run r = props::execute(tiled, v, cfg, true);
+  const verdict::Run r = verdict::execute(tiled, v, cfg, true);
   REQUIRE(r.error.empty());
-  const ref::Certified c = props::certify(v);
-  const ref::Bounds B = props::bounds_for(tiled, v, cfg, c);
+  const ref::Certified c = verdict::certify(v);
+  const ref::Bounds B = verdict::bounds_for(tiled, v, cfg, c);
   std::vector<double> o = r.out.o.to_f64();
   REQUIRE(ref::within_bound(o, c.value.o, B.o, DType::F32).ok);
   size_t x = size_t(std::max_element(B.o.begin(), B.o.end()) - B.o.begin());

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "properties/execute.hpp"
+#include "verdict/verdict.hpp"
 
 namespace {
 
@@ -43,10 +43,10 @@ void each_kernel(const std::function<Inputs(DType)>& build, F&& check) {
     for (DType t : k.info.dtypes) {
       const Inputs in = build(t);
       if (!claims(k, in.p)) continue;
-      const props::Run r = props::execute(k, in, Config{}, in.has_d_o() && k.info.backward);
+      const verdict::Run r = verdict::execute(k, in, Config{}, in.has_d_o() && k.info.backward);
       INFO(k.info.name << " " << dtype_name(t) << " " << r.error);
       REQUIRE(r.error.empty());
-      check(k, in, r.out, props::bounds_for(k, in, Config{}, props::certify(in)));
+      check(k, in, r.out, verdict::bounds_for(k, in, Config{}, verdict::certify(in)));
       ++runs;
     }
   }

@@ -9,8 +9,8 @@
 
 #include "kernels/hostile.hpp"
 #include "kernels/mutants/variant_faulty.hpp"
-#include "properties/execute.hpp"
 #include "properties/variant_gen.hpp"
+#include "verdict/verdict.hpp"
 
 namespace {
 
@@ -60,8 +60,9 @@ TEST_CASE("poison fills a strided view's gaps with NaN and keeps its elements", 
     CHECK(has_poisonable(in) == !gaps.empty());
     with_gaps += !gaps.empty();
     for (int64_t at : gaps) CHECK(is_nan_bits(out.k, at));
-    for (int64_t x = 0; x < in.k.numel(); ++x) CHECK(std::memcmp(&in.k.storage<float>()[in.k.storage_index(x)],
-                                                                 &out.k.storage<float>()[out.k.storage_index(x)], 4) == 0);
+    for (int64_t x = 0; x < in.k.numel(); ++x)
+      CHECK(std::memcmp(&in.k.storage<float>()[in.k.storage_index(x)], &out.k.storage<float>()[out.k.storage_index(x)],
+                        4) == 0);
     CHECK(out.q.bytes == in.q.bytes);  // compact: untouched
   }
   CHECK(with_gaps > 20);  // the generator pads most views
@@ -146,7 +147,7 @@ TEST_CASE("output canaries: an untouched guard passes, each stray write is named
   const std::vector<bool> none;
   std::vector<bool> padding(20, false);
   for (int64_t x = 4; x < 8; ++x) padding[size_t(x)] = true;  // token 1 (heads 2 x d 2)
-  auto name = [&](int64_t flat) { return element_name(p, "o", flat); };
+  auto name = [&](int64_t flat) { return verdict::element_name(p, "o", flat); };
   for (bool gaps : {false, true}) {
     INFO("gaps " << gaps);
     HostTensor g = guard_output(o, gaps, padding);
@@ -176,16 +177,16 @@ TEST_CASE("output canaries: an untouched guard passes, each stray write is named
 TEST_CASE("execute fails a built-in kernel that writes past o or into a gap of lse, naming the element", "[cpu]") {
   const Kernel& k = *find_kernel("mutant_writes_past_o");
   const Inputs in = dense_case(1);
-  const Run r = execute(k, in, Config{}, false);
+  const verdict::Run r = verdict::execute(k, in, Config{}, false);
   CHECK(r.error.find("wrote outside its outputs: the kernel wrote past the end of o") != std::string::npos);
   CHECK(r.error.find("o[b=2,h=1,i=8,c=3]") != std::string::npos);
   // Unguarded (an allocation of o's size), the same kernel gives the right outputs.
   const Outputs plain = run_forward(k, in, Config{});
   CHECK(same_bits(plain.o, run_forward(*find_kernel("cpu_tiled"), in, Config{}).o));
-  const Run clean = execute(*find_kernel("cpu_tiled"), in, Config{}, true);
+  const verdict::Run clean = verdict::execute(*find_kernel("cpu_tiled"), in, Config{}, true);
   CHECK(clean.error.empty());
   // lse in a storage with a gap after every row (the kernel declares strides): the first gap written is named.
-  const Run gap = execute(*find_kernel("mutant_writes_lse_gap"), in, Config{}, false);
+  const verdict::Run gap = verdict::execute(*find_kernel("mutant_writes_lse_gap"), in, Config{}, false);
   CHECK(gap.error.find("the kernel wrote into the gap of lse after its element lse[b=0,h=0,i=8]") != std::string::npos);
 }
 

@@ -10,9 +10,9 @@
 
 #include "kernels/registry.hpp"
 #include "properties/differential.hpp"
-#include "properties/execute.hpp"
 #include "reference/bounds.hpp"
 #include "reference/bounds_merge.hpp"
+#include "verdict/verdict.hpp"
 
 namespace {
 
@@ -108,7 +108,7 @@ TEST_CASE("split invariance: cpu_tiled's splits within the tolerance, which is n
   Config whole, split;
   whole.block_m = split.block_m = 16, whole.block_n = split.block_n = 16, split.splits = 3;
   const Kernel& k = *find_kernel("cpu_tiled");
-  const ref::Certified c = props::certify(in);
+  const ref::Certified c = verdict::certify(in);
   const props::ForwardTolerance t = props::forward_unshared(k, in, c, whole, props::Shared::Scores) +
                                     props::forward_unshared(k, in, c, split, props::Shared::Scores);
   const Outputs a = run_forward(k, in, whole), b = run_forward(k, in, split);

@@ -7,8 +7,8 @@
 #include <map>
 
 #include "kernels/mutants/variant_faulty.hpp"
-#include "properties/execute.hpp"
 #include "properties/runner.hpp"
+#include "verdict/verdict.hpp"
 
 namespace {
 
@@ -38,11 +38,16 @@ TEST_CASE("the variant mutants' kernel without its fault passes every variant la
 
 TEST_CASE("each variant law kills a mutant no other variant law kills", "[cpu][volume]") {
   const std::map<std::string, std::string> witness = {
-      {"varlen_split", "mutant_varlen_max_alignment"}, {"paged", "mutant_page_size_128"},
-      {"strides", "mutant_strides_ignored"},           {"window_mask", "mutant_window_right_exclusive"},
-      {"window_invisible", "mutant_window_left_wide"}, {"softcap", "mutant_softcap_dropped"},
-      {"alibi_zero", "mutant_alibi_forces_causal"},    {"zero_length", "mutant_zero_keys_nan"},
-      {"sink_neg_inf", "mutant_sink_divides"},         {"mask_tensor_builtin", "mutant_mask_divides"},
+      {"varlen_split", "mutant_varlen_max_alignment"},
+      {"paged", "mutant_page_size_128"},
+      {"strides", "mutant_strides_ignored"},
+      {"window_mask", "mutant_window_right_exclusive"},
+      {"window_invisible", "mutant_window_left_wide"},
+      {"softcap", "mutant_softcap_dropped"},
+      {"alibi_zero", "mutant_alibi_forces_causal"},
+      {"zero_length", "mutant_zero_keys_nan"},
+      {"sink_neg_inf", "mutant_sink_divides"},
+      {"mask_tensor_builtin", "mutant_mask_divides"},
       {"block_mask_dense", "mutant_block_mask_divides"},
       {"padded_varlen", "mutant_padded_wide_exp"},
   };
@@ -63,16 +68,16 @@ TEST_CASE("a failing element is named in its tensor's own layout", "[cpu]") {
   fc::Problem p;
   p.batch = 2, p.heads_q = 4, p.heads_kv = 2, p.n_q = 3, p.n_k = 5, p.d = 8, p.d_v = 6;
   // Dense o (2, 4, 3, d_v = 6): flat 1 * 72 + 2 * 18 + 1 * 6 + 5 = 119.
-  CHECK(element_name(p, "o", 119) == "o[b=1,h=2,i=1,c=5]");
+  CHECK(fc::verdict::element_name(p, "o", 119) == "o[b=1,h=2,i=1,c=5]");
   // Dense d_k (2, 2, 5, d = 8): flat 1 * 80 + 1 * 40 + 4 * 8 + 7 = 159; d_v's width is 6: 1 * 60 + 4 * 6 + 5.
-  CHECK(element_name(p, "d_k", 159) == "d_k[b=1,h=1,j=4,c=7]");
-  CHECK(element_name(p, "d_v", 89) == "d_v[b=1,h=0,j=4,c=5]");
-  CHECK(element_name(p, "lse", 1 * 12 + 3 * 3 + 2) == "lse[b=1,h=3,i=2]");
+  CHECK(fc::verdict::element_name(p, "d_k", 159) == "d_k[b=1,h=1,j=4,c=7]");
+  CHECK(fc::verdict::element_name(p, "d_v", 89) == "d_v[b=1,h=0,j=4,c=5]");
+  CHECK(fc::verdict::element_name(p, "lse", 1 * 12 + 3 * 3 + 2) == "lse[b=1,h=3,i=2]");
   // Varlen: o (total_q = 5, 4, 6), lse (4, 5).
   p.varlen = true, p.total_q = 5, p.total_k = 7;
-  CHECK(element_name(p, "o", 3 * 24 + 1 * 6 + 2) == "o[token=3,h=1,c=2]");
-  CHECK(element_name(p, "lse", 2 * 5 + 4) == "lse[h=2,token=4]");
+  CHECK(fc::verdict::element_name(p, "o", 3 * 24 + 1 * 6 + 2) == "o[token=3,h=1,c=2]");
+  CHECK(fc::verdict::element_name(p, "lse", 2 * 5 + 4) == "lse[h=2,token=4]");
   // Paged k (num_pages, page_size = 4, 2, 8): page 1, slot 3, head 1, column 0.
   p.page_size = 4, p.num_pages = 3;
-  CHECK(element_name(p, "k", (1 * 4 + 3) * 16 + 1 * 8) == "k[page=1,slot=3,h=1,c=0]");
+  CHECK(fc::verdict::element_name(p, "k", (1 * 4 + 3) * 16 + 1 * 8) == "k[page=1,slot=3,h=1,c=0]");
 }

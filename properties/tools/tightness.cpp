@@ -19,10 +19,10 @@
 #include <map>
 #include <string>
 
-#include "properties/execute.hpp"
 #include "properties/laws.hpp"
 #include "properties/variant_gen.hpp"
 #include "reference/inputs64.hpp"
+#include "verdict/verdict.hpp"
 
 namespace {
 
@@ -126,12 +126,12 @@ int main(int argc, char** argv) {
             cs.in = props::with_variants(k.info.variants, cs.in, cs.cfg.block_n, vr, &how);
           }
           if (!claims(k, cs.in)) continue;
-          const props::Run r = props::execute(k, cs.in, cs.cfg, true);
+          const verdict::Run r = verdict::execute(k, cs.in, cs.cfg, true);
           if (!r.error.empty()) {
             fmt::print(stderr, "{}: {}\n", name, r.error);
             continue;
           }
-          props::Oracle o = props::oracle(k, cs.in, cs.cfg);
+          verdict::Oracle o = verdict::oracle(k, cs.in, cs.cfg);
           if (opt.judge != "declared") {
             ref::Precision prec{t, undeclared_arithmetic(t)};
             if (opt.judge == "undeclared-online") prec.ar.p_from = PFrom::Max;

@@ -3,11 +3,11 @@
 // else an "error" cell, even when its message says "unsupported".
 #include <stdexcept>
 
-#include "properties/execute.hpp"
 #include "reports/plan.hpp"
 #include "reports/run.hpp"
 #include "reports/subject.hpp"
 #include "tests/catch.hpp"
+#include "verdict/verdict.hpp"
 
 using namespace fc;
 using namespace fc::report;
@@ -30,7 +30,7 @@ std::string status_of(const Kernel& k) {
   CaseSpec c;
   REQUIRE(find_case("F32/normal/n64", &c));
   const Inputs full = make_inputs(c, 1), checked = checked_inputs(c, full);
-  const ref::Certified want = props::certify(checked);
+  const ref::Certified want = verdict::certify(checked);
   const Subject s = subject_of(k, Config{});
   REQUIRE(s.claims(c));
   const CellRun r = run_cell(c, full, checked, want, s);
@@ -53,11 +53,11 @@ TEST_CASE("execute carries a Refusal as Run::refused", "[cpu]") {
   CaseSpec c;
   REQUIRE(find_case("F32/normal/n64", &c));
   const Inputs in = checked_inputs(c, make_inputs(c, 1));
-  const props::Run refused = props::execute(throwing_kernel([] { throw Refusal("no"); }), in, Config{}, false);
+  const verdict::Run refused = verdict::execute(throwing_kernel([] { throw Refusal("no"); }), in, Config{}, false);
   CHECK(refused.refused);
   CHECK(!refused.error.empty());
-  const props::Run errored =
-      props::execute(throwing_kernel([] { throw std::invalid_argument("unsupported"); }), in, Config{}, false);
+  const verdict::Run errored =
+      verdict::execute(throwing_kernel([] { throw std::invalid_argument("unsupported"); }), in, Config{}, false);
   CHECK(!errored.refused);
   CHECK(!errored.error.empty());
 }

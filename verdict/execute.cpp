@@ -1,15 +1,13 @@
-#include "properties/execute.hpp"
+#include "verdict/execute.hpp"
 
 #include "kernels/hostile.hpp"
-#include "properties/laws.hpp"
-#include "reference/gpu/oracle_select.hpp"
-#include "reference/inputs64.hpp"
+#include "verdict/verdict.hpp"
 
 #include <fmt/format.h>
 
 #include <exception>
 
-namespace fc::props {
+namespace fc::verdict {
 
 ref::Precision precision_of(const Kernel& k, const Config& cfg, const Problem& p) {
   // Per-tensor dtypes: an undeclared kernel is charged at the coarsest of them (its operands and P may be
@@ -17,11 +15,6 @@ ref::Precision precision_of(const Kernel& k, const Config& cfg, const Problem& p
   return ref::precision_for(
       p, k.info.arithmetic ? k.info.arithmetic(p, cfg) : undeclared_arithmetic(coarsest(dtypes_of(p))));
 }
-
-ref::Tensors64 tensors64(const Inputs& in) { return ref::tensors64(in); }
-
-// The one call for a certificate: the oracle `--oracle` chose (reference/gpu/oracle_select.hpp).
-ref::Certified certify(const Inputs& in) { return ref::certify(in.p, tensors64(in)); }
 
 namespace {
 
@@ -108,18 +101,6 @@ Run execute(const Kernel& k, const Inputs& in, const Config& cfg, bool backward)
   return r;
 }
 
-ref::Bounds bounds_for(const Kernel& k, const Inputs& in, const Config& cfg, const ref::Certified& c) {
-  return ref::error_bounds(in.p, tensors64(in), c, precision_of(k, cfg, in.p));
-}
-
-Oracle oracle(const Kernel& k, const Inputs& in, const Config& cfg) {
-  const ref::Tensors64 in64 = tensors64(in);  // once for both: a long row's K and V are ~10^8 values
-  Oracle o;
-  o.ref = ref::certify(in.p, in64);
-  o.bounds = ref::error_bounds(in.p, in64, o.ref, precision_of(k, cfg, in.p));
-  return o;
-}
-
 std::string element_name(const Problem& p, const char* tensor, int64_t flat) {
   const std::string t = tensor;
   if (t == "lse") {
@@ -140,30 +121,4 @@ std::string element_name(const Problem& p, const char* tensor, int64_t flat) {
   return fmt::format("{}[b={},h={},{}={},c={}]", t, b, hd, kv ? "j" : "i", row, c);
 }
 
-std::string check_outputs(const Kernel& k, const Inputs& in, const Outputs& out, const Oracle& o) {
-  std::string msg;
-  auto one = [&](const char* name, const HostTensor& t, const std::vector<double>& ref,
-                 const std::vector<double>& bound, DType dt) {
-    if (ref.empty() || t.shape.empty()) return;
-    const std::vector<double> got = t.to_f64();
-    const ref::Verdict v = ref::within_bound(got, ref, bound, dt);
-    if (v.ok) return;
-    if (v.worst < 0) {
-      msg += fmt::format("{}: {}\n", name, v.why);
-      return;
-    }
-    msg += fmt::format("{}: {} = {:.9g}, reference {:.17g}, |error| {:.3g} > bound {:.3g} ({})\n", name,
-                       element_name(in.p, name, v.worst), got[size_t(v.worst)], ref[size_t(v.worst)], v.measured,
-                       v.bound, v.why);
-  };
-  one("o", out.o, o.ref.value.o, o.bounds.o, dtype_o(in.p));
-  if (k.info.writes_lse) one("lse", out.lse, o.ref.value.lse, o.bounds.lse, DType::F32);
-  if (out.has_grads()) {
-    one("d_q", out.d_q, o.ref.value.d_q, o.bounds.d_q, dtype_q(in.p));
-    one("d_k", out.d_k, o.ref.value.d_k, o.bounds.d_k, dtype_kv(in.p));
-    one("d_v", out.d_v, o.ref.value.d_v, o.bounds.d_v, dtype_kv(in.p));
-  }
-  return msg;
-}
-
-}  // namespace fc::props
+}  // namespace fc::verdict

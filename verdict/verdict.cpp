@@ -1,0 +1,78 @@
+#include "verdict/verdict.hpp"
+
+#include <fmt/format.h>
+
+#include "reference/gpu/oracle_select.hpp"
+#include "reference/inputs64.hpp"
+
+namespace fc::verdict {
+
+ref::Tensors64 tensors64(const Inputs& in) { return ref::tensors64(in); }
+
+// The one call for a certificate: the oracle `--oracle` chose (reference/gpu/oracle_select.hpp).
+ref::Certified certify(const Inputs& in) { return ref::certify(in.p, tensors64(in)); }
+
+ref::Bounds bounds_for(const Inputs& in, const ref::Certified& c, const ref::Precision& pr) {
+  return ref::error_bounds(in.p, tensors64(in), c, pr);
+}
+
+ref::Bounds bounds_for(const Inputs& in, const ref::Certified& c, const std::vector<ref::Precision>& candidates) {
+  // Each row block's products computed once for all the candidates.
+  return ref::error_bounds_max(in.p, tensors64(in), c, candidates);
+}
+
+ref::Bounds bounds_for(const Kernel& k, const Inputs& in, const Config& cfg, const ref::Certified& c) {
+  return bounds_for(in, c, precision_of(k, cfg, in.p));
+}
+
+Oracle oracle(const Kernel& k, const Inputs& in, const Config& cfg) {
+  const ref::Tensors64 in64 = tensors64(in);  // once for both: a long row's K and V are ~10^8 values
+  Oracle o;
+  o.ref = ref::certify(in.p, in64);
+  o.bounds = ref::error_bounds(in.p, in64, o.ref, precision_of(k, cfg, in.p));
+  return o;
+}
+
+std::vector<TensorVerdict> hold(const Inputs& in, const Outputs& out, const ref::Certified& c, const ref::Bounds& b,
+                                bool lse) {
+  const Problem& p = in.p;  // each output in its own dtype (per-tensor dtypes: o's, q's, k/v's)
+  std::vector<TensorVerdict> held;
+  auto one = [&](const char* name, const HostTensor& t, const std::vector<double>& ref,
+                 const std::vector<double>& bound, DType dt) {
+    if (ref.empty() || t.shape.empty()) return;
+    TensorVerdict v;
+    v.tensor = name, v.dtype = dt, v.got = t.to_f64(), v.ref = &ref, v.bound = &bound;
+    if (!bound.empty()) v.held = ref::within_bound(v.got, ref, bound, dt);
+    held.push_back(std::move(v));
+  };
+  one("o", out.o, c.value.o, b.o, dtype_o(p));
+  if (lse) one("lse", out.lse, c.value.lse, b.lse, lse_dtype(p));
+  if (out.has_grads()) {
+    one("d_q", out.d_q, c.value.d_q, b.d_q, dtype_q(p));
+    one("d_k", out.d_k, c.value.d_k, b.d_k, dtype_kv(p));
+    one("d_v", out.d_v, c.value.d_v, b.d_v, dtype_kv(p));
+  }
+  return held;
+}
+
+std::string failures(const Problem& p, const std::vector<TensorVerdict>& held) {
+  std::string msg;
+  for (const TensorVerdict& t : held) {
+    const ref::Verdict& v = t.held;
+    if (v.ok) continue;
+    if (v.worst < 0) {
+      msg += fmt::format("{}: {}\n", t.tensor, v.why);
+      continue;
+    }
+    msg += fmt::format("{}: {} = {:.9g}, reference {:.17g}, |error| {:.3g} > bound {:.3g} ({})\n", t.tensor,
+                       element_name(p, t.tensor, v.worst), t.got[size_t(v.worst)], (*t.ref)[size_t(v.worst)],
+                       v.measured, v.bound, v.why);
+  }
+  return msg;
+}
+
+std::string check_outputs(const Kernel& k, const Inputs& in, const Outputs& out, const Oracle& o) {
+  return failures(in.p, hold(in, out, o.ref, o.bounds, k.info.writes_lse));
+}
+
+}  // namespace fc::verdict
