@@ -49,9 +49,12 @@ struct TensorVerdict {
 // The tensors a run is judged on, in report order: o, lse when `lse` (the kernel writes it), and
 // d_q, d_k, d_v when out has gradients; each only where both the run and the reference have it (a
 // caller that checks one row of a big case gives no d_k, d_v). Empty bounds (the audit's baseline,
-// which only lends its errors) give every tensor its values and no verdict.
+// which only lends its errors) give every tensor its values and no verdict. The verdicts point into c
+// and b, which must outlive them: temporaries are refused.
 std::vector<TensorVerdict> hold(const Inputs& in, const Outputs& out, const ref::Certified& c, const ref::Bounds& b,
                                 bool lse);
+std::vector<TensorVerdict> hold(const Inputs&, const Outputs&, ref::Certified&&, const ref::Bounds&, bool) = delete;
+std::vector<TensorVerdict> hold(const Inputs&, const Outputs&, const ref::Certified&, ref::Bounds&&, bool) = delete;
 
 // Every held tensor within its bound: "" or one line per failing tensor, naming the element.
 std::string failures(const Problem& p, const std::vector<TensorVerdict>& held);

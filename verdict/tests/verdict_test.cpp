@@ -81,7 +81,8 @@ TEST_CASE("hold gives no verdict without a bound and leaves out what the run lac
   r.out.o.set(0, r.out.o.get(0) + 0.5);
   r.out.d_k = HostTensor(), r.out.d_v = HostTensor();  // one row's check gives no d_k, d_v
   const ref::Certified c = verdict::certify(in);
-  const std::vector<verdict::TensorVerdict> unbounded = verdict::hold(in, r.out, c, ref::Bounds{}, false);
+  const ref::Bounds none;
+  const std::vector<verdict::TensorVerdict> unbounded = verdict::hold(in, r.out, c, none, false);
   REQUIRE(unbounded.size() == 2);  // o and d_q: lse not asked for
   CHECK(std::string(unbounded[0].tensor) == "o");
   CHECK(std::string(unbounded[1].tensor) == "d_q");
