@@ -66,7 +66,7 @@ void widen(const T* x, int64_t n, double* out) {
 }
 template <>
 void widen(const double* x, int64_t n, double* out) {
-  std::memcpy(out, x, size_t(n) * sizeof(double));
+  if (n > 0) std::memcpy(out, x, size_t(n) * sizeof(double));  // an empty tensor's pointers may be null
 }
 
 }  // namespace
