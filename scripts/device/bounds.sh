@@ -17,7 +17,7 @@ case "${1:-}" in
     bash "$root/scripts/device/carry.sh" bounds_tightness tc_probe_gpu_test
     exe=$(find "${BUILD_DIR:-$root/build-h200}" -type f -name bounds_tightness -perm -u+x | head -1)
     for lib in $(ldd "$exe" | awk '/libfmt|libmpfr|libgmp/ {print $3}'); do cp -L "$lib" "$root/.carry/lib/"; done
-    tar czf "$root/.carry-z/bundle.tar.gz" -C "$root" .carry
+    rm -f "$root/.carry-z/bundle.tar.gz" && tar cf - -C "$root" .carry | xz -9 -T2 > "$root/.carry-z/bundle.tar.xz"
     du -sh "$root/.carry-z"
     ;;
   run)

@@ -6,12 +6,13 @@ out=${OUT:-$root/reports/out}
 mkdir -p "$out"
 # Unpacked once per bundle: scripts started side by side (one per GPU) share it, under a lock, and a
 # warm machine's older .carry/ is replaced when the bundle differs.
-if [ -f "$root/.carry-z/bundle.tar.gz" ]; then
+bundle=$(ls "$root"/.carry-z/bundle.tar.xz "$root"/.carry-z/bundle.tar.gz 2>/dev/null | head -1)
+if [ -n "$bundle" ]; then
   (
     flock 9
-    sum=$(md5sum < "$root/.carry-z/bundle.tar.gz")
+    sum=$(md5sum < "$bundle")
     if [ "$(cat "$root/.carry/.bundle" 2>/dev/null)" != "$sum" ]; then
-      tar xzf "$root/.carry-z/bundle.tar.gz" -C "$root" && echo "$sum" > "$root/.carry/.bundle"
+      tar xf "$bundle" -C "$root" && echo "$sum" > "$root/.carry/.bundle"
     fi
   ) 9> "$root/.carry-z.lock"
 fi
