@@ -105,11 +105,13 @@ struct BatchResult {
   std::map<std::string, int64_t> checks;
 };
 
-// Calls of a kernel that runs one call at a time while batches are in flight (run_campaign): a device
-// kernel, a plugin (its worker process), a mutant (planted state). Built-in CPU kernels are pure
-// functions of their inputs and run side by side.
+// Calls of a kernel that runs one call at a time while batches are in flight (run_campaign): a plugin
+// (its worker process), a mutant (planted state, and a CUDA mutant's fault may poison the context for
+// every thread). The built-in kernels run side by side: the CPU ones are pure functions of their
+// inputs, the CUDA ones run each call on the calling thread's stream with buffers of its own
+// (kernels/cuda/device_buffer.hpp).
 std::mutex g_one_call;
-bool one_call_at_a_time(const Kernel& k) { return k.info.device != "cpu" || k.info.mutant || k.info.external; }
+bool one_call_at_a_time(const Kernel& k) { return k.info.mutant || k.info.external; }
 
 verdict::Run execute_locked(const Kernel& k, const Inputs& in, const Config& cfg, bool bwd, bool lock) {
   std::unique_lock<std::mutex> held(g_one_call, std::defer_lock);

@@ -1,5 +1,6 @@
 // Registry rows of the CUDA kernels, one per entry of the kernel table (kernel_table.cpp), and their
-// host-tensor glue: upload the inputs, run the entry's launchers on the default stream, download.
+// host-tensor glue: upload the inputs, run the entry's launchers on the calling thread's default stream
+// (device_buffer.hpp: kStream), download.
 // Every output (o, lse, d_q, d_k, d_v) lies between two guards and starts as NaN (GuardedBuffer): a
 // write outside it fails the call, naming the tensor and the element.
 #include "kernels/cuda/cuda_kernels.hpp"
@@ -51,8 +52,8 @@ void forward_host(const CudaKernel& ck, Tile t, const Problem& p, const HostTens
   GuardedBuffer d_out(o.bytes.size()), d_lse(size_t(lse.numel()) * sizeof(float));
   DeviceBuffer ws(ck.forward_workspace_bytes(p));
   ForwardArgs a{dq.get(), dk.get(), dv.get(), d_out.get(), static_cast<float*>(d_lse.get())};
-  check(ck.forward(p, t, a, ws.get(), nullptr), (ck.name + " forward").c_str());
-  check(cudaDeviceSynchronize(), (ck.name + " forward (sync)").c_str());
+  check(ck.forward(p, t, a, ws.get(), kStream), (ck.name + " forward").c_str());
+  check(cudaStreamSynchronize(kStream), (ck.name + " forward (sync)").c_str());
   check_guards(ck.name + " forward", {{"o", &d_out, dtype_size(o.dtype)}, {"lse", &d_lse, int(sizeof(float))}});
   d_out.download(o);
   download_lse(d_lse, lse);
@@ -68,8 +69,8 @@ void backward_host(const CudaKernel& ck, Tile t, bool deterministic, const Probl
   DeviceBuffer ws(ck.backward_workspace_bytes(p));
   BackwardArgs a{bq.get(),  bk.get(),  bv.get(), bo.get(), bdo.get(), static_cast<const float*>(blse.get()),
                  bdq.get(), bdk.get(), bdv.get()};
-  check(ck.backward(p, t, deterministic, a, ws.get(), nullptr), (ck.name + " backward").c_str());
-  check(cudaDeviceSynchronize(), (ck.name + " backward (sync)").c_str());
+  check(ck.backward(p, t, deterministic, a, ws.get(), kStream), (ck.name + " backward").c_str());
+  check(cudaStreamSynchronize(kStream), (ck.name + " backward (sync)").c_str());
   check_guards(ck.name + " backward", {{"d_q", &bdq, dtype_size(d_q.dtype)},
                                        {"d_k", &bdk, dtype_size(d_k.dtype)},
                                        {"d_v", &bdv, dtype_size(d_v.dtype)}});

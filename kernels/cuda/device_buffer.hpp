@@ -13,6 +13,11 @@
 
 namespace fc::cuda {
 
+// Every operation of these buffers, and the registry's launches (cuda_kernels.cpp), runs on the calling
+// thread's default stream, allocating from the device's memory pool (cudaMallocAsync): calls from
+// several host threads (fuzz's batches in flight) overlap, and no free synchronises the device.
+inline const cudaStream_t kStream = cudaStreamPerThread;
+
 // Throws std::runtime_error naming `what` when e is not cudaSuccess.
 void check(cudaError_t e, const char* what);
 

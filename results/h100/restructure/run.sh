@@ -2,7 +2,8 @@
 # Issue 22's "behaviour unchanged" on the GPU, at the commit in .carry/COMMIT (binaries built here by
 #   BUILD_DIR=$PWD/build bash scripts/device.sh carry cuda_mutants_test shape_histogram):
 #   step 1 (one call): every gpu-labelled test (bench tests) beside the CUDA mutants' kill table (mutants kills)
-#   step 2 (one call): check --kernel K --cases 100 --seed 1 --jobs 16 on each CUDA kernel with a backward, alone, timed
+#   step 2 (one call): check --kernel K --cases 100 --seed 1 --jobs 16 on each CUDA kernel with a backward, alone, timed;
+#     then fuzz --seconds 20 (16 threads, batches in flight) on each CUDA kernel and on cpu_tiled
 # run(command="bash results/h100/restructure/run.sh 1", carry=[".carry-z"]), then "... 2".
 set -uo pipefail
 source scripts/device/env.sh
@@ -26,6 +27,11 @@ case ${1:-1} in
       t0=$(date +%s.%N)
       timeout 200 "$fc" check --kernel "$k" --cases 100 --seed 1 --jobs 16 --json-out "$w/check_$k.json" > "$w/check_$k.txt" 2> "$w/check_$k.err"
       echo "check $k rc=$? $(python3 -c "import time; print(f'{time.time() - $t0:.1f}')") s; $(tail -1 "$w/check_$k.txt")" | tee -a "$w/summary.txt"
+    done
+    for k in $(cuda_kernels) cpu_tiled; do
+      bs=1024; [ "$k" = cpu_tiled ] && bs=256
+      timeout 60 "$fc" fuzz --kernel "$k" --seconds 20 --batch $bs > "$w/fuzz_$k.txt" 2>&1
+      echo "fuzz $k --batch $bs rc=$? $(tail -1 "$w/fuzz_$k.txt")" | tee -a "$w/summary.txt"
     done
     ;;
 esac
