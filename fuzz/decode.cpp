@@ -171,7 +171,7 @@ void decode_values(ByteSource& src, props::Case& c, const std::vector<Values>& m
   c.regime = Regime::Normal;
   for (int32_t which = 0; which < 3 && c.regime != Regime::Poison; ++which) {
     const HostTensor& t = which == 0 ? c.in.q : which == 1 ? c.in.k : c.in.v;
-    for (int64_t i = 0; i < t.numel(); ++i)
+    for (int64_t i = 0, end = t.numel(); i < end; ++i)
       if (!std::isfinite(t.get(i))) {
         c.regime = Regime::Poison, c.poison_tensor = which, c.poison_index = i, c.poison_value = t.get(i);
         break;

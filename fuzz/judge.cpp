@@ -29,7 +29,7 @@ bool same_bits(const HostTensor& a, const HostTensor& b, int64_t x) {
 
 double max_abs(const HostTensor& t) {
   double m = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::fabs(t.get(i)));
+  for (int64_t i = 0, end = t.numel(); i < end; ++i) m = std::max(m, std::fabs(t.get(i)));
   return m;
 }
 
@@ -60,7 +60,7 @@ std::string empty_rows(const Kernel& k, const Inputs& in, const Outputs& out) {
 bool cleaned(HostTensor& t) {
   bool any = false;
   if (t.shape.empty()) return false;  // an absent d_o
-  for (int64_t i = 0; i < t.numel(); ++i)
+  for (int64_t i = 0, end = t.numel(); i < end; ++i)
     if (!certifiable(t.get(i))) t.set(i, 0.0), any = true;
   return any;
 }
@@ -162,7 +162,7 @@ bool in_domain(const Kernel& k, const Inputs& in, std::string* why) {
   };
   const Problem& p = in.p;
   for (const HostTensor* t : {&in.q, &in.k, &in.v, &in.d_o})
-    for (int64_t i = 0; !t->shape.empty() && i < t->numel(); ++i)
+    for (int64_t i = 0, end = t->numel(); !t->shape.empty() && i < end; ++i)
       if (!certifiable(t->get(i))) return no("a non-finite input, or one past 2^500");
   // The accumulation's range: fp32 (fp64 for fp64 storage); a 3-pass kernel's S, P and dS live in
   // the storage type.

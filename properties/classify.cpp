@@ -14,12 +14,12 @@ namespace {
 
 double max_abs(const HostTensor& t) {
   double m = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::fabs(t.get(i)));
+  for (int64_t i = 0, end = t.numel(); i < end; ++i) m = std::max(m, std::fabs(t.get(i)));
   return m;
 }
 
 bool on_grid(const HostTensor& t) {  // k/8 with |k| <= 31
-  for (int64_t i = 0; i < t.numel(); ++i) {
+  for (int64_t i = 0, end = t.numel(); i < end; ++i) {
     const double x = t.get(i) * 8;
     if (x != std::nearbyint(x) || std::fabs(x) > 31) return false;
   }
@@ -80,7 +80,7 @@ bool shows(Regime r, const Inputs& in, const std::function<const ScoreStats&()>&
     case Regime::Outliers:  // an N(0,100) draw: beyond 5 sigma of N(0,1)
       return std::max({max_abs(in.q), max_abs(in.k), max_abs(in.v)}) > 5;
     case Regime::Ones: {
-      for (int64_t i = 0; i < in.v.numel(); ++i)
+      for (int64_t i = 0, end = in.v.numel(); i < end; ++i)
         if (in.v.get(i) != 1.0) return false;
       return true;
     }

@@ -101,7 +101,7 @@ namespace {
 // FA3's outliers: N(0,1) + N(0,100) Bernoulli(0.001) on q, k, v, one outlier forced.
 void add_outliers(Case& c, Draw& r) {
   for (HostTensor* t : {&c.in.q, &c.in.k, &c.in.v})
-    for (int64_t i = 0; i < t->numel(); ++i)
+    for (int64_t i = 0, end = t->numel(); i < end; ++i)
       if (r.below(1000) == 0) t->set(i, t->get(i) + 10 * r.normal());
   HostTensor* t = r.below(2) ? &c.in.q : &c.in.k;
   const int64_t at = r.below(t->numel());
@@ -121,7 +121,7 @@ void fill_huge(Case& c, Draw& r, double max_score) {
   const double cap =
       std::min(lim / 2, std::sqrt(double(std::numeric_limits<float>::max()) / (2 * d * std::max(1.0, scale))));
   for (HostTensor* t : {&c.in.q, &c.in.k})
-    for (int64_t i = 0; i < t->numel(); ++i) t->set(i, std::clamp(alpha * r.normal(), -cap, cap));
+    for (int64_t i = 0, end = t->numel(); i < end; ++i) t->set(i, std::clamp(alpha * r.normal(), -cap, cap));
 }
 
 // Ties and AllEqual: keys copied from a pool of `pool` rows (each row may take an earlier one).
@@ -141,7 +141,7 @@ void fill_subnormal_p(Case& c, Draw& r) {
   double lo = -103, hi = -87.4;                      // fp32 / bf16 subnormals: 2^-149 .. 2^-126
   if (p.dtype == DType::F16) lo = -16.6, hi = -9.8;  // fp16: 2^-24 .. 2^-14
   if (p.dtype == DType::F64) lo = -744, hi = -708.5;
-  for (int64_t i = 0; i < c.in.q.numel(); ++i) c.in.q.set(i, i % p.d == 0 ? 1.0 : r.base());
+  for (int64_t i = 0, end = c.in.q.numel(); i < end; ++i) c.in.q.set(i, i % p.d == 0 ? 1.0 : r.base());
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_kv; ++h)
       for (int64_t j = 0; j < p.n_k; ++j)
@@ -180,15 +180,15 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
     case Regime::FarBelow: {  // q ~ c + N, k ~ -c + N: s ~ -scale d c^2 in [-1e6, -1e4]
       const double hi = std::min(6.0, std::log10(max_score));
       const double c0 = std::sqrt(std::pow(10.0, r.uniform(std::min(4.05, hi), hi)) / (scale * d));
-      for (int64_t i = 0; i < c.in.q.numel(); ++i) c.in.q.set(i, c0 + r.base() / 4);
-      for (int64_t i = 0; i < c.in.k.numel(); ++i) c.in.k.set(i, -c0 + r.base() / 4);
+      for (int64_t i = 0, end = c.in.q.numel(); i < end; ++i) c.in.q.set(i, c0 + r.base() / 4);
+      for (int64_t i = 0, end = c.in.k.numel(); i < end; ++i) c.in.k.set(i, -c0 + r.base() / 4);
       break;
     }
     case Regime::Fp16Max:  // v at the edge of fp16's range, q and k plain, d_o . v within range
-      for (int64_t i = 0; i < c.in.v.numel(); ++i)
+      for (int64_t i = 0, end = c.in.v.numel(); i < end; ++i)
         c.in.v.set(i, (r.below(2) ? 1 : -1) * std::min(lim, 65504.0) * r.uniform(0.9, 1.0));
       if (backward)
-        for (int64_t i = 0; i < c.in.d_o.numel(); ++i) c.in.d_o.set(i, c.in.d_o.get(i) / (32.0 * p.d));
+        for (int64_t i = 0, end = c.in.d_o.numel(); i < end; ++i) c.in.d_o.set(i, c.in.d_o.get(i) / (32.0 * p.d));
       break;
     case Regime::Ties: copy_keys(c, r, 2); break;
     case Regime::AllEqual: copy_keys(c, r, 1); break;
@@ -199,12 +199,12 @@ void fill_values(Case& c, int plain, uint64_t seed, bool backward, double max_sc
       // Each tensor in its own dtype's subnormal range.
       for (HostTensor* t : {&c.in.q, &c.in.k, &c.in.v, &c.in.d_o}) {
         const double tiny = ref::min_normal(t->dtype) * (1 - 2 * ref::unit_roundoff(t->dtype));
-        for (int64_t i = 0; !t->shape.empty() && i < t->numel(); ++i) t->set(i, tiny * r.uniform(-1, 1));
+        for (int64_t i = 0, end = t->numel(); !t->shape.empty() && i < end; ++i) t->set(i, tiny * r.uniform(-1, 1));
       }
       break;
     }
     case Regime::Ones:  // V = 1 exactly in every dtype: o = 1 where a row sees a key
-      for (int64_t i = 0; i < c.in.v.numel(); ++i) c.in.v.set(i, 1.0);
+      for (int64_t i = 0, end = c.in.v.numel(); i < end; ++i) c.in.v.set(i, 1.0);
       break;
     case Regime::kCount: break;
   }

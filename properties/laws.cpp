@@ -183,7 +183,7 @@ std::string same_bits(const Problem& p, const char* name, const HostTensor& a, c
   if (a.bytes == b.bytes && a.shape == b.shape) return "";
   if (a.numel() != b.numel()) return fmt::format("{}: {} elements, then {}\n", name, a.numel(), b.numel());
   const int sz = dtype_size(a.dtype);
-  for (int64_t x = 0; x < a.numel(); ++x)
+  for (int64_t x = 0, end = a.numel(); x < end; ++x)
     if (std::memcmp(a.bytes.data() + x * sz, b.bytes.data() + x * sz, size_t(sz)) != 0)
       return fmt::format("{}: {} = {:.9g} in one run and {:.9g} in the other (the same bits expected)\n", name,
                          element_name(p, name, x), a.get(x), b.get(x));
@@ -199,7 +199,7 @@ bool dots_exact(const Inputs& in, double u) {
   const Problem& p = in.p;
   double q_max = 0, k_max = 0;  // in units of 1/8
   for (const HostTensor* t : {&in.q, &in.k})
-    for (int64_t x = 0; x < t->numel(); ++x) {
+    for (int64_t x = 0, end = t->numel(); x < end; ++x) {
       const double y = t->get(x) * 8;
       if (y != std::nearbyint(y) || !(std::fabs(y) < 2048)) return false;
       (t == &in.q ? q_max : k_max) = std::max(t == &in.q ? q_max : k_max, std::fabs(y));
@@ -211,7 +211,7 @@ bool dots_exact(const Inputs& in, double u) {
 
 std::string same_values(const Problem& p, const char* name, const HostTensor& a, const HostTensor& b) {
   if (a.numel() != b.numel()) return fmt::format("{}: {} elements, then {}\n", name, a.numel(), b.numel());
-  for (int64_t x = 0; x < a.numel(); ++x) {
+  for (int64_t x = 0, end = a.numel(); x < end; ++x) {
     const double y = a.get(x), z = b.get(x);
     if (!(y == z || (std::isnan(y) && std::isnan(z))))
       return fmt::format("{}: {} = {:.9g} in one run and {:.9g} in the other (the same value expected)\n", name,
