@@ -32,7 +32,9 @@ Inputs pack(const std::vector<props::Case>& cases) {
   for (HostTensor* t : {&in.q, &in.k, &in.v, &in.d_o}) {
     if (t->shape.empty()) continue;
     t->shape[0] = in.p.batch;
+    const size_t each = t->bytes.size();  // every case's tensor has case 0's shape
     t->bytes.clear();
+    t->bytes.reserve(cases.size() * each);
   }
   for (const props::Case& c : cases)
     for (auto [dst, src] : {std::pair{&in.q, &c.in.q}, std::pair{&in.k, &c.in.k}, std::pair{&in.v, &c.in.v},
