@@ -1,4 +1,4 @@
-// Device memory for the registry's host-tensor entry points: an owning cudaMalloc buffer with
+// Device memory for the registry's host-tensor entry points: an owning cudaMallocAsync buffer with
 // upload/download of HostTensor bytes (fp16 and bf16 bits are the same on host and device), an output
 // buffer between two guards (kernels/guard.hpp), and a checker that turns CUDA errors into exceptions.
 // Host only.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Issue 22's "behaviour unchanged" on the GPU, at the commit in .carry/COMMIT (binaries built here by
 #   BUILD_DIR=$PWD/build bash scripts/device.sh carry cuda_mutants_test shape_histogram):
-#   step 1 (one call): every gpu-labelled test (bench tests) beside the CUDA mutants' kill table (mutants kills)
+#   step 1 (one call): every gpu-labelled test (bench tests) beside the CUDA mutants' kill table (mutants kills,
+#     as scripts/device/mutants.sh had it at a717002: cuda_mutants_test "check kills M", KILL_JOBS at a time;
+#     it now runs the default check per mutant, about a minute each, so the twelve no longer fit this call)
 #   step 2 (one call): check --kernel K --cases 100 --seed 1 --jobs 16 on each CUDA kernel with a backward, alone, timed;
 #     then fuzz --seconds 20 (16 threads, batches in flight) on each CUDA kernel and on cpu_tiled
 # run(command="bash results/h100/restructure/run.sh 1", carry=[".carry-z"]), then "... 2".
