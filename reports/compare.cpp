@@ -108,13 +108,14 @@ json compare_report(const CompareOptions& o, const Inputs& in) {
   (void)precision(o, in.p, 64);  // option errors before the work
   Inputs checked = in;
   if (!got.has_grads()) checked.d_o = HostTensor();  // no gradients to audit: the forward's bound only
-  const ref::Certified want = verdict::certify(checked);
+  const ref::Tensors64 checked64 = verdict::tensors64(checked);  // once, for the oracle and every tile's bound
+  const ref::Certified want = verdict::certify(checked, checked64);
   const std::vector<int32_t> tiles = o.block_n > 0 || o.model == "naive" ? std::vector<int32_t>{o.block_n}
                                                                          : std::vector<int32_t>{16, 32, 64, 128, 256};
   std::vector<ref::Precision> precs;
   for (int32_t bn : tiles) precs.push_back(precision(o, in.p, bn));
   // The largest bound over the candidate tiles.
-  const ref::Bounds bounds = verdict::bounds_for(checked, want, precs);
+  const ref::Bounds bounds = verdict::bounds_for(checked, checked64, want, precs);
   CaseSpec c;
   c.id = "inputs";
   c.regime = "file";
@@ -136,7 +137,7 @@ json compare_report(const CompareOptions& o, const Inputs& in) {
   // input exactly (an F16 or BF16 value is an F32 value), so it answers the same problem.
   const Subject base = baseline_subject();
   const Inputs base_in = mixed_dtypes(in.p) ? uniform_dtype(checked) : checked;
-  const CellRun base_run = run_cell(c, base_in, base_in, want, base, false);
+  const CellRun base_run = run_cell(c, base_in, base_in, nullptr, want, base);
   const BaselineErrors base_err = max_abs_of(base_run.metrics);
 
   CellRun r;

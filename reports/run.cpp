@@ -67,8 +67,8 @@ class SweepProgress {
 
 }  // namespace
 
-CellRun run_cell(const CaseSpec& c, const Inputs& full, const Inputs& checked, const ref::Certified& want,
-                 const Subject& s, bool bounded) {
+CellRun run_cell(const CaseSpec& c, const Inputs& full, const Inputs& checked, const ref::Tensors64* checked64,
+                 const ref::Certified& want, const Subject& s) {
   CellRun r;
   r.cell = {{"seq", c.seq}, {"case", c.id}, {"kernel", s.name}, {"device", s.device}, {"config", s.config}};
   Outputs got;
@@ -87,7 +87,8 @@ CellRun run_cell(const CaseSpec& c, const Inputs& full, const Inputs& checked, c
     r.cell["error"] = e.what();
     return r;
   }
-  const ref::Bounds bounds = bounded ? verdict::bounds_for(checked, want, s.precision(checked.p)) : ref::Bounds{};
+  const ref::Bounds bounds =
+      checked64 ? verdict::bounds_for(checked, *checked64, want, s.precision(checked.p)) : ref::Bounds{};
   r.metrics = measure_outputs(checked, want, bounds, got, s.writes_lse);
   bool pass = true;
   for (const auto& [name, m] : r.metrics) pass = pass && m.pass;
@@ -121,17 +122,18 @@ SweepResult run_sweep(const std::vector<CaseSpec>& cases, const std::vector<Subj
     const CaseSpec& c = cases[i];
     const Inputs full = make_inputs(c, o.seed);
     const Inputs checked = checked_inputs(c, full);
-    const ref::Certified want = verdict::certify(checked);
+    const ref::Tensors64 checked64 = verdict::tensors64(checked);
+    const ref::Certified want = verdict::certify(checked, checked64);
     std::vector<CellRun> runs(subjects.size());
     const CellRun* base_run = nullptr;
     for (size_t k = 0; k < subjects.size(); ++k) {
       if (!subjects[k].claims(c)) continue;
-      runs[k] = run_cell(c, full, checked, want, subjects[k]);
+      runs[k] = run_cell(c, full, checked, &checked64, want, subjects[k]);
       if (baseline && subjects[k].name == baseline->name && subjects[k].config == baseline->config) base_run = &runs[k];
     }
     CellRun separate;
     if (baseline && !base_run && baseline->claims(c)) {
-      separate = run_cell(c, full, checked, want, *baseline, false);
+      separate = run_cell(c, full, checked, nullptr, want, *baseline);
       base_run = &separate;
     }
     BaselineErrors base;

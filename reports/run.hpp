@@ -42,9 +42,10 @@ struct CellRun {
   nlohmann::json cell;  // kernel, device, config, status, error
   std::map<std::string, TensorMetrics> metrics;
 };
-// `bounded` = false skips the bound (and the verdict): the baseline only lends its max errors.
-CellRun run_cell(const CaseSpec& c, const Inputs& full, const Inputs& checked, const ref::Certified& want,
-                 const Subject& s, bool bounded = true);
+// checked64: verdict::tensors64(checked), converted once for the case's oracle and every cell's bound;
+// nullptr skips the bound (and the verdict): the baseline only lends its max errors.
+CellRun run_cell(const CaseSpec& c, const Inputs& full, const Inputs& checked, const ref::Tensors64* checked64,
+                 const ref::Certified& want, const Subject& s);
 nlohmann::json finish_cell(const CaseSpec& c, const CellRun& r, const BaselineErrors* baseline);
 
 }  // namespace fc::report

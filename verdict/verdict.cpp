@@ -10,15 +10,20 @@ namespace fc::verdict {
 ref::Tensors64 tensors64(const Inputs& in) { return ref::tensors64(in); }
 
 // The one call for a certificate: the oracle `--oracle` chose (reference/gpu/oracle_select.hpp).
-ref::Certified certify(const Inputs& in) { return ref::certify(in.p, tensors64(in)); }
+ref::Certified certify(const Inputs& in) { return certify(in, tensors64(in)); }
+ref::Certified certify(const Inputs& in, const ref::Tensors64& in64) { return ref::certify(in.p, in64); }
 
 ref::Bounds bounds_for(const Inputs& in, const ref::Certified& c, const ref::Precision& pr) {
-  return ref::error_bounds(in.p, tensors64(in), c, pr);
+  return bounds_for(in, tensors64(in), c, pr);
+}
+ref::Bounds bounds_for(const Inputs& in, const ref::Tensors64& in64, const ref::Certified& c, const ref::Precision& pr) {
+  return ref::error_bounds(in.p, in64, c, pr);
 }
 
-ref::Bounds bounds_for(const Inputs& in, const ref::Certified& c, const std::vector<ref::Precision>& candidates) {
+ref::Bounds bounds_for(const Inputs& in, const ref::Tensors64& in64, const ref::Certified& c,
+                       const std::vector<ref::Precision>& candidates) {
   // Each row block's products computed once for all the candidates.
-  return ref::error_bounds_max(in.p, tensors64(in), c, candidates);
+  return ref::error_bounds_max(in.p, in64, c, candidates);
 }
 
 ref::Bounds bounds_for(const Kernel& k, const Inputs& in, const Config& cfg, const ref::Certified& c) {
@@ -28,8 +33,8 @@ ref::Bounds bounds_for(const Kernel& k, const Inputs& in, const Config& cfg, con
 Oracle oracle(const Kernel& k, const Inputs& in, const Config& cfg) {
   const ref::Tensors64 in64 = tensors64(in);  // once for both: a long row's K and V are ~10^8 values
   Oracle o;
-  o.ref = ref::certify(in.p, in64);
-  o.bounds = ref::error_bounds(in.p, in64, o.ref, precision_of(k, cfg, in.p));
+  o.ref = certify(in, in64);
+  o.bounds = bounds_for(in, in64, o.ref, precision_of(k, cfg, in.p));
   return o;
 }
 

@@ -18,14 +18,18 @@ namespace fc::verdict {
 // The inputs in float64, as the oracle and the bound read them.
 ref::Tensors64 tensors64(const Inputs& in);
 
-// The certified reference of a case: the oracle `--oracle` chose.
+// The certified reference of a case: the oracle `--oracle` chose. in64: tensors64(in), for a caller
+// that bounds the case too (bounds_for with in64), so that its inputs are converted once.
 ref::Certified certify(const Inputs& in);
+ref::Certified certify(const Inputs& in, const ref::Tensors64& in64);
 
 // The bound on |output - c.value| of a kernel of precision pr on in (c: in's certificate); of the
 // largest over candidate precisions (`compare`, whose outputs come from an unknown tile); of kernel k
 // under cfg (precision_of).
 ref::Bounds bounds_for(const Inputs& in, const ref::Certified& c, const ref::Precision& pr);
-ref::Bounds bounds_for(const Inputs& in, const ref::Certified& c, const std::vector<ref::Precision>& candidates);
+ref::Bounds bounds_for(const Inputs& in, const ref::Tensors64& in64, const ref::Certified& c, const ref::Precision& pr);
+ref::Bounds bounds_for(const Inputs& in, const ref::Tensors64& in64, const ref::Certified& c,
+                       const std::vector<ref::Precision>& candidates);
 ref::Bounds bounds_for(const Kernel& k, const Inputs& in, const Config& cfg, const ref::Certified& c);
 
 // The certified reference of a case and the bound for one kernel/config (the inputs converted to

@@ -30,10 +30,11 @@ std::string status_of(const Kernel& k) {
   CaseSpec c;
   REQUIRE(find_case("F32/normal/n64", &c));
   const Inputs full = make_inputs(c, 1), checked = checked_inputs(c, full);
-  const ref::Certified want = verdict::certify(checked);
+  const ref::Tensors64 checked64 = verdict::tensors64(checked);
+  const ref::Certified want = verdict::certify(checked, checked64);
   const Subject s = subject_of(k, Config{});
   REQUIRE(s.claims(c));
-  const CellRun r = run_cell(c, full, checked, want, s);
+  const CellRun r = run_cell(c, full, checked, &checked64, want, s);
   CAPTURE(r.cell.dump());
   return r.cell["status"].get<std::string>();
 }
