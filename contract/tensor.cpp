@@ -30,31 +30,39 @@ int64_t HostTensor::storage_index(int64_t i) const {
   return at;
 }
 
-double HostTensor::get(int64_t i) const {
-  const int64_t at = storage_index(i);
-  switch (dtype) {
-    case DType::F16: return double(static_cast<float>(storage<Eigen::half>()[at]));
-    case DType::BF16: return double(static_cast<float>(storage<Eigen::bfloat16>()[at]));
-    case DType::F32: return double(storage<float>()[at]);
-    case DType::F64: return storage<double>()[at];
-    case DType::I32: return double(storage<int32_t>()[at]);
-    case DType::BOOL: return double(storage<unsigned char>()[at] != 0);
-  }
-  throw std::logic_error("bad dtype");
+namespace detail {
+void bad_dtype() { throw std::logic_error("bad dtype"); }
+}  // namespace detail
+
+namespace {
+// The bits of a 16-bit float value v (v exactly representable there, or ±inf, or NaN: the canonical
+// quiet NaN with v's sign, as Eigen's conversions give).
+uint16_t f16_bits(double v) {
+  const uint64_t b = std::bit_cast<uint64_t>(v);
+  const uint16_t sign = uint16_t((b >> 63) << 15);
+  const int biased = int((b >> 52) & 0x7ff);
+  if (biased == 0x7ff) return uint16_t(sign | ((b << 12) != 0 ? 0x7e00 : 0x7c00));
+  if (std::fabs(v) < 0x1p-14) return uint16_t(sign | uint16_t(std::fabs(v) * 0x1p24));  // 0, subnormal: exact
+  return uint16_t(sign | ((biased - 1023 + 15) << 10) | ((b >> 42) & 0x3ff));
 }
+uint16_t bf16_bits(double v) {
+  if (std::isnan(v)) return std::signbit(v) ? 0xffc0 : 0x7fc0;
+  return uint16_t(std::bit_cast<uint32_t>(float(v)) >> 16);  // float(v) exact: its low half is zero
+}
+}  // namespace
 
 void HostTensor::set(int64_t i, double x) {
-  const int64_t at = storage_index(i);
+  const int64_t at = strides.empty() ? i : storage_index(i);
   switch (dtype) {
     // Round once, from double: going through float first would double-round.
-    case DType::F16: storage<Eigen::half>()[at] = Eigen::half(round_to(DType::F16, x)); return;
-    case DType::BF16: storage<Eigen::bfloat16>()[at] = Eigen::bfloat16(round_to(DType::BF16, x)); return;
+    case DType::F16: storage<uint16_t>()[at] = f16_bits(round_to(DType::F16, x)); return;
+    case DType::BF16: storage<uint16_t>()[at] = bf16_bits(round_to(DType::BF16, x)); return;
     case DType::F32: storage<float>()[at] = float(x); return;
     case DType::F64: storage<double>()[at] = x; return;
     case DType::I32: storage<int32_t>()[at] = int32_t(round_to(DType::I32, x)); return;
     case DType::BOOL: storage<unsigned char>()[at] = x != 0 ? 1 : 0; return;
   }
-  throw std::logic_error("bad dtype");
+  detail::bad_dtype();
 }
 
 namespace {

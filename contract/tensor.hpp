@@ -3,6 +3,7 @@
 // Host only.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -31,7 +32,7 @@ struct HostTensor {
   bool is_compact() const { return strides.empty(); }
   // Storage element of the element at logical row-major index i.
   int64_t storage_index(int64_t i) const;
-  double get(int64_t i) const;    // exact widening to double (logical index)
+  double get(int64_t i) const;    // exact widening to double (logical index; inline below)
   void set(int64_t i, double x);  // round-to-nearest-even into dtype (I32: x must be an integer)
   std::vector<double> to_f64() const;
   static HostTensor from_f64(DType t, std::vector<int64_t> s, const std::vector<double>& x);
@@ -69,6 +70,35 @@ struct HostTensor {
     return reinterpret_cast<T*>(bytes.data());
   }
 };
+
+namespace detail {
+// The value of 16-bit float bits as a double, exactly; a NaN keeps its sign and payload and is quiet
+// (what widening through float does).
+inline double f16_value(uint16_t h) {
+  const uint64_t sign = uint64_t(h >> 15) << 63, m = h & 0x3ffu;
+  const unsigned e = (h >> 10) & 0x1fu;
+  if (e == 0) return std::bit_cast<double>(sign | std::bit_cast<uint64_t>(double(m) * 0x1p-24));  // 0, subnormal
+  if (e == 0x1f) return std::bit_cast<double>(sign | 0x7ff0000000000000ull | (m << 42) | (m ? 1ull << 51 : 0));
+  return std::bit_cast<double>(sign | (uint64_t(e + 1023 - 15) << 52) | (m << 42));
+}
+inline double bf16_value(uint16_t h) { return double(std::bit_cast<float>(uint32_t(h) << 16)); }
+[[noreturn]] void bad_dtype();
+}  // namespace detail
+
+// Element access sits on every per-element loop of the harness (decoding, cleaning, judging): the
+// compact case and the dtype switch inline.
+inline double HostTensor::get(int64_t i) const {
+  const int64_t at = strides.empty() ? i : storage_index(i);
+  switch (dtype) {
+    case DType::F16: return detail::f16_value(storage<uint16_t>()[at]);
+    case DType::BF16: return detail::bf16_value(storage<uint16_t>()[at]);
+    case DType::F32: return double(storage<float>()[at]);
+    case DType::F64: return storage<double>()[at];
+    case DType::I32: return double(storage<int32_t>()[at]);
+    case DType::BOOL: return double(storage<unsigned char>()[at] != 0);
+  }
+  detail::bad_dtype();
+}
 
 // A problem's dtypes as messages name them: "F16" when one for every tensor, else "q=F32 kv=F16 o=F32".
 std::string dtypes_str(const Problem& p);

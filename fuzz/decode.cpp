@@ -1,6 +1,7 @@
 #include "fuzz/decode.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -50,6 +51,38 @@ double special(ByteSource& src, DType t) {
   return src.pick(values, std::size(values));
 }
 
+// 2^e, exactly (a subnormal or +inf outside the normal range): f·pow2(e) is std::ldexp(f, e), rounded
+// once, without a libm call in the per-element loops for the normal exponents.
+double pow2(int e) {
+  return e >= -1022 && e <= 1023 ? std::bit_cast<double>(uint64_t(e + 1023) << 52) : std::ldexp(1.0, e);
+}
+
+// The stored bytes of value x in dtype t (set()'s rounding), for copying into many elements.
+struct Encoded {
+  unsigned char b[8] = {};
+};
+Encoded encode(DType t, double x) {
+  HostTensor one(t, {1});
+  one.set(0, x);
+  Encoded e;
+  std::memcpy(e.b, one.bytes.data(), one.bytes.size());
+  return e;
+}
+void put(HostTensor& t, int64_t i, const Encoded& e, size_t size) {
+  std::memcpy(t.bytes.data() + size_t(i) * size, e.b, size);
+}
+
+// Elements [0, n) of compact t, each the value from(src) of a small integer range [lo, hi]: the
+// encodings are made once.
+template <class Draw>
+void fill_ints(HostTensor& t, int64_t n, int lo, int hi, Draw draw) {
+  std::vector<Encoded> table;
+  for (int x = lo; x <= hi; ++x) table.push_back(encode(t.dtype, double(x)));
+  const size_t size = size_t(dtype_size(t.dtype));
+  for (int64_t i = 0; i < n; ++i) put(t, i, table[size_t(draw() - lo)], size);
+}
+
+// t: a fresh compact tensor (decode_shape's), zero-filled.
 void fill(ByteSource& src, HostTensor& t, const std::vector<Values>& modes) {
   const auto mode =
       modes.empty() ? Values(src.range(0, int(Values::kCount) - 1)) : src.pick(modes.data(), modes.size());
@@ -59,18 +92,18 @@ void fill(ByteSource& src, HostTensor& t, const std::vector<Values>& modes) {
   switch (mode) {
     case Values::Zero: break;  // HostTensor starts zero-filled
     case Values::SmallInt:
-      for (int64_t i = 0; i < n; ++i) t.set(i, double(src.range(-4, 4)));
+      fill_ints(t, n, -4, 4, [&] { return int(src.range(-4, 4)); });
       break;
     case Values::Grid: {
-      const int s = int(src.range(0, 14));
-      for (int64_t i = 0; i < n; ++i) t.set(i, std::ldexp(double(int16_t(src.bits(2))), -s));  // rounded once
+      const double step = pow2(-int(src.range(0, 14)));
+      for (int64_t i = 0; i < n; ++i) t.set(i, double(int16_t(src.bits(2))) * step);  // rounded once
       break;
     }
     case Values::Scaled: {
       const int e = int(src.range(e_lo, e_hi));  // one exponent anywhere in the range, then +-3 around it
       for (int64_t i = 0; i < n; ++i) {
         const double f = 1 + double(src.bits(1)) / 256;
-        const double x = std::ldexp(f, std::clamp(e + int(src.range(-3, 0)), e_lo, e_hi));
+        const double x = f * pow2(std::clamp(e + int(src.range(-3, 0)), e_lo, e_hi));
         t.set(i, src.flip() ? -x : x);  // set() rounds to the dtype (to inf past its max)
       }
       break;
@@ -79,13 +112,14 @@ void fill(ByteSource& src, HostTensor& t, const std::vector<Values>& modes) {
       for (int64_t i = 0; i < n; ++i) set_bits(t, i, src.bits(dtype_size(t.dtype)));
       break;
     case Values::Sprinkle: {
-      for (int64_t i = 0; i < n; ++i) t.set(i, double(src.range(-2, 2)));
+      fill_ints(t, n, -2, 2, [&] { return int(src.range(-2, 2)); });
       for (int64_t k = src.range(1, 3); k > 0 && n > 0; --k) t.set(src.range(0, n - 1), special(src, t.dtype));
       break;
     }
     case Values::Constant: {
       const double x = std::ldexp(1 + double(src.bits(1)) / 256, int(src.range(-8, 8))) * (src.flip() ? -1 : 1);
-      for (int64_t i = 0; i < n; ++i) t.set(i, x);
+      const Encoded e = encode(t.dtype, x);
+      for (int64_t i = 0; i < n; ++i) put(t, i, e, size_t(dtype_size(t.dtype)));
       break;
     }
     case Values::kCount: break;

@@ -383,13 +383,15 @@ void HeadPass::o_finish(int64_t oo, const ChainWeights& wpv, LSum l, double eps)
   const double u = k.us, acc0 = rw.acc0;
   const double* o = &k.ref.value.o[size_t(oo)];  // (d_v)
   e_o.assign(size_t(k.dv), 0.0);
+  const double exp_eps = std::exp(eps), chain_scale = wpv.scale(), chain_floors = wpv.floors();
+  const double g_norm = gamma(ar.o_normalise, u);
   for (int64_t c = 0; c < k.dv; ++c) {
     const double ao = std::fabs(o[c]);
-    const double W = std::min(times(std::exp(eps), w_sum[size_t(c)]), 2 * R_max[size_t(c)]);
-    const double E_acc = (e_acc[size_t(c)] + acc0) * wpv.scale() + wpv.floors();
+    const double W = std::min(times(exp_eps, w_sum[size_t(c)]), 2 * R_max[size_t(c)]);
+    const double E_acc = (e_acc[size_t(c)] + acc0) * chain_scale + chain_floors;
     // o^ = acc^ / l^: (acc^ - o l^) / l^ with |l^ / Z - 1| <= dev and l^ / Z >= low.
     double e = l.low > 0 ? W + (E_acc + l.dev * (ao + W)) / l.low : kInf;
-    if (!ar.p_normalised) e += gamma(ar.o_normalise, u) * (ao + e);  // 1/l rounded
+    if (!ar.p_normalised) e += g_norm * (ao + e);  // 1/l rounded
     e += k.ftz ? k.floor_s : 0.0;                                    // the product flushed
     B.o[size_t(oo + c)] = rounded_bound(o[c], e, err_o[size_t(c)], ar.soft, k.out_o, true) * kSlack;
     e_o[size_t(c)] = B.o[size_t(oo + c)];  // |kernel o - exact o|, for D

@@ -1,6 +1,7 @@
 // Units of the dtypes, the rounding of a bounded value to an output type, the comparator that holds
 // a tensor to its bound (non-finite values exact), and the FlashAttention rule.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -80,12 +81,24 @@ Coarse coarse(const Precision& prec) {
   return c;
 }
 
+namespace {
+// std::nextafter(x, -inf) and std::nextafter(x, +inf) on the bits, inline: rounded_bound runs once
+// per output element.
+double next_down(double x) {
+  if (std::isnan(x) || x == -kInf) return x;
+  if (x == 0) return -std::numeric_limits<double>::denorm_min();
+  const uint64_t b = std::bit_cast<uint64_t>(x);
+  return std::bit_cast<double>(x > 0 ? b - 1 : b + 1);
+}
+double next_up(double x) { return -next_down(-x); }
+}  // namespace
+
 double rounded_bound(double r, double e, double err_r, DType soft, DType out, bool soft_round) {
   const double w = e + err_r;
   if (std::isnan(r) || !(w < kInf)) return w;  // NaN stays NaN, a vacuous bound stays vacuous
   // The kernel's value before its last rounding lies in [lo, hi] (outward by the fp64 sums' own
   // rounding); rounding is monotone, so the stored value lies between the roundings of lo and hi.
-  double lo = std::nextafter(r - w, -kInf), hi = std::nextafter(r + w, kInf);
+  double lo = next_down(r - w), hi = next_up(r + w);
   if (soft_round) {
     if (soft == DType::F64)  // an fp64 rounding moves a value by at most 2^-53 of it
       lo -= 0x1p-53 * std::fabs(lo) + std::numeric_limits<double>::denorm_min(),

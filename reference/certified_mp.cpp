@@ -6,10 +6,12 @@
 // relative error <= 2^-kMpBits (no underflow or overflow in MPFR's exponent range).
 #include <mpfr.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 
 #include "reference/certified_internal.hpp"
+#include "reference/exact_sum.hpp"
 
 namespace fc::ref::cert {
 
@@ -33,10 +35,44 @@ class Mp {
 // |x| rounded up to a double (an upper bound on the magnitude of an MPFR value).
 double mag_up(mpfr_srcptr x) { return std::fabs(mpfr_get_d(x, MPFR_RNDA)); }
 
+class Mpz {
+ public:
+  Mpz() { mpz_init(x_); }
+  ~Mpz() { mpz_clear(x_); }
+  Mpz(const Mpz&) = delete;
+  Mpz& operator=(const Mpz&) = delete;
+  mpz_ptr get() { return x_; }
+
+ private:
+  mpz_t x_;
+};
+
+// q·k (length d) exactly into acc, and sum_l |q_l k_l| (rounded) into abs_sum: each product is
+// h + e exactly (TwoProd; e = 0 without the fma where both factors have at most 26 significant bits,
+// as every fp32, fp16 and bf16 value does). False, with acc emptied, where a product is nonzero below 2^-968: there its low part may fall below the subnormal range and
+// TwoProd is no longer exact.
+bool exact_dot(const double* q, const double* k, Index d, ExactSum& acc, double& abs_sum) {
+  constexpr uint64_t kLow27 = (uint64_t(1) << 27) - 1;
+  for (Index l = 0; l < d; ++l) {
+    const double a = q[l], b = k[l];
+    abs_sum += std::fabs(a) * std::fabs(b);  // < 2^1001: finite
+    if (a == 0 || b == 0) continue;
+    const double h = a * b;
+    if (!(std::fabs(h) >= 0x1p-968)) {
+      acc.clear();
+      return false;
+    }
+    acc.add(h);
+    if (((std::bit_cast<uint64_t>(a) | std::bit_cast<uint64_t>(b)) & kLow27) != 0) acc.add(std::fma(a, b, -h));
+  }
+  return true;
+}
+
 }  // namespace
 
-// Error of s_j = scale·sum_l q_l k_l: d products, d - 1 sums and the scale product each round
-// once, so |s_j - ŝ_j| <= gamma_mp(2d + 1) |scale| sum_l |q_l k_l| with gamma_mp(n) <= 2n·2^-kMpBits.
+// Error of s_j = scale·sum_l q_l k_l: the dot product rounds once (exact_dot), or where a product
+// underflows its d products and d - 1 sums each round once; then the scale product once. So
+// |s_j - ŝ_j| <= gamma_mp(2d + 1) |scale| sum_l |q_l k_l| with gamma_mp(n) <= 2n·2^-kMpBits.
 // Softcap c·tanh(s/c): the cap's derivative is at most 1, so s_j's error passes through unscaled,
 // and the three roundings (s/c, tanh, times c) add <= 3·2^-kMpBits·c (|y| sech²(y) <= 1 and
 // |tanh| <= 1). ALiBi: slope·|i' - j| is exact (24 + 31 bits), the subtraction one rounding; an
@@ -47,6 +83,8 @@ double mp_row(const GroupIn& g, Index r, double* xh, double* xl, double* err_x, 
   std::vector<Mp> s(static_cast<size_t>(j1 - j0));
   std::vector<double> err_s(static_cast<size_t>(j1 - j0));
   Mp t, mx;
+  ExactSum acc;
+  Mpz z;
   const double gam_mp = 2.0 * double(2 * d + 4) * kMpUnit;
   const double cap = g.softcap;
   Index arg = -1;  // offset of the largest score in [j0, j1)
@@ -54,13 +92,18 @@ double mp_row(const GroupIn& g, Index r, double* xh, double* xl, double* err_x, 
   for (Index j = j0; j < j1; ++j) {
     if (hidden(j)) continue;
     mpfr_ptr sj = s[size_t(j - j0)].get();
-    mpfr_set_zero(sj, 1);
     double abs_sum = 0;  // sum_l |q_l k_l|, rounded: enlarged by (1 + 2 gamma(d + 1)) below
-    for (Index l = 0; l < d; ++l) {
-      mpfr_set_d(t.get(), g.q(r, l), MPFR_RNDN);  // exact
-      mpfr_mul_d(t.get(), t.get(), g.k(j, l), MPFR_RNDN);
-      mpfr_add(sj, sj, t.get(), MPFR_RNDN);
-      abs_sum += std::fabs(g.q(r, l)) * std::fabs(g.k(j, l));  // < 2^1001: finite
+    if (exact_dot(&g.q(r, 0), &g.k(j, 0), d, acc, abs_sum)) {
+      acc.round_into(sj, z.get());  // one rounding
+    } else {  // a product's low part would be subnormal: each term in MPFR (2d roundings)
+      mpfr_set_zero(sj, 1);
+      abs_sum = 0;
+      for (Index l = 0; l < d; ++l) {
+        mpfr_set_d(t.get(), g.q(r, l), MPFR_RNDN);  // exact
+        mpfr_mul_d(t.get(), t.get(), g.k(j, l), MPFR_RNDN);
+        mpfr_add(sj, sj, t.get(), MPFR_RNDN);
+        abs_sum += std::fabs(g.q(r, l)) * std::fabs(g.k(j, l));  // < 2^1001: finite
+      }
     }
     mpfr_mul_d(sj, sj, g.scale, MPFR_RNDN);
     // abs_sum's own products may underflow: + d·2^-1074 before enlarging.
