@@ -153,9 +153,10 @@ BatchResult run_batch(const Kernel& k, const CampaignOptions& o, uint64_t b, int
   verdict::Run clean_run;
   bool any_dirty = false;
   {
-    std::vector<props::Case> clean = cases;
-    for (props::Case& c : clean) any_dirty = clean_inputs(c.in) || any_dirty;
-    if (any_dirty) clean_run = execute_locked(k, pack(clean), skeleton.cfg, bwd, lock);
+    // The cleaned cases packed: cleaning is element by element, so the packed inputs cleaned.
+    Inputs clean = packed;
+    any_dirty = clean_inputs(clean);
+    if (any_dirty) clean_run = execute_locked(k, clean, skeleton.cfg, bwd, lock);
   }
   std::vector<Judgement> verdicts(cases.size());
   on_threads(threads, o.batch, [&](int64_t i) {

@@ -27,12 +27,6 @@ bool same_bits(const HostTensor& a, const HostTensor& b, int64_t x) {
   return a.dtype == b.dtype && std::memcmp(a.bytes.data() + size_t(x) * n, b.bytes.data() + size_t(x) * n, n) == 0;
 }
 
-double max_abs(const HostTensor& t) {
-  double m = 0;
-  for (int64_t i = 0, end = t.numel(); i < end; ++i) m = std::max(m, std::fabs(t.get(i)));
-  return m;
-}
-
 // Rows that see no key: o = 0, lse = -inf, d_q = 0, whatever the inputs hold. (d_q only for a scale
 // the kernel can hold: fp32 kernels take it in fp32, and a scale past fp32's range is inf there, so
 // their d_q = scale.0 is NaN — docs/DECISIONS.md.)
@@ -161,13 +155,21 @@ bool in_domain(const Kernel& k, const Inputs& in, std::string* why) {
     return false;
   };
   const Problem& p = in.p;
-  for (const HostTensor* t : {&in.q, &in.k, &in.v, &in.d_o})
-    for (int64_t i = 0, end = t->numel(); !t->shape.empty() && i < end; ++i)
-      if (!certifiable(t->get(i))) return no("a non-finite input, or one past 2^500");
+  // Each tensor's largest magnitude, read in the same pass that finds a non-finite element.
+  double mag[4] = {0, 0, 0, 0};  // q, k, v, d_o
+  int which = 0;
+  for (const HostTensor* t : {&in.q, &in.k, &in.v, &in.d_o}) {
+    for (int64_t i = 0, end = t->numel(); !t->shape.empty() && i < end; ++i) {
+      const double x = t->get(i);
+      if (!certifiable(x)) return no("a non-finite input, or one past 2^500");
+      mag[which] = std::max(mag[which], std::fabs(x));
+    }
+    ++which;
+  }
   // The accumulation's range: fp32 (fp64 for fp64 storage); a 3-pass kernel's S, P and dS live in
   // the storage type.
   const double acc = p.dtype == DType::F64 ? std::numeric_limits<double>::max() : kFltMax;
-  const double q = max_abs(in.q), kk = max_abs(in.k), v = max_abs(in.v), scale = std::fabs(p.scale);
+  const double q = mag[0], kk = mag[1], v = mag[2], scale = std::fabs(p.scale);
   // Kernels take the scale in fp32 (as FlashAttention does): outside fp32's normal range it becomes
   // inf, 0 or a subnormal, and 0 * inf = NaN scores where the exact score is 0.
   if (p.dtype != DType::F64 && scale != 0 && (scale < 0x1p-126 || scale > 0x1p64))
@@ -181,7 +183,7 @@ bool in_domain(const Kernel& k, const Inputs& in, std::string* why) {
   if (double(p.n_k) * v > acc / 4) return no("n_k |v| past the accumulation's range");
   if (k.info.stores_s_p && v > max_finite(p.dtype) / 4) return no("v near the storage type's limit in a 3-pass kernel");
   if (!in.has_d_o()) return true;
-  const double d_o = max_abs(in.d_o), limit = acc / 4;
+  const double d_o = mag[3], limit = acc / 4;
   const double dp = double(p.d) * d_o * v;  // |d_o.v| and |D| = |d_o.o|
   const double rows = double(p.n_q) * (p.heads_q / p.heads_kv);
   if (2 * dp > limit) return no("d_o.v past the accumulation's range");
