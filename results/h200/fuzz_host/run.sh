@@ -4,7 +4,7 @@
 # CUDA calls' per-thread streams and memory pool. Binaries built here:
 #   BUILD_DIR=$PWD/build bash scripts/device.sh carry, with a717002's flashcheck added to the bundle as
 #   .carry/tests/flashcheck_before
-#   run(command="bash results/h100/fuzz_host/run.sh 1", carry=[".carry-z"]), then "... 2" (compute-sanitizer
+#   run(command="bash results/h200/fuzz_host/run.sh 1", carry=[".carry-z"]), then "... 2" (compute-sanitizer
 #   memcheck, then the gpu-labelled tests).
 set -uo pipefail
 source scripts/device/env.sh
