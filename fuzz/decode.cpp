@@ -72,8 +72,8 @@ void put(HostTensor& t, int64_t i, const Encoded& e, size_t size) {
   std::memcpy(t.bytes.data() + size_t(i) * size, e.b, size);
 }
 
-// Elements [0, n) of compact t, each the value from(src) of a small integer range [lo, hi]: the
-// encodings are made once.
+// Elements [0, n) of compact t, each draw()'s value, an integer in [lo, hi]: the range's encodings
+// are made once.
 template <class Draw>
 void fill_ints(HostTensor& t, int64_t n, int lo, int hi, Draw draw) {
   std::vector<Encoded> table;

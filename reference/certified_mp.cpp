@@ -49,8 +49,8 @@ class Mpz {
 
 // q·k (length d) exactly into acc, and sum_l |q_l k_l| (rounded) into abs_sum: each product is
 // h + e exactly (TwoProd; e = 0 without the fma where both factors have at most 26 significant bits,
-// as every fp32, fp16 and bf16 value does). False, with acc emptied, where a product is nonzero below 2^-968: there its low part may fall below the subnormal range and
-// TwoProd is no longer exact.
+// as every fp32, fp16 and bf16 value does). False, with acc emptied, where a product is nonzero
+// below 2^-968: there its low part may fall below the subnormal range and TwoProd is no longer exact.
 bool exact_dot(const double* q, const double* k, Index d, ExactSum& acc, double& abs_sum) {
   constexpr uint64_t kLow27 = (uint64_t(1) << 27) - 1;
   for (Index l = 0; l < d; ++l) {

@@ -19,9 +19,9 @@ class ExactSum {
  public:
   // Every finite double is m·2^e with an integer 0 <= m < 2^53 and e in [-1074, 971]: its bits lie
   // in [0, 2098) counted from 2^-1074. They are held as 32-bit digits in int64 slots: one addition
-  // puts below 2^32 into each of three slots, so up to 2^30 additions cannot overflow a slot.
-  static constexpr int kDigits = 66 + 3;     // 2098 bits, and room for the carries above
-  static constexpr int64_t kMaxTerms = 1 << 30;
+  // puts below 2^32 into each of three slots, so up to 2^30 additions between two roundings cannot
+  // overflow a slot (a dot product adds two per term).
+  static constexpr int kDigits = 66 + 3;  // 2098 bits, and room for the carries above
 
   ExactSum() { slot_.fill(0); }
 
