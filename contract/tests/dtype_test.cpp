@@ -3,6 +3,7 @@
 #include "tests/catch.hpp"
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -74,12 +75,17 @@ TEST_CASE("16-bit elements read and write the bits Eigen's conversions give", "[
   for (DType t : {DType::F16, DType::BF16}) {
     HostTensor x(t, {1});
     for (int i = 0; i < 200000; ++i) {
-      // Exponents from below the subnormals to past the largest finite value; every fifth value a
-      // midpoint of two neighbours (the ties).
-      const int e = std::uniform_int_distribution<int>(t == DType::F16 ? -27 : -136, t == DType::F16 ? 17 : 129)(rng);
+      // Exponents from below the subnormals to past the largest finite value; every fifth value the
+      // midpoint of two neighbours in t (a tie), subnormal ones included.
+      const bool half = t == DType::F16;
+      const int e = std::uniform_int_distribution<int>(half ? -27 : -136, half ? 17 : 129)(rng);
       double v = std::ldexp(std::uniform_real_distribution<double>(1, 2)(rng), e) * (rng() & 1 ? -1 : 1);
-      if (i % 5 == 0) v = std::ldexp(std::round(std::ldexp(v, t == DType::F16 ? 11 : 8) * 2) / 2,
-                                     t == DType::F16 ? -11 : -8);
+      if (i % 5 == 0) {
+        int ex = 0;
+        std::frexp(v, &ex);  // |v| in [2^(ex-1), 2^ex): t's step there, or its subnormal step
+        const double step = std::ldexp(1.0, std::max(ex - (half ? 11 : 8), half ? -24 : -133));
+        v = std::copysign((std::floor(std::fabs(v) / step) + 0.5) * step, v);
+      }
       x.set(0, v);
       uint16_t got = 0;
       std::memcpy(&got, x.bytes.data(), 2);
