@@ -119,7 +119,8 @@ void fill(ByteSource& src, HostTensor& t, const std::vector<Values>& modes) {
     case Values::Constant: {
       const double x = std::ldexp(1 + double(src.bits(1)) / 256, int(src.range(-8, 8))) * (src.flip() ? -1 : 1);
       const Encoded e = encode(t.dtype, x);
-      for (int64_t i = 0; i < n; ++i) put(t, i, e, size_t(dtype_size(t.dtype)));
+      const size_t size = size_t(dtype_size(t.dtype));
+      for (int64_t i = 0; i < n; ++i) put(t, i, e, size);
       break;
     }
     case Values::kCount: break;
