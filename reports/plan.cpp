@@ -20,6 +20,10 @@ constexpr int32_t kCpuMaxN = 4096;
 // Query rows checked at N > kCpuMaxN: the certified reference and the bound of every row cost
 // O(n_k d) each, so long cases check the last rows (those that see the most keys under a mask).
 constexpr int32_t kLongRows = 1024;
+// The long cases of a GPU kernel: up to the 128k-token contexts models ship with. Each checks the
+// last kLongRows rows on all their keys, so a case costs the oracle and each bound O(kLongRows N d).
+constexpr int32_t kGpuNormalN[] = {16384, 32768, 65536, 131072};
+constexpr int32_t kGpuOutliersN[] = {16384, 131072};
 
 std::vector<std::string> all_regimes() {
   std::vector<std::string> r = {"normal", "outliers", "scores", "causal_top_left", "causal_bottom_right", "gqa"};
@@ -40,8 +44,10 @@ struct Builder {
     c.regime = regime;
     c.p = Problem{1, heads_q, heads_kv, n_q, n_k, d, t, mask, default_scale(d)};
     c.id = fmt::format("{}/{}/{}{}", dtype_name(t), regime, shape_name(n_q, n_k), suffix);
-    c.backward = int64_t(n_q) * n_k <= int64_t(1024) * 1024;
     c.gpu_only = std::max(n_q, n_k) > kCpuMaxN;
+    // A long case's kernel runs its whole backward; d_q of the checked rows depends on those rows
+    // alone, so it is checked there (d_k and d_v sum over every row: not checked).
+    c.backward = int64_t(n_q) * n_k <= int64_t(1024) * 1024 || c.gpu_only;
     if (c.gpu_only) c.rows = kLongRows, c.p.heads_q = c.p.heads_kv = 1;
     out.push_back(c);
     return out.back();
@@ -56,11 +62,13 @@ std::vector<CaseSpec> cases_of(DType t, bool quick, bool gpu) {
   const std::vector<int32_t> normal_n =
       quick ? std::vector<int32_t>{16, 64, 256} : std::vector<int32_t>{16, 64, 256, 1024, 4096};
   for (int32_t n : normal_n) b.add("normal", n <= 1024 ? 2 : 1, n <= 1024 ? 2 : 1, n, n, 64, M::None);
-  if (gpu && !quick) b.add("normal", 1, 1, 16384, 16384, 64, M::None);
+  if (gpu && !quick)
+    for (int32_t n : kGpuNormalN) b.add("normal", 1, 1, n, n, 64, M::None);
   for (int32_t n : quick ? std::vector<int32_t>{256} : std::vector<int32_t>{256, 1024}) {
     b.add("outliers", n <= 256 ? 2 : 1, n <= 256 ? 2 : 1, n, n, 128, M::None).outliers = true;
   }
-  if (gpu && !quick) b.add("outliers", 1, 1, 16384, 16384, 128, M::None).outliers = true;
+  if (gpu && !quick)
+    for (int32_t n : kGpuOutliersN) b.add("outliers", 1, 1, n, n, 128, M::None).outliers = true;
   // Score magnitude: q, k ~ N(0, sigma^2) at scale 1/sqrt(d) give scores of standard deviation
   // sigma^2, up to a few thousand (fp16 S of a baseline stays below 65504).
   const int32_t score_n = quick ? 64 : 256;
@@ -154,7 +162,7 @@ Inputs checked_inputs(const CaseSpec& c, const Inputs& full) {
   in.q = HostTensor::from_f64(c.p.dtype, shape_q(in.p), checked_rows(c, full.q.to_f64(), c.p.d));
   in.k = full.k, in.v = full.v;
   if (full.has_d_o())
-    in.d_o = HostTensor::from_f64(c.p.dtype, shape_q(in.p), checked_rows(c, full.d_o.to_f64(), c.p.d));
+    in.d_o = HostTensor::from_f64(c.p.dtype, shape_o(in.p), checked_rows(c, full.d_o.to_f64(), head_dim_v(c.p)));
   return in;
 }
 

@@ -24,7 +24,8 @@ struct CaseSpec {
   bool outliers = false;              // FA3 paper: + N(0, 100) Bernoulli(0.001) on q, k, v
   bool positive_v = false;            // v ~ |N(0, 1)|: o stays away from 0, so a rounding bias keeps its sign
   bool backward = false;              // d_o given: gradients audited too
-  int32_t rows = 0;                   // 0: every query row checked; R: only the last R rows (forward only)
+  int32_t rows = 0;                   // 0: every query row checked; R: only the last R rows (o, lse and d_q:
+                                      // d_k and d_v, sums over every row, are not checked)
   bool gpu_only = false;              // past the CPU kernels' range (N > 4096): run by GPU kernels and plugins
   std::vector<int32_t> len_q, len_k;  // varlen: each sequence's query and key count (p.batch of each)
   std::string layout;                 // strides: "bshd" (tokens outer, padded rows) or "mixed"; "": compact

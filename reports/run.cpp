@@ -21,13 +21,16 @@ namespace {
 
 std::mutex g_exclusive;  // subjects that run one at a time (a GPU, a plugin's child)
 
-// The checked rows of a subject's full-problem outputs (forward only: long cases have no d_o).
+// The checked rows of a subject's full-problem outputs: o, lse and d_q (d_k and d_v, which sum over
+// every query row, stay empty, so they are not held).
 Outputs rows_of(const CaseSpec& c, const Outputs& full) {
   if (c.rows == 0 || c.rows >= c.p.n_q) return full;
   const Problem p = checked_problem(c);
   Outputs out;
-  out.o = HostTensor::from_f64(full.o.dtype, shape_q(p), checked_rows(c, full.o.to_f64(), c.p.d));
+  out.o = HostTensor::from_f64(full.o.dtype, shape_o(p), checked_rows(c, full.o.to_f64(), head_dim_v(c.p)));
   out.lse = HostTensor::from_f64(full.lse.dtype, shape_lse(p), checked_rows(c, full.lse.to_f64(), 1));
+  if (full.has_grads())
+    out.d_q = HostTensor::from_f64(full.d_q.dtype, shape_q(p), checked_rows(c, full.d_q.to_f64(), c.p.d));
   return out;
 }
 

@@ -146,8 +146,13 @@ cudaError_t launch(const Problem& p, const ForwardArgs& a, void* workspace, cuda
 
 }  // namespace
 
+// S and P are materialised: past 16 GiB of them (2 x 65536^2 elements of 2 bytes per head) the kernel
+// declines the problem rather than fail its allocation on a smaller device, or take most of a large one.
+constexpr size_t kMaxWorkspace = size_t(1) << 34;
+
 bool NaiveTraits::supports(const Problem& p) {
-  return int64_t(p.n_q + kTile - 1) / kTile <= 65535 && int64_t(p.batch) * p.heads_q <= 65535;
+  return int64_t(p.n_q + kTile - 1) / kTile <= 65535 && int64_t(p.batch) * p.heads_q <= 65535 &&
+         forward_workspace_bytes(p) <= kMaxWorkspace;
 }
 
 size_t NaiveTraits::forward_workspace_bytes(const Problem& p) {

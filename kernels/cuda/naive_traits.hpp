@@ -21,7 +21,7 @@ struct NaiveTraits {
   // Launcher (the tile is ignored). Workspace: S and P, (b, h_q, n_q, n_k) each in the storage type.
   static cudaError_t forward(const Problem& p, Tile t, const ForwardArgs& a, void* workspace, cudaStream_t stream);
   static size_t forward_workspace_bytes(const Problem& p);
-  static bool supports(const Problem& p);  // the launch grid's limits
+  static bool supports(const Problem& p);  // the launch grid's limits and kMaxWorkspace
   // Its arithmetic (no tiles; no backward: its gradient chains are never used). naive.cu: fmaf loops,
   // one accumulator per output element; the softmax's sum strided over 256 threads, a warp butterfly
   // each, then the 8 warps' sums in order; P = expf(s - m) / l rounded to storage before P V; expf

@@ -1,0 +1,130 @@
+// The audit's long cases (N > 4096, GPU kernels): the plan's shapes, and a cut cell judged as the
+// sweep judges a GPU kernel's: the subject runs the whole problem, its last rows' o, lse and d_q are
+// held against the reference and bound of those rows alone. Negative controls: an error planted in a
+// checked row of any of the three fails the cell; one outside the checked rows, or in d_k or d_v
+// (which sum over every row), is out of the cell's reach by design.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <set>
+#include <string>
+
+#include "reports/plan.hpp"
+#include "reports/run.hpp"
+#include "reports/subject.hpp"
+#include "tests/catch.hpp"
+#include "verdict/verdict.hpp"
+
+using namespace fc;
+using namespace fc::report;
+
+TEST_CASE("the GPU plan's long cases: N to 131072, the last 1024 rows, forward and backward", "[cpu]") {
+  PlanOptions o;
+  o.gpu = true;
+  o.dtypes = {DType::F16};
+  std::set<std::string> ids;
+  for (const CaseSpec& c : audit_plan(o)) {
+    if (!c.gpu_only || c.regime == "gqa") continue;
+    CAPTURE(c.id);
+    ids.insert(c.id);
+    CHECK(c.rows == 1024);
+    CHECK(c.backward);
+    const Problem p = checked_problem(c);
+    CHECK(p.n_q == 1024);
+    CHECK(p.n_k == c.p.n_k);
+    CaseSpec found;
+    REQUIRE(find_case(c.id, &found));
+    CHECK(found.rows == c.rows);
+  }
+  CHECK(ids == std::set<std::string>{"F16/normal/n16384", "F16/normal/n32768", "F16/normal/n65536",
+                                     "F16/normal/n131072", "F16/outliers/n16384", "F16/outliers/n131072"});
+  o.gpu = false;  // a CPU sweep has none
+  for (const CaseSpec& c : audit_plan(o)) CHECK_FALSE(c.gpu_only);
+}
+
+namespace {
+
+// A cut case of the long cases' kind on a size a test can run in full: 512 keys, the last 96 rows.
+CaseSpec cut_case(Mask mask) {
+  CaseSpec c;
+  c.id = "F16/normal/n16384";  // any id: it seeds the inputs
+  c.regime = "normal";
+  c.p = Problem{1, 1, 1, 512, 512, 64, DType::F16, mask, default_scale(64)};
+  c.backward = true;
+  c.rows = 96;
+  return c;
+}
+
+// The subject of cpu_tiled run on the whole problem (as a GPU kernel is), with `plant` applied to
+// its full outputs.
+Subject full_problem_subject(std::function<void(Outputs&)> plant) {
+  const Kernel* k = find_kernel("cpu_tiled");
+  REQUIRE(k);
+  Subject s = subject_of(*k, Config{});
+  s.cut_rows = false;
+  auto run = s.run;
+  s.run = [run, plant](const Inputs& in, bool backward) {
+    Outputs out = run(in, backward);
+    plant(out);
+    return out;
+  };
+  return s;
+}
+
+// Moves element i of t by `ulps` of its own value (fp16 storage: 2^-10 relative per ulp).
+void nudge(HostTensor& t, int64_t i, double ulps) {
+  const double x = t.get(i);
+  t.set(i, x + ulps * std::ldexp(1.0, std::ilogb(x == 0 ? 1.0 : x) - 10));
+}
+
+}  // namespace
+
+TEST_CASE("a cut cell holds the last rows' o, lse and d_q of the whole problem's run", "[cpu]") {
+  for (Mask mask : {Mask::None, Mask::CausalBottomRight}) {
+    CAPTURE(int(mask));
+    const CaseSpec c = cut_case(mask);
+    const Inputs full = make_inputs(c, 3), checked = checked_inputs(c, full);
+    const ref::Tensors64 checked64 = verdict::tensors64(checked);
+    const ref::Certified want = verdict::certify(checked, checked64);
+    const int64_t d = c.p.d, first = int64_t(c.p.n_q - c.rows) * d;  // the first checked element of o, d_q
+    auto cell = [&](std::function<void(Outputs&)> plant) {
+      return run_cell(c, full, checked, &checked64, want, full_problem_subject(plant));
+    };
+
+    const CellRun ok = cell([](Outputs&) {});
+    CAPTURE(ok.cell.dump());
+    CHECK(ok.cell["status"] == "pass");
+    std::set<std::string> held;
+    for (const auto& [name, m] : ok.metrics) {
+      held.insert(name);
+      CHECK(m.count > 0);
+    }
+    CHECK(held == std::set<std::string>{"o", "lse", "d_q"});
+    CHECK(ok.metrics.at("d_q").count == c.rows * d);
+
+    // Planted errors in checked rows fail the cell, each on its own tensor.
+    const std::pair<const char*, std::function<void(Outputs&)>> caught[] = {
+        {"o", [&](Outputs& out) { nudge(out.o, first + 5 * d + 3, 64); }},
+        {"lse", [&](Outputs& out) { out.lse.set(c.p.n_q - 1, out.lse.get(c.p.n_q - 1) + 1e-3); }},
+        {"d_q", [&](Outputs& out) {  // d_q's bound is of the tensor's scale: a percent of its largest
+           double big = 0;
+           for (int64_t i = first; i < out.d_q.numel(); ++i) big = std::max(big, std::fabs(out.d_q.get(i)));
+           const int64_t last = out.d_q.numel() - 1;
+           out.d_q.set(last, out.d_q.get(last) + 0.01 * big);
+         }},
+    };
+    for (const auto& [tensor, plant] : caught) {
+      CAPTURE(tensor);
+      const CellRun bad = cell(plant);
+      CHECK(bad.cell["status"] == "fail");
+      for (const auto& [name, m] : bad.metrics) CHECK(m.pass == (name != tensor));
+    }
+    // Out of reach: a row before the checked ones, and d_k, d_v.
+    CHECK(cell([&](Outputs& out) { nudge(out.d_q, first - 1, 1e4); })
+              .cell["status"] == "pass");
+    CHECK(cell([&](Outputs& out) {
+            nudge(out.d_k, 7, 1e4);
+            nudge(out.d_v, 9, 1e4);
+          }).cell["status"] == "pass");
+  }
+}
