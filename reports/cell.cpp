@@ -95,9 +95,10 @@ std::string element_label(const CaseSpec& c, const std::string& tensor, int64_t 
     const int64_t i = flat % p.n_q, hq = flat / p.n_q % p.heads_q, b = flat / p.n_q / p.heads_q;
     return fmt::format("lse[b={},h={},i={}]", b, hq, i + offset);
   }
-  const int64_t n = kv ? p.n_k : p.n_q;  // (batch, heads, n, width)
+  // (batch, heads, n, width): a cut's held keys are the last checked_keys(c) (plan.hpp)
+  const int64_t n = kv ? checked_keys(c) : p.n_q, first = kv ? p.n_k - n : offset;
   const int64_t i = flat / width % n, hd = flat / width / n % heads, b = flat / width / n / heads;
-  return fmt::format("{}[b={},h={},{}={},c={}]", tensor, b, hd, kv ? "j" : "i", kv ? i : i + offset, col);
+  return fmt::format("{}[b={},h={},{}={},c={}]", tensor, b, hd, kv ? "j" : "i", i + first, col);
 }
 
 json tensor_json(const CaseSpec& c, const std::string& tensor, const TensorMetrics& m, const BaselineErrors* baseline) {
@@ -163,6 +164,8 @@ json case_json(const CaseSpec& c, uint64_t inputs_hash, double score_max_) {
             {"rows_checked", c.rows == 0 ? c.p.n_q : c.rows},
             {"score_max", num(score_max_)},
             {"inputs_hash", fmt::format("{:016x}", inputs_hash)}};
+  // A cut case: the keys whose d_k, d_v its rows hold (plan.hpp, checked_keys).
+  if (c.rows > 0 && c.rows < c.p.n_q && c.backward) j["keys_checked"] = checked_keys(c);
   // The variants, present only where the case uses them (a dense case's object is as before).
   const Problem& p = c.p;
   if (head_dim_v(p) != p.d) j["d_v"] = head_dim_v(p);

@@ -24,6 +24,7 @@ constexpr int32_t kLongRows = 1024;
 // last kLongRows rows on all their keys, so a case costs the oracle and each bound O(kLongRows N d).
 constexpr int32_t kGpuNormalN[] = {16384, 32768, 65536, 131072};
 constexpr int32_t kGpuOutliersN[] = {16384, 131072};
+constexpr int32_t kGpuCausalN[] = {16384, 131072};
 
 std::vector<std::string> all_regimes() {
   std::vector<std::string> r = {"normal", "outliers", "scores", "causal_top_left", "causal_bottom_right", "gqa"};
@@ -81,6 +82,10 @@ std::vector<CaseSpec> cases_of(DType t, bool quick, bool gpu) {
     b.add("causal_bottom_right", 2, 2, n / 2, n, 64, M::CausalBottomRight);
     b.add("causal_bottom_right", 2, 2, n, n / 2, 64, M::CausalBottomRight);
   }
+  // Long causal rows: the last rows are the only ones that see the last keys, so d_k and d_v of
+  // those keys are held too (checked_keys).
+  if (gpu && !quick)
+    for (int32_t n : kGpuCausalN) b.add("causal_bottom_right", 1, 1, n, n, 64, M::CausalBottomRight);
   b.add("gqa", 8, 2, quick ? 64 : 256, quick ? 64 : 256, 128, M::None);
   if (gpu && !quick) b.add("gqa", 8, 2, 1024, 1024, 128, M::CausalBottomRight).gpu_only = true;
   for (CaseSpec& c : variant_cases(t, quick)) b.out.push_back(std::move(c));
@@ -151,6 +156,23 @@ std::vector<double> checked_rows(const CaseSpec& c, const std::vector<double>& f
   for (int64_t bh = 0; bh < int64_t(c.p.batch) * c.p.heads_q; ++bh) {
     const int64_t first = (bh * c.p.n_q + (c.p.n_q - c.rows)) * width;
     out.insert(out.end(), full.begin() + first, full.begin() + first + int64_t(c.rows) * width);
+  }
+  return out;
+}
+
+int32_t checked_keys(const CaseSpec& c) {
+  if (c.rows == 0 || c.rows >= c.p.n_q) return c.p.n_k;
+  return c.p.mask == Mask::None ? 0 : std::min(c.rows, c.p.n_k);
+}
+
+std::vector<double> checked_key_rows(const CaseSpec& c, const std::vector<double>& kv_side, int64_t width) {
+  const int64_t keys = checked_keys(c), n_k = c.p.n_k;
+  if (keys == n_k) return kv_side;
+  std::vector<double> out;  // (batch, heads_kv, keys, width)
+  out.reserve(size_t(int64_t(c.p.batch) * c.p.heads_kv * keys * width));
+  for (int64_t bh = 0; bh < int64_t(c.p.batch) * c.p.heads_kv; ++bh) {
+    const int64_t first = (bh * n_k + (n_k - keys)) * width;
+    out.insert(out.end(), kv_side.begin() + first, kv_side.begin() + first + keys * width);
   }
   return out;
 }

@@ -24,8 +24,8 @@ struct CaseSpec {
   bool outliers = false;              // FA3 paper: + N(0, 100) Bernoulli(0.001) on q, k, v
   bool positive_v = false;            // v ~ |N(0, 1)|: o stays away from 0, so a rounding bias keeps its sign
   bool backward = false;              // d_o given: gradients audited too
-  int32_t rows = 0;                   // 0: every query row checked; R: only the last R rows (o, lse and d_q:
-                                      // d_k and d_v, sums over every row, are not checked)
+  int32_t rows = 0;                   // 0: every query row checked; R: only the last R rows (o, lse and d_q;
+                                      // d_k and d_v of the keys only those rows see: checked_keys)
   bool gpu_only = false;              // past the CPU kernels' range (N > 4096): run by GPU kernels and plugins
   std::vector<int32_t> len_q, len_k;  // varlen: each sequence's query and key count (p.batch of each)
   std::string layout;                 // strides: "bshd" (tokens outer, padded rows) or "mixed"; "": compact
@@ -57,6 +57,12 @@ const std::vector<std::string>& regime_names();
 // The problem whose rows are the checked rows of c: c.p itself, or its last c.rows query rows as a
 // problem of their own (bottom-right aligned, which keeps every row's visible keys).
 Problem checked_problem(const CaseSpec& c);
+// Keys whose d_k, d_v the checked rows hold whole: every key when every row is checked; under a causal
+// mask, the last c.rows keys, which no earlier row sees (row n_q - R + i' sees keys up to n_k - R + i');
+// none otherwise. Their count, and the last `checked_keys` rows of every (batch, kv head) of a key-side
+// (width d or d_v) tensor of the checked problem.
+int32_t checked_keys(const CaseSpec& c);
+std::vector<double> checked_key_rows(const CaseSpec& c, const std::vector<double>& kv_side, int64_t width);
 // Inputs of the checked problem, cut from the full inputs (q and d_o rows; k, v whole).
 Inputs checked_inputs(const CaseSpec& c, const Inputs& full);
 // Rows [n_q - rows, n_q) of every (batch, head) of a query-shaped (width = d) or lse-shaped (width

@@ -21,17 +21,35 @@ namespace {
 
 std::mutex g_exclusive;  // subjects that run one at a time (a GPU, a plugin's child)
 
-// The checked rows of a subject's full-problem outputs: o, lse and d_q (d_k and d_v, which sum over
-// every query row, stay empty, so they are not held).
-Outputs rows_of(const CaseSpec& c, const Outputs& full) {
+// The checked rows of a subject's full-problem outputs: o, lse and d_q of the checked problem; d_k
+// and d_v as they are (key_cut keeps the keys the checked rows hold whole).
+Outputs rows_of(const CaseSpec& c, Outputs full) {
   if (c.rows == 0 || c.rows >= c.p.n_q) return full;
   const Problem p = checked_problem(c);
   Outputs out;
   out.o = HostTensor::from_f64(full.o.dtype, shape_o(p), checked_rows(c, full.o.to_f64(), head_dim_v(c.p)));
   out.lse = HostTensor::from_f64(full.lse.dtype, shape_lse(p), checked_rows(c, full.lse.to_f64(), 1));
-  if (full.has_grads())
+  if (full.has_grads()) {
     out.d_q = HostTensor::from_f64(full.d_q.dtype, shape_q(p), checked_rows(c, full.d_q.to_f64(), c.p.d));
+    out.d_k = std::move(full.d_k), out.d_v = std::move(full.d_v);
+  }
   return out;
+}
+
+// d_k, d_v (the full problem's or the checked problem's: the same keys) cut to checked_keys(c), in
+// place: emptied where there is none, so they are not held.
+void key_cut(const CaseSpec& c, HostTensor& t, int64_t width) {
+  if (t.shape.empty() || checked_keys(c) == c.p.n_k) return;
+  if (checked_keys(c) == 0) {
+    t = HostTensor{};
+    return;
+  }
+  const std::vector<int64_t> shape = {c.p.batch, c.p.heads_kv, checked_keys(c), width};  // long cases are dense
+  t = HostTensor::from_f64(t.dtype, shape, checked_key_rows(c, t.to_f64(), width));
+}
+void key_cut(const CaseSpec& c, std::vector<double>& v, int64_t width) {
+  if (!v.empty()) v = checked_key_rows(c, v, width);
+  if (checked_keys(c) == 0) v.clear();
 }
 
 // Progress on stderr: nothing for runs under a few seconds, then a line every few seconds
@@ -90,9 +108,18 @@ CellRun run_cell(const CaseSpec& c, const Inputs& full, const Inputs& checked, c
     r.cell["error"] = e.what();
     return r;
   }
-  const ref::Bounds bounds =
+  ref::Bounds bounds =
       checked64 ? verdict::bounds_for(checked, *checked64, want, s.precision(checked.p)) : ref::Bounds{};
-  r.metrics = measure_outputs(checked, want, bounds, got, s.writes_lse);
+  if (checked_keys(c) == c.p.n_k) {
+    r.metrics = measure_outputs(checked, want, bounds, got, s.writes_lse);
+  } else {  // the d_k, d_v rows of the keys the checked rows hold whole (none without a causal mask)
+    const int64_t d = c.p.d, dv = head_dim_v(c.p);
+    ref::Certified held = want;
+    for (ref::Result64* r64 : {&held.value, &held.err}) key_cut(c, r64->d_k, d), key_cut(c, r64->d_v, dv);
+    key_cut(c, bounds.d_k, d), key_cut(c, bounds.d_v, dv);
+    key_cut(c, got.d_k, d), key_cut(c, got.d_v, dv);
+    r.metrics = measure_outputs(checked, held, bounds, got, s.writes_lse);
+  }
   bool pass = true;
   for (const auto& [name, m] : r.metrics) pass = pass && m.pass;
   r.cell["status"] = pass ? "pass" : "fail";

@@ -1,13 +1,16 @@
 // The audit's long cases (N > 4096, GPU kernels): the plan's shapes, and a cut cell judged as the
-// sweep judges a GPU kernel's: the subject runs the whole problem, its last rows' o, lse and d_q are
-// held against the reference and bound of those rows alone. Negative controls: an error planted in a
-// checked row of any of the three fails the cell; one outside the checked rows, or in d_k or d_v
-// (which sum over every row), is out of the cell's reach by design.
+// sweep judges a GPU kernel's: the subject runs the whole problem, its last rows' o, lse and d_q (and
+// under a causal mask d_k and d_v of the keys only those rows see) are held against the reference and
+// bound of those rows alone. Negative controls: an error planted in a held element of any tensor fails
+// the cell on that tensor alone; one in an earlier row, or in the d_k, d_v of a key earlier rows also
+// see, is out of the cell's reach by design.
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "reports/plan.hpp"
 #include "reports/run.hpp"
@@ -32,12 +35,14 @@ TEST_CASE("the GPU plan's long cases: N to 131072, the last 1024 rows, forward a
     const Problem p = checked_problem(c);
     CHECK(p.n_q == 1024);
     CHECK(p.n_k == c.p.n_k);
+    CHECK(checked_keys(c) == (c.p.mask == Mask::None ? 0 : 1024));
     CaseSpec found;
     REQUIRE(find_case(c.id, &found));
     CHECK(found.rows == c.rows);
   }
   CHECK(ids == std::set<std::string>{"F16/normal/n16384", "F16/normal/n32768", "F16/normal/n65536",
-                                     "F16/normal/n131072", "F16/outliers/n16384", "F16/outliers/n131072"});
+                                     "F16/normal/n131072", "F16/outliers/n16384", "F16/outliers/n131072",
+                                     "F16/causal_bottom_right/n16384", "F16/causal_bottom_right/n131072"});
   o.gpu = false;  // a CPU sweep has none
   for (const CaseSpec& c : audit_plan(o)) CHECK_FALSE(c.gpu_only);
 }
@@ -79,14 +84,25 @@ void nudge(HostTensor& t, int64_t i, double ulps) {
 
 }  // namespace
 
-TEST_CASE("a cut cell holds the last rows' o, lse and d_q of the whole problem's run", "[cpu]") {
+// A percent of the largest |x| among x's elements [from, numel) added to its last element: the
+// gradients' bounds are of the tensor's scale.
+void plant_last(HostTensor& x, int64_t from) {
+  double big = 0;
+  for (int64_t i = from; i < x.numel(); ++i) big = std::max(big, std::fabs(x.get(i)));
+  const int64_t last = x.numel() - 1;
+  x.set(last, x.get(last) + 0.01 * big);
+}
+
+TEST_CASE("a cut cell holds the last rows' o, lse, d_q and, under a causal mask, the last keys' d_k, d_v", "[cpu]") {
   for (Mask mask : {Mask::None, Mask::CausalBottomRight}) {
     CAPTURE(int(mask));
+    const bool causal = mask != Mask::None;
     const CaseSpec c = cut_case(mask);
     const Inputs full = make_inputs(c, 3), checked = checked_inputs(c, full);
     const ref::Tensors64 checked64 = verdict::tensors64(checked);
     const ref::Certified want = verdict::certify(checked, checked64);
-    const int64_t d = c.p.d, first = int64_t(c.p.n_q - c.rows) * d;  // the first checked element of o, d_q
+    // The first checked element of o and d_q; of d_k and d_v (the keys the checked rows alone see).
+    const int64_t d = c.p.d, first = int64_t(c.p.n_q - c.rows) * d, first_key = int64_t(c.p.n_k - c.rows) * d;
     auto cell = [&](std::function<void(Outputs&)> plant) {
       return run_cell(c, full, checked, &checked64, want, full_problem_subject(plant));
     };
@@ -97,33 +113,31 @@ TEST_CASE("a cut cell holds the last rows' o, lse and d_q of the whole problem's
     std::set<std::string> held;
     for (const auto& [name, m] : ok.metrics) {
       held.insert(name);
-      CHECK(m.count > 0);
+      CHECK(m.count == (name == "lse" ? c.rows : c.rows * d));
     }
-    CHECK(held == std::set<std::string>{"o", "lse", "d_q"});
-    CHECK(ok.metrics.at("d_q").count == c.rows * d);
+    CHECK(held == (causal ? std::set<std::string>{"o", "lse", "d_q", "d_k", "d_v"}
+                          : std::set<std::string>{"o", "lse", "d_q"}));
 
-    // Planted errors in checked rows fail the cell, each on its own tensor.
-    const std::pair<const char*, std::function<void(Outputs&)>> caught[] = {
+    // Planted errors in checked rows (and keys) fail the cell, each on its own tensor.
+    std::vector<std::pair<std::string, std::function<void(Outputs&)>>> caught = {
         {"o", [&](Outputs& out) { nudge(out.o, first + 5 * d + 3, 64); }},
         {"lse", [&](Outputs& out) { out.lse.set(c.p.n_q - 1, out.lse.get(c.p.n_q - 1) + 1e-3); }},
-        {"d_q", [&](Outputs& out) {  // d_q's bound is of the tensor's scale: a percent of its largest
-           double big = 0;
-           for (int64_t i = first; i < out.d_q.numel(); ++i) big = std::max(big, std::fabs(out.d_q.get(i)));
-           const int64_t last = out.d_q.numel() - 1;
-           out.d_q.set(last, out.d_q.get(last) + 0.01 * big);
-         }},
+        {"d_q", [&](Outputs& out) { plant_last(out.d_q, first); }},
     };
+    if (causal) {
+      caught.push_back({"d_k", [&](Outputs& out) { plant_last(out.d_k, first_key); }});
+      caught.push_back({"d_v", [&](Outputs& out) { plant_last(out.d_v, first_key); }});
+    }
     for (const auto& [tensor, plant] : caught) {
       CAPTURE(tensor);
       const CellRun bad = cell(plant);
       CHECK(bad.cell["status"] == "fail");
       for (const auto& [name, m] : bad.metrics) CHECK(m.pass == (name != tensor));
     }
-    // Out of reach: a row before the checked ones, and d_k, d_v.
-    CHECK(cell([&](Outputs& out) { nudge(out.d_q, first - 1, 1e4); })
-              .cell["status"] == "pass");
+    // Out of reach: a row before the checked ones; d_k, d_v of a key earlier rows see too.
+    CHECK(cell([&](Outputs& out) { nudge(out.d_q, first - 1, 1e4); }).cell["status"] == "pass");
     CHECK(cell([&](Outputs& out) {
-            nudge(out.d_k, 7, 1e4);
+            nudge(out.d_k, first_key - 1, 1e4);
             nudge(out.d_v, 9, 1e4);
           }).cell["status"] == "pass");
   }
