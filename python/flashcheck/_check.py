@@ -295,7 +295,7 @@ def check(kernel, *, cases=None, seed=None, law=None, reproduce=None, timeout=No
 def audit(kernel, out, *, quick=False, kernels=(), dtypes=(), regimes=(), cases=(), seed=None, timeout=None,
           jobs=None, isolate=None, extra_args=()):
     """`flashcheck audit` with `kernel` as one more subject (beside the registry `kernels` named, e.g.
-    "cuda_wgmma"): the error-bound report over the sweep (N up to 16384 with a GPU kernel) written to
+    "cuda_wgmma"): the error-bound report over the sweep (N up to 131072 with a GPU kernel) written to
     `out` (report.json, .md, .html). Returns (exit code, the report, as report.json has it)."""
     o = {"out": out, "quick": quick, "kernels": list(kernels), "dtypes": list(dtypes), "regimes": list(regimes),
          "cases": list(cases), "seed": seed, "timeout_s": timeout, "jobs": jobs}
