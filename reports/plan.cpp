@@ -47,7 +47,7 @@ struct Builder {
     c.id = fmt::format("{}/{}/{}{}", dtype_name(t), regime, shape_name(n_q, n_k), suffix);
     c.gpu_only = std::max(n_q, n_k) > kCpuMaxN;
     // A long case's kernel runs its whole backward; d_q of the checked rows depends on those rows
-    // alone, so it is checked there (d_k and d_v sum over every row: not checked).
+    // alone, so it is checked there (d_k and d_v only for the keys no other row sees: checked_keys).
     c.backward = int64_t(n_q) * n_k <= int64_t(1024) * 1024 || c.gpu_only;
     if (c.gpu_only) c.rows = kLongRows, c.p.heads_q = c.p.heads_kv = 1;
     out.push_back(c);
@@ -162,7 +162,10 @@ std::vector<double> checked_rows(const CaseSpec& c, const std::vector<double>& f
 
 int32_t checked_keys(const CaseSpec& c) {
   if (c.rows == 0 || c.rows >= c.p.n_q) return c.p.n_k;
-  return c.p.mask == Mask::None ? 0 : std::min(c.rows, c.p.n_k);
+  // Bottom-right, row i sees keys j <= i + n_k - n_q: key j >= n_k - R only rows i >= n_q - R. A window
+  // reaching right of the diagonal breaks that.
+  const bool causal = c.p.mask == Mask::CausalBottomRight || (c.p.mask == Mask::CausalTopLeft && c.p.n_q == c.p.n_k);
+  return causal && !has_window(c.p) ? std::min(c.rows, c.p.n_k) : 0;
 }
 
 std::vector<double> checked_key_rows(const CaseSpec& c, const std::vector<double>& kv_side, int64_t width) {
