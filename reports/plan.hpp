@@ -43,7 +43,7 @@ Variants case_variants(const CaseSpec& c);
 struct PlanOptions {
   bool quick = false;  // the CI sweep: N <= 256, a few seconds on two cores
   std::vector<DType> dtypes = sweep_dtypes();  // F16, BF16, F32
-  bool gpu = false;                  // a GPU kernel is audited: add the long cases (N = 16384)
+  bool gpu = false;                  // a GPU kernel is audited: add the long cases (N = 16384 ... 131072)
   std::vector<std::string> regimes;  // empty: every regime
 };
 

@@ -115,8 +115,8 @@ TEST_CASE("a cut cell holds the last rows' o, lse, d_q and, under a causal mask,
       held.insert(name);
       CHECK(m.count == (name == "lse" ? c.rows : c.rows * d));
     }
-    CHECK(held == (causal ? std::set<std::string>{"o", "lse", "d_q", "d_k", "d_v"}
-                          : std::set<std::string>{"o", "lse", "d_q"}));
+    CHECK(held ==
+          (causal ? std::set<std::string>{"o", "lse", "d_q", "d_k", "d_v"} : std::set<std::string>{"o", "lse", "d_q"}));
 
     // Planted errors in checked rows (and keys) fail the cell, each on its own tensor.
     std::vector<std::pair<std::string, std::function<void(Outputs&)>>> caught = {
