@@ -17,13 +17,13 @@ ref::Bounds bounds_for(const Inputs& in, const ref::Certified& c, const ref::Pre
   return bounds_for(in, tensors64(in), c, pr);
 }
 ref::Bounds bounds_for(const Inputs& in, const ref::Tensors64& in64, const ref::Certified& c, const ref::Precision& pr) {
-  return ref::error_bounds(in.p, in64, c, pr);
+  return ref::bounds(in.p, in64, c, {pr});  // the CPU's or the GPU's, as the oracle (oracle_select.hpp)
 }
 
 ref::Bounds bounds_for(const Inputs& in, const ref::Tensors64& in64, const ref::Certified& c,
                        const std::vector<ref::Precision>& candidates) {
   // Each row block's products computed once for all the candidates.
-  return ref::error_bounds_max(in.p, in64, c, candidates);
+  return ref::bounds(in.p, in64, c, candidates);
 }
 
 ref::Bounds bounds_for(const Kernel& k, const Inputs& in, const Config& cfg, const ref::Certified& c) {

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #if FC_GPU_ORACLE
+#include "reference/gpu/bounds_gpu.hpp"
 #include "reference/gpu/certified_gpu.hpp"
 #endif
 
@@ -106,5 +107,25 @@ Certified certify(OracleKind kind, const Problem& p, const Tensors64& in) {
 }
 
 Certified certify(const Problem& p, const Tensors64& in) { return certify(oracle(), p, in); }
+
+Bounds bounds(const Problem& p, const Tensors64& in, const Certified& ref, const std::vector<Precision>& precs,
+              std::string* where) {
+  if (where) *where = "cpu";
+#if FC_GPU_ORACLE
+  const OracleKind kind = oracle();
+  bool gpu = !precs.empty() && uses_gpu(kind, p, in);
+  for (const Precision& pr : precs) gpu = gpu && gpu::bounds_not_covered(p, pr).empty();
+  if (gpu) {
+    try {
+      const std::lock_guard<std::mutex> one_at_a_time(g_device);
+      Bounds b = gpu::error_bounds_max(p, in, ref, precs);
+      if (where) *where = "gpu";
+      return b;
+    } catch (const std::runtime_error&) {  // a CUDA error or the device's memory: the CPU's bounds are the same
+    }
+  }
+#endif
+  return error_bounds_max(p, in, ref, precs);
+}
 
 }  // namespace fc::ref

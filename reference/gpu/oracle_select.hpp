@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "reference/bounds.hpp"
 #include "reference/certified.hpp"
 
 namespace fc::ref {
@@ -44,6 +45,15 @@ bool uses_gpu(OracleKind kind, const Problem& p, bool grads, std::string* why = 
 // a CUDA error: the CPU's certificate is as good); Gpu throws OracleUnavailable instead.
 Certified certify(const Problem& p, const Tensors64& in);
 Certified certify(OracleKind kind, const Problem& p, const Tensors64& in);
+
+// The error model's bounds, error_bounds_max(p, in, ref, precs) (reference/bounds.hpp), computed where
+// oracle() computes certificates: on the GPU (reference/gpu/bounds_gpu.hpp) when the GPU oracle would
+// take the problem (uses_gpu), the GPU model covers every precision and, under Auto, the problem is
+// not small; otherwise, and on any CUDA error, on the CPU. The two evaluate the same formulas, their
+// sums in another order: bounds equal to a few ulps, each covered by its slack (docs/error-model.md).
+// where (optional): "gpu" or "cpu", the side that ran.
+Bounds bounds(const Problem& p, const Tensors64& in, const Certified& ref, const std::vector<Precision>& precs,
+              std::string* where = nullptr);
 
 // Whether this build carries the GPU oracle (FLASHCHECK_HAVE_CUDA).
 bool gpu_oracle_built();

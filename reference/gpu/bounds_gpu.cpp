@@ -1,0 +1,257 @@
+// The GPU error model's host side (bounds_gpu.hpp): the constants come from the CPU model's own
+// Consts (bounds_model.hpp), so both sides share every per-problem term; the device computes each
+// element's error before its last rounding (bounds_gpu.cu), and rounded_bound, the CPU's function,
+// finishes it here.
+#include "reference/gpu/bounds_gpu.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+
+#include "reference/bounds_chain.hpp"
+#include "reference/bounds_model.hpp"
+#include "reference/gpu/bounds_gpu_dev.hpp"
+#include "reference/parallel.hpp"
+
+namespace fc::ref::gpu {
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("GPU error model: ") + what + ": " + cudaGetErrorString(e));
+}
+
+// A device array, freed with its owner.
+template <class T>
+struct DevArray {
+  T* p = nullptr;
+  DevArray() = default;
+  explicit DevArray(size_t n) { check(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)), "cudaMalloc"); }
+  DevArray(const DevArray&) = delete;
+  DevArray& operator=(const DevArray&) = delete;
+  ~DevArray() {
+    if (p) cudaFree(p);
+  }
+};
+template <class T>
+std::unique_ptr<DevArray<T>> upload(const std::vector<T>& v, size_t n_if_empty = 0) {
+  auto a = std::make_unique<DevArray<T>>(v.empty() ? n_if_empty : v.size());
+  if (v.empty())
+    check(cudaMemset(a->p, 0, std::max<size_t>(n_if_empty, 1) * sizeof(T)), "cudaMemset");
+  else
+    check(cudaMemcpy(a->p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  return a;
+}
+template <class T>
+std::vector<T> download(const T* p, size_t n) {
+  std::vector<T> v(n);
+  if (n) check(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "download");
+  return v;
+}
+
+const char* chain_name(int x) {
+  static const char* names[] = {"l", "pv", "dq", "dkv"};
+  return names[x];
+}
+
+// Per-row sums of |x| over rows of `width` (k_abs_sum, v_abs_sum).
+std::vector<double> abs_sums(const std::vector<double>& x, int64_t width) {
+  const int64_t rows = width > 0 ? int64_t(x.size()) / width : 0;
+  std::vector<double> s(size_t(rows), 0.0);
+  parallel_rows(rows, 4096, [&](int64_t a, int64_t b) {
+    for (int64_t r = a; r < b; ++r) {
+      double t = 0;
+      for (int64_t c = 0; c < width; ++c) t += std::fabs(x[size_t(r * width + c)]);
+      s[size_t(r)] = t;
+    }
+  });
+  return s;
+}
+
+// The elementwise larger of two bounds, NaN kept (error_bounds_max's widen).
+void widen(std::vector<double>& into, const std::vector<double>& b) {
+  for (size_t x = 0; x < into.size() && x < b.size(); ++x)
+    into[x] = (into[x] != into[x] || b[x] != b[x]) ? std::numeric_limits<double>::quiet_NaN() : std::max(into[x], b[x]);
+}
+
+}  // namespace
+
+std::string bounds_not_covered(const Problem& p, const Precision& prec) {
+  const Arithmetic& ar = prec.ar;
+  if (p.varlen || is_paged(p)) return "varlen or paged problems";
+  if (per_key_mask(p)) return "mask tensors and block masks";
+  if (p.softcap > 0) return "softcap";
+  if (p.alibi) return "ALiBi";
+  if (p.sinks) return "attention sinks";
+  if (ar.p_from != PFrom::Max) return "weights normalised by their lse";
+  if (p.d > 256 || head_dim_v(p) > 256) return "head dims past 256";
+  if (p.heads_kv <= 0 || p.heads_q % p.heads_kv != 0) return "this head layout";
+  const int64_t group = p.heads_q / p.heads_kv;
+  if (ar.kv_per_head && group > 1 && coarser(prec.storage, ar.dkv.acc)) return "per-head gradients of a GQA group";
+  const Chain* chains[] = {&ar.l, &ar.pv, &ar.dq, &ar.dkv};
+  for (int x = 0; x < 4; ++x) {
+    if (x == 3 && is_plain(ar.dkv)) continue;
+    if (!closed_form_covers(*chains[x])) return std::string("the structure of chain ") + chain_name(x);
+  }
+  return "";
+}
+
+Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& ref,
+                        const std::vector<Precision>& precs) {
+  if (precs.empty()) throw std::invalid_argument("error model: no arithmetic to bound");
+  for (const Precision& pr : precs)
+    if (const std::string why = bounds_not_covered(p, pr); !why.empty())
+      throw std::invalid_argument("GPU error model: does not cover " + why);
+  const int64_t group = p.heads_q / p.heads_kv, dv = head_dim_v(p);
+  if (p.n_k > kMaxTerms || group * p.n_q > kMaxTerms || p.d > kMaxTerms || dv > kMaxTerms)
+    throw std::invalid_argument(
+        "error model: a sum of more than 2^20 terms (n_k, heads_q/heads_kv * n_q, d or d_v) is "
+        "beyond what its evaluation covers");
+  const bool bwd = !in.d_o.empty();
+  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q, keys = int64_t(p.batch) * p.heads_kv * p.n_k;
+  Bounds out;
+  if (rows == 0 || p.n_k == 0) {  // nothing on the device to do: the CPU model's answer
+    return ref::error_bounds_max(p, in, ref, precs);
+  }
+  // The data every precision shares.
+  const auto q = upload(in.q), k = upload(in.k), v = upload(in.v);
+  const auto d_o = upload(in.d_o, 1);
+  const auto o = upload(ref.value.o), err_o = upload(ref.err.o, ref.value.o.size());
+  const auto lse = upload(ref.value.lse), err_lse = upload(ref.err.lse, ref.value.lse.size());
+  const auto k_abs = upload(abs_sums(in.k, p.d)), v_abs = upload(abs_sums(in.v, dv));
+  DevArray<double> e_o{size_t(rows * dv)}, e_lse{size_t(rows)}, b_o{size_t(rows * dv)}, b_lse{size_t(rows)};
+  DevArray<uint8_t> live{size_t(rows)};
+  std::unique_ptr<DevArray<double>> dq_chain, dq_floor, dk_chain, dv_chain, kv_floor, row_stat;
+  if (bwd) {
+    dq_chain = std::make_unique<DevArray<double>>(size_t(rows * p.d));
+    dq_floor = std::make_unique<DevArray<double>>(size_t(rows));
+    dk_chain = std::make_unique<DevArray<double>>(size_t(keys * p.d));
+    dv_chain = std::make_unique<DevArray<double>>(size_t(keys * dv));
+    kv_floor = std::make_unique<DevArray<double>>(size_t(keys));
+    row_stat = std::make_unique<DevArray<double>>(size_t(rows * kRowStat));
+  }
+  int dev = 0, sms = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
+
+  std::vector<Bounds> all;
+  for (const Precision& prec : precs) {
+    const model::Consts kc(p, in, ref, prec);
+    const Arithmetic& ar = kc.ar;
+    ModelDev m{};
+    m.p = p, m.dv = dv, m.group = group, m.n_q16 = kc.n_q16;
+    m.us = kc.us, m.floor_s = kc.floor_s, m.u_in = kc.u_in, m.floor_in = kc.floor_in, m.u_p = kc.u_p;
+    m.floor_p = kc.floor_p, m.floor_ds = kc.floor_ds, m.u_store_s = kc.u_store_s, m.floor_store_s = kc.floor_store_s;
+    m.delta_c = kc.delta_c, m.delta_out = kc.delta_out, m.delta_l2e = kc.delta_l2e, m.delta_ln2 = kc.delta_ln2;
+    m.e_exp = kc.e_exp, m.log_rel = kc.log_rel, m.common_scale = kc.common_scale, m.ftz = kc.ftz;
+    const auto ks = upload(kc.w_s.kappa), kdp = upload(kc.w_dp.kappa), kD = upload(kc.w_D.kappa);
+    m.w_s = {ks->p, kc.w_s.kappa_max, kc.w_s.scale(), kc.w_s.floors()};
+    m.w_dp = {kdp->p, kc.w_dp.kappa_max, kc.w_dp.scale(), kc.w_dp.floors()};
+    m.w_D = {kD->p, kc.w_D.kappa_max, kc.w_D.scale(), kc.w_D.floors()};
+    m.l = closed_chain(ar.l, kc.ftz), m.pv = closed_chain(ar.pv, kc.ftz), m.dq = closed_chain(ar.dq, kc.ftz);
+    m.dkv = closed_chain(ar.dkv, kc.ftz), m.l_chain = ar.l, m.dkv_plain = is_plain(ar.dkv);
+    m.l_acc_u = unit_roundoff(ar.l.acc);
+    m.fa1 = ar.pv.merge == Merge::Serial, m.l_sums_stored_p = ar.l_sums_stored_p, m.p_normalised = ar.p_normalised;
+    m.exp_exact_at_zero = ar.exp_exact_at_zero, m.base2 = ar.base2, m.ds_from_stored_p = ar.ds_from_stored_p;
+    m.o_normalise = ar.o_normalise, m.block_m = ar.block_m;
+    m.q = q->p, m.k = k->p, m.v = v->p, m.d_o = d_o->p, m.o = o->p, m.err_o = err_o->p, m.lse = lse->p;
+    m.err_lse = err_lse->p, m.k_abs_sum = k_abs->p, m.v_abs_sum = v_abs->p;
+    const auto kv_i0 = upload(kc.kv_i0), kv_i1 = upload(kc.kv_i1);
+    m.kv_i0 = kv_i0->p, m.kv_i1 = kv_i1->p;
+    m.e_o = e_o.p, m.e_lse = e_lse.p, m.live = live.p, m.b_o = b_o.p, m.b_lse = b_lse.p;
+    if (bwd) {
+      m.dq_chain = dq_chain->p, m.dq_floor = dq_floor->p, m.dk_chain = dk_chain->p, m.dv_chain = dv_chain->p;
+      m.kv_floor = kv_floor->p, m.row_stat = row_stat->p;
+    }
+    // Persistent warps: enough to fill the device, as many as the scratch budget allows.
+    const int64_t stride = scratch_stride(m);
+    size_t free_b = 0, total_b = 0;
+    check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    const double budget = std::min(double(free_b) * 0.5, double(int64_t(8) << 30));
+    const int64_t fit = int64_t(budget / (double(stride) * sizeof(double)));
+    if (fit < 1) throw std::runtime_error("GPU error model: not enough device memory for one row's scratch");
+    m.scratch_warps = std::max<int64_t>(1, std::min({rows, int64_t(sms) * 32, fit}));
+    m.scratch_stride = stride;
+    DevArray<double> scratch{size_t(m.scratch_warps * stride)};
+    m.scratch = scratch.p;
+
+    launch_forward(m);
+    const DType soft = ar.soft;
+    const DtypeSet types = prec.dtypes();
+    const std::vector<double> eo = download(e_o.p, size_t(rows * dv)), el = download(e_lse.p, size_t(rows));
+    const std::vector<uint8_t> lv = download(live.p, size_t(rows));
+    Bounds B;
+    B.o.assign(size_t(rows * dv), 0.0), B.lse.assign(size_t(rows), 0.0);
+    auto err_at = [](const std::vector<double>& e, int64_t x) { return e.empty() ? 0.0 : e[size_t(x)]; };
+    parallel_rows(rows, 1024, [&](int64_t a, int64_t b) {
+      for (int64_t r = a; r < b; ++r) {
+        for (int64_t c = 0; c < dv; ++c) {
+          const int64_t x = r * dv + c;
+          const double eo_r = err_at(ref.err.o, x);
+          B.o[size_t(x)] = lv[size_t(r)] ? rounded_bound(ref.value.o[size_t(x)], eo[size_t(x)], eo_r, soft, types.o, true) *
+                                               model::kSlack
+                                         : eo_r;
+        }
+        const double el_r = err_at(ref.err.lse, r);
+        B.lse[size_t(r)] =
+            lv[size_t(r)] ? rounded_bound(ref.value.lse[size_t(r)], el[size_t(r)], el_r, soft, kc.lse_type, true) * model::kSlack
+                          : el_r;
+      }
+    });
+    if (bwd) {
+      check(cudaMemcpy(b_o.p, B.o.data(), B.o.size() * sizeof(double), cudaMemcpyHostToDevice), "upload");
+      check(cudaMemcpy(b_lse.p, B.lse.data(), B.lse.size() * sizeof(double), cudaMemcpyHostToDevice), "upload");
+      launch_backward_rows(m);
+      launch_backward_keys(m);
+      const std::vector<double> dqc = download(dq_chain->p, size_t(rows * p.d)), dqf = download(dq_floor->p, size_t(rows));
+      const std::vector<double> dkc = download(dk_chain->p, size_t(keys * p.d));
+      const std::vector<double> dvc = download(dv_chain->p, size_t(keys * dv)), kvf = download(kv_floor->p, size_t(keys));
+      const double scale = std::fabs(p.scale), floor = kc.ftz ? kc.floor_s : 0.0, floor_scale = std::max(1.0, scale);
+      const double dlt = kc.delta_out;
+      B.d_q.assign(size_t(rows * p.d), 0.0), B.d_k.assign(size_t(keys * p.d), 0.0), B.d_v.assign(size_t(keys * dv), 0.0);
+      parallel_rows(rows, 1024, [&](int64_t a, int64_t b) {  // finish_dq
+        for (int64_t r = a; r < b; ++r)
+          for (int64_t c = 0; c < p.d; ++c) {
+            const int64_t x = r * p.d + c;
+            const double dq = ref.value.d_q[size_t(x)], err = err_at(ref.err.d_q, x);
+            if (!lv[size_t(r)]) {
+              B.d_q[size_t(x)] = err;
+              continue;
+            }
+            const double e = scale * (1 + dlt) * dqc[size_t(x)] + floor_scale * (1 + dlt) * dqf[size_t(r)] +
+                             model::times(dlt, std::fabs(dq) + err) + floor;
+            B.d_q[size_t(x)] = rounded_bound(dq, e, err, soft, types.q, true) * model::kSlack;
+          }
+      });
+      parallel_rows(keys, 1024, [&](int64_t a, int64_t b) {  // finish_kv (no per-head stage: phi = 0)
+        for (int64_t key = a; key < b; ++key) {
+          const double fl = kvf[size_t(key)];
+          for (int64_t c = 0; c < p.d; ++c) {
+            const int64_t x = key * p.d + c;
+            const double dk = ref.value.d_k[size_t(x)], ek = err_at(ref.err.d_k, x);
+            const double e_k = scale * (1 + dlt) * dkc[size_t(x)] + floor_scale * (1 + dlt) * fl +
+                               model::times(dlt, std::fabs(dk) + ek) + floor;
+            B.d_k[size_t(x)] = rounded_bound(dk, e_k, ek, soft, types.kv, true) * model::kSlack;
+          }
+          for (int64_t c = 0; c < dv; ++c) {
+            const int64_t x = key * dv + c;
+            const double dvv = ref.value.d_v[size_t(x)], ev = err_at(ref.err.d_v, x);
+            const double e_v = dvc[size_t(x)] + fl + floor;
+            B.d_v[size_t(x)] = rounded_bound(dvv, e_v, ev, soft, types.kv, false) * model::kSlack;
+          }
+        }
+      });
+    }
+    all.push_back(std::move(B));
+  }
+  out = std::move(all[0]);
+  for (size_t x = 1; x < all.size(); ++x)
+    widen(out.o, all[x].o), widen(out.lse, all[x].lse), widen(out.d_q, all[x].d_q), widen(out.d_k, all[x].d_k),
+        widen(out.d_v, all[x].d_v);
+  return out;
+}
+
+}  // namespace fc::ref::gpu

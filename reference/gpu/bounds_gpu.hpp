@@ -1,0 +1,25 @@
+// The error model (reference/bounds.hpp) on the GPU: error_bounds_max's bounds for dense problems
+// without per-key variants, the O(n_q n_k d) work on a CUDA device and each element's last rounding
+// on the host. Derivation unchanged (docs/error-model.md); the GPU evaluates the same formulas with
+// its sums in another order, which the bounds' slack covers ("The error model on the GPU"). Built
+// only with CUDA (target fc_reference_gpu); reference/gpu/oracle_select.hpp's bounds() is the entry
+// point the rest of flashcheck calls.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "reference/bounds.hpp"
+
+namespace fc::ref::gpu {
+
+// Why the GPU error model does not take problem p under prec, in a few words; empty when it does.
+std::string bounds_not_covered(const Problem& p, const Precision& prec);
+
+// error_bounds_max(p, in, ref, precs) computed on the device (each precision covered). Throws
+// std::invalid_argument where error_bounds would (sums past kMaxTerms), std::runtime_error on a CUDA
+// error or when the device lacks the memory.
+Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& ref,
+                        const std::vector<Precision>& precs);
+
+}  // namespace fc::ref::gpu

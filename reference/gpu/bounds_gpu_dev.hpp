@@ -1,0 +1,62 @@
+// The error model on the GPU, between its host side (bounds_gpu.cpp: the constants of
+// reference/bounds_model.hpp's Consts, the uploads, each element's last rounding) and its kernels
+// (bounds_gpu.cu). Plain data only: nvcc compiles this header without Eigen or the model's host types.
+#pragma once
+
+#include <cstdint>
+
+#include "contract/attention.h"
+#include "reference/bounds_chain_closed.hpp"
+
+namespace fc::ref::gpu {
+
+// A chain over d or d_v (scores, dP, D): its per-term weights on the device and its finished factors.
+struct DotChain {
+  const double* kappa = nullptr;  // (d or d_v), device
+  double kappa_max = 0, scale = 1, floors = 0;
+};
+
+// One problem under one declared arithmetic: Consts' scalars (bounds_model.hpp, same names), the
+// arithmetic's flags, the key-side chains in closed form, and device pointers.
+struct ModelDev {
+  Problem p;
+  int64_t dv = 0, group = 1, n_q16 = 0;
+  double us, floor_s, u_in, floor_in, u_p, floor_p, floor_ds, u_store_s, floor_store_s;
+  double delta_c, delta_out, delta_l2e, delta_ln2, e_exp, log_rel;
+  bool common_scale, ftz;
+  DotChain w_s, w_dp, w_D;
+  ClosedChain l, pv, dq, dkv;
+  Chain l_chain;  // its adder and truncation (LSum's lower side)
+  bool dkv_plain;
+  double l_acc_u;  // unit_roundoff(ar.l.acc)
+  // The arithmetic's flags (contract/arithmetic.h).
+  bool fa1, l_sums_stored_p, p_normalised, exp_exact_at_zero, base2, ds_from_stored_p;
+  int32_t o_normalise, block_m;
+  // Device data (dense layout): inputs; the certified o, lse and their errors.
+  const double *q, *k, *v, *d_o, *o, *err_o, *lse, *err_lse;
+  const double *k_abs_sum, *v_abs_sum;  // (rows_kv) sum_c |k_jc|, |v_jc|
+  const int64_t *kv_i0, *kv_i1;         // (n_k) the rows of each head that see key j
+  // Forward outputs: o's and lse's error before their last rounding (the host rounds them), and
+  // whether each row sees a key. The backward reads the finished bounds of o and lse back.
+  double *e_o, *e_lse;
+  uint8_t* live;
+  const double *b_o, *b_lse;
+  // Backward outputs before the host's last step: d_q's chain sum per element and its floor per row;
+  // d_k's and d_v's chain sums per element and their floor per key. Per-row constants the key pass reads.
+  double *dq_chain, *dq_floor, *dk_chain, *dv_chain, *kv_floor;
+  double* row_stat;  // (rows_q, kRowStat)
+  // Per-warp scratch of the forward: kFields x n_k doubles per pair field, then the key tiles.
+  double* scratch;
+  int64_t scratch_warps, scratch_stride;
+};
+
+enum RowStat { kD = 0, kED, kErrD64, kSumDo, kQAbs, kRowStat };
+
+// Doubles of scratch each warp of the forward needs (its pair fields and key tiles).
+int64_t scratch_stride(const ModelDev& m);
+// The three passes (bounds_gpu.cu); each throws std::runtime_error on a CUDA error.
+void launch_forward(const ModelDev& m);
+void launch_backward_rows(const ModelDev& m);
+void launch_backward_keys(const ModelDev& m);
+
+}  // namespace fc::ref::gpu
