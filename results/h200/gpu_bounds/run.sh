@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The error model on the GPU (reference/gpu/bounds_gpu.cu). Binaries built here:
+#   BUILD_DIR=$PWD/build bash scripts/device.sh carry gpu_bounds_test gpu_oracle_test
+#   run(command="bash results/h200/gpu_bounds/run.sh 1", carry=[".carry-z"]): gpu_bounds_test, its timing
+#   run(command="bash results/h200/gpu_bounds/run.sh 2", carry=[".carry-z"]): compare of issue 25's shape
+#       (b 4, h 16, N 16384, d 128, BF16, torch's flash SDPA outputs) beside torch's float64 attention
+set -uo pipefail
+source scripts/device/env.sh
+t=$root/.carry/tests
+w=$out/run
+mkdir -p "$w"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$w/device.txt"
+echo "commit $(cat "$root/.carry/COMMIT"); cores $(nproc)" | tee -a "$w/device.txt"
+case ${1:-1} in
+  1)
+    timeout 300 "$t/gpu_bounds_test" "[gpu]" > "$w/gpu_bounds_test.txt" 2>&1
+    echo "gpu_bounds_test [gpu] rc=$?" | tee -a "$w/summary.txt"
+    tail -5 "$w/gpu_bounds_test.txt"
+    for shape in 1,16,8192,128 4,16,16384,128; do
+      FC_GPU_TIME_SHAPE=$shape timeout 240 "$t/gpu_bounds_test" "[.time]" 2>&1 | grep -E "fwd\+bwd|passed|failed" |
+        tee -a "$w/summary.txt"
+    done
+    ;;
+  2)
+    python3 results/h200/gpu_bounds/compare_case.py 4 16 16384 128 "$w" 2>&1 | tee -a "$w/summary.txt"
+    ls -la "$w"/*.safetensors
+    for i in 1 2; do
+      s=$(date +%s%N)
+      "$t/flashcheck" compare --inputs "$w/in.safetensors" --outputs "$w/out.safetensors" --name torch_flash \
+        --out "$w/compare$i" > "$w/compare$i.log" 2>&1
+      rc=$?
+      echo "flashcheck compare b 4 h 16 N 16384 d 128 BF16 fwd+bwd (run $i) rc=$rc $((($(date +%s%N) - s) / 1000000)) ms" |
+        tee -a "$w/summary.txt"
+    done
+    rm -f "$w"/*.safetensors "$w"/compare*/report.html
+    ;;
+esac
+tar czf "$out/step${1:-1}.tar.gz" -C "$w" . && rm -rf "$w"
+ls -la "$out"
