@@ -146,10 +146,11 @@ Outcome run_audit(const AuditRequest& o, const ExternalKernel* ext) {
   const std::string plugin_prefix = add_plugin(o, ext, plug, sel);
   for (const report::Subject& s : sel.subjects)
     plan.gpu = plan.gpu || (s.device != "cpu" && !(s.device == "plugin" && plug->kernel().info.device == "cpu"));
-  const std::vector<report::CaseSpec> cases =
+  std::vector<report::CaseSpec> cases =
       o.accumulation
           ? plan_cases(report::accumulation_plan(plan), o.cases, report::find_accumulation_case, sel.subjects, shard)
           : plan_cases(report::audit_plan(plan), o.cases, report::find_case, sel.subjects, shard);
+  if (!o.accumulation) report::whole_long_rows(cases, sel.subjects);  // every row, where the GPU checks them
   report::check_output_paths(o.out, o.junit);  // before the long part
 
   report::SweepOptions ro;

@@ -4,8 +4,9 @@
 // O(lanes) (the rest) and get the same double, bit for bit.
 //
 // Why it is exact: every weight is u times a count of roundings r_j, a small integer (a multiple of
-// 1/2 at worst, for a tensor-core step's alignment share), so the sums that build it are exact in any
-// order and u r_j (u a power of two) is the same double however it is reached. What the closed form
+// 1/2 at worst, for a tensor-core step's alignment share of kTensorCoreFused / 2), so the sums that
+// build it are exact in any order and u r_j (u a power of two) is the same double however it is
+// reached, FMA contraction included. What the closed form
 // must get right is only the count, which depends on the term's place in its lane, item, block and
 // tensor-core step; closed_form_covers says for which chain structures those places follow from
 // divisions alone (the rest: see there).
@@ -83,9 +84,9 @@ FC_HD inline int64_t last_item_first(const Shape& s, int64_t l) {
   return (min64(s.n, chunk * s.W + s.W) - 1) / s.P * s.P;
 }
 
-// Tensor-core steps (runs of kTensorCoreFused positions) among the items [a, b) of the only lane, the
-// item g's step first: steps are ordered by g P / kTensorCoreFused, which moves by at most one per
-// item while pre <= kTensorCoreFused and by at least one otherwise.
+// The tensor-core steps (runs of kTensorCoreFused positions) that the items [a, b) of the only lane
+// fall in, and item g's step counted from item a's. Item g's step is g pre / kTensorCoreFused, which
+// moves by at most one from item to item while pre <= kTensorCoreFused and by at least one otherwise.
 FC_HD inline int64_t tc_steps(const Shape& s, int64_t a, int64_t b) {
   return s.P >= kTensorCoreFused ? b - a : (b - 1) * s.P / kTensorCoreFused - a * s.P / kTensorCoreFused + 1;
 }
@@ -123,8 +124,9 @@ FC_HD inline double roundings(const ClosedChain& c, const Shape& s, int64_t j) {
   return r + (double(s.levels) + double(s.n_trees > 1 ? (tau == 0 ? s.n_trees - 1 : s.n_trees - tau) : 0));
 }
 
-// Every term's weight of a sum in any order (bounds_chain.cpp's any_order, the same expression):
-// its products round unless exact, whatever chain_weights charges a tensor core.
+// Every term's weight of a sum in any order: bounds_chain.cpp's any_order, the same expression. Each
+// product and sum in it is exact (integers below 2^53 times a power of two), so a compiler that fuses
+// a multiply and an add into an FMA still gets the same double.
 FC_HD inline double any_order(const ClosedChain& c, int64_t n) {
   const double u = c.u, pr = c.exact_products ? 0 : 1;
   return c.truncates ? double(n - 1) * 3 * u + pr * 2 * u : (double(n - 1) + pr) * u;
@@ -187,27 +189,25 @@ FC_HD inline double closed_kappa(const ClosedChain& c, int64_t n, int64_t extra,
   return c.u * closed_detail::roundings(c, closed_detail::shape_of(c, n, extra), j);
 }
 
-// .kappa_max. Within a lane the largest count is at the first item of a block that starts the lane,
-// follows its first block or ends it: an item's first position is charged the most of its item (pre
-// sums from zero), the first items of an accumulation the most of its adds or steps, and the merge
-// charge falls from the second block on (merge_old >= 0); between those blocks the full blocks look
-// alike. Rescaled blocks share one accumulation, so there the lane's first item is the largest.
+// .kappa_max. Within a lane the largest count is at the first item of its first or second block: an
+// item's first position is charged the most of its item (pre sums from zero), an accumulation's first
+// item the most of its adds or steps, and from the second block on the merge charge does not rise
+// (merge_old >= 0) while no block holds more items than a full one. The first block's merge charge
+// (Serial) is merge_old - 1 above the second's, so the second wins only where merge_old is 0. Rescaled
+// blocks share one accumulation and their charge falls with the block: the lane's first item wins.
 FC_HD inline double closed_kappa_max(const ClosedChain& c, int64_t n, int64_t extra) {
   if (n <= 0) return 0;
   if (c.adder == int32_t(Adder::AnyOrder)) return closed_detail::any_order(c, n);
   const closed_detail::Shape s = closed_detail::shape_of(c, n, extra);
-  const bool by_block = c.merge != int32_t(Merge::Rescale);
   double top = 0;
   for (int64_t l = 0; l < s.L && l * s.W < n; ++l) {
-    const double r0 = closed_detail::roundings(c, s, l * s.W);
-    top = r0 > top ? r0 : top;
-    if (true) continue;
-    // Blocks are whole rounds of lanes (closed_form_covers): block b's first item of lane l is at b B + l W.
-    const int64_t last_b = closed_detail::last_item_first(s, l) / s.B;
-    for (int64_t b = 1; b <= last_b; b = b == last_b ? last_b + 1 : last_b) {
-      const double r = closed_detail::roundings(c, s, b * s.B + l * s.W);
-      top = r > top ? r : top;
+    double r = closed_detail::roundings(c, s, l * s.W);
+    // Blocks are whole rounds of lanes (closed_form_covers): lane l's first item in block 1 is at B + l W.
+    if (c.merge != int32_t(Merge::Rescale) && closed_detail::last_item_first(s, l) >= s.B) {
+      const double r1 = closed_detail::roundings(c, s, s.B + l * s.W);
+      r = r1 > r ? r1 : r;
     }
+    top = r > top ? r : top;
   }
   return c.u * top;
 }

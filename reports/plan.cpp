@@ -17,11 +17,9 @@ namespace {
 // Keys and query rows past which a case is a GPU case: a CPU kernel and its bound take seconds per
 // head at 4096, minutes at 16384.
 constexpr int32_t kCpuMaxN = 4096;
-// Query rows checked at N > kCpuMaxN: the certified reference and the bound of every row cost
-// O(n_k d) each, so long cases check the last rows (those that see the most keys under a mask).
-constexpr int32_t kLongRows = 1024;
-// The long cases of a GPU kernel: up to the 128k-token contexts models ship with. Each checks the
-// last kLongRows rows on all their keys, so a case costs the oracle and each bound O(kLongRows N d).
+// The long cases of a GPU kernel: up to the 128k-token contexts models ship with. The plan checks the
+// last kLongRows rows of each on all their keys (plan.hpp); where the certificate and every bound run
+// on the GPU, the sweep checks every row (whole_long_rows, run.hpp).
 constexpr int32_t kGpuNormalN[] = {16384, 32768, 65536, 131072};
 constexpr int32_t kGpuOutliersN[] = {16384, 131072};
 constexpr int32_t kGpuCausalN[] = {16384, 131072};
@@ -140,7 +138,7 @@ bool find_case(const std::string& id, CaseSpec* out) {
 }
 
 Problem checked_problem(const CaseSpec& c) {
-  if (c.rows == 0 || c.rows >= c.p.n_q) return c.p;
+  if (!is_cut(c)) return c.p;
   if (c.p.mask == Mask::CausalTopLeft && c.p.n_q != c.p.n_k)
     throw std::logic_error("checked_problem: top-left rows of a non-square problem cannot be cut");
   Problem s = c.p;
@@ -150,7 +148,7 @@ Problem checked_problem(const CaseSpec& c) {
 }
 
 std::vector<double> checked_rows(const CaseSpec& c, const std::vector<double>& full, int64_t width) {
-  if (c.rows == 0 || c.rows >= c.p.n_q) return full;
+  if (!is_cut(c)) return full;
   std::vector<double> out;  // (batch, heads_q, rows, width)
   out.reserve(size_t(int64_t(c.p.batch) * c.p.heads_q * c.rows * width));
   for (int64_t bh = 0; bh < int64_t(c.p.batch) * c.p.heads_q; ++bh) {
@@ -161,7 +159,7 @@ std::vector<double> checked_rows(const CaseSpec& c, const std::vector<double>& f
 }
 
 int32_t checked_keys(const CaseSpec& c) {
-  if (c.rows == 0 || c.rows >= c.p.n_q) return c.p.n_k;
+  if (!is_cut(c)) return c.p.n_k;
   // Bottom-right, row i sees keys j <= i + n_k - n_q: key j >= n_k - R only rows i >= n_q - R. A window
   // reaching right of the diagonal breaks that.
   const bool causal = c.p.mask == Mask::CausalBottomRight || (c.p.mask == Mask::CausalTopLeft && c.p.n_q == c.p.n_k);
@@ -181,7 +179,7 @@ std::vector<double> checked_key_rows(const CaseSpec& c, const std::vector<double
 }
 
 Inputs checked_inputs(const CaseSpec& c, const Inputs& full) {
-  if (c.rows == 0 || c.rows >= c.p.n_q) return full;
+  if (!is_cut(c)) return full;
   Inputs in;
   in.p = checked_problem(c);
   in.q = HostTensor::from_f64(c.p.dtype, shape_q(in.p), checked_rows(c, full.q.to_f64(), c.p.d));
@@ -227,6 +225,12 @@ uint64_t inputs_hash(const Inputs& in) {
         &in.cu_seqlens_q_padded, &in.cu_seqlens_k_padded, &in.mask, &in.block_mask})
     h = fnv1a(t->bytes.data(), t->bytes.size(), h);
   return h;
+}
+
+CaseSpec baseline_case(const CaseSpec& c) {
+  CaseSpec b = c;
+  if (c.gpu_only && !is_cut(c) && c.p.n_q > kLongRows) b.rows = kLongRows;
+  return b;
 }
 
 double case_cost(const CaseSpec& c) {

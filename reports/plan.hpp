@@ -36,6 +36,15 @@ struct CaseSpec {
                                       // "key_padding" (each slice's first keys visible)
 };
 
+// Query rows a long case (gpu_only) checks in the plan: the last kLongRows, on all their keys (those
+// that see the most keys under a mask): the certificate and a bound cost O(n_k d) per row.
+inline constexpr int32_t kLongRows = 1024;
+// Whether only c's last c.rows query rows are checked.
+inline bool is_cut(const CaseSpec& c) { return c.rows > 0 && c.rows < c.p.n_q; }
+// The case the same-precision baseline runs for c: c itself, or for a long case checked on every row
+// its last kLongRows rows (the baseline is a CPU kernel: a 131072-row problem would take it hours).
+CaseSpec baseline_case(const CaseSpec& c);
+
 // The variants a case uses (its problem's, and strides for a strided layout): a subject that does not
 // declare one of them is never given the case.
 Variants case_variants(const CaseSpec& c);

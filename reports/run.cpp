@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "reference/gpu/oracle_select.hpp"
 #include "verdict/verdict.hpp"
 
 namespace fc::report {
@@ -24,7 +25,7 @@ std::mutex g_exclusive;  // subjects that run one at a time (a GPU, a plugin's c
 // The checked rows of a subject's full-problem outputs: o, lse and d_q of the checked problem; d_k
 // and d_v as they are (key_cut keeps the keys the checked rows hold whole).
 Outputs rows_of(const CaseSpec& c, Outputs full) {
-  if (c.rows == 0 || c.rows >= c.p.n_q) return full;
+  if (!is_cut(c)) return full;
   const Problem p = checked_problem(c);
   Outputs out;
   out.o = HostTensor::from_f64(full.o.dtype, shape_o(p), checked_rows(c, full.o.to_f64(), head_dim_v(c.p)));
@@ -137,6 +138,18 @@ json finish_cell(const CaseSpec& c, const CellRun& r, const BaselineErrors* base
   return cell;
 }
 
+void whole_long_rows(std::vector<CaseSpec>& cases, const std::vector<Subject>& subjects) {
+  for (CaseSpec& c : cases) {
+    if (!c.gpu_only || !is_cut(c)) continue;
+    CaseSpec whole = c;
+    whole.rows = 0;
+    std::vector<ref::Precision> precs;
+    for (const Subject& s : subjects)
+      if (s.claims(whole)) precs.push_back(s.precision(whole.p));
+    if (!precs.empty() && ref::bounds_on_gpu(ref::oracle(), whole.p, whole.backward, precs)) c = whole;
+  }
+}
+
 SweepResult run_sweep(const std::vector<CaseSpec>& cases, const std::vector<Subject>& subjects, const Subject* baseline,
                       const SweepOptions& o) {
   // Eigen sizes its GEMM blocks from the CPU's caches, and the blocking decides the summation order
@@ -162,8 +175,13 @@ SweepResult run_sweep(const std::vector<CaseSpec>& cases, const std::vector<Subj
       if (baseline && subjects[k].name == baseline->name && subjects[k].config == baseline->config) base_run = &runs[k];
     }
     CellRun separate;
-    if (baseline && !base_run && baseline->claims(c)) {
-      separate = run_cell(c, full, checked, nullptr, want, *baseline);
+    if (const CaseSpec bc = baseline_case(c); baseline && !base_run && baseline->claims(bc)) {
+      if (bc.rows == c.rows) {
+        separate = run_cell(c, full, checked, nullptr, want, *baseline);
+      } else {  // a long case checked on every row: the baseline on its last rows, against their certificate
+        const Inputs b_in = checked_inputs(bc, full);
+        separate = run_cell(bc, full, b_in, nullptr, verdict::certify(b_in, verdict::tensors64(b_in)), *baseline);
+      }
       base_run = &separate;
     }
     BaselineErrors base;

@@ -30,6 +30,12 @@ struct SweepResult {
   std::vector<std::string> errors;                 // reference failures: the run is unusable (exit 2)
 };
 
+// The long cases (gpu_only) whose certificate and every claiming subject's bound run on the GPU
+// (ref::bounds_on_gpu under the process's --oracle) are checked on every row (rows = 0); the others keep
+// the plan's last kLongRows rows. On the CPU a long row's certificate and bound take O(n_k d) each: a
+// 131072-row case would take hours there.
+void whole_long_rows(std::vector<CaseSpec>& cases, const std::vector<Subject>& subjects);
+
 // `baseline` may be null (no baseline ratios). Cells carry "seq" (the case's) and "sub" (the
 // subject's index in `subjects`), the order key a merge restores.
 SweepResult run_sweep(const std::vector<CaseSpec>& cases, const std::vector<Subject>& subjects, const Subject* baseline,

@@ -108,14 +108,26 @@ Certified certify(OracleKind kind, const Problem& p, const Tensors64& in) {
 
 Certified certify(const Problem& p, const Tensors64& in) { return certify(oracle(), p, in); }
 
+bool bounds_on_gpu(OracleKind kind, const Problem& p, bool grads, const std::vector<Precision>& precs,
+                   std::string* why) {
+  std::string reason;
+  if (precs.empty()) reason = "no arithmetic to bound";
+  else if (!uses_gpu(kind, p, grads, &reason)) reason = reason.empty() ? "the oracle runs on the CPU" : reason;
+#if FC_GPU_ORACLE
+  for (const Precision& pr : precs)
+    if (reason.empty())
+      if (const std::string nc = gpu::bounds_not_covered(p, pr); !nc.empty()) reason = "the GPU error model does not cover " + nc;
+#endif
+  if (why) *why = reason;
+  return reason.empty();
+}
+
 Bounds bounds(const Problem& p, const Tensors64& in, const Certified& ref, const std::vector<Precision>& precs,
               std::string* where) {
   if (where) *where = "cpu";
 #if FC_GPU_ORACLE
-  const OracleKind kind = oracle();
-  bool gpu = !precs.empty() && uses_gpu(kind, p, in);
-  for (const Precision& pr : precs) gpu = gpu && gpu::bounds_not_covered(p, pr).empty();
-  if (gpu) {
+  const bool grads = !in.d_o.empty() || numel_o(p) == 0;
+  if (bounds_on_gpu(oracle(), p, grads, precs) && uses_gpu(oracle(), p, in)) {
     try {
       const std::lock_guard<std::mutex> one_at_a_time(g_device);
       Bounds b = gpu::error_bounds_max(p, in, ref, precs);

@@ -55,6 +55,11 @@ Certified certify(OracleKind kind, const Problem& p, const Tensors64& in);
 Bounds bounds(const Problem& p, const Tensors64& in, const Certified& ref, const std::vector<Precision>& precs,
               std::string* where = nullptr);
 
+// Whether bounds() would run on the GPU for a problem of p's shape (grads: with the backward) under
+// `kind` and these precisions, from the shape alone (the inputs' finiteness aside); why: the reason not.
+bool bounds_on_gpu(OracleKind kind, const Problem& p, bool grads, const std::vector<Precision>& precs,
+                   std::string* why = nullptr);
+
 // Whether this build carries the GPU oracle (FLASHCHECK_HAVE_CUDA).
 bool gpu_oracle_built();
 

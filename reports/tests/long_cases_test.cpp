@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "reference/gpu/oracle_select.hpp"
+#include "reports/cell.hpp"
 #include "reports/plan.hpp"
 #include "reports/run.hpp"
 #include "reports/subject.hpp"
@@ -45,6 +47,40 @@ TEST_CASE("the GPU plan's long cases: N to 131072, the last 1024 rows, forward a
                                      "F16/causal_bottom_right/n16384", "F16/causal_bottom_right/n131072"});
   o.gpu = false;  // a CPU sweep has none
   for (const CaseSpec& c : audit_plan(o)) CHECK_FALSE(c.gpu_only);
+}
+
+TEST_CASE("long cases stay cut where the CPU checks them; a whole one's baseline runs its last rows", "[cpu]") {
+  PlanOptions o;
+  o.gpu = true;
+  o.dtypes = {DType::BF16};
+  std::vector<CaseSpec> cases;
+  for (const CaseSpec& c : audit_plan(o))
+    if (c.gpu_only && is_cut(c)) cases.push_back(c);
+  REQUIRE(cases.size() == 8);
+  const Kernel* k = find_kernel("cpu_tiled");
+  REQUIRE(k);
+  Subject s = subject_of(*k, Config{});
+  s.claims = [](const CaseSpec&) { return true; };
+  // Under --oracle cpu (and on a machine without a GPU under auto) the bound is the CPU's: every long
+  // case keeps its last 1024 rows.
+  ref::set_oracle(ref::OracleKind::Cpu);
+  std::vector<CaseSpec> after = cases;
+  whole_long_rows(after, {s});
+  ref::set_oracle(ref::OracleKind::Auto);
+  for (size_t i = 0; i < cases.size(); ++i) CHECK(after[i].rows == kLongRows);
+  // A long case checked on every row: its baseline takes the last kLongRows rows, which its JSON says.
+  CaseSpec whole = cases.back();
+  whole.rows = 0;
+  CHECK_FALSE(is_cut(whole));
+  const CaseSpec b = baseline_case(whole);
+  CHECK(b.rows == kLongRows);
+  CHECK(is_cut(b));
+  CHECK(case_json(whole, 0, 0.0)["baseline_rows"] == kLongRows);
+  CHECK(case_json(whole, 0, 0.0)["rows_checked"] == whole.p.n_q);
+  CHECK_FALSE(case_json(cases.back(), 0, 0.0).contains("baseline_rows"));  // a cut case's baseline runs its rows
+  CaseSpec small = cases.back();
+  small.gpu_only = false, small.rows = 0;
+  CHECK(baseline_case(small).rows == 0);
 }
 
 namespace {

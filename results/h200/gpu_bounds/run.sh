@@ -4,6 +4,8 @@
 #   run(command="bash results/h200/gpu_bounds/run.sh 1", carry=[".carry-z"]): gpu_bounds_test, its timing
 #   run(command="bash results/h200/gpu_bounds/run.sh 2", carry=[".carry-z"]): compare of issue 25's shape
 #       (b 4, h 16, N 16384, d 128, BF16, torch's flash SDPA outputs) beside torch's float64 attention
+#   run(command="bash results/h200/gpu_bounds/run.sh 3", carry=[".carry-z"]): long audit cases checked on
+#       every row (the certificate and the bound on the GPU), one at a time, timed
 set -uo pipefail
 source scripts/device/env.sh
 t=$root/.carry/tests
@@ -33,6 +35,17 @@ case ${1:-1} in
         tee -a "$w/summary.txt"
     done
     rm -f "$w"/*.safetensors "$w"/compare*/report.html
+    ;;
+  3)
+    for c in ${CASES:-BF16/normal/n16384 BF16/causal_bottom_right/n131072 F16/normal/n131072}; do
+      s=$(date +%s%N)
+      "$t/flashcheck" audit --kernel cuda_wgmma --case "$c" --jobs 16 --out "$w/$(echo "$c" | tr / _)" \
+        > "$w/$(echo "$c" | tr / _).log" 2>&1
+      rc=$?
+      echo "audit --kernel cuda_wgmma --case $c rc=$rc $((($(date +%s%N) - s) / 1000000)) ms" | tee -a "$w/summary.txt"
+      grep -E "^\| (F16|BF16)/" "$w/$(echo "$c" | tr / _)/report.md" | tee -a "$w/summary.txt"
+    done
+    rm -f "$w"/*/report.html
     ;;
 esac
 tar czf "$out/step${1:-1}.tar.gz" -C "$w" . && rm -rf "$w"
