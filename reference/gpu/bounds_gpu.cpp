@@ -137,7 +137,7 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
   check(cudaGetDevice(&dev), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
 
-  std::vector<Bounds> all;
+  bool first = true;
   for (const Precision& prec : precs) {
     const model::Consts kc(p, in, ref, prec);
     const Arithmetic& ar = kc.ar;
@@ -245,12 +245,12 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
         }
       });
     }
-    all.push_back(std::move(B));
+    if (first) {  // the elementwise largest over the precisions, widened as each finishes
+      out = std::move(B), first = false;
+    } else {
+      widen(out.o, B.o), widen(out.lse, B.lse), widen(out.d_q, B.d_q), widen(out.d_k, B.d_k), widen(out.d_v, B.d_v);
+    }
   }
-  out = std::move(all[0]);
-  for (size_t x = 1; x < all.size(); ++x)
-    widen(out.o, all[x].o), widen(out.lse, all[x].lse), widen(out.d_q, all[x].d_q), widen(out.d_k, all[x].d_k),
-        widen(out.d_v, all[x].d_v);
   return out;
 }
 
