@@ -28,7 +28,7 @@ constexpr int kMaxCols = 8;  // columns a lane owns: d, d_v <= 256
 constexpr double kInf = __builtin_huge_val();
 constexpr double kTcOwn = 2 + kTensorCoreFused + 1;  // bounds_chain.cpp
 constexpr double kTcLater = 2 + kTensorCoreFused / 2.0;
-enum Field { kS = 0, kEh, kEc, kA, kY, kDow, kDl, kElp, kFields };
+enum ScratchField { kS = 0, kEh, kEc, kA, kY, kDow, kDl, kElp, kFields };
 enum TileField { kTLo = 0, kTHi, kPreLo, kPreHi, kMoves, kTileFields };
 
 __device__ inline double gamma_n(double n, double u) { return n * u < 1 ? n * u / (1 - n * u) : kInf; }
@@ -129,11 +129,11 @@ __device__ inline DP d_p(const ModelDev& m, const double* d_o, const double* v, 
 struct Row {
   double lse, err_lse, e_lse, D, e_D, err_D64;
 };
-struct Pair {
+struct PairBound {
   double P_hi, dP_w, P_bar, ds_hi, e_ds, ds_bar;
 };
 // bounds_backward.cpp's backward_pair (no softcap).
-__device__ inline Pair backward_pair(const ModelDev& m, const Sc& s, DP dp, const Row& row) {
+__device__ inline PairBound backward_pair(const ModelDev& m, const Sc& s, DP dp, const Row& row) {
   double e_dp = dp.e_dp + m.u_store_s * (fabs(dp.dp) + dp.e_dp) + m.floor_store_s;
   const double e_lse = row.e_lse + (m.base2 ? (m.delta_l2e + m.us) * (fabs(row.lse) + row.e_lse) : 0.0);
   const double e_arg = s.e_hat + e_lse;
@@ -141,7 +141,7 @@ __device__ inline Pair backward_pair(const ModelDev& m, const Sc& s, DP dp, cons
   const double logP = fmin(0.0, s.s - row.lse);
   const double zeta = double(m.p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (fabs(s.s) + fabs(row.lse) + 1) + 0.0 + row.err_lse;
   const double y = logP + zeta, e_y = exp(y), lp = fmin(0.0, y);
-  Pair pr;
+  PairBound pr;
   pr.P_hi = fmin(1.0, e_y);
   pr.dP_w = fmin(1.0, p_expm1(lp, xi, lp == y ? e_y : exp(lp))) + m.floor_s;
   pr.P_bar = fmin(1.0, pr.P_hi + pr.dP_w);
@@ -423,7 +423,7 @@ __global__ void __launch_bounds__(kThreads) backward_rows(ModelDev m) {
       const int64_t ja = jb + j;
       const Sc s = score(m, q, m.k + offset_kv(p, id.b, g, ja), q_abs, m.k_abs_sum[kvh * n_k + ja]);
       const DP dp = d_p(m, dO, m.v + (kvh * n_k + ja) * m.dv, sum_do, m.v_abs_sum[kvh * n_k + ja]);
-      const Pair pr = backward_pair(m, s, dp, row);
+      const PairBound pr = backward_pair(m, s, dp, row);
       const double e_ds = pr.e_ds + m.u_p * pr.ds_bar + m.floor_ds + pr.ds_bar * m.u_in;
       const double kq = closed_kappa(m.dq, len_dq, 0, o_dq + j);
       alpha[j] = kq * pr.ds_hi + (1 + kq) * e_ds;
@@ -497,7 +497,7 @@ __global__ void __launch_bounds__(kThreads) backward_keys(ModelDev m, int64_t n_
         row.lse = m.lse[r], row.err_lse = m.err_lse[r], row.e_lse = m.b_lse[r];
         const Sc s = score(m, m.q + r * d, kr, st[kQAbs], k_abs);
         const DP dp = d_p(m, m.d_o + r * dv, vr, st[kSumDo], v_abs);
-        const Pair pr = backward_pair(m, s, dp, row);
+        const PairBound pr = backward_pair(m, s, dp, row);
         const double e_ds = pr.e_ds + m.u_p * pr.ds_bar + m.floor_ds + pr.ds_bar * m.u_in;
         const double e_p = pr.dP_w + m.u_p * pr.P_bar + m.floor_p + pr.P_bar * m.u_in;
         double kk;
