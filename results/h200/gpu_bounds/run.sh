@@ -5,9 +5,11 @@
 #   run(command="bash results/h200/gpu_bounds/run.sh 2", carry=[".carry-z"]): compare of issue 25's shape
 #       (b 4, h 16, N 16384, d 128, BF16, torch's flash SDPA outputs) beside torch's float64 attention
 #   run(command="bash results/h200/gpu_bounds/run.sh 3", carry=[".carry-z"]): long audit cases checked on
-#       every row (the certificate and the bound on the GPU), one at a time, timed
+#       every row (the certificate and the bound on the GPU), one at a time, timed (CASES: which)
+# Steps 2 and 3 mean something only after step 1 passed: `run.sh 1 && run.sh 2 && run.sh 3` in one call.
 set -uo pipefail
 source scripts/device/env.sh
+status=0
 t=$root/.carry/tests
 w=$out/run
 mkdir -p "$w"
@@ -16,10 +18,11 @@ echo "commit $(cat "$root/.carry/COMMIT"); cores $(nproc)" | tee -a "$w/device.t
 case ${1:-1} in
   1)
     timeout 300 "$t/gpu_bounds_test" "[gpu]" > "$w/gpu_bounds_test.txt" 2>&1
-    echo "gpu_bounds_test [gpu] rc=$?" | tee -a "$w/summary.txt"
+    status=$?
+    echo "gpu_bounds_test [gpu] rc=$status" | tee -a "$w/summary.txt"
     tail -5 "$w/gpu_bounds_test.txt"
-    for shape in 1,16,8192,128 4,16,16384,128; do
-      FC_GPU_TIME_SHAPE=$shape timeout 240 "$t/gpu_bounds_test" "[.time]" 2>&1 | grep -E "fwd\+bwd|passed|failed" |
+    for shape in ${SHAPES:-1,16,8192,128}; do
+      FC_GPU_TIME_SHAPE=$shape timeout 200 "$t/gpu_bounds_test" "[.time]" 2>&1 | grep -E "fwd\+bwd|passed|failed" |
         tee -a "$w/summary.txt"
     done
     ;;
@@ -50,3 +53,4 @@ case ${1:-1} in
 esac
 tar czf "$out/step${1:-1}.tar.gz" -C "$w" . && rm -rf "$w"
 ls -la "$out"
+exit $status
