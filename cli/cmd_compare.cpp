@@ -85,6 +85,9 @@ Action setup_compare(CLI::App& app) {
   sub->add_option("--block-n", o->c.block_n, "kBlockN of the kernel (default: unknown, the worst of 16..256)")
       ->check(decimal_unsigned());
   sub->add_flag("--p-f32", o->p_f32, "P stays fp32 before P·V (default: rounded to the storage type)");
+  sub->add_option("--max-baseline-seconds", o->c.max_baseline_seconds,
+                  "Leave out the same-precision baseline where it is estimated to take longer (default 60; 0: never)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag("--json", o->as_json, "Print report.json instead of the summary");
   add_oracle_option(sub, o->oracle);
   add_limit_options(sub, o->limits);

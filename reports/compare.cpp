@@ -74,9 +74,8 @@ Inputs uniform_dtype(const Inputs& in) {
 
 // The same-precision baseline (cpu_naive on this machine's cores) costs about a nanosecond per
 // score and head dim on one core, forward and backward (one head, 1024 x 32768, d 64, BF16: 4.27 s;
-// reference/bench/README.md). Past kBaselineSeconds it is left out: the verdict never depends on it,
-// only the report's baseline columns, which then stay empty and the cell says why.
-constexpr double kBaselineSeconds = 60;
+// reference/bench/README.md). Past --max-baseline-seconds it is left out: the verdict never depends on
+// it, only the report's baseline columns, which then stay empty and the cell says why.
 double baseline_seconds(const Problem& p, bool grads) {
   const double rows = p.varlen ? double(p.total_q) : double(p.batch) * p.n_q;
   const double pairs = rows * p.heads_q * double(p.n_k);
@@ -149,7 +148,7 @@ json compare_report(const CompareOptions& o, const Inputs& in) {
   // input exactly (an F16 or BF16 value is an F32 value), so it answers the same problem.
   BaselineErrors base_err;
   const double base_s = baseline_seconds(in.p, c.backward);
-  if (base_s <= kBaselineSeconds) {
+  if (base_s <= o.max_baseline_seconds) {
     const Subject base = baseline_subject();
     const Inputs base_in = mixed_dtypes(in.p) ? uniform_dtype(checked) : checked;
     const CellRun base_run = run_cell(c, base_in, base_in, nullptr, want, base);
@@ -169,9 +168,10 @@ json compare_report(const CompareOptions& o, const Inputs& in) {
                                    o.block_n > 0 ? std::to_string(o.block_n) : "any of 16..256")},
             {"status", pass ? "pass" : "fail"}};
   json cell = finish_cell(c, r, base_err.empty() ? nullptr : &base_err);
-  if (base_s > kBaselineSeconds)
-    cell["baseline_skipped"] = fmt::format("the same-precision baseline would take about {:.0f} s on {} threads", base_s,
-                                           ref::worker_threads());
+  if (base_s > o.max_baseline_seconds)
+    cell["baseline_skipped"] =
+        fmt::format("the same-precision baseline would take about {:.3g} s on {} threads (--max-baseline-seconds {:g})",
+                    base_s, ref::worker_threads(), o.max_baseline_seconds);
   cell["replay"] = fmt::format("flashcheck compare --inputs {} --outputs {}", o.inputs, o.outputs);
   json cases = json::array({case_json(c, inputs_hash(in), score_max(in))});
   json options = {{"inputs", o.inputs},

@@ -19,6 +19,7 @@ struct CompareOptions {
   std::string rounding = "truncate";  // truncate: tensor cores (a whole ulp per step); nearest: IEEE
   bool p_in_storage = true;           // P rounded to the storage type before P·V (flash model)
   int32_t block_n = 0;                // kBlockN; 0: unknown, the worst of 16 ... 256
+  double max_baseline_seconds = 60;   // the same-precision baseline runs only where estimated within this
 };
 
 // The report (kind "compare") of o.outputs against `in` (read from o.inputs by the caller, which also

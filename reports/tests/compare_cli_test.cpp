@@ -71,6 +71,24 @@ TEST_CASE("compare passes a correct kernel's outputs and fails a planted error a
   const RunResult fail = compare(f, f.dir + "/bad.safetensors");
   CHECK(fail.code == 1);
   CHECK(fail.out.find("o[b=0,h=1,i=40,c=3]") != std::string::npos);
+
+  // The baseline past its time budget is left out: the same verdict and bounds, no baseline columns,
+  // and the cell says why.
+  const RunResult nob = compare(f, f.outputs, {"--rounding", "nearest", "--max-baseline-seconds", "0", "--out", f.dir + "/nb"});
+  CHECK(nob.code == 0);
+  std::ifstream nf(f.dir + "/nb/report.json");
+  const json rn = json::parse(nf);
+  const json& cn = rn["cells"][0];
+  CHECK(cn["baseline_skipped"].get<std::string>().find("--max-baseline-seconds 0") != std::string::npos);
+  CHECK_FALSE(cell.contains("baseline_skipped"));
+  for (const char* t : {"o", "lse", "d_q", "d_k", "d_v"}) {
+    CHECK(cell["tensors"][t].contains("baseline_ratio"));
+    CHECK_FALSE(cn["tensors"][t].contains("baseline_ratio"));
+    CHECK(cn["tensors"][t]["ratio"] == cell["tensors"][t]["ratio"]);
+  }
+  const RunResult neg = compare(f, f.outputs, {"--max-baseline-seconds", "-1"});
+  CHECK(neg.code == 2);
+  CHECK(neg.stderr_lines() == 1);
   std::filesystem::remove_all(f.dir);
 }
 
