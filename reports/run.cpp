@@ -175,13 +175,8 @@ SweepResult run_sweep(const std::vector<CaseSpec>& cases, const std::vector<Subj
       if (baseline && subjects[k].name == baseline->name && subjects[k].config == baseline->config) base_run = &runs[k];
     }
     CellRun separate;
-    if (const CaseSpec bc = baseline_case(c); baseline && !base_run && baseline->claims(bc)) {
-      if (bc.rows == c.rows) {
-        separate = run_cell(c, full, checked, nullptr, want, *baseline);
-      } else {  // a long case checked on every row: the baseline on its last rows, against their certificate
-        const Inputs b_in = checked_inputs(bc, full);
-        separate = run_cell(bc, full, b_in, nullptr, verdict::certify(b_in, verdict::tensors64(b_in)), *baseline);
-      }
+    if (baseline && !base_run && baseline_runs(c) && baseline->claims(c)) {
+      separate = run_cell(c, full, checked, nullptr, want, *baseline);
       base_run = &separate;
     }
     BaselineErrors base;
