@@ -21,7 +21,8 @@ namespace fc::ref::gpu {
 namespace {
 
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("GPU error model: ") + what + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("GPU error model: ") + what + ": " + cudaGetErrorString(e));
 }
 
 // A device array, freed with its owner.
@@ -191,14 +192,16 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
         for (int64_t c = 0; c < dv; ++c) {
           const int64_t x = r * dv + c;
           const double eo_r = err_at(ref.err.o, x);
-          B.o[size_t(x)] = lv[size_t(r)] ? rounded_bound(ref.value.o[size_t(x)], eo[size_t(x)], eo_r, soft, types.o, true) *
-                                               model::kSlack
-                                         : eo_r;
+          B.o[size_t(x)] =
+              lv[size_t(r)]
+                  ? rounded_bound(ref.value.o[size_t(x)], eo[size_t(x)], eo_r, soft, types.o, true) * model::kSlack
+                  : eo_r;
         }
         const double el_r = err_at(ref.err.lse, r);
         B.lse[size_t(r)] =
-            lv[size_t(r)] ? rounded_bound(ref.value.lse[size_t(r)], el[size_t(r)], el_r, soft, kc.lse_type, true) * model::kSlack
-                          : el_r;
+            lv[size_t(r)]
+                ? rounded_bound(ref.value.lse[size_t(r)], el[size_t(r)], el_r, soft, kc.lse_type, true) * model::kSlack
+                : el_r;
       }
     });
     if (bwd) {
@@ -206,12 +209,15 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
       check(cudaMemcpy(b_lse.p, B.lse.data(), B.lse.size() * sizeof(double), cudaMemcpyHostToDevice), "upload");
       launch_backward_rows(m);
       launch_backward_keys(m);
-      const std::vector<double> dqc = download(dq_chain->p, size_t(rows * p.d)), dqf = download(dq_floor->p, size_t(rows));
+      const std::vector<double> dqc = download(dq_chain->p, size_t(rows * p.d)),
+                                dqf = download(dq_floor->p, size_t(rows));
       const std::vector<double> dkc = download(dk_chain->p, size_t(keys * p.d));
-      const std::vector<double> dvc = download(dv_chain->p, size_t(keys * dv)), kvf = download(kv_floor->p, size_t(keys));
+      const std::vector<double> dvc = download(dv_chain->p, size_t(keys * dv)),
+                                kvf = download(kv_floor->p, size_t(keys));
       const double scale = std::fabs(p.scale), floor = kc.ftz ? kc.floor_s : 0.0, floor_scale = std::max(1.0, scale);
       const double dlt = kc.delta_out;
-      B.d_q.assign(size_t(rows * p.d), 0.0), B.d_k.assign(size_t(keys * p.d), 0.0), B.d_v.assign(size_t(keys * dv), 0.0);
+      B.d_q.assign(size_t(rows * p.d), 0.0), B.d_k.assign(size_t(keys * p.d), 0.0),
+          B.d_v.assign(size_t(keys * dv), 0.0);
       parallel_rows(rows, 1024, [&](int64_t a, int64_t b) {  // finish_dq
         for (int64_t r = a; r < b; ++r)
           for (int64_t c = 0; c < p.d; ++c) {

@@ -61,8 +61,7 @@ __device__ inline double plain_kappa(const ClosedChain& c, int64_t t, int64_t n,
   switch (Adder(c.adder)) {
     case Adder::Nearest: return u * (pr + double(t == 0 ? n - 1 : n - t));
     case Adder::TensorCore: return u * (kTcOwn + kTcLater * double(n_steps - 1 - step));
-    case Adder::AnyOrder:
-      return c.truncates ? double(n - 1) * 3 * u + pr * 2 * u : (double(n - 1) + pr) * u;
+    case Adder::AnyOrder: return c.truncates ? double(n - 1) * 3 * u + pr * 2 * u : (double(n - 1) + pr) * u;
   }
   return kInf;
 }
@@ -217,8 +216,8 @@ __global__ void __launch_bounds__(kThreads) forward_rows(ModelDev m) {
     for (int64_t j = lane; j < n_v; j += 32)
       if (j != best_j) others = fmax(others, F[kS * n_k + j] + F[kEh * n_k + j]);
     others = warp_max(others);
-    const bool exact_max = m.exp_exact_at_zero && !m.p_normalised && best_j < n_v &&
-                           F[kS * n_k + best_j] - F[kEh * n_k + best_j] > others;
+    const bool exact_max =
+        m.exp_exact_at_zero && !m.p_normalised && best_j < n_v && F[kS * n_k + best_j] - F[kEh * n_k + best_j] > others;
     const int64_t j_exact = exact_max ? best_j : -1;
     // Key tiles (key_tiles): per tile max s -+ e^, their running maxima, the rescales after t that may err.
     const int64_t bt = m.pv.block > 0 ? m.pv.block : (n_v > 1 ? n_v : 1), off = m.pv.block > 0 ? jb % bt : 0;
@@ -269,8 +268,7 @@ __global__ void __launch_bounds__(kThreads) forward_rows(ModelDev m) {
       double common = m.e_exp + u * (fabs(s - mx) + 2 * e_hat_max) + (j != j_exact ? stored : 0.0);
       common += T[kMoves * nt_max + t] * m.e_exp + u * fmax(0.0, hi_all - T[kPreLo * nt_max + t]);
       if (m.fa1) common += m.e_exp + u * fmax(0.0, T[kPreHi * nt_max + t] - T[kTLo * nt_max + t]);
-      const double dow =
-          (m.common_scale ? (e_hat - e_c) + m.delta_c * (fabs(s - mx) + 2 * e_dot_max) : e_hat) + common;
+      const double dow = (m.common_scale ? (e_hat - e_c) + m.delta_c * (fabs(s - mx) + 2 * e_dot_max) : e_hat) + common;
       const double dl = e_hat + common;
       eps = fmax(eps, dow), eps_lse = fmax(eps_lse, dl);
       const double logP = fmin(0.0, s - lse);
@@ -546,7 +544,8 @@ __global__ void __launch_bounds__(kThreads) backward_keys(ModelDev m, int64_t n_
 }
 
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("GPU error model: ") + what + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("GPU error model: ") + what + ": " + cudaGetErrorString(e));
 }
 
 int64_t blocks_for(int64_t warps) { return (warps + kWarps - 1) / kWarps; }

@@ -111,12 +111,15 @@ Certified certify(const Problem& p, const Tensors64& in) { return certify(oracle
 bool bounds_on_gpu(OracleKind kind, const Problem& p, bool grads, const std::vector<Precision>& precs,
                    std::string* why) {
   std::string reason;
-  if (precs.empty()) reason = "no arithmetic to bound";
-  else if (!uses_gpu(kind, p, grads, &reason)) reason = reason.empty() ? "the oracle runs on the CPU" : reason;
+  if (precs.empty())
+    reason = "no arithmetic to bound";
+  else if (!uses_gpu(kind, p, grads, &reason))
+    reason = reason.empty() ? "the oracle runs on the CPU" : reason;
 #if FC_GPU_ORACLE
   for (const Precision& pr : precs)
     if (reason.empty())
-      if (const std::string nc = gpu::bounds_not_covered(p, pr); !nc.empty()) reason = "the GPU error model does not cover " + nc;
+      if (const std::string nc = gpu::bounds_not_covered(p, pr); !nc.empty())
+        reason = "the GPU error model does not cover " + nc;
 #endif
   if (why) *why = reason;
   return reason.empty();

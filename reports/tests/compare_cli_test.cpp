@@ -74,7 +74,8 @@ TEST_CASE("compare passes a correct kernel's outputs and fails a planted error a
 
   // The baseline past its time budget is left out: the same verdict and bounds, no baseline columns,
   // and the cell says why.
-  const RunResult nob = compare(f, f.outputs, {"--rounding", "nearest", "--max-baseline-seconds", "0", "--out", f.dir + "/nb"});
+  const RunResult nob =
+      compare(f, f.outputs, {"--rounding", "nearest", "--max-baseline-seconds", "0", "--out", f.dir + "/nb"});
   CHECK(nob.code == 0);
   std::ifstream nf(f.dir + "/nb/report.json");
   const json rn = json::parse(nf);

@@ -90,8 +90,11 @@ bool all_agree(const std::string& name, const Bounds& gpu, const Bounds& cpu, bo
     if (a.ok) {
       std::snprintf(buf, sizeof buf, " %s %.2g", names[t], a.worst);
     } else {
-      const auto at = [&](const std::vector<double>* v) { return a.at >= 0 && size_t(a.at) < v->size() ? (*v)[size_t(a.at)] : 0.0; };
-      std::snprintf(buf, sizeof buf, " %s %.2g FAIL at %ld: gpu %.17g cpu %.17g", names[t], a.worst, a.at, at(g[t]), at(c[t]));
+      const auto at = [&](const std::vector<double>* v) {
+        return a.at >= 0 && size_t(a.at) < v->size() ? (*v)[size_t(a.at)] : 0.0;
+      };
+      std::snprintf(buf, sizeof buf, " %s %.2g FAIL at %ld: gpu %.17g cpu %.17g", names[t], a.worst, a.at, at(g[t]),
+                    at(c[t]));
     }
     line += buf;
   }
@@ -107,7 +110,8 @@ struct Arith {
 // The arithmetics the test runs, for storage t.
 std::vector<Arith> arithmetics(DType t) {
   std::vector<Arith> out;
-  for (int bn : {16, 64, 128}) out.push_back({"tensor core bn " + std::to_string(bn), tensor_core_arithmetic(t, 64, bn, bn)});
+  for (int bn : {16, 64, 128})
+    out.push_back({"tensor core bn " + std::to_string(bn), tensor_core_arithmetic(t, 64, bn, bn)});
   out.push_back({"tensor core bm 128 bn 64 dq one chain", tensor_core_arithmetic(t, 128, 64, 0)});
   Arithmetic serial;
   serial.s = serial.pv = serial.l = serial.d_o_o = serial.dp = serial.dq = serial.dkv = serial_chain(DType::F32, false);
@@ -142,8 +146,10 @@ TEST_CASE("gpu error model: the CPU's bounds on dense problems, every arithmetic
   const std::vector<std::pair<std::string, Problem>> shapes = {
       {"bf16 GQA 4/2 causal_top_left n 300 d 64", shape(2, 4, 2, 300, 300, 64, 64, DType::BF16, Mask::CausalTopLeft)},
       {"f16 no mask n_q 65 n_k 700 d 128", shape(1, 2, 1, 65, 700, 128, 128, DType::F16, Mask::None)},
-      {"bf16 bottom_right n_q 200 n_k 333 d 96 d_v 40", shape(1, 3, 3, 200, 333, 96, 40, DType::BF16, Mask::CausalBottomRight)},
-      {"f32 GQA 6/3 top_left n_q 77 n_k 33 d 40 d_v 72 (empty rows)", shape(2, 6, 3, 77, 33, 40, 72, DType::F32, Mask::CausalBottomRight)},
+      {"bf16 bottom_right n_q 200 n_k 333 d 96 d_v 40",
+       shape(1, 3, 3, 200, 333, 96, 40, DType::BF16, Mask::CausalBottomRight)},
+      {"f32 GQA 6/3 top_left n_q 77 n_k 33 d 40 d_v 72 (empty rows)",
+       shape(2, 6, 3, 77, 33, 40, 72, DType::F32, Mask::CausalBottomRight)},
       {"f16 d 256 n 130", shape(1, 1, 1, 130, 130, 256, 256, DType::F16, Mask::CausalTopLeft)},
   };
   uint64_t seed = 11;
@@ -174,8 +180,10 @@ TEST_CASE("gpu error model: several tiles at once, the dispatch, and a compariso
   const Tensors64 in = random_inputs(p, 1.5, 99);
   const Certified ref = certified(p, in);
   std::vector<Precision> precs;
-  for (int bn : {16, 32, 64, 128, 256}) precs.push_back(precision_for(p, tensor_core_arithmetic(p.dtype, p.n_q, bn, 0)));
-  CHECK(all_agree("max over tiles 16..256", gpu::error_bounds_max(p, in, ref, precs), error_bounds_max(p, in, ref, precs)));
+  for (int bn : {16, 32, 64, 128, 256})
+    precs.push_back(precision_for(p, tensor_core_arithmetic(p.dtype, p.n_q, bn, 0)));
+  CHECK(all_agree("max over tiles 16..256", gpu::error_bounds_max(p, in, ref, precs),
+                  error_bounds_max(p, in, ref, precs)));
   // The comparison can fail: tile 16's bounds against tile 128's differ past kRel.
   const Bounds g16 = gpu::error_bounds_max(p, in, ref, {precs[0]}), c128 = error_bounds_max(p, in, ref, {precs[3]});
   CHECK_FALSE(all_agree("negative control: tile 16 (gpu) against tile 128 (cpu)", g16, c128));
@@ -209,15 +217,17 @@ TEST_CASE("gpu error model: time of one bf16 forward+backward", "[.time]") {
   const Certified g = gpu::certified(p, in);
   const double t_oracle = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<Precision> precs;
-  for (int bn : {16, 32, 64, 128, 256}) precs.push_back(precision_for(p, tensor_core_arithmetic(p.dtype, p.n_q, bn, 0)));
+  for (int bn : {16, 32, 64, 128, 256})
+    precs.push_back(precision_for(p, tensor_core_arithmetic(p.dtype, p.n_q, bn, 0)));
   t0 = std::chrono::steady_clock::now();
   const Bounds one = gpu::error_bounds_max(p, in, g, {precs[2]});
   const double t_one = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   t0 = std::chrono::steady_clock::now();
   const Bounds all = gpu::error_bounds_max(p, in, g, precs);
   const double t_all = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("b%d h%d N%d d%d bf16 fwd+bwd: gpu oracle %.3f s; gpu error model one tile %.3f s, tiles 16..256 %.3f s\n",
-              b, h, n, d, t_oracle, t_one, t_all);
+  std::printf(
+      "b%d h%d N%d d%d bf16 fwd+bwd: gpu oracle %.3f s; gpu error model one tile %.3f s, tiles 16..256 %.3f s\n", b, h,
+      n, d, t_oracle, t_one, t_all);
   CHECK(all.o.size() == one.o.size());
 }
 
