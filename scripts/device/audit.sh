@@ -4,7 +4,9 @@
 # accumulation audit to N = 65536 (the CUDA kernels beside cpu_tiled and the 3-pass baseline, the
 # same algorithm rounding to nearest), 16 cases in flight, packed into one tar under $OUT (a run
 # returns at most 8 files). AUDIT_LIMIT and ACC_LIMIT (seconds, default 400 and 380) cap the two runs;
-# ACC_LIMIT=0 skips the accumulation audit.
+# ACC_LIMIT=0 skips the accumulation audit. AUDIT_SHARD=i/n runs shard i of the audit (`flashcheck merge`
+# joins the shards' reports): with the long cases checked on every row (the GPU oracle and error model)
+# the whole GPU audit takes longer than one device call.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"  # root, out, .carry/ unpacked, LD_LIBRARY_PATH
 fc=$root/.carry/tests/flashcheck
@@ -13,7 +15,7 @@ echo "commit $(cat "$root/.carry/COMMIT")" | tee -a "$out/device.txt"
 cd "$out"
 gpu=$(for k in $(cuda_kernels); do printf -- "--kernel %s " "$k"; done)  # every CUDA kernel of the registry
 [ -n "$gpu" ] || { echo "no CUDA kernel in $fc kernels (is it carried?)" >&2; exit 2; }
-for run in "audit ${AUDIT_LIMIT:-400} --dtype F16,BF16 $gpu" \
+for run in "audit ${AUDIT_LIMIT:-400} --dtype F16,BF16 $gpu ${AUDIT_SHARD:+--shard $AUDIT_SHARD}" \
   "accumulation ${ACC_LIMIT:-380} --accumulation $gpu --kernel cpu_tiled --kernel cpu_naive"; do
   set -- $run
   name=$1 limit=$2; shift 2
