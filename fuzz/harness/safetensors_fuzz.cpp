@@ -38,8 +38,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const fc::Inputs in = fc::io::inputs_from("fuzz", std::move(file));
     if (!fc::well_formed(in.p)) bug("accepted an ill-formed problem");
-    if (in.q.bytes.size() != size_t(fc::numel_q(in.p)) * size_t(fc::dtype_size(in.p.dtype))) bug("q's size");
-    if (in.k.bytes.size() != size_t(fc::numel_kv(in.p)) * size_t(fc::dtype_size(in.p.dtype))) bug("k's size");
+    // Per-tensor dtypes: each tensor in its own (q's is the problem's dtype, k's may differ).
+    if (in.q.bytes.size() != size_t(fc::numel_q(in.p)) * size_t(fc::dtype_size(fc::dtype_q(in.p)))) bug("q's size");
+    if (in.k.bytes.size() != size_t(fc::numel_kv(in.p)) * size_t(fc::dtype_size(fc::dtype_kv(in.p)))) bug("k's size");
   } catch (const fc::io::FileError& e) {
     if (std::string(e.what()).find('\n') != std::string::npos) bug("a two-line message");
   }
