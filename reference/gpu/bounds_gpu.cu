@@ -89,19 +89,28 @@ __device__ inline double dot_error(const ModelDev& m, const DotChain& w, double 
 struct Sc {
   double s, a, e_hat, e_c, e_dot;
 };
+// A dot product over a chain of n terms: x.y, sum |x y| and sum kappa |x y| (the CPU's GEMMs S, A, Es
+// and DP, MDP, Edp, pair by pair).
+struct Dot {
+  double xy, abs, weighted;
+};
+__device__ inline Dot dot(const double* x, const double* y, const DotChain& w, int n) {
+  Dot r{0, 0, 0};
+  for (int c = 0; c < n; ++c) {
+    const double ax = fabs(x[c]), ay = fabs(y[c]);
+    r.xy += x[c] * y[c];
+    r.abs += ax * ay;
+    r.weighted += ax * w.kappa[c] * ay;
+  }
+  return r;
+}
 __device__ inline Sc score(const ModelDev& m, const double* q, const double* kr, double q_abs_sum, double k_abs_sum) {
   const int d = int(m.p.d);
-  double S = 0, A = 0, Es = 0;
-  for (int c = 0; c < d; ++c) {
-    const double aq = fabs(q[c]), ak = fabs(kr[c]);
-    S += q[c] * kr[c];
-    A += aq * ak;
-    Es += aq * m.w_s.kappa[c] * ak;
-  }
+  const Dot x = dot(q, kr, m.w_s, d);
   const double scale = fabs(m.p.scale);
   Sc s;
-  s.s = m.p.scale * S, s.a = scale * A;
-  s.e_dot = scale * dot_error(m, m.w_s, Es, A, q_abs_sum, k_abs_sum, d);
+  s.s = m.p.scale * x.xy, s.a = scale * x.abs;
+  s.e_dot = scale * dot_error(m, m.w_s, x.weighted, x.abs, q_abs_sum, k_abs_sum, d);
   s.e_c = m.delta_c * (fabs(s.s) + s.e_dot);
   const double after = s.e_dot + s.e_c + m.us * (fabs(s.s) + s.e_dot + s.e_c);
   s.e_hat = after + m.u_store_s * (fabs(s.s) + after) + m.floor_store_s;
@@ -114,14 +123,8 @@ struct DP {
 };
 __device__ inline DP d_p(const ModelDev& m, const double* d_o, const double* v, double sum_do, double v_abs_sum) {
   const int dv = int(m.dv);
-  double x = 0, mag = 0, e = 0;
-  for (int c = 0; c < dv; ++c) {
-    const double ad = fabs(d_o[c]), av = fabs(v[c]);
-    x += d_o[c] * v[c];
-    mag += ad * av;
-    e += ad * m.w_dp.kappa[c] * av;
-  }
-  return {x, mag, dot_error(m, m.w_dp, e, mag, sum_do, v_abs_sum, dv)};
+  const Dot x = dot(d_o, v, m.w_dp, dv);
+  return {x.xy, x.abs, dot_error(m, m.w_dp, x.weighted, x.abs, sum_do, v_abs_sum, dv)};
 }
 
 // The row's constants the backward's pairs need (RowInfo, and the certified lse).

@@ -130,7 +130,7 @@ Bounds bounds(const Problem& p, const Tensors64& in, const Certified& ref, const
   if (where) *where = "cpu";
 #if FC_GPU_ORACLE
   const bool grads = !in.d_o.empty() || numel_o(p) == 0;
-  if (bounds_on_gpu(oracle(), p, grads, precs) && uses_gpu(oracle(), p, in)) {
+  if (bounds_on_gpu(oracle(), p, grads, precs) && gpu::not_covered(in).empty()) {  // the shape, then the inputs
     try {
       const std::lock_guard<std::mutex> one_at_a_time(g_device);
       Bounds b = gpu::error_bounds_max(p, in, ref, precs);

@@ -51,6 +51,13 @@ Problem shape(int32_t batch, int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, 
                  .scale = scale};
 }
 
+Problem shape(int32_t batch, int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, int32_t d, int32_t d_v, DType t,
+              Mask m) {
+  Problem p = shape(batch, hq, hkv, n_q, n_k, d, t, m, 1 / std::sqrt(double(d)));
+  p.d_v = d_v;
+  return p;
+}
+
 std::vector<CertifiedCase> certified_cases() {
   using M = Mask;
   std::vector<CertifiedCase> cs;

@@ -22,6 +22,9 @@ std::vector<CertifiedCase> certified_cases();
 // One problem's shape (batch, heads, lengths, d), dtype, mask and scale.
 Problem shape(int32_t batch, int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, int32_t d, DType t, Mask m,
               double scale);
+// The same with head dim d_v for v, o and d_o, and the default scale 1/sqrt(d).
+Problem shape(int32_t batch, int32_t hq, int32_t hkv, int32_t n_q, int32_t n_k, int32_t d, int32_t d_v, DType t,
+              Mask m);
 
 // Natural scales, from a plain fp64 evaluation (a scale needs no precision):
 //   o_mag  (batch, heads_q, n_q, d): sum_j P_ij |v_jk|;

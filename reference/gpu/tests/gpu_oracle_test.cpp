@@ -174,11 +174,7 @@ Tensors64 random_inputs(const Problem& p, double sigma, uint64_t seed) {
   return in;
 }
 
-Problem shape(int32_t b, int32_t hq, int32_t hkv, int32_t nq, int32_t nk, int32_t d, int32_t dv, DType t, Mask m) {
-  Problem p = testing::shape(b, hq, hkv, nq, nk, d, t, m, 1 / std::sqrt(double(d)));
-  p.d_v = dv;
-  return p;
-}
+using testing::shape;
 
 TEST_CASE("gpu oracle: long rows (several chunks and tiles), GQA, d_v != d, against the CPU", "[gpu]") {
   const std::vector<std::pair<std::string, Problem>> shapes = {
