@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -101,7 +102,14 @@ std::string bounds_not_covered(const Problem& p, const Precision& prec) {
 }
 
 Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& ref,
-                        const std::vector<Precision>& precs) {
+                        const std::vector<Precision>& precs, Timing* timing) {
+  const auto start = std::chrono::steady_clock::now();
+  Timing tm;
+  auto timed = [](double& into, auto&& step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    into += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   if (precs.empty()) throw std::invalid_argument("error model: no arithmetic to bound");
   for (const Precision& pr : precs)
     if (const std::string why = bounds_not_covered(p, pr); !why.empty())
@@ -134,10 +142,6 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
     kv_floor = std::make_unique<DevArray<double>>(size_t(keys));
     row_stat = std::make_unique<DevArray<double>>(size_t(rows * kRowStat));
   }
-  int dev = 0, sms = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
-
   bool first = true;
   for (const Precision& prec : precs) {
     const model::Consts kc(p, in, ref, prec);
@@ -173,13 +177,14 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     const double budget = std::min(double(free_b) * 0.5, double(int64_t(8) << 30));
     const int64_t fit = int64_t(budget / (double(stride) * sizeof(double)));
-    if (fit < 1) throw std::runtime_error("GPU error model: not enough device memory for one row's scratch");
-    m.scratch_warps = std::max<int64_t>(1, std::min({rows, int64_t(sms) * 32, fit}));
+    const int64_t blocks = forward_blocks(m, fit);
+    if (blocks < 1) throw std::runtime_error("GPU error model: not enough device memory for one block's scratch");
+    m.scratch_warps = blocks * warps_per_block();
     m.scratch_stride = stride;
     DevArray<double> scratch{size_t(m.scratch_warps * stride)};
     m.scratch = scratch.p;
 
-    launch_forward(m);
+    timed(tm.forward, [&] { launch_forward(m); });
     const DType soft = ar.soft;
     const DtypeSet types = prec.dtypes();
     const std::vector<double> eo = download(e_o.p, size_t(rows * dv)), el = download(e_lse.p, size_t(rows));
@@ -207,8 +212,8 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
     if (bwd) {
       check(cudaMemcpy(b_o.p, B.o.data(), B.o.size() * sizeof(double), cudaMemcpyHostToDevice), "upload");
       check(cudaMemcpy(b_lse.p, B.lse.data(), B.lse.size() * sizeof(double), cudaMemcpyHostToDevice), "upload");
-      launch_backward_rows(m);
-      launch_backward_keys(m);
+      timed(tm.backward_rows, [&] { launch_backward_rows(m); });
+      timed(tm.backward_keys, [&] { launch_backward_keys(m); });
       const std::vector<double> dqc = download(dq_chain->p, size_t(rows * p.d)),
                                 dqf = download(dq_floor->p, size_t(rows));
       const std::vector<double> dkc = download(dk_chain->p, size_t(keys * p.d));
@@ -257,6 +262,8 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
       widen(out.o, B.o), widen(out.lse, B.lse), widen(out.d_q, B.d_q), widen(out.d_k, B.d_k), widen(out.d_v, B.d_v);
     }
   }
+  tm.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (timing) *timing = tm;
   return out;
 }
 

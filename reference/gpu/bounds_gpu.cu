@@ -3,7 +3,9 @@
 // device. Only the order of the fp64 sums differs from the CPU's (GEMMs there, warp reductions and
 // per-lane loops here); kSlack covers any order (docs/error-model.md, "The error model on the GPU").
 //
-// Three kernels, one warp per row or key, each warp looping over its rows (persistent warps):
+// Three kernels, one warp per row or key. A block takes kWarps neighbouring rows (keys) of one head and
+// stages the other side (k and v; q and d_o) in shared tiles of kTile, which its warps share; blocks
+// are persistent, looping over the groups of rows (keys):
 //   forward_rows   a row's scores (into the warp's scratch), its key tiles, its weights' deviations,
 //                  l's chain and o's coefficients (scratch), then o's sums over keys x d_v (lanes own
 //                  columns) and lse's sums: o's and lse's error before their last rounding;
@@ -14,6 +16,7 @@
 // Every bound's last rounding (rounded_bound) is applied on the host, with the CPU's own function.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -24,7 +27,9 @@ namespace {
 
 constexpr int kWarps = 8;  // warps per block
 constexpr int kThreads = kWarps * 32;
-constexpr int kMaxCols = 8;  // columns a lane owns: d, d_v <= 256
+constexpr int kMaxCols = 8;  // columns a lane owns: d, d_v <= 256 (4 where d, d_v <= 128: the kernels' Cols)
+constexpr int kTile = 32;    // keys (rows in backward_keys) per shared tile: one a lane
+constexpr int kBlocksPerSm = 2;  // persistent blocks per multiprocessor (the kernels' launch bounds)
 constexpr double kInf = __builtin_huge_val();
 constexpr double kTcOwn = 2 + kTensorCoreFused + 1;  // bounds_chain.cpp
 constexpr double kTcLater = 2 + kTensorCoreFused / 2.0;
@@ -104,13 +109,15 @@ __device__ inline Dot dot(const double* x, const double* y, const DotChain& w, i
   }
   return r;
 }
-__device__ inline Sc score(const ModelDev& m, const double* q, const double* kr, double q_abs_sum, double k_abs_sum) {
+// ws: m.w_s with its weights where the block keeps them (shared memory).
+__device__ inline Sc score(const ModelDev& m, const DotChain& ws, const double* q, const double* kr, double q_abs_sum,
+                           double k_abs_sum) {
   const int d = int(m.p.d);
-  const Dot x = dot(q, kr, m.w_s, d);
+  const Dot x = dot(q, kr, ws, d);
   const double scale = fabs(m.p.scale);
   Sc s;
   s.s = m.p.scale * x.xy, s.a = scale * x.abs;
-  s.e_dot = scale * dot_error(m, m.w_s, x.weighted, x.abs, q_abs_sum, k_abs_sum, d);
+  s.e_dot = scale * dot_error(m, ws, x.weighted, x.abs, q_abs_sum, k_abs_sum, d);
   s.e_c = m.delta_c * (fabs(s.s) + s.e_dot);
   const double after = s.e_dot + s.e_c + m.us * (fabs(s.s) + s.e_dot + s.e_c);
   s.e_hat = after + m.u_store_s * (fabs(s.s) + after) + m.floor_store_s;
@@ -121,10 +128,12 @@ __device__ inline Sc score(const ModelDev& m, const double* q, const double* kr,
 struct DP {
   double dp, mag, e_dp;
 };
-__device__ inline DP d_p(const ModelDev& m, const double* d_o, const double* v, double sum_do, double v_abs_sum) {
+// wdp: m.w_dp with its weights where the block keeps them.
+__device__ inline DP d_p(const ModelDev& m, const DotChain& wdp, const double* d_o, const double* v, double sum_do,
+                         double v_abs_sum) {
   const int dv = int(m.dv);
-  const Dot x = dot(d_o, v, m.w_dp, dv);
-  return {x.xy, x.abs, dot_error(m, m.w_dp, x.weighted, x.abs, sum_do, v_abs_sum, dv)};
+  const Dot x = dot(d_o, v, wdp, dv);
+  return {x.xy, x.abs, dot_error(m, wdp, x.weighted, x.abs, sum_do, v_abs_sum, dv)};
 }
 
 // The row's constants the backward's pairs need (RowInfo, and the certified lse).
@@ -156,57 +165,96 @@ __device__ inline PairBound backward_pair(const ModelDev& m, const Sc& s, DP dp,
   return pr;
 }
 
-// Row r of the dense query side: (b, h, i).
-struct RowIx {
-  int64_t b, h, i;
-};
-__device__ inline RowIx row_ix(const Problem& p, int64_t r) {
-  return {r / (int64_t(p.heads_q) * p.n_q), r / p.n_q % p.heads_q, r % p.n_q};
-}
-
 // The largest n_t any row can have (bounds.cpp, forward: off < bt).
 __host__ __device__ inline int64_t max_tiles(const ModelDev& m) {
   return m.pv.block > 0 ? (m.p.n_k + 2 * int64_t(m.pv.block) - 1) / m.pv.block + 1 : 1;
 }
 
+// A block's rows (or keys): kWarps consecutive rows i of one (b, h) (keys j of one (b, h_kv)), warp w
+// taking the w-th; n: the rows (keys) per head.
+struct Group {
+  int64_t head, first;  // b·heads + h, and its first row (key)
+  int count;            // the warps with a row (key): min(kWarps, n - first)
+};
+__host__ __device__ inline int64_t groups_of(int64_t heads, int64_t n) { return heads * ((n + kWarps - 1) / kWarps); }
+__device__ inline Group group_at(int64_t x, int64_t n) {
+  const int64_t per = (n + kWarps - 1) / kWarps;
+  Group gr;
+  gr.head = x / per, gr.first = x % per * kWarps;
+  gr.count = int(n - gr.first < kWarps ? n - gr.first : kWarps);
+  return gr;
+}
+
+// Copies `rows` rows of `width` from src (row t at src + t·width) into a tile of pitch width + 1 (odd:
+// lanes reading one column of different rows hit different banks), the whole block taking part.
+__device__ inline void load_tile(double* tile, const double* src, int rows, int width) {
+  for (int x = threadIdx.x; x < rows * width; x += kThreads) tile[(x / width) * (width + 1) + x % width] = src[x];
+}
+__device__ inline void load_vec(double* dst, const double* src, int n) {
+  for (int x = threadIdx.x; x < n; x += kThreads) dst[x] = src[x];
+}
+
 // ---------------------------------------------------------------------------------------------------
-__global__ void __launch_bounds__(kThreads) forward_rows(ModelDev m) {
+// A block takes kWarps rows of one head and walks the keys any of them sees in tiles of kTile, staged
+// in shared memory; each warp keeps to its own row's keys.
+template <int Cols>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(ModelDev m) {
   extern __shared__ double sm[];
   const Problem& p = m.p;
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
-  const int64_t warp = int64_t(blockIdx.x) * kWarps + wib;
-  if (warp >= m.scratch_warps) return;
-  double* q = sm + wib * p.d;  // (d) the row's q
-  double* F = m.scratch + warp * m.scratch_stride;
+  const int d = int(p.d), dv = int(m.dv);
+  double* kap = sm;                      // (d) the scores' chain weights
+  double* q = kap + d + wib * d;         // (d) this warp's q
+  double* tile = kap + d + kWarps * d;   // (kTile, width + 1): k, then v
+  DotChain ws = m.w_s;
+  ws.kappa = kap;
+  double* F = m.scratch + (int64_t(blockIdx.x) * kWarps + wib) * m.scratch_stride;
   const int64_t n_k = p.n_k, nt_max = max_tiles(m);
   double* T = F + kFields * n_k;
-  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
-  const int dv = int(m.dv);
-  for (int64_t r = warp; r < rows; r += m.scratch_warps) {
-    const RowIx id = row_ix(p, r);
-    const int64_t g = id.h / m.group;
-    const KeyRange vis = visible_keys(p, id.i, p.n_q, n_k);
-    const int64_t jb = vis.begin, n_v = vis.end - vis.begin;
-    const int64_t oq = offset_q(p, id.b, id.h, id.i), oo = r * m.dv, ol = r;
-    if (lane == 0) m.live[r] = n_v > 0;
-    if (n_v <= 0) continue;
-    __syncwarp();
-    for (int c = lane; c < p.d; c += 32) q[c] = m.q[oq + c];
+  load_vec(kap, m.w_s.kappa, d);
+  const int64_t n_groups = groups_of(int64_t(p.batch) * p.heads_q, p.n_q);
+  for (int64_t x = blockIdx.x; x < n_groups; x += gridDim.x) {
+    const Group gr = group_at(x, p.n_q);
+    const int64_t b = gr.head / p.heads_q, h = gr.head % p.heads_q, g = h / m.group;
+    const int64_t i = gr.first + wib, r = gr.head * p.n_q + i;
+    const bool has_row = wib < gr.count;
+    const KeyRange vis = has_row ? visible_keys(p, i, p.n_q, n_k) : KeyRange{};
+    const int64_t jb = vis.begin, je = vis.end, n_v = je - jb;
+    const bool live = n_v > 0;
+    int64_t lo = n_k, hi = 0;  // the keys any row of the block sees
+    for (int t = 0; t < gr.count; ++t) {
+      const KeyRange kr = visible_keys(p, gr.first + t, p.n_q, n_k);
+      if (kr.end > kr.begin) lo = kr.begin < lo ? kr.begin : lo, hi = kr.end > hi ? kr.end : hi;
+    }
+    const double* kb = m.k + offset_kv(p, b, g, 0);
+    const double* vb = m.v + (b * p.heads_kv + g) * n_k * m.dv;
+    const int64_t oq = has_row ? offset_q(p, b, h, i) : 0, oo = r * m.dv, ol = r;
+    if (has_row && lane == 0) m.live[r] = live;
+    __syncthreads();  // the previous group's tiles and rows are done with
+    for (int c = lane; c < d; c += 32) q[c] = live ? m.q[oq + c] : 0.0;
     __syncwarp();
     double q_abs = 0;
-    for (int c = lane; c < p.d; c += 32) q_abs += fabs(q[c]);
+    for (int c = lane; c < d; c += 32) q_abs += fabs(q[c]);
     q_abs = warp_sum(q_abs);
-    const double lse = m.lse[ol], err_lse = m.err_lse[ol];
-    // Scores (HeadPass::scores) and the row's maxima; the first key of the largest s.
+    // Scores (HeadPass::scores) and the row's maxima; the first key of the largest s. Lane l takes key
+    // t0 + l of each tile.
     double mx = -kInf, hi_all = -kInf, e_dot_max = 0, e_hat_max = 0, best = -kInf;
     int64_t best_j = n_v;
-    for (int64_t j = lane; j < n_v; j += 32) {
-      const int64_t ja = jb + j;
-      const Sc s = score(m, q, m.k + offset_kv(p, id.b, g, ja), q_abs, m.k_abs_sum[(id.b * p.heads_kv + g) * n_k + ja]);
-      F[kS * n_k + j] = s.s, F[kEh * n_k + j] = s.e_hat, F[kEc * n_k + j] = s.e_c, F[kA * n_k + j] = s.a;
-      mx = fmax(mx, s.s), hi_all = fmax(hi_all, s.s + s.e_hat);
-      e_dot_max = fmax(e_dot_max, s.e_dot), e_hat_max = fmax(e_hat_max, s.e_hat);
-      if (s.s > best) best = s.s, best_j = j;
+    const double* kabs = m.k_abs_sum + (b * p.heads_kv + g) * n_k;
+    for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
+      const int cnt = int(hi - t0 < kTile ? hi - t0 : kTile);
+      load_tile(tile, kb + t0 * d, cnt, d);
+      __syncthreads();
+      const int64_t ja = t0 + lane;
+      if (lane < cnt && ja >= jb && ja < je) {
+        const int64_t j = ja - jb;
+        const Sc s = score(m, ws, q, tile + lane * (d + 1), q_abs, kabs[ja]);
+        F[kS * n_k + j] = s.s, F[kEh * n_k + j] = s.e_hat, F[kEc * n_k + j] = s.e_c, F[kA * n_k + j] = s.a;
+        mx = fmax(mx, s.s), hi_all = fmax(hi_all, s.s + s.e_hat);
+        e_dot_max = fmax(e_dot_max, s.e_dot), e_hat_max = fmax(e_hat_max, s.e_hat);
+        if (s.s > best) best = s.s, best_j = j;
+      }
+      __syncthreads();
     }
     mx = warp_max(mx), hi_all = warp_max(hi_all), e_dot_max = warp_max(e_dot_max), e_hat_max = warp_max(e_hat_max);
     for (int o = 16; o > 0; o /= 2) {  // argmax, the smallest key among equal scores (exact_max_key)
@@ -215,137 +263,149 @@ __global__ void __launch_bounds__(kThreads) forward_rows(ModelDev m) {
       if (ob > best || (ob == best && oj < best_j)) best = ob, best_j = oj;
     }
     __syncwarp();
-    double others = -kInf;
-    for (int64_t j = lane; j < n_v; j += 32)
-      if (j != best_j) others = fmax(others, F[kS * n_k + j] + F[kEh * n_k + j]);
-    others = warp_max(others);
-    const bool exact_max =
-        m.exp_exact_at_zero && !m.p_normalised && best_j < n_v && F[kS * n_k + best_j] - F[kEh * n_k + best_j] > others;
-    const int64_t j_exact = exact_max ? best_j : -1;
-    // Key tiles (key_tiles): per tile max s -+ e^, their running maxima, the rescales after t that may err.
-    const int64_t bt = m.pv.block > 0 ? m.pv.block : (n_v > 1 ? n_v : 1), off = m.pv.block > 0 ? jb % bt : 0;
-    const int64_t n_t = (off + n_v + bt - 1) / bt;
-    for (int64_t t = lane; t < n_t; t += 32) {
-      double lo = -kInf, hi = -kInf;
-      const int64_t j0 = t * bt - off > 0 ? t * bt - off : 0, j1 = (t + 1) * bt - off < n_v ? (t + 1) * bt - off : n_v;
-      for (int64_t j = j0; j < j1; ++j) {
-        const double s = F[kS * n_k + j], e = F[kEh * n_k + j];
-        lo = fmax(lo, s - e), hi = fmax(hi, s + e);
+    // The row's own steps, on its scratch (no block-wide barrier inside: every warp meets the next one).
+    double eps = 0, eps_lse = 0, E_l = 0, acc0 = 0, l_dev = 0, l_low = 0;
+    int64_t len_pv = 0, x_pv = 0, j_exact = -1;
+    if (live) {
+      double others = -kInf;
+      for (int64_t j = lane; j < n_v; j += 32)
+        if (j != best_j) others = fmax(others, F[kS * n_k + j] + F[kEh * n_k + j]);
+      others = warp_max(others);
+      const bool exact_max = m.exp_exact_at_zero && !m.p_normalised && best_j < n_v &&
+                             F[kS * n_k + best_j] - F[kEh * n_k + best_j] > others;
+      j_exact = exact_max ? best_j : -1;
+      // Key tiles (key_tiles): per tile max s -+ e^, their running maxima, the rescales after t that may err.
+      const int64_t bt = m.pv.block > 0 ? m.pv.block : (n_v > 1 ? n_v : 1), off = m.pv.block > 0 ? jb % bt : 0;
+      const int64_t n_t = (off + n_v + bt - 1) / bt;
+      for (int64_t t = lane; t < n_t; t += 32) {
+        double tlo = -kInf, thi = -kInf;
+        const int64_t j0 = t * bt - off > 0 ? t * bt - off : 0, j1 = (t + 1) * bt - off < n_v ? (t + 1) * bt - off : n_v;
+        for (int64_t j = j0; j < j1; ++j) {
+          const double s = F[kS * n_k + j], e = F[kEh * n_k + j];
+          tlo = fmax(tlo, s - e), thi = fmax(thi, s + e);
+        }
+        T[kTLo * nt_max + t] = tlo, T[kTHi * nt_max + t] = thi;
       }
-      T[kTLo * nt_max + t] = lo, T[kTHi * nt_max + t] = hi;
-    }
-    __syncwarp();
-    double carry_lo = -kInf, carry_hi = -kInf;
-    for (int64_t base = 0; base < n_t; base += 32) {  // running maxima: a max-scan across the warp
-      const int64_t t = base + lane;
-      double lo = t < n_t ? T[kTLo * nt_max + t] : -kInf, hi = t < n_t ? T[kTHi * nt_max + t] : -kInf;
-      for (int o = 1; o < 32; o *= 2) {
-        const double ol_ = __shfl_up_sync(0xffffffffu, lo, o), oh = __shfl_up_sync(0xffffffffu, hi, o);
-        if (lane >= o) lo = fmax(lo, ol_), hi = fmax(hi, oh);
+      __syncwarp();
+      double carry_lo = -kInf, carry_hi = -kInf;
+      for (int64_t base = 0; base < n_t; base += 32) {  // running maxima: a max-scan across the warp
+        const int64_t t = base + lane;
+        double tlo = t < n_t ? T[kTLo * nt_max + t] : -kInf, thi = t < n_t ? T[kTHi * nt_max + t] : -kInf;
+        for (int o = 1; o < 32; o *= 2) {
+          const double ol_ = __shfl_up_sync(0xffffffffu, tlo, o), oh = __shfl_up_sync(0xffffffffu, thi, o);
+          if (lane >= o) tlo = fmax(tlo, ol_), thi = fmax(thi, oh);
+        }
+        tlo = fmax(tlo, carry_lo), thi = fmax(thi, carry_hi);
+        if (t < n_t) T[kPreLo * nt_max + t] = tlo, T[kPreHi * nt_max + t] = thi;
+        carry_lo = __shfl_sync(0xffffffffu, tlo, 31), carry_hi = __shfl_sync(0xffffffffu, thi, 31);
       }
-      lo = fmax(lo, carry_lo), hi = fmax(hi, carry_hi);
-      if (t < n_t) T[kPreLo * nt_max + t] = lo, T[kPreHi * nt_max + t] = hi;
-      carry_lo = __shfl_sync(0xffffffffu, lo, 31), carry_hi = __shfl_sync(0xffffffffu, hi, 31);
-    }
-    __syncwarp();
-    // moves_after[t]: the rescales after tile t that may err, a suffix count (integers: exact).
-    double carry = 0;
-    for (int64_t top = (n_t - 1) / 32 * 32; top >= 0; top -= 32) {
-      const int64_t t = top + lane;
-      double ind = 0;
-      if (t + 1 < n_t) ind = !m.exp_exact_at_zero || T[kTHi * nt_max + t + 1] >= T[kPreLo * nt_max + t] ? 1.0 : 0.0;
-      for (int o = 1; o < 32; o *= 2) {
-        const double x = __shfl_down_sync(0xffffffffu, ind, o);
-        if (lane + o < 32) ind += x;
+      __syncwarp();
+      // moves_after[t]: the rescales after tile t that may err, a suffix count (integers: exact).
+      double carry = 0;
+      for (int64_t top = (n_t - 1) / 32 * 32; top >= 0; top -= 32) {
+        const int64_t t = top + lane;
+        double ind = 0;
+        if (t + 1 < n_t) ind = !m.exp_exact_at_zero || T[kTHi * nt_max + t + 1] >= T[kPreLo * nt_max + t] ? 1.0 : 0.0;
+        for (int o = 1; o < 32; o *= 2) {
+          const double y = __shfl_down_sync(0xffffffffu, ind, o);
+          if (lane + o < 32) ind += y;
+        }
+        if (t < n_t) T[kMoves * nt_max + t] = ind + carry;
+        carry += __shfl_sync(0xffffffffu, ind, 0);
       }
-      if (t < n_t) T[kMoves * nt_max + t] = ind + carry;
-      carry += __shfl_sync(0xffffffffu, ind, 0);
+      __syncwarp();
+      // The weights' deviations (weight_errors).
+      const double u = m.us, stored = m.l_sums_stored_p ? m.u_p / (1 - m.u_p) : 0.0;
+      const double lse = m.lse[ol], err_lse = m.err_lse[ol];
+      for (int64_t j = lane; j < n_v; j += 32) {
+        const double s = F[kS * n_k + j], e_hat = F[kEh * n_k + j], e_c = F[kEc * n_k + j], a = F[kA * n_k + j];
+        const int64_t t = (off + j) / bt;
+        double common = m.e_exp + u * (fabs(s - mx) + 2 * e_hat_max) + (j != j_exact ? stored : 0.0);
+        common += T[kMoves * nt_max + t] * m.e_exp + u * fmax(0.0, hi_all - T[kPreLo * nt_max + t]);
+        if (m.fa1) common += m.e_exp + u * fmax(0.0, T[kPreHi * nt_max + t] - T[kTLo * nt_max + t]);
+        const double dow = (m.common_scale ? (e_hat - e_c) + m.delta_c * (fabs(s - mx) + 2 * e_dot_max) : e_hat) + common;
+        const double dl = e_hat + common;
+        eps = fmax(eps, dow), eps_lse = fmax(eps_lse, dl);
+        const double logP = fmin(0.0, s - lse);
+        const double zeta = double(p.d + 4) * 0x1p-53 * a + 0x1p-51 * (fabs(s) + fabs(lse) + 1) + 0.0 + err_lse;
+        const double y = logP + zeta;
+        F[kY * n_k + j] = y, F[kDow * n_k + j] = dow, F[kDl * n_k + j] = dl, F[kElp * n_k + j] = exp(y);
+      }
+      eps = warp_max(eps), eps_lse = warp_max(eps_lse);
+      // l's chain and o's coefficients (forward, o_coefs): o's W coefficient into kA, its accumulator
+      // coefficient into kS.
+      const double tiny_w = m.floor_s / (m.exp_exact_at_zero ? 1.0 : 1 - m.e_exp);
+      const int64_t bm = m.block_m > 1 ? m.block_m : 1;
+      const int64_t i_last = ((i / bm + 1) * bm < p.n_q ? (i / bm + 1) * bm : p.n_q) - 1;
+      const int64_t walked = (visible_keys(p, i_last, p.n_q, n_k).end - (jb - off) + bt - 1) / bt;
+      auto extra = [&](const ClosedChain& c) -> int64_t {
+        if (c.block <= 0 || (Merge(c.merge) == Merge::Rescale && m.exp_exact_at_zero)) return 0;
+        return walked - n_t > 0 ? walked - n_t : 0;
+      };
+      const int64_t o_l = key_offset(m.l, jb), o_pv = key_offset(m.pv, jb);
+      const int64_t len_l = o_l + n_v, x_l = extra(m.l);
+      len_pv = o_pv + n_v, x_pv = extra(m.pv);
+      const double pv_up = (m.l_sums_stored_p ? 0.0 : m.u_p) + (m.p_normalised ? gamma_n(m.o_normalise + 1, u) : 0.0);
+      __syncwarp();
+      for (int64_t j = lane; j < n_v; j += 32) {
+        const double y = F[kY * n_k + j], dow = F[kDow * n_k + j], elp = F[kElp * n_k + j];
+        const double w = fmin(1.0, exp(y + dow + eps));
+        const double kl = closed_kappa(m.l, len_l, x_l, o_l + j);
+        E_l += kl * w + (1 + kl) * tiny_w;
+        const double kap_j = closed_kappa(m.pv, len_pv, x_pv, o_pv + j);
+        F[kA * n_k + j] = p_expm1(y, dow, elp);
+        F[kS * n_k + j] = kap_j * w + (1 + kap_j) * ((j != j_exact ? pv_up : 0.0) * w + m.floor_p + tiny_w + w * m.u_in);
+        acc0 += (1 + kap_j) * w * m.floor_in;
+      }
+      E_l = warp_sum(E_l), acc0 = warp_sum(acc0);
+      const double kmax_l = closed_kappa_max(m.l, len_l, x_l);
+      E_l = E_l * chain_scale(kmax_l) + chain_floors(m.l, len_l, x_l);
+      l_dev = E_l, l_low = 1 - E_l;  // LSum
+      if (!(E_l < 0.5) && m.l_acc_u <= 0x1p-8) {
+        const bool adds_exact = !m.ftz && m.l_chain.adder != Adder::TensorCore && !m.l_chain.truncates;
+        const double lost = adds_exact ? grown_floors(closed_mult_events(m.l, len_l, x_l) * m.l.floor, kmax_l)
+                                       : chain_floors(m.l, len_l, x_l);
+        const double low = exp(-(17.0 / 16) * kmax_l) * (1 - 0x1p-50) - lost;
+        if (low > 0)
+          l_dev = fmax(E_l, 1 - low), l_low = low;
+        else
+          l_low = 0.0;
+      }
+      __syncwarp();
     }
-    __syncwarp();
-    // The weights' deviations (weight_errors).
-    const double u = m.us, stored = m.l_sums_stored_p ? m.u_p / (1 - m.u_p) : 0.0;
-    double eps = 0, eps_lse = 0;
-    for (int64_t j = lane; j < n_v; j += 32) {
-      const double s = F[kS * n_k + j], e_hat = F[kEh * n_k + j], e_c = F[kEc * n_k + j], a = F[kA * n_k + j];
-      const int64_t t = (off + j) / bt;
-      double common = m.e_exp + u * (fabs(s - mx) + 2 * e_hat_max) + (j != j_exact ? stored : 0.0);
-      common += T[kMoves * nt_max + t] * m.e_exp + u * fmax(0.0, hi_all - T[kPreLo * nt_max + t]);
-      if (m.fa1) common += m.e_exp + u * fmax(0.0, T[kPreHi * nt_max + t] - T[kTLo * nt_max + t]);
-      const double dow = (m.common_scale ? (e_hat - e_c) + m.delta_c * (fabs(s - mx) + 2 * e_dot_max) : e_hat) + common;
-      const double dl = e_hat + common;
-      eps = fmax(eps, dow), eps_lse = fmax(eps_lse, dl);
-      const double logP = fmin(0.0, s - lse);
-      const double zeta = double(p.d + 4) * 0x1p-53 * a + 0x1p-51 * (fabs(s) + fabs(lse) + 1) + 0.0 + err_lse;
-      const double y = logP + zeta;
-      F[kY * n_k + j] = y, F[kDow * n_k + j] = dow, F[kDl * n_k + j] = dl, F[kElp * n_k + j] = exp(y);
-    }
-    eps = warp_max(eps), eps_lse = warp_max(eps_lse);
-    // l's chain and o's coefficients (forward, o_coefs): w^ into kEc, o's W coefficient into kA, its
-    // accumulator coefficient into kS.
-    const double tiny_w = m.floor_s / (m.exp_exact_at_zero ? 1.0 : 1 - m.e_exp);
-    const int64_t bm = m.block_m > 1 ? m.block_m : 1;
-    const int64_t i_last = ((id.i / bm + 1) * bm < p.n_q ? (id.i / bm + 1) * bm : p.n_q) - 1;
-    const int64_t walked = (visible_keys(p, i_last, p.n_q, n_k).end - (jb - off) + bt - 1) / bt;
-    auto extra = [&](const ClosedChain& c) -> int64_t {
-      if (c.block <= 0 || (Merge(c.merge) == Merge::Rescale && m.exp_exact_at_zero)) return 0;
-      return walked - n_t > 0 ? walked - n_t : 0;
-    };
-    const int64_t o_l = key_offset(m.l, jb), o_pv = key_offset(m.pv, jb);
-    const int64_t len_l = o_l + n_v, len_pv = o_pv + n_v, x_l = extra(m.l), x_pv = extra(m.pv);
-    const double pv_up = (m.l_sums_stored_p ? 0.0 : m.u_p) + (m.p_normalised ? gamma_n(m.o_normalise + 1, u) : 0.0);
-    double E_l = 0, acc0 = 0;
-    __syncwarp();
-    for (int64_t j = lane; j < n_v; j += 32) {
-      const double y = F[kY * n_k + j], dow = F[kDow * n_k + j], elp = F[kElp * n_k + j];
-      const double w = fmin(1.0, exp(y + dow + eps));
-      const double kl = closed_kappa(m.l, len_l, x_l, o_l + j);
-      E_l += kl * w + (1 + kl) * tiny_w;
-      const double kap = closed_kappa(m.pv, len_pv, x_pv, o_pv + j);
-      F[kA * n_k + j] = p_expm1(y, dow, elp);
-      F[kS * n_k + j] = kap * w + (1 + kap) * ((j != j_exact ? pv_up : 0.0) * w + m.floor_p + tiny_w + w * m.u_in);
-      acc0 += (1 + kap) * w * m.floor_in;
-    }
-    E_l = warp_sum(E_l), acc0 = warp_sum(acc0);
-    const double kmax_l = closed_kappa_max(m.l, len_l, x_l);
-    E_l = E_l * chain_scale(kmax_l) + chain_floors(m.l, len_l, x_l);
-    double l_dev = E_l, l_low = 1 - E_l;  // LSum
-    if (!(E_l < 0.5) && m.l_acc_u <= 0x1p-8) {
-      const bool adds_exact = !m.ftz && m.l_chain.adder != Adder::TensorCore && !m.l_chain.truncates;
-      const double lost = adds_exact ? grown_floors(closed_mult_events(m.l, len_l, x_l) * m.l.floor, kmax_l)
-                                     : chain_floors(m.l, len_l, x_l);
-      const double low = exp(-(17.0 / 16) * kmax_l) * (1 - 0x1p-50) - lost;
-      if (low > 0)
-        l_dev = fmax(E_l, 1 - low), l_low = low;
-      else
-        l_low = 0.0;
-    }
-    __syncwarp();
-    // o's sums over the keys (o_sums), lanes owning columns c = lane + 32 e, then o_finish.
-    double w_sum[kMaxCols], R_max[kMaxCols], e_acc[kMaxCols], oc[kMaxCols], ec[kMaxCols];
+    // o's sums over the keys (o_sums), lanes owning columns c = lane + 32 e, v in tiles; then o_finish.
+    double w_sum[Cols], R_max[Cols], e_acc[Cols], oc[Cols], ec[Cols];
 #pragma unroll
-    for (int e = 0; e < kMaxCols; ++e) {
+    for (int e = 0; e < Cols; ++e) {
       const int c = lane + 32 * e;
       w_sum[e] = R_max[e] = e_acc[e] = 0;
-      oc[e] = c < dv ? m.o[oo + c] : 0.0, ec[e] = c < dv ? m.err_o[oo + c] : 0.0;
+      oc[e] = live && c < dv ? m.o[oo + c] : 0.0, ec[e] = live && c < dv ? m.err_o[oo + c] : 0.0;
     }
-    const double* vb = m.v + (id.b * p.heads_kv + g) * n_k * m.dv;
-    for (int64_t j = 0; j < n_v; ++j) {
-      const double cw = F[kA * n_k + j], ca = F[kS * n_k + j];
-      const double* v = vb + (jb + j) * m.dv;
+    for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
+      const int cnt = int(hi - t0 < kTile ? hi - t0 : kTile);
+      load_tile(tile, vb + t0 * dv, cnt, dv);
+      __syncthreads();
+      const int64_t a0 = jb > t0 ? jb : t0, a1 = je < t0 + cnt ? je : t0 + cnt;
+      for (int64_t ja = a0; ja < a1; ++ja) {  // (none unless live)
+        const double cw = F[kA * n_k + ja - jb], ca = F[kS * n_k + ja - jb];
+        const double* v = tile + (ja - t0) * (dv + 1);
 #pragma unroll
-      for (int e = 0; e < kMaxCols; ++e) {
-        const int c = lane + 32 * e;
-        if (c >= dv) break;
-        const double x = fabs(v[c] - oc[e]) + ec[e];
-        R_max[e] = fmax(R_max[e], x);
-        w_sum[e] += times(cw, x);
-        e_acc[e] += ca * fabs(v[c]);
+        for (int e = 0; e < Cols; ++e) {
+          const int c = lane + 32 * e;
+          if (c >= dv) break;
+          const double y = fabs(v[c] - oc[e]) + ec[e];
+          R_max[e] = fmax(R_max[e], y);
+          w_sum[e] += times(cw, y);
+          e_acc[e] += ca * fabs(v[c]);
+        }
       }
+      __syncthreads();
     }
-    const double exp_eps = exp(eps), sc_pv = chain_scale(closed_kappa_max(m.pv, len_pv, x_pv));
+    if (!live) continue;
+    const double u = m.us, exp_eps = exp(eps), sc_pv = chain_scale(closed_kappa_max(m.pv, len_pv, x_pv));
     const double fl_pv = chain_floors(m.pv, len_pv, x_pv), g_norm = gamma_n(m.o_normalise, u);
 #pragma unroll
-    for (int e = 0; e < kMaxCols; ++e) {
+    for (int e = 0; e < Cols; ++e) {
       const int c = lane + 32 * e;
       if (c >= dv) break;
       const double ao = fabs(oc[e]);
@@ -357,6 +417,7 @@ __global__ void __launch_bounds__(kThreads) forward_rows(ModelDev m) {
       m.e_o[oo + c] = err;
     }
     // lse (lse_bound).
+    const double lse = m.lse[ol];
     double up = 0, down = 0;
     for (int64_t j = lane; j < n_v; j += 32) {
       const double y = F[kY * n_k + j], dl = F[kDl * n_k + j], lp = fmin(0.0, y);
@@ -369,163 +430,227 @@ __global__ void __launch_bounds__(kThreads) forward_rows(ModelDev m) {
     double e_lse = e_w + e_log_l + m.log_rel * (fabs(lse - mx) + e_w + e_log_l) + m.floor_s;
     if (m.base2) e_lse += (m.us + m.delta_ln2) * (fabs(lse) + e_lse);
     if (lane == 0) m.e_lse[ol] = e_lse;
-    __syncwarp();
   }
 }
 
 // ---------------------------------------------------------------------------------------------------
-__global__ void __launch_bounds__(kThreads) backward_rows(ModelDev m) {
+// kWarps rows of one head per block, k and v in shared tiles: each tile's pairs (lanes own keys), then
+// d_q's chain sum over them (lanes own columns).
+template <int Cols>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_rows(ModelDev m) {
   extern __shared__ double sm[];
   const Problem& p = m.p;
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
-  const int64_t warp = int64_t(blockIdx.x) * kWarps + wib;
-  if (warp >= m.scratch_warps) return;
   const int d = int(p.d), dv = int(m.dv);
-  double* q = sm + wib * (d + dv);  // (d) the row's q, then (d_v) its d_o
+  double* kap_s = sm;                                     // (d) the scores' chain weights
+  double* kap_dp = kap_s + d;                             // (d_v) dP's
+  double* q = kap_dp + dv + wib * (d + dv);               // (d) this warp's q, then (d_v) its d_o
   double* dO = q + d;
-  double* alpha = m.scratch + warp * m.scratch_stride;  // (n_k)
-  const int64_t n_k = p.n_k, rows = int64_t(p.batch) * p.heads_q * p.n_q;
-  for (int64_t r = warp; r < rows; r += m.scratch_warps) {
-    if (!m.live[r]) continue;
-    const RowIx id = row_ix(p, r);
-    const int64_t g = id.h / m.group;
-    const KeyRange vis = visible_keys(p, id.i, p.n_q, n_k);
-    const int64_t jb = vis.begin, n_v = vis.end - vis.begin;
-    const int64_t oq = offset_q(p, id.b, id.h, id.i), oo = r * m.dv;
-    __syncwarp();
-    for (int c = lane; c < d; c += 32) q[c] = m.q[oq + c];
-    for (int c = lane; c < dv; c += 32) dO[c] = m.d_o[oo + c];
+  double* kt = kap_dp + dv + kWarps * (d + dv);           // (kTile, d + 1)
+  double* vt = kt + kTile * (d + 1);                      // (kTile, d_v + 1)
+  double* alpha = vt + kTile * (dv + 1) + wib * kTile;    // (kTile) this warp's
+  DotChain ws = m.w_s, wdp = m.w_dp;
+  ws.kappa = kap_s, wdp.kappa = kap_dp;
+  load_vec(kap_s, m.w_s.kappa, d);
+  load_vec(kap_dp, m.w_dp.kappa, dv);
+  const int64_t n_k = p.n_k;
+  const int64_t n_groups = groups_of(int64_t(p.batch) * p.heads_q, p.n_q);
+  for (int64_t x = blockIdx.x; x < n_groups; x += gridDim.x) {
+    const Group gr = group_at(x, p.n_q);
+    const int64_t b = gr.head / p.heads_q, h = gr.head % p.heads_q, g = h / m.group, kvh = b * p.heads_kv + g;
+    const int64_t i = gr.first + wib, r = gr.head * p.n_q + i;
+    const bool live = wib < gr.count && m.live[r];
+    const KeyRange vis = live ? visible_keys(p, i, p.n_q, n_k) : KeyRange{};
+    const int64_t jb = vis.begin, je = vis.end, n_v = je - jb;
+    int64_t lo = n_k, hi = 0;
+    for (int t = 0; t < gr.count; ++t) {
+      const KeyRange kr = visible_keys(p, gr.first + t, p.n_q, n_k);
+      if (kr.end > kr.begin) lo = kr.begin < lo ? kr.begin : lo, hi = kr.end > hi ? kr.end : hi;
+    }
+    const int64_t oq = live ? offset_q(p, b, h, i) : 0, oo = r * m.dv;
+    __syncthreads();  // the previous group's tiles and rows are done with
+    for (int c = lane; c < d; c += 32) q[c] = live ? m.q[oq + c] : 0.0;
+    for (int c = lane; c < dv; c += 32) dO[c] = live ? m.d_o[oo + c] : 0.0;
     __syncwarp();
     // D = d_o . o along its chain, from the kernel's own o (within the finished bound of o).
-    double D = 0, weighted = 0, plain = 0, from_o = 0, sum_do = 0, sum_o = 0, err_D64 = 0, q_abs = 0;
-    for (int c = lane; c < dv; c += 32) {
-      const double o = m.o[oo + c], ad = fabs(dO[c]), kap = m.w_D.kappa[c];
-      D += dO[c] * o;
-      weighted += kap * ad * fabs(o), plain += ad * fabs(o);
-      from_o += (1 + kap) * ad * m.b_o[oo + c], sum_do += ad, sum_o += fabs(o);
-      err_D64 += ad * m.err_o[oo + c];
-    }
-    for (int c = lane; c < d; c += 32) q_abs += fabs(q[c]);
-    D = warp_sum(D), weighted = warp_sum(weighted), plain = warp_sum(plain), from_o = warp_sum(from_o);
-    sum_do = warp_sum(sum_do), sum_o = warp_sum(sum_o), err_D64 = warp_sum(err_D64), q_abs = warp_sum(q_abs);
-    Row row;
-    row.D = D;
-    row.e_D = dot_error(m, m.w_D, weighted, plain, sum_do, sum_o, dv) + from_o * m.w_D.scale;
-    row.err_D64 = err_D64 + double(dv + 1) * 0x1p-53 * plain;
-    row.lse = m.lse[r], row.err_lse = m.err_lse[r], row.e_lse = m.b_lse[r];
-    if (lane == 0) {
-      double* st = m.row_stat + r * kRowStat;
-      st[kD] = row.D, st[kED] = row.e_D, st[kErrD64] = row.err_D64, st[kSumDo] = sum_do, st[kQAbs] = q_abs;
-    }
-    const int64_t o_dq = key_offset(m.dq, jb), len_dq = o_dq + n_v;
-    const int64_t kvh = id.b * p.heads_kv + g;
-    double alpha0 = 0;
-    for (int64_t j = lane; j < n_v; j += 32) {
-      const int64_t ja = jb + j;
-      const Sc s = score(m, q, m.k + offset_kv(p, id.b, g, ja), q_abs, m.k_abs_sum[kvh * n_k + ja]);
-      const DP dp = d_p(m, dO, m.v + (kvh * n_k + ja) * m.dv, sum_do, m.v_abs_sum[kvh * n_k + ja]);
-      const PairBound pr = backward_pair(m, s, dp, row);
-      const double e_ds = pr.e_ds + m.u_p * pr.ds_bar + m.floor_ds + pr.ds_bar * m.u_in;
-      const double kq = closed_kappa(m.dq, len_dq, 0, o_dq + j);
-      alpha[j] = kq * pr.ds_hi + (1 + kq) * e_ds;
-      alpha0 += (1 + kq) * pr.ds_bar * m.floor_in;
-    }
-    alpha0 = warp_sum(alpha0);
-    __syncwarp();
-    // d_q's chain sum: sum_j alpha_j |k_jc|, lanes owning columns.
-    double E[kMaxCols];
-#pragma unroll
-    for (int e = 0; e < kMaxCols; ++e) E[e] = 0;
-    const double* kb = m.k + offset_kv(p, id.b, g, jb);
-    for (int64_t j = 0; j < n_v; ++j) {
-      const double a = alpha[j];
-      const double* kr = kb + j * d;
-#pragma unroll
-      for (int e = 0; e < kMaxCols; ++e) {
-        const int c = lane + 32 * e;
-        if (c >= d) break;
-        E[e] += a * fabs(kr[c]);
+    Row row{};
+    double sum_do = 0, q_abs = 0;
+    if (live) {
+      double D = 0, weighted = 0, plain = 0, from_o = 0, sum_o = 0, err_D64 = 0;
+      for (int c = lane; c < dv; c += 32) {
+        const double o = m.o[oo + c], ad = fabs(dO[c]), kp = m.w_D.kappa[c];
+        D += dO[c] * o;
+        weighted += kp * ad * fabs(o), plain += ad * fabs(o);
+        from_o += (1 + kp) * ad * m.b_o[oo + c], sum_do += ad, sum_o += fabs(o);
+        err_D64 += ad * m.err_o[oo + c];
+      }
+      for (int c = lane; c < d; c += 32) q_abs += fabs(q[c]);
+      D = warp_sum(D), weighted = warp_sum(weighted), plain = warp_sum(plain), from_o = warp_sum(from_o);
+      sum_do = warp_sum(sum_do), sum_o = warp_sum(sum_o), err_D64 = warp_sum(err_D64), q_abs = warp_sum(q_abs);
+      row.D = D;
+      row.e_D = dot_error(m, m.w_D, weighted, plain, sum_do, sum_o, dv) + from_o * m.w_D.scale;
+      row.err_D64 = err_D64 + double(dv + 1) * 0x1p-53 * plain;
+      row.lse = m.lse[r], row.err_lse = m.err_lse[r], row.e_lse = m.b_lse[r];
+      if (lane == 0) {
+        double* st = m.row_stat + r * kRowStat;
+        st[kD] = row.D, st[kED] = row.e_D, st[kErrD64] = row.err_D64, st[kSumDo] = sum_do, st[kQAbs] = q_abs;
       }
     }
+    const int64_t o_dq = key_offset(m.dq, jb), len_dq = o_dq + n_v;
+    double alpha0 = 0, E[Cols];
+#pragma unroll
+    for (int e = 0; e < Cols; ++e) E[e] = 0;
+    for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
+      const int cnt = int(hi - t0 < kTile ? hi - t0 : kTile);
+      load_tile(kt, m.k + (kvh * n_k + t0) * d, cnt, d);
+      load_tile(vt, m.v + (kvh * n_k + t0) * dv, cnt, dv);
+      __syncthreads();
+      const int64_t a0 = jb > t0 ? jb : t0, a1 = je < t0 + cnt ? je : t0 + cnt;
+      if (a1 > a0) {
+        const int64_t ja = t0 + lane;
+        double al = 0;
+        if (ja >= a0 && ja < a1) {
+          const Sc s = score(m, ws, q, kt + lane * (d + 1), q_abs, m.k_abs_sum[kvh * n_k + ja]);
+          const DP dp = d_p(m, wdp, dO, vt + lane * (dv + 1), sum_do, m.v_abs_sum[kvh * n_k + ja]);
+          const PairBound pr = backward_pair(m, s, dp, row);
+          const double e_ds = pr.e_ds + m.u_p * pr.ds_bar + m.floor_ds + pr.ds_bar * m.u_in;
+          const double kq = closed_kappa(m.dq, len_dq, 0, o_dq + ja - jb);
+          al = kq * pr.ds_hi + (1 + kq) * e_ds;
+          alpha0 += (1 + kq) * pr.ds_bar * m.floor_in;
+        }
+        alpha[lane] = al;
+        __syncwarp();
+        // d_q's chain sum: sum_j alpha_j |k_jc|, lanes owning columns.
+        for (int64_t ja2 = a0; ja2 < a1; ++ja2) {
+          const double a = alpha[ja2 - t0];
+          const double* kr = kt + (ja2 - t0) * (d + 1);
+#pragma unroll
+          for (int e = 0; e < Cols; ++e) {
+            const int c = lane + 32 * e;
+            if (c >= d) break;
+            E[e] += a * fabs(kr[c]);
+          }
+        }
+      }
+      __syncthreads();
+    }
+    if (!live) continue;
+    alpha0 = warp_sum(alpha0);
     const double dq_scale = chain_scale(closed_kappa_max(m.dq, len_dq, 0));
 #pragma unroll
-    for (int e = 0; e < kMaxCols; ++e) {
+    for (int e = 0; e < Cols; ++e) {
       const int c = lane + 32 * e;
       if (c >= d) break;
       m.dq_chain[oq + c] = (E[e] + alpha0) * dq_scale;
     }
     if (lane == 0) m.dq_floor[r] = chain_floors(m.dq, len_dq, 0);
-    __syncwarp();
   }
 }
 
 // ---------------------------------------------------------------------------------------------------
-__global__ void __launch_bounds__(kThreads) backward_keys(ModelDev m, int64_t n_warps) {
+// kWarps keys of one kv head per block; the rows of the group that see them in shared tiles of kTile
+// (q, d_o and each row's constants): each tile's pairs (lanes own rows), then d_k's and d_v's chain sums
+// over them (lanes own columns).
+enum TileStat { kTD = 0, kTED, kTErrD64, kTSumDo, kTQAbs, kTLse, kTErrLse, kTELse, kTileStats };
+template <int Cols>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_keys(ModelDev m) {
   extern __shared__ double sm[];
   const Problem& p = m.p;
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
-  const int64_t warp = int64_t(blockIdx.x) * kWarps + wib;
-  if (warp >= n_warps) return;
   const int d = int(p.d), dv = int(m.dv);
-  double* kr = sm + wib * (d + dv);  // (d) the key's k, then (d_v) its v
+  double* kap_s = sm;                                   // (d)
+  double* kap_dp = kap_s + d;                           // (d_v)
+  double* kr = kap_dp + dv + wib * (d + dv);            // (d) this warp's k, then (d_v) its v
   double* vr = kr + d;
-  const int64_t n_k = p.n_k, keys = int64_t(p.batch) * p.heads_kv * n_k;
-  for (int64_t key = warp; key < keys; key += n_warps) {
-    const int64_t kvh = key / n_k, j = key % n_k, b = kvh / p.heads_kv, g = kvh % p.heads_kv;
-    __syncwarp();
-    for (int c = lane; c < d; c += 32) kr[c] = m.k[key * d + c];
-    for (int c = lane; c < dv; c += 32) vr[c] = m.v[key * dv + c];
-    __syncwarp();
-    const double k_abs = m.k_abs_sum[key], v_abs = m.v_abs_sum[key];
+  double* qt = kap_dp + dv + kWarps * (d + dv);         // (kTile, d + 1)
+  double* dt = qt + kTile * (d + 1);                    // (kTile, d_v + 1)
+  double* st = dt + kTile * (dv + 1);                   // (kTile, kTileStats)
+  DotChain ws = m.w_s, wdp = m.w_dp;
+  ws.kappa = kap_s, wdp.kappa = kap_dp;
+  load_vec(kap_s, m.w_s.kappa, d);
+  load_vec(kap_dp, m.w_dp.kappa, dv);
+  const int64_t n_k = p.n_k;
+  const int64_t n_groups = groups_of(int64_t(p.batch) * p.heads_kv, n_k);
+  for (int64_t x = blockIdx.x; x < n_groups; x += gridDim.x) {
+    const Group gr = group_at(x, n_k);
+    const int64_t kvh = gr.head, b = kvh / p.heads_kv, g = kvh % p.heads_kv;
+    const int64_t j = gr.first + wib, key = kvh * n_k + j;
+    const bool has_key = wib < gr.count;
     // The rows of the group that see key j (kv_rows): rows [i0, i1) of every head, head-major.
-    const int64_t i0 = m.kv_i0[j], i1 = m.kv_i1[j];
+    const int64_t i0 = has_key ? m.kv_i0[j] : 0, i1 = has_key ? m.kv_i1[j] : 0;
     const int64_t per_head = i1 > i0 ? i1 - i0 : 0, n = m.group * per_head;
     const int64_t steps_per_head = per_head > 0 ? (i1 - 1) / kTensorCoreFused - i0 / kTensorCoreFused + 1 : 0;
     const int64_t n_steps = m.group * steps_per_head;
-    double Ek[kMaxCols], Ev[kMaxCols], b0k = 0, b0v = 0;
+    int64_t lo = p.n_q, hi = 0;  // the rows any key of the block is seen by
+    for (int t = 0; t < gr.count; ++t) {
+      const int64_t a = m.kv_i0[gr.first + t], e = m.kv_i1[gr.first + t];
+      if (e > a) lo = a < lo ? a : lo, hi = e > hi ? e : hi;
+    }
+    __syncthreads();  // the previous group's tiles and keys are done with
+    for (int c = lane; c < d; c += 32) kr[c] = has_key ? m.k[key * d + c] : 0.0;
+    for (int c = lane; c < dv; c += 32) vr[c] = has_key ? m.v[key * dv + c] : 0.0;
+    __syncwarp();
+    const double k_abs = has_key ? m.k_abs_sum[key] : 0.0, v_abs = has_key ? m.v_abs_sum[key] : 0.0;
+    double Ek[Cols], Ev[Cols], b0k = 0, b0v = 0;
 #pragma unroll
-    for (int e = 0; e < kMaxCols; ++e) Ek[e] = Ev[e] = 0;
-    for (int64_t base = 0; base < n; base += 32) {
-      const int64_t x = base + lane;
-      double bk = 0, bv = 0;
-      int64_t r = -1;
-      if (x < n) {
-        const int64_t hl = x / per_head, i = i0 + x % per_head, h = g * m.group + hl;
-        r = (b * p.heads_q + h) * p.n_q + i;
-        const double* st = m.row_stat + r * kRowStat;
-        Row row;
-        row.D = st[kD], row.e_D = st[kED], row.err_D64 = st[kErrD64];
-        row.lse = m.lse[r], row.err_lse = m.err_lse[r], row.e_lse = m.b_lse[r];
-        const Sc s = score(m, m.q + r * d, kr, st[kQAbs], k_abs);
-        const DP dp = d_p(m, m.d_o + r * dv, vr, st[kSumDo], v_abs);
-        const PairBound pr = backward_pair(m, s, dp, row);
-        const double e_ds = pr.e_ds + m.u_p * pr.ds_bar + m.floor_ds + pr.ds_bar * m.u_in;
-        const double e_p = pr.dP_w + m.u_p * pr.P_bar + m.floor_p + pr.P_bar * m.u_in;
-        double kk;
-        if (m.dkv_plain) {
-          const int64_t step = hl * steps_per_head + i / kTensorCoreFused - i0 / kTensorCoreFused;
-          kk = plain_kappa(m.dkv, hl * per_head + i - i0, n, step, n_steps);
-        } else {
-          kk = closed_kappa(m.dkv, m.group * m.n_q16, 0, hl * m.n_q16 + i);
+    for (int e = 0; e < Cols; ++e) Ek[e] = Ev[e] = 0;
+    for (int64_t hl = 0; hl < m.group; ++hl) {
+      const int64_t h = g * m.group + hl, r_base = (b * p.heads_q + h) * p.n_q;
+      for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
+        const int cnt = int(hi - t0 < kTile ? hi - t0 : kTile);
+        load_tile(qt, m.q + (r_base + t0) * d, cnt, d);
+        load_tile(dt, m.d_o + (r_base + t0) * dv, cnt, dv);
+        for (int t = threadIdx.x; t < cnt; t += kThreads) {
+          const int64_t r = r_base + t0 + t;
+          const double* rs = m.row_stat + r * kRowStat;
+          double* o = st + t * kTileStats;
+          o[kTD] = rs[kD], o[kTED] = rs[kED], o[kTErrD64] = rs[kErrD64], o[kTSumDo] = rs[kSumDo];
+          o[kTQAbs] = rs[kQAbs], o[kTLse] = m.lse[r], o[kTErrLse] = m.err_lse[r], o[kTELse] = m.b_lse[r];
         }
-        bk = kk * pr.ds_hi + (1 + kk) * e_ds;
-        bv = kk * pr.P_hi + (1 + kk) * e_p;
-        b0k += (1 + kk) * pr.ds_bar * m.floor_in, b0v += (1 + kk) * pr.P_bar * m.floor_in;
-      }
-      // The batch's rows one after another: sum_i beta_i |q_ic|, |d_o_ic|, lanes owning columns.
-      const int cnt = n - base < 32 ? int(n - base) : 32;
-      for (int src = 0; src < cnt; ++src) {
-        const double sk = __shfl_sync(0xffffffffu, bk, src), sv = __shfl_sync(0xffffffffu, bv, src);
-        const int64_t rs = __shfl_sync(0xffffffffu, r, src);
-        const double *qa = m.q + rs * d, *da = m.d_o + rs * dv;
+        __syncthreads();
+        const int64_t a0 = i0 > t0 ? i0 : t0, a1 = i1 < t0 + cnt ? i1 : t0 + cnt;
+        if (a1 > a0) {
+          const int64_t i = t0 + lane;
+          const bool mine = i >= a0 && i < a1;
+          double bk = 0, bv = 0;
+          if (mine) {
+            const double* o = st + lane * kTileStats;
+            Row row;
+            row.D = o[kTD], row.e_D = o[kTED], row.err_D64 = o[kTErrD64];
+            row.lse = o[kTLse], row.err_lse = o[kTErrLse], row.e_lse = o[kTELse];
+            const Sc s = score(m, ws, qt + lane * (d + 1), kr, o[kTQAbs], k_abs);
+            const DP dp = d_p(m, wdp, dt + lane * (dv + 1), vr, o[kTSumDo], v_abs);
+            const PairBound pr = backward_pair(m, s, dp, row);
+            const double e_ds = pr.e_ds + m.u_p * pr.ds_bar + m.floor_ds + pr.ds_bar * m.u_in;
+            const double e_p = pr.dP_w + m.u_p * pr.P_bar + m.floor_p + pr.P_bar * m.u_in;
+            double kk;
+            if (m.dkv_plain) {
+              const int64_t step = hl * steps_per_head + i / kTensorCoreFused - i0 / kTensorCoreFused;
+              kk = plain_kappa(m.dkv, hl * per_head + i - i0, n, step, n_steps);
+            } else {
+              kk = closed_kappa(m.dkv, m.group * m.n_q16, 0, hl * m.n_q16 + i);
+            }
+            bk = kk * pr.ds_hi + (1 + kk) * e_ds;
+            bv = kk * pr.P_hi + (1 + kk) * e_p;
+            b0k += (1 + kk) * pr.ds_bar * m.floor_in, b0v += (1 + kk) * pr.P_bar * m.floor_in;
+          }
+          // The tile's rows one after another: sum_i beta_i |q_ic|, |d_o_ic|, lanes owning columns.
+          for (int64_t i2 = a0; i2 < a1; ++i2) {
+            const int src = int(i2 - t0);
+            const double sk = __shfl_sync(0xffffffffu, bk, src), sv = __shfl_sync(0xffffffffu, bv, src);
+            const double *qa = qt + src * (d + 1), *da = dt + src * (dv + 1);
 #pragma unroll
-        for (int e = 0; e < kMaxCols; ++e) {
-          const int c = lane + 32 * e;
-          if (c < d) Ek[e] += sk * fabs(qa[c]);
-          if (c < dv) Ev[e] += sv * fabs(da[c]);
+            for (int e = 0; e < Cols; ++e) {
+              const int c = lane + 32 * e;
+              if (c < d) Ek[e] += sk * fabs(qa[c]);
+              if (c < dv) Ev[e] += sv * fabs(da[c]);
+            }
+          }
         }
+        __syncthreads();
       }
     }
+    if (!has_key) continue;
     b0k = warp_sum(b0k), b0v = warp_sum(b0v);
     double km, events;
     if (m.dkv_plain) {
@@ -537,7 +662,7 @@ __global__ void __launch_bounds__(kThreads) backward_keys(ModelDev m, int64_t n_
     }
     const double sc_j = chain_scale(km);
 #pragma unroll
-    for (int e = 0; e < kMaxCols; ++e) {
+    for (int e = 0; e < Cols; ++e) {
       const int c = lane + 32 * e;
       if (c < d) m.dk_chain[key * d + c] = (Ek[e] + b0k) * sc_j;
       if (c < dv) m.dv_chain[key * dv + c] = (Ev[e] + b0v) * sc_j;
@@ -551,31 +676,72 @@ void check(cudaError_t e, const char* what) {
     throw std::runtime_error(std::string("GPU error model: ") + what + ": " + cudaGetErrorString(e));
 }
 
-int64_t blocks_for(int64_t warps) { return (warps + kWarps - 1) / kWarps; }
+// Shared memory of each kernel (doubles): the chain weights, each warp's row (or key), the tiles.
+size_t forward_smem(const ModelDev& m) {
+  const int64_t d = m.p.d, width = d > m.dv ? d : m.dv;
+  return size_t(d + kWarps * d + kTile * (width + 1)) * sizeof(double);
+}
+size_t backward_rows_smem(const ModelDev& m) {
+  const int64_t d = m.p.d, dv = m.dv;
+  return size_t(d + dv + kWarps * (d + dv) + kTile * (d + 1) + kTile * (dv + 1) + kWarps * kTile) * sizeof(double);
+}
+size_t backward_keys_smem(const ModelDev& m) {
+  const int64_t d = m.p.d, dv = m.dv;
+  return size_t(d + dv + kWarps * (d + dv) + kTile * (d + 1) + kTile * (dv + 1) + kTile * kTileStats) *
+         sizeof(double);
+}
+
+// Launches kernel on `blocks` blocks with `smem` bytes of dynamic shared memory (past the default 48 KiB
+// by the kernel's attribute), then waits for it.
+template <class Kernel>
+void run_kernel(Kernel kernel, int64_t blocks, size_t smem, const ModelDev& m, const char* what) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), what);
+  kernel<<<unsigned(blocks), kThreads, smem>>>(m);
+  check(cudaGetLastError(), what);
+  check(cudaDeviceSynchronize(), what);
+}
+
+int64_t device_blocks() {
+  int dev = 0, sms = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
+  return int64_t(sms) * kBlocksPerSm;
+}
 
 }  // namespace
 
+int64_t forward_blocks(const ModelDev& m, int64_t fit_warps) {
+  const int64_t groups = groups_of(int64_t(m.p.batch) * m.p.heads_q, m.p.n_q);
+  return std::min({groups, device_blocks(), fit_warps / kWarps});
+}
+int64_t warps_per_block() { return kWarps; }
+
+// The kernels for the columns a lane owns: 4 where d and d_v are at most 128, else kMaxCols (fewer
+// registers held, two blocks a multiprocessor).
+bool narrow(const ModelDev& m) { return m.p.d <= 128 && m.dv <= 128; }
+
 void launch_forward(const ModelDev& m) {
-  const size_t smem = size_t(kWarps) * size_t(m.p.d) * sizeof(double);
-  forward_rows<<<unsigned(blocks_for(m.scratch_warps)), kThreads, smem>>>(m);
-  check(cudaGetLastError(), "forward launch");
-  check(cudaDeviceSynchronize(), "forward");
+  const int64_t blocks = m.scratch_warps / kWarps;
+  if (narrow(m))
+    run_kernel(forward_rows<4>, blocks, forward_smem(m), m, "forward");
+  else
+    run_kernel(forward_rows<kMaxCols>, blocks, forward_smem(m), m, "forward");
 }
 
 void launch_backward_rows(const ModelDev& m) {
-  const size_t smem = size_t(kWarps) * size_t(m.p.d + m.dv) * sizeof(double);
-  backward_rows<<<unsigned(blocks_for(m.scratch_warps)), kThreads, smem>>>(m);
-  check(cudaGetLastError(), "backward rows launch");
-  check(cudaDeviceSynchronize(), "backward rows");
+  const int64_t blocks = std::min(groups_of(int64_t(m.p.batch) * m.p.heads_q, m.p.n_q), device_blocks());
+  if (narrow(m))
+    run_kernel(backward_rows<4>, blocks, backward_rows_smem(m), m, "backward rows");
+  else
+    run_kernel(backward_rows<kMaxCols>, blocks, backward_rows_smem(m), m, "backward rows");
 }
 
 void launch_backward_keys(const ModelDev& m) {
-  const size_t smem = size_t(kWarps) * size_t(m.p.d + m.dv) * sizeof(double);
-  const int64_t keys = int64_t(m.p.batch) * m.p.heads_kv * m.p.n_k;
-  const int64_t warps = keys < m.scratch_warps ? keys : m.scratch_warps;
-  backward_keys<<<unsigned(blocks_for(warps)), kThreads, smem>>>(m, warps);
-  check(cudaGetLastError(), "backward keys launch");
-  check(cudaDeviceSynchronize(), "backward keys");
+  const int64_t blocks = std::min(groups_of(int64_t(m.p.batch) * m.p.heads_kv, m.p.n_k), device_blocks());
+  if (narrow(m))
+    run_kernel(backward_keys<4>, blocks, backward_keys_smem(m), m, "backward keys");
+  else
+    run_kernel(backward_keys<kMaxCols>, blocks, backward_keys_smem(m), m, "backward keys");
 }
 
 int64_t scratch_stride(const ModelDev& m) { return kFields * m.p.n_k + kTileFields * max_tiles(m); }

@@ -19,7 +19,12 @@ std::string bounds_not_covered(const Problem& p, const Precision& prec);
 // error_bounds_max(p, in, ref, precs) computed on the device (each precision covered). Throws
 // std::invalid_argument where error_bounds would (sums past kMaxTerms), std::runtime_error on a CUDA
 // error or when the device lacks the memory.
+// timing, where given, gets the seconds of each device pass (summed over the precisions) and of the
+// whole call (for benchmarks).
+struct Timing {
+  double forward = 0, backward_rows = 0, backward_keys = 0, total = 0;
+};
 Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& ref,
-                        const std::vector<Precision>& precs);
+                        const std::vector<Precision>& precs, Timing* timing = nullptr);
 
 }  // namespace fc::ref::gpu

@@ -45,7 +45,8 @@ struct ModelDev {
   // d_k's and d_v's chain sums per element and their floor per key. Per-row constants the key pass reads.
   double *dq_chain, *dq_floor, *dk_chain, *dv_chain, *kv_floor;
   double* row_stat;  // (rows_q, kRowStat)
-  // Per-warp scratch of the forward: kFields x n_k doubles per pair field, then the key tiles.
+  // Per-warp scratch of the forward: kFields x n_k doubles per pair field, then the key tiles; one
+  // for each warp of its blocks (forward_blocks x warps_per_block).
   double* scratch;
   int64_t scratch_warps, scratch_stride;
 };
@@ -54,6 +55,9 @@ enum RowStat { kD = 0, kED, kErrD64, kSumDo, kQAbs, kRowStat };
 
 // Doubles of scratch each warp of the forward needs (its pair fields and key tiles).
 int64_t scratch_stride(const ModelDev& m);
+// The forward's blocks where scratch for fit_warps warps fits (0: not one block's), and their warps each.
+int64_t forward_blocks(const ModelDev& m, int64_t fit_warps);
+int64_t warps_per_block();
 // The three passes (bounds_gpu.cu); each throws std::runtime_error on a CUDA error.
 void launch_forward(const ModelDev& m);
 void launch_backward_rows(const ModelDev& m);

@@ -215,15 +215,15 @@ TEST_CASE("gpu error model: time of one bf16 forward+backward", "[.time]") {
   std::vector<Precision> precs;
   for (int bn : {16, 32, 64, 128, 256})
     precs.push_back(precision_for(p, tensor_core_arithmetic(p.dtype, p.n_q, bn, 0)));
-  t0 = std::chrono::steady_clock::now();
-  const Bounds one = gpu::error_bounds_max(p, in, g, {precs[2]});
-  const double t_one = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  t0 = std::chrono::steady_clock::now();
-  const Bounds all = gpu::error_bounds_max(p, in, g, precs);
-  const double t_all = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  gpu::Timing one_t, all_t;
+  const Bounds one = gpu::error_bounds_max(p, in, g, {precs[2]}, &one_t);
+  const Bounds all = gpu::error_bounds_max(p, in, g, precs, &all_t);
   std::printf(
       "b%d h%d N%d d%d bf16 fwd+bwd: gpu oracle %.3f s; gpu error model one tile %.3f s, tiles 16..256 %.3f s\n", b, h,
-      n, d, t_oracle, t_one, t_all);
+      n, d, t_oracle, one_t.total, all_t.total);
+  for (const auto& [name, t] : {std::pair{"one tile", one_t}, std::pair{"five tiles", all_t}})
+    std::printf("  %s: forward %.3f s, backward rows %.3f s, backward keys %.3f s, host and copies %.3f s\n", name,
+                t.forward, t.backward_rows, t.backward_keys, t.total - t.forward - t.backward_rows - t.backward_keys);
   CHECK(all.o.size() == one.o.size());
 }
 
