@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(ModelDev 
   const int d = int(p.d), dv = int(m.dv);
   double* kap = sm;                      // (d) the scores' chain weights
   double* q = kap + d + wib * d;         // (d) this warp's q
-  double* tile = kap + d + kWarps * d;   // (kTile, width + 1): k, then v
+  double* tile = kap + d + kWarps * d;   // (kTile, max(d, d_v) + 1): k, then v
   DotChain ws = m.w_s;
   ws.kappa = kap;
   double* F = m.scratch + (int64_t(blockIdx.x) * kWarps + wib) * m.scratch_stride;
