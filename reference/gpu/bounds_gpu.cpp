@@ -123,6 +123,7 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
   const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q, keys = int64_t(p.batch) * p.heads_kv * p.n_k;
   Bounds out;
   if (rows == 0 || p.n_k == 0) {  // nothing on the device to do: the CPU model's answer
+    if (timing) *timing = Timing{};
     return ref::error_bounds_max(p, in, ref, precs);
   }
   // The data every precision shares.

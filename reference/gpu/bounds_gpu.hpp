@@ -16,14 +16,15 @@ namespace fc::ref::gpu {
 // Why the GPU error model does not take problem p under prec, in a few words; empty when it does.
 std::string bounds_not_covered(const Problem& p, const Precision& prec);
 
-// error_bounds_max(p, in, ref, precs) computed on the device (each precision covered). Throws
-// std::invalid_argument where error_bounds would (sums past kMaxTerms), std::runtime_error on a CUDA
-// error or when the device lacks the memory.
-// timing, where given, gets the seconds of each device pass (summed over the precisions) and of the
-// whole call (for benchmarks).
+// Seconds of each device pass (summed over the precisions) and of the whole call, for benchmarks.
 struct Timing {
   double forward = 0, backward_rows = 0, backward_keys = 0, total = 0;
 };
+
+// error_bounds_max(p, in, ref, precs) computed on the device (each precision covered); *timing, where
+// given, gets its times (zeros where the problem has no rows or keys). Throws std::invalid_argument
+// where error_bounds would (sums past kMaxTerms), std::runtime_error on a CUDA error or when the
+// device lacks the memory.
 Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& ref,
                         const std::vector<Precision>& precs, Timing* timing = nullptr);
 
