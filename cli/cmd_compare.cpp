@@ -4,6 +4,7 @@
 // tensor within its bound; 1: one is not; 2: unreadable or inconsistent files, bad options.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 
@@ -41,6 +42,7 @@ void check_range(const std::string& file, const char* name, const HostTensor& t)
 }
 
 int run_compare(CompareFlags o) {
+  const auto t0 = std::chrono::steady_clock::now();
   o.c.p_in_storage = !o.p_f32;
   apply_oracle(o.oracle);
   const std::vector<std::string> inputs = {o.c.inputs, o.c.outputs};
@@ -57,6 +59,7 @@ int run_compare(CompareFlags o) {
   }
   report::RunInfo info;
   info.command = "flashcheck compare";
+  info.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // files included
   const std::vector<std::string> wrote = report::write_outputs(o.out, o.junit, r, info, inputs);
   if (o.as_json) {
     fmt::print("{}", report::dump(r));
