@@ -20,22 +20,20 @@ std::map<std::string, TensorMetrics> measure_outputs(const Inputs& checked, cons
                                                      const ref::Bounds& bounds, const Outputs& got, bool has_lse) {
   // The tensors the run is judged on, each with its verdict where there is a bound (verdict/).
   const std::vector<verdict::TensorVerdict> held = verdict::hold(checked, got, want, bounds, has_lse);
-  // The tensors' metrics are independent (each measure() is one serial pass): side by side on the
-  // oracle's threads (reference/parallel.hpp), each the same bits as alone.
+  // One tensor after another, each measure() on the oracle's threads in chunks of elements
+  // (reference/parallel.hpp): the same bits with any thread count.
   std::vector<TensorMetrics> out(held.size());
-  const double elems = double(want.value.o.size() + want.value.d_q.size() + want.value.d_k.size());
-  const ref::SerialScope small(elems < double(1 << 16));
-  ref::parallel_for(int64_t(held.size()), [&](int64_t x) {
-    const verdict::TensorVerdict& t = held[size_t(x)];
+  for (size_t x = 0; x < held.size(); ++x) {
+    const verdict::TensorVerdict& t = held[x];
     const std::string name = t.tensor;
     const Scale scale = name == "o"     ? Scale{Scale::Elementwise, &want.o_mag}
                         : name == "lse" ? Scale{Scale::Absolute}
                                         : Scale{Scale::TensorMax};
-    TensorMetrics& m = out[size_t(x)];
+    TensorMetrics& m = out[x];
     m = measure(t.got, *t.ref, *t.bound, t.dtype, scale);
-    if (t.bound->empty()) return;  // no bound, no verdict
+    if (t.bound->empty()) continue;  // no bound, no verdict
     m.pass = t.held.ok, m.why = t.held.why, m.why_index = t.held.ok ? -1 : t.held.worst;
-  });
+  }
   std::map<std::string, TensorMetrics> m;
   for (size_t x = 0; x < held.size(); ++x) m[held[x].tensor] = std::move(out[x]);
   return m;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 
@@ -113,20 +114,29 @@ ref::Precision precision(const CompareOptions& o, const Problem& p, int32_t bloc
 
 }  // namespace
 
-json compare_report(const CompareOptions& o, const Inputs& in) {
+json compare_report(const CompareOptions& o, const Inputs& in, std::vector<std::pair<std::string, double>>* stages) {
+  auto t0 = std::chrono::steady_clock::now();
+  const auto stage = [&](const char* name) {  // the seconds since the last stage ended
+    const auto t = std::chrono::steady_clock::now();
+    if (stages) stages->emplace_back(name, std::chrono::duration<double>(t - t0).count());
+    t0 = t;
+  };
   const Outputs got = read_outputs(o.outputs, in);
   if (o.block_n < 0) throw std::invalid_argument("--block-n must be >= 0");
   (void)precision(o, in.p, 64);  // option errors before the work
   Inputs checked = in;
   if (!got.has_grads()) checked.d_o = HostTensor();  // no gradients to audit: the forward's bound only
   const ref::Tensors64 checked64 = verdict::tensors64(checked);  // once, for the oracle and every tile's bound
+  stage("outputs");
   const ref::Certified want = verdict::certify(checked, checked64);
+  stage("oracle");
   const std::vector<int32_t> tiles = o.block_n > 0 || o.model == "naive" ? std::vector<int32_t>{o.block_n}
                                                                          : std::vector<int32_t>{16, 32, 64, 128, 256};
   std::vector<ref::Precision> precs;
   for (int32_t bn : tiles) precs.push_back(precision(o, in.p, bn));
   // The largest bound over the candidate tiles.
   const ref::Bounds bounds = verdict::bounds_for(checked, checked64, want, precs);
+  stage("bound");
   CaseSpec c;
   c.id = "inputs";
   c.regime = "file";
@@ -154,6 +164,7 @@ json compare_report(const CompareOptions& o, const Inputs& in) {
     const CellRun base_run = run_cell(c, base_in, base_in, nullptr, want, base);
     base_err = max_abs_of(base_run.metrics);
   }
+  stage("baseline");
   CellRun r;
   r.metrics = measure_outputs(checked, want, bounds, got, !got.lse.shape.empty());
   bool pass = true;
@@ -182,7 +193,9 @@ json compare_report(const CompareOptions& o, const Inputs& in) {
                   {"rounding", o.rounding},
                   {"p_in_storage", o.p_in_storage},
                   {"block_n", o.block_n}};
-  return make_report("compare", options, cases, json::array({cell}), json::array());
+  json report = make_report("compare", options, cases, json::array({cell}), json::array());
+  stage("metrics");
+  return report;
 }
 
 }  // namespace fc::report

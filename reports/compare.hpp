@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "contract/tensor.hpp"
 #include "reference/bounds.hpp"
@@ -24,6 +26,8 @@ struct CompareOptions {
 
 // The report (kind "compare") of o.outputs against `in` (read from o.inputs by the caller, which also
 // holds it to its resource limits). io::FileError for unusable files; std::invalid_argument for options.
-nlohmann::json compare_report(const CompareOptions& o, const Inputs& in);
+// `stages`, when given, receives the seconds of each stage (outputs, oracle, bound, baseline, metrics).
+nlohmann::json compare_report(const CompareOptions& o, const Inputs& in,
+                              std::vector<std::pair<std::string, double>>* stages = nullptr);
 
 }  // namespace fc::report

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "contract/tensor.hpp"
+#include "reference/parallel.hpp"
 
 namespace fc::report {
 
@@ -69,14 +72,37 @@ int64_t ordinal(DType t, double x) {
   return x < 0 ? -ord : ord;
 }
 
-double quantile(std::vector<double> x, double q) {
+size_t rank(size_t n, double q) { return size_t(std::floor(q * double(n - 1))); }
+
+double quantile_in_place(std::vector<double>& x, double q, size_t below) {
   if (x.empty()) return 0;
-  const size_t k = size_t(std::floor(q * double(x.size() - 1)));
-  std::nth_element(x.begin(), x.begin() + std::ptrdiff_t(k), x.end(), [](double a, double b) {
+  const size_t k = rank(x.size(), q);
+  const auto end = x.begin() + std::ptrdiff_t(std::min(below, x.size()));
+  std::nth_element(x.begin(), x.begin() + std::ptrdiff_t(k), end, [](double a, double b) {
     return a < b || (a == a && b != b);  // NaN sorts last
   });
   return x[k];
 }
+
+double quantile(std::vector<double> x, double q) { return quantile_in_place(x, q); }
+
+namespace {
+
+// One chunk's share of measure(): kChunk consecutive elements (the last chunk fewer), scanned in
+// order. Chunks are cut by element count, never by thread count, and their shares are joined in
+// chunk order, so the metrics are the same bits with 1 thread or 16 (and, for a tensor of one
+// chunk, those of a serial scan).
+constexpr int64_t kChunk = int64_t(1) << 16;
+
+struct Share {
+  TensorMetrics m;  // counts, maxima, histograms, worst element
+  double sum_sq = 0, sum_e = 0, sum_ref_sq = 0, sum_ulp = 0, sum_mag = 0, worst_key = -1;
+};
+
+// The worst element's rule: the first NaN key, else the first largest key.
+bool worse(double key, double than) { return key > than || (key != key && than == than); }
+
+}  // namespace
 
 TensorMetrics measure(const std::vector<double>& got, const std::vector<double>& ref, const std::vector<double>& bound,
                       DType out, Scale scale) {
@@ -87,63 +113,105 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
     m.max_abs = kNaN;  // nothing to measure
     return m;
   }
-  double ref_max = 0;  // TensorMax scale
-  for (double r : ref)
-    if (std::isfinite(r)) ref_max = std::max(ref_max, std::fabs(r));
+  const int64_t n = int64_t(ref.size()), chunks = (n + kChunk - 1) / kChunk;
+  const auto range = [&](int64_t c) { return std::pair{c * kChunk, std::min(n, (c + 1) * kChunk)}; };
+  const auto both_finite = [&](int64_t x) { return std::isfinite(got[size_t(x)]) && std::isfinite(ref[size_t(x)]); };
+  // First pass: the TensorMax scale, and where each chunk's finite elements start in the quantiles'
+  // arrays (a prefix sum of their counts).
+  std::vector<double> chunk_max(size_t(chunks), 0.0);
+  std::vector<int64_t> at(size_t(chunks) + 1, 0);
+  ref::parallel_for(chunks, [&](int64_t c) {
+    const auto [a, b] = range(c);
+    for (int64_t x = a; x < b; ++x) {
+      const double r = ref[size_t(x)];
+      if (std::isfinite(r)) chunk_max[size_t(c)] = std::max(chunk_max[size_t(c)], std::fabs(r));
+      at[size_t(c) + 1] += both_finite(x);
+    }
+  });
+  double ref_max = 0;
+  for (int64_t c = 0; c < chunks; ++c)
+    ref_max = std::max(ref_max, chunk_max[size_t(c)]), at[size_t(c) + 1] += at[size_t(c)];
+  const size_t finite = static_cast<size_t>(at[size_t(chunks)]);
+  std::vector<double> ratios(m.has_bound ? finite : 0), ulps(finite), steps_all(finite);
+  std::vector<Share> shares(static_cast<size_t>(chunks));
+  ref::parallel_for(chunks, [&](int64_t c) {
+    Share& sh = shares[size_t(c)];
+    TensorMetrics& t = sh.m;
+    int64_t slot = at[size_t(c)];
+    const auto [a, b] = range(c);
+    for (int64_t x = a; x < b; ++x) {
+      const double y = got[size_t(x)], r = ref[size_t(x)];
+      if (!std::isfinite(y) || !std::isfinite(r)) {
+        const bool same = (y != y && r != r) || y == r;
+        (same ? t.nonfinite_match : t.nonfinite_mismatch)++;
+        continue;
+      }
+      const double e = y - r, ae = std::fabs(e);
+      t.count++;
+      sh.sum_sq += e * e, sh.sum_e += e, sh.sum_ref_sq += r * r;
+      t.max_abs = std::max(t.max_abs, ae);
+      double scaled = ae;
+      if (scale.kind == Scale::Elementwise) {
+        const double s = (*scale.per_element)[size_t(x)];
+        scaled = ae == 0 ? 0.0 : (s > 0 ? ae / s : kInf);  // 0/0: exact; x/0: infinitely wrong
+      } else if (scale.kind == Scale::TensorMax) {
+        scaled = ae == 0 ? 0.0 : (ref_max > 0 ? ae / ref_max : kInf);
+      }
+      t.max_scaled = worst(t.max_scaled, scaled);
+      const double u = ulp_of(out, r), ue = ae / u;
+      t.ulp_max = std::max(t.ulp_max, ue), sh.sum_ulp += ue, ulps[size_t(slot)] = ue;
+      sh.sum_mag += r > 0 ? e : r < 0 ? -e : 0.0;
+      const int64_t steps = std::llabs(ordinal(out, y) - ordinal(out, round_to(out, r)));
+      t.excess_max = std::max(t.excess_max, steps), steps_all[size_t(slot)] = double(steps);
+      t.correctly_rounded += steps == 0;
+      t.ulp_hist[size_t(ulp_bin(steps))]++;
+      double key = scaled;
+      if (m.has_bound) {
+        const double bd = bound[size_t(x)];
+        const double ratio = ae == 0 && bd == bd ? 0.0 : (bd > 0 ? ae / bd : (bd == 0 ? kInf : kNaN));
+        ratios[size_t(slot)] = ratio;
+        t.ratio_hist[size_t(ratio_bin(ratio))]++;
+        t.ratio_max = worst(t.ratio_max, ratio);
+        key = ratio;
+      }
+      ++slot;
+      if (worse(key, sh.worst_key)) {
+        sh.worst_key = key, t.worst = x, t.worst_got = y, t.worst_ref = r;
+        t.worst_bound = m.has_bound ? bound[size_t(x)] : 0.0;
+      }
+    }
+  });
   double sum_sq = 0, sum_e = 0, sum_ref_sq = 0, sum_ulp = 0, sum_mag = 0, worst_key = -1;
-  std::vector<double> ratios, ulps, steps_all;
-  ratios.reserve(m.has_bound ? ref.size() : 0);
-  ulps.reserve(ref.size()), steps_all.reserve(ref.size());
-  for (size_t x = 0; x < ref.size(); ++x) {
-    const double y = got[x], r = ref[x];
-    if (!std::isfinite(y) || !std::isfinite(r)) {
-      const bool same = (y != y && r != r) || y == r;
-      (same ? m.nonfinite_match : m.nonfinite_mismatch)++;
-      continue;
-    }
-    const double e = y - r, ae = std::fabs(e);
-    m.count++;
-    sum_sq += e * e, sum_e += e, sum_ref_sq += r * r;
-    m.max_abs = std::max(m.max_abs, ae);
-    double scaled = ae;
-    if (scale.kind == Scale::Elementwise) {
-      const double s = (*scale.per_element)[x];
-      scaled = ae == 0 ? 0.0 : (s > 0 ? ae / s : kInf);  // 0/0: exact; x/0: infinitely wrong
-    } else if (scale.kind == Scale::TensorMax) {
-      scaled = ae == 0 ? 0.0 : (ref_max > 0 ? ae / ref_max : kInf);
-    }
-    m.max_scaled = worst(m.max_scaled, scaled);
-    const double u = ulp_of(out, r), ue = ae / u;
-    m.ulp_max = std::max(m.ulp_max, ue), sum_ulp += ue, ulps.push_back(ue);
-    sum_mag += r > 0 ? e : r < 0 ? -e : 0.0;
-    const int64_t steps = std::llabs(ordinal(out, y) - ordinal(out, round_to(out, r)));
-    m.excess_max = std::max(m.excess_max, steps), steps_all.push_back(double(steps));
-    m.correctly_rounded += steps == 0;
-    m.ulp_hist[size_t(ulp_bin(steps))]++;
-    double key = scaled;
-    if (m.has_bound) {
-      const double b = bound[x];
-      const double ratio = ae == 0 && b == b ? 0.0 : (b > 0 ? ae / b : (b == 0 ? kInf : kNaN));
-      ratios.push_back(ratio);
-      m.ratio_hist[size_t(ratio_bin(ratio))]++;
-      m.ratio_max = worst(m.ratio_max, ratio);
-      key = ratio;
-    }
-    if (key > worst_key || (key != key && worst_key == worst_key)) {
-      worst_key = key, m.worst = int64_t(x), m.worst_got = y, m.worst_ref = r;
-      m.worst_bound = m.has_bound ? bound[x] : 0.0;
+  for (const Share& sh : shares) {  // in chunk order
+    const TensorMetrics& t = sh.m;
+    m.count += t.count, m.nonfinite_match += t.nonfinite_match, m.nonfinite_mismatch += t.nonfinite_mismatch;
+    sum_sq += sh.sum_sq, sum_e += sh.sum_e, sum_ref_sq += sh.sum_ref_sq, sum_ulp += sh.sum_ulp, sum_mag += sh.sum_mag;
+    m.max_abs = std::max(m.max_abs, t.max_abs), m.max_scaled = worst(m.max_scaled, t.max_scaled);
+    m.ulp_max = std::max(m.ulp_max, t.ulp_max), m.excess_max = std::max(m.excess_max, t.excess_max);
+    m.correctly_rounded += t.correctly_rounded, m.ratio_max = worst(m.ratio_max, t.ratio_max);
+    for (size_t k = 0; k < m.ulp_hist.size(); ++k) m.ulp_hist[k] += t.ulp_hist[k];
+    for (size_t k = 0; k < m.ratio_hist.size(); ++k) m.ratio_hist[k] += t.ratio_hist[k];
+    if (t.worst >= 0 && worse(sh.worst_key, worst_key)) {
+      worst_key = sh.worst_key, m.worst = t.worst, m.worst_got = t.worst_got, m.worst_ref = t.worst_ref;
+      m.worst_bound = t.worst_bound;
     }
   }
   if (m.count > 0) {
-    const double n = double(m.count);
-    m.rmse = std::sqrt(sum_sq / n), m.bias = sum_e / n, m.ulp_mean = sum_ulp / n, m.bias_mag = sum_mag / n;
+    const double cnt = double(m.count);
+    m.rmse = std::sqrt(sum_sq / cnt), m.bias = sum_e / cnt, m.ulp_mean = sum_ulp / cnt, m.bias_mag = sum_mag / cnt;
     m.bias_rel = m.rmse > 0 ? m.bias_mag / m.rmse : 0.0;
-    m.ulp_p99 = quantile(std::move(ulps), 0.99), m.excess_p99 = int64_t(quantile(std::move(steps_all), 0.99));
     m.rel_norm = sum_sq == 0 ? 0.0 : (sum_ref_sq > 0 ? std::sqrt(sum_sq / sum_ref_sq) : kInf);
   }
-  if (m.has_bound) {
-    m.ratio_p50 = quantile(ratios, 0.50), m.ratio_p90 = quantile(ratios, 0.90), m.ratio_p99 = quantile(ratios, 0.99);
-  }
+  // The quantiles side by side (each array is its own).
+  ref::parallel_for(m.count > 0 ? 3 : 0, [&](int64_t q) {
+    if (q == 0) m.ulp_p99 = quantile_in_place(ulps, 0.99);
+    if (q == 1) m.excess_p99 = int64_t(quantile_in_place(steps_all, 0.99));
+    if (q == 2 && m.has_bound) {  // the highest rank first: each later one searches what lies below it
+      m.ratio_p99 = quantile_in_place(ratios, 0.99);
+      m.ratio_p90 = quantile_in_place(ratios, 0.90, rank(ratios.size(), 0.99));
+      m.ratio_p50 = quantile_in_place(ratios, 0.50, rank(ratios.size(), 0.90));
+    }
+  });
   return m;
 }
 

@@ -41,7 +41,7 @@ nlohmann::json run_metadata(const RunInfo& info) {
   const std::time_t now = std::time(nullptr);
   char when[32];
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return {{"schema", "flashcheck-run"},
+  nlohmann::json r = {{"schema", "flashcheck-run"},
           {"version", 1},
           {"report", "report.json"},
           {"command", info.command},
@@ -51,6 +51,12 @@ nlohmann::json run_metadata(const RunInfo& info) {
           {"hardware_threads", std::thread::hardware_concurrency()},
           {"jobs", info.jobs},
           {"commit", std::string(kBuildCommit)}};
+  if (!info.stages.empty()) {
+    nlohmann::json st = nlohmann::json::object();
+    for (const auto& [name, s] : info.stages) st[name] = std::round(s * 100) / 100;
+    r["stages_s"] = st;
+  }
+  return r;
 }
 
 std::vector<std::string> write_outputs(const std::string& dir, const std::string& junit, const nlohmann::json& report,

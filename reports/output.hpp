@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fc::report {
@@ -14,6 +15,9 @@ struct RunInfo {
   std::string command;  // e.g. "flashcheck audit --quick"
   int jobs = 1;
   double elapsed_s = 0;
+  // Where the wall time went (`compare`: files, oracle, bound, baseline, metrics), seconds by stage:
+  // run.json's `stages_s` when not empty.
+  std::vector<std::pair<std::string, double>> stages;
 };
 
 // Refuses an unusable DIR (or junit path) up front, before minutes of work: exit 2 material. An

@@ -73,10 +73,19 @@ std::vector<double> abs_sums(const std::vector<double>& x, int64_t width) {
   return s;
 }
 
+// Into v, resized to n (its allocation kept from one precision to the next).
+void download_into(std::vector<double>& v, const double* p, size_t n) {
+  v.resize(n);
+  if (n) check(cudaMemcpy(v.data(), p, n * sizeof(double), cudaMemcpyDeviceToHost), "download");
+}
+
+double nan_max(double a, double b) {
+  return (a != a || b != b) ? std::numeric_limits<double>::quiet_NaN() : std::max(a, b);
+}
+
 // The elementwise larger of two bounds, NaN kept (error_bounds_max's widen).
 void widen(std::vector<double>& into, const std::vector<double>& b) {
-  for (size_t x = 0; x < into.size() && x < b.size(); ++x)
-    into[x] = (into[x] != into[x] || b[x] != b[x]) ? std::numeric_limits<double>::quiet_NaN() : std::max(into[x], b[x]);
+  for (size_t x = 0; x < into.size() && x < b.size(); ++x) into[x] = nan_max(into[x], b[x]);
 }
 
 }  // namespace
@@ -143,6 +152,44 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
     kv_floor = std::make_unique<DevArray<double>>(size_t(keys));
     row_stat = std::make_unique<DevArray<double>>(size_t(rows * kRowStat));
   }
+  // The gradients' last rounding is monotone in the error before it, so where every precision rounds
+  // alike (the same soft type and output dtypes: compare's candidate tiles) the largest bound over
+  // them is the rounding of their largest error: one rounding pass instead of one a precision.
+  bool defer = true;
+  for (const Precision& pr : precs)
+    defer = defer && pr.ar.soft == precs.front().ar.soft && pr.dtypes() == precs.front().dtypes();
+  std::vector<double> dqc, dqf, dkc, dvc, kvf;  // each precision's chain sums, downloaded (reused)
+  std::vector<double> E_dq, E_dk, E_dv;         // the gradients' errors before their last rounding
+  if (bwd) E_dq.resize(size_t(rows * p.d)), E_dk.resize(size_t(keys * p.d)), E_dv.resize(size_t(keys * dv));
+  auto err_at = [](const std::vector<double>& e, int64_t x) { return e.empty() ? 0.0 : e[size_t(x)]; };
+  std::vector<uint8_t> lv;  // a row sees a key (the same for every precision)
+  // E_dq, E_dk, E_dv rounded into b's gradients (finish_dq, finish_kv's last step).
+  auto round_grads = [&](Bounds& b, DType soft, const DtypeSet& types) {
+    b.d_q.assign(size_t(rows * p.d), 0.0), b.d_k.assign(size_t(keys * p.d), 0.0), b.d_v.assign(size_t(keys * dv), 0.0);
+    parallel_rows(rows, 1024, [&](int64_t a, int64_t e) {
+      for (int64_t r = a; r < e; ++r)
+        for (int64_t c = 0; c < p.d; ++c) {
+          const size_t x = size_t(r * p.d + c);
+          const double err = err_at(ref.err.d_q, int64_t(x));
+          b.d_q[x] =
+              lv[size_t(r)] ? rounded_bound(ref.value.d_q[x], E_dq[x], err, soft, types.q, true) * model::kSlack : err;
+        }
+    });
+    parallel_rows(keys, 1024, [&](int64_t a, int64_t e) {
+      for (int64_t key = a; key < e; ++key) {
+        for (int64_t c = 0; c < p.d; ++c) {
+          const size_t x = size_t(key * p.d + c);
+          b.d_k[x] = rounded_bound(ref.value.d_k[x], E_dk[x], err_at(ref.err.d_k, int64_t(x)), soft, types.kv, true) *
+                     model::kSlack;
+        }
+        for (int64_t c = 0; c < dv; ++c) {
+          const size_t x = size_t(key * dv + c);
+          b.d_v[x] = rounded_bound(ref.value.d_v[x], E_dv[x], err_at(ref.err.d_v, int64_t(x)), soft, types.kv, false) *
+                     model::kSlack;
+        }
+      }
+    });
+  };
   bool first = true;
   for (const Precision& prec : precs) {
     const model::Consts kc(p, in, ref, prec);
@@ -189,10 +236,9 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
     const DType soft = ar.soft;
     const DtypeSet types = prec.dtypes();
     const std::vector<double> eo = download(e_o.p, size_t(rows * dv)), el = download(e_lse.p, size_t(rows));
-    const std::vector<uint8_t> lv = download(live.p, size_t(rows));
+    lv = download(live.p, size_t(rows));
     Bounds B;
     B.o.assign(size_t(rows * dv), 0.0), B.lse.assign(size_t(rows), 0.0);
-    auto err_at = [](const std::vector<double>& e, int64_t x) { return e.empty() ? 0.0 : e[size_t(x)]; };
     parallel_rows(rows, 1024, [&](int64_t a, int64_t b) {
       for (int64_t r = a; r < b; ++r) {
         for (int64_t c = 0; c < dv; ++c) {
@@ -215,27 +261,23 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
       check(cudaMemcpy(b_lse.p, B.lse.data(), B.lse.size() * sizeof(double), cudaMemcpyHostToDevice), "upload");
       timed(tm.backward_rows, [&] { launch_backward_rows(m); });
       timed(tm.backward_keys, [&] { launch_backward_keys(m); });
-      const std::vector<double> dqc = download(dq_chain->p, size_t(rows * p.d)),
-                                dqf = download(dq_floor->p, size_t(rows));
-      const std::vector<double> dkc = download(dk_chain->p, size_t(keys * p.d));
-      const std::vector<double> dvc = download(dv_chain->p, size_t(keys * dv)),
-                                kvf = download(kv_floor->p, size_t(keys));
+      download_into(dqc, dq_chain->p, size_t(rows * p.d)), download_into(dqf, dq_floor->p, size_t(rows));
+      download_into(dkc, dk_chain->p, size_t(keys * p.d)), download_into(dvc, dv_chain->p, size_t(keys * dv));
+      download_into(kvf, kv_floor->p, size_t(keys));
       const double scale = std::fabs(p.scale), floor = kc.ftz ? kc.floor_s : 0.0, floor_scale = std::max(1.0, scale);
       const double dlt = kc.delta_out;
-      B.d_q.assign(size_t(rows * p.d), 0.0), B.d_k.assign(size_t(keys * p.d), 0.0),
-          B.d_v.assign(size_t(keys * dv), 0.0);
+      // This precision's errors before the last rounding, kept elementwise largest over the precisions
+      // (NaN kept) where they round alike.
+      const bool fresh = !defer || first;
+      auto keep = [fresh](std::vector<double>& into, size_t x, double e) { into[x] = fresh ? e : nan_max(into[x], e); };
       parallel_rows(rows, 1024, [&](int64_t a, int64_t b) {  // finish_dq
         for (int64_t r = a; r < b; ++r)
           for (int64_t c = 0; c < p.d; ++c) {
             const int64_t x = r * p.d + c;
             const double dq = ref.value.d_q[size_t(x)], err = err_at(ref.err.d_q, x);
-            if (!lv[size_t(r)]) {
-              B.d_q[size_t(x)] = err;
-              continue;
-            }
-            const double e = scale * (1 + dlt) * dqc[size_t(x)] + floor_scale * (1 + dlt) * dqf[size_t(r)] +
-                             model::times(dlt, std::fabs(dq) + err) + floor;
-            B.d_q[size_t(x)] = rounded_bound(dq, e, err, soft, types.q, true) * model::kSlack;
+            keep(E_dq, size_t(x),
+                 scale * (1 + dlt) * dqc[size_t(x)] + floor_scale * (1 + dlt) * dqf[size_t(r)] +
+                     model::times(dlt, std::fabs(dq) + err) + floor);
           }
       });
       parallel_rows(keys, 1024, [&](int64_t a, int64_t b) {  // finish_kv (no per-head stage: phi = 0)
@@ -244,25 +286,23 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
           for (int64_t c = 0; c < p.d; ++c) {
             const int64_t x = key * p.d + c;
             const double dk = ref.value.d_k[size_t(x)], ek = err_at(ref.err.d_k, x);
-            const double e_k = scale * (1 + dlt) * dkc[size_t(x)] + floor_scale * (1 + dlt) * fl +
-                               model::times(dlt, std::fabs(dk) + ek) + floor;
-            B.d_k[size_t(x)] = rounded_bound(dk, e_k, ek, soft, types.kv, true) * model::kSlack;
+            keep(E_dk, size_t(x),
+                 scale * (1 + dlt) * dkc[size_t(x)] + floor_scale * (1 + dlt) * fl +
+                     model::times(dlt, std::fabs(dk) + ek) + floor);
           }
-          for (int64_t c = 0; c < dv; ++c) {
-            const int64_t x = key * dv + c;
-            const double dvv = ref.value.d_v[size_t(x)], ev = err_at(ref.err.d_v, x);
-            const double e_v = dvc[size_t(x)] + fl + floor;
-            B.d_v[size_t(x)] = rounded_bound(dvv, e_v, ev, soft, types.kv, false) * model::kSlack;
-          }
+          for (int64_t c = 0; c < dv; ++c) keep(E_dv, size_t(key * dv + c), dvc[size_t(key * dv + c)] + fl + floor);
         }
       });
+      if (!defer) round_grads(B, soft, types);
     }
     if (first) {  // the elementwise largest over the precisions, widened as each finishes
       out = std::move(B), first = false;
     } else {
-      widen(out.o, B.o), widen(out.lse, B.lse), widen(out.d_q, B.d_q), widen(out.d_k, B.d_k), widen(out.d_v, B.d_v);
+      widen(out.o, B.o), widen(out.lse, B.lse);
+      if (!defer) widen(out.d_q, B.d_q), widen(out.d_k, B.d_k), widen(out.d_v, B.d_v);
     }
   }
+  if (bwd && defer) round_grads(out, precs.front().ar.soft, precs.front().dtypes());
   tm.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (timing) *timing = tm;
   return out;

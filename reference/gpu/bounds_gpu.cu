@@ -386,8 +386,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(ModelDev 
       load_tile(tile, vb + t0 * dv, cnt, dv);
       __syncthreads();
       const int64_t a0 = jb > t0 ? jb : t0, a1 = je < t0 + cnt ? je : t0 + cnt;
+      // Lane l holds key t0 + l's two coefficients; the loop below takes them by shuffle (its bounds
+      // are the warp's row's: every lane runs it), not by a dependent load from scratch per key.
+      const int64_t jl = t0 + lane;
+      const double cw_l = jl >= a0 && jl < a1 ? F[kA * n_k + jl - jb] : 0.0;
+      const double ca_l = jl >= a0 && jl < a1 ? F[kS * n_k + jl - jb] : 0.0;
       for (int64_t ja = a0; ja < a1; ++ja) {  // (none unless live)
-        const double cw = F[kA * n_k + ja - jb], ca = F[kS * n_k + ja - jb];
+        const double cw = __shfl_sync(0xffffffffu, cw_l, int(ja - t0)), ca = __shfl_sync(0xffffffffu, ca_l, int(ja - t0));
         const double* v = tile + (ja - t0) * (dv + 1);
 #pragma unroll
         for (int e = 0; e < Cols; ++e) {

@@ -1,10 +1,14 @@
 // The report's metrics held to values computed by hand (in the comments), not by the code under
-// test: ULP spacing and ordinals against IEEE bit patterns, and every metric of a 4-element fp16
-// tensor with planted errors.
+// test: ULP spacing and ordinals against IEEE bit patterns, every metric of a 4-element fp16 tensor
+// with planted errors, and a tensor of several chunks against a plain scan, serial and threaded.
 #include "tests/catch.hpp"
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <vector>
 
+#include "reference/parallel.hpp"
 #include "reports/metrics.hpp"
 
 using namespace fc;
@@ -77,14 +81,14 @@ namespace {
 //   ref = 1 + 2^-12, 0.5, -(2 + 2^-9), 0.25       got = 1, 0.5, -2, 0.25 + 2^-12
 //   got - ref = -2^-12, 0, +2^-9, +2^-12
 const double a = std::ldexp(1, -12), b = std::ldexp(1, -9);
-const std::vector<double> ref = {1 + a, 0.5, -(2 + b), 0.25};
+const std::vector<double> want = {1 + a, 0.5, -(2 + b), 0.25};  // ref
 const std::vector<double> got = {1, 0.5, -2, 0.25 + a};
 const std::vector<double> mag = {2, 1, 4, 0.5};  // o's scale sum_j P|v|
 const std::vector<double> bound = {std::ldexp(1, -11), std::ldexp(1, -20), std::ldexp(1, -8), std::ldexp(1, -11)};
 }  // namespace
 
 TEST_CASE("measure gives the hand-computed metrics of a planted fp16 error", "[cpu]") {
-  const TensorMetrics m = measure(got, ref, bound, DType::F16, {Scale::Elementwise, &mag});
+  const TensorMetrics m = measure(got, want, bound, DType::F16, {Scale::Elementwise, &mag});
   CHECK(m.count == 4);
   CHECK(m.max_abs == b);
   CHECK(m.rmse == std::sqrt((a * a + b * b + a * a) / 4));
@@ -124,7 +128,7 @@ TEST_CASE("measure gives the hand-computed metrics of a planted fp16 error", "[c
 TEST_CASE("measure gives an element beyond its bound its ratio and names it the worst", "[cpu]") {
   std::vector<double> tight = bound;
   tight[2] = std::ldexp(1, -10);  // error 2^-9 is twice this
-  const TensorMetrics m = measure(got, ref, tight, DType::F16, {Scale::Elementwise, &mag});
+  const TensorMetrics m = measure(got, want, tight, DType::F16, {Scale::Elementwise, &mag});
   CHECK(m.ratio_max == 2);
   CHECK(m.worst == 2);
   CHECK(m.ratio_hist[20] == 1);  // 2 opens [2, 5)
@@ -150,6 +154,69 @@ TEST_CASE("measure scales by the tensor's largest value, or not at all", "[cpu]"
   CHECK(std::isinf(measure(g, r, {}, DType::F32, {Scale::Elementwise, &zero_mag}).max_scaled));  // x/0
   const std::vector<double> zero_bound = {0, 0};
   const TensorMetrics m = measure(g, r, zero_bound, DType::F32, {Scale::Absolute});
-  CHECK(std::isinf(m.ratio_max));  // an error where the bound is 0
+  CHECK(std::isinf(m.ratio_max));                                                  // an error where the bound is 0
   CHECK(measure(r, r, zero_bound, DType::F32, {Scale::Absolute}).ratio_max == 0);  // exact: 0/0 counts as 0
+}
+
+// measure() scans chunks of 2^16 elements on the oracle's threads. A tensor of several chunks, with
+// non-finite elements, equal worst ratios in two chunks and a NaN bound, gives the same bits serially
+// and in parallel, and each count, maximum, quantile and the worst element agree with a plain scan
+// written here.
+TEST_CASE("measure over many chunks: thread-count independent, and the plain scan's answers", "[cpu]") {
+  const size_t n = 3 * (size_t(1) << 16) + 17;
+  std::vector<double> got(n), exact(n), bound(n);
+  uint64_t x = 12345;
+  auto next = [&] { return double((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 11) * 0x1p-53; };
+  for (size_t i = 0; i < n; ++i) {
+    exact[i] = 4 * next() - 2;
+    got[i] = double(float(exact[i] + (next() - 0.5) * 1e-3));  // not a bf16 value: the steps vary widely
+    bound[i] = 1e-3;
+  }
+  got[70000] = kNaN, exact[140000] = kInf, got[140000] = kInf;     // one mismatch, one match
+  got[100] = exact[100] + 5e-3, got[150000] = exact[150000] + 5e-3;  // the worst ratio, 5, twice: the first wins
+  std::vector<double> with_nan = bound;
+  with_nan[160000] = kNaN;  // a NaN bound's ratio is NaN (when the error is not 0): the worst from then on
+
+  for (const std::vector<double>* b : {&bound, &with_nan}) {
+    TensorMetrics serial;
+    {
+      const fc::ref::SerialScope one(true);
+      serial = measure(got, exact, *b, DType::BF16, Scale{Scale::TensorMax});
+    }
+    const TensorMetrics par = measure(got, exact, *b, DType::BF16, Scale{Scale::TensorMax});
+    CHECK(std::memcmp(&serial.rmse, &par.rmse, sizeof(double)) == 0);
+    CHECK(std::memcmp(&serial.bias_rel, &par.bias_rel, sizeof(double)) == 0);
+    CHECK(std::memcmp(&serial.ulp_mean, &par.ulp_mean, sizeof(double)) == 0);
+    CHECK(serial.ulp_hist == par.ulp_hist);
+    CHECK(serial.ratio_hist == par.ratio_hist);
+    CHECK(serial.worst == par.worst);
+    CHECK(serial.ratio_p50 == par.ratio_p50);
+
+    // The plain scan.
+    int64_t count = 0, mismatch = 0, match = 0, worst = -1;
+    double worst_key = -1, max_abs = 0;
+    std::vector<double> ratios;
+    for (size_t i = 0; i < n; ++i) {
+      if (!std::isfinite(got[i]) || !std::isfinite(exact[i])) {
+        (got[i] == exact[i] ? match : mismatch)++;
+        continue;
+      }
+      ++count;
+      const double ae = std::fabs(got[i] - exact[i]), r = ae == 0 ? 0.0 : ae / (*b)[i];
+      max_abs = std::max(max_abs, ae);
+      ratios.push_back(r);
+      if (r > worst_key || (r != r && worst_key == worst_key)) worst_key = r, worst = int64_t(i);
+    }
+    CHECK(par.count == count);
+    CHECK(par.nonfinite_match == match);
+    CHECK(par.nonfinite_mismatch == mismatch);
+    CHECK(par.max_abs == max_abs);
+    CHECK(par.worst == worst);
+    CHECK(par.worst == (b == &bound ? 100 : 160000));
+    std::sort(ratios.begin(), ratios.end(), [](double a, double c) { return a < c || (a == a && c != c); });
+    const auto at = [&](double q) { return ratios[size_t(std::floor(q * double(ratios.size() - 1)))]; };
+    CHECK(par.ratio_p50 == at(0.50));
+    CHECK(par.ratio_p90 == at(0.90));
+    CHECK(par.ratio_p99 == at(0.99));
+  }
 }

@@ -7,7 +7,8 @@
 //     serial round-to-nearest one, one in any order with directed rounding, and the flags that change
 //     terms (S and dP stored, P stored before l, dS from the stored P, P normalised, FA1 merges,
 //     operands narrower than storage, exp(0) exact or not);
-//   - error_bounds_max over several tiles, and ref::bounds's dispatch (which side ran);
+//   - error_bounds_max over several tiles (and over two softmax types), and ref::bounds's dispatch (which
+//     side ran);
 //   - a negative control: the comparison fails between two tiles' bounds, so it can fail.
 #include "tests/catch.hpp"
 
@@ -180,6 +181,11 @@ TEST_CASE("gpu error model: several tiles at once, the dispatch, and a compariso
     precs.push_back(precision_for(p, tensor_core_arithmetic(p.dtype, p.n_q, bn, 0)));
   CHECK(all_agree("max over tiles 16..256", gpu::error_bounds_max(p, in, ref, precs),
                   error_bounds_max(p, in, ref, precs)));
+  // Precisions whose last roundings differ (the softmax type): each rounded on its own, then the max.
+  Precision f64_soft = precs[1];
+  f64_soft.ar.soft = DType::F64;
+  CHECK(all_agree("max over a tile in fp32 and one in fp64", gpu::error_bounds_max(p, in, ref, {precs[3], f64_soft}),
+                  error_bounds_max(p, in, ref, {precs[3], f64_soft})));
   // The comparison can fail: tile 16's bounds against tile 128's differ past kRel.
   const Bounds g16 = gpu::error_bounds_max(p, in, ref, {precs[0]}), c128 = error_bounds_max(p, in, ref, {precs[3]});
   CHECK_FALSE(all_agree("negative control: tile 16 (gpu) against tile 128 (cpu)", g16, c128));
