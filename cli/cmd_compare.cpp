@@ -7,9 +7,12 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <vector>
+#include <algorithm>
 
 #include "io/attention_io.hpp"
 #include "io/errors.hpp"
+#include "reference/parallel.hpp"
 
 #include "cli/command.hpp"
 #include "cli/options.hpp"
@@ -32,9 +35,20 @@ struct CompareFlags {
 };
 
 // The certified oracle's range is finite magnitudes below 2^500 (only F64 files reach past it).
+// Blocks of elements on every thread; the first element out of range is named.
 void check_range(const std::string& file, const char* name, const HostTensor& t) {
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (std::isfinite(t.get(i)) && std::fabs(t.get(i)) >= 0x1p500)
+  constexpr int64_t kBlock = int64_t(1) << 20;
+  const int64_t n = t.numel(), blocks = (n + kBlock - 1) / kBlock;
+  std::vector<int64_t> first(size_t(blocks), -1);
+  ref::parallel_for(blocks, [&](int64_t b) {
+    for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i)
+      if (std::isfinite(t.get(i)) && std::fabs(t.get(i)) >= 0x1p500) {
+        first[size_t(b)] = i;
+        return;
+      }
+  });
+  for (const int64_t i : first)
+    if (i >= 0)
       throw io::FileError(io::FileFault::OutOfRange, file,
                           fmt::format("tensor \"{}\" element {} = {:g} is beyond the certified oracle's range "
                                       "(|x| < 2^500)",

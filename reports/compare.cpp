@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <stdexcept>
 
 #include "io/attention_io.hpp"
@@ -124,8 +125,13 @@ json compare_report(const CompareOptions& o, const Inputs& in, std::vector<std::
   const Outputs got = read_outputs(o.outputs, in);
   if (o.block_n < 0) throw std::invalid_argument("--block-n must be >= 0");
   (void)precision(o, in.p, 64);  // option errors before the work
+  // The case's hash and largest score (serial passes over the inputs, seconds on a training shape) on
+  // a thread of their own while the oracle and the bound run.
+  std::future<std::pair<uint64_t, double>> about = std::async(std::launch::async, [&in] {
+    return std::pair{inputs_hash(in), score_max(in)};
+  });
   Inputs checked = in;
-  if (!got.has_grads()) checked.d_o = HostTensor();  // no gradients to audit: the forward's bound only
+  if (!got.has_grads()) checked.d_o = HostTensor();              // no gradients to audit: the forward's bound only
   const ref::Tensors64 checked64 = verdict::tensors64(checked);  // once, for the oracle and every tile's bound
   stage("outputs");
   const ref::Certified want = verdict::certify(checked, checked64);
@@ -184,7 +190,8 @@ json compare_report(const CompareOptions& o, const Inputs& in, std::vector<std::
         fmt::format("the same-precision baseline would take about {:.3g} s on {} threads (--max-baseline-seconds {:g})",
                     base_s, ref::worker_threads(), o.max_baseline_seconds);
   cell["replay"] = fmt::format("flashcheck compare --inputs {} --outputs {}", o.inputs, o.outputs);
-  json cases = json::array({case_json(c, inputs_hash(in), score_max(in))});
+  const auto [hash, s_max] = about.get();
+  json cases = json::array({case_json(c, hash, s_max)});
   json options = {{"inputs", o.inputs},
                   {"outputs", o.outputs},
                   {"name", o.name},

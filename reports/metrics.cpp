@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -74,17 +75,16 @@ int64_t ordinal(DType t, double x) {
 
 size_t rank(size_t n, double q) { return size_t(std::floor(q * double(n - 1))); }
 
-double quantile_in_place(std::vector<double>& x, double q, size_t below) {
-  if (x.empty()) return 0;
-  const size_t k = rank(x.size(), q);
-  const auto end = x.begin() + std::ptrdiff_t(std::min(below, x.size()));
-  std::nth_element(x.begin(), x.begin() + std::ptrdiff_t(k), end, [](double a, double b) {
+double quantile_in_place(double* x, size_t n, double q, size_t below) {
+  if (n == 0) return 0;
+  const size_t k = rank(n, q);
+  std::nth_element(x, x + k, x + std::min(below, n), [](double a, double b) {
     return a < b || (a == a && b != b);  // NaN sorts last
   });
   return x[k];
 }
 
-double quantile(std::vector<double> x, double q) { return quantile_in_place(x, q); }
+double quantile(std::vector<double> x, double q) { return quantile_in_place(x.data(), x.size(), q); }
 
 namespace {
 
@@ -132,10 +132,13 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
   for (int64_t c = 0; c < chunks; ++c)
     ref_max = std::max(ref_max, chunk_max[size_t(c)]), at[size_t(c) + 1] += at[size_t(c)];
   const size_t finite = static_cast<size_t>(at[size_t(chunks)]);
-  std::vector<double> ratios(m.has_bound ? finite : 0), ulps(finite), steps_all(finite);
+  // Left uninitialised: the scan writes every slot, and its threads touch the pages first (on a
+  // tensor of 10^8 elements, zeroing them on this thread alone costs more than the scan).
+  const std::unique_ptr<double[]> ratios(new double[m.has_bound ? finite : 0]), ulps(new double[finite]),
+      steps_all(new double[finite]);
   std::vector<Share> shares(static_cast<size_t>(chunks));
   ref::parallel_for(chunks, [&](int64_t c) {
-    Share& sh = shares[size_t(c)];
+    Share sh;  // on this thread's stack: neighbouring chunks' shares would share cache lines
     TensorMetrics& t = sh.m;
     int64_t slot = at[size_t(c)];
     const auto [a, b] = range(c);
@@ -180,6 +183,7 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
         t.worst_bound = m.has_bound ? bound[size_t(x)] : 0.0;
       }
     }
+    shares[size_t(c)] = std::move(sh);
   });
   double sum_sq = 0, sum_e = 0, sum_ref_sq = 0, sum_ulp = 0, sum_mag = 0, worst_key = -1;
   for (const Share& sh : shares) {  // in chunk order
@@ -204,12 +208,12 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
   }
   // The quantiles side by side (each array is its own).
   ref::parallel_for(m.count > 0 ? 3 : 0, [&](int64_t q) {
-    if (q == 0) m.ulp_p99 = quantile_in_place(ulps, 0.99);
-    if (q == 1) m.excess_p99 = int64_t(quantile_in_place(steps_all, 0.99));
+    if (q == 0) m.ulp_p99 = quantile_in_place(ulps.get(), finite, 0.99);
+    if (q == 1) m.excess_p99 = int64_t(quantile_in_place(steps_all.get(), finite, 0.99));
     if (q == 2 && m.has_bound) {  // the highest rank first: each later one searches what lies below it
-      m.ratio_p99 = quantile_in_place(ratios, 0.99);
-      m.ratio_p90 = quantile_in_place(ratios, 0.90, rank(ratios.size(), 0.99));
-      m.ratio_p50 = quantile_in_place(ratios, 0.50, rank(ratios.size(), 0.90));
+      m.ratio_p99 = quantile_in_place(ratios.get(), finite, 0.99);
+      m.ratio_p90 = quantile_in_place(ratios.get(), finite, 0.90, rank(finite, 0.99));
+      m.ratio_p50 = quantile_in_place(ratios.get(), finite, 0.50, rank(finite, 0.90));
     }
   });
   return m;
