@@ -16,6 +16,7 @@
 #include "cli/command.hpp"
 #include "io/errors.hpp"
 #include "plugin/worker.hpp"
+#include "reference/parallel.hpp"
 
 namespace {
 
@@ -67,6 +68,7 @@ void keep_freed_memory() {
 int main(int argc, char** argv) {
   // A plugin's worker process (plugin/worker.hpp): started by `check --plugin`, not by users.
   if (argc >= 2 && std::string(argv[1]) == "__worker") return fc::plugin::worker_main(argc, argv);
+  fc::ref::restart_with_huge_pages(argv);
   keep_freed_memory();
   fc::cli::set_command_line(argc, argv);  // check --jobs starts a process per law with it
   CLI::App app{"flashcheck: property-based correctness and numerics for attention kernels"};

@@ -5,6 +5,10 @@
 
 #include "contract/tensor.hpp"
 #include "reference/oracle.hpp"
+#include "reference/parallel.hpp"
+
+#include <utility>
+#include <vector>
 
 namespace fc::ref {
 
@@ -28,8 +32,11 @@ inline SeqData seq_data(const Inputs& in) {
 
 inline Tensors64 tensors64(const Inputs& in) {
   Tensors64 t;
-  t.q = in.q.to_f64(), t.k = in.k.to_f64(), t.v = in.v.to_f64();
-  if (in.has_d_o()) t.d_o = in.d_o.to_f64();
+  const std::pair<const HostTensor*, std::vector<double>*> x[] = {
+      {&in.q, &t.q}, {&in.k, &t.k}, {&in.v, &t.v}, {in.has_d_o() ? &in.d_o : nullptr, &t.d_o}};
+  parallel_for(4, [&](int64_t i) {  // each its own: a training shape's tensors are 10^8 values apiece
+    if (x[i].first) *x[i].second = x[i].first->to_f64();
+  });
   t.seq = seq_data(in);
   return t;
 }

@@ -1,10 +1,14 @@
 #include "reference/parallel.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -63,5 +67,15 @@ void parallel_rows(int64_t rows, int64_t block, const std::function<void(int64_t
 
 SerialScope::SerialScope(bool on) : was_(in_task) { in_task = in_task || on; }
 SerialScope::~SerialScope() { in_task = was_; }
+
+void restart_with_huge_pages(char** argv) {
+  if (std::getenv("FC_NO_RESTART")) return;
+  const char* t = std::getenv("GLIBC_TUNABLES");
+  if (t && std::strstr(t, "glibc.malloc.hugetlb")) return;
+  const std::string v = t && *t ? std::string(t) + ":glibc.malloc.hugetlb=1" : "glibc.malloc.hugetlb=1";
+  if (setenv("GLIBC_TUNABLES", v.c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  // Still here: the restart failed. Carry on; a process started later sees the variable.
+}
 
 }  // namespace fc::ref

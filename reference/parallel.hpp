@@ -23,6 +23,14 @@ void parallel_rows(int64_t rows, int64_t block, const std::function<void(int64_t
 
 // While one is alive (and `on`), this thread's parallel loops run serially: for work too small to
 // pay for starting threads.
+// Blocks past 32 MiB (a training shape's tensors are 10^8 values apiece) are mapped afresh and fault
+// in 4 KB at a time, zeroed. Where transparent huge pages are given on request ("madvise"), glibc asks
+// for 2 MB ones when its tunable glibc.malloc.hugetlb is 1, which it reads only at start: so a
+// program's main calls this first, and the process restarts itself once with it set. FC_NO_RESTART,
+// or a glibc.malloc.hugetlb already in GLIBC_TUNABLES, keeps the process as it is; a failed restart
+// (no /proc) carries on unchanged. docs/DECISIONS.md has the measurement.
+void restart_with_huge_pages(char** argv);
+
 class SerialScope {
  public:
   explicit SerialScope(bool on);

@@ -43,24 +43,24 @@ Oracle oracle(const Kernel& k, const Inputs& in, const Config& cfg) {
 std::vector<TensorVerdict> hold(const Inputs& in, const Outputs& out, const ref::Certified& c, const ref::Bounds& b,
                                 bool lse) {
   const Problem& p = in.p;  // each output in its own dtype (per-tensor dtypes: o's, q's, k/v's)
-  struct Spec {
+  struct HeldSpec {
     const char* name;
     const HostTensor* t;
     const std::vector<double>*ref, *bound;
     DType dt;
   };
-  std::vector<Spec> specs = {{"o", &out.o, &c.value.o, &b.o, dtype_o(p)}};
+  std::vector<HeldSpec> specs = {{"o", &out.o, &c.value.o, &b.o, dtype_o(p)}};
   if (lse) specs.push_back({"lse", &out.lse, &c.value.lse, &b.lse, lse_dtype(p)});
   if (out.has_grads()) {
     specs.push_back({"d_q", &out.d_q, &c.value.d_q, &b.d_q, dtype_q(p)});
     specs.push_back({"d_k", &out.d_k, &c.value.d_k, &b.d_k, dtype_kv(p)});
     specs.push_back({"d_v", &out.d_v, &c.value.d_v, &b.d_v, dtype_kv(p)});
   }
-  std::erase_if(specs, [](const Spec& s) { return s.ref->empty() || s.t->shape.empty(); });
+  std::erase_if(specs, [](const HeldSpec& s) { return s.ref->empty() || s.t->shape.empty(); });
   std::vector<TensorVerdict> held(specs.size());
   const ref::SerialScope small(c.value.o.size() + c.value.d_q.size() < (size_t(1) << 16));
   ref::parallel_for(int64_t(specs.size()), [&](int64_t x) {  // independent tensors, side by side
-    const Spec& s = specs[size_t(x)];
+    const HeldSpec& s = specs[size_t(x)];
     TensorVerdict& v = held[size_t(x)];
     v.tensor = s.name, v.dtype = s.dt, v.got = s.t->to_f64(), v.ref = s.ref, v.bound = s.bound;
     if (!s.bound->empty()) v.held = ref::within_bound(v.got, *s.ref, *s.bound, s.dt);

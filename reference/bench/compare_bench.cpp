@@ -42,6 +42,7 @@ Mat head_of(const std::vector<double>& x, int64_t bh, int64_t n, int64_t d) {
 
 int main(int argc, char** argv) {
   using namespace fc;
+  ref::restart_with_huge_pages(argv);  // as flashcheck does
   const int32_t batch = argc > 1 ? std::atoi(argv[1]) : 1, heads = argc > 2 ? std::atoi(argv[2]) : 2;
   const int32_t n = argc > 3 ? std::atoi(argv[3]) : 2048, d = argc > 4 ? std::atoi(argv[4]) : 128;
   const std::string dt = argc > 5 ? argv[5] : "F16";
