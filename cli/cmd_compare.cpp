@@ -4,11 +4,11 @@
 // tensor within its bound; 1: one is not; 2: unreadable or inconsistent files, bad options.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
 #include <vector>
-#include <algorithm>
 
 #include "io/attention_io.hpp"
 #include "io/errors.hpp"

@@ -131,8 +131,9 @@ json compare_report(const CompareOptions& o, const Inputs& in, std::vector<std::
     return std::pair{inputs_hash(in), score_max(in)};
   });
   Inputs checked = in;
-  if (!got.has_grads()) checked.d_o = HostTensor();              // no gradients to audit: the forward's bound only
-  const ref::Tensors64 checked64 = verdict::tensors64(checked);  // once, for the oracle and every tile's bound
+  if (!got.has_grads()) checked.d_o = HostTensor();  // no gradients to audit: the forward's bound only
+  // Widened once, for the oracle and every tile's bound.
+  const ref::Tensors64 checked64 = verdict::tensors64(checked);
   stage("outputs");
   const ref::Certified want = verdict::certify(checked, checked64);
   stage("oracle");

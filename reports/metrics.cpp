@@ -1,11 +1,11 @@
 #include "reports/metrics.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <new>
-#include <sys/mman.h>
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -105,7 +105,7 @@ struct HugeBuffer {
   explicit HugeBuffer(size_t n) : bytes(std::max<size_t>(n, 1) * sizeof(double)) {
     void* a = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (a == MAP_FAILED) throw std::bad_alloc();
-    if (bytes >= (size_t(2) << 20)) (void)madvise(a, bytes, MADV_HUGEPAGE);  // a hint: ignored where THP is off
+    if (bytes >= (size_t(2) << 20)) (void)madvise(a, bytes, MADV_HUGEPAGE);  // a hint, ignored where THP is off
     p = static_cast<double*>(a);
   }
   HugeBuffer(const HugeBuffer&) = delete;

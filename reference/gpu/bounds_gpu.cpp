@@ -152,9 +152,10 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
     kv_floor = std::make_unique<DevArray<double>>(size_t(keys));
     row_stat = std::make_unique<DevArray<double>>(size_t(rows * kRowStat));
   }
-  // The gradients' last rounding is monotone in the error before it, so where every precision rounds
-  // alike (the same soft type and output dtypes: compare's candidate tiles) the largest bound over
-  // them is the rounding of their largest error: one rounding pass instead of one a precision.
+  // Where every precision rounds alike (the same soft type and output dtypes: compare's candidate
+  // tiles) the gradients are rounded once, at their largest error over the precisions: that bounds
+  // each of them, and as the rounding is non-decreasing in the error short of overflow, it is the
+  // same bits as the largest of their roundings (docs/error-model.md, "Several tiles").
   bool defer = true;
   for (const Precision& pr : precs)
     defer = defer && pr.ar.soft == precs.front().ar.soft && pr.dtypes() == precs.front().dtypes();
