@@ -3,12 +3,12 @@
 // only Tensors64 (reference/oracle.hpp). Strided tensors are read in their logical order.
 #pragma once
 
+#include <utility>
+#include <vector>
+
 #include "contract/tensor.hpp"
 #include "reference/oracle.hpp"
 #include "reference/parallel.hpp"
-
-#include <utility>
-#include <vector>
 
 namespace fc::ref {
 

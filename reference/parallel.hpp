@@ -1,6 +1,7 @@
 // The oracles' parallel loops: a fixed set of independent tasks spread over std::threads. Work is
 // always cut into the same tasks whatever the thread count (callers cut by rows, never by threads),
-// so every result is bitwise the same with 1 thread or 16.
+// so every result is bitwise the same with 1 thread or 16. Also the programs' start in huge pages, for
+// the oracles' large vectors (restart_with_huge_pages).
 #pragma once
 
 #include <cstdint>
@@ -21,8 +22,6 @@ void parallel_for(int64_t tasks, const std::function<void(int64_t)>& fn);
 // Row blocks of `block` rows covering [0, rows): fn(begin, end) for each, in parallel.
 void parallel_rows(int64_t rows, int64_t block, const std::function<void(int64_t, int64_t)>& fn);
 
-// While one is alive (and `on`), this thread's parallel loops run serially: for work too small to
-// pay for starting threads.
 // Blocks past 32 MiB (a training shape's tensors are 10^8 values apiece) are mapped afresh and fault
 // in 4 KB at a time, zeroed. Where transparent huge pages are given on request ("madvise"), glibc asks
 // for 2 MB ones when its tunable glibc.malloc.hugetlb is 1, which it reads only at start: so a
@@ -31,6 +30,8 @@ void parallel_rows(int64_t rows, int64_t block, const std::function<void(int64_t
 // (no /proc) carries on unchanged. docs/DECISIONS.md has the measurement.
 void restart_with_huge_pages(char** argv);
 
+// While one is alive (and `on`), this thread's parallel loops run serially: for work too small to
+// pay for starting threads.
 class SerialScope {
  public:
   explicit SerialScope(bool on);

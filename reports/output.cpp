@@ -42,15 +42,15 @@ nlohmann::json run_metadata(const RunInfo& info) {
   char when[32];
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   nlohmann::json r = {{"schema", "flashcheck-run"},
-          {"version", 1},
-          {"report", "report.json"},
-          {"command", info.command},
-          {"finished_utc", std::string(when)},
-          {"elapsed_s", std::round(info.elapsed_s * 10) / 10},
-          {"host", std::string(host)},
-          {"hardware_threads", std::thread::hardware_concurrency()},
-          {"jobs", info.jobs},
-          {"commit", std::string(kBuildCommit)}};
+                      {"version", 1},
+                      {"report", "report.json"},
+                      {"command", info.command},
+                      {"finished_utc", std::string(when)},
+                      {"elapsed_s", std::round(info.elapsed_s * 10) / 10},
+                      {"host", std::string(host)},
+                      {"hardware_threads", std::thread::hardware_concurrency()},
+                      {"jobs", info.jobs},
+                      {"commit", std::string(kBuildCommit)}};
   if (!info.stages.empty()) {
     nlohmann::json st = nlohmann::json::object();
     for (const auto& [name, s] : info.stages) st[name] = std::round(s * 100) / 100;
