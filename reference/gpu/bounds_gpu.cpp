@@ -87,6 +87,33 @@ double nan_max(double a, double b) {
 void widen(std::vector<double>& into, const std::vector<double>& b) {
   for (size_t x = 0; x < into.size() && x < b.size(); ++x) into[x] = nan_max(into[x], b[x]);
 }
+// into, the largest so far over the precisions, with b folded in (the first taken whole).
+void fold(std::vector<double>& into, std::vector<double>&& b, bool first) {
+  if (first)
+    into = std::move(b);
+  else
+    widen(into, b);
+}
+
+// Whether two precisions give every score and dP the same value and dot error, so one pass computes
+// them for both (bounds_gpu_dev.hpp, ModelSet): the same chains over d and d_v and the same roundings
+// of the inputs, the scores and the scale. Compared exactly: anything else takes a set of its own.
+bool same_weights(const ChainWeights& a, const ChainWeights& b) {
+  return a.kappa == b.kappa && a.kappa_max == b.kappa_max && a.scale() == b.scale() && a.floors() == b.floors();
+}
+bool shares_pairs(const model::Consts& a, const model::Consts& b) {
+  return same_weights(a.w_s, b.w_s) && same_weights(a.w_dp, b.w_dp) && same_weights(a.w_D, b.w_D) &&
+         a.u_in == b.u_in && a.floor_in == b.floor_in && a.delta_c == b.delta_c && a.us == b.us &&
+         a.u_store_s == b.u_store_s && a.floor_store_s == b.floor_store_s;
+}
+
+// One precision's device data: its chains over d and d_v, o's and lse's errors (overwritten by their
+// finished bounds, which the backward reads), and the backward's outputs.
+struct PrecDev {
+  std::unique_ptr<DevArray<double>> ks, kdp, kD;
+  std::unique_ptr<DevArray<double>> e_o, e_lse, dq_chain, dq_floor, dk_chain, dv_chain, kv_floor, row_stat;
+  std::unique_ptr<DevArray<int64_t>> i0, i1;
+};
 
 }  // namespace
 
@@ -141,17 +168,10 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
   const auto o = upload(ref.value.o), err_o = upload(ref.err.o, ref.value.o.size());
   const auto lse = upload(ref.value.lse), err_lse = upload(ref.err.lse, ref.value.lse.size());
   const auto k_abs = upload(abs_sums(in.k, p.d)), v_abs = upload(abs_sums(in.v, dv));
-  DevArray<double> e_o{size_t(rows * dv)}, e_lse{size_t(rows)}, b_o{size_t(rows * dv)}, b_lse{size_t(rows)};
   DevArray<uint8_t> live{size_t(rows)};
-  std::unique_ptr<DevArray<double>> dq_chain, dq_floor, dk_chain, dv_chain, kv_floor, row_stat;
-  if (bwd) {
-    dq_chain = std::make_unique<DevArray<double>>(size_t(rows * p.d));
-    dq_floor = std::make_unique<DevArray<double>>(size_t(rows));
-    dk_chain = std::make_unique<DevArray<double>>(size_t(keys * p.d));
-    dv_chain = std::make_unique<DevArray<double>>(size_t(keys * dv));
-    kv_floor = std::make_unique<DevArray<double>>(size_t(keys));
-    row_stat = std::make_unique<DevArray<double>>(size_t(rows * kRowStat));
-  }
+  std::vector<std::unique_ptr<model::Consts>> consts;
+  for (const Precision& prec : precs) consts.push_back(std::make_unique<model::Consts>(p, in, ref, prec));
+  const auto kv_i0 = upload(consts.front()->kv_i0), kv_i1 = upload(consts.front()->kv_i1);  // the problem's
   // Where every precision rounds alike (the same soft type and output dtypes: compare's candidate
   // tiles) the gradients are rounded once, at their largest error over the precisions: that bounds
   // each of them, and as the rounding is non-decreasing in the error short of overflow, it is the
@@ -159,8 +179,8 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
   bool defer = true;
   for (const Precision& pr : precs)
     defer = defer && pr.ar.soft == precs.front().ar.soft && pr.dtypes() == precs.front().dtypes();
-  std::vector<double> dqc, dqf, dkc, dvc, kvf;  // each precision's chain sums, downloaded (reused)
-  std::vector<double> E_dq, E_dk, E_dv;         // the gradients' errors before their last rounding
+  std::vector<double> eo, el, dqc, dqf, dkc, dvc, kvf;  // one precision's downloads (their buffers reused)
+  std::vector<double> E_dq, E_dk, E_dv;                 // the gradients' errors before their last rounding
   if (bwd) E_dq.resize(size_t(rows * p.d)), E_dk.resize(size_t(keys * p.d)), E_dv.resize(size_t(keys * dv));
   auto err_at = [](const std::vector<double>& e, int64_t x) { return e.empty() ? 0.0 : e[size_t(x)]; };
   std::vector<uint8_t> lv;  // a row sees a key (the same for every precision)
@@ -191,9 +211,8 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
       }
     });
   };
-  bool first = true;
-  for (const Precision& prec : precs) {
-    const model::Consts kc(p, in, ref, prec);
+  // One precision's ModelDev: its constants, the shared data, its own buffers.
+  auto model_of = [&](const model::Consts& kc, PrecDev& b) {
     const Arithmetic& ar = kc.ar;
     ModelDev m{};
     m.p = p, m.dv = dv, m.group = group, m.n_q16 = kc.n_q16;
@@ -201,10 +220,10 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
     m.floor_p = kc.floor_p, m.floor_ds = kc.floor_ds, m.u_store_s = kc.u_store_s, m.floor_store_s = kc.floor_store_s;
     m.delta_c = kc.delta_c, m.delta_out = kc.delta_out, m.delta_l2e = kc.delta_l2e, m.delta_ln2 = kc.delta_ln2;
     m.e_exp = kc.e_exp, m.log_rel = kc.log_rel, m.common_scale = kc.common_scale, m.ftz = kc.ftz;
-    const auto ks = upload(kc.w_s.kappa), kdp = upload(kc.w_dp.kappa), kD = upload(kc.w_D.kappa);
-    m.w_s = {ks->p, kc.w_s.kappa_max, kc.w_s.scale(), kc.w_s.floors()};
-    m.w_dp = {kdp->p, kc.w_dp.kappa_max, kc.w_dp.scale(), kc.w_dp.floors()};
-    m.w_D = {kD->p, kc.w_D.kappa_max, kc.w_D.scale(), kc.w_D.floors()};
+    b.ks = upload(kc.w_s.kappa), b.kdp = upload(kc.w_dp.kappa), b.kD = upload(kc.w_D.kappa);
+    m.w_s = {b.ks->p, kc.w_s.kappa_max, kc.w_s.scale(), kc.w_s.floors()};
+    m.w_dp = {b.kdp->p, kc.w_dp.kappa_max, kc.w_dp.scale(), kc.w_dp.floors()};
+    m.w_D = {b.kD->p, kc.w_D.kappa_max, kc.w_D.scale(), kc.w_D.floors()};
     m.l = closed_chain(ar.l, kc.ftz), m.pv = closed_chain(ar.pv, kc.ftz), m.dq = closed_chain(ar.dq, kc.ftz);
     m.dkv = closed_chain(ar.dkv, kc.ftz), m.l_chain = ar.l, m.dkv_plain = is_plain(ar.dkv);
     m.l_acc_u = unit_roundoff(ar.l.acc);
@@ -213,63 +232,106 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
     m.o_normalise = ar.o_normalise, m.block_m = ar.block_m;
     m.q = q->p, m.k = k->p, m.v = v->p, m.d_o = d_o->p, m.o = o->p, m.err_o = err_o->p, m.lse = lse->p;
     m.err_lse = err_lse->p, m.k_abs_sum = k_abs->p, m.v_abs_sum = v_abs->p;
-    const auto kv_i0 = upload(kc.kv_i0), kv_i1 = upload(kc.kv_i1);
     m.kv_i0 = kv_i0->p, m.kv_i1 = kv_i1->p;
-    m.e_o = e_o.p, m.e_lse = e_lse.p, m.live = live.p, m.b_o = b_o.p, m.b_lse = b_lse.p;
+    b.e_o = std::make_unique<DevArray<double>>(size_t(rows * dv));
+    b.e_lse = std::make_unique<DevArray<double>>(size_t(rows));
+    m.e_o = b.e_o->p, m.b_o = b.e_o->p, m.e_lse = b.e_lse->p, m.b_lse = b.e_lse->p, m.live = live.p;
     if (bwd) {
-      m.dq_chain = dq_chain->p, m.dq_floor = dq_floor->p, m.dk_chain = dk_chain->p, m.dv_chain = dv_chain->p;
-      m.kv_floor = kv_floor->p, m.row_stat = row_stat->p;
+      b.dq_chain = std::make_unique<DevArray<double>>(size_t(rows * p.d));
+      b.dq_floor = std::make_unique<DevArray<double>>(size_t(rows));
+      b.dk_chain = std::make_unique<DevArray<double>>(size_t(keys * p.d));
+      b.dv_chain = std::make_unique<DevArray<double>>(size_t(keys * dv));
+      b.kv_floor = std::make_unique<DevArray<double>>(size_t(keys));
+      b.row_stat = std::make_unique<DevArray<double>>(size_t(rows * kRowStat));
+      m.dq_chain = b.dq_chain->p, m.dq_floor = b.dq_floor->p, m.dk_chain = b.dk_chain->p, m.dv_chain = b.dv_chain->p;
+      m.kv_floor = b.kv_floor->p, m.row_stat = b.row_stat->p;
+    }
+    return m;
+  };
+  // A precision's device bytes past the shared data: a set takes as many as fit in 40 % of what is free.
+  const double prec_bytes =
+      double(sizeof(double)) *
+      double(rows * dv + rows + (bwd ? rows * p.d + rows + keys * p.d + keys * dv + keys + rows * kRowStat : 0));
+  int folded_o = 0, folded_grads = 0;  // precisions folded into out's o and lse, and into E_*
+  for (size_t first = 0; first < precs.size();) {
+    // The set: precisions from `first` on that share its scores and dP, as many as the device holds.
+    ModelSet S;
+    size_t free_b = 0, total_b = 0;
+    check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    ModelDev probe{};
+    probe.p = p, probe.dv = dv;
+    const int cap = int(std::clamp(double(free_b) * 0.4 / prec_bytes, 1.0, double(max_shared(probe))));
+    std::vector<size_t> members{first};
+    for (size_t x = first + 1; x < precs.size() && int(members.size()) < cap; ++x) {
+      if (!shares_pairs(*consts[first], *consts[x])) break;
+      members.push_back(x);
+    }
+    first += members.size();
+    ++tm.sets;
+    std::vector<std::unique_ptr<PrecDev>> bufs;
+    S.n = int(members.size());
+    for (int t = 0; t < S.n; ++t) {
+      bufs.push_back(std::make_unique<PrecDev>());
+      S.m[t] = model_of(*consts[members[size_t(t)]], *bufs.back());
     }
     // Persistent warps: enough to fill the device, as many as the scratch budget allows.
-    const int64_t stride = scratch_stride(m);
-    size_t free_b = 0, total_b = 0;
+    const int64_t stride = scratch_stride(S);
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     const double budget = std::min(double(free_b) * 0.5, double(int64_t(8) << 30));
     const int64_t fit = int64_t(budget / (double(stride) * sizeof(double)));
-    const int64_t blocks = forward_blocks(m, fit);
+    const int64_t blocks = forward_blocks(S.m[0], fit);
     if (blocks < 1) throw std::runtime_error("GPU error model: not enough device memory for one block's scratch");
-    m.scratch_warps = blocks * warps_per_block();
-    m.scratch_stride = stride;
-    DevArray<double> scratch{size_t(m.scratch_warps * stride)};
-    m.scratch = scratch.p;
+    DevArray<double> scratch{size_t(blocks * warps_per_block() * stride)};
+    for (int t = 0; t < S.n; ++t)
+      S.m[t].scratch = scratch.p, S.m[t].scratch_warps = blocks * warps_per_block(), S.m[t].scratch_stride = stride;
 
-    timed(tm.forward, [&] { launch_forward(m); });
-    const DType soft = ar.soft;
-    const DtypeSet types = prec.dtypes();
-    const std::vector<double> eo = download(e_o.p, size_t(rows * dv)), el = download(e_lse.p, size_t(rows));
-    lv = download(live.p, size_t(rows));
-    Bounds B;
-    B.o.assign(size_t(rows * dv), 0.0), B.lse.assign(size_t(rows), 0.0);
-    parallel_rows(rows, 1024, [&](int64_t a, int64_t b) {
-      for (int64_t r = a; r < b; ++r) {
-        for (int64_t c = 0; c < dv; ++c) {
-          const int64_t x = r * dv + c;
-          const double eo_r = err_at(ref.err.o, x);
-          B.o[size_t(x)] =
+    timed(tm.forward, [&] { launch_forward(S); });
+    if (lv.empty()) lv = download(live.p, size_t(rows));
+    for (int t = 0; t < S.n; ++t) {  // o's and lse's last rounding; their bounds back for the backward
+      const model::Consts& kc = *consts[members[size_t(t)]];
+      const Precision& prec = precs[members[size_t(t)]];
+      const DType soft = kc.ar.soft;
+      const DtypeSet types = prec.dtypes();
+      download_into(eo, S.m[t].e_o, size_t(rows * dv)), download_into(el, S.m[t].e_lse, size_t(rows));
+      std::vector<double> b_o(static_cast<size_t>(rows * dv)), b_lse(static_cast<size_t>(rows));
+      parallel_rows(rows, 1024, [&](int64_t a, int64_t b) {
+        for (int64_t r = a; r < b; ++r) {
+          for (int64_t c = 0; c < dv; ++c) {
+            const int64_t x = r * dv + c;
+            const double eo_r = err_at(ref.err.o, x);
+            b_o[size_t(x)] =
+                lv[size_t(r)]
+                    ? rounded_bound(ref.value.o[size_t(x)], eo[size_t(x)], eo_r, soft, types.o, true) * model::kSlack
+                    : eo_r;
+          }
+          const double el_r = err_at(ref.err.lse, r);
+          b_lse[size_t(r)] =
               lv[size_t(r)]
-                  ? rounded_bound(ref.value.o[size_t(x)], eo[size_t(x)], eo_r, soft, types.o, true) * model::kSlack
-                  : eo_r;
+                  ? rounded_bound(ref.value.lse[size_t(r)], el[size_t(r)], el_r, soft, kc.lse_type, true) * model::kSlack
+                  : el_r;
         }
-        const double el_r = err_at(ref.err.lse, r);
-        B.lse[size_t(r)] =
-            lv[size_t(r)]
-                ? rounded_bound(ref.value.lse[size_t(r)], el[size_t(r)], el_r, soft, kc.lse_type, true) * model::kSlack
-                : el_r;
+      });
+      if (bwd) {
+        check(cudaMemcpy(S.m[t].e_o, b_o.data(), b_o.size() * sizeof(double), cudaMemcpyHostToDevice), "upload");
+        check(cudaMemcpy(S.m[t].e_lse, b_lse.data(), b_lse.size() * sizeof(double), cudaMemcpyHostToDevice), "upload");
       }
-    });
-    if (bwd) {
-      check(cudaMemcpy(b_o.p, B.o.data(), B.o.size() * sizeof(double), cudaMemcpyHostToDevice), "upload");
-      check(cudaMemcpy(b_lse.p, B.lse.data(), B.lse.size() * sizeof(double), cudaMemcpyHostToDevice), "upload");
-      timed(tm.backward_rows, [&] { launch_backward_rows(m); });
-      timed(tm.backward_keys, [&] { launch_backward_keys(m); });
-      download_into(dqc, dq_chain->p, size_t(rows * p.d)), download_into(dqf, dq_floor->p, size_t(rows));
-      download_into(dkc, dk_chain->p, size_t(keys * p.d)), download_into(dvc, dv_chain->p, size_t(keys * dv));
-      download_into(kvf, kv_floor->p, size_t(keys));
+      fold(out.o, std::move(b_o), folded_o == 0), fold(out.lse, std::move(b_lse), folded_o == 0);
+      ++folded_o;
+    }
+    if (!bwd) continue;
+    timed(tm.backward_rows, [&] { launch_backward_rows(S); });
+    timed(tm.backward_keys, [&] { launch_backward_keys(S); });
+    for (int t = 0; t < S.n; ++t) {
+      const model::Consts& kc = *consts[members[size_t(t)]];
+      const ModelDev& m = S.m[t];
+      download_into(dqc, m.dq_chain, size_t(rows * p.d)), download_into(dqf, m.dq_floor, size_t(rows));
+      download_into(dkc, m.dk_chain, size_t(keys * p.d)), download_into(dvc, m.dv_chain, size_t(keys * dv));
+      download_into(kvf, m.kv_floor, size_t(keys));
       const double scale = std::fabs(p.scale), floor = kc.ftz ? kc.floor_s : 0.0, floor_scale = std::max(1.0, scale);
       const double dlt = kc.delta_out;
       // This precision's errors before the last rounding, kept elementwise largest over the precisions
       // (NaN kept) where they round alike.
-      const bool fresh = !defer || first;
+      const bool fresh = !defer || folded_grads == 0;
       auto keep = [fresh](std::vector<double>& into, size_t x, double e) { into[x] = fresh ? e : nan_max(into[x], e); };
       parallel_rows(rows, 1024, [&](int64_t a, int64_t b) {  // finish_dq
         for (int64_t r = a; r < b; ++r)
@@ -294,13 +356,13 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
           for (int64_t c = 0; c < dv; ++c) keep(E_dv, size_t(key * dv + c), dvc[size_t(key * dv + c)] + fl + floor);
         }
       });
-      if (!defer) round_grads(B, soft, types);
-    }
-    if (first) {  // the elementwise largest over the precisions, widened as each finishes
-      out = std::move(B), first = false;
-    } else {
-      widen(out.o, B.o), widen(out.lse, B.lse);
-      if (!defer) widen(out.d_q, B.d_q), widen(out.d_k, B.d_k), widen(out.d_v, B.d_v);
+      if (!defer) {
+        Bounds G;
+        round_grads(G, kc.ar.soft, precs[members[size_t(t)]].dtypes());
+        fold(out.d_q, std::move(G.d_q), folded_grads == 0), fold(out.d_k, std::move(G.d_k), folded_grads == 0);
+        fold(out.d_v, std::move(G.d_v), folded_grads == 0);
+      }
+      ++folded_grads;
     }
   }
   if (bwd && defer) round_grads(out, precs.front().ar.soft, precs.front().dtypes());

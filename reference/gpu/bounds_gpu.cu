@@ -33,7 +33,9 @@ constexpr int kBlocksPerSm = 2;  // persistent blocks per multiprocessor (the ke
 constexpr double kInf = __builtin_huge_val();
 constexpr double kTcOwn = 2 + kTensorCoreFused + 1;  // bounds_chain.cpp
 constexpr double kTcLater = 2 + kTensorCoreFused / 2.0;
-enum ScratchField { kS = 0, kEh, kEc, kA, kY, kDow, kDl, kElp, kFields };
+// A row's fields per visible key: the score's (kS … kA, shared by the set's precisions), then one
+// precision's at a time (kY … kCa: its weights and o's two coefficients).
+enum ScratchField { kS = 0, kEh, kEc, kA, kY, kDow, kDl, kElp, kCw, kCa, kFields };
 enum TileField { kTLo = 0, kTHi, kPreLo, kPreHi, kMoves, kTileFields };
 
 __device__ inline double gamma_n(double n, double u) { return n * u < 1 ? n * u / (1 - n * u) : kInf; }
@@ -198,24 +200,25 @@ __device__ inline void load_vec(double* dst, const double* src, int n) {
 // A block takes kWarps rows of one head and walks the keys any of them sees in tiles of kTile, staged
 // in shared memory; each warp keeps to its own row's keys.
 template <int Cols>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(ModelDev m) {
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __grid_constant__ ModelSet S) {
   extern __shared__ double sm[];
-  const Problem& p = m.p;
+  const ModelDev& ms = S.m[0];  // the set's shared part
+  const Problem& p = ms.p;
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
-  const int d = int(p.d), dv = int(m.dv);
+  const int d = int(p.d), dv = int(ms.dv);
   double* kap = sm;                      // (d) the scores' chain weights
   double* q = kap + d + wib * d;         // (d) this warp's q
   double* tile = kap + d + kWarps * d;   // (kTile, max(d, d_v) + 1): k, then v
-  DotChain ws = m.w_s;
+  DotChain ws = ms.w_s;
   ws.kappa = kap;
-  double* F = m.scratch + (int64_t(blockIdx.x) * kWarps + wib) * m.scratch_stride;
-  const int64_t n_k = p.n_k, nt_max = max_tiles(m);
+  double* F = ms.scratch + (int64_t(blockIdx.x) * kWarps + wib) * ms.scratch_stride;
+  const int64_t n_k = p.n_k;
   double* T = F + kFields * n_k;
-  load_vec(kap, m.w_s.kappa, d);
+  load_vec(kap, ms.w_s.kappa, d);
   const int64_t n_groups = groups_of(int64_t(p.batch) * p.heads_q, p.n_q);
   for (int64_t x = blockIdx.x; x < n_groups; x += gridDim.x) {
     const Group gr = group_at(x, p.n_q);
-    const int64_t b = gr.head / p.heads_q, h = gr.head % p.heads_q, g = h / m.group;
+    const int64_t b = gr.head / p.heads_q, h = gr.head % p.heads_q, g = h / ms.group;
     const int64_t i = gr.first + wib, r = gr.head * p.n_q + i;
     const bool has_row = wib < gr.count;
     const KeyRange vis = has_row ? visible_keys(p, i, p.n_q, n_k) : KeyRange{};
@@ -226,12 +229,12 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(ModelDev 
       const KeyRange kr = visible_keys(p, gr.first + t, p.n_q, n_k);
       if (kr.end > kr.begin) lo = kr.begin < lo ? kr.begin : lo, hi = kr.end > hi ? kr.end : hi;
     }
-    const double* kb = m.k + offset_kv(p, b, g, 0);
-    const double* vb = m.v + (b * p.heads_kv + g) * n_k * m.dv;
-    const int64_t oq = has_row ? offset_q(p, b, h, i) : 0, oo = r * m.dv, ol = r;
-    if (has_row && lane == 0) m.live[r] = live;
+    const double* kb = ms.k + offset_kv(p, b, g, 0);
+    const double* vb = ms.v + (b * p.heads_kv + g) * n_k * ms.dv;
+    const int64_t oq = has_row ? offset_q(p, b, h, i) : 0, oo = r * ms.dv, ol = r;
+    if (has_row && lane == 0) ms.live[r] = live;
     __syncthreads();  // the previous group's tiles and rows are done with
-    for (int c = lane; c < d; c += 32) q[c] = live ? m.q[oq + c] : 0.0;
+    for (int c = lane; c < d; c += 32) q[c] = live ? ms.q[oq + c] : 0.0;
     __syncwarp();
     double q_abs = 0;
     for (int c = lane; c < d; c += 32) q_abs += fabs(q[c]);
@@ -240,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(ModelDev 
     // t0 + l of each tile.
     double mx = -kInf, hi_all = -kInf, e_dot_max = 0, e_hat_max = 0, best = -kInf;
     int64_t best_j = n_v;
-    const double* kabs = m.k_abs_sum + (b * p.heads_kv + g) * n_k;
+    const double* kabs = ms.k_abs_sum + (b * p.heads_kv + g) * n_k;
     for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
       const int cnt = int(hi - t0 < kTile ? hi - t0 : kTile);
       load_tile(tile, kb + t0 * d, cnt, d);
@@ -248,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(ModelDev 
       const int64_t ja = t0 + lane;
       if (lane < cnt && ja >= jb && ja < je) {
         const int64_t j = ja - jb;
-        const Sc s = score(m, ws, q, tile + lane * (d + 1), q_abs, kabs[ja]);
+        const Sc s = score(ms, ws, q, tile + lane * (d + 1), q_abs, kabs[ja]);
         F[kS * n_k + j] = s.s, F[kEh * n_k + j] = s.e_hat, F[kEc * n_k + j] = s.e_c, F[kA * n_k + j] = s.a;
         mx = fmax(mx, s.s), hi_all = fmax(hi_all, s.s + s.e_hat);
         e_dot_max = fmax(e_dot_max, s.e_dot), e_hat_max = fmax(e_hat_max, s.e_hat);
@@ -263,208 +266,225 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(ModelDev 
       if (ob > best || (ob == best && oj < best_j)) best = ob, best_j = oj;
     }
     __syncwarp();
-    // The row's own steps, on its scratch (no block-wide barrier inside: every warp meets the next one).
-    double eps = 0, eps_lse = 0, E_l = 0, acc0 = 0, l_dev = 0, l_low = 0;
-    int64_t len_pv = 0, x_pv = 0, j_exact = -1;
-    if (live) {
-      double others = -kInf;
-      for (int64_t j = lane; j < n_v; j += 32)
-        if (j != best_j) others = fmax(others, F[kS * n_k + j] + F[kEh * n_k + j]);
-      others = warp_max(others);
-      const bool exact_max = m.exp_exact_at_zero && !m.p_normalised && best_j < n_v &&
-                             F[kS * n_k + best_j] - F[kEh * n_k + best_j] > others;
-      j_exact = exact_max ? best_j : -1;
-      // Key tiles (key_tiles): per tile max s -+ e^, their running maxima, the rescales after t that may err.
-      const int64_t bt = m.pv.block > 0 ? m.pv.block : (n_v > 1 ? n_v : 1), off = m.pv.block > 0 ? jb % bt : 0;
-      const int64_t n_t = (off + n_v + bt - 1) / bt;
-      for (int64_t t = lane; t < n_t; t += 32) {
-        double tlo = -kInf, thi = -kInf;
-        const int64_t j0 = t * bt - off > 0 ? t * bt - off : 0, j1 = (t + 1) * bt - off < n_v ? (t + 1) * bt - off : n_v;
-        for (int64_t j = j0; j < j1; ++j) {
-          const double s = F[kS * n_k + j], e = F[kEh * n_k + j];
-          tlo = fmax(tlo, s - e), thi = fmax(thi, s + e);
+    double others = -kInf;  // the largest s + e^ but the first largest s's
+    for (int64_t j = lane; j < n_v; j += 32)
+      if (j != best_j) others = fmax(others, F[kS * n_k + j] + F[kEh * n_k + j]);
+    others = warp_max(others);
+    // Each precision of the set from here on, over the same scores (every warp of the block takes the
+    // same number of turns: the o sums' barriers are met by all).
+#pragma unroll 1
+    for (int tp = 0; tp < S.n; ++tp) {
+      const ModelDev& m = S.m[tp];
+      const int64_t nt_max = max_tiles(m);
+      // The row's own steps, on its scratch (no block-wide barrier inside: every warp meets the next one).
+      double eps = 0, eps_lse = 0, E_l = 0, acc0 = 0, l_dev = 0, l_low = 0;
+      int64_t len_pv = 0, x_pv = 0, j_exact = -1;
+      if (live) {
+        const bool exact_max = m.exp_exact_at_zero && !m.p_normalised && best_j < n_v &&
+                               F[kS * n_k + best_j] - F[kEh * n_k + best_j] > others;
+        j_exact = exact_max ? best_j : -1;
+        // Key tiles (key_tiles): per tile max s -+ e^, their running maxima, the rescales after t that may err.
+        const int64_t bt = m.pv.block > 0 ? m.pv.block : (n_v > 1 ? n_v : 1), off = m.pv.block > 0 ? jb % bt : 0;
+        const int64_t n_t = (off + n_v + bt - 1) / bt;
+        for (int64_t t = lane; t < n_t; t += 32) {
+          double tlo = -kInf, thi = -kInf;
+          const int64_t j0 = t * bt - off > 0 ? t * bt - off : 0, j1 = (t + 1) * bt - off < n_v ? (t + 1) * bt - off : n_v;
+          for (int64_t j = j0; j < j1; ++j) {
+            const double s = F[kS * n_k + j], e = F[kEh * n_k + j];
+            tlo = fmax(tlo, s - e), thi = fmax(thi, s + e);
+          }
+          T[kTLo * nt_max + t] = tlo, T[kTHi * nt_max + t] = thi;
         }
-        T[kTLo * nt_max + t] = tlo, T[kTHi * nt_max + t] = thi;
-      }
-      __syncwarp();
-      double carry_lo = -kInf, carry_hi = -kInf;
-      for (int64_t base = 0; base < n_t; base += 32) {  // running maxima: a max-scan across the warp
-        const int64_t t = base + lane;
-        double tlo = t < n_t ? T[kTLo * nt_max + t] : -kInf, thi = t < n_t ? T[kTHi * nt_max + t] : -kInf;
-        for (int o = 1; o < 32; o *= 2) {
-          const double ol_ = __shfl_up_sync(0xffffffffu, tlo, o), oh = __shfl_up_sync(0xffffffffu, thi, o);
-          if (lane >= o) tlo = fmax(tlo, ol_), thi = fmax(thi, oh);
+        __syncwarp();
+        double carry_lo = -kInf, carry_hi = -kInf;
+        for (int64_t base = 0; base < n_t; base += 32) {  // running maxima: a max-scan across the warp
+          const int64_t t = base + lane;
+          double tlo = t < n_t ? T[kTLo * nt_max + t] : -kInf, thi = t < n_t ? T[kTHi * nt_max + t] : -kInf;
+          for (int o = 1; o < 32; o *= 2) {
+            const double ol_ = __shfl_up_sync(0xffffffffu, tlo, o), oh = __shfl_up_sync(0xffffffffu, thi, o);
+            if (lane >= o) tlo = fmax(tlo, ol_), thi = fmax(thi, oh);
+          }
+          tlo = fmax(tlo, carry_lo), thi = fmax(thi, carry_hi);
+          if (t < n_t) T[kPreLo * nt_max + t] = tlo, T[kPreHi * nt_max + t] = thi;
+          carry_lo = __shfl_sync(0xffffffffu, tlo, 31), carry_hi = __shfl_sync(0xffffffffu, thi, 31);
         }
-        tlo = fmax(tlo, carry_lo), thi = fmax(thi, carry_hi);
-        if (t < n_t) T[kPreLo * nt_max + t] = tlo, T[kPreHi * nt_max + t] = thi;
-        carry_lo = __shfl_sync(0xffffffffu, tlo, 31), carry_hi = __shfl_sync(0xffffffffu, thi, 31);
-      }
-      __syncwarp();
-      // moves_after[t]: the rescales after tile t that may err, a suffix count (integers: exact).
-      double carry = 0;
-      for (int64_t top = (n_t - 1) / 32 * 32; top >= 0; top -= 32) {
-        const int64_t t = top + lane;
-        double ind = 0;
-        if (t + 1 < n_t) ind = !m.exp_exact_at_zero || T[kTHi * nt_max + t + 1] >= T[kPreLo * nt_max + t] ? 1.0 : 0.0;
-        for (int o = 1; o < 32; o *= 2) {
-          const double y = __shfl_down_sync(0xffffffffu, ind, o);
-          if (lane + o < 32) ind += y;
+        __syncwarp();
+        // moves_after[t]: the rescales after tile t that may err, a suffix count (integers: exact).
+        double carry = 0;
+        for (int64_t top = (n_t - 1) / 32 * 32; top >= 0; top -= 32) {
+          const int64_t t = top + lane;
+          double ind = 0;
+          if (t + 1 < n_t) ind = !m.exp_exact_at_zero || T[kTHi * nt_max + t + 1] >= T[kPreLo * nt_max + t] ? 1.0 : 0.0;
+          for (int o = 1; o < 32; o *= 2) {
+            const double y = __shfl_down_sync(0xffffffffu, ind, o);
+            if (lane + o < 32) ind += y;
+          }
+          if (t < n_t) T[kMoves * nt_max + t] = ind + carry;
+          carry += __shfl_sync(0xffffffffu, ind, 0);
         }
-        if (t < n_t) T[kMoves * nt_max + t] = ind + carry;
-        carry += __shfl_sync(0xffffffffu, ind, 0);
+        __syncwarp();
+        // The weights' deviations (weight_errors).
+        const double u = m.us, stored = m.l_sums_stored_p ? m.u_p / (1 - m.u_p) : 0.0;
+        const double lse = m.lse[ol], err_lse = m.err_lse[ol];
+        for (int64_t j = lane; j < n_v; j += 32) {
+          const double s = F[kS * n_k + j], e_hat = F[kEh * n_k + j], e_c = F[kEc * n_k + j], a = F[kA * n_k + j];
+          const int64_t t = (off + j) / bt;
+          double common = m.e_exp + u * (fabs(s - mx) + 2 * e_hat_max) + (j != j_exact ? stored : 0.0);
+          common += T[kMoves * nt_max + t] * m.e_exp + u * fmax(0.0, hi_all - T[kPreLo * nt_max + t]);
+          if (m.fa1) common += m.e_exp + u * fmax(0.0, T[kPreHi * nt_max + t] - T[kTLo * nt_max + t]);
+          const double dow = (m.common_scale ? (e_hat - e_c) + m.delta_c * (fabs(s - mx) + 2 * e_dot_max) : e_hat) + common;
+          const double dl = e_hat + common;
+          eps = fmax(eps, dow), eps_lse = fmax(eps_lse, dl);
+          const double logP = fmin(0.0, s - lse);
+          const double zeta = double(p.d + 4) * 0x1p-53 * a + 0x1p-51 * (fabs(s) + fabs(lse) + 1) + 0.0 + err_lse;
+          const double y = logP + zeta;
+          F[kY * n_k + j] = y, F[kDow * n_k + j] = dow, F[kDl * n_k + j] = dl, F[kElp * n_k + j] = exp(y);
+        }
+        eps = warp_max(eps), eps_lse = warp_max(eps_lse);
+        // l's chain and o's coefficients (forward, o_coefs): o's W coefficient into kA, its accumulator
+        // coefficient into kS.
+        const double tiny_w = m.floor_s / (m.exp_exact_at_zero ? 1.0 : 1 - m.e_exp);
+        const int64_t bm = m.block_m > 1 ? m.block_m : 1;
+        const int64_t i_last = ((i / bm + 1) * bm < p.n_q ? (i / bm + 1) * bm : p.n_q) - 1;
+        const int64_t walked = (visible_keys(p, i_last, p.n_q, n_k).end - (jb - off) + bt - 1) / bt;
+        auto extra = [&](const ClosedChain& c) -> int64_t {
+          if (c.block <= 0 || (Merge(c.merge) == Merge::Rescale && m.exp_exact_at_zero)) return 0;
+          return walked - n_t > 0 ? walked - n_t : 0;
+        };
+        const int64_t o_l = key_offset(m.l, jb), o_pv = key_offset(m.pv, jb);
+        const int64_t len_l = o_l + n_v, x_l = extra(m.l);
+        len_pv = o_pv + n_v, x_pv = extra(m.pv);
+        const double pv_up = (m.l_sums_stored_p ? 0.0 : m.u_p) + (m.p_normalised ? gamma_n(m.o_normalise + 1, u) : 0.0);
+        __syncwarp();
+        for (int64_t j = lane; j < n_v; j += 32) {
+          const double y = F[kY * n_k + j], dow = F[kDow * n_k + j], elp = F[kElp * n_k + j];
+          const double w = fmin(1.0, exp(y + dow + eps));
+          const double kl = closed_kappa(m.l, len_l, x_l, o_l + j);
+          E_l += kl * w + (1 + kl) * tiny_w;
+          const double kap_j = closed_kappa(m.pv, len_pv, x_pv, o_pv + j);
+          F[kCw * n_k + j] = p_expm1(y, dow, elp);
+          F[kCa * n_k + j] = kap_j * w + (1 + kap_j) * ((j != j_exact ? pv_up : 0.0) * w + m.floor_p + tiny_w + w * m.u_in);
+          acc0 += (1 + kap_j) * w * m.floor_in;
+        }
+        E_l = warp_sum(E_l), acc0 = warp_sum(acc0);
+        const double kmax_l = closed_kappa_max(m.l, len_l, x_l);
+        E_l = E_l * chain_scale(kmax_l) + chain_floors(m.l, len_l, x_l);
+        l_dev = E_l, l_low = 1 - E_l;  // LSum
+        if (!(E_l < 0.5) && m.l_acc_u <= 0x1p-8) {
+          const bool adds_exact = !m.ftz && m.l_chain.adder != Adder::TensorCore && !m.l_chain.truncates;
+          const double lost = adds_exact ? grown_floors(closed_mult_events(m.l, len_l, x_l) * m.l.floor, kmax_l)
+                                         : chain_floors(m.l, len_l, x_l);
+          const double low = exp(-(17.0 / 16) * kmax_l) * (1 - 0x1p-50) - lost;
+          if (low > 0)
+            l_dev = fmax(E_l, 1 - low), l_low = low;
+          else
+            l_low = 0.0;
+        }
+        __syncwarp();
       }
-      __syncwarp();
-      // The weights' deviations (weight_errors).
-      const double u = m.us, stored = m.l_sums_stored_p ? m.u_p / (1 - m.u_p) : 0.0;
-      const double lse = m.lse[ol], err_lse = m.err_lse[ol];
+      // o's sums over the keys (o_sums), lanes owning columns c = lane + 32 e, v in tiles; then o_finish.
+      double w_sum[Cols], R_max[Cols], e_acc[Cols], oc[Cols], ec[Cols];
+#pragma unroll
+      for (int e = 0; e < Cols; ++e) {
+        const int c = lane + 32 * e;
+        w_sum[e] = R_max[e] = e_acc[e] = 0;
+        oc[e] = live && c < dv ? m.o[oo + c] : 0.0, ec[e] = live && c < dv ? m.err_o[oo + c] : 0.0;
+      }
+      for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
+        const int cnt = int(hi - t0 < kTile ? hi - t0 : kTile);
+        load_tile(tile, vb + t0 * dv, cnt, dv);
+        __syncthreads();
+        const int64_t a0 = jb > t0 ? jb : t0, a1 = je < t0 + cnt ? je : t0 + cnt;
+        // Lane l holds key t0 + l's two coefficients; the loop below takes them by shuffle (its bounds
+        // are the warp's row's: every lane runs it), not by a dependent load from scratch per key.
+        const int64_t jl = t0 + lane;
+        const double cw_l = jl >= a0 && jl < a1 ? F[kCw * n_k + jl - jb] : 0.0;
+        const double ca_l = jl >= a0 && jl < a1 ? F[kCa * n_k + jl - jb] : 0.0;
+        for (int64_t ja = a0; ja < a1; ++ja) {  // (none unless live)
+          const double cw = __shfl_sync(0xffffffffu, cw_l, int(ja - t0)), ca = __shfl_sync(0xffffffffu, ca_l, int(ja - t0));
+          const double* v = tile + (ja - t0) * (dv + 1);
+#pragma unroll
+          for (int e = 0; e < Cols; ++e) {
+            const int c = lane + 32 * e;
+            if (c >= dv) break;
+            const double y = fabs(v[c] - oc[e]) + ec[e];
+            R_max[e] = fmax(R_max[e], y);
+            w_sum[e] += times(cw, y);
+            e_acc[e] += ca * fabs(v[c]);
+          }
+        }
+        __syncthreads();
+      }
+      if (!live) continue;  // this precision's turn
+      const double u = m.us, exp_eps = exp(eps), sc_pv = chain_scale(closed_kappa_max(m.pv, len_pv, x_pv));
+      const double fl_pv = chain_floors(m.pv, len_pv, x_pv), g_norm = gamma_n(m.o_normalise, u);
+#pragma unroll
+      for (int e = 0; e < Cols; ++e) {
+        const int c = lane + 32 * e;
+        if (c >= dv) break;
+        const double ao = fabs(oc[e]);
+        const double W = fmin(times(exp_eps, w_sum[e]), 2 * R_max[e]);
+        const double E_acc = (e_acc[e] + acc0) * sc_pv + fl_pv;
+        double err = l_low > 0 ? W + (E_acc + l_dev * (ao + W)) / l_low : kInf;
+        if (!m.p_normalised) err += g_norm * (ao + err);
+        err += m.ftz ? m.floor_s : 0.0;
+        m.e_o[oo + c] = err;
+      }
+      // lse (lse_bound).
+      const double lse = m.lse[ol];
+      double up = 0, down = 0;
       for (int64_t j = lane; j < n_v; j += 32) {
-        const double s = F[kS * n_k + j], e_hat = F[kEh * n_k + j], e_c = F[kEc * n_k + j], a = F[kA * n_k + j];
-        const int64_t t = (off + j) / bt;
-        double common = m.e_exp + u * (fabs(s - mx) + 2 * e_hat_max) + (j != j_exact ? stored : 0.0);
-        common += T[kMoves * nt_max + t] * m.e_exp + u * fmax(0.0, hi_all - T[kPreLo * nt_max + t]);
-        if (m.fa1) common += m.e_exp + u * fmax(0.0, T[kPreHi * nt_max + t] - T[kTLo * nt_max + t]);
-        const double dow = (m.common_scale ? (e_hat - e_c) + m.delta_c * (fabs(s - mx) + 2 * e_dot_max) : e_hat) + common;
-        const double dl = e_hat + common;
-        eps = fmax(eps, dow), eps_lse = fmax(eps_lse, dl);
-        const double logP = fmin(0.0, s - lse);
-        const double zeta = double(p.d + 4) * 0x1p-53 * a + 0x1p-51 * (fabs(s) + fabs(lse) + 1) + 0.0 + err_lse;
-        const double y = logP + zeta;
-        F[kY * n_k + j] = y, F[kDow * n_k + j] = dow, F[kDl * n_k + j] = dl, F[kElp * n_k + j] = exp(y);
+        const double y = F[kY * n_k + j], dl = F[kDl * n_k + j], lp = fmin(0.0, y);
+        const double e = lp == y ? F[kElp * n_k + j] : exp(lp);
+        up += p_expm1(lp, dl, e), down += e * -expm1(-dl);
       }
-      eps = warp_max(eps), eps_lse = warp_max(eps_lse);
-      // l's chain and o's coefficients (forward, o_coefs): o's W coefficient into kA, its accumulator
-      // coefficient into kS.
-      const double tiny_w = m.floor_s / (m.exp_exact_at_zero ? 1.0 : 1 - m.e_exp);
-      const int64_t bm = m.block_m > 1 ? m.block_m : 1;
-      const int64_t i_last = ((i / bm + 1) * bm < p.n_q ? (i / bm + 1) * bm : p.n_q) - 1;
-      const int64_t walked = (visible_keys(p, i_last, p.n_q, n_k).end - (jb - off) + bt - 1) / bt;
-      auto extra = [&](const ClosedChain& c) -> int64_t {
-        if (c.block <= 0 || (Merge(c.merge) == Merge::Rescale && m.exp_exact_at_zero)) return 0;
-        return walked - n_t > 0 ? walked - n_t : 0;
-      };
-      const int64_t o_l = key_offset(m.l, jb), o_pv = key_offset(m.pv, jb);
-      const int64_t len_l = o_l + n_v, x_l = extra(m.l);
-      len_pv = o_pv + n_v, x_pv = extra(m.pv);
-      const double pv_up = (m.l_sums_stored_p ? 0.0 : m.u_p) + (m.p_normalised ? gamma_n(m.o_normalise + 1, u) : 0.0);
-      __syncwarp();
-      for (int64_t j = lane; j < n_v; j += 32) {
-        const double y = F[kY * n_k + j], dow = F[kDow * n_k + j], elp = F[kElp * n_k + j];
-        const double w = fmin(1.0, exp(y + dow + eps));
-        const double kl = closed_kappa(m.l, len_l, x_l, o_l + j);
-        E_l += kl * w + (1 + kl) * tiny_w;
-        const double kap_j = closed_kappa(m.pv, len_pv, x_pv, o_pv + j);
-        F[kA * n_k + j] = p_expm1(y, dow, elp);
-        F[kS * n_k + j] = kap_j * w + (1 + kap_j) * ((j != j_exact ? pv_up : 0.0) * w + m.floor_p + tiny_w + w * m.u_in);
-        acc0 += (1 + kap_j) * w * m.floor_in;
-      }
-      E_l = warp_sum(E_l), acc0 = warp_sum(acc0);
-      const double kmax_l = closed_kappa_max(m.l, len_l, x_l);
-      E_l = E_l * chain_scale(kmax_l) + chain_floors(m.l, len_l, x_l);
-      l_dev = E_l, l_low = 1 - E_l;  // LSum
-      if (!(E_l < 0.5) && m.l_acc_u <= 0x1p-8) {
-        const bool adds_exact = !m.ftz && m.l_chain.adder != Adder::TensorCore && !m.l_chain.truncates;
-        const double lost = adds_exact ? grown_floors(closed_mult_events(m.l, len_l, x_l) * m.l.floor, kmax_l)
-                                       : chain_floors(m.l, len_l, x_l);
-        const double low = exp(-(17.0 / 16) * kmax_l) * (1 - 0x1p-50) - lost;
-        if (low > 0)
-          l_dev = fmax(E_l, 1 - low), l_low = low;
-        else
-          l_low = 0.0;
-      }
-      __syncwarp();
+      up = warp_sum(up), down = warp_sum(down);
+      const double e_w = fmin(eps_lse, fmax(up, down < 1 ? -log1p(-down) : kInf));
+      const double e_log_l = l_low > 0 ? fmax(log1p(l_dev), -log(l_low)) : kInf;
+      double e_lse = e_w + e_log_l + m.log_rel * (fabs(lse - mx) + e_w + e_log_l) + m.floor_s;
+      if (m.base2) e_lse += (m.us + m.delta_ln2) * (fabs(lse) + e_lse);
+      if (lane == 0) m.e_lse[ol] = e_lse;
     }
-    // o's sums over the keys (o_sums), lanes owning columns c = lane + 32 e, v in tiles; then o_finish.
-    double w_sum[Cols], R_max[Cols], e_acc[Cols], oc[Cols], ec[Cols];
-#pragma unroll
-    for (int e = 0; e < Cols; ++e) {
-      const int c = lane + 32 * e;
-      w_sum[e] = R_max[e] = e_acc[e] = 0;
-      oc[e] = live && c < dv ? m.o[oo + c] : 0.0, ec[e] = live && c < dv ? m.err_o[oo + c] : 0.0;
-    }
-    for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
-      const int cnt = int(hi - t0 < kTile ? hi - t0 : kTile);
-      load_tile(tile, vb + t0 * dv, cnt, dv);
-      __syncthreads();
-      const int64_t a0 = jb > t0 ? jb : t0, a1 = je < t0 + cnt ? je : t0 + cnt;
-      // Lane l holds key t0 + l's two coefficients; the loop below takes them by shuffle (its bounds
-      // are the warp's row's: every lane runs it), not by a dependent load from scratch per key.
-      const int64_t jl = t0 + lane;
-      const double cw_l = jl >= a0 && jl < a1 ? F[kA * n_k + jl - jb] : 0.0;
-      const double ca_l = jl >= a0 && jl < a1 ? F[kS * n_k + jl - jb] : 0.0;
-      for (int64_t ja = a0; ja < a1; ++ja) {  // (none unless live)
-        const double cw = __shfl_sync(0xffffffffu, cw_l, int(ja - t0)), ca = __shfl_sync(0xffffffffu, ca_l, int(ja - t0));
-        const double* v = tile + (ja - t0) * (dv + 1);
-#pragma unroll
-        for (int e = 0; e < Cols; ++e) {
-          const int c = lane + 32 * e;
-          if (c >= dv) break;
-          const double y = fabs(v[c] - oc[e]) + ec[e];
-          R_max[e] = fmax(R_max[e], y);
-          w_sum[e] += times(cw, y);
-          e_acc[e] += ca * fabs(v[c]);
-        }
-      }
-      __syncthreads();
-    }
-    if (!live) continue;
-    const double u = m.us, exp_eps = exp(eps), sc_pv = chain_scale(closed_kappa_max(m.pv, len_pv, x_pv));
-    const double fl_pv = chain_floors(m.pv, len_pv, x_pv), g_norm = gamma_n(m.o_normalise, u);
-#pragma unroll
-    for (int e = 0; e < Cols; ++e) {
-      const int c = lane + 32 * e;
-      if (c >= dv) break;
-      const double ao = fabs(oc[e]);
-      const double W = fmin(times(exp_eps, w_sum[e]), 2 * R_max[e]);
-      const double E_acc = (e_acc[e] + acc0) * sc_pv + fl_pv;
-      double err = l_low > 0 ? W + (E_acc + l_dev * (ao + W)) / l_low : kInf;
-      if (!m.p_normalised) err += g_norm * (ao + err);
-      err += m.ftz ? m.floor_s : 0.0;
-      m.e_o[oo + c] = err;
-    }
-    // lse (lse_bound).
-    const double lse = m.lse[ol];
-    double up = 0, down = 0;
-    for (int64_t j = lane; j < n_v; j += 32) {
-      const double y = F[kY * n_k + j], dl = F[kDl * n_k + j], lp = fmin(0.0, y);
-      const double e = lp == y ? F[kElp * n_k + j] : exp(lp);
-      up += p_expm1(lp, dl, e), down += e * -expm1(-dl);
-    }
-    up = warp_sum(up), down = warp_sum(down);
-    const double e_w = fmin(eps_lse, fmax(up, down < 1 ? -log1p(-down) : kInf));
-    const double e_log_l = l_low > 0 ? fmax(log1p(l_dev), -log(l_low)) : kInf;
-    double e_lse = e_w + e_log_l + m.log_rel * (fabs(lse - mx) + e_w + e_log_l) + m.floor_s;
-    if (m.base2) e_lse += (m.us + m.delta_ln2) * (fabs(lse) + e_lse);
-    if (lane == 0) m.e_lse[ol] = e_lse;
   }
 }
 
 // ---------------------------------------------------------------------------------------------------
-// kWarps rows of one head per block, k and v in shared tiles: each tile's pairs (lanes own keys), then
-// d_q's chain sum over them (lanes own columns).
-template <int Cols>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_rows(ModelDev m) {
+// kWarps rows of one head per block, k and v in shared tiles: each tile's pairs (lanes own keys), once
+// for the set, then each precision's d_q terms and its chain sum over them (lanes own columns).
+// Tiles: the most precisions a launch takes (their sums are held in registers side by side).
+//
+// A row's constants for one precision of the set (kept in shared memory: one warp's, read by all its lanes).
+struct RowPrec {
+  double e_D, e_lse;
+  int64_t o_dq, len_dq;  // d_q's chain: the row's first key's place in it, and its length
+};
+template <int Cols, int Tiles>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_rows(const __grid_constant__ ModelSet S) {
   extern __shared__ double sm[];
-  const Problem& p = m.p;
+  const ModelDev& ms = S.m[0];  // the set's shared part: the scores, dP and D
+  const Problem& p = ms.p;
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
-  const int d = int(p.d), dv = int(m.dv);
-  double* kap_s = sm;                                     // (d) the scores' chain weights
-  double* kap_dp = kap_s + d;                             // (d_v) dP's
-  double* q = kap_dp + dv + wib * (d + dv);               // (d) this warp's q, then (d_v) its d_o
+  const int d = int(p.d), dv = int(ms.dv), nt = Tiles == 1 ? 1 : S.n;
+  double* kap_s = sm;                                         // (d) the scores' chain weights
+  double* kap_dp = kap_s + d;                                 // (d_v) dP's
+  double* q = kap_dp + dv + wib * (d + dv);                   // (d) this warp's q, then (d_v) its d_o
   double* dO = q + d;
-  double* kt = kap_dp + dv + kWarps * (d + dv);           // (kTile, d + 1)
-  double* vt = kt + kTile * (d + 1);                      // (kTile, d_v + 1)
-  double* alpha = vt + kTile * (dv + 1) + wib * kTile;    // (kTile) this warp's
-  DotChain ws = m.w_s, wdp = m.w_dp;
+  double* kt = kap_dp + dv + kWarps * (d + dv);               // (kTile, d + 1)
+  double* vt = kt + kTile * (d + 1);                          // (kTile, d_v + 1)
+  double* alpha = vt + kTile * (dv + 1) + wib * 2 * Tiles * kTile;  // (Tiles, kTile) this warp's alpha_j
+  double* alpha0 = alpha + Tiles * kTile;  // (Tiles, 32) each lane's share of alpha_0
+  RowPrec* rp = reinterpret_cast<RowPrec*>(vt + kTile * (dv + 1) + kWarps * 2 * Tiles * kTile) + wib * Tiles;
+  DotChain ws = ms.w_s, wdp = ms.w_dp;
   ws.kappa = kap_s, wdp.kappa = kap_dp;
-  load_vec(kap_s, m.w_s.kappa, d);
-  load_vec(kap_dp, m.w_dp.kappa, dv);
+  load_vec(kap_s, ms.w_s.kappa, d);
+  load_vec(kap_dp, ms.w_dp.kappa, dv);
   const int64_t n_k = p.n_k;
   const int64_t n_groups = groups_of(int64_t(p.batch) * p.heads_q, p.n_q);
   for (int64_t x = blockIdx.x; x < n_groups; x += gridDim.x) {
     const Group gr = group_at(x, p.n_q);
-    const int64_t b = gr.head / p.heads_q, h = gr.head % p.heads_q, g = h / m.group, kvh = b * p.heads_kv + g;
+    const int64_t b = gr.head / p.heads_q, h = gr.head % p.heads_q, g = h / ms.group, kvh = b * p.heads_kv + g;
     const int64_t i = gr.first + wib, r = gr.head * p.n_q + i;
-    const bool live = wib < gr.count && m.live[r];
+    const bool live = wib < gr.count && ms.live[r];
     const KeyRange vis = live ? visible_keys(p, i, p.n_q, n_k) : KeyRange{};
     const int64_t jb = vis.begin, je = vis.end, n_v = je - jb;
     int64_t lo = n_k, hi = 0;
@@ -472,97 +492,136 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_rows(ModelDev
       const KeyRange kr = visible_keys(p, gr.first + t, p.n_q, n_k);
       if (kr.end > kr.begin) lo = kr.begin < lo ? kr.begin : lo, hi = kr.end > hi ? kr.end : hi;
     }
-    const int64_t oq = live ? offset_q(p, b, h, i) : 0, oo = r * m.dv;
+    const int64_t oq = live ? offset_q(p, b, h, i) : 0, oo = r * ms.dv;
     __syncthreads();  // the previous group's tiles and rows are done with
-    for (int c = lane; c < d; c += 32) q[c] = live ? m.q[oq + c] : 0.0;
-    for (int c = lane; c < dv; c += 32) dO[c] = live ? m.d_o[oo + c] : 0.0;
+    for (int c = lane; c < d; c += 32) q[c] = live ? ms.q[oq + c] : 0.0;
+    for (int c = lane; c < dv; c += 32) dO[c] = live ? ms.d_o[oo + c] : 0.0;
     __syncwarp();
-    // D = d_o . o along its chain, from the kernel's own o (within the finished bound of o).
-    Row row{};
+    // D = d_o . o along its chain, from the kernel's own o (within each precision's finished bound of o).
+    Row row{};  // e_D and e_lse: each precision's, in rp
     double sum_do = 0, q_abs = 0;
     if (live) {
-      double D = 0, weighted = 0, plain = 0, from_o = 0, sum_o = 0, err_D64 = 0;
+      double D = 0, weighted = 0, plain = 0, sum_o = 0, err_D64 = 0;
       for (int c = lane; c < dv; c += 32) {
-        const double o = m.o[oo + c], ad = fabs(dO[c]), kp = m.w_D.kappa[c];
+        const double o = ms.o[oo + c], ad = fabs(dO[c]), kp = ms.w_D.kappa[c];
         D += dO[c] * o;
         weighted += kp * ad * fabs(o), plain += ad * fabs(o);
-        from_o += (1 + kp) * ad * m.b_o[oo + c], sum_do += ad, sum_o += fabs(o);
-        err_D64 += ad * m.err_o[oo + c];
+        sum_do += ad, sum_o += fabs(o);
+        err_D64 += ad * ms.err_o[oo + c];
       }
       for (int c = lane; c < d; c += 32) q_abs += fabs(q[c]);
-      D = warp_sum(D), weighted = warp_sum(weighted), plain = warp_sum(plain), from_o = warp_sum(from_o);
+      D = warp_sum(D), weighted = warp_sum(weighted), plain = warp_sum(plain);
       sum_do = warp_sum(sum_do), sum_o = warp_sum(sum_o), err_D64 = warp_sum(err_D64), q_abs = warp_sum(q_abs);
       row.D = D;
-      row.e_D = dot_error(m, m.w_D, weighted, plain, sum_do, sum_o, dv) + from_o * m.w_D.scale;
       row.err_D64 = err_D64 + double(dv + 1) * 0x1p-53 * plain;
-      row.lse = m.lse[r], row.err_lse = m.err_lse[r], row.e_lse = m.b_lse[r];
-      if (lane == 0) {
-        double* st = m.row_stat + r * kRowStat;
-        st[kD] = row.D, st[kED] = row.e_D, st[kErrD64] = row.err_D64, st[kSumDo] = sum_do, st[kQAbs] = q_abs;
+      row.lse = ms.lse[r], row.err_lse = ms.err_lse[r];
+#pragma unroll 1
+      for (int tp = 0; tp < nt; ++tp) {
+        const ModelDev& m = S.m[tp];
+        double from_o = 0;
+        for (int c = lane; c < dv; c += 32) from_o += (1 + m.w_D.kappa[c]) * fabs(dO[c]) * m.b_o[oo + c];
+        from_o = warp_sum(from_o);
+        const double e_D = dot_error(m, m.w_D, weighted, plain, sum_do, sum_o, dv) + from_o * m.w_D.scale;
+        if (lane == 0) {
+          const int64_t o_dq = key_offset(m.dq, jb);
+          rp[tp] = RowPrec{e_D, m.b_lse[r], o_dq, o_dq + n_v};
+          double* st = m.row_stat + r * kRowStat;
+          st[kD] = row.D, st[kED] = e_D, st[kErrD64] = row.err_D64, st[kSumDo] = sum_do, st[kQAbs] = q_abs;
+        }
       }
     }
-    const int64_t o_dq = key_offset(m.dq, jb), len_dq = o_dq + n_v;
-    double alpha0 = 0, E[Cols];
+    __syncwarp();
+    double E[Tiles][Cols];
 #pragma unroll
-    for (int e = 0; e < Cols; ++e) E[e] = 0;
+    for (int tp = 0; tp < Tiles; ++tp) {
+      alpha0[tp * 32 + lane] = 0;
+#pragma unroll
+      for (int e = 0; e < Cols; ++e) E[tp][e] = 0;
+    }
     for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
       const int cnt = int(hi - t0 < kTile ? hi - t0 : kTile);
-      load_tile(kt, m.k + (kvh * n_k + t0) * d, cnt, d);
-      load_tile(vt, m.v + (kvh * n_k + t0) * dv, cnt, dv);
+      load_tile(kt, ms.k + (kvh * n_k + t0) * d, cnt, d);
+      load_tile(vt, ms.v + (kvh * n_k + t0) * dv, cnt, dv);
       __syncthreads();
       const int64_t a0 = jb > t0 ? jb : t0, a1 = je < t0 + cnt ? je : t0 + cnt;
       if (a1 > a0) {
         const int64_t ja = t0 + lane;
-        double al = 0;
-        if (ja >= a0 && ja < a1) {
-          const Sc s = score(m, ws, q, kt + lane * (d + 1), q_abs, m.k_abs_sum[kvh * n_k + ja]);
-          const DP dp = d_p(m, wdp, dO, vt + lane * (dv + 1), sum_do, m.v_abs_sum[kvh * n_k + ja]);
-          const PairBound pr = backward_pair(m, s, dp, row);
-          const double e_ds = pr.e_ds + m.u_p * pr.ds_bar + m.floor_ds + pr.ds_bar * m.u_in;
-          const double kq = closed_kappa(m.dq, len_dq, 0, o_dq + ja - jb);
-          al = kq * pr.ds_hi + (1 + kq) * e_ds;
-          alpha0 += (1 + kq) * pr.ds_bar * m.floor_in;
+        const bool mine = ja >= a0 && ja < a1;
+        Sc s{};
+        DP dp{};
+        if (mine) {
+          s = score(ms, ws, q, kt + lane * (d + 1), q_abs, ms.k_abs_sum[kvh * n_k + ja]);
+          dp = d_p(ms, wdp, dO, vt + lane * (dv + 1), sum_do, ms.v_abs_sum[kvh * n_k + ja]);
         }
-        alpha[lane] = al;
+#pragma unroll 1
+        for (int tp = 0; tp < nt; ++tp) {
+          double al = 0;
+          if (mine) {
+            const ModelDev& m = S.m[tp];
+            Row rw = row;
+            rw.e_D = rp[tp].e_D, rw.e_lse = rp[tp].e_lse;
+            const PairBound pr = backward_pair(m, s, dp, rw);
+            const double e_ds = pr.e_ds + m.u_p * pr.ds_bar + m.floor_ds + pr.ds_bar * m.u_in;
+            const double kq = closed_kappa(m.dq, rp[tp].len_dq, 0, rp[tp].o_dq + ja - jb);
+            al = kq * pr.ds_hi + (1 + kq) * e_ds;
+            alpha0[tp * 32 + lane] += (1 + kq) * pr.ds_bar * m.floor_in;
+          }
+          alpha[tp * kTile + lane] = al;
+        }
         __syncwarp();
-        // d_q's chain sum: sum_j alpha_j |k_jc|, lanes owning columns.
+        // d_q's chain sums: sum_j alpha_j |k_jc| for each precision, lanes owning columns.
         for (int64_t ja2 = a0; ja2 < a1; ++ja2) {
-          const double a = alpha[ja2 - t0];
           const double* kr = kt + (ja2 - t0) * (d + 1);
 #pragma unroll
           for (int e = 0; e < Cols; ++e) {
             const int c = lane + 32 * e;
             if (c >= d) break;
-            E[e] += a * fabs(kr[c]);
+            const double ak = fabs(kr[c]);
+#pragma unroll
+            for (int tp = 0; tp < Tiles; ++tp) {
+              if (tp >= nt) break;
+              E[tp][e] += alpha[tp * kTile + ja2 - t0] * ak;
+            }
           }
         }
       }
       __syncthreads();
     }
     if (!live) continue;
-    alpha0 = warp_sum(alpha0);
-    const double dq_scale = chain_scale(closed_kappa_max(m.dq, len_dq, 0));
 #pragma unroll
-    for (int e = 0; e < Cols; ++e) {
-      const int c = lane + 32 * e;
-      if (c >= d) break;
-      m.dq_chain[oq + c] = (E[e] + alpha0) * dq_scale;
+    for (int tp = 0; tp < Tiles; ++tp) {
+      if (tp >= nt) break;
+      const ModelDev& m = S.m[tp];
+      const double a0s = warp_sum(alpha0[tp * 32 + lane]);
+      const double dq_scale = chain_scale(closed_kappa_max(m.dq, rp[tp].len_dq, 0));
+#pragma unroll
+      for (int e = 0; e < Cols; ++e) {
+        const int c = lane + 32 * e;
+        if (c >= d) break;
+        m.dq_chain[oq + c] = (E[tp][e] + a0s) * dq_scale;
+      }
+      if (lane == 0) m.dq_floor[r] = chain_floors(m.dq, rp[tp].len_dq, 0);
     }
-    if (lane == 0) m.dq_floor[r] = chain_floors(m.dq, len_dq, 0);
   }
 }
 
 // ---------------------------------------------------------------------------------------------------
 // kWarps keys of one kv head per block; the rows of the group that see them in shared tiles of kTile
-// (q, d_o and each row's constants): each tile's pairs (lanes own rows), then d_k's and d_v's chain sums
-// over them (lanes own columns).
-enum TileStat { kTD = 0, kTED, kTErrD64, kTSumDo, kTQAbs, kTLse, kTErrLse, kTELse, kTileStats };
-template <int Cols>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_keys(ModelDev m) {
+// (q, d_o and each row's constants): each tile's pairs (lanes own rows), once for the set, then each
+// precision's d_k and d_v terms and their chain sums over them (lanes own columns). Parts: kDk, kDv or
+// both, the gradients a launch sums (a whole set's d_k and d_v sums would not stay in registers
+// together; d_v's terms need no dP).
+enum TileStat { kTD = 0, kTErrD64, kTSumDo, kTQAbs, kTLse, kTErrLse, kTileStats };
+enum KeyParts { kDk = 1, kDv = 2 };
+template <int Cols, int Tiles, int Parts>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_keys(const __grid_constant__ ModelSet S) {
+  constexpr bool want_k = Parts & kDk, want_v = Parts & kDv;
+  constexpr int n_parts = int(want_k) + int(want_v), slot_k = 0, slot_v = n_parts - 1;  // beta's slots
   extern __shared__ double sm[];
-  const Problem& p = m.p;
+  const ModelDev& ms = S.m[0];  // the set's shared part
+  const Problem& p = ms.p;
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
-  const int d = int(p.d), dv = int(m.dv);
+  const int d = int(p.d), dv = int(ms.dv), nt = Tiles == 1 ? 1 : S.n;
   double* kap_s = sm;                                   // (d)
   double* kap_dp = kap_s + d;                           // (d_v)
   double* kr = kap_dp + dv + wib * (d + dv);            // (d) this warp's k, then (d_v) its v
@@ -570,10 +629,15 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_keys(ModelDev
   double* qt = kap_dp + dv + kWarps * (d + dv);         // (kTile, d + 1)
   double* dt = qt + kTile * (d + 1);                    // (kTile, d_v + 1)
   double* st = dt + kTile * (dv + 1);                   // (kTile, kTileStats)
-  DotChain ws = m.w_s, wdp = m.w_dp;
+  double* sp = st + kTile * kTileStats;                 // (kTile, Tiles, 2): each precision's e_D, e_lse
+  // (Tiles, n_parts, kTile) this warp's beta_i (d_k's, d_v's), then (Tiles, n_parts, 32) each lane's
+  // share of beta_0.
+  double* beta = sp + kTile * Tiles * 2 + wib * Tiles * n_parts * 2 * kTile;
+  double* beta0 = beta + Tiles * n_parts * kTile;
+  DotChain ws = ms.w_s, wdp = ms.w_dp;
   ws.kappa = kap_s, wdp.kappa = kap_dp;
-  load_vec(kap_s, m.w_s.kappa, d);
-  load_vec(kap_dp, m.w_dp.kappa, dv);
+  load_vec(kap_s, ms.w_s.kappa, d);
+  load_vec(kap_dp, ms.w_dp.kappa, dv);
   const int64_t n_k = p.n_k;
   const int64_t n_groups = groups_of(int64_t(p.batch) * p.heads_kv, n_k);
   for (int64_t x = blockIdx.x; x < n_groups; x += gridDim.x) {
@@ -582,73 +646,102 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_keys(ModelDev
     const int64_t j = gr.first + wib, key = kvh * n_k + j;
     const bool has_key = wib < gr.count;
     // The rows of the group that see key j (kv_rows): rows [i0, i1) of every head, head-major.
-    const int64_t i0 = has_key ? m.kv_i0[j] : 0, i1 = has_key ? m.kv_i1[j] : 0;
-    const int64_t per_head = i1 > i0 ? i1 - i0 : 0, n = m.group * per_head;
+    const int64_t i0 = has_key ? ms.kv_i0[j] : 0, i1 = has_key ? ms.kv_i1[j] : 0;
+    const int64_t per_head = i1 > i0 ? i1 - i0 : 0, n = ms.group * per_head;
     const int64_t steps_per_head = per_head > 0 ? (i1 - 1) / kTensorCoreFused - i0 / kTensorCoreFused + 1 : 0;
-    const int64_t n_steps = m.group * steps_per_head;
+    const int64_t n_steps = ms.group * steps_per_head;
     int64_t lo = p.n_q, hi = 0;  // the rows any key of the block is seen by
     for (int t = 0; t < gr.count; ++t) {
-      const int64_t a = m.kv_i0[gr.first + t], e = m.kv_i1[gr.first + t];
+      const int64_t a = ms.kv_i0[gr.first + t], e = ms.kv_i1[gr.first + t];
       if (e > a) lo = a < lo ? a : lo, hi = e > hi ? e : hi;
     }
     __syncthreads();  // the previous group's tiles and keys are done with
-    for (int c = lane; c < d; c += 32) kr[c] = has_key ? m.k[key * d + c] : 0.0;
-    for (int c = lane; c < dv; c += 32) vr[c] = has_key ? m.v[key * dv + c] : 0.0;
+    for (int c = lane; c < d; c += 32) kr[c] = has_key ? ms.k[key * d + c] : 0.0;
+    for (int c = lane; c < dv; c += 32) vr[c] = has_key ? ms.v[key * dv + c] : 0.0;
     __syncwarp();
-    const double k_abs = has_key ? m.k_abs_sum[key] : 0.0, v_abs = has_key ? m.v_abs_sum[key] : 0.0;
-    double Ek[Cols], Ev[Cols], b0k = 0, b0v = 0;
+    const double k_abs = has_key ? ms.k_abs_sum[key] : 0.0, v_abs = has_key ? ms.v_abs_sum[key] : 0.0;
+    double Ek[Tiles][Cols], Ev[Tiles][Cols];
 #pragma unroll
-    for (int e = 0; e < Cols; ++e) Ek[e] = Ev[e] = 0;
-    for (int64_t hl = 0; hl < m.group; ++hl) {
-      const int64_t h = g * m.group + hl, r_base = (b * p.heads_q + h) * p.n_q;
+    for (int tp = 0; tp < Tiles; ++tp) {
+#pragma unroll
+      for (int slot = 0; slot < n_parts; ++slot) beta0[(tp * n_parts + slot) * 32 + lane] = 0;
+#pragma unroll
+      for (int e = 0; e < Cols; ++e) Ek[tp][e] = Ev[tp][e] = 0;
+    }
+    for (int64_t hl = 0; hl < ms.group; ++hl) {
+      const int64_t h = g * ms.group + hl, r_base = (b * p.heads_q + h) * p.n_q;
       for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
         const int cnt = int(hi - t0 < kTile ? hi - t0 : kTile);
-        load_tile(qt, m.q + (r_base + t0) * d, cnt, d);
-        load_tile(dt, m.d_o + (r_base + t0) * dv, cnt, dv);
+        load_tile(qt, ms.q + (r_base + t0) * d, cnt, d);
+        load_tile(dt, ms.d_o + (r_base + t0) * dv, cnt, dv);
         for (int t = threadIdx.x; t < cnt; t += kThreads) {
           const int64_t r = r_base + t0 + t;
-          const double* rs = m.row_stat + r * kRowStat;
+          const double* rs = ms.row_stat + r * kRowStat;
           double* o = st + t * kTileStats;
-          o[kTD] = rs[kD], o[kTED] = rs[kED], o[kTErrD64] = rs[kErrD64], o[kTSumDo] = rs[kSumDo];
-          o[kTQAbs] = rs[kQAbs], o[kTLse] = m.lse[r], o[kTErrLse] = m.err_lse[r], o[kTELse] = m.b_lse[r];
+          o[kTD] = rs[kD], o[kTErrD64] = rs[kErrD64], o[kTSumDo] = rs[kSumDo];
+          o[kTQAbs] = rs[kQAbs], o[kTLse] = ms.lse[r], o[kTErrLse] = ms.err_lse[r];
+#pragma unroll
+          for (int tp = 0; tp < Tiles; ++tp) {
+            if (tp >= nt) break;
+            sp[(t * Tiles + tp) * 2] = S.m[tp].row_stat[r * kRowStat + kED];
+            sp[(t * Tiles + tp) * 2 + 1] = S.m[tp].b_lse[r];
+          }
         }
         __syncthreads();
         const int64_t a0 = i0 > t0 ? i0 : t0, a1 = i1 < t0 + cnt ? i1 : t0 + cnt;
         if (a1 > a0) {
           const int64_t i = t0 + lane;
           const bool mine = i >= a0 && i < a1;
-          double bk = 0, bv = 0;
+          Row row{};
+          Sc s{};
+          DP dp{};
+          int64_t step = 0;
           if (mine) {
             const double* o = st + lane * kTileStats;
-            Row row;
-            row.D = o[kTD], row.e_D = o[kTED], row.err_D64 = o[kTErrD64];
-            row.lse = o[kTLse], row.err_lse = o[kTErrLse], row.e_lse = o[kTELse];
-            const Sc s = score(m, ws, qt + lane * (d + 1), kr, o[kTQAbs], k_abs);
-            const DP dp = d_p(m, wdp, dt + lane * (dv + 1), vr, o[kTSumDo], v_abs);
-            const PairBound pr = backward_pair(m, s, dp, row);
-            const double e_ds = pr.e_ds + m.u_p * pr.ds_bar + m.floor_ds + pr.ds_bar * m.u_in;
-            const double e_p = pr.dP_w + m.u_p * pr.P_bar + m.floor_p + pr.P_bar * m.u_in;
-            double kk;
-            if (m.dkv_plain) {
-              const int64_t step = hl * steps_per_head + i / kTensorCoreFused - i0 / kTensorCoreFused;
-              kk = plain_kappa(m.dkv, hl * per_head + i - i0, n, step, n_steps);
-            } else {
-              kk = closed_kappa(m.dkv, m.group * m.n_q16, 0, hl * m.n_q16 + i);
-            }
-            bk = kk * pr.ds_hi + (1 + kk) * e_ds;
-            bv = kk * pr.P_hi + (1 + kk) * e_p;
-            b0k += (1 + kk) * pr.ds_bar * m.floor_in, b0v += (1 + kk) * pr.P_bar * m.floor_in;
+            row.D = o[kTD], row.err_D64 = o[kTErrD64], row.lse = o[kTLse], row.err_lse = o[kTErrLse];
+            s = score(ms, ws, qt + lane * (d + 1), kr, o[kTQAbs], k_abs);
+            if constexpr (want_k) dp = d_p(ms, wdp, dt + lane * (dv + 1), vr, o[kTSumDo], v_abs);
+            step = hl * steps_per_head + i / kTensorCoreFused - i0 / kTensorCoreFused;
           }
-          // The tile's rows one after another: sum_i beta_i |q_ic|, |d_o_ic|, lanes owning columns.
+#pragma unroll 1
+          for (int tp = 0; tp < nt; ++tp) {
+            double bk = 0, bv = 0;
+            if (mine) {
+              const ModelDev& m = S.m[tp];
+              row.e_D = sp[(lane * Tiles + tp) * 2], row.e_lse = sp[(lane * Tiles + tp) * 2 + 1];
+              const PairBound pr = backward_pair(m, s, dp, row);  // (dS's terms unused without kDk)
+              const double kk = m.dkv_plain ? plain_kappa(m.dkv, hl * per_head + i - i0, n, step, n_steps)
+                                            : closed_kappa(m.dkv, ms.group * m.n_q16, 0, hl * m.n_q16 + i);
+              if constexpr (want_k) {
+                const double e_ds = pr.e_ds + m.u_p * pr.ds_bar + m.floor_ds + pr.ds_bar * m.u_in;
+                bk = kk * pr.ds_hi + (1 + kk) * e_ds;
+                beta0[(tp * n_parts + slot_k) * 32 + lane] += (1 + kk) * pr.ds_bar * m.floor_in;
+              }
+              if constexpr (want_v) {
+                const double e_p = pr.dP_w + m.u_p * pr.P_bar + m.floor_p + pr.P_bar * m.u_in;
+                bv = kk * pr.P_hi + (1 + kk) * e_p;
+                beta0[(tp * n_parts + slot_v) * 32 + lane] += (1 + kk) * pr.P_bar * m.floor_in;
+              }
+            }
+            if constexpr (want_k) beta[(tp * n_parts + slot_k) * kTile + lane] = bk;
+            if constexpr (want_v) beta[(tp * n_parts + slot_v) * kTile + lane] = bv;
+          }
+          __syncwarp();
+          // The tile's rows one after another: sum_i beta_i |q_ic|, |d_o_ic| for each precision, lanes
+          // owning columns.
           for (int64_t i2 = a0; i2 < a1; ++i2) {
             const int src = int(i2 - t0);
-            const double sk = __shfl_sync(0xffffffffu, bk, src), sv = __shfl_sync(0xffffffffu, bv, src);
             const double *qa = qt + src * (d + 1), *da = dt + src * (dv + 1);
 #pragma unroll
             for (int e = 0; e < Cols; ++e) {
               const int c = lane + 32 * e;
-              if (c < d) Ek[e] += sk * fabs(qa[c]);
-              if (c < dv) Ev[e] += sv * fabs(da[c]);
+              const double aq = want_k && c < d ? fabs(qa[c]) : 0.0, ad = want_v && c < dv ? fabs(da[c]) : 0.0;
+#pragma unroll
+              for (int tp = 0; tp < Tiles; ++tp) {
+                if (tp >= nt) break;
+                if (want_k && c < d) Ek[tp][e] += beta[(tp * n_parts + slot_k) * kTile + src] * aq;
+                if (want_v && c < dv) Ev[tp][e] += beta[(tp * n_parts + slot_v) * kTile + src] * ad;
+              }
             }
           }
         }
@@ -656,23 +749,29 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_keys(ModelDev
       }
     }
     if (!has_key) continue;
-    b0k = warp_sum(b0k), b0v = warp_sum(b0v);
-    double km, events;
-    if (m.dkv_plain) {
-      km = n > 0 ? plain_kappa(m.dkv, 0, n, 0, n_steps) : 0.0;
-      events = double(n) * 3 + double(n_steps);
-    } else {
-      km = closed_kappa_max(m.dkv, m.group * m.n_q16, 0);
-      events = closed_events(m.dkv, m.group * m.n_q16, 0);
-    }
-    const double sc_j = chain_scale(km);
 #pragma unroll
-    for (int e = 0; e < Cols; ++e) {
-      const int c = lane + 32 * e;
-      if (c < d) m.dk_chain[key * d + c] = (Ek[e] + b0k) * sc_j;
-      if (c < dv) m.dv_chain[key * dv + c] = (Ev[e] + b0v) * sc_j;
+    for (int tp = 0; tp < Tiles; ++tp) {
+      if (tp >= nt) break;
+      const ModelDev& m = S.m[tp];
+      const double bk0 = want_k ? warp_sum(beta0[(tp * n_parts + slot_k) * 32 + lane]) : 0.0;
+      const double bv0 = want_v ? warp_sum(beta0[(tp * n_parts + slot_v) * 32 + lane]) : 0.0;
+      double km, events;
+      if (m.dkv_plain) {
+        km = n > 0 ? plain_kappa(m.dkv, 0, n, 0, n_steps) : 0.0;
+        events = double(n) * 3 + double(n_steps);
+      } else {
+        km = closed_kappa_max(m.dkv, ms.group * m.n_q16, 0);
+        events = closed_events(m.dkv, ms.group * m.n_q16, 0);
+      }
+      const double sc_j = chain_scale(km);
+#pragma unroll
+      for (int e = 0; e < Cols; ++e) {
+        const int c = lane + 32 * e;
+        if (want_k && c < d) m.dk_chain[key * d + c] = (Ek[tp][e] + bk0) * sc_j;
+        if (want_v && c < dv) m.dv_chain[key * dv + c] = (Ev[tp][e] + bv0) * sc_j;
+      }
+      if (lane == 0) m.kv_floor[key] = grown_floors(events * m.dkv.floor, km);
     }
-    if (lane == 0) m.kv_floor[key] = grown_floors(events * m.dkv.floor, km);
   }
 }
 
@@ -681,27 +780,31 @@ void check(cudaError_t e, const char* what) {
     throw std::runtime_error(std::string("GPU error model: ") + what + ": " + cudaGetErrorString(e));
 }
 
-// Shared memory of each kernel (doubles): the chain weights, each warp's row (or key), the tiles.
+// Shared memory of each kernel (doubles): the chain weights, each warp's row (or key), the tiles; the
+// backward passes' per-precision terms for `tiles` precisions.
 size_t forward_smem(const ModelDev& m) {
   const int64_t d = m.p.d, width = d > m.dv ? d : m.dv;
   return size_t(d + kWarps * d + kTile * (width + 1)) * sizeof(double);
 }
-size_t backward_rows_smem(const ModelDev& m) {
+size_t backward_rows_smem(const ModelDev& m, int tiles) {
   const int64_t d = m.p.d, dv = m.dv;
-  return size_t(d + dv + kWarps * (d + dv) + kTile * (d + 1) + kTile * (dv + 1) + kWarps * kTile) * sizeof(double);
+  return size_t(d + dv + kWarps * (d + dv) + kTile * (d + 1) + kTile * (dv + 1) + kWarps * 2 * tiles * kTile) *
+             sizeof(double) +
+         size_t(kWarps * tiles) * sizeof(RowPrec);
 }
-size_t backward_keys_smem(const ModelDev& m) {
+size_t backward_keys_smem(const ModelDev& m, int tiles, int parts) {
   const int64_t d = m.p.d, dv = m.dv;
-  return size_t(d + dv + kWarps * (d + dv) + kTile * (d + 1) + kTile * (dv + 1) + kTile * kTileStats) *
+  return size_t(d + dv + kWarps * (d + dv) + kTile * (d + 1) + kTile * (dv + 1) + kTile * kTileStats +
+                kTile * tiles * 2 + kWarps * tiles * parts * 2 * kTile) *
          sizeof(double);
 }
 
 // Launches kernel on `blocks` blocks with `smem` bytes of dynamic shared memory (past the default 48 KiB
 // by the kernel's attribute), then waits for it.
 template <class Kernel>
-void run_kernel(Kernel kernel, int64_t blocks, size_t smem, const ModelDev& m, const char* what) {
+void run_kernel(Kernel kernel, int64_t blocks, size_t smem, const ModelSet& s, const char* what) {
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), what);
-  kernel<<<unsigned(blocks), kThreads, smem>>>(m);
+  kernel<<<unsigned(blocks), kThreads, smem>>>(s);
   check(cudaGetLastError(), what);
   check(cudaDeviceSynchronize(), what);
 }
@@ -713,6 +816,16 @@ int64_t device_blocks() {
   return int64_t(sms) * kBlocksPerSm;
 }
 
+// The kernels for the columns a lane owns: 4 where d and d_v are at most 128, else kMaxCols (fewer
+// registers held, two blocks a multiprocessor). Only the narrow backward passes take a whole set: at
+// kMaxCols the sums of five precisions would not stay in registers.
+bool narrow(const ModelDev& m) { return m.p.d <= 128 && m.dv <= 128; }
+
+void check_set(const ModelSet& s) {
+  if (s.n < 1 || s.n > max_shared(s.m[0]))
+    throw std::logic_error("GPU error model: a set of " + std::to_string(s.n) + " precisions");
+}
+
 }  // namespace
 
 int64_t forward_blocks(const ModelDev& m, int64_t fit_warps) {
@@ -720,35 +833,49 @@ int64_t forward_blocks(const ModelDev& m, int64_t fit_warps) {
   return std::min({groups, device_blocks(), fit_warps / kWarps});
 }
 int64_t warps_per_block() { return kWarps; }
+int max_shared(const ModelDev& m) { return narrow(m) ? kMaxShared : 1; }
 
-// The kernels for the columns a lane owns: 4 where d and d_v are at most 128, else kMaxCols (fewer
-// registers held, two blocks a multiprocessor).
-bool narrow(const ModelDev& m) { return m.p.d <= 128 && m.dv <= 128; }
-
-void launch_forward(const ModelDev& m) {
+void launch_forward(const ModelSet& s) {
+  check_set(s);
+  const ModelDev& m = s.m[0];
   const int64_t blocks = m.scratch_warps / kWarps;
   if (narrow(m))
-    run_kernel(forward_rows<4>, blocks, forward_smem(m), m, "forward");
+    run_kernel(forward_rows<4>, blocks, forward_smem(m), s, "forward");
   else
-    run_kernel(forward_rows<kMaxCols>, blocks, forward_smem(m), m, "forward");
+    run_kernel(forward_rows<kMaxCols>, blocks, forward_smem(m), s, "forward");
 }
 
-void launch_backward_rows(const ModelDev& m) {
+void launch_backward_rows(const ModelSet& s) {
+  check_set(s);
+  const ModelDev& m = s.m[0];
   const int64_t blocks = std::min(groups_of(int64_t(m.p.batch) * m.p.heads_q, m.p.n_q), device_blocks());
-  if (narrow(m))
-    run_kernel(backward_rows<4>, blocks, backward_rows_smem(m), m, "backward rows");
+  if (!narrow(m))
+    run_kernel(backward_rows<kMaxCols, 1>, blocks, backward_rows_smem(m, 1), s, "backward rows");
+  else if (s.n == 1)
+    run_kernel(backward_rows<4, 1>, blocks, backward_rows_smem(m, 1), s, "backward rows");
   else
-    run_kernel(backward_rows<kMaxCols>, blocks, backward_rows_smem(m), m, "backward rows");
+    run_kernel(backward_rows<4, kMaxShared>, blocks, backward_rows_smem(m, kMaxShared), s, "backward rows");
 }
 
-void launch_backward_keys(const ModelDev& m) {
+void launch_backward_keys(const ModelSet& s) {
+  check_set(s);
+  const ModelDev& m = s.m[0];
   const int64_t blocks = std::min(groups_of(int64_t(m.p.batch) * m.p.heads_kv, m.p.n_k), device_blocks());
-  if (narrow(m))
-    run_kernel(backward_keys<4>, blocks, backward_keys_smem(m), m, "backward keys");
-  else
-    run_kernel(backward_keys<kMaxCols>, blocks, backward_keys_smem(m), m, "backward keys");
+  if (!narrow(m)) {
+    run_kernel(backward_keys<kMaxCols, 1, kDk | kDv>, blocks, backward_keys_smem(m, 1, 2), s, "backward keys");
+  } else if (s.n == 1) {
+    run_kernel(backward_keys<4, 1, kDk | kDv>, blocks, backward_keys_smem(m, 1, 2), s, "backward keys");
+  } else {
+    const size_t smem = backward_keys_smem(m, kMaxShared, 1);
+    run_kernel(backward_keys<4, kMaxShared, kDk>, blocks, smem, s, "backward keys (d_k)");
+    run_kernel(backward_keys<4, kMaxShared, kDv>, blocks, smem, s, "backward keys (d_v)");
+  }
 }
 
-int64_t scratch_stride(const ModelDev& m) { return kFields * m.p.n_k + kTileFields * max_tiles(m); }
+int64_t scratch_stride(const ModelSet& s) {
+  int64_t tiles = 0;
+  for (int t = 0; t < s.n; ++t) tiles = std::max(tiles, max_tiles(s.m[t]));
+  return kFields * s.m[0].p.n_k + kTileFields * tiles;
+}
 
 }  // namespace fc::ref::gpu

@@ -16,9 +16,11 @@ namespace fc::ref::gpu {
 // Why the GPU error model does not take problem p under prec, in a few words; empty when it does.
 std::string bounds_not_covered(const Problem& p, const Precision& prec);
 
-// Seconds of each device pass (summed over the precisions) and of the whole call, for benchmarks.
+// Seconds of each device pass (summed over the precisions) and of the whole call, for benchmarks; and
+// the sets of passes run (precisions that share their scores and dP share one set: bounds_gpu_dev.hpp).
 struct Timing {
   double forward = 0, backward_rows = 0, backward_keys = 0, total = 0;
+  int sets = 0;
 };
 
 // error_bounds_max(p, in, ref, precs) computed on the device (each precision covered); *timing, where

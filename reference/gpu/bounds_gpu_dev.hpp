@@ -53,14 +53,28 @@ struct ModelDev {
 
 enum RowStat { kD = 0, kED, kErrD64, kSumDo, kQAbs, kRowStat };
 
-// Doubles of scratch each warp of the forward needs (its pair fields and key tiles).
-int64_t scratch_stride(const ModelDev& m);
+// Precisions one set of passes takes together (compare's candidate key tiles): they share every
+// score and dP with their dot errors, which are four fifths of a backward pass's work, and differ in
+// the rest (bounds_gpu.cpp, shares_pairs, says which constants must agree). m[0] gives the shared
+// part; each m[t] its own chains, constants and outputs. scratch and the inputs are m[0]'s.
+constexpr int kMaxShared = 5;
+struct ModelSet {
+  ModelDev m[kMaxShared];
+  int n = 0;
+};
+
+// Doubles of scratch each warp of the forward needs (its pair fields and key tiles), for every
+// precision of a set.
+int64_t scratch_stride(const ModelSet& s);
 // The forward's blocks where scratch for fit_warps warps fits (0: not one block's), and their warps each.
 int64_t forward_blocks(const ModelDev& m, int64_t fit_warps);
 int64_t warps_per_block();
-// The three passes (bounds_gpu.cu); each throws std::runtime_error on a CUDA error.
-void launch_forward(const ModelDev& m);
-void launch_backward_rows(const ModelDev& m);
-void launch_backward_keys(const ModelDev& m);
+// The precisions one set may hold at this problem's head dims (fewer where registers would not hold
+// each one's sums).
+int max_shared(const ModelDev& m);
+// The three passes (bounds_gpu.cu) over a set; each throws std::runtime_error on a CUDA error.
+void launch_forward(const ModelSet& s);
+void launch_backward_rows(const ModelSet& s);
+void launch_backward_keys(const ModelSet& s);
 
 }  // namespace fc::ref::gpu

@@ -159,6 +159,7 @@ TEST_CASE("gpu error model: the CPU's bounds on dense problems, every arithmetic
       }
       const Tensors64 in = random_inputs(p, 1.0 + variant, seed++, variant == 0);
       const Certified ref = certified(p, in);
+      std::vector<Precision> every;
       for (const Arith& a : arithmetics(p.dtype)) {
         const Precision prec = precision_for(p, a.ar);
         REQUIRE(gpu::bounds_not_covered(p, prec).empty());
@@ -166,7 +167,16 @@ TEST_CASE("gpu error model: the CPU's bounds on dense problems, every arithmetic
         INFO(name + " / " + a.name);
         CHECK(all_agree(name + " / " + a.name, g, c));
         ++compared;
+        every.push_back(prec);
       }
+      // All of them at once: those that share their scores and dP share a set of passes, each with its
+      // own chains and constants (at d <= 128; wider, one a set).
+      gpu::Timing t;
+      const Bounds g_all = gpu::error_bounds_max(p, in, ref, every, &t);
+      INFO(name + " / every arithmetic at once");
+      CHECK(all_agree(name + " / every arithmetic at once, " + std::to_string(t.sets) + " sets", g_all,
+                      error_bounds_max(p, in, ref, every)));
+      if (p.d <= 128 && head_dim_v(p) <= 128) CHECK(t.sets < int(every.size()));
     }
   }
   CHECK(compared > 50);
@@ -179,13 +189,18 @@ TEST_CASE("gpu error model: several tiles at once, the dispatch, and a compariso
   std::vector<Precision> precs;
   for (int bn : {16, 32, 64, 128, 256})
     precs.push_back(precision_for(p, tensor_core_arithmetic(p.dtype, p.n_q, bn, 0)));
-  CHECK(all_agree("max over tiles 16..256", gpu::error_bounds_max(p, in, ref, precs),
+  gpu::Timing t;
+  CHECK(all_agree("max over tiles 16..256", gpu::error_bounds_max(p, in, ref, precs, &t),
                   error_bounds_max(p, in, ref, precs)));
-  // Precisions whose last roundings differ (the softmax type): each rounded on its own, then the max.
+  CHECK(t.sets == 1);  // the five tiles share their scores and dP: one set of passes
+  // Precisions whose last roundings differ (the softmax type): each rounded on its own, then the max;
+  // their scores' roundings differ too, so each takes a set.
   Precision f64_soft = precs[1];
   f64_soft.ar.soft = DType::F64;
-  CHECK(all_agree("max over a tile in fp32 and one in fp64", gpu::error_bounds_max(p, in, ref, {precs[3], f64_soft}),
+  CHECK(all_agree("max over a tile in fp32 and one in fp64",
+                  gpu::error_bounds_max(p, in, ref, {precs[3], f64_soft}, &t),
                   error_bounds_max(p, in, ref, {precs[3], f64_soft})));
+  CHECK(t.sets == 2);
   // The comparison can fail: tile 16's bounds against tile 128's differ past kRel.
   const Bounds g16 = gpu::error_bounds_max(p, in, ref, {precs[0]}), c128 = error_bounds_max(p, in, ref, {precs[3]});
   CHECK_FALSE(all_agree("negative control: tile 16 (gpu) against tile 128 (cpu)", g16, c128));
