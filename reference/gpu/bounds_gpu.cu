@@ -33,9 +33,10 @@ constexpr int kBlocksPerSm = 2;  // persistent blocks per multiprocessor (the ke
 constexpr double kInf = __builtin_huge_val();
 constexpr double kTcOwn = 2 + kTensorCoreFused + 1;  // bounds_chain.cpp
 constexpr double kTcLater = 2 + kTensorCoreFused / 2.0;
-// A row's fields per visible key: the score's (kS … kA, shared by the set's precisions), then one
-// precision's at a time (kY … kCa: its weights and o's two coefficients).
-enum ScratchField { kS = 0, kEh, kEc, kA, kY, kDow, kDl, kElp, kCw, kCa, kFields };
+// A row's fields per visible key: the score's (kS … kA, shared by the set's precisions), one
+// precision's at a time (kY … kElp: its weights), then o's two coefficients for each precision of the
+// set (kCoef + 2 t, + 1).
+enum ScratchField { kS = 0, kEh, kEc, kA, kY, kDow, kDl, kElp, kCoef };
 enum TileField { kTLo = 0, kTHi, kPreLo, kPreHi, kMoves, kTileFields };
 
 __device__ inline double gamma_n(double n, double u) { return n * u < 1 ? n * u / (1 - n * u) : kInf; }
@@ -199,7 +200,11 @@ __device__ inline void load_vec(double* dst, const double* src, int n) {
 // ---------------------------------------------------------------------------------------------------
 // A block takes kWarps rows of one head and walks the keys any of them sees in tiles of kTile, staged
 // in shared memory; each warp keeps to its own row's keys.
-template <int Cols>
+// What o's last step needs of one precision's row after its o sums (o_finish).
+struct OFinish {
+  double exp_eps, acc0, l_dev, l_low, sc_pv, fl_pv;
+};
+template <int Cols, int Tiles>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __grid_constant__ ModelSet S) {
   extern __shared__ double sm[];
   const ModelDev& ms = S.m[0];  // the set's shared part
@@ -209,11 +214,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
   double* kap = sm;                      // (d) the scores' chain weights
   double* q = kap + d + wib * d;         // (d) this warp's q
   double* tile = kap + d + kWarps * d;   // (kTile, max(d, d_v) + 1): k, then v
+  OFinish* fin = reinterpret_cast<OFinish*>(tile + kTile * ((d > dv ? d : dv) + 1)) + wib * Tiles;  // this warp's
   DotChain ws = ms.w_s;
   ws.kappa = kap;
+  const int nt = Tiles == 1 ? 1 : S.n;
   double* F = ms.scratch + (int64_t(blockIdx.x) * kWarps + wib) * ms.scratch_stride;
   const int64_t n_k = p.n_k;
-  double* T = F + kFields * n_k;
+  double* T = F + (kCoef + 2 * nt) * n_k;
   load_vec(kap, ms.w_s.kappa, d);
   const int64_t n_groups = groups_of(int64_t(p.batch) * p.heads_q, p.n_q);
   for (int64_t x = blockIdx.x; x < n_groups; x += gridDim.x) {
@@ -270,11 +277,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
     for (int64_t j = lane; j < n_v; j += 32)
       if (j != best_j) others = fmax(others, F[kS * n_k + j] + F[kEh * n_k + j]);
     others = warp_max(others);
-    // Each precision of the set from here on, over the same scores (every warp of the block takes the
-    // same number of turns: the o sums' barriers are met by all).
+    // Each precision of the set from here on, over the same scores: its weights, l, o's coefficients
+    // and lse (no block-wide barrier), then o's sums for every precision together.
 #pragma unroll 1
-    for (int tp = 0; tp < S.n; ++tp) {
+    for (int tp = 0; tp < nt; ++tp) {
       const ModelDev& m = S.m[tp];
+      double* Cw = F + (kCoef + 2 * tp) * n_k;  // o's W coefficient per key, then its accumulator's
+      double* Ca = Cw + n_k;
       const int64_t nt_max = max_tiles(m);
       // The row's own steps, on its scratch (no block-wide barrier inside: every warp meets the next one).
       double eps = 0, eps_lse = 0, E_l = 0, acc0 = 0, l_dev = 0, l_low = 0;
@@ -341,8 +350,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
           F[kY * n_k + j] = y, F[kDow * n_k + j] = dow, F[kDl * n_k + j] = dl, F[kElp * n_k + j] = exp(y);
         }
         eps = warp_max(eps), eps_lse = warp_max(eps_lse);
-        // l's chain and o's coefficients (forward, o_coefs): o's W coefficient into kA, its accumulator
-        // coefficient into kS.
+        // l's chain and o's coefficients (forward, o_coefs): o's W coefficient into Cw, its accumulator
+        // coefficient into Ca.
         const double tiny_w = m.floor_s / (m.exp_exact_at_zero ? 1.0 : 1 - m.e_exp);
         const int64_t bm = m.block_m > 1 ? m.block_m : 1;
         const int64_t i_last = ((i / bm + 1) * bm < p.n_q ? (i / bm + 1) * bm : p.n_q) - 1;
@@ -362,8 +371,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
           const double kl = closed_kappa(m.l, len_l, x_l, o_l + j);
           E_l += kl * w + (1 + kl) * tiny_w;
           const double kap_j = closed_kappa(m.pv, len_pv, x_pv, o_pv + j);
-          F[kCw * n_k + j] = p_expm1(y, dow, elp);
-          F[kCa * n_k + j] = kap_j * w + (1 + kap_j) * ((j != j_exact ? pv_up : 0.0) * w + m.floor_p + tiny_w + w * m.u_in);
+          Cw[j] = p_expm1(y, dow, elp);
+          Ca[j] = kap_j * w + (1 + kap_j) * ((j != j_exact ? pv_up : 0.0) * w + m.floor_p + tiny_w + w * m.u_in);
           acc0 += (1 + kap_j) * w * m.floor_in;
         }
         E_l = warp_sum(E_l), acc0 = warp_sum(acc0);
@@ -382,54 +391,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
         }
         __syncwarp();
       }
-      // o's sums over the keys (o_sums), lanes owning columns c = lane + 32 e, v in tiles; then o_finish.
-      double w_sum[Cols], R_max[Cols], e_acc[Cols], oc[Cols], ec[Cols];
-#pragma unroll
-      for (int e = 0; e < Cols; ++e) {
-        const int c = lane + 32 * e;
-        w_sum[e] = R_max[e] = e_acc[e] = 0;
-        oc[e] = live && c < dv ? m.o[oo + c] : 0.0, ec[e] = live && c < dv ? m.err_o[oo + c] : 0.0;
-      }
-      for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
-        const int cnt = int(hi - t0 < kTile ? hi - t0 : kTile);
-        load_tile(tile, vb + t0 * dv, cnt, dv);
-        __syncthreads();
-        const int64_t a0 = jb > t0 ? jb : t0, a1 = je < t0 + cnt ? je : t0 + cnt;
-        // Lane l holds key t0 + l's two coefficients; the loop below takes them by shuffle (its bounds
-        // are the warp's row's: every lane runs it), not by a dependent load from scratch per key.
-        const int64_t jl = t0 + lane;
-        const double cw_l = jl >= a0 && jl < a1 ? F[kCw * n_k + jl - jb] : 0.0;
-        const double ca_l = jl >= a0 && jl < a1 ? F[kCa * n_k + jl - jb] : 0.0;
-        for (int64_t ja = a0; ja < a1; ++ja) {  // (none unless live)
-          const double cw = __shfl_sync(0xffffffffu, cw_l, int(ja - t0)), ca = __shfl_sync(0xffffffffu, ca_l, int(ja - t0));
-          const double* v = tile + (ja - t0) * (dv + 1);
-#pragma unroll
-          for (int e = 0; e < Cols; ++e) {
-            const int c = lane + 32 * e;
-            if (c >= dv) break;
-            const double y = fabs(v[c] - oc[e]) + ec[e];
-            R_max[e] = fmax(R_max[e], y);
-            w_sum[e] += times(cw, y);
-            e_acc[e] += ca * fabs(v[c]);
-          }
-        }
-        __syncthreads();
-      }
-      if (!live) continue;  // this precision's turn
-      const double u = m.us, exp_eps = exp(eps), sc_pv = chain_scale(closed_kappa_max(m.pv, len_pv, x_pv));
-      const double fl_pv = chain_floors(m.pv, len_pv, x_pv), g_norm = gamma_n(m.o_normalise, u);
-#pragma unroll
-      for (int e = 0; e < Cols; ++e) {
-        const int c = lane + 32 * e;
-        if (c >= dv) break;
-        const double ao = fabs(oc[e]);
-        const double W = fmin(times(exp_eps, w_sum[e]), 2 * R_max[e]);
-        const double E_acc = (e_acc[e] + acc0) * sc_pv + fl_pv;
-        double err = l_low > 0 ? W + (E_acc + l_dev * (ao + W)) / l_low : kInf;
-        if (!m.p_normalised) err += g_norm * (ao + err);
-        err += m.ftz ? m.floor_s : 0.0;
-        m.e_o[oo + c] = err;
-      }
+      if (!live) continue;
       // lse (lse_bound).
       const double lse = m.lse[ol];
       double up = 0, down = 0;
@@ -443,7 +405,143 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
       const double e_log_l = l_low > 0 ? fmax(log1p(l_dev), -log(l_low)) : kInf;
       double e_lse = e_w + e_log_l + m.log_rel * (fabs(lse - mx) + e_w + e_log_l) + m.floor_s;
       if (m.base2) e_lse += (m.us + m.delta_ln2) * (fabs(lse) + e_lse);
-      if (lane == 0) m.e_lse[ol] = e_lse;
+      if (lane == 0) {
+        m.e_lse[ol] = e_lse;
+        fin[tp] = OFinish{exp(eps), acc0, l_dev, l_low, chain_scale(closed_kappa_max(m.pv, len_pv, x_pv)),
+                          chain_floors(m.pv, len_pv, x_pv)};
+      }
+    }
+    __syncwarp();
+    // o's sums over the keys (o_sums), lanes owning columns c = lane + 32 e, v in tiles (every warp of
+    // the block takes part: the barriers); then o_finish. One precision: one sweep over v. A set: two,
+    // one for o's W sums and one for its accumulator's, each precision's side by side (a lane could not
+    // hold all of them at once).
+    double oc[Cols], ec[Cols], R_max[Cols];
+#pragma unroll
+    for (int e = 0; e < Cols; ++e) {
+      const int c = lane + 32 * e;
+      R_max[e] = 0;
+      oc[e] = live && c < dv ? ms.o[oo + c] : 0.0, ec[e] = live && c < dv ? ms.err_o[oo + c] : 0.0;
+    }
+    // body(t0, a0, a1) for each tile of v: its keys [a0, a1) that this warp's row sees.
+    auto sweep = [&](auto&& body) {
+      for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
+        const int cnt = int(hi - t0 < kTile ? hi - t0 : kTile);
+        load_tile(tile, vb + t0 * dv, cnt, dv);
+        __syncthreads();
+        body(t0, jb > t0 ? jb : t0, je < t0 + cnt ? je : t0 + cnt);  // (no keys unless live)
+        __syncthreads();
+      }
+    };
+    // A precision's coefficient of key t0 + lane (lane l holds key t0 + l's; the loops below take them
+    // by shuffle, their bounds being the warp's row's, not by a dependent load per key).
+    auto coef = [&](const double* C, int64_t t0, int64_t a0, int64_t a1) {
+      const int64_t jl = t0 + lane;
+      return jl >= a0 && jl < a1 ? C[jl - jb] : 0.0;
+    };
+    // o's error from its sums (o_finish), into each precision's e_o.
+    auto finish = [&](int tp, int e, double w_sum, double e_acc) {
+      const ModelDev& m = S.m[tp];
+      const OFinish f = fin[tp];
+      const int c = lane + 32 * e;
+      const double ao = fabs(oc[e]), g_norm = gamma_n(m.o_normalise, m.us);
+      const double W = fmin(times(f.exp_eps, w_sum), 2 * R_max[e]);
+      const double E_acc = (e_acc + f.acc0) * f.sc_pv + f.fl_pv;
+      double err = f.l_low > 0 ? W + (E_acc + f.l_dev * (ao + W)) / f.l_low : kInf;
+      if (!m.p_normalised) err += g_norm * (ao + err);
+      err += m.ftz ? m.floor_s : 0.0;
+      m.e_o[oo + c] = err;
+    };
+    if constexpr (Tiles == 1) {
+      double w_sum[Cols], e_acc[Cols];
+#pragma unroll
+      for (int e = 0; e < Cols; ++e) w_sum[e] = e_acc[e] = 0;
+      const double *Cw = F + kCoef * n_k, *Ca = Cw + n_k;
+      sweep([&](int64_t t0, int64_t a0, int64_t a1) {
+        const double cw_l = coef(Cw, t0, a0, a1), ca_l = coef(Ca, t0, a0, a1);
+        for (int64_t ja = a0; ja < a1; ++ja) {
+          const double cw = __shfl_sync(0xffffffffu, cw_l, int(ja - t0)), ca = __shfl_sync(0xffffffffu, ca_l, int(ja - t0));
+          const double* v = tile + (ja - t0) * (dv + 1);
+#pragma unroll
+          for (int e = 0; e < Cols; ++e) {
+            const int c = lane + 32 * e;
+            if (c >= dv) break;
+            const double y = fabs(v[c] - oc[e]) + ec[e];
+            R_max[e] = fmax(R_max[e], y);
+            w_sum[e] += times(cw, y);
+            e_acc[e] += ca * fabs(v[c]);
+          }
+        }
+      });
+      if (!live) continue;
+#pragma unroll
+      for (int e = 0; e < Cols; ++e)
+        if (lane + 32 * e < dv) finish(0, e, w_sum[e], e_acc[e]);
+    } else {
+      // W's sums (and R's maxima), held back in e_o until the accumulator's sums are in.
+      double sum[Tiles][Cols];
+#pragma unroll
+      for (int tp = 0; tp < Tiles; ++tp)
+#pragma unroll
+        for (int e = 0; e < Cols; ++e) sum[tp][e] = 0;
+      sweep([&](int64_t t0, int64_t a0, int64_t a1) {
+        double cw_l[Tiles];
+#pragma unroll
+        for (int tp = 0; tp < Tiles; ++tp) cw_l[tp] = tp < nt ? coef(F + (kCoef + 2 * tp) * n_k, t0, a0, a1) : 0.0;
+        for (int64_t ja = a0; ja < a1; ++ja) {
+          const double* v = tile + (ja - t0) * (dv + 1);
+          double cw[Tiles];
+#pragma unroll
+          for (int tp = 0; tp < Tiles; ++tp) cw[tp] = __shfl_sync(0xffffffffu, cw_l[tp], int(ja - t0));
+#pragma unroll
+          for (int e = 0; e < Cols; ++e) {
+            const int c = lane + 32 * e;
+            if (c >= dv) break;
+            const double y = fabs(v[c] - oc[e]) + ec[e];
+            R_max[e] = fmax(R_max[e], y);
+#pragma unroll
+            for (int tp = 0; tp < Tiles; ++tp)
+              if (tp < nt) sum[tp][e] += times(cw[tp], y);
+          }
+        }
+      });
+      if (live) {
+#pragma unroll
+        for (int tp = 0; tp < Tiles; ++tp)
+#pragma unroll
+          for (int e = 0; e < Cols; ++e)
+            if (tp < nt && lane + 32 * e < dv) S.m[tp].e_o[oo + lane + 32 * e] = sum[tp][e];
+      }
+#pragma unroll
+      for (int tp = 0; tp < Tiles; ++tp)
+#pragma unroll
+        for (int e = 0; e < Cols; ++e) sum[tp][e] = 0;
+      sweep([&](int64_t t0, int64_t a0, int64_t a1) {
+        double ca_l[Tiles];
+#pragma unroll
+        for (int tp = 0; tp < Tiles; ++tp) ca_l[tp] = tp < nt ? coef(F + (kCoef + 2 * tp + 1) * n_k, t0, a0, a1) : 0.0;
+        for (int64_t ja = a0; ja < a1; ++ja) {
+          const double* v = tile + (ja - t0) * (dv + 1);
+          double ca[Tiles];
+#pragma unroll
+          for (int tp = 0; tp < Tiles; ++tp) ca[tp] = __shfl_sync(0xffffffffu, ca_l[tp], int(ja - t0));
+#pragma unroll
+          for (int e = 0; e < Cols; ++e) {
+            const int c = lane + 32 * e;
+            if (c >= dv) break;
+            const double av = fabs(v[c]);
+#pragma unroll
+            for (int tp = 0; tp < Tiles; ++tp)
+              if (tp < nt) sum[tp][e] += ca[tp] * av;
+          }
+        }
+      });
+      if (!live) continue;
+#pragma unroll
+      for (int tp = 0; tp < Tiles; ++tp)
+#pragma unroll
+        for (int e = 0; e < Cols; ++e)
+          if (tp < nt && lane + 32 * e < dv) finish(tp, e, S.m[tp].e_o[oo + lane + 32 * e], sum[tp][e]);
     }
   }
 }
@@ -782,9 +880,9 @@ void check(cudaError_t e, const char* what) {
 
 // Shared memory of each kernel (doubles): the chain weights, each warp's row (or key), the tiles; the
 // backward passes' per-precision terms for `tiles` precisions.
-size_t forward_smem(const ModelDev& m) {
+size_t forward_smem(const ModelDev& m, int tiles) {
   const int64_t d = m.p.d, width = d > m.dv ? d : m.dv;
-  return size_t(d + kWarps * d + kTile * (width + 1)) * sizeof(double);
+  return size_t(d + kWarps * d + kTile * (width + 1)) * sizeof(double) + size_t(kWarps * tiles) * sizeof(OFinish);
 }
 size_t backward_rows_smem(const ModelDev& m, int tiles) {
   const int64_t d = m.p.d, dv = m.dv;
@@ -839,10 +937,12 @@ void launch_forward(const ModelSet& s) {
   check_set(s);
   const ModelDev& m = s.m[0];
   const int64_t blocks = m.scratch_warps / kWarps;
-  if (narrow(m))
-    run_kernel(forward_rows<4>, blocks, forward_smem(m), s, "forward");
+  if (!narrow(m))
+    run_kernel(forward_rows<kMaxCols, 1>, blocks, forward_smem(m, 1), s, "forward");
+  else if (s.n == 1)
+    run_kernel(forward_rows<4, 1>, blocks, forward_smem(m, 1), s, "forward");
   else
-    run_kernel(forward_rows<kMaxCols>, blocks, forward_smem(m), s, "forward");
+    run_kernel(forward_rows<4, kMaxShared>, blocks, forward_smem(m, kMaxShared), s, "forward");
 }
 
 void launch_backward_rows(const ModelSet& s) {
@@ -875,7 +975,7 @@ void launch_backward_keys(const ModelSet& s) {
 int64_t scratch_stride(const ModelSet& s) {
   int64_t tiles = 0;
   for (int t = 0; t < s.n; ++t) tiles = std::max(tiles, max_tiles(s.m[t]));
-  return kFields * s.m[0].p.n_k + kTileFields * tiles;
+  return (kCoef + 2 * s.n) * s.m[0].p.n_k + kTileFields * tiles;
 }
 
 }  // namespace fc::ref::gpu
