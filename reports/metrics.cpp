@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <new>
@@ -31,6 +32,45 @@ Format format_of(DType t) {
 // Elementwise max that keeps NaN whichever side it is on.
 double worst(double a, double b) { return (a != a || b != b) ? kNaN : std::max(a, b); }
 
+// 2^e for -1074 <= e <= 1023: built from its bits where it is a normal double.
+double pow2(int e) { return e >= -1022 ? std::bit_cast<double>(uint64_t(e + 1023) << 52) : std::ldexp(1.0, e); }
+
+// A type's number line, worked out once: ulp_of and ordinal read a double's exponent and significand
+// from its bits (measure calls them twice an element, and ldexp and ilogb cost more than the rest of
+// its scan).
+struct Grid {
+  int p, emin, e_top;     // Format's; ilogb of the largest finite value
+  double min_normal;      // 2^emin
+  double sub_ulp;         // 2^(emin - p + 1), the subnormal spacing
+  double sub_scale;       // 2^(p - 1 - emin), a subnormal's ordinal per unit (0 where no double holds it)
+  int64_t ord_inf;        // ordinal of infinity: the largest finite's + 1
+};
+int exponent_of(double a) { return int((std::bit_cast<uint64_t>(a) >> 52) & 0x7ff) - 1023; }  // a normal, > 0
+double grid_ulp(const Grid& g, double x) {
+  const double a = std::fabs(x);
+  if (!(a >= g.min_normal)) return g.sub_ulp;  // subnormal, 0, NaN
+  return pow2((a == kInf ? g.e_top : std::min(exponent_of(a), g.e_top)) - g.p + 1);
+}
+int64_t grid_ordinal(const Grid& g, double x) {
+  if (std::isinf(x)) return x > 0 ? g.ord_inf : -g.ord_inf;
+  const double a = std::fabs(x);
+  int64_t ord;
+  if (!(a >= g.min_normal)) {  // a multiple of the subnormal spacing: the scaling is exact
+    ord = int64_t(g.sub_scale > 0 ? a * g.sub_scale : std::ldexp(a, g.p - 1 - g.emin));
+  } else {  // the binade, then the significand's leading p - 1 fraction bits
+    const uint64_t frac = std::bit_cast<uint64_t>(a) & ((uint64_t(1) << 52) - 1);
+    ord = (int64_t(1) << (g.p - 1)) * (exponent_of(a) - g.emin + 1) + int64_t(frac >> (53 - g.p));
+  }
+  return x < 0 ? -ord : ord;
+}
+Grid grid_of(DType t) {
+  const Format f = format_of(t);
+  Grid g{f.p, f.emin, std::ilogb(max_finite(t)), pow2(f.emin), pow2(f.emin - f.p + 1), 0.0, 0};
+  if (f.p - 1 - f.emin <= 1023) g.sub_scale = pow2(f.p - 1 - f.emin);
+  g.ord_inf = grid_ordinal(g, max_finite(t)) + 1;
+  return g;
+}
+
 }  // namespace
 
 const std::array<double, kRatioBins - 1> kRatioEdges = {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4,
@@ -51,29 +91,9 @@ int ulp_bin(int64_t steps) {
   return bin;
 }
 
-double ulp_of(DType t, double x) {
-  const Format f = format_of(t);
-  const double a = std::fabs(x);
-  if (!(a >= std::ldexp(1.0, f.emin))) return std::ldexp(1.0, f.emin - f.p + 1);  // subnormal, 0, NaN
-  const int e = std::isinf(a) ? std::ilogb(max_finite(t)) : std::min(std::ilogb(a), std::ilogb(max_finite(t)));
-  return std::ldexp(1.0, e - f.p + 1);
-}
+double ulp_of(DType t, double x) { return grid_ulp(grid_of(t), x); }
 
-int64_t ordinal(DType t, double x) {
-  const Format f = format_of(t);
-  if (std::isinf(x)) return (x > 0 ? 1 : -1) * (ordinal(t, max_finite(t)) + 1);
-  const double a = std::fabs(x);
-  const int64_t per_binade = int64_t(1) << (f.p - 1);
-  int64_t ord;
-  if (a < std::ldexp(1.0, f.emin)) {
-    ord = int64_t(std::ldexp(a, f.p - 1 - f.emin));  // a multiple of the subnormal spacing: exact
-  } else {
-    const int e = std::ilogb(a);
-    const double frac = std::ldexp(a, -e) - 1.0;  // in [0, 1), exact
-    ord = per_binade * (e - f.emin + 1) + int64_t(std::ldexp(frac, f.p - 1));
-  }
-  return x < 0 ? -ord : ord;
-}
+int64_t ordinal(DType t, double x) { return x != x ? 0 : grid_ordinal(grid_of(t), x); }
 
 size_t rank(size_t n, double q) { return size_t(std::floor(q * double(n - 1))); }
 
@@ -87,6 +107,94 @@ double quantile_in_place(double* x, size_t n, double q, size_t below) {
 }
 
 double quantile(std::vector<double> x, double q) { return quantile_in_place(x.data(), x.size(), q); }
+
+namespace {
+// A key whose unsigned order is quantile's order of the values: negatives below positives, -0 as +0,
+// every NaN last.
+uint64_t order_key(double v) {
+  if (v != v) return ~uint64_t(0);
+  const uint64_t b = std::bit_cast<uint64_t>(v == 0 ? 0.0 : v);
+  return b >> 63 ? ~b : b | (uint64_t(1) << 63);
+}
+// The value of a key (NaN for the last).
+double key_value(uint64_t key) {
+  if (key == ~uint64_t(0)) return std::numeric_limits<double>::quiet_NaN();
+  return std::bit_cast<double>(key >> 63 ? key & ~(uint64_t(1) << 63) : ~key);
+}
+}  // namespace
+
+std::vector<double> quantiles_parallel(const double* x, size_t n, const std::vector<double>& qs) {
+  std::vector<double> out(qs.size(), 0.0);
+  if (n == 0) return out;
+  constexpr int kDigit = 16;                // bits a histogram sorts by
+  constexpr size_t kFew = size_t(1) << 22;  // candidates few enough for one nth_element
+  const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(ref::worker_threads(), int64_t(n >> 16) + 1));
+  const auto part = [&](int64_t t) {
+    return std::pair{n * size_t(t) / size_t(tasks), n * size_t(t + 1) / size_t(tasks)};
+  };
+  // Each quantile's search: its rank among the candidates left, whose keys' leading `decided` bits are
+  // `prefix`.
+  struct Search {
+    size_t k, left;
+    uint64_t prefix = 0;
+    int decided = 0;
+    bool holds(uint64_t key) const { return decided == 0 || key >> (64 - decided) == prefix; }
+  };
+  std::vector<Search> search;
+  for (double q : qs) search.push_back({rank(n, q), n});
+  // Histograms of the next digit among a search's candidates; searches that share their candidates
+  // share a pass (every search shares the first).
+  for (;;) {
+    size_t s0 = 0;
+    while (s0 < search.size() && (search[s0].left <= kFew || search[s0].decided >= 64)) ++s0;
+    if (s0 == search.size()) break;
+    const Search at = search[s0];
+    std::vector<std::vector<size_t>> hist(size_t(tasks), std::vector<size_t>(size_t(1) << kDigit, 0));
+    ref::parallel_for(tasks, [&](int64_t t) {
+      auto& h = hist[size_t(t)];
+      const auto [a, b] = part(t);
+      for (size_t i = a; i < b; ++i) {
+        const uint64_t key = order_key(x[i]);
+        if (at.holds(key)) ++h[size_t((key >> (64 - at.decided - kDigit)) & ((uint64_t(1) << kDigit) - 1))];
+      }
+    });
+    std::vector<size_t> count(size_t(1) << kDigit, 0);
+    for (const auto& h : hist)
+      for (size_t dg = 0; dg < h.size(); ++dg) count[dg] += h[dg];
+    for (Search& se : search) {
+      if (se.decided != at.decided || se.prefix != at.prefix || se.left <= kFew) continue;
+      size_t digit = 0, below = 0;
+      while (se.k >= below + count[digit]) below += count[digit++];
+      se.k -= below, se.left = count[digit], se.prefix = (se.prefix << kDigit) | digit, se.decided += kDigit;
+    }
+  }
+  // Each search's candidates, gathered in element order (the same vector whatever the thread count);
+  // where every bit is decided they are one value, the key's (a tensor of exact results: many zeros).
+  const auto gathers = [&](size_t q) { return search[q].decided < 64; };
+  std::vector<std::vector<std::vector<double>>> got(size_t(tasks), std::vector<std::vector<double>>(search.size()));
+  ref::parallel_for(tasks, [&](int64_t t) {
+    const auto [a, b] = part(t);
+    for (size_t i = a; i < b; ++i) {
+      const uint64_t key = order_key(x[i]);
+      for (size_t q = 0; q < search.size(); ++q)
+        if (gathers(q) && search[q].holds(key)) got[size_t(t)][q].push_back(x[i]);
+    }
+  });
+  for (size_t q = 0; q < search.size(); ++q) {
+    if (!gathers(q)) {
+      out[q] = key_value(search[q].prefix);
+      continue;
+    }
+    std::vector<double> few;
+    few.reserve(search[q].left);
+    for (const auto& g : got) few.insert(few.end(), g[q].begin(), g[q].end());
+    const size_t k = search[q].k;
+    std::nth_element(few.begin(), few.begin() + std::ptrdiff_t(k), few.end(),
+                     [](double a, double b) { return a < b || (a == a && b != b); });
+    out[q] = few[k];
+  }
+  return out;
+}
 
 namespace {
 
@@ -133,6 +241,7 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
     return m;
   }
   const int64_t n = int64_t(ref.size()), chunks = (n + kChunk - 1) / kChunk;
+  const Grid grid = grid_of(out);
   const auto range = [&](int64_t c) { return std::pair{c * kChunk, std::min(n, (c + 1) * kChunk)}; };
   const auto both_finite = [&](int64_t x) { return std::isfinite(got[size_t(x)]) && std::isfinite(ref[size_t(x)]); };
   // First pass: the TensorMax scale, and where each chunk's finite elements start in the quantiles'
@@ -179,10 +288,10 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
         scaled = ae == 0 ? 0.0 : (ref_max > 0 ? ae / ref_max : kInf);
       }
       t.max_scaled = worst(t.max_scaled, scaled);
-      const double u = ulp_of(out, r), ue = ae / u;
+      const double u = grid_ulp(grid, r), ue = ae / u;
       t.ulp_max = std::max(t.ulp_max, ue), sh.sum_ulp += ue, ulps.p[slot] = ue;
       sh.sum_mag += r > 0 ? e : r < 0 ? -e : 0.0;
-      const int64_t steps = std::llabs(ordinal(out, y) - ordinal(out, round_to(out, r)));
+      const int64_t steps = std::llabs(grid_ordinal(grid, y) - grid_ordinal(grid, round_to(out, r)));
       t.excess_max = std::max(t.excess_max, steps), steps_all.p[slot] = double(steps);
       t.correctly_rounded += steps == 0;
       t.ulp_hist[size_t(ulp_bin(steps))]++;
@@ -224,16 +333,15 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
     m.bias_rel = m.rmse > 0 ? m.bias_mag / m.rmse : 0.0;
     m.rel_norm = sum_sq == 0 ? 0.0 : (sum_ref_sq > 0 ? std::sqrt(sum_sq / sum_ref_sq) : kInf);
   }
-  // The quantiles side by side (each array is its own).
-  ref::parallel_for(m.count > 0 ? 3 : 0, [&](int64_t q) {
-    if (q == 0) m.ulp_p99 = quantile_in_place(ulps.p, finite, 0.99);
-    if (q == 1) m.excess_p99 = int64_t(quantile_in_place(steps_all.p, finite, 0.99));
-    if (q == 2 && m.has_bound) {  // the highest rank first: each later one searches what lies below it
-      m.ratio_p99 = quantile_in_place(ratios.p, finite, 0.99);
-      m.ratio_p90 = quantile_in_place(ratios.p, finite, 0.90, rank(finite, 0.99));
-      m.ratio_p50 = quantile_in_place(ratios.p, finite, 0.50, rank(finite, 0.90));
+  // The quantiles, each on every thread.
+  if (m.count > 0) {
+    m.ulp_p99 = quantiles_parallel(ulps.p, finite, {0.99})[0];
+    m.excess_p99 = int64_t(quantiles_parallel(steps_all.p, finite, {0.99})[0]);
+    if (m.has_bound) {
+      const std::vector<double> r = quantiles_parallel(ratios.p, finite, {0.99, 0.90, 0.50});
+      m.ratio_p99 = r[0], m.ratio_p90 = r[1], m.ratio_p50 = r[2];
     }
-  });
+  }
   return m;
 }
 

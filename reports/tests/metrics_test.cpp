@@ -3,9 +3,12 @@
 // with planted errors, and a tensor of several chunks against a plain scan, serial and threaded.
 #include "tests/catch.hpp"
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "reference/parallel.hpp"
@@ -46,6 +49,43 @@ TEST_CASE("ordinal numbers the values of a type like their bit patterns", "[cpu]
   CHECK(ordinal(DType::F32, 1.0) == 0x3F800000);
   CHECK(ordinal(DType::F32, std::ldexp(1, -149)) == 1);
   CHECK(ordinal(DType::F64, 1.0) == 0x3FF0000000000000);
+}
+
+namespace {
+// fp16's value of bit pattern b (sign clear, finite): IEEE binary16 decoded by hand.
+double f16_value(uint32_t b) {
+  const int e = int(b >> 10), f = int(b & 0x3ff);
+  return e == 0 ? std::ldexp(f, -24) : std::ldexp(1024 + f, e - 25);
+}
+}  // namespace
+
+TEST_CASE("ordinal and ulp_of follow the bit patterns of random values of each type", "[cpu]") {
+  // For a positive finite value the ordinal is its bit pattern read as an integer, and the spacing is
+  // the distance to the value of the next pattern; here taken from the patterns, not from the code.
+  std::mt19937_64 rng(2026);
+  struct Case {
+    DType t;
+    int bits;  // exponent and fraction bits
+    uint32_t inf;
+  };
+  int64_t bad = 0, checked = 0;
+  for (const Case c : {Case{DType::F16, 15, 0x7c00}, Case{DType::BF16, 15, 0x7f80}, Case{DType::F32, 31, 0x7f800000}}) {
+    auto value = [&](uint32_t b) {
+      if (c.t == DType::F16) return f16_value(b);
+      return double(std::bit_cast<float>(c.t == DType::BF16 ? b << 16 : b));
+    };
+    for (int k = 0; k < 20000; ++k) {
+      const uint32_t b = uint32_t(rng()) & ((uint32_t(1) << c.bits) - 1);
+      if (b + 1 >= c.inf) continue;  // the largest finite value's spacing: the ulp_of test above
+      const double x = value(b), step = value(b + 1) - x;
+      bad += ordinal(c.t, x) != int64_t(b) || ordinal(c.t, -x) != -int64_t(b) || ulp_of(c.t, x) != step ||
+             ulp_of(c.t, -x) != step;
+      ++checked;
+    }
+    bad += ordinal(c.t, kInf) != int64_t(c.inf) || ordinal(c.t, -kInf) != -int64_t(c.inf);
+  }
+  CHECK(checked > 50000);
+  CHECK(bad == 0);
 }
 
 TEST_CASE("histogram bins put each value where the documented edges say", "[cpu]") {
@@ -219,4 +259,38 @@ TEST_CASE("measure over many chunks: thread-count independent, and the plain sca
     CHECK(par.ratio_p90 == at(0.90));
     CHECK(par.ratio_p99 == at(0.99));
   }
+}
+
+TEST_CASE("quantiles_parallel gives nth_element's quantiles, with any thread count", "[cpu]") {
+  // Three arrays past the direct path (2^22 candidates): spread values, which one histogram splits;
+  // values bunched in one bucket of it (a second histogram); and mostly exact zeros with NaNs and
+  // infinities (every bit decided, no candidates gathered). And a small one, gathered at once.
+  std::mt19937_64 rng(25);
+  std::normal_distribution<double> normal;
+  std::vector<std::vector<double>> arrays(4);
+  for (int k = 0; k < 6'000'000; ++k) arrays[0].push_back(std::fabs(normal(rng)) * std::ldexp(1.0, int(rng() % 40) - 20));
+  for (int k = 0; k < 6'000'000; ++k) arrays[1].push_back(1.0 + std::ldexp(double(rng() % 5000), -30));
+  for (int k = 0; k < 6'000'000; ++k) {
+    const uint64_t r = rng() % 100;
+    arrays[2].push_back(r < 80 ? 0.0 : r < 85 ? kNaN : r < 87 ? kInf : r < 90 ? -1.5 : double(r));
+  }
+  for (int k = 0; k < 1000; ++k) arrays[3].push_back(k % 7 == 0 ? kNaN : normal(rng));
+  const std::vector<double> qs = {0.99, 0.9, 0.5, 0.0, 1.0, 0.83};
+  for (size_t a = 0; a < arrays.size(); ++a) {
+    const std::vector<double>& x = arrays[a];
+    const std::vector<double> threaded = quantiles_parallel(x.data(), x.size(), qs);
+    std::vector<double> serial;
+    {
+      const fc::ref::SerialScope one(true);
+      serial = quantiles_parallel(x.data(), x.size(), qs);
+    }
+    for (size_t q = 0; q < qs.size(); ++q) {
+      INFO("array " << a << " q " << qs[q]);
+      const double want = quantile(x, qs[q]);  // nth_element over a copy
+      const auto same = [&](double v) { return std::isnan(want) ? std::isnan(v) : v == want; };
+      CHECK(same(threaded[q]));
+      CHECK(same(serial[q]));
+    }
+  }
+  CHECK(quantiles_parallel(nullptr, 0, {0.5}) == std::vector<double>{0.0});
 }
