@@ -25,6 +25,9 @@
 namespace fc::ref::gpu {
 namespace {
 
+using closed_detail::div64;
+using closed_detail::mod64;
+
 constexpr int kWarps = 8;  // warps per block
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxCols = 8;  // columns a lane owns: d, d_v <= 256 (4 where d, d_v <= 128: the kernels' Cols)
@@ -60,7 +63,7 @@ __device__ inline double chain_floors(const ClosedChain& c, int64_t n, int64_t e
 }
 // bounds_model.hpp's key_offset.
 __device__ inline int64_t key_offset(const ClosedChain& c, int64_t jb) {
-  if (c.block > 0) return jb % c.block;
+  if (c.block > 0) return mod64(jb, c.block);
   return c.lanes > 1 || c.pre > 1 ? jb : 0;
 }
 // bounds_chain.cpp's plain_kappa (d_k, d_v chains without blocks, lanes or pre-sums).
@@ -189,9 +192,12 @@ __device__ inline Group group_at(int64_t x, int64_t n) {
 }
 
 // Copies `rows` rows of `width` from src (row t at src + t·width) into a tile of pitch width + 1 (odd:
-// lanes reading one column of different rows hit different banks), the whole block taking part.
+// lanes reading one column of different rows hit different banks), the whole block taking part: a
+// warp to a row, its lanes along it (no division per element).
 __device__ inline void load_tile(double* tile, const double* src, int rows, int width) {
-  for (int x = threadIdx.x; x < rows * width; x += kThreads) tile[(x / width) * (width + 1) + x % width] = src[x];
+  const int lane = threadIdx.x % 32;
+  for (int t = threadIdx.x / 32; t < rows; t += kWarps)
+    for (int c = lane; c < width; c += 32) tile[t * (width + 1) + c] = src[int64_t(t) * width + c];
 }
 __device__ inline void load_vec(double* dst, const double* src, int n) {
   for (int x = threadIdx.x; x < n; x += kThreads) dst[x] = src[x];
@@ -293,8 +299,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
                                F[kS * n_k + best_j] - F[kEh * n_k + best_j] > others;
         j_exact = exact_max ? best_j : -1;
         // Key tiles (key_tiles): per tile max s -+ e^, their running maxima, the rescales after t that may err.
-        const int64_t bt = m.pv.block > 0 ? m.pv.block : (n_v > 1 ? n_v : 1), off = m.pv.block > 0 ? jb % bt : 0;
-        const int64_t n_t = (off + n_v + bt - 1) / bt;
+        const int64_t bt = m.pv.block > 0 ? m.pv.block : (n_v > 1 ? n_v : 1), off = m.pv.block > 0 ? mod64(jb, bt) : 0;
+        const int64_t n_t = div64(off + n_v + bt - 1, bt);
         for (int64_t t = lane; t < n_t; t += 32) {
           double tlo = -kInf, thi = -kInf;
           const int64_t j0 = t * bt - off > 0 ? t * bt - off : 0, j1 = (t + 1) * bt - off < n_v ? (t + 1) * bt - off : n_v;
@@ -337,7 +343,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
         const double lse = m.lse[ol], err_lse = m.err_lse[ol];
         for (int64_t j = lane; j < n_v; j += 32) {
           const double s = F[kS * n_k + j], e_hat = F[kEh * n_k + j], e_c = F[kEc * n_k + j], a = F[kA * n_k + j];
-          const int64_t t = (off + j) / bt;
+          const int64_t t = div64(off + j, bt);
           double common = m.e_exp + u * (fabs(s - mx) + 2 * e_hat_max) + (j != j_exact ? stored : 0.0);
           common += T[kMoves * nt_max + t] * m.e_exp + u * fmax(0.0, hi_all - T[kPreLo * nt_max + t]);
           if (m.fa1) common += m.e_exp + u * fmax(0.0, T[kPreHi * nt_max + t] - T[kTLo * nt_max + t]);
@@ -355,7 +361,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
         const double tiny_w = m.floor_s / (m.exp_exact_at_zero ? 1.0 : 1 - m.e_exp);
         const int64_t bm = m.block_m > 1 ? m.block_m : 1;
         const int64_t i_last = ((i / bm + 1) * bm < p.n_q ? (i / bm + 1) * bm : p.n_q) - 1;
-        const int64_t walked = (visible_keys(p, i_last, p.n_q, n_k).end - (jb - off) + bt - 1) / bt;
+        const int64_t walked = div64(visible_keys(p, i_last, p.n_q, n_k).end - (jb - off) + bt - 1, bt);
         auto extra = [&](const ClosedChain& c) -> int64_t {
           if (c.block <= 0 || (Merge(c.merge) == Merge::Rescale && m.exp_exact_at_zero)) return 0;
           return walked - n_t > 0 ? walked - n_t : 0;
