@@ -63,13 +63,14 @@ TEST_CASE("ordinal and ulp_of follow the bit patterns of random values of each t
   // For a positive finite value the ordinal is its bit pattern read as an integer, and the spacing is
   // the distance to the value of the next pattern; here taken from the patterns, not from the code.
   std::mt19937_64 rng(2026);
-  struct Case {
+  struct TypeLine {
     DType t;
     int bits;  // exponent and fraction bits
     uint32_t inf;
   };
   int64_t bad = 0, checked = 0;
-  for (const Case c : {Case{DType::F16, 15, 0x7c00}, Case{DType::BF16, 15, 0x7f80}, Case{DType::F32, 31, 0x7f800000}}) {
+  const TypeLine lines[] = {{DType::F16, 15, 0x7c00}, {DType::BF16, 15, 0x7f80}, {DType::F32, 31, 0x7f800000}};
+  for (const TypeLine& c : lines) {
     auto value = [&](uint32_t b) {
       if (c.t == DType::F16) return f16_value(b);
       return double(std::bit_cast<float>(c.t == DType::BF16 ? b << 16 : b));
