@@ -236,8 +236,9 @@ FC_HD inline double closed_events(const ClosedChain& c, int64_t n, int64_t extra
   const closed_detail::Shape s = closed_detail::shape_of(c, n, extra);
   // Tensor-core steps (one lane): one accumulation, or blocks that end on step boundaries
   // (closed_form_covers), so no step is counted in two blocks.
-  const double steps =
-      c.adder == int32_t(Adder::TensorCore) ? double(closed_detail::tc_steps(s, 0, closed_detail::div64(n + s.P - 1, s.P))) : 0.0;
+  const double steps = c.adder == int32_t(Adder::TensorCore)
+                           ? double(closed_detail::tc_steps(s, 0, closed_detail::div64(n + s.P - 1, s.P)))
+                           : 0.0;
   return double(n) * double(2 + s.pr) + steps + closed_detail::merges(c, s) +
          double(s.L) * double(s.levels + s.n_trees);
 }

@@ -39,11 +39,11 @@ double pow2(int e) { return e >= -1022 ? std::bit_cast<double>(uint64_t(e + 1023
 // from its bits (measure calls them twice an element, and ldexp and ilogb cost more than the rest of
 // its scan).
 struct Grid {
-  int p, emin, e_top;     // Format's; ilogb of the largest finite value
-  double min_normal;      // 2^emin
-  double sub_ulp;         // 2^(emin - p + 1), the subnormal spacing
-  double sub_scale;       // 2^(p - 1 - emin), a subnormal's ordinal per unit (0 where no double holds it)
-  int64_t ord_inf;        // ordinal of infinity: the largest finite's + 1
+  int p, emin, e_top;  // Format's; ilogb of the largest finite value
+  double min_normal;   // 2^emin
+  double sub_ulp;      // 2^(emin - p + 1), the subnormal spacing
+  double sub_scale;    // 2^(p - 1 - emin), a subnormal's ordinal per unit (0 where no double holds it)
+  int64_t ord_inf;     // ordinal of infinity: the largest finite's + 1
 };
 int exponent_of(double a) { return int((std::bit_cast<uint64_t>(a) >> 52) & 0x7ff) - 1023; }  // a normal, > 0
 double grid_ulp(const Grid& g, double x) {

@@ -102,9 +102,9 @@ bool same_weights(const ChainWeights& a, const ChainWeights& b) {
   return a.kappa == b.kappa && a.kappa_max == b.kappa_max && a.scale() == b.scale() && a.floors() == b.floors();
 }
 bool shares_pairs(const model::Consts& a, const model::Consts& b) {
-  return same_weights(a.w_s, b.w_s) && same_weights(a.w_dp, b.w_dp) && same_weights(a.w_D, b.w_D) &&
-         a.u_in == b.u_in && a.floor_in == b.floor_in && a.delta_c == b.delta_c && a.us == b.us &&
-         a.u_store_s == b.u_store_s && a.floor_store_s == b.floor_store_s;
+  return same_weights(a.w_s, b.w_s) && same_weights(a.w_dp, b.w_dp) && same_weights(a.w_D, b.w_D) && a.u_in == b.u_in &&
+         a.floor_in == b.floor_in && a.delta_c == b.delta_c && a.us == b.us && a.u_store_s == b.u_store_s &&
+         a.floor_store_s == b.floor_store_s;
 }
 
 // One precision's device data: its chains over d and d_v, o's and lse's errors (overwritten by their
@@ -112,7 +112,6 @@ bool shares_pairs(const model::Consts& a, const model::Consts& b) {
 struct PrecDev {
   std::unique_ptr<DevArray<double>> ks, kdp, kD;
   std::unique_ptr<DevArray<double>> e_o, e_lse, dq_chain, dq_floor, dk_chain, dv_chain, kv_floor, row_stat;
-  std::unique_ptr<DevArray<int64_t>> i0, i1;
 };
 
 }  // namespace
@@ -306,9 +305,9 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
           }
           const double el_r = err_at(ref.err.lse, r);
           b_lse[size_t(r)] =
-              lv[size_t(r)]
-                  ? rounded_bound(ref.value.lse[size_t(r)], el[size_t(r)], el_r, soft, kc.lse_type, true) * model::kSlack
-                  : el_r;
+              lv[size_t(r)] ? rounded_bound(ref.value.lse[size_t(r)], el[size_t(r)], el_r, soft, kc.lse_type, true) *
+                                  model::kSlack
+                            : el_r;
         }
       });
       if (bwd) {

@@ -30,8 +30,8 @@ using closed_detail::mod64;
 
 constexpr int kWarps = 8;  // warps per block
 constexpr int kThreads = kWarps * 32;
-constexpr int kMaxCols = 8;  // columns a lane owns: d, d_v <= 256 (4 where d, d_v <= 128: the kernels' Cols)
-constexpr int kTile = 32;    // keys (rows in backward_keys) per shared tile: one a lane
+constexpr int kMaxCols = 8;      // columns a lane owns: d, d_v <= 256 (4 where d, d_v <= 128: the kernels' Cols)
+constexpr int kTile = 32;        // keys (rows in backward_keys) per shared tile: one a lane
 constexpr int kBlocksPerSm = 2;  // persistent blocks per multiprocessor (the kernels' launch bounds)
 constexpr double kInf = __builtin_huge_val();
 constexpr double kTcOwn = 2 + kTensorCoreFused + 1;  // bounds_chain.cpp
@@ -217,9 +217,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
   const Problem& p = ms.p;
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
   const int d = int(p.d), dv = int(ms.dv);
-  double* kap = sm;                      // (d) the scores' chain weights
-  double* q = kap + d + wib * d;         // (d) this warp's q
-  double* tile = kap + d + kWarps * d;   // (kTile, max(d, d_v) + 1): k, then v
+  double* kap = sm;                     // (d) the scores' chain weights
+  double* q = kap + d + wib * d;        // (d) this warp's q
+  double* tile = kap + d + kWarps * d;  // (kTile, max(d, d_v) + 1): k, then v
   OFinish* fin = reinterpret_cast<OFinish*>(tile + kTile * ((d > dv ? d : dv) + 1)) + wib * Tiles;  // this warp's
   DotChain ws = ms.w_s;
   ws.kappa = kap;
@@ -303,7 +303,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
         const int64_t n_t = div64(off + n_v + bt - 1, bt);
         for (int64_t t = lane; t < n_t; t += 32) {
           double tlo = -kInf, thi = -kInf;
-          const int64_t j0 = t * bt - off > 0 ? t * bt - off : 0, j1 = (t + 1) * bt - off < n_v ? (t + 1) * bt - off : n_v;
+          const int64_t j0 = t * bt - off > 0 ? t * bt - off : 0,
+                        j1 = (t + 1) * bt - off < n_v ? (t + 1) * bt - off : n_v;
           for (int64_t j = j0; j < j1; ++j) {
             const double s = F[kS * n_k + j], e = F[kEh * n_k + j];
             tlo = fmax(tlo, s - e), thi = fmax(thi, s + e);
@@ -347,7 +348,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
           double common = m.e_exp + u * (fabs(s - mx) + 2 * e_hat_max) + (j != j_exact ? stored : 0.0);
           common += T[kMoves * nt_max + t] * m.e_exp + u * fmax(0.0, hi_all - T[kPreLo * nt_max + t]);
           if (m.fa1) common += m.e_exp + u * fmax(0.0, T[kPreHi * nt_max + t] - T[kTLo * nt_max + t]);
-          const double dow = (m.common_scale ? (e_hat - e_c) + m.delta_c * (fabs(s - mx) + 2 * e_dot_max) : e_hat) + common;
+          const double dow =
+              (m.common_scale ? (e_hat - e_c) + m.delta_c * (fabs(s - mx) + 2 * e_dot_max) : e_hat) + common;
           const double dl = e_hat + common;
           eps = fmax(eps, dow), eps_lse = fmax(eps_lse, dl);
           const double logP = fmin(0.0, s - lse);
@@ -413,7 +415,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
       if (m.base2) e_lse += (m.us + m.delta_ln2) * (fabs(lse) + e_lse);
       if (lane == 0) {
         m.e_lse[ol] = e_lse;
-        fin[tp] = OFinish{exp(eps), acc0, l_dev, l_low, chain_scale(closed_kappa_max(m.pv, len_pv, x_pv)),
+        fin[tp] = OFinish{exp(eps),
+                          acc0,
+                          l_dev,
+                          l_low,
+                          chain_scale(closed_kappa_max(m.pv, len_pv, x_pv)),
                           chain_floors(m.pv, len_pv, x_pv)};
       }
     }
@@ -466,7 +472,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
       sweep([&](int64_t t0, int64_t a0, int64_t a1) {
         const double cw_l = coef(Cw, t0, a0, a1), ca_l = coef(Ca, t0, a0, a1);
         for (int64_t ja = a0; ja < a1; ++ja) {
-          const double cw = __shfl_sync(0xffffffffu, cw_l, int(ja - t0)), ca = __shfl_sync(0xffffffffu, ca_l, int(ja - t0));
+          const double cw = __shfl_sync(0xffffffffu, cw_l, int(ja - t0)),
+                       ca = __shfl_sync(0xffffffffu, ca_l, int(ja - t0));
           const double* v = tile + (ja - t0) * (dv + 1);
 #pragma unroll
           for (int e = 0; e < Cols; ++e) {
@@ -569,14 +576,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_rows(const __
   const Problem& p = ms.p;
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
   const int d = int(p.d), dv = int(ms.dv), nt = Tiles == 1 ? 1 : S.n;
-  double* kap_s = sm;                                         // (d) the scores' chain weights
-  double* kap_dp = kap_s + d;                                 // (d_v) dP's
-  double* q = kap_dp + dv + wib * (d + dv);                   // (d) this warp's q, then (d_v) its d_o
+  double* kap_s = sm;                        // (d) the scores' chain weights
+  double* kap_dp = kap_s + d;                // (d_v) dP's
+  double* q = kap_dp + dv + wib * (d + dv);  // (d) this warp's q, then (d_v) its d_o
   double* dO = q + d;
-  double* kt = kap_dp + dv + kWarps * (d + dv);               // (kTile, d + 1)
-  double* vt = kt + kTile * (d + 1);                          // (kTile, d_v + 1)
+  double* kt = kap_dp + dv + kWarps * (d + dv);                     // (kTile, d + 1)
+  double* vt = kt + kTile * (d + 1);                                // (kTile, d_v + 1)
   double* alpha = vt + kTile * (dv + 1) + wib * 2 * Tiles * kTile;  // (Tiles, kTile) this warp's alpha_j
-  double* alpha0 = alpha + Tiles * kTile;  // (Tiles, 32) each lane's share of alpha_0
+  double* alpha0 = alpha + Tiles * kTile;                           // (Tiles, 32) each lane's share of alpha_0
   RowPrec* rp = reinterpret_cast<RowPrec*>(vt + kTile * (dv + 1) + kWarps * 2 * Tiles * kTile) + wib * Tiles;
   DotChain ws = ms.w_s, wdp = ms.w_dp;
   ws.kappa = kap_s, wdp.kappa = kap_dp;
@@ -726,14 +733,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_keys(const __
   const Problem& p = ms.p;
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
   const int d = int(p.d), dv = int(ms.dv), nt = Tiles == 1 ? 1 : S.n;
-  double* kap_s = sm;                                   // (d)
-  double* kap_dp = kap_s + d;                           // (d_v)
-  double* kr = kap_dp + dv + wib * (d + dv);            // (d) this warp's k, then (d_v) its v
+  double* kap_s = sm;                         // (d)
+  double* kap_dp = kap_s + d;                 // (d_v)
+  double* kr = kap_dp + dv + wib * (d + dv);  // (d) this warp's k, then (d_v) its v
   double* vr = kr + d;
-  double* qt = kap_dp + dv + kWarps * (d + dv);         // (kTile, d + 1)
-  double* dt = qt + kTile * (d + 1);                    // (kTile, d_v + 1)
-  double* st = dt + kTile * (dv + 1);                   // (kTile, kTileStats)
-  double* sp = st + kTile * kTileStats;                 // (kTile, Tiles, 2): each precision's e_D, e_lse
+  double* qt = kap_dp + dv + kWarps * (d + dv);  // (kTile, d + 1)
+  double* dt = qt + kTile * (d + 1);             // (kTile, d_v + 1)
+  double* st = dt + kTile * (dv + 1);            // (kTile, kTileStats)
+  double* sp = st + kTile * kTileStats;          // (kTile, Tiles, 2): each precision's e_D, e_lse
   // (Tiles, n_parts, kTile) this warp's beta_i (d_k's, d_v's), then (Tiles, n_parts, 32) each lane's
   // share of beta_0.
   double* beta = sp + kTile * Tiles * 2 + wib * Tiles * n_parts * 2 * kTile;

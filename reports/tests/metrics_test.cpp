@@ -213,7 +213,7 @@ TEST_CASE("measure over many chunks: thread-count independent, and the plain sca
     got[i] = double(float(exact[i] + (next() - 0.5) * 1e-3));  // not a bf16 value: the steps vary widely
     bound[i] = 1e-3;
   }
-  got[70000] = kNaN, exact[140000] = kInf, got[140000] = kInf;     // one mismatch, one match
+  got[70000] = kNaN, exact[140000] = kInf, got[140000] = kInf;       // one mismatch, one match
   got[100] = exact[100] + 5e-3, got[150000] = exact[150000] + 5e-3;  // the worst ratio, 5, twice: the first wins
   std::vector<double> with_nan = bound;
   with_nan[160000] = kNaN;  // a NaN bound's ratio is NaN (when the error is not 0): the worst from then on
@@ -269,7 +269,8 @@ TEST_CASE("quantiles_parallel gives nth_element's quantiles, with any thread cou
   std::mt19937_64 rng(25);
   std::normal_distribution<double> normal;
   std::vector<std::vector<double>> arrays(4);
-  for (int k = 0; k < 6'000'000; ++k) arrays[0].push_back(std::fabs(normal(rng)) * std::ldexp(1.0, int(rng() % 40) - 20));
+  for (int k = 0; k < 6'000'000; ++k)
+    arrays[0].push_back(std::fabs(normal(rng)) * std::ldexp(1.0, int(rng() % 40) - 20));
   for (int k = 0; k < 6'000'000; ++k) arrays[1].push_back(1.0 + std::ldexp(double(rng() % 5000), -30));
   for (int k = 0; k < 6'000'000; ++k) {
     const uint64_t r = rng() % 100;
