@@ -5,12 +5,15 @@
 //
 // Three kernels, one warp per row or key. A block takes kWarps neighbouring rows (keys) of one head and
 // stages the other side (k and v; q and d_o) in shared tiles of kTile, which its warps share; blocks
-// are persistent, looping over the groups of rows (keys):
-//   forward_rows   a row's scores (into the warp's scratch), its key tiles, its weights' deviations,
-//                  l's chain and o's coefficients (scratch), then o's sums over keys x d_v (lanes own
-//                  columns) and lse's sums: o's and lse's error before their last rounding;
-//   backward_rows  D from the finished bound of o, each pair's dP and dS terms (lanes own keys), then
-//                  d_q's chain sum (lanes own columns) and the row's constants for the key pass;
+// are persistent, looping over the groups of rows (keys). Each launch takes a set of precisions
+// (ModelSet): the scores and dP once, each precision's terms and sums beside them.
+//   forward_rows   a row's scores (into the warp's scratch); for each precision its key tiles, its
+//                  weights' deviations, l's chain, o's coefficients (scratch) and lse's sums; then o's
+//                  sums over keys x d_v (lanes own columns): o's and lse's error before their last
+//                  rounding;
+//   backward_rows  D from each precision's finished bound of o, each pair's dP and each precision's dS
+//                  terms (lanes own keys), then d_q's chain sums (lanes own columns) and the row's
+//                  constants for the key pass;
 //   backward_keys  each key's pairs over the group's rows that see it (lanes own rows), recomputed
 //                  from those constants, then d_k's and d_v's chain sums (lanes own columns).
 // Every bound's last rounding (rounded_bound) is applied on the host, with the CPU's own function.
