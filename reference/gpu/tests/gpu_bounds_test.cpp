@@ -7,8 +7,9 @@
 //     serial round-to-nearest one, one in any order with directed rounding, and the flags that change
 //     terms (S and dP stored, P stored before l, dS from the stored P, P normalised, FA1 merges,
 //     operands narrower than storage, exp(0) exact or not);
-//   - error_bounds_max over several tiles (and over two softmax types), and ref::bounds's dispatch (which
-//     side ran);
+//   - every arithmetic of a shape at once (those sharing their scores and dP run as one set of passes,
+//     each with its own terms), error_bounds_max over several tiles (one set) and over two softmax
+//     types (two), and ref::bounds's dispatch (which side ran);
 //   - a negative control: the comparison fails between two tiles' bounds, so it can fail.
 #include "tests/catch.hpp"
 
