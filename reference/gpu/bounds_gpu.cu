@@ -496,30 +496,38 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
     } else {
       // W's sums (and R's maxima), held back in e_o until the accumulator's sums are in.
       double sum[Tiles][Cols];
+      // One sweep over v for every precision: coefficient `field` of each (0: W's, 1: the
+      // accumulator's), taken by shuffle key after key, and add(e, v_c, coefs) for each column.
+      auto set_sweep = [&](int field, auto&& add) {
 #pragma unroll
-      for (int tp = 0; tp < Tiles; ++tp)
+        for (int tp = 0; tp < Tiles; ++tp)
 #pragma unroll
-        for (int e = 0; e < Cols; ++e) sum[tp][e] = 0;
-      sweep([&](int64_t t0, int64_t a0, int64_t a1) {
-        double cw_l[Tiles];
+          for (int e = 0; e < Cols; ++e) sum[tp][e] = 0;
+        sweep([&](int64_t t0, int64_t a0, int64_t a1) {
+          double c_l[Tiles];
 #pragma unroll
-        for (int tp = 0; tp < Tiles; ++tp) cw_l[tp] = tp < nt ? coef(F + (kCoef + 2 * tp) * n_k, t0, a0, a1) : 0.0;
-        for (int64_t ja = a0; ja < a1; ++ja) {
-          const double* v = tile + (ja - t0) * (dv + 1);
-          double cw[Tiles];
+          for (int tp = 0; tp < Tiles; ++tp)
+            c_l[tp] = tp < nt ? coef(F + (kCoef + 2 * tp + field) * n_k, t0, a0, a1) : 0.0;
+          for (int64_t ja = a0; ja < a1; ++ja) {
+            const double* v = tile + (ja - t0) * (dv + 1);
+            double cf[Tiles];
 #pragma unroll
-          for (int tp = 0; tp < Tiles; ++tp) cw[tp] = __shfl_sync(0xffffffffu, cw_l[tp], int(ja - t0));
+            for (int tp = 0; tp < Tiles; ++tp) cf[tp] = __shfl_sync(0xffffffffu, c_l[tp], int(ja - t0));
 #pragma unroll
-          for (int e = 0; e < Cols; ++e) {
-            const int c = lane + 32 * e;
-            if (c >= dv) break;
-            const double y = fabs(v[c] - oc[e]) + ec[e];
-            R_max[e] = fmax(R_max[e], y);
-#pragma unroll
-            for (int tp = 0; tp < Tiles; ++tp)
-              if (tp < nt) sum[tp][e] += times(cw[tp], y);
+            for (int e = 0; e < Cols; ++e) {
+              const int c = lane + 32 * e;
+              if (c >= dv) break;
+              add(e, v[c], cf);
+            }
           }
-        }
+        });
+      };
+      set_sweep(0, [&](int e, double vc, const double* cw) {
+        const double y = fabs(vc - oc[e]) + ec[e];
+        R_max[e] = fmax(R_max[e], y);
+#pragma unroll
+        for (int tp = 0; tp < Tiles; ++tp)
+          if (tp < nt) sum[tp][e] += times(cw[tp], y);
       });
       if (live) {
 #pragma unroll
@@ -528,29 +536,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
           for (int e = 0; e < Cols; ++e)
             if (tp < nt && lane + 32 * e < dv) S.m[tp].e_o[oo + lane + 32 * e] = sum[tp][e];
       }
+      set_sweep(1, [&](int e, double vc, const double* ca) {
+        const double av = fabs(vc);
 #pragma unroll
-      for (int tp = 0; tp < Tiles; ++tp)
-#pragma unroll
-        for (int e = 0; e < Cols; ++e) sum[tp][e] = 0;
-      sweep([&](int64_t t0, int64_t a0, int64_t a1) {
-        double ca_l[Tiles];
-#pragma unroll
-        for (int tp = 0; tp < Tiles; ++tp) ca_l[tp] = tp < nt ? coef(F + (kCoef + 2 * tp + 1) * n_k, t0, a0, a1) : 0.0;
-        for (int64_t ja = a0; ja < a1; ++ja) {
-          const double* v = tile + (ja - t0) * (dv + 1);
-          double ca[Tiles];
-#pragma unroll
-          for (int tp = 0; tp < Tiles; ++tp) ca[tp] = __shfl_sync(0xffffffffu, ca_l[tp], int(ja - t0));
-#pragma unroll
-          for (int e = 0; e < Cols; ++e) {
-            const int c = lane + 32 * e;
-            if (c >= dv) break;
-            const double av = fabs(v[c]);
-#pragma unroll
-            for (int tp = 0; tp < Tiles; ++tp)
-              if (tp < nt) sum[tp][e] += ca[tp] * av;
-          }
-        }
+        for (int tp = 0; tp < Tiles; ++tp)
+          if (tp < nt) sum[tp][e] += ca[tp] * av;
       });
       if (!live) continue;
 #pragma unroll
