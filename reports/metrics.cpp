@@ -97,16 +97,16 @@ int64_t ordinal(DType t, double x) { return x != x ? 0 : grid_ordinal(grid_of(t)
 
 size_t rank(size_t n, double q) { return size_t(std::floor(q * double(n - 1))); }
 
-double quantile_in_place(double* x, size_t n, double q, size_t below) {
-  if (n == 0) return 0;
-  const size_t k = rank(n, q);
-  std::nth_element(x, x + k, x + std::min(below, n), [](double a, double b) {
-    return a < b || (a == a && b != b);  // NaN sorts last
-  });
+namespace {
+// x[k] of x sorted, NaN last (x reordered).
+double kth(std::vector<double>& x, size_t k) {
+  std::nth_element(x.begin(), x.begin() + std::ptrdiff_t(k), x.end(),
+                   [](double a, double b) { return a < b || (a == a && b != b); });
   return x[k];
 }
+}  // namespace
 
-double quantile(std::vector<double> x, double q) { return quantile_in_place(x.data(), x.size(), q); }
+double quantile(std::vector<double> x, double q) { return x.empty() ? 0.0 : kth(x, rank(x.size(), q)); }
 
 namespace {
 // A key whose unsigned order is quantile's order of the values: negatives below positives, -0 as +0,
@@ -188,10 +188,7 @@ std::vector<double> quantiles_parallel(const double* x, size_t n, const std::vec
     std::vector<double> few;
     few.reserve(search[q].left);
     for (const auto& g : got) few.insert(few.end(), g[q].begin(), g[q].end());
-    const size_t k = search[q].k;
-    std::nth_element(few.begin(), few.begin() + std::ptrdiff_t(k), few.end(),
-                     [](double a, double b) { return a < b || (a == a && b != b); });
-    out[q] = few[k];
+    out[q] = kth(few, search[q].k);
   }
   return out;
 }

@@ -74,9 +74,6 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
 
 // The q-quantile of x by the lower nearest rank: sorted x at index floor(q (n - 1)); 0 when empty.
 double quantile(std::vector<double> x, double q);
-// The same on x[0, n) itself, reordered, searching only its first `below` elements: valid where x
-// was reordered by a quantile of rank >= rank(n, q) (which leaves the smaller values before it).
-double quantile_in_place(double* x, size_t n, double q, size_t below = SIZE_MAX);
 size_t rank(size_t n, double q);  // floor(q (n - 1))
 // quantile's value for each q of qs, x left as it is, on every thread: a radix selection on the
 // values' bit patterns, 16 bits a histogram (the first shared by every q), then nth_element over the
