@@ -59,15 +59,52 @@ FC_HD inline int64_t mod64(int64_t a, int64_t b) {
   return a % b;
 }
 
-// The chain's structure at one length, with chain_weights' defaults applied.
+// a / d and a % d for a divisor fixed over many dividends (a >= 0, d >= 1): where d < 2^31 and a <
+// 2^32, a multiply-high and two shifts (Granlund and Montgomery, "Division by invariant integers using
+// multiplication", PLDI 1994, section 4: m = floor(2^32 (2^l - d) / d) + 1 with l = ceil(log2 d) gives
+// the exact quotient of every 32-bit a); else the plain division. The chain weights divide positions
+// by a handful of divisors that a row's chain fixes, a dozen times per term: on the device a division
+// is a long sequence, this is three instructions.
+struct Divisor {
+  int64_t d;
+  uint32_t magic;
+  int32_t sh1, sh2;
+  bool fast;  // d < 2^31: magic, sh1 and sh2 hold
+};
+FC_HD inline Divisor divisor(int64_t d) {
+  Divisor v{d, 0, 0, 0, d >= 1 && d < (int64_t(1) << 31)};
+  if (!v.fast) return v;
+  int32_t l = 0;
+  while ((int64_t(1) << l) < d) ++l;
+  v.magic = uint32_t((uint64_t(1) << 32) * ((uint64_t(1) << l) - uint64_t(d)) / uint64_t(d) + 1);
+  v.sh1 = l < 1 ? l : 1, v.sh2 = l > 1 ? l - 1 : 0;
+  return v;
+}
+FC_HD inline int64_t quot(const Divisor& v, int64_t a) {
+  if (v.fast && (uint64_t(a) >> 32) == 0) {
+    const uint32_t x = uint32_t(a);
+#ifdef __CUDA_ARCH__
+    const uint32_t t = __umulhi(v.magic, x);
+#else
+    const uint32_t t = uint32_t((uint64_t(v.magic) * x) >> 32);
+#endif
+    return int64_t((t + ((x - t) >> v.sh1)) >> v.sh2);
+  }
+  return div64(a, v.d);
+}
+FC_HD inline int64_t rem(const Divisor& v, int64_t a) { return a - quot(v, a) * v.d; }
+
+// The chain's structure at one length, with chain_weights' defaults applied, and its divisors. Built
+// once per length (closed_shape) and asked for any number of terms (closed_kappa_at).
 struct Shape {
   int64_t n;
   int64_t L, W, P, Q;    // lanes, lane width (pre with one lane), pre, items per full chunk (W / P)
   int64_t B;             // positions per block (n without blocks)
   int64_t tree, levels;  // lanes per pairwise tree and its depth
   int64_t n_trees;
-  int64_t pr;     // 1 where the products round (never for tensor-core steps)
-  int64_t extra;  // merges after the last term
+  int64_t pr;                          // 1 where the products round (never for tensor-core steps)
+  int64_t extra;                       // merges after the last term
+  Divisor dL, dW, dP, dLW, dB, dTree;  // by L, W, P, L W (a round of chunks), B and tree
 };
 
 FC_HD inline Shape shape_of(const ClosedChain& c, int64_t n, int64_t extra) {
@@ -82,22 +119,24 @@ FC_HD inline Shape shape_of(const ClosedChain& c, int64_t n, int64_t extra) {
   while ((int64_t(1) << s.levels) < s.tree) ++s.levels;
   s.n_trees = div64(s.L + s.tree - 1, s.tree);
   s.pr = c.exact_products || c.adder == int32_t(Adder::TensorCore) ? 0 : 1;
+  s.dL = divisor(s.L), s.dW = divisor(s.W), s.dP = divisor(s.P), s.dLW = divisor(s.L * s.W);
+  s.dB = divisor(max64(1, s.B)), s.dTree = divisor(s.tree);
   return s;
 }
 
 // Lane l's items whose first position is below x: whole rounds of L chunks, then l's chunk of the
 // round x falls in, cut at x (and at n, which ends the last chunk).
 FC_HD inline int64_t items_before(const Shape& s, int64_t l, int64_t x) {
-  const int64_t y = min64(x, s.n), round = s.L * s.W, full = div64(y, round);
+  const int64_t y = min64(x, s.n), round = s.L * s.W, full = quot(s.dLW, y);
   const int64_t part = min64(max64(y - full * round - l * s.W, 0), s.W);
-  return full * s.Q + div64(part + s.P - 1, s.P);
+  return full * s.Q + quot(s.dP, part + s.P - 1);
 }
 
 // The first position of lane l's last item (the lane holds a term: l W < n): its last chunk is the
 // last one below n that is l modulo L.
 FC_HD inline int64_t last_item_first(const Shape& s, int64_t l) {
-  const int64_t top = div64(s.n - 1, s.W), chunk = top - mod64(top - l, s.L);
-  return div64(min64(s.n, chunk * s.W + s.W) - 1, s.P) * s.P;
+  const int64_t top = quot(s.dW, s.n - 1), chunk = top - rem(s.dL, top - l);
+  return quot(s.dP, min64(s.n, chunk * s.W + s.W) - 1) * s.P;
 }
 
 // The tensor-core steps (runs of kTensorCoreFused positions) that the items [a, b) of the only lane
@@ -114,11 +153,11 @@ FC_HD inline int64_t tc_step(const Shape& s, int64_t a, int64_t g) {
 // than AnyOrder. Blocks before a lane's last are taken to hold an item of every lane, so that the
 // lane's block index is the block's own (closed_form_covers).
 FC_HD inline double roundings(const ClosedChain& c, const Shape& s, int64_t j) {
-  const int64_t l = mod64(div64(j, s.W), s.L), first = div64(j, s.P) * s.P, o = j - first, m = min64(s.P, s.n - first);
+  const int64_t l = rem(s.dL, quot(s.dW, j)), first = quot(s.dP, j) * s.P, o = j - first, m = min64(s.P, s.n - first);
   // Its item: the product, then the item's sum from zero.
   double r = double(s.pr) + double(m == 1 ? 0 : o == 0 ? m - 1 : m - o);
   // The accumulation that takes the item: all the lane's items (Rescale) or its block's.
-  const int64_t t = items_before(s, l, first), b = div64(first, s.B), last_b = div64(last_item_first(s, l), s.B);
+  const int64_t t = items_before(s, l, first), b = quot(s.dB, first), last_b = quot(s.dB, last_item_first(s, l));
   const bool rescale = c.merge == int32_t(Merge::Rescale);
   const int64_t a = rescale ? 0 : items_before(s, l, b * s.B), e = items_before(s, l, rescale ? s.n : (b + 1) * s.B);
   if (c.adder == int32_t(Adder::Nearest)) {
@@ -136,7 +175,7 @@ FC_HD inline double roundings(const ClosedChain& c, const Shape& s, int64_t j) {
   }
   if (s.extra > 0 && c.merge != int32_t(Merge::AnyOrder)) r += double(s.extra) * c.merge_old;
   // The lane tree, then the trees' sums in order.
-  const int64_t tau = div64(l, s.tree);
+  const int64_t tau = quot(s.dTree, l);
   return r + (double(s.levels) + double(s.n_trees > 1 ? (tau == 0 ? s.n_trees - 1 : s.n_trees - tau) : 0));
 }
 
@@ -152,8 +191,8 @@ FC_HD inline double any_order(const ClosedChain& c, int64_t n) {
 FC_HD inline double merges(const ClosedChain& c, const Shape& s) {
   double total = 0;
   for (int64_t l = 0; l < s.L && l * s.W < s.n; ++l) {
-    const int64_t last_b = div64(last_item_first(s, l), s.B);
-    total += c.merge == int32_t(Merge::Rescale) ? double(c.merge_old) * double(last_b - div64(l * s.W, s.B))
+    const int64_t last_b = quot(s.dB, last_item_first(s, l));
+    total += c.merge == int32_t(Merge::Rescale) ? double(c.merge_old) * double(last_b - quot(s.dB, l * s.W))
                                                 : double(last_b + 1) * double(c.merge_old + c.merge_new);
     total += double(max64(s.extra, 0)) * c.merge_old;
   }
@@ -198,11 +237,21 @@ inline ClosedChain closed_chain(const Chain& c, bool flush_subnormals) {
   return k;
 }
 
-// chain_weights(c, n, ftz, extra).kappa[j] for 0 <= j < n (0 outside), where closed_form_covers(c).
+// A chain at one length and number of extra merges, for any number of closed_kappa_at.
+using ClosedShape = closed_detail::Shape;
+FC_HD inline ClosedShape closed_shape(const ClosedChain& c, int64_t n, int64_t extra) {
+  return closed_detail::shape_of(c, n, extra);
+}
+
+// chain_weights(c, n, ftz, extra).kappa[j] for 0 <= j < n (0 outside), where closed_form_covers(c),
+// with s = closed_shape(c, n, extra).
+FC_HD inline double closed_kappa_at(const ClosedChain& c, const ClosedShape& s, int64_t j) {
+  if (s.n <= 0 || j < 0 || j >= s.n) return 0;
+  if (c.adder == int32_t(Adder::AnyOrder)) return closed_detail::any_order(c, s.n);
+  return c.u * closed_detail::roundings(c, s, j);
+}
 FC_HD inline double closed_kappa(const ClosedChain& c, int64_t n, int64_t extra, int64_t j) {
-  if (n <= 0 || j < 0 || j >= n) return 0;
-  if (c.adder == int32_t(Adder::AnyOrder)) return closed_detail::any_order(c, n);
-  return c.u * closed_detail::roundings(c, closed_detail::shape_of(c, n, extra), j);
+  return closed_kappa_at(c, closed_shape(c, n, extra), j);
 }
 
 // .kappa_max. Within a lane the largest count is at the first item of its first or second block: an
@@ -211,12 +260,11 @@ FC_HD inline double closed_kappa(const ClosedChain& c, int64_t n, int64_t extra,
 // (merge_old >= 0) while no block holds more items than a full one. The first block's merge charge
 // (Serial) is merge_old - 1 above the second's, so the second wins only where merge_old is 0. Rescaled
 // blocks share one accumulation and their charge falls with the block: the lane's first item wins.
-FC_HD inline double closed_kappa_max(const ClosedChain& c, int64_t n, int64_t extra) {
-  if (n <= 0) return 0;
-  if (c.adder == int32_t(Adder::AnyOrder)) return closed_detail::any_order(c, n);
-  const closed_detail::Shape s = closed_detail::shape_of(c, n, extra);
+FC_HD inline double closed_kappa_max(const ClosedChain& c, const ClosedShape& s) {
+  if (s.n <= 0) return 0;
+  if (c.adder == int32_t(Adder::AnyOrder)) return closed_detail::any_order(c, s.n);
   double top = 0;
-  for (int64_t l = 0; l < s.L && l * s.W < n; ++l) {
+  for (int64_t l = 0; l < s.L && l * s.W < s.n; ++l) {
     double r = closed_detail::roundings(c, s, l * s.W);
     // Blocks are whole rounds of lanes (closed_form_covers): lane l's first item in block 1 is at B + l W.
     if (c.merge != int32_t(Merge::Rescale) && closed_detail::last_item_first(s, l) >= s.B) {
@@ -227,28 +275,37 @@ FC_HD inline double closed_kappa_max(const ClosedChain& c, int64_t n, int64_t ex
   }
   return c.u * top;
 }
+FC_HD inline double closed_kappa_max(const ClosedChain& c, int64_t n, int64_t extra) {
+  return closed_kappa_max(c, closed_shape(c, n, extra));
+}
 
 // .events: the terms' products and adds (and the underflow of each), the tensor-core steps, the
 // merges, and the lane trees' levels and sums.
-FC_HD inline double closed_events(const ClosedChain& c, int64_t n, int64_t extra) {
+FC_HD inline double closed_events(const ClosedChain& c, const ClosedShape& s) {
+  const int64_t n = s.n;
   if (n <= 0) return 0;
   if (c.adder == int32_t(Adder::AnyOrder)) return double(n) * (2 + (c.exact_products ? 0 : 1));
-  const closed_detail::Shape s = closed_detail::shape_of(c, n, extra);
   // Tensor-core steps (one lane): one accumulation, or blocks that end on step boundaries
   // (closed_form_covers), so no step is counted in two blocks.
   const double steps = c.adder == int32_t(Adder::TensorCore)
-                           ? double(closed_detail::tc_steps(s, 0, closed_detail::div64(n + s.P - 1, s.P)))
+                           ? double(closed_detail::tc_steps(s, 0, closed_detail::quot(s.dP, n + s.P - 1)))
                            : 0.0;
   return double(n) * double(2 + s.pr) + steps + closed_detail::merges(c, s) +
          double(s.L) * double(s.levels + s.n_trees);
 }
+FC_HD inline double closed_events(const ClosedChain& c, int64_t n, int64_t extra) {
+  return closed_events(c, closed_shape(c, n, extra));
+}
 
 // .mult_events: the rounded products and the merges.
-FC_HD inline double closed_mult_events(const ClosedChain& c, int64_t n, int64_t extra) {
+FC_HD inline double closed_mult_events(const ClosedChain& c, const ClosedShape& s) {
+  const int64_t n = s.n;
   if (n <= 0) return 0;
   if (c.adder == int32_t(Adder::AnyOrder)) return double(n) * (c.exact_products ? 0 : 1);
-  const closed_detail::Shape s = closed_detail::shape_of(c, n, extra);
   return double(n) * double(s.pr) + closed_detail::merges(c, s);
+}
+FC_HD inline double closed_mult_events(const ClosedChain& c, int64_t n, int64_t extra) {
+  return closed_mult_events(c, closed_shape(c, n, extra));
 }
 
 }  // namespace fc::ref

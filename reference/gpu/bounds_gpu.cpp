@@ -225,6 +225,7 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
     m.w_D = {b.kD->p, kc.w_D.kappa_max, kc.w_D.scale(), kc.w_D.floors()};
     m.l = closed_chain(ar.l, kc.ftz), m.pv = closed_chain(ar.pv, kc.ftz), m.dq = closed_chain(ar.dq, kc.ftz);
     m.dkv = closed_chain(ar.dkv, kc.ftz), m.l_chain = ar.l, m.dkv_plain = is_plain(ar.dkv);
+    m.dkv_shape = closed_shape(m.dkv, group * kc.n_q16, 0);
     m.l_acc_u = unit_roundoff(ar.l.acc);
     m.fa1 = ar.pv.merge == Merge::Serial, m.l_sums_stored_p = ar.l_sums_stored_p, m.p_normalised = ar.p_normalised;
     m.exp_exact_at_zero = ar.exp_exact_at_zero, m.base2 = ar.base2, m.ds_from_stored_p = ar.ds_from_stored_p;

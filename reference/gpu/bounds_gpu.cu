@@ -39,10 +39,10 @@ constexpr int kBlocksPerSm = 2;  // persistent blocks per multiprocessor (the ke
 constexpr double kInf = __builtin_huge_val();
 constexpr double kTcOwn = 2 + kTensorCoreFused + 1;  // bounds_chain.cpp
 constexpr double kTcLater = 2 + kTensorCoreFused / 2.0;
-// A row's fields per visible key: the score's (kS … kA, shared by the set's precisions), one
-// precision's at a time (kY … kElp: its weights), then o's two coefficients for each precision of the
-// set (kCoef + 2 t, + 1).
-enum ScratchField { kS = 0, kEh, kEc, kA, kY, kDow, kDl, kElp, kCoef };
+// A row's fields per visible key: the score's and its weight's log and exp (kS … kElp, shared by the
+// set's precisions), one precision's at a time (kDow, kDl: its weights' deviations), then o's two
+// coefficients for each precision of the set (kCoef + 2 t, + 1).
+enum ScratchField { kS = 0, kEh, kEc, kY, kElp, kDow, kDl, kCoef };
 enum TileField { kTLo = 0, kTHi, kPreLo, kPreHi, kMoves, kTileFields };
 
 __device__ inline double gamma_n(double n, double u) { return n * u < 1 ? n * u / (1 - n * u) : kInf; }
@@ -61,8 +61,8 @@ __device__ inline double chain_scale(double kappa_max) {
   return s * (1 + 0x1p-50);
 }
 __device__ inline double grown_floors(double f, double kappa) { return f == 0 ? 0.0 : f * exp(kappa) * (1 + 0x1p-50); }
-__device__ inline double chain_floors(const ClosedChain& c, int64_t n, int64_t extra) {
-  return grown_floors(closed_events(c, n, extra) * c.floor, closed_kappa_max(c, n, extra));
+__device__ inline double chain_floors(const ClosedChain& c, const ClosedShape& s) {
+  return grown_floors(closed_events(c, s) * c.floor, closed_kappa_max(c, s));
 }
 // bounds_model.hpp's key_offset.
 __device__ inline int64_t key_offset(const ClosedChain& c, int64_t jb) {
@@ -152,20 +152,33 @@ struct Row {
 struct PairBound {
   double P_hi, dP_w, P_bar, ds_hi, e_ds, ds_bar;
 };
-// bounds_backward.cpp's backward_pair (no softcap).
-__device__ inline PairBound backward_pair(const ModelDev& m, const Sc& s, DP dp, const Row& row) {
+// A pair's terms that no precision's constants enter (the set computes them once): P's upper bound
+// from the certified lse (its log y = log P + zeta, e_lp = exp(min(0, y))) and |dP - D| with its fp64
+// error, the gap.
+struct PairP {
+  double lp, e_lp, P_hi, gap;
+};
+__device__ inline PairP pair_p(int64_t d, int64_t dv, const Sc& s, const DP& dp, const Row& row) {
+  const double logP = fmin(0.0, s.s - row.lse);
+  const double zeta = double(d + 4) * 0x1p-53 * s.a + 0x1p-51 * (fabs(s.s) + fabs(row.lse) + 1) + 0.0 + row.err_lse;
+  const double y = logP + zeta, e_y = exp(y), lp = fmin(0.0, y);
+  PairP x;
+  x.lp = lp, x.e_lp = lp == y ? e_y : exp(lp), x.P_hi = fmin(1.0, e_y);
+  x.gap = fabs(dp.dp - row.D) + double(dv + 1) * 0x1p-53 * dp.mag + row.err_D64;
+  return x;
+}
+// bounds_backward.cpp's backward_pair (no softcap), from the pair's shared terms.
+__device__ inline PairBound backward_pair(const ModelDev& m, const Sc& s, const DP& dp, const Row& row,
+                                          const PairP& x) {
   double e_dp = dp.e_dp + m.u_store_s * (fabs(dp.dp) + dp.e_dp) + m.floor_store_s;
   const double e_lse = row.e_lse + (m.base2 ? (m.delta_l2e + m.us) * (fabs(row.lse) + row.e_lse) : 0.0);
   const double e_arg = s.e_hat + e_lse;
   const double xi = e_arg + m.us * (fabs(s.s - row.lse) + e_arg) + m.e_exp;
-  const double logP = fmin(0.0, s.s - row.lse);
-  const double zeta = double(m.p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (fabs(s.s) + fabs(row.lse) + 1) + 0.0 + row.err_lse;
-  const double y = logP + zeta, e_y = exp(y), lp = fmin(0.0, y);
   PairBound pr;
-  pr.P_hi = fmin(1.0, e_y);
-  pr.dP_w = fmin(1.0, p_expm1(lp, xi, lp == y ? e_y : exp(lp))) + m.floor_s;
+  pr.P_hi = x.P_hi;
+  pr.dP_w = fmin(1.0, p_expm1(x.lp, xi, x.e_lp)) + m.floor_s;
   pr.P_bar = fmin(1.0, pr.P_hi + pr.dP_w);
-  const double gap = fabs(dp.dp - row.D) + double(m.dv + 1) * 0x1p-53 * dp.mag + row.err_D64;
+  const double gap = x.gap;
   const double e_gap = e_dp + row.e_D;
   double e_ds = pr.dP_w * gap + pr.P_bar * e_gap;
   if (m.ds_from_stored_p) e_ds += (m.u_p * pr.P_bar + m.floor_p) * (gap + e_gap);
@@ -224,6 +237,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
   double* q = kap + d + wib * d;        // (d) this warp's q
   double* tile = kap + d + kWarps * d;  // (kTile, max(d, d_v) + 1): k, then v
   OFinish* fin = reinterpret_cast<OFinish*>(tile + kTile * ((d > dv ? d : dv) + 1)) + wib * Tiles;  // this warp's
+  // This warp's chains l and pv at its row's lengths (in shared memory: too many registers to keep).
+  ClosedShape* shp = reinterpret_cast<ClosedShape*>(fin - wib * Tiles + kWarps * Tiles) + wib * 2;
   DotChain ws = ms.w_s;
   ws.kappa = kap;
   const int nt = Tiles == 1 ? 1 : S.n;
@@ -260,6 +275,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
     double mx = -kInf, hi_all = -kInf, e_dot_max = 0, e_hat_max = 0, best = -kInf;
     int64_t best_j = n_v;
     const double* kabs = ms.k_abs_sum + (b * p.heads_kv + g) * n_k;
+    // The certified lse and its error: y = log P + zeta bounds each weight's log from above (weight_errors).
+    const double lse = has_row ? ms.lse[ol] : 0.0, err_lse = has_row ? ms.err_lse[ol] : 0.0;
     for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
       const int cnt = int(hi - t0 < kTile ? hi - t0 : kTile);
       load_tile(tile, kb + t0 * d, cnt, d);
@@ -268,7 +285,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
       if (lane < cnt && ja >= jb && ja < je) {
         const int64_t j = ja - jb;
         const Sc s = score(ms, ws, q, tile + lane * (d + 1), q_abs, kabs[ja]);
-        F[kS * n_k + j] = s.s, F[kEh * n_k + j] = s.e_hat, F[kEc * n_k + j] = s.e_c, F[kA * n_k + j] = s.a;
+        const double logP = fmin(0.0, s.s - lse);
+        const double zeta = double(p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (fabs(s.s) + fabs(lse) + 1) + 0.0 + err_lse;
+        const double y = logP + zeta;
+        F[kS * n_k + j] = s.s, F[kEh * n_k + j] = s.e_hat, F[kEc * n_k + j] = s.e_c;
+        F[kY * n_k + j] = y, F[kElp * n_k + j] = exp(y);
         mx = fmax(mx, s.s), hi_all = fmax(hi_all, s.s + s.e_hat);
         e_dot_max = fmax(e_dot_max, s.e_dot), e_hat_max = fmax(e_hat_max, s.e_hat);
         if (s.s > best) best = s.s, best_j = j;
@@ -296,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
       const int64_t nt_max = max_tiles(m);
       // The row's own steps, on its scratch (no block-wide barrier inside: every warp meets the next one).
       double eps = 0, eps_lse = 0, E_l = 0, acc0 = 0, l_dev = 0, l_low = 0;
-      int64_t len_pv = 0, x_pv = 0, j_exact = -1;
+      int64_t j_exact = -1;
       if (live) {
         const bool exact_max = m.exp_exact_at_zero && !m.p_normalised && best_j < n_v &&
                                F[kS * n_k + best_j] - F[kEh * n_k + best_j] > others;
@@ -344,10 +365,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
         __syncwarp();
         // The weights' deviations (weight_errors).
         const double u = m.us, stored = m.l_sums_stored_p ? m.u_p / (1 - m.u_p) : 0.0;
-        const double lse = m.lse[ol], err_lse = m.err_lse[ol];
+        const closed_detail::Divisor by_bt = closed_detail::divisor(bt);
         for (int64_t j = lane; j < n_v; j += 32) {
-          const double s = F[kS * n_k + j], e_hat = F[kEh * n_k + j], e_c = F[kEc * n_k + j], a = F[kA * n_k + j];
-          const int64_t t = div64(off + j, bt);
+          const double s = F[kS * n_k + j], e_hat = F[kEh * n_k + j], e_c = F[kEc * n_k + j];
+          const int64_t t = closed_detail::quot(by_bt, off + j);
           double common = m.e_exp + u * (fabs(s - mx) + 2 * e_hat_max) + (j != j_exact ? stored : 0.0);
           common += T[kMoves * nt_max + t] * m.e_exp + u * fmax(0.0, hi_all - T[kPreLo * nt_max + t]);
           if (m.fa1) common += m.e_exp + u * fmax(0.0, T[kPreHi * nt_max + t] - T[kTLo * nt_max + t]);
@@ -355,10 +376,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
               (m.common_scale ? (e_hat - e_c) + m.delta_c * (fabs(s - mx) + 2 * e_dot_max) : e_hat) + common;
           const double dl = e_hat + common;
           eps = fmax(eps, dow), eps_lse = fmax(eps_lse, dl);
-          const double logP = fmin(0.0, s - lse);
-          const double zeta = double(p.d + 4) * 0x1p-53 * a + 0x1p-51 * (fabs(s) + fabs(lse) + 1) + 0.0 + err_lse;
-          const double y = logP + zeta;
-          F[kY * n_k + j] = y, F[kDow * n_k + j] = dow, F[kDl * n_k + j] = dl, F[kElp * n_k + j] = exp(y);
+          F[kDow * n_k + j] = dow, F[kDl * n_k + j] = dl;
         }
         eps = warp_max(eps), eps_lse = warp_max(eps_lse);
         // l's chain and o's coefficients (forward, o_coefs): o's W coefficient into Cw, its accumulator
@@ -373,27 +391,29 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
         };
         const int64_t o_l = key_offset(m.l, jb), o_pv = key_offset(m.pv, jb);
         const int64_t len_l = o_l + n_v, x_l = extra(m.l);
-        len_pv = o_pv + n_v, x_pv = extra(m.pv);
+        const int64_t len_pv = o_pv + n_v, x_pv = extra(m.pv);
         const double pv_up = (m.l_sums_stored_p ? 0.0 : m.u_p) + (m.p_normalised ? gamma_n(m.o_normalise + 1, u) : 0.0);
+        if (lane == 0) shp[0] = closed_shape(m.l, len_l, x_l), shp[1] = closed_shape(m.pv, len_pv, x_pv);
         __syncwarp();
+        const ClosedShape &sh_l = shp[0], &sh_pv = shp[1];
         for (int64_t j = lane; j < n_v; j += 32) {
           const double y = F[kY * n_k + j], dow = F[kDow * n_k + j], elp = F[kElp * n_k + j];
           const double w = fmin(1.0, exp(y + dow + eps));
-          const double kl = closed_kappa(m.l, len_l, x_l, o_l + j);
+          const double kl = closed_kappa_at(m.l, sh_l, o_l + j);
           E_l += kl * w + (1 + kl) * tiny_w;
-          const double kap_j = closed_kappa(m.pv, len_pv, x_pv, o_pv + j);
+          const double kap_j = closed_kappa_at(m.pv, sh_pv, o_pv + j);
           Cw[j] = p_expm1(y, dow, elp);
           Ca[j] = kap_j * w + (1 + kap_j) * ((j != j_exact ? pv_up : 0.0) * w + m.floor_p + tiny_w + w * m.u_in);
           acc0 += (1 + kap_j) * w * m.floor_in;
         }
         E_l = warp_sum(E_l), acc0 = warp_sum(acc0);
-        const double kmax_l = closed_kappa_max(m.l, len_l, x_l);
-        E_l = E_l * chain_scale(kmax_l) + chain_floors(m.l, len_l, x_l);
+        const double kmax_l = closed_kappa_max(m.l, sh_l);
+        E_l = E_l * chain_scale(kmax_l) + chain_floors(m.l, sh_l);
         l_dev = E_l, l_low = 1 - E_l;  // LSum
         if (!(E_l < 0.5) && m.l_acc_u <= 0x1p-8) {
           const bool adds_exact = !m.ftz && m.l_chain.adder != Adder::TensorCore && !m.l_chain.truncates;
-          const double lost = adds_exact ? grown_floors(closed_mult_events(m.l, len_l, x_l) * m.l.floor, kmax_l)
-                                         : chain_floors(m.l, len_l, x_l);
+          const double lost =
+              adds_exact ? grown_floors(closed_mult_events(m.l, sh_l) * m.l.floor, kmax_l) : chain_floors(m.l, sh_l);
           const double low = exp(-(17.0 / 16) * kmax_l) * (1 - 0x1p-50) - lost;
           if (low > 0)
             l_dev = fmax(E_l, 1 - low), l_low = low;
@@ -404,7 +424,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
       }
       if (!live) continue;
       // lse (lse_bound).
-      const double lse = m.lse[ol];
       double up = 0, down = 0;
       for (int64_t j = lane; j < n_v; j += 32) {
         const double y = F[kY * n_k + j], dl = F[kDl * n_k + j], lp = fmin(0.0, y);
@@ -418,12 +437,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
       if (m.base2) e_lse += (m.us + m.delta_ln2) * (fabs(lse) + e_lse);
       if (lane == 0) {
         m.e_lse[ol] = e_lse;
-        fin[tp] = OFinish{exp(eps),
-                          acc0,
-                          l_dev,
-                          l_low,
-                          chain_scale(closed_kappa_max(m.pv, len_pv, x_pv)),
-                          chain_floors(m.pv, len_pv, x_pv)};
+        fin[tp] = OFinish{
+            exp(eps), acc0, l_dev, l_low, chain_scale(closed_kappa_max(m.pv, shp[1])), chain_floors(m.pv, shp[1])};
       }
     }
     __syncwarp();
@@ -560,7 +575,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
 // A row's constants for one precision of the set (kept in shared memory: one warp's, read by all its lanes).
 struct RowPrec {
   double e_D, e_lse;
-  int64_t o_dq, len_dq;  // d_q's chain: the row's first key's place in it, and its length
+  int64_t o_dq;    // the row's first key's place in d_q's chain
+  ClosedShape dq;  // the chain at the row's length
 };
 template <int Cols, int Tiles>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_rows(const __grid_constant__ ModelSet S) {
@@ -628,7 +644,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_rows(const __
         const double e_D = dot_error(m, m.w_D, weighted, plain, sum_do, sum_o, dv) + from_o * m.w_D.scale;
         if (lane == 0) {
           const int64_t o_dq = key_offset(m.dq, jb);
-          rp[tp] = RowPrec{e_D, m.b_lse[r], o_dq, o_dq + n_v};
+          rp[tp] = RowPrec{e_D, m.b_lse[r], o_dq, closed_shape(m.dq, o_dq + n_v, 0)};
           double* st = m.row_stat + r * kRowStat;
           st[kD] = row.D, st[kED] = e_D, st[kErrD64] = row.err_D64, st[kSumDo] = sum_do, st[kQAbs] = q_abs;
         }
@@ -653,9 +669,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_rows(const __
         const bool mine = ja >= a0 && ja < a1;
         Sc s{};
         DP dp{};
+        PairP pp{};
         if (mine) {
           s = score(ms, ws, q, kt + lane * (d + 1), q_abs, ms.k_abs_sum[kvh * n_k + ja]);
           dp = d_p(ms, wdp, dO, vt + lane * (dv + 1), sum_do, ms.v_abs_sum[kvh * n_k + ja]);
+          pp = pair_p(d, dv, s, dp, row);
         }
 #pragma unroll 1
         for (int tp = 0; tp < nt; ++tp) {
@@ -664,9 +682,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_rows(const __
             const ModelDev& m = S.m[tp];
             Row rw = row;
             rw.e_D = rp[tp].e_D, rw.e_lse = rp[tp].e_lse;
-            const PairBound pr = backward_pair(m, s, dp, rw);
+            const PairBound pr = backward_pair(m, s, dp, rw, pp);
             const double e_ds = pr.e_ds + m.u_p * pr.ds_bar + m.floor_ds + pr.ds_bar * m.u_in;
-            const double kq = closed_kappa(m.dq, rp[tp].len_dq, 0, rp[tp].o_dq + ja - jb);
+            const double kq = closed_kappa_at(m.dq, rp[tp].dq, rp[tp].o_dq + ja - jb);
             al = kq * pr.ds_hi + (1 + kq) * e_ds;
             alpha0[tp * 32 + lane] += (1 + kq) * pr.ds_bar * m.floor_in;
           }
@@ -697,14 +715,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_rows(const __
       if (tp >= nt) break;
       const ModelDev& m = S.m[tp];
       const double a0s = warp_sum(alpha0[tp * 32 + lane]);
-      const double dq_scale = chain_scale(closed_kappa_max(m.dq, rp[tp].len_dq, 0));
+      const double dq_scale = chain_scale(closed_kappa_max(m.dq, rp[tp].dq));
 #pragma unroll
       for (int e = 0; e < Cols; ++e) {
         const int c = lane + 32 * e;
         if (c >= d) break;
         m.dq_chain[oq + c] = (E[tp][e] + a0s) * dq_scale;
       }
-      if (lane == 0) m.dq_floor[r] = chain_floors(m.dq, rp[tp].len_dq, 0);
+      if (lane == 0) m.dq_floor[r] = chain_floors(m.dq, rp[tp].dq);
     }
   }
 }
@@ -799,12 +817,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_keys(const __
           Row row{};
           Sc s{};
           DP dp{};
+          PairP pp{};
           int64_t step = 0;
           if (mine) {
             const double* o = st + lane * kTileStats;
             row.D = o[kTD], row.err_D64 = o[kTErrD64], row.lse = o[kTLse], row.err_lse = o[kTErrLse];
             s = score(ms, ws, qt + lane * (d + 1), kr, o[kTQAbs], k_abs);
             if constexpr (want_k) dp = d_p(ms, wdp, dt + lane * (dv + 1), vr, o[kTSumDo], v_abs);
+            pp = pair_p(d, dv, s, dp, row);
             step = hl * steps_per_head + i / kTensorCoreFused - i0 / kTensorCoreFused;
           }
 #pragma unroll 1
@@ -813,9 +833,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_keys(const __
             if (mine) {
               const ModelDev& m = S.m[tp];
               row.e_D = sp[(lane * Tiles + tp) * 2], row.e_lse = sp[(lane * Tiles + tp) * 2 + 1];
-              const PairBound pr = backward_pair(m, s, dp, row);  // (dS's terms unused without kDk)
+              const PairBound pr = backward_pair(m, s, dp, row, pp);  // (dS's terms unused without kDk)
               const double kk = m.dkv_plain ? plain_kappa(m.dkv, hl * per_head + i - i0, n, step, n_steps)
-                                            : closed_kappa(m.dkv, ms.group * m.n_q16, 0, hl * m.n_q16 + i);
+                                            : closed_kappa_at(m.dkv, m.dkv_shape, hl * m.n_q16 + i);
               if constexpr (want_k) {
                 const double e_ds = pr.e_ds + m.u_p * pr.ds_bar + m.floor_ds + pr.ds_bar * m.u_in;
                 bk = kk * pr.ds_hi + (1 + kk) * e_ds;
@@ -864,8 +884,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_keys(const __
         km = n > 0 ? plain_kappa(m.dkv, 0, n, 0, n_steps) : 0.0;
         events = double(n) * 3 + double(n_steps);
       } else {
-        km = closed_kappa_max(m.dkv, ms.group * m.n_q16, 0);
-        events = closed_events(m.dkv, ms.group * m.n_q16, 0);
+        km = closed_kappa_max(m.dkv, m.dkv_shape);
+        events = closed_events(m.dkv, m.dkv_shape);
       }
       const double sc_j = chain_scale(km);
 #pragma unroll
@@ -888,7 +908,8 @@ void check(cudaError_t e, const char* what) {
 // backward passes' per-precision terms for `tiles` precisions.
 size_t forward_smem(const ModelDev& m, int tiles) {
   const int64_t d = m.p.d, width = d > m.dv ? d : m.dv;
-  return size_t(d + kWarps * d + kTile * (width + 1)) * sizeof(double) + size_t(kWarps * tiles) * sizeof(OFinish);
+  return size_t(d + kWarps * d + kTile * (width + 1)) * sizeof(double) + size_t(kWarps * tiles) * sizeof(OFinish) +
+         size_t(kWarps * 2) * sizeof(ClosedShape);
 }
 size_t backward_rows_smem(const ModelDev& m, int tiles) {
   const int64_t d = m.p.d, dv = m.dv;

@@ -26,7 +26,8 @@ struct ModelDev {
   bool common_scale, ftz;
   DotChain w_s, w_dp, w_D;
   ClosedChain l, pv, dq, dkv;
-  Chain l_chain;  // its adder and truncation (LSum's lower side)
+  ClosedShape dkv_shape;  // dkv at its one length, group x n_q16 (closed_shape)
+  Chain l_chain;          // its adder and truncation (LSum's lower side)
   bool dkv_plain;
   double l_acc_u;  // unit_roundoff(ar.l.acc)
   // The arithmetic's flags (contract/arithmetic.h).

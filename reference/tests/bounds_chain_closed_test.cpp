@@ -239,3 +239,56 @@ TEST_CASE("closed_form_covers excludes the shapes whose places need more than di
 }
 
 }  // namespace
+
+// The divisions by a fixed divisor the closed form takes its places with (closed_detail::Divisor):
+// every quotient and remainder equal to the plain division's, on the fast path (d < 2^31, a < 2^32)
+// and past it; and a multiplier one too small is caught, so these dividends can tell.
+TEST_CASE("Divisor's quotients and remainders equal the plain division's", "[cpu]") {
+  using ref::closed_detail::Divisor;
+  using ref::closed_detail::divisor;
+  std::mt19937_64 rng(4);
+  int64_t wrong = 0, checked = 0;
+  const auto check = [&](const Divisor& v, int64_t a) {
+    ++checked;
+    if (ref::closed_detail::quot(v, a) != a / v.d || ref::closed_detail::rem(v, a) != a % v.d) {
+      if (++wrong <= 8) FAIL_CHECK("d " << v.d << " a " << a << " quot " << ref::closed_detail::quot(v, a));
+    }
+  };
+  // The dividends near the ends of the fast path and near multiples of d.
+  const auto edges = [&](const Divisor& v) {
+    const int64_t top = (int64_t(1) << 32) - 1;
+    for (int64_t a : {int64_t(0), int64_t(1), v.d - 1, v.d, v.d + 1, 2 * v.d - 1, 2 * v.d, (int64_t(1) << 31) - 1,
+                      int64_t(1) << 31, top - 1, top, top + 1, int64_t(1) << 40, (int64_t(1) << 62) + 12345})
+      if (a >= 0) check(v, a);
+    for (int64_t k : {top / v.d, top / v.d - 1, int64_t(1) << 20})
+      for (int64_t e = -1; e <= 1; ++e)
+        if (k * v.d + e >= 0) check(v, k * v.d + e);
+  };
+  std::uniform_int_distribution<int64_t> a32(0, (int64_t(1) << 32) - 1);
+  for (int64_t d = 1; d <= 4096; ++d) {
+    const Divisor v = divisor(d);
+    REQUIRE(v.fast);
+    edges(v);
+    for (int64_t a = 0; a < 3 * d + 70; ++a) check(v, a);
+    for (int i = 0; i < 64; ++i) check(v, a32(rng));
+  }
+  std::uniform_int_distribution<int64_t> big_d(4097, (int64_t(1) << 31) - 1);
+  for (int i = 0; i < 20000; ++i) {
+    const Divisor v = divisor(i < 60 ? (int64_t(1) << (1 + i / 2)) + (i % 2 ? 1 : -1) : big_d(rng));  // 2^k -+ 1 first
+    edges(v);
+    for (int t = 0; t < 16; ++t) check(v, a32(rng));
+  }
+  for (int64_t d : {int64_t(1) << 31, (int64_t(1) << 31) + 7, int64_t(1) << 40}) {  // past the fast path
+    const Divisor v = divisor(d);
+    CHECK_FALSE(v.fast);
+    edges(v);
+  }
+  CHECK(wrong == 0);
+  CHECK(checked > 1000000);
+  // A multiplier one short of Granlund and Montgomery's: some quotient comes out one low.
+  Divisor off = divisor(7);
+  --off.magic;
+  bool caught = false;
+  for (int64_t a = 0; a < (int64_t(1) << 32) && !caught; a += 997) caught = ref::closed_detail::quot(off, a) != a / 7;
+  CHECK(caught);
+}
