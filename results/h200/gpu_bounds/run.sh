@@ -4,7 +4,8 @@
 #   run(command="bash results/h200/gpu_bounds/run.sh 1", carry=[".carry-z"]): gpu_bounds_test, its timing
 #   run(command="bash results/h200/gpu_bounds/run.sh 2", carry=[".carry-z"]): compare of issue 25's shape
 #       (SHAPE="b h N d", default 4 16 16384 128; BF16, torch's flash SDPA outputs; COMPARE_ARGS: more
-#       options; REPS: compare's runs, default 2) beside torch's float64 attention; run.json's stages_s
+#       options; REPS: compare's runs, default 2; FLASHCHECK: another carried build, default
+#       .carry/tests/flashcheck) beside torch's float64 attention; run.json's stages_s
 #   run(command="bash results/h200/gpu_bounds/run.sh 3", carry=[".carry-z"]): long audit cases checked on
 #       every row (the certificate and the bound on the GPU), one at a time, timed (CASES: which)
 # Steps 2 and 3 mean something only after step 1 passed: `run.sh 1 && run.sh 2 && run.sh 3` in one call.
@@ -34,7 +35,7 @@ case ${1:-1} in
     ls -la "$w"/*.safetensors
     for i in $(seq "${REPS:-2}"); do
       s=$(date +%s%N)
-      "$t/flashcheck" compare --inputs "$w/in.safetensors" --outputs "$w/out.safetensors" --name torch_flash \
+      "${FLASHCHECK:-$t/flashcheck}" compare --inputs "$w/in.safetensors" --outputs "$w/out.safetensors" --name torch_flash \
         --out "$w/compare$i" $COMPARE_ARGS > "$w/compare$i.log" 2>&1
       rc=$?
       echo "flashcheck compare $COMPARE_ARGS (b h N d: $shape) BF16 fwd+bwd (run $i) rc=$rc $((($(date +%s%N) - s) / 1000000)) ms" |
