@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
+#include "contract/rounding.h"
+
 namespace fc {
 
 HostTensor::HostTensor(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)) {
@@ -152,35 +154,6 @@ HostTensor HostTensor::restrided(std::vector<int64_t> new_strides, int64_t new_o
                 size);
   return out;
 }
-
-namespace {
-// Round a double to p significant bits with exponent range [e_min, e_max] (IEEE binary with
-// subnormals; e_min is the smallest normal's exponent), ties to even. Used for fp16 (p=11) and bf16
-// (p=8) so that a double rounds once. On the bits: x = m·2^(e-52) with m the 53-bit significand; the
-// kept bits are multiples of 2^lsb, so m rounds to an integer number of 2^(lsb - e + 52) (`shift`)
-// by the integer rule for ties to even, and the result r·2^lsb is exact in a double.
-double round_binary(double x, int p, int e_min, int e_max) {
-  const uint64_t bits = std::bit_cast<uint64_t>(x);
-  const int biased = int((bits >> 52) & 0x7ff);
-  if (biased == 0x7ff || (bits << 1) == 0) return x;  // NaN, ±inf, ±0
-  if (biased == 0) return std::copysign(0.0, x);      // a double subnormal: far below every 16-bit type's
-  const int e = biased - 1023;                        // x = ±1.f·2^e
-  const uint64_t m = (bits & ((uint64_t(1) << 52) - 1)) | (uint64_t(1) << 52);
-  const int lsb = std::max(e - p + 1, e_min - p + 1);  // the last kept bit's weight exponent
-  const int shift = lsb - e + 52;                      // significand bits dropped
-  if (shift <= 0) return x;                            // fits as it is
-  uint64_t r = 0;
-  if (shift <= 53) {
-    r = m >> shift;
-    const uint64_t rem = m & ((uint64_t(1) << shift) - 1), half = uint64_t(1) << (shift - 1);
-    r += rem > half || (rem == half && (r & 1));
-  }  // shift > 53: |x| < 2^(lsb-1), half the smallest step: rounds to 0
-  const double q = std::copysign(double(r) * std::bit_cast<double>(uint64_t(lsb + 1023) << 52), x);
-  if (e < e_max) return q;  // |q| <= 2^(e+1) <= 2^e_max: finite
-  const double max_finite = std::ldexp(2.0 - std::ldexp(1.0, 1 - p), e_max);
-  return std::fabs(q) > max_finite ? std::copysign(HUGE_VAL, x) : q;
-}
-}  // namespace
 
 double round_to(DType t, double x) {
   switch (t) {

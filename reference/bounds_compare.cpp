@@ -1,12 +1,15 @@
 // Units of the dtypes, the rounding of a bounded value to an output type, the comparator that holds
 // a tensor to its bound (non-finite values exact), and the FlashAttention rule.
 #include <algorithm>
-#include <bit>
+#include <array>
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <stdexcept>
 
 #include "bounds.hpp"
 #include "contract/tensor.hpp"
+#include "reference/rounded_bound.hpp"
 
 namespace fc::ref {
 namespace {
@@ -81,38 +84,23 @@ Coarse coarse(const Precision& prec) {
   return c;
 }
 
-namespace {
-// std::nextafter(x, -inf) and std::nextafter(x, +inf) on the bits, inline: rounded_bound runs once
-// per output element.
-double next_down(double x) {
-  if (std::isnan(x) || x == -kInf) return x;
-  if (x == 0) return -std::numeric_limits<double>::denorm_min();
-  const uint64_t b = std::bit_cast<uint64_t>(x);
-  return std::bit_cast<double>(x > 0 ? b - 1 : b + 1);
+// Worked out once per dtype: rounded_bound runs once per output element.
+Rounding rounding_of(DType t) {
+  static const auto table = [] {
+    std::array<Rounding, std::size(kDTypeTable)> r{};
+    for (const DTypeInfo& x : kDTypeTable) {
+      const DType t = x.t;
+      const int32_t kind = t == DType::F16 || t == DType::BF16 ? kBinary : t == DType::F32 ? kF32 : kF64;
+      if (storage_float(t)) r[size_t(t)] = {kind, x.precision, x.min_exp, x.max_exp, unit_roundoff(t), max_finite(t)};
+    }
+    return r;
+  }();
+  if (!storage_float(t)) throw std::invalid_argument("rounding_of: not a float dtype");
+  return table[size_t(t)];
 }
-double next_up(double x) { return -next_down(-x); }
-}  // namespace
 
 double rounded_bound(double r, double e, double err_r, DType soft, DType out, bool soft_round) {
-  const double w = e + err_r;
-  if (std::isnan(r) || !(w < kInf)) return w;  // NaN stays NaN, a vacuous bound stays vacuous
-  // The kernel's value before its last rounding lies in [lo, hi] (outward by the fp64 sums' own
-  // rounding); rounding is monotone, so the stored value lies between the roundings of lo and hi.
-  double lo = next_down(r - w), hi = next_up(r + w);
-  if (soft_round) {
-    if (soft == DType::F64)  // an fp64 rounding moves a value by at most 2^-53 of it
-      lo -= 0x1p-53 * std::fabs(lo) + std::numeric_limits<double>::denorm_min(),
-          hi += 0x1p-53 * std::fabs(hi) + std::numeric_limits<double>::denorm_min();
-    else
-      lo = round_to(soft, lo), hi = round_to(soft, hi);
-  }
-  lo = round_to(out, lo), hi = round_to(out, hi);
-  // The kernel may overflow to +-inf there: the bound reaches past the largest finite value (finite,
-  // so that within_bound accepts that infinity and no other).
-  if (std::isinf(lo) || std::isinf(hi)) return w + 2 * unit_roundoff(out) * max_finite(out);
-  // Measured from the exact value (within err_r of r) the stored value is err_r further at most: the
-  // bound holds against the exact result and against r alike, so two kernels' bounds add up.
-  return std::max(hi - r, r - lo) + err_r;
+  return rounded_bound(r, e, err_r, rounding_of(soft), rounding_of(out), soft_round);
 }
 
 Verdict within_bound(const std::vector<double>& kernel, const std::vector<double>& ref,

@@ -73,28 +73,6 @@ std::vector<double> abs_sums(const std::vector<double>& x, int64_t width) {
   return s;
 }
 
-// Into v, resized to n (its allocation kept from one precision to the next).
-void download_into(std::vector<double>& v, const double* p, size_t n) {
-  v.resize(n);
-  if (n) check(cudaMemcpy(v.data(), p, n * sizeof(double), cudaMemcpyDeviceToHost), "download");
-}
-
-double nan_max(double a, double b) {
-  return (a != a || b != b) ? std::numeric_limits<double>::quiet_NaN() : std::max(a, b);
-}
-
-// The elementwise larger of two bounds, NaN kept (error_bounds_max's widen).
-void widen(std::vector<double>& into, const std::vector<double>& b) {
-  for (size_t x = 0; x < into.size() && x < b.size(); ++x) into[x] = nan_max(into[x], b[x]);
-}
-// into, the largest so far over the precisions, with b folded in (the first taken whole).
-void fold(std::vector<double>& into, std::vector<double>&& b, bool first) {
-  if (first)
-    into = std::move(b);
-  else
-    widen(into, b);
-}
-
 // Whether two precisions give every score and dP the same value and dot error, so one pass computes
 // them for both (bounds_gpu_dev.hpp, ModelSet): the same chains over d and d_v and the same roundings
 // of the inputs, the scores and the scale. Compared exactly: anything else takes a set of its own.
@@ -178,37 +156,27 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
   bool defer = true;
   for (const Precision& pr : precs)
     defer = defer && pr.ar.soft == precs.front().ar.soft && pr.dtypes() == precs.front().dtypes();
-  std::vector<double> eo, el, dqc, dqf, dkc, dvc, kvf;  // one precision's downloads (their buffers reused)
-  std::vector<double> E_dq, E_dk, E_dv;                 // the gradients' errors before their last rounding
-  if (bwd) E_dq.resize(size_t(rows * p.d)), E_dk.resize(size_t(keys * p.d)), E_dv.resize(size_t(keys * dv));
-  auto err_at = [](const std::vector<double>& e, int64_t x) { return e.empty() ? 0.0 : e[size_t(x)]; };
-  std::vector<uint8_t> lv;  // a row sees a key (the same for every precision)
-  // E_dq, E_dk, E_dv rounded into b's gradients (finish_dq, finish_kv's last step).
-  auto round_grads = [&](Bounds& b, DType soft, const DtypeSet& types) {
-    b.d_q.assign(size_t(rows * p.d), 0.0), b.d_k.assign(size_t(keys * p.d), 0.0), b.d_v.assign(size_t(keys * dv), 0.0);
-    parallel_rows(rows, 1024, [&](int64_t a, int64_t e) {
-      for (int64_t r = a; r < e; ++r)
-        for (int64_t c = 0; c < p.d; ++c) {
-          const size_t x = size_t(r * p.d + c);
-          const double err = err_at(ref.err.d_q, int64_t(x));
-          b.d_q[x] =
-              lv[size_t(r)] ? rounded_bound(ref.value.d_q[x], E_dq[x], err, soft, types.q, true) * model::kSlack : err;
-        }
-    });
-    parallel_rows(keys, 1024, [&](int64_t a, int64_t e) {
-      for (int64_t key = a; key < e; ++key) {
-        for (int64_t c = 0; c < p.d; ++c) {
-          const size_t x = size_t(key * p.d + c);
-          b.d_k[x] = rounded_bound(ref.value.d_k[x], E_dk[x], err_at(ref.err.d_k, int64_t(x)), soft, types.kv, true) *
-                     model::kSlack;
-        }
-        for (int64_t c = 0; c < dv; ++c) {
-          const size_t x = size_t(key * dv + c);
-          b.d_v[x] = rounded_bound(ref.value.d_v[x], E_dv[x], err_at(ref.err.d_v, int64_t(x)), soft, types.kv, false) *
-                     model::kSlack;
-        }
-      }
-    });
+  // The last steps run on the device (launch_finish_o, launch_finish_grads, launch_round_grads): each
+  // element's bound is rounded there with rounded_bound, the CPU's function, and only the largest over
+  // the precisions comes back. The certified gradients for them, and the running largest bounds.
+  const size_t n_o = size_t(rows * dv), n_dq = size_t(rows * p.d), n_dk = size_t(keys * p.d), n_dv = size_t(keys * dv);
+  DevArray<double> o_max{n_o}, lse_max{size_t(rows)};
+  std::unique_ptr<DevArray<double>> dq_ref, err_dq, dk_ref, err_dk, dv_ref, err_dv, E_dq, E_dk, E_dv, B_dq, B_dk, B_dv;
+  GradRef g{};
+  if (bwd) {
+    dq_ref = upload(ref.value.d_q), err_dq = upload(ref.err.d_q, n_dq), dk_ref = upload(ref.value.d_k);
+    err_dk = upload(ref.err.d_k, n_dk), dv_ref = upload(ref.value.d_v), err_dv = upload(ref.err.d_v, n_dv);
+    g = GradRef{dq_ref->p, err_dq->p, dk_ref->p, err_dk->p, dv_ref->p, err_dv->p};
+    E_dq = std::make_unique<DevArray<double>>(n_dq), E_dk = std::make_unique<DevArray<double>>(n_dk);
+    E_dv = std::make_unique<DevArray<double>>(n_dv);
+    if (!defer)  // rounded precision by precision into the largest so far (deferred: in place, once)
+      B_dq = std::make_unique<DevArray<double>>(n_dq), B_dk = std::make_unique<DevArray<double>>(n_dk),
+      B_dv = std::make_unique<DevArray<double>>(n_dv);
+  }
+  auto finish_of = [](DType soft, const Precision& prec, const model::Consts& kc) {
+    const DtypeSet types = prec.dtypes();
+    return Finish{rounding_of(soft),    rounding_of(types.o),  rounding_of(kc.lse_type),
+                  rounding_of(types.q), rounding_of(types.kv), model::kSlack};
   };
   // One precision's ModelDev: its constants, the shared data, its own buffers.
   auto model_of = [&](const model::Consts& kc, PrecDev& b) {
@@ -286,86 +254,37 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
       S.m[t].scratch = scratch.p, S.m[t].scratch_warps = blocks * warps_per_block(), S.m[t].scratch_stride = stride;
 
     timed(tm.forward, [&] { launch_forward(S); });
-    if (lv.empty()) lv = download(live.p, size_t(rows));
-    for (int t = 0; t < S.n; ++t) {  // o's and lse's last rounding; their bounds back for the backward
-      const model::Consts& kc = *consts[members[size_t(t)]];
-      const Precision& prec = precs[members[size_t(t)]];
-      const DType soft = kc.ar.soft;
-      const DtypeSet types = prec.dtypes();
-      download_into(eo, S.m[t].e_o, size_t(rows * dv)), download_into(el, S.m[t].e_lse, size_t(rows));
-      std::vector<double> b_o(static_cast<size_t>(rows * dv)), b_lse(static_cast<size_t>(rows));
-      parallel_rows(rows, 1024, [&](int64_t a, int64_t b) {
-        for (int64_t r = a; r < b; ++r) {
-          for (int64_t c = 0; c < dv; ++c) {
-            const int64_t x = r * dv + c;
-            const double eo_r = err_at(ref.err.o, x);
-            b_o[size_t(x)] =
-                lv[size_t(r)]
-                    ? rounded_bound(ref.value.o[size_t(x)], eo[size_t(x)], eo_r, soft, types.o, true) * model::kSlack
-                    : eo_r;
-          }
-          const double el_r = err_at(ref.err.lse, r);
-          b_lse[size_t(r)] =
-              lv[size_t(r)] ? rounded_bound(ref.value.lse[size_t(r)], el[size_t(r)], el_r, soft, kc.lse_type, true) *
-                                  model::kSlack
-                            : el_r;
-        }
-      });
-      if (bwd) {
-        check(cudaMemcpy(S.m[t].e_o, b_o.data(), b_o.size() * sizeof(double), cudaMemcpyHostToDevice), "upload");
-        check(cudaMemcpy(S.m[t].e_lse, b_lse.data(), b_lse.size() * sizeof(double), cudaMemcpyHostToDevice), "upload");
-      }
-      fold(out.o, std::move(b_o), folded_o == 0), fold(out.lse, std::move(b_lse), folded_o == 0);
-      ++folded_o;
+    for (int t = 0; t < S.n; ++t, ++folded_o) {  // o's and lse's last rounding; their bounds stay for the backward
+      const size_t x = members[size_t(t)];
+      launch_finish_o(S.m[t], finish_of(consts[x]->ar.soft, precs[x], *consts[x]), o_max.p, lse_max.p, folded_o == 0);
     }
     if (!bwd) continue;
     timed(tm.backward_rows, [&] { launch_backward_rows(S); });
     timed(tm.backward_keys, [&] { launch_backward_keys(S); });
-    for (int t = 0; t < S.n; ++t) {
-      const model::Consts& kc = *consts[members[size_t(t)]];
-      const ModelDev& m = S.m[t];
-      download_into(dqc, m.dq_chain, size_t(rows * p.d)), download_into(dqf, m.dq_floor, size_t(rows));
-      download_into(dkc, m.dk_chain, size_t(keys * p.d)), download_into(dvc, m.dv_chain, size_t(keys * dv));
-      download_into(kvf, m.kv_floor, size_t(keys));
-      const double scale = std::fabs(p.scale), floor = kc.ftz ? kc.floor_s : 0.0, floor_scale = std::max(1.0, scale);
-      const double dlt = kc.delta_out;
+    for (int t = 0; t < S.n; ++t, ++folded_grads) {
+      const size_t x = members[size_t(t)];
+      const model::Consts& kc = *consts[x];
+      const double scale = std::fabs(p.scale);
+      const GradConsts k{scale, kc.ftz ? kc.floor_s : 0.0, std::max(1.0, scale), kc.delta_out};
       // This precision's errors before the last rounding, kept elementwise largest over the precisions
-      // (NaN kept) where they round alike.
-      const bool fresh = !defer || folded_grads == 0;
-      auto keep = [fresh](std::vector<double>& into, size_t x, double e) { into[x] = fresh ? e : nan_max(into[x], e); };
-      parallel_rows(rows, 1024, [&](int64_t a, int64_t b) {  // finish_dq
-        for (int64_t r = a; r < b; ++r)
-          for (int64_t c = 0; c < p.d; ++c) {
-            const int64_t x = r * p.d + c;
-            const double dq = ref.value.d_q[size_t(x)], err = err_at(ref.err.d_q, x);
-            keep(E_dq, size_t(x),
-                 scale * (1 + dlt) * dqc[size_t(x)] + floor_scale * (1 + dlt) * dqf[size_t(r)] +
-                     model::times(dlt, std::fabs(dq) + err) + floor);
-          }
-      });
-      parallel_rows(keys, 1024, [&](int64_t a, int64_t b) {  // finish_kv (no per-head stage: phi = 0)
-        for (int64_t key = a; key < b; ++key) {
-          const double fl = kvf[size_t(key)];
-          for (int64_t c = 0; c < p.d; ++c) {
-            const int64_t x = key * p.d + c;
-            const double dk = ref.value.d_k[size_t(x)], ek = err_at(ref.err.d_k, x);
-            keep(E_dk, size_t(x),
-                 scale * (1 + dlt) * dkc[size_t(x)] + floor_scale * (1 + dlt) * fl +
-                     model::times(dlt, std::fabs(dk) + ek) + floor);
-          }
-          for (int64_t c = 0; c < dv; ++c) keep(E_dv, size_t(key * dv + c), dvc[size_t(key * dv + c)] + fl + floor);
-        }
-      });
-      if (!defer) {
-        Bounds G;
-        round_grads(G, kc.ar.soft, precs[members[size_t(t)]].dtypes());
-        fold(out.d_q, std::move(G.d_q), folded_grads == 0), fold(out.d_k, std::move(G.d_k), folded_grads == 0);
-        fold(out.d_v, std::move(G.d_v), folded_grads == 0);
-      }
-      ++folded_grads;
+      // (NaN kept) where they round alike; else each rounded and the largest bound kept.
+      launch_finish_grads(S.m[t], g, k, E_dq->p, E_dk->p, E_dv->p, !defer || folded_grads == 0);
+      if (!defer)
+        launch_round_grads(S.m[t], g, finish_of(kc.ar.soft, precs[x], kc), E_dq->p, E_dk->p, E_dv->p, B_dq->p, B_dk->p,
+                           B_dv->p, folded_grads == 0);
     }
   }
-  if (bwd && defer) round_grads(out, precs.front().ar.soft, precs.front().dtypes());
+  out.o = download(o_max.p, n_o), out.lse = download(lse_max.p, size_t(rows));
+  if (bwd) {
+    if (defer) {  // rounded once, at the largest error (the rounding is non-decreasing in it), in place
+      ModelDev base{};
+      base.p = p, base.dv = dv, base.live = live.p;
+      launch_round_grads(base, g, finish_of(precs.front().ar.soft, precs.front(), *consts.front()), E_dq->p, E_dk->p,
+                         E_dv->p, E_dq->p, E_dk->p, E_dv->p, true);
+    }
+    const DevArray<double>&b_dq = defer ? *E_dq : *B_dq, &b_dk = defer ? *E_dk : *B_dk, &b_dv = defer ? *E_dv : *B_dv;
+    out.d_q = download(b_dq.p, n_dq), out.d_k = download(b_dk.p, n_dk), out.d_v = download(b_dv.p, n_dv);
+  }
   tm.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (timing) *timing = tm;
   return out;

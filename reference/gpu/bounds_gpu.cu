@@ -999,6 +999,112 @@ void launch_backward_keys(const ModelSet& s) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------------
+// The last steps of each element (bounds_gpu.cpp did them on the host): the same expressions, in the
+// same order, so the same bits (--fmad=false; the host code has no contraction either).
+namespace {
+__device__ inline double nan_max(double a, double b) {
+  return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : (a < b ? b : a);
+}
+__device__ inline void fold_into(double* into, int64_t x, double b, bool first) {
+  into[x] = first ? b : nan_max(into[x], b);
+}
+
+__global__ void finish_o(const ModelDev m, const Finish f, double* o_max, double* lse_max, bool first) {
+  const int64_t rows = int64_t(m.p.batch) * m.p.heads_q * m.p.n_q, dv = m.dv, n = rows * dv;
+  for (int64_t x = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; x < n + rows; x += int64_t(gridDim.x) * blockDim.x) {
+    if (x < n) {
+      const double err = m.err_o[x];
+      const double b = m.live[x / dv] ? rounded_bound(m.o[x], m.e_o[x], err, f.soft, f.o, true) * f.slack : err;
+      m.e_o[x] = b;
+      fold_into(o_max, x, b, first);
+    } else {
+      const int64_t r = x - n;
+      const double err = m.err_lse[r];
+      const double b = m.live[r] ? rounded_bound(m.lse[r], m.e_lse[r], err, f.soft, f.lse, true) * f.slack : err;
+      m.e_lse[r] = b;
+      fold_into(lse_max, r, b, first);
+    }
+  }
+}
+
+__global__ void finish_grads(const ModelDev m, const GradRef g, const GradConsts k, double* E_dq, double* E_dk,
+                             double* E_dv, bool fresh) {
+  const Problem& p = m.p;
+  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q, keys = int64_t(p.batch) * p.heads_kv * p.n_k;
+  const int64_t d = p.d, dv = m.dv, nq = rows * d, nk = keys * d, nv = keys * dv;
+  for (int64_t x = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; x < nq + nk + nv;
+       x += int64_t(gridDim.x) * blockDim.x) {
+    if (x < nq) {  // finish_dq
+      const double dq = g.dq[x], err = g.err_dq[x];
+      fold_into(E_dq, x,
+                k.scale * (1 + k.dlt) * m.dq_chain[x] + k.floor_scale * (1 + k.dlt) * m.dq_floor[x / d] +
+                    times(k.dlt, fabs(dq) + err) + k.floor,
+                fresh);
+    } else if (x < nq + nk) {  // finish_kv (no per-head stage: phi = 0)
+      const int64_t y = x - nq;
+      const double dk = g.dk[y], ek = g.err_dk[y];
+      fold_into(E_dk, y,
+                k.scale * (1 + k.dlt) * m.dk_chain[y] + k.floor_scale * (1 + k.dlt) * m.kv_floor[y / d] +
+                    times(k.dlt, fabs(dk) + ek) + k.floor,
+                fresh);
+    } else {
+      const int64_t z = x - nq - nk;
+      fold_into(E_dv, z, m.dv_chain[z] + m.kv_floor[z / dv] + k.floor, fresh);
+    }
+  }
+}
+
+__global__ void round_grads(const ModelDev m, const GradRef g, const Finish f, const double* E_dq, const double* E_dk,
+                            const double* E_dv, double* b_dq, double* b_dk, double* b_dv, bool first) {
+  const Problem& p = m.p;
+  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q, keys = int64_t(p.batch) * p.heads_kv * p.n_k;
+  const int64_t d = p.d, nq = rows * d, nk = keys * d, nv = keys * m.dv;
+  for (int64_t x = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; x < nq + nk + nv;
+       x += int64_t(gridDim.x) * blockDim.x) {
+    if (x < nq) {
+      const double err = g.err_dq[x];
+      fold_into(b_dq, x, m.live[x / d] ? rounded_bound(g.dq[x], E_dq[x], err, f.soft, f.q, true) * f.slack : err,
+                first);
+    } else if (x < nq + nk) {
+      const int64_t y = x - nq;
+      fold_into(b_dk, y, rounded_bound(g.dk[y], E_dk[y], g.err_dk[y], f.soft, f.kv, true) * f.slack, first);
+    } else {
+      const int64_t z = x - nq - nk;
+      fold_into(b_dv, z, rounded_bound(g.dv[z], E_dv[z], g.err_dv[z], f.soft, f.kv, false) * f.slack, first);
+    }
+  }
+}
+
+// A grid of elementwise threads for n elements (grid-stride beyond it).
+unsigned elementwise_blocks(int64_t n) {
+  return unsigned(std::clamp<int64_t>((n + 255) / 256, 1, device_blocks() * 16));
+}
+void finish_check(const char* what) {
+  check(cudaGetLastError(), what);
+  check(cudaDeviceSynchronize(), what);
+}
+}  // namespace
+
+void launch_finish_o(const ModelDev& m, const Finish& f, double* o_max, double* lse_max, bool first) {
+  const int64_t rows = int64_t(m.p.batch) * m.p.heads_q * m.p.n_q;
+  finish_o<<<elementwise_blocks(rows * (m.dv + 1)), 256>>>(m, f, o_max, lse_max, first);
+  finish_check("o's last rounding");
+}
+void launch_finish_grads(const ModelDev& m, const GradRef& g, const GradConsts& k, double* E_dq, double* E_dk,
+                         double* E_dv, bool fresh) {
+  const int64_t rows = int64_t(m.p.batch) * m.p.heads_q * m.p.n_q, keys = int64_t(m.p.batch) * m.p.heads_kv * m.p.n_k;
+  finish_grads<<<elementwise_blocks(rows * m.p.d + keys * (m.p.d + m.dv)), 256>>>(m, g, k, E_dq, E_dk, E_dv, fresh);
+  finish_check("the gradients' errors");
+}
+void launch_round_grads(const ModelDev& m, const GradRef& g, const Finish& f, const double* E_dq, const double* E_dk,
+                        const double* E_dv, double* b_dq, double* b_dk, double* b_dv, bool first) {
+  const int64_t rows = int64_t(m.p.batch) * m.p.heads_q * m.p.n_q, keys = int64_t(m.p.batch) * m.p.heads_kv * m.p.n_k;
+  round_grads<<<elementwise_blocks(rows * m.p.d + keys * (m.p.d + m.dv)), 256>>>(m, g, f, E_dq, E_dk, E_dv, b_dq, b_dk,
+                                                                                 b_dv, first);
+  finish_check("the gradients' last rounding");
+}
+
 int64_t scratch_stride(const ModelSet& s) {
   int64_t tiles = 0;
   for (int t = 0; t < s.n; ++t) tiles = std::max(tiles, max_tiles(s.m[t]));

@@ -7,6 +7,7 @@
 
 #include "contract/attention.h"
 #include "reference/bounds_chain_closed.hpp"
+#include "reference/rounded_bound.hpp"
 
 namespace fc::ref::gpu {
 
@@ -77,5 +78,31 @@ int max_shared(const ModelDev& m);
 void launch_forward(const ModelSet& s);
 void launch_backward_rows(const ModelSet& s);
 void launch_backward_keys(const ModelSet& s);
+
+// Each element's last steps, on the device with the host's functions (rounded_bound; bounds_gpu.cpp
+// says which): one precision's roundings, and the model's factor for the fp64 evaluation (kSlack).
+struct Finish {
+  Rounding soft, o, lse, q, kv;
+  double slack;
+};
+// The certified gradients and their errors (zeros where the oracle reports none), on the device.
+struct GradRef {
+  const double *dq, *err_dq, *dk, *err_dk, *dv, *err_dv;
+};
+// finish_dq's and finish_kv's constants of one precision.
+struct GradConsts {
+  double scale, floor, floor_scale, dlt;
+};
+// o's and lse's bounds of precision m (its forward done): into m.e_o and m.e_lse, which the backward
+// reads, and into o_max, lse_max, the largest over the precisions so far (first: taken whole).
+void launch_finish_o(const ModelDev& m, const Finish& f, double* o_max, double* lse_max, bool first);
+// m's gradient errors before their last rounding (its backward done) into E_dq, E_dk, E_dv (fresh:
+// taken whole; else the larger kept, NaN kept).
+void launch_finish_grads(const ModelDev& m, const GradRef& g, const GradConsts& k, double* E_dq, double* E_dk,
+                         double* E_dv, bool fresh);
+// The gradients' bounds from E_dq, E_dk, E_dv, rounded as f says, into b_dq, b_dk, b_dv (first: taken
+// whole; else the larger kept). m: the problem, d_v and which rows see a key. b may be E (in place).
+void launch_round_grads(const ModelDev& m, const GradRef& g, const Finish& f, const double* E_dq, const double* E_dk,
+                        const double* E_dv, double* b_dq, double* b_dk, double* b_dv, bool first);
 
 }  // namespace fc::ref::gpu
