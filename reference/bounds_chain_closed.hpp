@@ -43,9 +43,10 @@ constexpr double kTcLater = 2 + kTensorCoreFused / 2.0;
 FC_HD inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 FC_HD inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-// a / b and a % b. On the device a 64-bit division is a long emulated sequence, and the weights take
-// a dozen of them per term: where a and b both lie in [0, 2^31) (every count here does, short of
-// absurd chain parameters) a 32-bit division gives the same quotient in a fraction of the time.
+// a / b and a % b for a divisor used once (a Divisor, below, for one used over many terms). On the
+// device a 64-bit division is a long emulated sequence: where a and b both lie in [0, 2^31) (every
+// count here does, short of absurd chain parameters) a 32-bit division gives the same quotient in a
+// fraction of the time.
 FC_HD inline int64_t div64(int64_t a, int64_t b) {
 #ifdef __CUDA_ARCH__
   if (((uint64_t(a) | uint64_t(b)) >> 31) == 0) return int64_t(uint32_t(a) / uint32_t(b));

@@ -1001,7 +1001,7 @@ void launch_backward_keys(const ModelSet& s) {
 
 // ---------------------------------------------------------------------------------------------------
 // The last steps of each element (bounds_gpu.cpp did them on the host): the same expressions, in the
-// same order, so the same bits (--fmad=false; the host code has no contraction either).
+// same order, so the same bits (--fmad=false here, -ffp-contract=off for fc_bounds on the host).
 namespace {
 __device__ inline double nan_max(double a, double b) {
   return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : (a < b ? b : a);
