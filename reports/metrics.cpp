@@ -104,11 +104,7 @@ double kth(std::vector<double>& x, size_t k) {
                    [](double a, double b) { return a < b || (a == a && b != b); });
   return x[k];
 }
-}  // namespace
 
-double quantile(std::vector<double> x, double q) { return x.empty() ? 0.0 : kth(x, rank(x.size(), q)); }
-
-namespace {
 // A key whose unsigned order is quantile's order of the values: negatives below positives, -0 as +0,
 // every NaN last.
 uint64_t order_key(double v) {
@@ -122,6 +118,8 @@ double key_value(uint64_t key) {
   return std::bit_cast<double>(key >> 63 ? key & ~(uint64_t(1) << 63) : ~key);
 }
 }  // namespace
+
+double quantile(std::vector<double> x, double q) { return x.empty() ? 0.0 : kth(x, rank(x.size(), q)); }
 
 std::vector<double> quantiles_parallel(const double* x, size_t n, const std::vector<double>& qs) {
   std::vector<double> out(qs.size(), 0.0);
