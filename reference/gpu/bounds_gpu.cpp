@@ -1,7 +1,7 @@
 // The GPU error model's host side (bounds_gpu.hpp): the constants come from the CPU model's own
 // Consts (bounds_model.hpp), so both sides share every per-problem term; the device computes each
-// element's error before its last rounding (bounds_gpu.cu), and rounded_bound, the CPU's function,
-// finishes it here.
+// element's error and its last rounding (bounds_gpu.cu, with rounded_bound, the CPU's function), and
+// only the largest bounds over the precisions come back here.
 #include "reference/gpu/bounds_gpu.hpp"
 
 #include <cuda_runtime.h>

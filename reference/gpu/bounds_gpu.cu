@@ -16,7 +16,8 @@
 //                  constants for the key pass;
 //   backward_keys  each key's pairs over the group's rows that see it (lanes own rows), recomputed
 //                  from those constants, then d_k's and d_v's chain sums (lanes own columns).
-// Every bound's last rounding (rounded_bound) is applied on the host, with the CPU's own function.
+// Then elementwise passes: each bound's last terms and rounding (finish_o, finish_grads, round_grads),
+// with the CPU's own rounded_bound (reference/rounded_bound.hpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -1000,8 +1001,8 @@ void launch_backward_keys(const ModelSet& s) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The last steps of each element (bounds_gpu.cpp did them on the host): the same expressions, in the
-// same order, so the same bits (--fmad=false here, -ffp-contract=off for fc_bounds on the host).
+// The last steps of each element: the CPU model's expressions (bounds.cpp's finish_dq and finish_kv,
+// rounded_bound), in the same order, so the same bits (--fmad=false here, -ffp-contract=off for fc_bounds on the host).
 namespace {
 __device__ inline double nan_max(double a, double b) {
   return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : (a < b ? b : a);

@@ -1,6 +1,5 @@
 // The error model (reference/bounds.hpp) on the GPU: error_bounds_max's bounds for dense problems
-// without per-key variants, the O(n_q n_k d) work on a CUDA device and each element's last rounding
-// on the host. Derivation unchanged (docs/error-model.md); the GPU evaluates the same formulas with
+// without per-key variants, the O(n_q n_k d) work and each element's last rounding on a CUDA device. Derivation unchanged (docs/error-model.md); the GPU evaluates the same formulas with
 // its sums in another order, which the bounds' slack covers ("The error model on the GPU"). Built
 // only with CUDA (target fc_reference_gpu); reference/gpu/oracle_select.hpp's bounds() is the entry
 // point the rest of flashcheck calls.

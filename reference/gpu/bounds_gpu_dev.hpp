@@ -38,12 +38,12 @@ struct ModelDev {
   const double *q, *k, *v, *d_o, *o, *err_o, *lse, *err_lse;
   const double *k_abs_sum, *v_abs_sum;  // (rows_kv) sum_c |k_jc|, |v_jc|
   const int64_t *kv_i0, *kv_i1;         // (n_k) the rows of each head that see key j
-  // Forward outputs: o's and lse's error before their last rounding (the host rounds them), and
-  // whether each row sees a key. The backward reads the finished bounds of o and lse back.
+  // Forward outputs: o's and lse's error before their last rounding (finish_o rounds them in place),
+  // and whether each row sees a key. The backward reads the finished bounds of o and lse back.
   double *e_o, *e_lse;
   uint8_t* live;
   const double *b_o, *b_lse;
-  // Backward outputs before the host's last step: d_q's chain sum per element and its floor per row;
+  // Backward outputs before their last steps (finish_grads): d_q's chain sum per element and its floor per row;
   // d_k's and d_v's chain sums per element and their floor per key. Per-row constants the key pass reads.
   double *dq_chain, *dq_floor, *dk_chain, *dv_chain, *kv_floor;
   double* row_stat;  // (rows_q, kRowStat)
@@ -79,8 +79,8 @@ void launch_forward(const ModelSet& s);
 void launch_backward_rows(const ModelSet& s);
 void launch_backward_keys(const ModelSet& s);
 
-// Each element's last steps, on the device with the host's functions (rounded_bound; bounds_gpu.cpp
-// says which): one precision's roundings, and the model's factor for the fp64 evaluation (kSlack).
+// Each element's last steps, on the device with the CPU model's own rounded_bound: one precision's
+// roundings (bounds_gpu.cpp says which), and the model's factor for the fp64 evaluation (kSlack).
 struct Finish {
   Rounding soft, o, lse, q, kv;
   double slack;
