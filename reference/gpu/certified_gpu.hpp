@@ -27,9 +27,15 @@ bool device_present();
 // Device memory the oracle allocates for p (bytes), and the free memory of the device now.
 double device_bytes(const Problem& p, bool grads);
 double device_free_bytes();
+// How the oracle runs on the device. Every choice gives the same bits (gpu_oracle_test).
+struct Schedule {
+  // Float inputs' dot products (scores, dP) on the float64 tensor cores where the device has them
+  // (sm_80 on), else on the CUDA cores.
+  bool tensor_cores = true;
+};
 // The certificate of (p, in). Throws NotCovered (not_covered's reasons, or rows whose scores leave the
 // GPU's range: |s| past about 2^44, where the CPU oracle takes MPFR), std::runtime_error on a CUDA error.
-Certified certified(const Problem& p, const Tensors64& in);
+Certified certified(const Problem& p, const Tensors64& in, const Schedule& schedule = {});
 
 // The device's exp, log and tanh of each x (for the libm test: the bound charges exp and log 2 ulp,
 // tanh 4).
