@@ -1011,8 +1011,9 @@ __device__ inline void fold_into(double* into, int64_t x, double b, bool first) 
   into[x] = first ? b : nan_max(into[x], b);
 }
 
+// (The model takes dense problems only, bounds_gpu.cpp: rows_q and rows_kv are batch · heads · n.)
 __global__ void finish_o(const ModelDev m, const Finish f, double* o_max, double* lse_max, bool first) {
-  const int64_t rows = int64_t(m.p.batch) * m.p.heads_q * m.p.n_q, dv = m.dv, n = rows * dv;
+  const int64_t rows = rows_q(m.p), dv = m.dv, n = rows * dv;
   for (int64_t x = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; x < n + rows; x += int64_t(gridDim.x) * blockDim.x) {
     if (x < n) {
       const double err = m.err_o[x];
@@ -1032,7 +1033,7 @@ __global__ void finish_o(const ModelDev m, const Finish f, double* o_max, double
 __global__ void finish_grads(const ModelDev m, const GradRef g, const GradConsts k, double* E_dq, double* E_dk,
                              double* E_dv, bool fresh) {
   const Problem& p = m.p;
-  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q, keys = int64_t(p.batch) * p.heads_kv * p.n_k;
+  const int64_t rows = rows_q(p), keys = rows_kv(p);
   const int64_t d = p.d, dv = m.dv, nq = rows * d, nk = keys * d, nv = keys * dv;
   for (int64_t x = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; x < nq + nk + nv;
        x += int64_t(gridDim.x) * blockDim.x) {
@@ -1059,7 +1060,7 @@ __global__ void finish_grads(const ModelDev m, const GradRef g, const GradConsts
 __global__ void round_grads(const ModelDev m, const GradRef g, const Finish f, const double* E_dq, const double* E_dk,
                             const double* E_dv, double* b_dq, double* b_dk, double* b_dv, bool first) {
   const Problem& p = m.p;
-  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q, keys = int64_t(p.batch) * p.heads_kv * p.n_k;
+  const int64_t rows = rows_q(p), keys = rows_kv(p);
   const int64_t d = p.d, nq = rows * d, nk = keys * d, nv = keys * m.dv;
   for (int64_t x = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; x < nq + nk + nv;
        x += int64_t(gridDim.x) * blockDim.x) {
@@ -1088,19 +1089,19 @@ void finish_check(const char* what) {
 }  // namespace
 
 void launch_finish_o(const ModelDev& m, const Finish& f, double* o_max, double* lse_max, bool first) {
-  const int64_t rows = int64_t(m.p.batch) * m.p.heads_q * m.p.n_q;
+  const int64_t rows = rows_q(m.p);
   finish_o<<<elementwise_blocks(rows * (m.dv + 1)), 256>>>(m, f, o_max, lse_max, first);
   finish_check("o's last rounding");
 }
 void launch_finish_grads(const ModelDev& m, const GradRef& g, const GradConsts& k, double* E_dq, double* E_dk,
                          double* E_dv, bool fresh) {
-  const int64_t rows = int64_t(m.p.batch) * m.p.heads_q * m.p.n_q, keys = int64_t(m.p.batch) * m.p.heads_kv * m.p.n_k;
+  const int64_t rows = rows_q(m.p), keys = rows_kv(m.p);
   finish_grads<<<elementwise_blocks(rows * m.p.d + keys * (m.p.d + m.dv)), 256>>>(m, g, k, E_dq, E_dk, E_dv, fresh);
   finish_check("the gradients' errors");
 }
 void launch_round_grads(const ModelDev& m, const GradRef& g, const Finish& f, const double* E_dq, const double* E_dk,
                         const double* E_dv, double* b_dq, double* b_dk, double* b_dv, bool first) {
-  const int64_t rows = int64_t(m.p.batch) * m.p.heads_q * m.p.n_q, keys = int64_t(m.p.batch) * m.p.heads_kv * m.p.n_k;
+  const int64_t rows = rows_q(m.p), keys = rows_kv(m.p);
   round_grads<<<elementwise_blocks(rows * m.p.d + keys * (m.p.d + m.dv)), 256>>>(m, g, f, E_dq, E_dk, E_dv, b_dq, b_dk,
                                                                                  b_dv, first);
   finish_check("the gradients' last rounding");
