@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "reference/gpu/certified_gpu.hpp"
+#include "reference/gpu/tensor_dots.cuh"
 
 namespace fc::ref::gpu {
 namespace {
@@ -174,60 +175,12 @@ __device__ inline void dot_inputs(const double* x, const double* y, int n, int q
     dot2<false>(x, y, n, hi, lo, abs);
 }
 
-// The float64 tensor cores (DMMA, sm_80 on) for dot_float's two sums. Under dot_float's test every
+// The float64 tensor cores (tensor_dots.cuh) for dot_float's two sums. Under dot_float's test every
 // product x_l y_l and every sum of some of them is a multiple of 2^q below 2^(53+q) in magnitude, so a
 // double: no step of a matrix instruction rounds, whatever its internal order, and its p and a are
 // the plain loop's bits (+0 for a sum of zeros, as the loop's: round to nearest). Where the test fails
 // the exact Σ|x_l y_l| exceeds 2^(53+q), so a computed in any order with each step's error within an
 // ulp fails it too, and dot_float recomputes the pair with Dot2. So the tensor cores change no bit.
-//
-// mma.m8n8k4.f64: lane L holds A[L/4][L%4] and B[L%4][L/4] (one double each) and D[L/4][2(L%4) + i],
-// i = 0, 1. One warp, an 8 x 8 block: D[r][c] = X_r · Y_c over n terms (X's rows x_rows apart in shared
-// memory, Y's y_rows; rows past nx, ny read as zeros), and the same with |X|, |Y|. Each lane writes its
-// two pairs' (p, a) to out[(r * width + c) * 2 + {0, 1}].
-constexpr bool kHaveDmma =
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-    false;
-#else
-    true;
-#endif
-__device__ inline void dmma(double& d0, double& d1, double a, double b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
-               : "+d"(d0), "+d"(d1)
-               : "d"(a), "d"(b));
-#else
-  (void)d0, (void)d1, (void)a, (void)b;
-#endif
-}
-__device__ inline void block_dots(const double* x, int x_pitch, int nx, const double* y, int y_pitch, int ny, int n,
-                                  double* out, int width) {
-  const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-  const double* xr = x + g * x_pitch;
-  const double* yr = y + g * y_pitch;
-  double p0 = 0, p1 = 0, a0 = 0, a1 = 0;
-  for (int l = t; l - t < n; l += 4) {
-    const double xv = g < nx && l < n ? xr[l] : 0.0, yv = g < ny && l < n ? yr[l] : 0.0;
-    dmma(p0, p1, xv, yv);
-    dmma(a0, a1, fabs(xv), fabs(yv));
-  }
-  const int c = 2 * t;
-  if (g < nx && c < ny) out[(g * width + c) * 2] = p0, out[(g * width + c) * 2 + 1] = a0;
-  if (g < nx && c + 1 < ny) out[(g * width + c + 1) * 2] = p1, out[(g * width + c + 1) * 2 + 1] = a1;
-}
-// Every 8 x 8 block of the (rows, cols) pairs of X and Y, one a warp in turn, block k to warp
-// (first + k) mod warps (a second call continues where the first left off). Every thread of the
-// thread block calls it: each mma runs on whole warps.
-__device__ inline void tile_dots(const double* x, int x_pitch, int rows, const double* y, int y_pitch, int cols, int n,
-                                 double* out, int first = 0) {
-  const int warps = int(blockDim.x) / 32, warp = (int(threadIdx.x) / 32 + warps - first % warps) % warps;
-  const int bc = (cols + 7) / 8;
-  for (int blk = warp; blk < (rows + 7) / 8 * bc; blk += warps) {
-    const int r0 = blk / bc * 8, c0 = blk % bc * 8;
-    block_dots(x + r0 * x_pitch, x_pitch, min(8, rows - r0), y + c0 * y_pitch, y_pitch, min(8, cols - c0), n,
-               out + (r0 * cols + c0) * 2, cols);
-  }
-}
 
 struct Dev {
   Problem p;
@@ -477,7 +430,7 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
       if (pass == 1) load_rows(vt, D.v, TK, cnt, dv, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
       __syncthreads();
       if (mma) {
-        tile_dots(q, pd, kRows, kt, pd, TK, d, t_pa);
+        tile_dots<2>(q, pd, kRows, kt, pd, TK, d, nullptr, t_pa, 2 * TK, 2);
         __syncthreads();
       }
       // One pair per thread (kRows·TK <= kThreads, whole warps: TK divides 32); a row's pairs are TK
@@ -669,13 +622,13 @@ __global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
   const int d = D.d, dv = D.dv, TK = D.tk, pd = d + 1, pdv = dv + 1;  // pd, pdv: smem row pitches
   const int64_t group = blockIdx.x / D.row_tiles, tile = blockIdx.x % D.row_tiles;
   const int64_t b = group / D.p.heads_kv, h_kv = group % D.p.heads_kv, r0 = tile * kRows;
-  double* q = sm;                     // (R, d), pitch pd
-  double* dor = q + kRows * pd;       // (R, dv), pitch pdv
-  double* kt = dor + kRows * pdv;     // (TK, d), pitch pd
-  double* vt = kt + TK * pd;          // (TK, dv), pitch pdv
-  double* t_ds = vt + TK * pdv;       // (R, TK)
-  double* t_w = t_ds + kRows * TK;   // (R, TK)
-  double* t_ps = t_w + kRows * TK;    // (R, TK, 2): the tensor cores' q·k (p, a)
+  double* q = sm;                        // (R, d), pitch pd
+  double* dor = q + kRows * pd;          // (R, dv), pitch pdv
+  double* kt = dor + kRows * pdv;        // (TK, d), pitch pd
+  double* vt = kt + TK * pd;             // (TK, dv), pitch pdv
+  double* t_ds = vt + TK * pdv;          // (R, TK)
+  double* t_w = t_ds + kRows * TK;       // (R, TK)
+  double* t_ps = t_w + kRows * TK;       // (R, TK, 2): the tensor cores' q·k (p, a)
   double* t_pp = t_ps + kRows * TK * 2;  // (R, TK, 2): and d_o·v's
   const bool mma = Exact && kHaveDmma && D.mma;
   // This thread's elements of d_q and of its bound's sum (forward_rows' o_tot and o_part).
@@ -734,8 +687,8 @@ __global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
     load_quanta(t_ve, D.vq, TK, cnt, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
     __syncthreads();
     if (mma) {
-      tile_dots(q, pd, kRows, kt, pd, TK, d, t_ps);
-      tile_dots(dor, pdv, kRows, vt, pdv, TK, dv, t_pp, kRows / 8 * (TK / 8));
+      tile_dots<2>(q, pd, kRows, kt, pd, TK, d, nullptr, t_ps, 2 * TK, 2);
+      tile_dots<2>(dor, pdv, kRows, vt, pdv, TK, dv, nullptr, t_pp, 2 * TK, 2, dot_blocks(kRows, TK));
       __syncthreads();
     }
     for (int idx = threadIdx.x; idx < kRows * TK; idx += blockDim.x) {
@@ -796,15 +749,15 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
   const int64_t n_q = seq_n_q(D.p, D.s, b), n_k = seq_n_k(D.p, D.s, b), m = int64_t(D.g) * n_q;
   if (k0 >= n_k) return;
   const int kcnt = int(imin(kKeyT, n_k - k0));
-  double* kt = sm;                      // (KT, d), pitch pd
-  double* vt = kt + kKeyT * pd;         // (KT, dv), pitch pdv
-  double* qt = vt + kKeyT * pdv;        // (RT, d), pitch pd
-  double* dot = qt + kRowT * pd;        // (RT, dv), pitch pdv
-  double* t_ds = dot + kRowT * pdv;     // (RT, KT)
+  double* kt = sm;                   // (KT, d), pitch pd
+  double* vt = kt + kKeyT * pd;      // (KT, dv), pitch pdv
+  double* qt = vt + kKeyT * pdv;     // (RT, d), pitch pd
+  double* dot = qt + kRowT * pd;     // (RT, dv), pitch pdv
+  double* t_ds = dot + kRowT * pdv;  // (RT, KT)
   double* t_w = t_ds + kRowT * kKeyT;
   double* t_p = t_w + kRowT * kKeyT;
   double* t_wv = t_p + kRowT * kKeyT;
-  double* t_ps = t_wv + kRowT * kKeyT;     // (RT, KT, 2): the tensor cores' q·k (p, a)
+  double* t_ps = t_wv + kRowT * kKeyT;      // (RT, KT, 2): the tensor cores' q·k (p, a)
   double* t_pp = t_ps + kRowT * kKeyT * 2;  // (RT, KT, 2): and d_o·v's
   const bool mma = Exact && kHaveDmma && D.mma;
   // This thread's elements of the (KT, d) d_k tile and the (KT, dv) d_v tile, and of their bounds' sums:
@@ -856,8 +809,8 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
       load_quanta(t_de, D.doq, kRowT, kRowT, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
       __syncthreads();
       if (mma) {
-        tile_dots(qt, pd, kRowT, kt, pd, kKeyT, d, t_ps);
-        tile_dots(dot, pdv, kRowT, vt, pdv, kKeyT, dv, t_pp, kRowT / 8 * ((kKeyT + 7) / 8));
+        tile_dots<2>(qt, pd, kRowT, kt, pd, kKeyT, d, nullptr, t_ps, 2 * kKeyT, 2);
+        tile_dots<2>(dot, pdv, kRowT, vt, pdv, kKeyT, dv, nullptr, t_pp, 2 * kKeyT, 2, dot_blocks(kRowT, kKeyT));
         __syncthreads();
       }
       for (int idx = threadIdx.x; idx < kRowT * kKeyT; idx += blockDim.x) {
@@ -1102,6 +1055,13 @@ std::string not_covered(const Tensors64& in) {
   return "";
 }
 
+bool tensor_cores_present() {
+  int device = 0, major = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability");
+  return major >= 8;
+}
+
 bool device_present() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
@@ -1198,10 +1158,7 @@ Certified certified(const Problem& p, const Tensors64& in, const Schedule& sched
   D.o = o.alloc(size_t(numel_o(p))), D.o_err = o_err.alloc(size_t(numel_o(p))), D.o_mag = o_mag.alloc(size_t(numel_o(p)));
   D.lse = lse.alloc(size_t(numel_lse(p))), D.lse_err = lse_err.alloc(size_t(numel_lse(p)));
   D.g = g, D.d = d, D.dv = dv, D.tk = tk;
-  int device = 0, major = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability");
-  D.mma = schedule.tensor_cores && major >= 8;  // DMMA: sm_80 on
+  D.mma = schedule.tensor_cores && tensor_cores_present();
   dkv_tiles(d, dv, D.kt, D.rt);
   D.m_max = int64_t(g) * p.n_q;
   D.row_tiles = (D.m_max + kRows - 1) / kRows;

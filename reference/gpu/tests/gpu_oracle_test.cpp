@@ -539,9 +539,10 @@ TEST_CASE("gpu oracle: time of one bf16 forward+backward", "[.time]") {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double worst = 0;
     for (size_t i = 0; i < g.err.o.size(); ++i) worst = std::max(worst, g.err.o[i] / g.o_mag[i]);
-    std::printf("gpu oracle b%d h%d N%d d%d bf16 fwd+bwd, dot products on the %s cores: %.3f s, copies included "
-                "(max err_o/o_mag %.3g)\n",
-                b, h, n, d, tc ? "tensor" : "CUDA", s, worst);
+    std::printf(
+        "gpu oracle b%d h%d N%d d%d bf16 fwd+bwd, dot products on the %s cores: %.3f s, copies included "
+        "(max err_o/o_mag %.3g)\n",
+        b, h, n, d, tc ? "tensor" : "CUDA", s, worst);
     CHECK(worst <= kTarget);
     if (first.value.o.empty()) {
       first = g;
