@@ -1,7 +1,8 @@
 // The error model's O(n_q n_k d) work on the GPU (bounds_gpu.hpp): the same formulas as
 // reference/bounds.cpp and bounds_backward.cpp, element for element, evaluated in float64 on the
-// device. Only the order of the fp64 sums differs from the CPU's (GEMMs there, warp reductions and
-// per-lane loops here); kSlack covers any order (docs/error-model.md, "The error model on the GPU").
+// device. Only the order of the fp64 sums differs from the CPU's (GEMMs there, warp reductions, per-lane
+// loops and, for the scores' and dP's dot products, the float64 tensor cores here: tensor_dots.cuh);
+// kSlack covers any order (docs/error-model.md, "The error model on the GPU").
 //
 // Three kernels, one warp per row or key. A block takes kWarps neighbouring rows (keys) of one head and
 // stages the other side (k and v; q and d_o) in shared tiles of kTile, which its warps share; blocks

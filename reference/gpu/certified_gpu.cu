@@ -19,7 +19,9 @@
 // a float value (the 16- and 32-bit dtypes), the products q_l k_l and d_o_l v_l are exact in float64 and
 // TwoProd's error term is 0: the kernels instantiated with Exact leave it out (the same bits, two
 // operations fewer per term), and where a dot product's partial sums are all doubles (dot_float: the
-// rows' quanta show it) they run it as a plain sum, which is Dot2's result bit for bit.
+// rows' quanta show it) they run it as a plain sum, which is Dot2's result bit for bit; on a device with
+// float64 tensor cores those plain sums are taken for a tile's pairs at once (tensor_dots.cuh), the same
+// bits again (dot_float).
 // The library is compiled with --fmad=false: every written operation rounds once (fma only where
 // written: __fma_rn).
 #include <cuda_runtime.h>
@@ -144,8 +146,12 @@ __global__ void row_quanta(const double* x, int64_t rows, int width, int* out) {
 // (hi, lo, abs) are the plain sum's (p, +0, a) bit for bit; a, computed, is at least (1 - γ(n)) Σ|x y|,
 // so a (1 + 2^-40) <= 2^(53 + q) shows it (γ(256) < 2^-45). Otherwise Dot2 itself. The same bits
 // either way, with a third of Dot2's operations on the common path.
-// pre: where not null, (p, a) computed already by the tensor cores (block_dots: the same values under
-// the test below, whatever their order).
+// pre: where not null, (p, a) from the float64 tensor cores (tensor_dots.cuh). Under the test every
+// product and every sum of some of them is a multiple of 2^q below 2^(53+q) in magnitude, a double: no
+// step of a matrix instruction rounds, whatever its internal order, and its p and a are the loop's bits
+// (+0 for a sum of zeros, round to nearest). Where the test fails the exact Σ|x_l y_l| exceeds
+// 2^(53+q), so an a taken in any order, each step within an ulp, fails it too, and Dot2 runs. So the
+// tensor cores change no bit.
 __device__ inline void dot_float(const double* x, const double* y, int n, int q, double& hi, double& lo, double& abs,
                                  const double* pre = nullptr) {
   double p = 0, a = 0;
@@ -175,13 +181,6 @@ __device__ inline void dot_inputs(const double* x, const double* y, int n, int q
     dot2<false>(x, y, n, hi, lo, abs);
 }
 
-// The float64 tensor cores (tensor_dots.cuh) for dot_float's two sums. Under dot_float's test every
-// product x_l y_l and every sum of some of them is a multiple of 2^q below 2^(53+q) in magnitude, so a
-// double: no step of a matrix instruction rounds, whatever its internal order, and its p and a are
-// the plain loop's bits (+0 for a sum of zeros, as the loop's: round to nearest). Where the test fails
-// the exact Σ|x_l y_l| exceeds 2^(53+q), so a computed in any order with each step's error within an
-// ulp fails it too, and dot_float recomputes the pair with Dot2. So the tensor cores change no bit.
-
 struct Dev {
   Problem p;
   Seqs s;  // device pointers
@@ -201,7 +200,7 @@ struct Dev {
   int tk;               // keys per tile of the row kernels
   int kt, rt;           // keys per block and rows per tile of dkv_keys
   int d, dv;
-  bool mma;             // dot_float's sums on the tensor cores (block_dots: the same bits)
+  bool mma;             // dot_float's sums on the tensor cores (the same bits)
 };
 
 // The row of d_k and d_v the key j of group (b, h_kv) writes: the tensor's own row (kv_row), or with
