@@ -23,6 +23,7 @@ std::map<std::string, TensorMetrics> measure_outputs(const Inputs& checked, cons
   // One tensor after another, each measure() on the oracle's threads in chunks of elements
   // (reference/parallel.hpp): the same bits with any thread count.
   std::vector<TensorMetrics> out(held.size());
+  MeasureScratch scratch;  // one set of per-element arrays for every tensor
   for (size_t x = 0; x < held.size(); ++x) {
     const verdict::TensorVerdict& t = held[x];
     const std::string name = t.tensor;
@@ -30,7 +31,7 @@ std::map<std::string, TensorMetrics> measure_outputs(const Inputs& checked, cons
                         : name == "lse" ? Scale{Scale::Absolute}
                                         : Scale{Scale::TensorMax};
     TensorMetrics& m = out[x];
-    m = measure(t.got, *t.ref, *t.bound, t.dtype, scale);
+    m = measure(t.got, *t.ref, *t.bound, t.dtype, scale, &scratch);
     if (t.bound->empty()) continue;  // no bound, no verdict
     m.pass = t.held.ok, m.why = t.held.why, m.why_index = t.held.ok ? -1 : t.held.worst;
   }

@@ -191,13 +191,8 @@ std::vector<double> quantiles_parallel(const double* x, size_t n, const std::vec
   return out;
 }
 
-namespace {
-
-// One chunk's share of measure(): kChunk consecutive elements (the last chunk fewer), scanned in
-// order. Chunks are cut by element count, never by thread count, and their shares are joined in
-// chunk order, so the metrics are the same bits with 1 thread or 16 (and, for a tensor of one
-// chunk, those of a serial scan).
-constexpr int64_t kChunk = int64_t(1) << 16;
+// (Named, not anonymous: MeasureScratch::Impl, a class of the public header, holds them.)
+namespace metrics_detail {
 
 // n doubles, uninitialised, in transparent huge pages where the kernel grants them (madvise): a
 // tensor of 10^8 elements fills 2.4 GB of these, and first-touch faults of 4 KB pages cost more than
@@ -216,6 +211,31 @@ struct HugeBuffer {
   ~HugeBuffer() { munmap(p, bytes); }
 };
 
+}  // namespace metrics_detail
+
+struct MeasureScratch::Impl {
+  std::unique_ptr<metrics_detail::HugeBuffer> ratios, ulps, steps;
+};
+MeasureScratch::MeasureScratch() : impl(std::make_unique<Impl>()) {}
+MeasureScratch::~MeasureScratch() = default;
+
+namespace {
+
+// One chunk's share of measure(): kChunk consecutive elements (the last chunk fewer), scanned in
+// order. Chunks are cut by element count, never by thread count, and their shares are joined in
+// chunk order, so the metrics are the same bits with 1 thread or 16 (and, for a tensor of one
+// chunk, those of a serial scan).
+constexpr int64_t kChunk = int64_t(1) << 16;
+
+// b's memory for n doubles: b's own where it holds as many, else a new buffer.
+double* hold_n(std::unique_ptr<metrics_detail::HugeBuffer>& b, size_t n) {
+  if (!b || b->bytes < std::max<size_t>(n, 1) * sizeof(double)) {
+    b.reset();  // (the old mapping goes before the new one is made)
+    b = std::make_unique<metrics_detail::HugeBuffer>(n);
+  }
+  return b->p;
+}
+
 struct Share {
   TensorMetrics m;  // counts, maxima, histograms, worst element
   double sum_sq = 0, sum_e = 0, sum_ref_sq = 0, sum_ulp = 0, sum_mag = 0, worst_key = -1;
@@ -227,7 +247,7 @@ bool worse(double key, double than) { return key > than || (key != key && than =
 }  // namespace
 
 TensorMetrics measure(const std::vector<double>& got, const std::vector<double>& ref, const std::vector<double>& bound,
-                      DType out, Scale scale) {
+                      DType out, Scale scale, MeasureScratch* scratch) {
   TensorMetrics m;
   m.has_bound = !bound.empty();
   if (got.size() != ref.size() || (m.has_bound && bound.size() != ref.size()) ||
@@ -257,7 +277,11 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
   const size_t finite = static_cast<size_t>(at[size_t(chunks)]);
   // Left uninitialised: the scan writes every slot, and its threads touch the pages first (on a
   // tensor of 10^8 elements, zeroing them on this thread alone costs more than the scan).
-  const HugeBuffer ratios(m.has_bound ? finite : 0), ulps(finite), steps_all(finite);
+  MeasureScratch own;
+  MeasureScratch::Impl& mem = *(scratch ? scratch : &own)->impl;
+  double* const ratios = m.has_bound ? hold_n(mem.ratios, finite) : nullptr;
+  double* const ulps = hold_n(mem.ulps, finite);
+  double* const steps_all = hold_n(mem.steps, finite);
   std::vector<Share> shares(static_cast<size_t>(chunks));
   ref::parallel_for(chunks, [&](int64_t c) {
     Share sh;  // on this thread's stack: neighbouring chunks' shares would share cache lines
@@ -284,17 +308,17 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
       }
       t.max_scaled = worst(t.max_scaled, scaled);
       const double u = grid_ulp(grid, r), ue = ae / u;
-      t.ulp_max = std::max(t.ulp_max, ue), sh.sum_ulp += ue, ulps.p[slot] = ue;
+      t.ulp_max = std::max(t.ulp_max, ue), sh.sum_ulp += ue, ulps[slot] = ue;
       sh.sum_mag += r > 0 ? e : r < 0 ? -e : 0.0;
       const int64_t steps = std::llabs(grid_ordinal(grid, y) - grid_ordinal(grid, round_to(out, r)));
-      t.excess_max = std::max(t.excess_max, steps), steps_all.p[slot] = double(steps);
+      t.excess_max = std::max(t.excess_max, steps), steps_all[slot] = double(steps);
       t.correctly_rounded += steps == 0;
       t.ulp_hist[size_t(ulp_bin(steps))]++;
       double key = scaled;
       if (m.has_bound) {
         const double bd = bound[size_t(x)];
         const double ratio = ae == 0 && bd == bd ? 0.0 : (bd > 0 ? ae / bd : (bd == 0 ? kInf : kNaN));
-        ratios.p[slot] = ratio;
+        ratios[slot] = ratio;
         t.ratio_hist[size_t(ratio_bin(ratio))]++;
         t.ratio_max = worst(t.ratio_max, ratio);
         key = ratio;
@@ -330,10 +354,10 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
   }
   // The quantiles, each on every thread.
   if (m.count > 0) {
-    m.ulp_p99 = quantiles_parallel(ulps.p, finite, {0.99})[0];
-    m.excess_p99 = int64_t(quantiles_parallel(steps_all.p, finite, {0.99})[0]);
+    m.ulp_p99 = quantiles_parallel(ulps, finite, {0.99})[0];
+    m.excess_p99 = int64_t(quantiles_parallel(steps_all, finite, {0.99})[0]);
     if (m.has_bound) {
-      const std::vector<double> r = quantiles_parallel(ratios.p, finite, {0.99, 0.90, 0.50});
+      const std::vector<double> r = quantiles_parallel(ratios, finite, {0.99, 0.90, 0.50});
       m.ratio_p99 = r[0], m.ratio_p90 = r[1], m.ratio_p50 = r[2];
     }
   }

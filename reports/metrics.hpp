@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "contract/attention.h"
@@ -67,10 +68,24 @@ struct Scale {
   const std::vector<double>* per_element = nullptr;  // Elementwise
 };
 
+// The per-element arrays measure() fills for its quantiles (three doubles an element), kept from one
+// call to the next: measure_outputs measures a case's tensors one after another, and on a training
+// shape's tensors fresh memory for each costs more in first-touch page faults than the scan itself.
+class MeasureScratch {
+ public:
+  MeasureScratch();
+  ~MeasureScratch();
+  MeasureScratch(const MeasureScratch&) = delete;
+  MeasureScratch& operator=(const MeasureScratch&) = delete;
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
 // `got` holds exact values of type `out`; `bound` may be empty (no ratio metrics). The numbers only:
-// whether got is within bound is verdict::hold's to say (verdict/verdict.hpp).
+// whether got is within bound is verdict::hold's to say (verdict/verdict.hpp). scratch: memory to
+// reuse (the same numbers with or without it).
 TensorMetrics measure(const std::vector<double>& got, const std::vector<double>& ref, const std::vector<double>& bound,
-                      DType out, Scale scale);
+                      DType out, Scale scale, MeasureScratch* scratch = nullptr);
 
 // The q-quantile of x by the lower nearest rank: sorted x at index floor(q (n - 1)); 0 when empty.
 double quantile(std::vector<double> x, double q);

@@ -262,6 +262,39 @@ TEST_CASE("measure over many chunks: thread-count independent, and the plain sca
   }
 }
 
+// measure_outputs reuses one MeasureScratch over a case's tensors: a scratch that held a larger
+// tensor's arrays, then a smaller one's, then grows for a larger one again, changes no number.
+TEST_CASE("measure with a reused scratch gives the numbers of a fresh one", "[cpu]") {
+  uint64_t x = 777;
+  auto next = [&] { return double((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 11) * 0x1p-53; };
+  auto tensor = [&](size_t n, std::vector<double>& got, std::vector<double>& exact, std::vector<double>& bound) {
+    got.resize(n), exact.resize(n), bound.assign(n, 1e-3);
+    for (size_t i = 0; i < n; ++i) {
+      exact[i] = 4 * next() - 2;
+      got[i] = double(float(exact[i] + (next() - 0.5) * 1e-3));
+    }
+  };
+  MeasureScratch scratch;
+  for (const size_t n : {size_t(200000), size_t(70000), size_t(300001)}) {
+    std::vector<double> got, exact, bound;
+    tensor(n, got, exact, bound);
+    for (const bool bounded : {true, false}) {  // (without a bound the ratios' array is not taken)
+      const std::vector<double> b = bounded ? bound : std::vector<double>{};
+      const TensorMetrics fresh = measure(got, exact, b, DType::BF16, Scale{Scale::TensorMax});
+      const TensorMetrics reused = measure(got, exact, b, DType::BF16, Scale{Scale::TensorMax}, &scratch);
+      CHECK(std::memcmp(&fresh.rmse, &reused.rmse, sizeof(double)) == 0);
+      CHECK(fresh.ulp_p99 == reused.ulp_p99);
+      CHECK(fresh.excess_p99 == reused.excess_p99);
+      CHECK(fresh.ratio_p50 == reused.ratio_p50);
+      CHECK(fresh.ratio_p90 == reused.ratio_p90);
+      CHECK(fresh.ratio_p99 == reused.ratio_p99);
+      CHECK(fresh.ulp_hist == reused.ulp_hist);
+      CHECK(fresh.worst == reused.worst);
+      CHECK(fresh.count == int64_t(n));
+    }
+  }
+}
+
 TEST_CASE("quantiles_parallel gives nth_element's quantiles, with any thread count", "[cpu]") {
   // Three arrays past the direct path (2^22 candidates): spread values, which one histogram splits;
   // values bunched in one bucket of it (a second histogram); and mostly exact zeros with NaNs and
