@@ -191,7 +191,7 @@ std::vector<double> quantiles_parallel(const double* x, size_t n, const std::vec
   return out;
 }
 
-// (Named, not anonymous: MeasureScratch::Impl, a class of the public header, holds them.)
+// (Named, not anonymous: MeasureScratch, a class of the public header, holds them.)
 namespace metrics_detail {
 
 // n doubles, uninitialised, in transparent huge pages where the kernel grants them (madvise): a
@@ -213,10 +213,7 @@ struct HugeBuffer {
 
 }  // namespace metrics_detail
 
-struct MeasureScratch::Impl {
-  std::unique_ptr<metrics_detail::HugeBuffer> ratios, ulps, steps;
-};
-MeasureScratch::MeasureScratch() : impl(std::make_unique<Impl>()) {}
+MeasureScratch::MeasureScratch() = default;
 MeasureScratch::~MeasureScratch() = default;
 
 namespace {
@@ -278,7 +275,7 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
   // Left uninitialised: the scan writes every slot, and its threads touch the pages first (on a
   // tensor of 10^8 elements, zeroing them on this thread alone costs more than the scan).
   MeasureScratch own;
-  MeasureScratch::Impl& mem = *(scratch ? scratch : &own)->impl;
+  MeasureScratch& mem = scratch ? *scratch : own;
   double* const ratios = m.has_bound ? hold_n(mem.ratios, finite) : nullptr;
   double* const ulps = hold_n(mem.ulps, finite);
   double* const steps_all = hold_n(mem.steps, finite);

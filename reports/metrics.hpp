@@ -71,14 +71,16 @@ struct Scale {
 // The per-element arrays measure() fills for its quantiles (three doubles an element), kept from one
 // call to the next: measure_outputs measures a case's tensors one after another, and on a training
 // shape's tensors fresh memory for each costs more in first-touch page faults than the scan itself.
+namespace metrics_detail {
+struct HugeBuffer;  // (metrics.cpp)
+}
 class MeasureScratch {
  public:
   MeasureScratch();
   ~MeasureScratch();
   MeasureScratch(const MeasureScratch&) = delete;
   MeasureScratch& operator=(const MeasureScratch&) = delete;
-  struct Impl;
-  std::unique_ptr<Impl> impl;
+  std::unique_ptr<metrics_detail::HugeBuffer> ratios, ulps, steps;
 };
 
 // `got` holds exact values of type `out`; `bound` may be empty (no ratio metrics). The numbers only:
