@@ -273,7 +273,8 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
     ref_max = std::max(ref_max, chunk_max[size_t(c)]), at[size_t(c) + 1] += at[size_t(c)];
   const size_t finite = static_cast<size_t>(at[size_t(chunks)]);
   // Left uninitialised: the scan writes every slot, and its threads touch the pages first (on a
-  // tensor of 10^8 elements, zeroing them on this thread alone costs more than the scan).
+  // tensor of 10^8 elements, zeroing them on this thread alone costs more than the scan); or the
+  // scratch's, touched already by an earlier tensor.
   MeasureScratch own;
   MeasureScratch& mem = scratch ? *scratch : own;
   double* const ratios = m.has_bound ? hold_n(mem.ratios, finite) : nullptr;

@@ -7,8 +7,8 @@
 
 #include <array>
 #include <cstdint>
-#include <string>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "contract/attention.h"
@@ -68,12 +68,12 @@ struct Scale {
   const std::vector<double>* per_element = nullptr;  // Elementwise
 };
 
-// The per-element arrays measure() fills for its quantiles (three doubles an element), kept from one
-// call to the next: measure_outputs measures a case's tensors one after another, and on a training
-// shape's tensors fresh memory for each costs more in first-touch page faults than the scan itself.
 namespace metrics_detail {
 struct HugeBuffer;  // (metrics.cpp)
 }
+// The per-element arrays measure() fills for its quantiles (three doubles an element), kept from one
+// call to the next: measure_outputs measures a case's tensors one after another, and on a training
+// shape's tensors fresh memory for each costs more in first-touch page faults than the scan itself.
 class MeasureScratch {
  public:
   MeasureScratch();
