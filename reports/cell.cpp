@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <vector>
@@ -201,22 +202,25 @@ double score_max(const Inputs& in) {
   const Seqs seqs = in.seqs();
   // Logical row-major order; rows through attention.h's q_row / kv_row (dense, varlen or paged).
   const std::vector<double> q = in.q.to_f64(), k = in.k.to_f64();
-  double m = 0;
-  for (int64_t b = 0; b < p.batch; ++b) {
+  // One task per (sequence, head), side by side: a maximum (NaN never taken) is the same whatever the
+  // order its terms come in, so the result does not depend on the thread count.
+  std::vector<double> m(size_t(p.batch * p.heads_q), 0.0);
+  ref::parallel_for(p.batch * p.heads_q, [&](int64_t task) {
+    const int64_t b = task / p.heads_q, h = task % p.heads_q;
     const int64_t n_q = seq_n_q(p, seqs, b), n_k = seq_n_k(p, seqs, b);
-    for (int64_t h = 0; h < p.heads_q; ++h)
-      for (int64_t i = std::max<int64_t>(0, n_q - 64); i < n_q; ++i) {
-        const double* qi = &q[size_t(q_row(p, seqs, b, h, i) * p.d)];
-        for (int64_t j = 0; j < n_k; ++j) {
-          if (!ref::sees(p, i, j, n_q, n_k)) continue;
-          const double* kj = &k[size_t(kv_row(p, seqs, b, kv_head(p, int32_t(h)), j) * p.d)];
-          double s = 0;
-          for (int64_t c = 0; c < p.d; ++c) s += qi[c] * kj[c];
-          m = std::max(m, std::fabs(p.scale * s));
-        }
+    double& mt = m[size_t(task)];
+    for (int64_t i = std::max<int64_t>(0, n_q - 64); i < n_q; ++i) {
+      const double* qi = &q[size_t(q_row(p, seqs, b, h, i) * p.d)];
+      for (int64_t j = 0; j < n_k; ++j) {
+        if (!ref::sees(p, i, j, n_q, n_k)) continue;
+        const double* kj = &k[size_t(kv_row(p, seqs, b, kv_head(p, int32_t(h)), j) * p.d)];
+        double s = 0;
+        for (int64_t c = 0; c < p.d; ++c) s += qi[c] * kj[c];
+        mt = std::max(mt, std::fabs(p.scale * s));
       }
-  }
-  return m;
+    }
+  });
+  return m.empty() ? 0.0 : *std::max_element(m.begin(), m.end());
 }
 
 }  // namespace fc::report

@@ -2,7 +2,10 @@
 // inputs that are consistent and use exactly the case's variant, reproducible from (id, seed), and
 // element labels in the variants' own coordinates.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <set>
 
 #include <map>
@@ -234,4 +237,33 @@ TEST_CASE("padded varlen labels name the sequence, or the padding", "[cpu]") {
   CHECK(element_label(c, "o", (3 * 2 + 1) * 64 + 5) == "o[b=1,h=1,i=1,c=5]");
   CHECK(element_label(c, "o", (67 * 2 + 0) * 64) == "o[b=2,h=0,i=0,c=0]");
   CHECK(element_label(c, "o", (66 * 2 + 0) * 64) == "o[b=pad,h=0,i=66,c=0]");
+}
+
+TEST_CASE("score_max: the largest scaled score of a sequence's last 64 rows, the same with any thread count",
+          "[cpu]") {
+  // A dense problem (batch, heads, n, d) with GQA; every q and k zero but three planted elements.
+  CaseSpec c = case_of("F16/normal/n64");
+  c.p.batch = 2, c.p.heads_q = 4, c.p.heads_kv = 2, c.p.n_q = c.p.n_k = 96;
+  Inputs in = make_inputs(c, 3);
+  const Problem& p = in.p;
+  for (int64_t i = 0; i < in.q.numel(); ++i) in.q.set(i, 0.0);
+  for (int64_t i = 0; i < in.k.numel(); ++i) in.k.set(i, 0.0);
+  const auto at = [&](int64_t b, int64_t h, int64_t heads, int64_t i, int64_t col) {
+    return ((b * heads + h) * p.n_q + i) * p.d + col;
+  };
+  // Batch 1, head 3 (kv head 1): row 95 against key 7 scores 4 * -3 = -12 before the scale.
+  in.q.set(at(1, 3, p.heads_q, 95, 5), 4.0);
+  in.k.set(at(1, 1, p.heads_kv, 7, 5), -3.0);
+  // Row 31 is past the last 64 rows: its larger score (8 * -3) is not among them.
+  in.q.set(at(1, 3, p.heads_q, 31, 5), 8.0);
+  CHECK(score_max(in) == std::fabs(p.scale * 12.0));
+  // Random inputs: the per-head maxima side by side give what one thread gives.
+  const Inputs r = make_inputs(c, 4);
+  setenv("FC_THREADS", "1", 1);
+  const double one = score_max(r);
+  setenv("FC_THREADS", "3", 1);
+  const double three = score_max(r);
+  unsetenv("FC_THREADS");
+  CHECK(one > 0);
+  CHECK(std::bit_cast<uint64_t>(one) == std::bit_cast<uint64_t>(three));
 }
