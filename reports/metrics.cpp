@@ -7,9 +7,11 @@
 #include <cmath>
 #include <limits>
 #include <new>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
+#include "contract/rounding.h"
 #include "contract/tensor.hpp"
 #include "reference/parallel.hpp"
 
@@ -46,12 +48,12 @@ struct Grid {
   int64_t ord_inf;     // ordinal of infinity: the largest finite's + 1
 };
 int exponent_of(double a) { return int((std::bit_cast<uint64_t>(a) >> 52) & 0x7ff) - 1023; }  // a normal, > 0
-double grid_ulp(const Grid& g, double x) {
+[[gnu::always_inline]] inline double grid_ulp(const Grid& g, double x) {
   const double a = std::fabs(x);
   if (!(a >= g.min_normal)) return g.sub_ulp;  // subnormal, 0, NaN
   return pow2((a == kInf ? g.e_top : std::min(exponent_of(a), g.e_top)) - g.p + 1);
 }
-int64_t grid_ordinal(const Grid& g, double x) {
+[[gnu::always_inline]] inline int64_t grid_ordinal(const Grid& g, double x) {
   if (std::isinf(x)) return x > 0 ? g.ord_inf : -g.ord_inf;
   const double a = std::fabs(x);
   int64_t ord;
@@ -63,6 +65,24 @@ int64_t grid_ordinal(const Grid& g, double x) {
   }
   return x < 0 ? -ord : ord;
 }
+// round_to(t, ·) with t's parameters looked up once: measure rounds every element's reference.
+struct Rounder {
+  DType t;
+  int p = 0, e_min = 0, e_max = 0;
+  explicit Rounder(DType t_) : t(t_) {
+    if (t == DType::F16 || t == DType::BF16)
+      p = dtype_info(t).precision, e_min = dtype_info(t).min_exp, e_max = dtype_info(t).max_exp;
+  }
+  double operator()(double x) const {
+    switch (t) {
+      case DType::F16:
+      case DType::BF16: return round_binary(x, p, e_min, e_max);
+      case DType::F32: return double(float(x));
+      case DType::F64: return x;
+      default: return round_to(t, x);
+    }
+  }
+};
 Grid grid_of(DType t) {
   const Format f = format_of(t);
   Grid g{f.p, f.emin, std::ilogb(max_finite(t)), pow2(f.emin), pow2(f.emin - f.p + 1), 0.0, 0};
@@ -78,8 +98,36 @@ const std::array<double, kRatioBins - 1> kRatioEdges = {1e-6, 2e-6, 5e-6, 1e-5, 
                                                         2e-1, 5e-1, 1e0,  2e0,  5e0,  1e1};
 
 int ratio_bin(double ratio) {
-  if (ratio != ratio) return kRatioBins - 1;  // a NaN ratio counts with the worst
-  return int(std::upper_bound(kRatioEdges.begin(), kRatioEdges.end(), ratio) - kRatioEdges.begin());
+  // upper_bound's index (the edges at or below the ratio) from the ratio's binade: the edges are at
+  // least a factor 2 apart, so a binade [2^e, 2^(e+1)) holds at most one of them, and the bin is the
+  // count below the binade plus one comparison. measure bins every element, and a search's chain of
+  // comparisons costs more than the scan's other work.
+  struct Binade {
+    int below;    // edges < 2^e
+    double edge;  // the edge in [2^e, 2^(e+1)), or NaN (never at or below a ratio)
+  };
+  constexpr int kLow = -21, kHigh = 4;  // the binades of the edges (1e-6 ... 10)
+  static const std::array<Binade, kHigh - kLow + 1> binades = [] {
+    std::array<Binade, kHigh - kLow + 1> t{};
+    size_t placed = 0;
+    for (int e = kLow; e <= kHigh; ++e) {
+      Binade& b = t[size_t(e - kLow)];
+      b.below = 0, b.edge = kNaN;
+      for (const double edge : kRatioEdges) {
+        b.below += edge < pow2(e);
+        if (edge < pow2(e) || edge >= pow2(e + 1)) continue;
+        if (b.edge == b.edge) throw std::logic_error("ratio_bin: two edges in one binade");
+        b.edge = edge, ++placed;
+      }
+    }
+    if (placed != kRatioEdges.size()) throw std::logic_error("ratio_bin: an edge outside the table's binades");
+    return t;
+  }();
+  if (ratio != ratio) return kRatioBins - 1;              // a NaN ratio counts with the worst
+  if (!(ratio >= pow2(kLow))) return 0;                   // below every edge, or negative
+  if (!(ratio < pow2(kHigh + 1))) return kRatioBins - 1;  // past every edge, or infinite
+  const Binade& b = binades[size_t(exponent_of(ratio) - kLow)];
+  return b.below + (b.edge <= ratio);
 }
 
 int ulp_bin(int64_t steps) {
@@ -147,20 +195,40 @@ std::vector<double> quantiles_parallel(const double* x, size_t n, const std::vec
     while (s0 < search.size() && (search[s0].left <= kFew || search[s0].decided >= 64)) ++s0;
     if (s0 == search.size()) break;
     const Search at = search[s0];
-    std::vector<std::vector<size_t>> hist(size_t(tasks), std::vector<size_t>(size_t(1) << kDigit, 0));
+    // Each task's histogram, and the least and greatest key among its candidates: where those agree
+    // over every task, the candidates are one value (a tensor of small integers: most of its elements
+    // 0 or 1), which decides the search without passes over its remaining digits.
+    struct Pass {
+      std::vector<size_t> h = std::vector<size_t>(size_t(1) << kDigit, 0);
+      uint64_t lo = ~uint64_t(0), hi = 0;
+    };
+    std::vector<Pass> pass(static_cast<size_t>(tasks));
     ref::parallel_for(tasks, [&](int64_t t) {
-      auto& h = hist[size_t(t)];
+      Pass& ps = pass[size_t(t)];
       const auto [a, b] = part(t);
+      uint64_t lo = ps.lo, hi = ps.hi;
       for (size_t i = a; i < b; ++i) {
         const uint64_t key = order_key(x[i]);
-        if (at.holds(key)) ++h[size_t((key >> (64 - at.decided - kDigit)) & ((uint64_t(1) << kDigit) - 1))];
+        if (!at.holds(key)) continue;
+        ++ps.h[size_t((key >> (64 - at.decided - kDigit)) & ((uint64_t(1) << kDigit) - 1))];
+        lo = std::min(lo, key), hi = std::max(hi, key);
       }
+      ps.lo = lo, ps.hi = hi;
     });
     std::vector<size_t> count(size_t(1) << kDigit, 0);
-    for (const auto& h : hist)
-      for (size_t dg = 0; dg < h.size(); ++dg) count[dg] += h[dg];
+    uint64_t lo = ~uint64_t(0), hi = 0;
+    for (const Pass& ps : pass) {
+      for (size_t dg = 0; dg < ps.h.size(); ++dg) count[dg] += ps.h[dg];
+      lo = std::min(lo, ps.lo), hi = std::max(hi, ps.hi);
+    }
+    // (The value is the key's, as where the passes run to the last digit: ±0 as +0, NaN as quiet NaN.)
+    const bool one_value = lo == hi;
     for (Search& se : search) {
       if (se.decided != at.decided || se.prefix != at.prefix || se.left <= kFew) continue;
+      if (one_value) {
+        se.k = 0, se.left = 1, se.prefix = lo, se.decided = 64;
+        continue;
+      }
       size_t digit = 0, below = 0;
       while (se.k >= below + count[digit]) below += count[digit++];
       se.k -= below, se.left = count[digit], se.prefix = (se.prefix << kDigit) | digit, se.decided += kDigit;
@@ -254,6 +322,7 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
   }
   const int64_t n = int64_t(ref.size()), chunks = (n + kChunk - 1) / kChunk;
   const Grid grid = grid_of(out);
+  const Rounder round_out(out);
   const auto range = [&](int64_t c) { return std::pair{c * kChunk, std::min(n, (c + 1) * kChunk)}; };
   const auto both_finite = [&](int64_t x) { return std::isfinite(got[size_t(x)]) && std::isfinite(ref[size_t(x)]); };
   // First pass: the TensorMax scale, and where each chunk's finite elements start in the quantiles'
@@ -308,7 +377,7 @@ TensorMetrics measure(const std::vector<double>& got, const std::vector<double>&
       const double u = grid_ulp(grid, r), ue = ae / u;
       t.ulp_max = std::max(t.ulp_max, ue), sh.sum_ulp += ue, ulps[slot] = ue;
       sh.sum_mag += r > 0 ? e : r < 0 ? -e : 0.0;
-      const int64_t steps = std::llabs(grid_ordinal(grid, y) - grid_ordinal(grid, round_to(out, r)));
+      const int64_t steps = std::llabs(grid_ordinal(grid, y) - grid_ordinal(grid, round_out(r)));
       t.excess_max = std::max(t.excess_max, steps), steps_all[slot] = double(steps);
       t.correctly_rounded += steps == 0;
       t.ulp_hist[size_t(ulp_bin(steps))]++;

@@ -107,6 +107,22 @@ TEST_CASE("histogram bins put each value where the documented edges say", "[cpu]
   CHECK(ratio_bin(10.0) == 22);
   CHECK(ratio_bin(kInf) == 22);
   CHECK(ratio_bin(kNaN) == 22);
+  // Everywhere: the index std::upper_bound gives over the edges (kRatioEdges ascend), at each edge and
+  // its neighbours, at every power of two, at random magnitudes, and below zero.
+  const auto search = [](double r) {
+    return int(std::upper_bound(kRatioEdges.begin(), kRatioEdges.end(), r) - kRatioEdges.begin());
+  };
+  std::vector<double> at = {-kInf, -1.0, -0.0, 0x1p-1074, std::numeric_limits<double>::max()};
+  for (const double e : kRatioEdges)
+    at.insert(at.end(), {e, std::nextafter(e, 0.0), std::nextafter(e, kInf), -e});
+  for (int e = -1074; e <= 1023; ++e) at.insert(at.end(), {std::ldexp(1.0, e), std::nextafter(std::ldexp(1.0, e), 0.0)});
+  std::mt19937_64 rng(3);
+  for (int k = 0; k < 100000; ++k)
+    at.push_back(std::ldexp(std::uniform_real_distribution<double>(1, 2)(rng), int(rng() % 60) - 40));
+  for (const double r : at) {
+    INFO(r);
+    CHECK(ratio_bin(r) == search(r));
+  }
 }
 
 TEST_CASE("quantile is the lower nearest rank, NaN last", "[cpu]") {
@@ -298,10 +314,11 @@ TEST_CASE("measure with a reused scratch gives the numbers of a fresh one", "[cp
 TEST_CASE("quantiles_parallel gives nth_element's quantiles, with any thread count", "[cpu]") {
   // Three arrays past the direct path (2^22 candidates): spread values, which one histogram splits;
   // values bunched in one bucket of it (a second histogram); and mostly exact zeros with NaNs and
-  // infinities (every bit decided, no candidates gathered). And a small one, gathered at once.
+  // infinities (every bit decided, no candidates gathered). And a small one, gathered at once; and
+  // small integers.
   std::mt19937_64 rng(25);
   std::normal_distribution<double> normal;
-  std::vector<std::vector<double>> arrays(4);
+  std::vector<std::vector<double>> arrays(5);
   for (int k = 0; k < 6'000'000; ++k)
     arrays[0].push_back(std::fabs(normal(rng)) * std::ldexp(1.0, int(rng() % 40) - 20));
   for (int k = 0; k < 6'000'000; ++k) arrays[1].push_back(1.0 + std::ldexp(double(rng() % 5000), -30));
@@ -310,6 +327,12 @@ TEST_CASE("quantiles_parallel gives nth_element's quantiles, with any thread cou
     arrays[2].push_back(r < 80 ? 0.0 : r < 85 ? kNaN : r < 87 ? kInf : r < 90 ? -1.5 : double(r));
   }
   for (int k = 0; k < 1000; ++k) arrays[3].push_back(k % 7 == 0 ? kNaN : normal(rng));
+  // Small integers, as measure's ULP steps: the median's bucket (1.0) past 2^22 candidates, all one
+  // value (decided by the second histogram's least and greatest key, with no more passes).
+  for (int k = 0; k < 6'000'000; ++k) {
+    const uint64_t r = rng() % 100;
+    arrays[4].push_back(r < 20 ? 0.0 : r < 95 ? 1.0 : r < 99 ? 2.0 : 7.0);
+  }
   const std::vector<double> qs = {0.99, 0.9, 0.5, 0.0, 1.0, 0.83};
   for (size_t a = 0; a < arrays.size(); ++a) {
     const std::vector<double>& x = arrays[a];
