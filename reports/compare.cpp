@@ -130,8 +130,11 @@ json compare_report(const CompareOptions& o, const Inputs& in, std::vector<std::
   std::future<std::pair<uint64_t, double>> about = std::async(std::launch::async, [&in] {
     return std::pair{inputs_hash(in), score_max(in)};
   });
-  Inputs checked = in;
-  if (!got.has_grads()) checked.d_o = HostTensor();  // no gradients to audit: the forward's bound only
+  // The inputs checked: the file's, less d_o where there are no gradients to audit (the forward's
+  // bound only). Copied only then: a training shape's inputs are a gigabyte.
+  Inputs forward_only;
+  if (!got.has_grads()) forward_only = in, forward_only.d_o = HostTensor();
+  const Inputs& checked = got.has_grads() ? in : forward_only;
   // Widened once, for the oracle and every tile's bound.
   const ref::Tensors64 checked64 = verdict::tensors64(checked);
   stage("outputs");
@@ -167,7 +170,9 @@ json compare_report(const CompareOptions& o, const Inputs& in, std::vector<std::
   const double base_s = baseline_seconds(in.p, c.backward);
   if (base_s <= o.max_baseline_seconds) {
     const Subject base = baseline_subject();
-    const Inputs base_in = mixed_dtypes(in.p) ? uniform_dtype(checked) : checked;
+    Inputs uniform;  // (a copy only where the dtypes are mixed)
+    if (mixed_dtypes(in.p)) uniform = uniform_dtype(checked);
+    const Inputs& base_in = mixed_dtypes(in.p) ? uniform : checked;
     const CellRun base_run = run_cell(c, base_in, base_in, nullptr, want, base);
     base_err = max_abs_of(base_run.metrics);
   }

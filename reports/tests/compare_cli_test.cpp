@@ -87,6 +87,26 @@ TEST_CASE("compare passes a correct kernel's outputs and fails a planted error a
     CHECK_FALSE(cn["tensors"][t].contains("baseline_ratio"));
     CHECK(cn["tensors"][t]["ratio"] == cell["tensors"][t]["ratio"]);
   }
+  // Outputs of the forward alone (o and lse): o and lse judged against the forward's bound, the same
+  // numbers as with the gradients beside them; the planted error still fails.
+  Outputs fwd = f.out;
+  fwd.d_q = fwd.d_k = fwd.d_v = HostTensor();
+  io::write_outputs(f.dir + "/fwd.safetensors", fwd, {});
+  const RunResult fo =
+      compare(f, f.dir + "/fwd.safetensors", {"--rounding", "nearest", "--out", f.dir + "/fw"});
+  CAPTURE(fo.out, fo.err);
+  CHECK(fo.code == 0);
+  std::ifstream ff(f.dir + "/fw/report.json");
+  const json rf_fwd = json::parse(ff);
+  const json& cf = rf_fwd["cells"][0];
+  CHECK(cf["tensors"].size() == 2);
+  for (const char* t : {"o", "lse"}) CHECK(cf["tensors"][t]["ratio"] == cell["tensors"][t]["ratio"]);
+  Outputs fwd_bad = bad;
+  fwd_bad.d_q = fwd_bad.d_k = fwd_bad.d_v = HostTensor();
+  io::write_outputs(f.dir + "/fwd_bad.safetensors", fwd_bad, {});
+  const RunResult fb = compare(f, f.dir + "/fwd_bad.safetensors");
+  CHECK(fb.code == 1);
+  CHECK(fb.out.find("o[b=0,h=1,i=40,c=3]") != std::string::npos);
   const RunResult neg = compare(f, f.outputs, {"--max-baseline-seconds", "-1"});
   CHECK(neg.code == 2);
   CHECK(neg.stderr_lines() == 1);
