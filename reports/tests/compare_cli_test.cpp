@@ -92,8 +92,7 @@ TEST_CASE("compare passes a correct kernel's outputs and fails a planted error a
   Outputs fwd = f.out;
   fwd.d_q = fwd.d_k = fwd.d_v = HostTensor();
   io::write_outputs(f.dir + "/fwd.safetensors", fwd, {});
-  const RunResult fo =
-      compare(f, f.dir + "/fwd.safetensors", {"--rounding", "nearest", "--out", f.dir + "/fw"});
+  const RunResult fo = compare(f, f.dir + "/fwd.safetensors", {"--rounding", "nearest", "--out", f.dir + "/fw"});
   CAPTURE(fo.out, fo.err);
   CHECK(fo.code == 0);
   std::ifstream ff(f.dir + "/fw/report.json");

@@ -113,9 +113,9 @@ TEST_CASE("histogram bins put each value where the documented edges say", "[cpu]
     return int(std::upper_bound(kRatioEdges.begin(), kRatioEdges.end(), r) - kRatioEdges.begin());
   };
   std::vector<double> at = {-kInf, -1.0, -0.0, 0x1p-1074, std::numeric_limits<double>::max()};
-  for (const double e : kRatioEdges)
-    at.insert(at.end(), {e, std::nextafter(e, 0.0), std::nextafter(e, kInf), -e});
-  for (int e = -1074; e <= 1023; ++e) at.insert(at.end(), {std::ldexp(1.0, e), std::nextafter(std::ldexp(1.0, e), 0.0)});
+  for (const double e : kRatioEdges) at.insert(at.end(), {e, std::nextafter(e, 0.0), std::nextafter(e, kInf), -e});
+  for (int e = -1074; e <= 1023; ++e)
+    at.insert(at.end(), {std::ldexp(1.0, e), std::nextafter(std::ldexp(1.0, e), 0.0)});
   std::mt19937_64 rng(3);
   for (int k = 0; k < 100000; ++k)
     at.push_back(std::ldexp(std::uniform_real_distribution<double>(1, 2)(rng), int(rng() % 60) - 40));

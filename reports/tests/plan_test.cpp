@@ -1,6 +1,6 @@
 // The audit's variant cases (reports/variant_plan.cpp): every variant regime in every plan and dtype,
 // inputs that are consistent and use exactly the case's variant, reproducible from (id, seed), and
-// element labels in the variants' own coordinates.
+// element labels in the variants' own coordinates; and the largest score a case reports (score_max).
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -239,8 +239,7 @@ TEST_CASE("padded varlen labels name the sequence, or the padding", "[cpu]") {
   CHECK(element_label(c, "o", (66 * 2 + 0) * 64) == "o[b=pad,h=0,i=66,c=0]");
 }
 
-TEST_CASE("score_max: the largest scaled score of a sequence's last 64 rows, the same with any thread count",
-          "[cpu]") {
+TEST_CASE("score_max: the largest scaled score of a sequence's last 64 rows, the same with any thread count", "[cpu]") {
   // A dense problem (batch, heads, n, d) with GQA; every q and k zero but three planted elements.
   CaseSpec c = case_of("F16/normal/n64");
   c.p.batch = 2, c.p.heads_q = 4, c.p.heads_kv = 2, c.p.n_q = c.p.n_k = 96;
@@ -254,7 +253,7 @@ TEST_CASE("score_max: the largest scaled score of a sequence's last 64 rows, the
   // Batch 1, head 3 (kv head 1): row 95 against key 7 scores 4 * -3 = -12 before the scale.
   in.q.set(at(1, 3, p.heads_q, 95, 5), 4.0);
   in.k.set(at(1, 1, p.heads_kv, 7, 5), -3.0);
-  // Row 31 is past the last 64 rows: its larger score (8 * -3) is not among them.
+  // Row 31 is not among the last 64 rows (32 ... 95): its larger score (8 * -3) does not count.
   in.q.set(at(1, 3, p.heads_q, 31, 5), 8.0);
   CHECK(score_max(in) == std::fabs(p.scale * 12.0));
   // Random inputs: the per-head maxima side by side give what one thread gives.
