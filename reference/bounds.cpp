@@ -10,6 +10,8 @@
 #include <limits>
 #include <memory>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "bounds_model.hpp"
 #include "reference/parallel.hpp"
@@ -586,12 +588,20 @@ std::vector<Bounds> dense_bounds(const Problem& p, const Tensors64& in, const Ce
   const bool bwd = !in.d_o.empty();
   std::vector<std::unique_ptr<Consts>> ks;
   std::vector<Bounds> Bs(precs.size());
+  // Each arithmetic's bound arrays, zeroed a task each: fresh memory faults in on the thread that
+  // first writes it, and a training shape's arrays are a gigabyte apiece.
+  std::vector<std::pair<std::vector<double>*, int64_t>> arrays;
   for (size_t x = 0; x < precs.size(); ++x) {
     ks.push_back(std::make_unique<Consts>(p, in, ref, precs[x]));
     Bounds& B = Bs[x];
-    B.o.assign(size_t(numel_o(p)), 0.0), B.lse.assign(size_t(numel_lse(p)), 0.0);
-    if (bwd) B.d_q.assign(size_t(numel_q(p)), 0.0), B.d_k.assign(size_t(numel_kv(p)), 0.0);
-    if (bwd) B.d_v.assign(size_t(numel_v(p)), 0.0);
+    arrays.insert(arrays.end(), {{&B.o, numel_o(p)}, {&B.lse, numel_lse(p)}});
+    if (bwd) arrays.insert(arrays.end(), {{&B.d_q, numel_q(p)}, {&B.d_k, numel_kv(p)}, {&B.d_v, numel_v(p)}});
+  }
+  {
+    const SerialScope few(double(numel_o(p) + numel_q(p)) * double(precs.size()) < double(1 << 20));
+    parallel_for(int64_t(arrays.size()), [&](int64_t t) {
+      arrays[size_t(t)].first->assign(size_t(arrays[size_t(t)].second), 0.0);
+    });
   }
   if (precs.empty()) return Bs;
   bool phi = false;
