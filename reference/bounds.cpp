@@ -588,21 +588,14 @@ std::vector<Bounds> dense_bounds(const Problem& p, const Tensors64& in, const Ce
   const bool bwd = !in.d_o.empty();
   std::vector<std::unique_ptr<Consts>> ks;
   std::vector<Bounds> Bs(precs.size());
-  // Each arithmetic's bound arrays, zeroed a task each: fresh memory faults in on the thread that
-  // first writes it, and a training shape's arrays are a gigabyte apiece.
-  std::vector<std::pair<std::vector<double>*, int64_t>> arrays;
+  std::vector<std::pair<std::vector<double>*, int64_t>> arrays;  // each arithmetic's, zeroed a task each
   for (size_t x = 0; x < precs.size(); ++x) {
     ks.push_back(std::make_unique<Consts>(p, in, ref, precs[x]));
     Bounds& B = Bs[x];
     arrays.insert(arrays.end(), {{&B.o, numel_o(p)}, {&B.lse, numel_lse(p)}});
     if (bwd) arrays.insert(arrays.end(), {{&B.d_q, numel_q(p)}, {&B.d_k, numel_kv(p)}, {&B.d_v, numel_v(p)}});
   }
-  {
-    const SerialScope few(double(numel_o(p) + numel_q(p)) * double(precs.size()) < double(1 << 20));
-    parallel_for(int64_t(arrays.size()), [&](int64_t t) {
-      arrays[size_t(t)].first->assign(size_t(arrays[size_t(t)].second), 0.0);
-    });
-  }
+  zero_each(arrays);
   if (precs.empty()) return Bs;
   bool phi = false;
   for (const auto& k : ks) phi = phi || k->kv_head_phi > 0;

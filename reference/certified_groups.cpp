@@ -101,9 +101,7 @@ struct KeyGrads {
   std::vector<char> poisoned;  // (n_k): keys an uncertified row sees
 };
 
-// Values and errors of p's outputs, all zero (gradients when grads).
-// Each array zeroed on a task of its own: fresh memory faults in on the thread that first writes it,
-// and a training shape's arrays are a gigabyte apiece.
+// Values and errors of p's outputs, all zero (gradients when grads), an array a task (zero_each).
 Certified zeroed(const Problem& p, bool grads) {
   Certified c;
   std::vector<std::pair<std::vector<double>*, int64_t>> arrays = {{&c.o_mag, numel_o(p)}};
@@ -111,10 +109,7 @@ Certified zeroed(const Problem& p, bool grads) {
     arrays.insert(arrays.end(), {{&r->o, numel_o(p)}, {&r->lse, numel_lse(p)}});
     if (grads) arrays.insert(arrays.end(), {{&r->d_q, numel_q(p)}, {&r->d_k, numel_kv(p)}, {&r->d_v, numel_v(p)}});
   }
-  const SerialScope few(numel_o(p) + numel_q(p) < (int64_t(1) << 20));
-  parallel_for(int64_t(arrays.size()), [&](int64_t t) {
-    arrays[size_t(t)].first->assign(size_t(arrays[size_t(t)].second), 0.0);
-  });
+  zero_each(arrays);
   return c;
 }
 

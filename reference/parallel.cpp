@@ -65,6 +65,15 @@ void parallel_rows(int64_t rows, int64_t block, const std::function<void(int64_t
   parallel_for((rows + block - 1) / block, [&](int64_t t) { fn(t * block, std::min(rows, (t + 1) * block)); });
 }
 
+void zero_each(const std::vector<std::pair<std::vector<double>*, int64_t>>& arrays) {
+  int64_t total = 0;
+  for (const auto& a : arrays) total += a.second;
+  const SerialScope few(total < (int64_t(1) << 20));
+  parallel_for(int64_t(arrays.size()), [&](int64_t t) {
+    arrays[size_t(t)].first->assign(size_t(arrays[size_t(t)].second), 0.0);
+  });
+}
+
 SerialScope::SerialScope(bool on) : was_(in_task) { in_task = in_task || on; }
 SerialScope::~SerialScope() { in_task = was_; }
 

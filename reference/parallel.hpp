@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
+#include <vector>
 
 namespace fc::ref {
 
@@ -21,6 +23,11 @@ void parallel_for(int64_t tasks, const std::function<void(int64_t)>& fn);
 
 // Row blocks of `block` rows covering [0, rows): fn(begin, end) for each, in parallel.
 void parallel_rows(int64_t rows, int64_t block, const std::function<void(int64_t, int64_t)>& fn);
+
+// Each array assigned its count of zeros, a task each: fresh memory faults in on the thread that first
+// writes it, and an oracle's output arrays are a gigabyte apiece on a training shape (serial where all
+// of them together are small).
+void zero_each(const std::vector<std::pair<std::vector<double>*, int64_t>>& arrays);
 
 // Blocks past 32 MiB (a training shape's tensors are 10^8 values apiece) are mapped afresh and fault
 // in 4 KB at a time, zeroed. Where transparent huge pages are given on request ("madvise"), glibc asks
