@@ -9,6 +9,7 @@
 
 #include "bounds.hpp"
 #include "contract/tensor.hpp"
+#include "reference/parallel.hpp"
 #include "reference/rounded_bound.hpp"
 
 namespace fc::ref {
@@ -103,19 +104,18 @@ double rounded_bound(double r, double e, double err_r, DType soft, DType out, bo
   return rounded_bound(r, e, err_r, rounding_of(soft), rounding_of(out), soft_round);
 }
 
-Verdict within_bound(const std::vector<double>& kernel, const std::vector<double>& ref,
-                     const std::vector<double>& bound, DType out, Infinite infinite) {
+namespace {
+
+// within_bound's scan of elements [a, b) alone: the verdict over them, from a fresh start.
+Verdict scan(const double* kernel, const double* ref, const double* bound, size_t a, size_t b, DType out,
+             Infinite infinite) {
   Verdict v;
   auto fail = [&](size_t x, const char* why) {
     v.ok = false, v.worst = int64_t(x), v.measured = std::fabs(kernel[x] - ref[x]), v.bound = bound[x];
     v.why = why;
     return v;
   };
-  if (kernel.size() != ref.size() || bound.size() != ref.size()) {
-    v.ok = false, v.why = "size mismatch";
-    return v;
-  }
-  for (size_t x = 0; x < ref.size(); ++x) {
+  for (size_t x = a; x < b; ++x) {
     const double y = kernel[x], r = ref[x], bd = bound[x];
     if (std::isnan(bd)) return fail(x, "NaN bound");
     if (std::isnan(r)) {
@@ -141,6 +141,38 @@ Verdict within_bound(const std::vector<double>& kernel, const std::vector<double
     if (ratio > v.ratio || v.worst < 0)
       v.ratio = std::max(v.ratio, ratio), v.worst = int64_t(x), v.measured = e, v.bound = bd;
     if (e > bd) return fail(x, "error exceeds the bound");
+  }
+  return v;
+}
+
+}  // namespace
+
+Verdict within_bound(const std::vector<double>& kernel, const std::vector<double>& ref,
+                     const std::vector<double>& bound, DType out, Infinite infinite) {
+  if (kernel.size() != ref.size() || bound.size() != ref.size()) {
+    Verdict v;
+    v.ok = false, v.why = "size mismatch";
+    return v;
+  }
+  // Chunks of a fixed element count on the oracle's threads (a training shape's gradient is 10^8
+  // elements), joined in order as one scan would have met them: the first failure, and before it
+  // the first element of the largest ratio. The same verdict with any thread count.
+  constexpr size_t kChunk = size_t(1) << 16;
+  const size_t n = ref.size(), chunks = (n + kChunk - 1) / kChunk;
+  const auto part = [&](size_t c) {
+    return scan(kernel.data(), ref.data(), bound.data(), c * kChunk, std::min(n, (c + 1) * kChunk), out, infinite);
+  };
+  if (chunks <= 1) return part(0);
+  std::vector<Verdict> parts(chunks);
+  parallel_for(int64_t(chunks), [&](int64_t c) { parts[size_t(c)] = part(size_t(c)); });
+  Verdict v;
+  for (Verdict& p : parts) {
+    if (!p.ok) {  // the first failure ends the scan; the ratio keeps what came before it
+      p.ratio = std::max(v.ratio, p.ratio);
+      return p;
+    }
+    if (p.worst >= 0 && (p.ratio > v.ratio || v.worst < 0))
+      v.ratio = std::max(v.ratio, p.ratio), v.worst = p.worst, v.measured = p.measured, v.bound = p.bound;
   }
   return v;
 }

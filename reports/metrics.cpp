@@ -172,9 +172,12 @@ double quantile(std::vector<double> x, double q) { return x.empty() ? 0.0 : kth(
 std::vector<double> quantiles_parallel(const double* x, size_t n, const std::vector<double>& qs) {
   std::vector<double> out(qs.size(), 0.0);
   if (n == 0) return out;
-  constexpr int kDigit = 16;                // bits a histogram sorts by
-  constexpr size_t kFew = size_t(1) << 22;  // candidates few enough for one nth_element
+  constexpr int kDigit = 16;  // bits a histogram sorts by
   const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(ref::worker_threads(), int64_t(n >> 16) + 1));
+  // Candidates few enough for one nth_element on one thread: about what a histogram pass costs each
+  // thread (a pass reads n / tasks elements a thread), so that neither the last selection nor one
+  // more pass dominates. Any threshold gives the same value: the k-th element is unique.
+  const size_t direct = std::max(size_t(1) << 16, n / size_t(tasks) / 8);
   const auto part = [&](int64_t t) {
     return std::pair{n * size_t(t) / size_t(tasks), n * size_t(t + 1) / size_t(tasks)};
   };
@@ -192,7 +195,7 @@ std::vector<double> quantiles_parallel(const double* x, size_t n, const std::vec
   // share a pass (every search shares the first).
   for (;;) {
     size_t s0 = 0;
-    while (s0 < search.size() && (search[s0].left <= kFew || search[s0].decided >= 64)) ++s0;
+    while (s0 < search.size() && (search[s0].left <= direct || search[s0].decided >= 64)) ++s0;
     if (s0 == search.size()) break;
     const Search at = search[s0];
     // Each task's histogram, and the least and greatest key among its candidates: where those agree
@@ -224,7 +227,7 @@ std::vector<double> quantiles_parallel(const double* x, size_t n, const std::vec
     // (The value is the key's, as where the passes run to the last digit: ±0 as +0, NaN as quiet NaN.)
     const bool one_value = lo == hi;
     for (Search& se : search) {
-      if (se.decided != at.decided || se.prefix != at.prefix || se.left <= kFew) continue;
+      if (se.decided != at.decided || se.prefix != at.prefix || se.left <= direct) continue;
       if (one_value) {
         se.k = 0, se.left = 1, se.prefix = lo, se.decided = 64;
         continue;
@@ -246,16 +249,16 @@ std::vector<double> quantiles_parallel(const double* x, size_t n, const std::vec
         if (gathers(q) && search[q].holds(key)) got[size_t(t)][q].push_back(x[i]);
     }
   });
-  for (size_t q = 0; q < search.size(); ++q) {
-    if (!gathers(q)) {
-      out[q] = key_value(search[q].prefix);
-      continue;
+  ref::parallel_for(int64_t(search.size()), [&](int64_t q) {  // the searches' last selections side by side
+    if (!gathers(size_t(q))) {
+      out[size_t(q)] = key_value(search[size_t(q)].prefix);
+      return;
     }
     std::vector<double> few;
-    few.reserve(search[q].left);
-    for (const auto& g : got) few.insert(few.end(), g[q].begin(), g[q].end());
-    out[q] = kth(few, search[q].k);
-  }
+    few.reserve(search[size_t(q)].left);
+    for (const auto& g : got) few.insert(few.end(), g[size_t(q)].begin(), g[size_t(q)].end());
+    out[size_t(q)] = kth(few, search[size_t(q)].k);
+  });
   return out;
 }
 

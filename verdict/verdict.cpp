@@ -59,12 +59,16 @@ std::vector<TensorVerdict> hold(const Inputs& in, const Outputs& out, const ref:
   std::erase_if(specs, [](const HeldSpec& s) { return s.ref->empty() || s.t->shape.empty(); });
   std::vector<TensorVerdict> held(specs.size());
   const ref::SerialScope small(c.value.o.size() + c.value.d_q.size() < (size_t(1) << 16));
-  ref::parallel_for(int64_t(specs.size()), [&](int64_t x) {  // independent tensors, side by side
+  ref::parallel_for(int64_t(specs.size()), [&](int64_t x) {  // widened side by side
     const HeldSpec& s = specs[size_t(x)];
     TensorVerdict& v = held[size_t(x)];
     v.tensor = s.name, v.dtype = s.dt, v.got = s.t->to_f64(), v.ref = s.ref, v.bound = s.bound;
-    if (!s.bound->empty()) v.held = ref::within_bound(v.got, *s.ref, *s.bound, s.dt);
   });
+  // Then held one after another, each on every thread (within_bound's chunks): side by side, a
+  // training shape's four gradients would keep four threads busy and leave the rest idle.
+  for (size_t x = 0; x < specs.size(); ++x)
+    if (!specs[x].bound->empty())
+      held[x].held = ref::within_bound(held[x].got, *specs[x].ref, *specs[x].bound, specs[x].dt);
   return held;
 }
 

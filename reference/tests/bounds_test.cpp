@@ -4,7 +4,9 @@
 #include "tests/catch.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <vector>
 
 #include "reference/bounds.hpp"
 
@@ -50,6 +52,55 @@ TEST_CASE("within_bound treats non-finite values exactly", "[cpu]") {
   CHECK(within_bound({-kInf}, {1.0}, {65505.0}, DType::F16).ok);
   CHECK_FALSE(within_bound({-kInf}, {1.0}, {65000.0}, DType::F16).ok);
   CHECK_FALSE(within_bound({1.0, 2.0}, {1.0}, {1.0}, DType::F16).ok);  // size mismatch
+}
+
+TEST_CASE("within_bound over many chunks: the first failure, and before it the first largest ratio", "[cpu]") {
+  // Five chunks of 2^16 elements and a part: ref 1, bound 1, errors below 0.01 but for the planted
+  // ones, whose verdicts are written out by hand. Each on 1 thread and on 3.
+  const size_t n = 5 * (size_t(1) << 16) + 123;
+  std::vector<double> ref_v(n, 1.0), bound(n, 1.0), base(n);
+  for (size_t x = 0; x < n; ++x) base[x] = 1.0 + double(x % 97) * 1e-4;
+  const auto verdicts = [&](const std::vector<double>& got) {
+    std::vector<ref::Verdict> v;
+    for (const char* threads : {"1", "3"}) {
+      setenv("FC_THREADS", threads, 1);
+      v.push_back(ref::within_bound(got, ref_v, bound, DType::F32));
+    }
+    unsetenv("FC_THREADS");
+    return v;
+  };
+  std::vector<double> tie = base;  // the largest ratio twice: the first one is the worst
+  tie[70000] = tie[200000] = 1.875;
+  for (const ref::Verdict& v : verdicts(tie)) {
+    CHECK(v.ok);
+    CHECK(v.worst == 70000);
+    CHECK(v.ratio == 0.875);
+    CHECK(v.measured == 0.875);
+  }
+  std::vector<double> nan_at = tie;  // a NaN in chunk 3: the ratio is what came before it, in chunk 1
+  nan_at[200000] = base[200000], nan_at[250000] = kNaN, nan_at[260000] = 1.9375;
+  for (const ref::Verdict& v : verdicts(nan_at)) {
+    CHECK_FALSE(v.ok);
+    CHECK(v.worst == 250000);
+    CHECK(v.why == "NaN where the reference is finite");
+    CHECK(v.ratio == 0.875);
+  }
+  std::vector<double> exceeds = nan_at;  // an earlier failure, past the bound, in chunk 2
+  exceeds[140000] = 3.5;
+  for (const ref::Verdict& v : verdicts(exceeds)) {
+    CHECK_FALSE(v.ok);
+    CHECK(v.worst == 140000);
+    CHECK(v.why == "error exceeds the bound");
+    CHECK(v.ratio == 2.5);  // its own ratio counts: the scan measured it before it failed
+    CHECK(v.measured == 2.5);
+  }
+  std::vector<double> last = base;  // the last element of the last, short chunk
+  last[n - 1] = kInf;
+  for (const ref::Verdict& v : verdicts(last)) {
+    CHECK_FALSE(v.ok);
+    CHECK(v.worst == int64_t(n - 1));
+    CHECK(v.why == "infinite where the reference is finite");
+  }
 }
 
 TEST_CASE("the dtypes' units and floors, read from the dtype table, are IEEE's and bfloat16's", "[cpu]") {

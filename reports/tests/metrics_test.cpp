@@ -312,7 +312,7 @@ TEST_CASE("measure with a reused scratch gives the numbers of a fresh one", "[cp
 }
 
 TEST_CASE("quantiles_parallel gives nth_element's quantiles, with any thread count", "[cpu]") {
-  // Three arrays past the direct path (2^22 candidates): spread values, which one histogram splits;
+  // Three arrays past the direct path (n / threads / 8 candidates, at least 2^16): spread values;
   // values bunched in one bucket of it (a second histogram); and mostly exact zeros with NaNs and
   // infinities (every bit decided, no candidates gathered). And a small one, gathered at once; and
   // small integers.
@@ -327,7 +327,7 @@ TEST_CASE("quantiles_parallel gives nth_element's quantiles, with any thread cou
     arrays[2].push_back(r < 80 ? 0.0 : r < 85 ? kNaN : r < 87 ? kInf : r < 90 ? -1.5 : double(r));
   }
   for (int k = 0; k < 1000; ++k) arrays[3].push_back(k % 7 == 0 ? kNaN : normal(rng));
-  // Small integers, as measure's ULP steps: the median's bucket (1.0) past 2^22 candidates, all one
+  // Small integers, as measure's ULP steps: the median's bucket (1.0) past the direct path, all one
   // value (decided by the second histogram's least and greatest key, with no more passes).
   for (int k = 0; k < 6'000'000; ++k) {
     const uint64_t r = rng() % 100;
