@@ -7,6 +7,7 @@
 #include <cmath>
 #include <future>
 #include <stdexcept>
+#include <utility>
 
 #include "io/attention_io.hpp"
 #include "io/safetensors.hpp"
@@ -31,7 +32,7 @@ Outputs read_outputs(const std::string& path, const Inputs& in) {
   auto take = [&](const char* name, HostTensor& dst, DType dtype, const std::vector<int64_t>& shape) {
     auto it = f.tensors.find(name);
     if (it == f.tensors.end()) return;
-    const HostTensor& t = it->second;
+    HostTensor& t = it->second;
     if (t.dtype != dtype)
       throw io::FileError(io::FileFault::MixedDtypes, path,
                           fmt::format("tensor \"{}\" is {}, expected {} (the inputs' dtype for it; lse is {})", name,
@@ -40,7 +41,7 @@ Outputs read_outputs(const std::string& path, const Inputs& in) {
       throw io::FileError(io::FileFault::BadShape, path,
                           fmt::format("tensor \"{}\" has shape [{}], expected [{}]", name, fmt::join(t.shape, ", "),
                                       fmt::join(shape, ", ")));
-    dst = t;
+    dst = std::move(t);  // (each name taken once: a training shape's gradient is a quarter gigabyte)
   };
   for (const auto& [name, t] : f.tensors)
     if (name != "o" && name != "lse" && name != "d_q" && name != "d_k" && name != "d_v")
