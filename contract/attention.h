@@ -281,10 +281,10 @@ FC_HD inline int64_t lse_index(const Problem& p, const Seqs& s, int64_t b, int64
 }
 
 // Row counts of the query-side and key-side tensors, and element counts of the contract's tensors.
-inline int64_t rows_q(const Problem& p) {
+FC_HD inline int64_t rows_q(const Problem& p) {
   return p.varlen ? p.total_q * p.heads_q : int64_t(p.batch) * p.heads_q * p.n_q;
 }
-inline int64_t rows_kv(const Problem& p) {
+FC_HD inline int64_t rows_kv(const Problem& p) {
   if (p.page_size > 0) return int64_t(p.num_pages) * p.page_size * p.heads_kv;
   return p.varlen ? p.total_k * p.heads_kv : int64_t(p.batch) * p.heads_kv * p.n_k;
 }

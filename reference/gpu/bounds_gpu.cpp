@@ -115,7 +115,7 @@ std::string bounds_not_covered(const Problem& p, const Precision& prec) {
 }
 
 Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& ref,
-                        const std::vector<Precision>& precs, Timing* timing) {
+                        const std::vector<Precision>& precs, Timing* timing, const Schedule& schedule) {
   const auto start = std::chrono::steady_clock::now();
   Timing tm;
   auto timed = [](double& into, auto&& step) {
@@ -133,7 +133,7 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
         "error model: a sum of more than 2^20 terms (n_k, heads_q/heads_kv * n_q, d or d_v) is "
         "beyond what its evaluation covers");
   const bool bwd = !in.d_o.empty();
-  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q, keys = int64_t(p.batch) * p.heads_kv * p.n_k;
+  const int64_t rows = rows_q(p), keys = rows_kv(p);
   Bounds out;
   if (rows == 0 || p.n_k == 0) {  // nothing on the device to do: the CPU model's answer
     if (timing) *timing = Timing{};
@@ -178,6 +178,7 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
     return Finish{rounding_of(soft),    rounding_of(types.o),  rounding_of(kc.lse_type),
                   rounding_of(types.q), rounding_of(types.kv), model::kSlack};
   };
+  const bool mma = schedule.tensor_cores && tensor_cores_present();
   // One precision's ModelDev: its constants, the shared data, its own buffers.
   auto model_of = [&](const model::Consts& kc, PrecDev& b) {
     const Arithmetic& ar = kc.ar;
@@ -193,6 +194,7 @@ Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& 
     m.w_D = {b.kD->p, kc.w_D.kappa_max, kc.w_D.scale(), kc.w_D.floors()};
     m.l = closed_chain(ar.l, kc.ftz), m.pv = closed_chain(ar.pv, kc.ftz), m.dq = closed_chain(ar.dq, kc.ftz);
     m.dkv = closed_chain(ar.dkv, kc.ftz), m.l_chain = ar.l, m.dkv_plain = is_plain(ar.dkv);
+    m.mma = mma;
     m.dkv_shape = closed_shape(m.dkv, group * kc.n_q16, 0);
     m.l_acc_u = unit_roundoff(ar.l.acc);
     m.fa1 = ar.pv.merge == Merge::Serial, m.l_sums_stored_p = ar.l_sums_stored_p, m.p_normalised = ar.p_normalised;

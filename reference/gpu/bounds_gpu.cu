@@ -1,7 +1,8 @@
 // The error model's O(n_q n_k d) work on the GPU (bounds_gpu.hpp): the same formulas as
 // reference/bounds.cpp and bounds_backward.cpp, element for element, evaluated in float64 on the
-// device. Only the order of the fp64 sums differs from the CPU's (GEMMs there, warp reductions and
-// per-lane loops here); kSlack covers any order (docs/error-model.md, "The error model on the GPU").
+// device. Only the order of the fp64 sums differs from the CPU's (GEMMs there, warp reductions, per-lane
+// loops and, for the scores' and dP's dot products, the float64 tensor cores here: tensor_dots.cuh);
+// kSlack covers any order (docs/error-model.md, "The error model on the GPU").
 //
 // Three kernels, one warp per row or key. A block takes kWarps neighbouring rows (keys) of one head and
 // stages the other side (k and v; q and d_o) in shared tiles of kTile, which its warps share; blocks
@@ -25,6 +26,7 @@
 #include <string>
 
 #include "reference/gpu/bounds_gpu_dev.hpp"
+#include "reference/gpu/tensor_dots.cuh"
 
 namespace fc::ref::gpu {
 namespace {
@@ -119,11 +121,15 @@ __device__ inline Dot dot(const double* x, const double* y, const DotChain& w, i
   }
   return r;
 }
+// pre: the three sums from the tensor cores (tile_dots<3>), or null (dot on the CUDA cores).
+__device__ inline Dot dot_or(const double* pre, const double* x, const double* y, const DotChain& w, int n) {
+  return pre ? Dot{pre[0], pre[1], pre[2]} : dot(x, y, w, n);
+}
 // ws: m.w_s with its weights where the block keeps them (shared memory).
 __device__ inline Sc score(const ModelDev& m, const DotChain& ws, const double* q, const double* kr, double q_abs_sum,
-                           double k_abs_sum) {
+                           double k_abs_sum, const double* pre) {
   const int d = int(m.p.d);
-  const Dot x = dot(q, kr, ws, d);
+  const Dot x = dot_or(pre, q, kr, ws, d);
   const double scale = fabs(m.p.scale);
   Sc s;
   s.s = m.p.scale * x.xy, s.a = scale * x.abs;
@@ -140,9 +146,9 @@ struct DP {
 };
 // wdp: m.w_dp with its weights where the block keeps them.
 __device__ inline DP d_p(const ModelDev& m, const DotChain& wdp, const double* d_o, const double* v, double sum_do,
-                         double v_abs_sum) {
+                         double v_abs_sum, const double* pre) {
   const int dv = int(m.dv);
-  const Dot x = dot(d_o, v, wdp, dv);
+  const Dot x = dot_or(pre, d_o, v, wdp, dv);
   return {x.xy, x.abs, dot_error(m, wdp, x.weighted, x.abs, sum_do, v_abs_sum, dv)};
 }
 
@@ -234,10 +240,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
   const Problem& p = ms.p;
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32;
   const int d = int(p.d), dv = int(ms.dv);
-  double* kap = sm;                     // (d) the scores' chain weights
-  double* q = kap + d + wib * d;        // (d) this warp's q
-  double* tile = kap + d + kWarps * d;  // (kTile, max(d, d_v) + 1): k, then v
-  OFinish* fin = reinterpret_cast<OFinish*>(tile + kTile * ((d > dv ? d : dv) + 1)) + wib * Tiles;  // this warp's
+  double* kap = sm;                                       // (d) the scores' chain weights
+  double* q = kap + d + wib * d;                          // (d) this warp's q
+  double* tile = kap + d + kWarps * d;                    // (kTile, max(d, d_v) + 1): k, then v
+  double* dots = tile + kTile * ((d > dv ? d : dv) + 1);  // (kWarps, kTile, 3): the tensor cores' score sums
+  OFinish* fin = reinterpret_cast<OFinish*>(dots + kWarps * kTile * 3) + wib * Tiles;  // this warp's
   // This warp's chains l and pv at its row's lengths (in shared memory: too many registers to keep).
   ClosedShape* shp = reinterpret_cast<ClosedShape*>(fin - wib * Tiles + kWarps * Tiles) + wib * 2;
   DotChain ws = ms.w_s;
@@ -282,10 +289,15 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) forward_rows(const __g
       const int cnt = int(hi - t0 < kTile ? hi - t0 : kTile);
       load_tile(tile, kb + t0 * d, cnt, d);
       __syncthreads();
+      if (ms.mma) {  // every warp's row against the tile's keys (the warps' q rows are d apart)
+        tile_dots<3>(kap + d, d, kWarps, tile, d + 1, cnt, d, kap, dots, 3 * kTile, 3);
+        __syncthreads();
+      }
       const int64_t ja = t0 + lane;
       if (lane < cnt && ja >= jb && ja < je) {
         const int64_t j = ja - jb;
-        const Sc s = score(ms, ws, q, tile + lane * (d + 1), q_abs, kabs[ja]);
+        const Sc s =
+            score(ms, ws, q, tile + lane * (d + 1), q_abs, kabs[ja], ms.mma ? dots + (wib * kTile + lane) * 3 : nullptr);
         const double logP = fmin(0.0, s.s - lse);
         const double zeta = double(p.d + 4) * 0x1p-53 * s.a + 0x1p-51 * (fabs(s.s) + fabs(lse) + 1) + 0.0 + err_lse;
         const double y = logP + zeta;
@@ -590,11 +602,19 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_rows(const __
   double* kap_dp = kap_s + d;                // (d_v) dP's
   double* q = kap_dp + dv + wib * (d + dv);  // (d) this warp's q, then (d_v) its d_o
   double* dO = q + d;
-  double* kt = kap_dp + dv + kWarps * (d + dv);                     // (kTile, d + 1)
-  double* vt = kt + kTile * (d + 1);                                // (kTile, d_v + 1)
-  double* alpha = vt + kTile * (dv + 1) + wib * 2 * Tiles * kTile;  // (Tiles, kTile) this warp's alpha_j
-  double* alpha0 = alpha + Tiles * kTile;                           // (Tiles, 32) each lane's share of alpha_0
-  RowPrec* rp = reinterpret_cast<RowPrec*>(vt + kTile * (dv + 1) + kWarps * 2 * Tiles * kTile) + wib * Tiles;
+  double* kt = kap_dp + dv + kWarps * (d + dv);  // (kTile, d + 1)
+  double* vt = kt + kTile * (d + 1);             // (kTile, d_v + 1)
+  // The tensor cores' three sums of each pair's score, then of its dP, warp by warp (kTile, 3): in the
+  // warp's alpha_j, free until the pair's terms are written, where it holds them (the shared memory of
+  // two blocks a multiprocessor has no room for more), else on their own.
+  constexpr bool in_alpha = Tiles * kTile >= kTile * 3;
+  double* dots = vt + kTile * (dv + 1);
+  double* alpha_base = dots + (in_alpha ? 0 : kWarps * kTile * 3);
+  double* alpha = alpha_base + wib * 2 * Tiles * kTile;  // (Tiles, kTile) this warp's alpha_j
+  double* alpha0 = alpha + Tiles * kTile;                // (Tiles, 32) each lane's share of alpha_0
+  RowPrec* rp = reinterpret_cast<RowPrec*>(alpha_base + kWarps * 2 * Tiles * kTile) + wib * Tiles;
+  const int dots_r = in_alpha ? 2 * Tiles * kTile : kTile * 3;  // between two warps' sums
+  const double* my_dots = dots + wib * dots_r + lane * 3;
   DotChain ws = ms.w_s, wdp = ms.w_dp;
   ws.kappa = kap_s, wdp.kappa = kap_dp;
   load_vec(kap_s, ms.w_s.kappa, d);
@@ -665,17 +685,30 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_rows(const __
       load_tile(vt, ms.v + (kvh * n_k + t0) * dv, cnt, dv);
       __syncthreads();
       const int64_t a0 = jb > t0 ? jb : t0, a1 = je < t0 + cnt ? je : t0 + cnt;
+      const int64_t ja = t0 + lane;
+      const bool mine = ja >= a0 && ja < a1;
+      // The scores, then dP: on the tensor cores every warp's q, then d_o (rows d + d_v apart), against
+      // the tile's k, then v, each round's sums read before the next overwrites them.
+      const double* q0 = kap_dp + dv;
+      Sc s{};
+      DP dp{};
+      if (ms.mma) {
+        tile_dots<3>(q0, d + dv, kWarps, kt, d + 1, cnt, d, kap_s, dots, dots_r, 3);
+        __syncthreads();
+      }
+      if (mine)
+        s = score(ms, ws, q, kt + lane * (d + 1), q_abs, ms.k_abs_sum[kvh * n_k + ja], ms.mma ? my_dots : nullptr);
+      if (ms.mma) {
+        __syncthreads();
+        tile_dots<3>(q0 + d, d + dv, kWarps, vt, dv + 1, cnt, dv, kap_dp, dots, dots_r, 3);
+        __syncthreads();
+      }
+      if (mine)
+        dp = d_p(ms, wdp, dO, vt + lane * (dv + 1), sum_do, ms.v_abs_sum[kvh * n_k + ja], ms.mma ? my_dots : nullptr);
+      __syncwarp();  // (every lane's sums read before alpha_j, the same memory, is written)
       if (a1 > a0) {
-        const int64_t ja = t0 + lane;
-        const bool mine = ja >= a0 && ja < a1;
-        Sc s{};
-        DP dp{};
         PairP pp{};
-        if (mine) {
-          s = score(ms, ws, q, kt + lane * (d + 1), q_abs, ms.k_abs_sum[kvh * n_k + ja]);
-          dp = d_p(ms, wdp, dO, vt + lane * (dv + 1), sum_do, ms.v_abs_sum[kvh * n_k + ja]);
-          pp = pair_p(d, dv, s, dp, row);
-        }
+        if (mine) pp = pair_p(d, dv, s, dp, row);
 #pragma unroll 1
         for (int tp = 0; tp < nt; ++tp) {
           double al = 0;
@@ -753,10 +786,18 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_keys(const __
   double* dt = qt + kTile * (d + 1);             // (kTile, d_v + 1)
   double* st = dt + kTile * (dv + 1);            // (kTile, kTileStats)
   double* sp = st + kTile * kTileStats;          // (kTile, Tiles, 2): each precision's e_D, e_lse
+  // The tensor cores' three sums of each pair's score, then of its dP, key (warp) by key (kTile, 3): in
+  // the warp's beta_i, free until the pair's terms are written, where it holds them, else on their own
+  // (backward_rows' alpha_j).
+  constexpr bool in_beta = Tiles * n_parts * kTile >= kTile * 3;
+  double* dots = sp + kTile * Tiles * 2;
+  double* beta_base = dots + (in_beta ? 0 : kWarps * kTile * 3);
   // (Tiles, n_parts, kTile) this warp's beta_i (d_k's, d_v's), then (Tiles, n_parts, 32) each lane's
   // share of beta_0.
-  double* beta = sp + kTile * Tiles * 2 + wib * Tiles * n_parts * 2 * kTile;
+  double* beta = beta_base + wib * Tiles * n_parts * 2 * kTile;
   double* beta0 = beta + Tiles * n_parts * kTile;
+  const int dots_c = in_beta ? Tiles * n_parts * 2 * kTile : kTile * 3;  // between two keys' sums
+  const double* my_dots = dots + wib * dots_c + lane * 3;
   DotChain ws = ms.w_s, wdp = ms.w_dp;
   ws.kappa = kap_s, wdp.kappa = kap_dp;
   load_vec(kap_s, ms.w_s.kappa, d);
@@ -812,19 +853,38 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) backward_keys(const __
         }
         __syncthreads();
         const int64_t a0 = i0 > t0 ? i0 : t0, a1 = i1 < t0 + cnt ? i1 : t0 + cnt;
+        const int64_t i = t0 + lane;
+        const bool mine = i >= a0 && i < a1;
+        // The scores, then dP (d_k's terms only): on the tensor cores the tile's q, then d_o rows
+        // against every warp's k, then v (rows d + d_v apart), each round's sums read before the next
+        // overwrites them.
+        const double* k0 = kap_dp + dv;
+        Sc s{};
+        DP dp{};
+        if (ms.mma) {
+          tile_dots<3>(qt, d + 1, cnt, k0, d + dv, kWarps, d, kap_s, dots, 3, dots_c);
+          __syncthreads();
+        }
+        if (mine)
+          s = score(ms, ws, qt + lane * (d + 1), kr, st[lane * kTileStats + kTQAbs], k_abs, ms.mma ? my_dots : nullptr);
+        if constexpr (want_k) {
+          if (ms.mma) {
+            __syncthreads();
+            tile_dots<3>(dt, dv + 1, cnt, k0 + d, d + dv, kWarps, dv, kap_dp, dots, 3, dots_c);
+            __syncthreads();
+          }
+          if (mine)
+            dp = d_p(ms, wdp, dt + lane * (dv + 1), vr, st[lane * kTileStats + kTSumDo], v_abs,
+                     ms.mma ? my_dots : nullptr);
+        }
+        __syncwarp();  // (every lane's sums read before beta_i, the same memory, is written)
         if (a1 > a0) {
-          const int64_t i = t0 + lane;
-          const bool mine = i >= a0 && i < a1;
           Row row{};
-          Sc s{};
-          DP dp{};
           PairP pp{};
           int64_t step = 0;
           if (mine) {
             const double* o = st + lane * kTileStats;
             row.D = o[kTD], row.err_D64 = o[kTErrD64], row.lse = o[kTLse], row.err_lse = o[kTErrLse];
-            s = score(ms, ws, qt + lane * (d + 1), kr, o[kTQAbs], k_abs);
-            if constexpr (want_k) dp = d_p(ms, wdp, dt + lane * (dv + 1), vr, o[kTSumDo], v_abs);
             pp = pair_p(d, dv, s, dp, row);
             step = hl * steps_per_head + i / kTensorCoreFused - i0 / kTensorCoreFused;
           }
@@ -909,19 +969,22 @@ void check(cudaError_t e, const char* what) {
 // backward passes' per-precision terms for `tiles` precisions.
 size_t forward_smem(const ModelDev& m, int tiles) {
   const int64_t d = m.p.d, width = d > m.dv ? d : m.dv;
-  return size_t(d + kWarps * d + kTile * (width + 1)) * sizeof(double) + size_t(kWarps * tiles) * sizeof(OFinish) +
+  return size_t(d + kWarps * d + kTile * (width + 1) + kWarps * kTile * 3) * sizeof(double) +
+         size_t(kWarps * tiles) * sizeof(OFinish) +
          size_t(kWarps * 2) * sizeof(ClosedShape);
 }
 size_t backward_rows_smem(const ModelDev& m, int tiles) {
   const int64_t d = m.p.d, dv = m.dv;
-  return size_t(d + dv + kWarps * (d + dv) + kTile * (d + 1) + kTile * (dv + 1) + kWarps * 2 * tiles * kTile) *
+  const int64_t dots = tiles * kTile >= kTile * 3 ? 0 : kWarps * kTile * 3;  // backward_rows' in_alpha
+  return size_t(d + dv + kWarps * (d + dv) + kTile * (d + 1) + kTile * (dv + 1) + dots + kWarps * 2 * tiles * kTile) *
              sizeof(double) +
          size_t(kWarps * tiles) * sizeof(RowPrec);
 }
 size_t backward_keys_smem(const ModelDev& m, int tiles, int parts) {
   const int64_t d = m.p.d, dv = m.dv;
+  const int64_t dots = tiles * parts * kTile >= kTile * 3 ? 0 : kWarps * kTile * 3;  // backward_keys' in_beta
   return size_t(d + dv + kWarps * (d + dv) + kTile * (d + 1) + kTile * (dv + 1) + kTile * kTileStats +
-                kTile * tiles * 2 + kWarps * tiles * parts * 2 * kTile) *
+                kTile * tiles * 2 + dots + kWarps * tiles * parts * 2 * kTile) *
          sizeof(double);
 }
 
@@ -1011,8 +1074,9 @@ __device__ inline void fold_into(double* into, int64_t x, double b, bool first) 
   into[x] = first ? b : nan_max(into[x], b);
 }
 
+// (The model takes dense problems only, bounds_gpu.cpp: rows_q and rows_kv are batch · heads · n.)
 __global__ void finish_o(const ModelDev m, const Finish f, double* o_max, double* lse_max, bool first) {
-  const int64_t rows = int64_t(m.p.batch) * m.p.heads_q * m.p.n_q, dv = m.dv, n = rows * dv;
+  const int64_t rows = rows_q(m.p), dv = m.dv, n = rows * dv;
   for (int64_t x = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; x < n + rows; x += int64_t(gridDim.x) * blockDim.x) {
     if (x < n) {
       const double err = m.err_o[x];
@@ -1032,7 +1096,7 @@ __global__ void finish_o(const ModelDev m, const Finish f, double* o_max, double
 __global__ void finish_grads(const ModelDev m, const GradRef g, const GradConsts k, double* E_dq, double* E_dk,
                              double* E_dv, bool fresh) {
   const Problem& p = m.p;
-  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q, keys = int64_t(p.batch) * p.heads_kv * p.n_k;
+  const int64_t rows = rows_q(p), keys = rows_kv(p);
   const int64_t d = p.d, dv = m.dv, nq = rows * d, nk = keys * d, nv = keys * dv;
   for (int64_t x = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; x < nq + nk + nv;
        x += int64_t(gridDim.x) * blockDim.x) {
@@ -1059,7 +1123,7 @@ __global__ void finish_grads(const ModelDev m, const GradRef g, const GradConsts
 __global__ void round_grads(const ModelDev m, const GradRef g, const Finish f, const double* E_dq, const double* E_dk,
                             const double* E_dv, double* b_dq, double* b_dk, double* b_dv, bool first) {
   const Problem& p = m.p;
-  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q, keys = int64_t(p.batch) * p.heads_kv * p.n_k;
+  const int64_t rows = rows_q(p), keys = rows_kv(p);
   const int64_t d = p.d, nq = rows * d, nk = keys * d, nv = keys * m.dv;
   for (int64_t x = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; x < nq + nk + nv;
        x += int64_t(gridDim.x) * blockDim.x) {
@@ -1088,19 +1152,19 @@ void finish_check(const char* what) {
 }  // namespace
 
 void launch_finish_o(const ModelDev& m, const Finish& f, double* o_max, double* lse_max, bool first) {
-  const int64_t rows = int64_t(m.p.batch) * m.p.heads_q * m.p.n_q;
+  const int64_t rows = rows_q(m.p);
   finish_o<<<elementwise_blocks(rows * (m.dv + 1)), 256>>>(m, f, o_max, lse_max, first);
   finish_check("o's last rounding");
 }
 void launch_finish_grads(const ModelDev& m, const GradRef& g, const GradConsts& k, double* E_dq, double* E_dk,
                          double* E_dv, bool fresh) {
-  const int64_t rows = int64_t(m.p.batch) * m.p.heads_q * m.p.n_q, keys = int64_t(m.p.batch) * m.p.heads_kv * m.p.n_k;
+  const int64_t rows = rows_q(m.p), keys = rows_kv(m.p);
   finish_grads<<<elementwise_blocks(rows * m.p.d + keys * (m.p.d + m.dv)), 256>>>(m, g, k, E_dq, E_dk, E_dv, fresh);
   finish_check("the gradients' errors");
 }
 void launch_round_grads(const ModelDev& m, const GradRef& g, const Finish& f, const double* E_dq, const double* E_dk,
                         const double* E_dv, double* b_dq, double* b_dk, double* b_dv, bool first) {
-  const int64_t rows = int64_t(m.p.batch) * m.p.heads_q * m.p.n_q, keys = int64_t(m.p.batch) * m.p.heads_kv * m.p.n_k;
+  const int64_t rows = rows_q(m.p), keys = rows_kv(m.p);
   round_grads<<<elementwise_blocks(rows * m.p.d + keys * (m.p.d + m.dv)), 256>>>(m, g, f, E_dq, E_dk, E_dv, b_dq, b_dk,
                                                                                  b_dv, first);
   finish_check("the gradients' last rounding");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "reference/bounds.hpp"
+#include "reference/gpu/certified_gpu.hpp"
 
 namespace fc::ref::gpu {
 
@@ -23,10 +24,11 @@ struct Timing {
 };
 
 // error_bounds_max(p, in, ref, precs) computed on the device (each precision covered); *timing, where
-// given, gets its times (zeros where the problem has no rows or keys). Throws std::invalid_argument
+// given, gets its times (zeros where the problem has no rows or keys); schedule: the tensor cores or
+// not (certified_gpu.hpp). Throws std::invalid_argument
 // where error_bounds would (sums past kMaxTerms), std::runtime_error on a CUDA error or when the
 // device lacks the memory.
 Bounds error_bounds_max(const Problem& p, const Tensors64& in, const Certified& ref,
-                        const std::vector<Precision>& precs, Timing* timing = nullptr);
+                        const std::vector<Precision>& precs, Timing* timing = nullptr, const Schedule& schedule = {});
 
 }  // namespace fc::ref::gpu

@@ -30,6 +30,7 @@ struct ModelDev {
   ClosedShape dkv_shape;  // dkv at its one length, group x n_q16 (closed_shape)
   Chain l_chain;          // its adder and truncation (LSum's lower side)
   bool dkv_plain;
+  bool mma;  // the dot products of the scores and dP on the float64 tensor cores (tensor_dots.cuh)
   double l_acc_u;  // unit_roundoff(ar.l.acc)
   // The arithmetic's flags (contract/arithmetic.h).
   bool fa1, l_sums_stored_p, p_normalised, exp_exact_at_zero, base2, ds_from_stored_p;

@@ -19,7 +19,9 @@
 // a float value (the 16- and 32-bit dtypes), the products q_l k_l and d_o_l v_l are exact in float64 and
 // TwoProd's error term is 0: the kernels instantiated with Exact leave it out (the same bits, two
 // operations fewer per term), and where a dot product's partial sums are all doubles (dot_float: the
-// rows' quanta show it) they run it as a plain sum, which is Dot2's result bit for bit.
+// rows' quanta show it) they run it as a plain sum, which is Dot2's result bit for bit; on a device with
+// float64 tensor cores those plain sums are taken for a tile's pairs at once (tensor_dots.cuh), the same
+// bits again (dot_float).
 // The library is compiled with --fmad=false: every written operation rounds once (fma only where
 // written: __fma_rn).
 #include <cuda_runtime.h>
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "reference/gpu/certified_gpu.hpp"
+#include "reference/gpu/tensor_dots.cuh"
 
 namespace fc::ref::gpu {
 namespace {
@@ -47,6 +50,7 @@ constexpr int kThreads = 256;
 constexpr int kRows = 8;      // R: rows per block of forward_rows and dq_rows
 constexpr int kMaxTK = 32;    // keys per tile of the row kernels: 32, 16 or 8 (keys_per_tile)
 static_assert(kRows * 8 % 32 == 0 && kRows * kMaxTK <= kThreads, "forward_rows: a pair per thread, whole warps");
+static_assert(kRows % 8 == 0 && kThreads % 32 == 0, "tile_dots: rows in blocks of 8, whole warps");
 constexpr int kMaxRowT = 32;  // rows per tile of dkv_keys: 32, 16 or 8 (Dev::rt)
 constexpr int kMaxKeyT = 8;   // keys per block of dkv_keys: 8, 4 or 2 (Dev::kt)
 constexpr int kMaxHeadDim = 256;
@@ -142,12 +146,23 @@ __global__ void row_quanta(const double* x, int64_t rows, int width, int* out) {
 // (hi, lo, abs) are the plain sum's (p, +0, a) bit for bit; a, computed, is at least (1 - γ(n)) Σ|x y|,
 // so a (1 + 2^-40) <= 2^(53 + q) shows it (γ(256) < 2^-45). Otherwise Dot2 itself. The same bits
 // either way, with a third of Dot2's operations on the common path.
-__device__ inline void dot_float(const double* x, const double* y, int n, int q, double& hi, double& lo, double& abs) {
+// pre: where not null, (p, a) from the float64 tensor cores (tensor_dots.cuh). Under the test every
+// product and every sum of some of them is a multiple of 2^q below 2^(53+q) in magnitude, a double: no
+// step of a matrix instruction rounds, whatever its internal order, and its p and a are the loop's bits
+// (+0 for a sum of zeros, round to nearest). Where the test fails the exact Σ|x_l y_l| exceeds
+// 2^(53+q), so an a taken in any order, each step within an ulp, fails it too, and Dot2 runs. So the
+// tensor cores change no bit.
+__device__ inline void dot_float(const double* x, const double* y, int n, int q, double& hi, double& lo, double& abs,
+                                 const double* pre = nullptr) {
   double p = 0, a = 0;
-  for (int l = 0; l < n; ++l) {
-    const double h = x[l] * y[l];
-    p = p + h;
-    a = a + fabs(h);
+  if (pre) {
+    p = pre[0], a = pre[1];
+  } else {
+    for (int l = 0; l < n; ++l) {
+      const double h = x[l] * y[l];
+      p = p + h;
+      a = a + fabs(h);
+    }
   }
   // (A vector of zeros: q past 2^19, the test 0 <= 2^1023; p = +0, as Dot2's, from +-0 products.)
   if (a * (1 + 0x1p-40) <= ldexp(1.0, min(53 + q, 1023))) {
@@ -158,9 +173,10 @@ __device__ inline void dot_float(const double* x, const double* y, int n, int q,
 }
 // The Dot2 of the kernels: dot_float where every input is a float value (Exact), else Dot2 with TwoProd.
 template <bool Exact>
-__device__ inline void dot_inputs(const double* x, const double* y, int n, int q, double& hi, double& lo, double& abs) {
+__device__ inline void dot_inputs(const double* x, const double* y, int n, int q, double& hi, double& lo, double& abs,
+                                  const double* pre = nullptr) {
   if constexpr (Exact)
-    dot_float(x, y, n, q, hi, lo, abs);
+    dot_float(x, y, n, q, hi, lo, abs, pre);
   else
     dot2<false>(x, y, n, hi, lo, abs);
 }
@@ -184,6 +200,7 @@ struct Dev {
   int tk;               // keys per tile of the row kernels
   int kt, rt;           // keys per block and rows per tile of dkv_keys
   int d, dv;
+  bool mma;             // dot_float's sums on the tensor cores (the same bits)
 };
 
 // The row of d_k and d_v the key j of group (b, h_kv) writes: the tensor's own row (kv_row), or with
@@ -225,12 +242,12 @@ __device__ inline RowId row_id(const Dev& D, int64_t b, int64_t h_kv, int64_t r)
   return id;
 }
 
-// The score s = scale·q·k as sh + sl and its bound eps (docs: "Scores").
+// The score s = scale·q·k as sh + sl and its bound eps (docs: "Scores"). pre: dot_float's.
 template <bool Exact>
 __device__ inline void score(const double* qr, const double* kr, int d, int qk, double scale, double& sh, double& sl,
-                             double& eps) {
+                             double& eps, const double* pre) {
   double hi, lo, abs;
-  dot_inputs<Exact>(qr, kr, d, qk, hi, lo, abs);
+  dot_inputs<Exact>(qr, kr, d, qk, hi, lo, abs, pre);
   double e1;
   two_prod(scale, hi, sh, e1);
   const double sc = scale * lo;
@@ -277,11 +294,11 @@ __device__ inline double mask_at(const double* t, const int64_t* sh, int64_t b, 
 // (soft_cap: its slope in *cap), then ALiBi's -slope·|i' - j| and the mask tensor's additive value,
 // each added as the CPU oracle adds them (reference/certified_variants.cpp: TwoProd and TwoSum exact,
 // the low part's roundings charged to eps). false: a block bit, a boolean bit or an additive -inf hides
-// the key (weight exactly 0).
+// the key (weight exactly 0). pre: q·k's (p, a) from the tensor cores, or null (dot_float).
 template <bool Exact>
 __device__ inline bool biased_score(const Dev& D, const double* qr, const double* kr, int qk, int64_t b, int64_t h,
                                     int64_t i, int64_t n_q, int64_t n_k, int64_t j, double& sh, double& sl, double& eps,
-                                    CapSlope* cap = nullptr) {
+                                    const double* pre, CapSlope* cap = nullptr) {
   const Problem& p = D.p;
   double x = 0;  // the additive value
   if (p.block_q > 0 && mask_at(D.block_mask, D.bshape, b, h, i / p.block_q, j / p.block_k) == 0) return false;
@@ -294,7 +311,7 @@ __device__ inline bool biased_score(const Dev& D, const double* qr, const double
       return false;
     }
   }
-  score<Exact>(qr, kr, p.d, qk, p.scale, sh, sl, eps);
+  score<Exact>(qr, kr, p.d, qk, p.scale, sh, sl, eps, pre);
   if (p.softcap > 0) {
     const CapSlope cs = soft_cap(p.softcap, sh, sl, eps);
     if (cap) *cap = cs;
@@ -362,6 +379,8 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
   double* t_sh = vt + TK * pdv;     // (R, TK): pass 1's weights
   double* t_x = t_sh + kRows * TK;  // |xl| (-1: dropped)
   double* vmax = t_x + kRows * TK;  // (dv)
+  double* t_pa = vmax + dv;         // (R, TK, 2): the tensor cores' q·k (p, a)
+  const bool mma = Exact && kHaveDmma && D.mma;
   // This thread's elements (row, column) of o and o_mag: e-th at threadIdx.x + e·kThreads of the (R, dv)
   // tile; each a chunk's partial (part) and the sum of the chunks before it (tot).
   double o_tot[kRowPer], o_part[kRowPer], m_tot[kRowPer], m_part[kRowPer];
@@ -409,6 +428,10 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
       load_quanta(t_ke, D.kq, TK, cnt, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
       if (pass == 1) load_rows(vt, D.v, TK, cnt, dv, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
       __syncthreads();
+      if (mma) {
+        tile_dots<2>(q, pd, kRows, kt, pd, TK, d, nullptr, t_pa, 2 * TK, 2);
+        __syncthreads();
+      }
       // One pair per thread (kRows·TK <= kThreads, whole warps: TK divides 32); a row's pairs are TK
       // adjacent lanes of one warp.
       if (threadIdx.x < kRows * TK) {
@@ -417,7 +440,7 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
         double sh = -INFINITY, sl = 0, eps = 0;
         const bool seen = s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t] &&
                           biased_score<Exact>(D, q + t * pd, kt + jj * pd, s_qe[t] + t_ke[jj], b, s_h[t], s_i[t], n_q,
-                                              n_k, j, sh, sl, eps);
+                                              n_k, j, sh, sl, eps, mma ? t_pa + 2 * idx : nullptr);
         if (pass == 0) {
           // The row's statistics over the keys it sees (the masks' hidden ones not): a count, a flag,
           // maxima, none of which depends on the order, reduced across the row's lanes.
@@ -565,16 +588,17 @@ __global__ void __launch_bounds__(kThreads, 2) forward_rows(Dev D) {
 struct PairTerms {
   double pr, ds, e;
 };
-// sh + sl: the pair's score, cap its softcap slope (biased_score).
+// sh + sl: the pair's score, cap its softcap slope (biased_score); pre: d_o·v's (p, a) from the tensor
+// cores, or null.
 template <bool Exact>
 __device__ inline PairTerms pair(const Dev& D, double sh, double sl, const CapSlope& cap, const double* dor,
-                                 const double* vr, int qv, const double* st) {
+                                 const double* vr, int qv, const double* st, const double* pre) {
   double xl;
   bool dropped;
   const double pt = weight(sh, sl, st[kMx], xl, dropped);
   const double pr = pt * st[kInvL];
   double ph, pc, pa;
-  dot_inputs<Exact>(dor, vr, D.dv, qv, ph, pc, pa);
+  dot_inputs<Exact>(dor, vr, D.dv, qv, ph, pc, pa, pre);
   const double dpv = ph + pc;
   const double e_p = 1.01 * kU * fabs(dpv) + dot_err(D.dv, pa);
   const double big_d = st[kD], err_d = st[kErrD], kp = st[kKappa] * (1 + st[kKappa]), tail = st[kTail];
@@ -597,12 +621,15 @@ __global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
   const int d = D.d, dv = D.dv, TK = D.tk, pd = d + 1, pdv = dv + 1;  // pd, pdv: smem row pitches
   const int64_t group = blockIdx.x / D.row_tiles, tile = blockIdx.x % D.row_tiles;
   const int64_t b = group / D.p.heads_kv, h_kv = group % D.p.heads_kv, r0 = tile * kRows;
-  double* q = sm;                     // (R, d), pitch pd
-  double* dor = q + kRows * pd;       // (R, dv), pitch pdv
-  double* kt = dor + kRows * pdv;     // (TK, d), pitch pd
-  double* vt = kt + TK * pd;          // (TK, dv), pitch pdv
-  double* t_ds = vt + TK * pdv;       // (R, TK)
-  double* t_w = t_ds + kRows * TK;   // (R, TK)
+  double* q = sm;                        // (R, d), pitch pd
+  double* dor = q + kRows * pd;          // (R, dv), pitch pdv
+  double* kt = dor + kRows * pdv;        // (TK, d), pitch pd
+  double* vt = kt + TK * pd;             // (TK, dv), pitch pdv
+  double* t_ds = vt + TK * pdv;          // (R, TK)
+  double* t_w = t_ds + kRows * TK;       // (R, TK)
+  double* t_ps = t_w + kRows * TK;       // (R, TK, 2): the tensor cores' q·k (p, a)
+  double* t_pp = t_ps + kRows * TK * 2;  // (R, TK, 2): and d_o·v's
+  const bool mma = Exact && kHaveDmma && D.mma;
   // This thread's elements of d_q and of its bound's sum (forward_rows' o_tot and o_part).
   double a_tot[kRowPer], a_part[kRowPer], e_tot[kRowPer], e_part[kRowPer];
   __shared__ int64_t s_j0[kRows], s_j1[kRows], s_row[kRows], s_h[kRows], s_i[kRows];
@@ -658,6 +685,11 @@ __global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
     load_quanta(t_ke, D.kq, TK, cnt, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
     load_quanta(t_ve, D.vq, TK, cnt, [&](int t) { return kv_row(D.p, D.s, b, h_kv, t0 + t); });
     __syncthreads();
+    if (mma) {
+      tile_dots<2>(q, pd, kRows, kt, pd, TK, d, nullptr, t_ps, 2 * TK, 2);
+      tile_dots<2>(dor, pdv, kRows, vt, pdv, TK, dv, nullptr, t_pp, 2 * TK, 2, dot_blocks(kRows, TK));
+      __syncthreads();
+    }
     for (int idx = threadIdx.x; idx < kRows * TK; idx += blockDim.x) {
       const int t = idx / TK, jj = idx % TK;
       const int64_t j = t0 + jj;
@@ -665,8 +697,9 @@ __global__ void __launch_bounds__(kThreads, 2) dq_rows(Dev D) {
       CapSlope cap;
       if (s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t] &&
           biased_score<Exact>(D, q + t * pd, kt + jj * pd, s_qe[t] + t_ke[jj], b, s_h[t], s_i[t], n_q, n_k, j, sh, sl,
-                              eps, &cap)) {
-        const PairTerms pp = pair<Exact>(D, sh, sl, cap, dor + t * pdv, vt + jj * pdv, s_de[t] + t_ve[jj], s_st[t]);
+                              eps, mma ? t_ps + 2 * idx : nullptr, &cap)) {
+        const PairTerms pp = pair<Exact>(D, sh, sl, cap, dor + t * pdv, vt + jj * pdv, s_de[t] + t_ve[jj], s_st[t],
+                                         mma ? t_pp + 2 * idx : nullptr);
         t_ds[idx] = pp.ds, t_w[idx] = pp.e + g_q * fabs(pp.ds);
       } else {
         t_ds[idx] = 0, t_w[idx] = 0;
@@ -715,14 +748,17 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
   const int64_t n_q = seq_n_q(D.p, D.s, b), n_k = seq_n_k(D.p, D.s, b), m = int64_t(D.g) * n_q;
   if (k0 >= n_k) return;
   const int kcnt = int(imin(kKeyT, n_k - k0));
-  double* kt = sm;                      // (KT, d), pitch pd
-  double* vt = kt + kKeyT * pd;         // (KT, dv), pitch pdv
-  double* qt = vt + kKeyT * pdv;        // (RT, d), pitch pd
-  double* dot = qt + kRowT * pd;        // (RT, dv), pitch pdv
-  double* t_ds = dot + kRowT * pdv;     // (RT, KT)
+  double* kt = sm;                   // (KT, d), pitch pd
+  double* vt = kt + kKeyT * pd;      // (KT, dv), pitch pdv
+  double* qt = vt + kKeyT * pdv;     // (RT, d), pitch pd
+  double* dot = qt + kRowT * pd;     // (RT, dv), pitch pdv
+  double* t_ds = dot + kRowT * pdv;  // (RT, KT)
   double* t_w = t_ds + kRowT * kKeyT;
   double* t_p = t_w + kRowT * kKeyT;
   double* t_wv = t_p + kRowT * kKeyT;
+  double* t_ps = t_wv + kRowT * kKeyT;      // (RT, KT, 2): the tensor cores' q·k (p, a)
+  double* t_pp = t_ps + kRowT * kKeyT * 2;  // (RT, KT, 2): and d_o·v's
+  const bool mma = Exact && kHaveDmma && D.mma;
   // This thread's elements of the (KT, d) d_k tile and the (KT, dv) d_v tile, and of their bounds' sums:
   // e-th at threadIdx.x + e·kThreads, a chunk of rows' partial (part) and the chunks before it (tot).
   double k_tot[kKeyPer], k_part[kKeyPer], ke_tot[kKeyPer], ke_part[kKeyPer];
@@ -771,6 +807,11 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
       load_quanta(t_qe, D.qq, kRowT, kRowT, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
       load_quanta(t_de, D.doq, kRowT, kRowT, [&](int t) { return s_row[t] < 0 ? int64_t(0) : s_row[t]; });
       __syncthreads();
+      if (mma) {
+        tile_dots<2>(qt, pd, kRowT, kt, pd, kKeyT, d, nullptr, t_ps, 2 * kKeyT, 2);
+        tile_dots<2>(dot, pdv, kRowT, vt, pdv, kKeyT, dv, nullptr, t_pp, 2 * kKeyT, 2, dot_blocks(kRowT, kKeyT));
+        __syncthreads();
+      }
       for (int idx = threadIdx.x; idx < kRowT * kKeyT; idx += blockDim.x) {
         const int t = idx / kKeyT, jj = idx % kKeyT;
         const int64_t j = k0 + jj;
@@ -778,9 +819,10 @@ __global__ void __launch_bounds__(kThreads, 2) dkv_keys(Dev D) {
         CapSlope cap;
         if (jj < kcnt && s_row[t] >= 0 && j >= s_j0[t] && j < s_j1[t] &&
             biased_score<Exact>(D, qt + t * pd, kt + jj * pd, t_qe[t] + s_ke[jj], b, s_h[t], s_i[t], n_q, n_k, j, sh,
-                                sl, eps, &cap)) {
+                                sl, eps, mma ? t_ps + 2 * idx : nullptr, &cap)) {
           const double* st = s_st[t];
-          const PairTerms pp = pair<Exact>(D, sh, sl, cap, dot + t * pdv, vt + jj * pdv, t_de[t] + s_ve[jj], st);
+          const PairTerms pp = pair<Exact>(D, sh, sl, cap, dot + t * pdv, vt + jj * pdv, t_de[t] + s_ve[jj], st,
+                                           mma ? t_pp + 2 * idx : nullptr);
           const double kp = st[kKappa] * (1 + st[kKappa]);
           t_ds[idx] = pp.ds, t_w[idx] = pp.e + g_k * fabs(pp.ds);
           t_p[idx] = pp.pr, t_wv[idx] = (kp + g_k * (1 + kp)) * pp.pr + st[kTail] + kTiny;
@@ -909,14 +951,16 @@ struct IntBuffer {
 bool certifiable(double x) { return std::isfinite(x) && std::fabs(x) < std::ldexp(1.0, kMaxExp); }
 
 // Shared memory of each kernel (tiles of rows at pitch width + 1, then the accumulators).
+// (The last terms: the tensor cores' (p, a) of each pair's dot products, one or two of them.)
 size_t fwd_smem(int d, int dv, int tk) {
-  return size_t(kRows * (d + 1) + tk * (d + 1) + tk * (dv + 1) + 2 * kRows * tk + dv) * 8;
+  return size_t(kRows * (d + 1) + tk * (d + 1) + tk * (dv + 1) + 2 * kRows * tk + dv + 2 * kRows * tk) * 8;
 }
 size_t dq_smem(int d, int dv, int tk) {
-  return size_t(kRows * (d + 1) + kRows * (dv + 1) + tk * (d + 1) + tk * (dv + 1) + 2 * kRows * tk) * 8;
+  return size_t(kRows * (d + 1) + kRows * (dv + 1) + tk * (d + 1) + tk * (dv + 1) + 2 * kRows * tk + 4 * kRows * tk) *
+         8;
 }
 size_t dkv_smem(int d, int dv, int kt, int rt) {
-  return size_t(kt * (d + 1) + kt * (dv + 1) + rt * (d + 1) + rt * (dv + 1) + 4 * rt * kt) * 8;
+  return size_t(kt * (d + 1) + kt * (dv + 1) + rt * (d + 1) + rt * (dv + 1) + 4 * rt * kt + 4 * rt * kt) * 8;
 }
 // Keys per tile of the row kernels: the most of 32, 16, 8 whose shared memory fits two blocks on a
 // multiprocessor, else one (0: none).
@@ -1010,6 +1054,13 @@ std::string not_covered(const Tensors64& in) {
   return "";
 }
 
+bool tensor_cores_present() {
+  int device = 0, major = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability");
+  return major >= 8;
+}
+
 bool device_present() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
@@ -1068,7 +1119,7 @@ void add_pages(const Problem& p, const Seqs& hs, const Certified& compact, Certi
   }
 }
 
-Certified certified(const Problem& p, const Tensors64& in) {
+Certified certified(const Problem& p, const Tensors64& in, const Schedule& schedule) {
   const bool grads = !in.d_o.empty() || numel_o(p) == 0;
   std::string why = not_covered(p, grads);
   if (why.empty()) why = not_covered(in);
@@ -1106,6 +1157,7 @@ Certified certified(const Problem& p, const Tensors64& in) {
   D.o = o.alloc(size_t(numel_o(p))), D.o_err = o_err.alloc(size_t(numel_o(p))), D.o_mag = o_mag.alloc(size_t(numel_o(p)));
   D.lse = lse.alloc(size_t(numel_lse(p))), D.lse_err = lse_err.alloc(size_t(numel_lse(p)));
   D.g = g, D.d = d, D.dv = dv, D.tk = tk;
+  D.mma = schedule.tensor_cores && tensor_cores_present();
   dkv_tiles(d, dv, D.kt, D.rt);
   D.m_max = int64_t(g) * p.n_q;
   D.row_tiles = (D.m_max + kRows - 1) / kRows;

@@ -27,9 +27,18 @@ bool device_present();
 // Device memory the oracle allocates for p (bytes), and the free memory of the device now.
 double device_bytes(const Problem& p, bool grads);
 double device_free_bytes();
+// How the oracle and the error model run on the device.
+struct Schedule {
+  // The scores' and dP's dot products on the float64 tensor cores (reference/gpu/tensor_dots.cuh)
+  // where the device has them, else on the CUDA cores. The oracle's results are the same bits either
+  // way (gpu_oracle_test); the error model's sums change order, which its slack covers (gpu_bounds_test).
+  bool tensor_cores = true;
+};
+// Whether the current device has the float64 tensor cores (compute capability 8.0 on).
+bool tensor_cores_present();
 // The certificate of (p, in). Throws NotCovered (not_covered's reasons, or rows whose scores leave the
 // GPU's range: |s| past about 2^44, where the CPU oracle takes MPFR), std::runtime_error on a CUDA error.
-Certified certified(const Problem& p, const Tensors64& in);
+Certified certified(const Problem& p, const Tensors64& in, const Schedule& schedule = {});
 
 // The device's exp, log and tanh of each x (for the libm test: the bound charges exp and log 2 ulp,
 // tanh 4).

@@ -171,13 +171,18 @@ TEST_CASE("gpu error model: the CPU's bounds on dense problems, every arithmetic
         every.push_back(prec);
       }
       // All of them at once: those that share their scores and dP share a set of passes, each with its
-      // own chains and constants (at d <= 128; wider, one a set).
-      gpu::Timing t;
-      const Bounds g_all = gpu::error_bounds_max(p, in, ref, every, &t);
-      INFO(name + " / every arithmetic at once");
-      CHECK(all_agree(name + " / every arithmetic at once, " + std::to_string(t.sets) + " sets", g_all,
-                      error_bounds_max(p, in, ref, every)));
-      if (p.d <= 128 && head_dim_v(p) <= 128) CHECK(t.sets < int(every.size()));
+      // own chains and constants (at d <= 128; wider, one a set). With the dot products on the tensor
+      // cores (the default, above too) and on the CUDA cores.
+      const Bounds c_all = error_bounds_max(p, in, ref, every);
+      for (const bool tc : {true, false}) {
+        gpu::Timing t;
+        const Bounds g_all = gpu::error_bounds_max(p, in, ref, every, &t, gpu::Schedule{tc});
+        const std::string what = name + " / every arithmetic at once, " + std::to_string(t.sets) + " sets, " +
+                                 (tc ? "tensor" : "CUDA") + " cores";
+        INFO(what);
+        CHECK(all_agree(what, g_all, c_all));
+        if (p.d <= 128 && head_dim_v(p) <= 128) CHECK(t.sets < int(every.size()));
+      }
     }
   }
   CHECK(compared > 50);
@@ -237,16 +242,20 @@ TEST_CASE("gpu error model: time of one bf16 forward+backward", "[.time]") {
   std::vector<Precision> precs;
   for (int bn : {16, 32, 64, 128, 256})
     precs.push_back(precision_for(p, tensor_core_arithmetic(p.dtype, p.n_q, bn, 0)));
-  gpu::Timing one_t, all_t;
+  // The dot products on the tensor cores (the default), then the five tiles again on the CUDA cores.
+  gpu::Timing one_t, all_t, cuda_t;
   const Bounds one = gpu::error_bounds_max(p, in, g, {precs[2]}, &one_t);
   const Bounds all = gpu::error_bounds_max(p, in, g, precs, &all_t);
+  const Bounds cuda = gpu::error_bounds_max(p, in, g, precs, &cuda_t, gpu::Schedule{false});
   std::printf(
       "b%d h%d N%d d%d bf16 fwd+bwd: gpu oracle %.3f s; gpu error model one tile %.3f s, tiles 16..256 %.3f s\n", b, h,
       n, d, t_oracle, one_t.total, all_t.total);
-  for (const auto& [name, t] : {std::pair{"one tile", one_t}, std::pair{"five tiles", all_t}})
+  for (const auto& [name, t] : {std::pair{"one tile", one_t}, std::pair{"five tiles", all_t},
+                                std::pair{"five tiles, dot products on the CUDA cores", cuda_t}})
     std::printf("  %s: forward %.3f s, backward rows %.3f s, backward keys %.3f s, host and copies %.3f s\n", name,
                 t.forward, t.backward_rows, t.backward_keys, t.total - t.forward - t.backward_rows - t.backward_keys);
   CHECK(all.o.size() == one.o.size());
+  CHECK(all_agree("five tiles, tensor cores against CUDA cores", all, cuda));
 }
 
 }  // namespace

@@ -388,6 +388,59 @@ TEST_CASE("gpu oracle: the same inputs give the same bits on every run", "[gpu]"
   CHECK(a.o_mag == b.o_mag);
 }
 
+// Whether two vectors hold the same bits (NaN payloads and the signs of zeros included).
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+}
+
+TEST_CASE("gpu oracle: the tensor cores' dot products give the CUDA cores' bits", "[gpu]") {
+  // Every case of the suites above (variants: masks, softcap, ALiBi, sinks, paged and varlen), and
+  // shapes whose tiles the 8 x 8 blocks cut unevenly: d 1, 3 and 100, d_v != d, d 256 (4 keys a
+  // block in dkv_keys), GQA, several tiles and chunks; and float inputs whose products leave
+  // dot_float's exact range (fine quanta: every pair falls back to Dot2) or half of whose rows do.
+  std::vector<Named> all = cases();
+  const std::vector<std::pair<std::string, Problem>> shapes = {
+      {"bf16 d 1 n 77", shape(1, 2, 2, 77, 77, 1, 1, DType::BF16, Mask::None)},
+      {"f16 d 3 d_v 5 n_q 40 n_k 300", shape(2, 3, 1, 40, 300, 3, 5, DType::F16, Mask::CausalBottomRight)},
+      {"bf16 GQA 4/2 d 100 d_v 36 n 530", shape(1, 4, 2, 530, 530, 100, 36, DType::BF16, Mask::CausalTopLeft)},
+      {"f16 d 256 n 270", shape(1, 2, 1, 270, 270, 256, 256, DType::F16, Mask::None)},
+      {"bf16 d 128 n 1100", shape(1, 1, 1, 1100, 1100, 128, 128, DType::BF16, Mask::None)},
+  };
+  uint64_t seed = 61;
+  for (const auto& [name, p] : shapes) all.push_back({name, p, random_inputs(p, 1.0, seed++)});
+  for (const int coarse_rows : {0, 2}) {  // 0: no row on the 1/64 grid; 2: every other row
+    Problem p = shape(1, 2, 2, 260, 300, 64, 64, DType::F32, Mask::None);
+    Tensors64 in = random_inputs(p, 1.0, seed++);
+    std::mt19937_64 rng(seed++);
+    std::uniform_real_distribution<double> u(-2.0, 2.0);
+    for (std::vector<double>* t : {&in.q, &in.k, &in.v, &in.d_o})
+      for (size_t x = 0; x < t->size(); ++x)
+        if (coarse_rows == 0 || x / 64 % coarse_rows == 0) (*t)[x] = double(float(u(rng)));  // 24-bit significands
+    all.push_back({coarse_rows == 0 ? "f32, fine quanta" : "f32, every other row fine", p, std::move(in)});
+  }
+  int compared = 0;
+  for (const Named& c : all) {
+    INFO(c.name);
+    if (!gpu::not_covered(c.p, !c.in.d_o.empty()).empty() || !gpu::not_covered(c.in).empty()) continue;
+    Certified a, b;
+    try {
+      a = gpu::certified(c.p, c.in, gpu::Schedule{true});
+    } catch (const gpu::NotCovered&) {
+      CHECK_THROWS_AS(gpu::certified(c.p, c.in, gpu::Schedule{false}), gpu::NotCovered);  // the same rows refused
+      continue;
+    }
+    b = gpu::certified(c.p, c.in, gpu::Schedule{false});
+    for (const OracleTensors& t : tensors(a, b)) {
+      INFO(t.name);
+      CHECK(same_bits(*t.gv, *t.cv));
+      CHECK(same_bits(*t.ge, *t.ce));
+    }
+    CHECK(same_bits(a.o_mag, b.o_mag));
+    ++compared;
+  }
+  CHECK(compared >= int(all.size()) / 2);
+}
+
 TEST_CASE("gpu oracle: the device's exp and log are within the 2 ulp the bound charges, tanh within 4", "[gpu]") {
   using mp = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<200>>;
   std::mt19937_64 rng(11);
@@ -477,14 +530,30 @@ TEST_CASE("gpu oracle: time of one bf16 forward+backward", "[.time]") {
   if (const char* s = std::getenv("FC_GPU_TIME_SHAPE")) REQUIRE(std::sscanf(s, "%d,%d,%d,%d", &b, &h, &n, &d) == 4);
   const Problem p = shape(b, h, h, n, n, d, d, DType::BF16, Mask::None);
   const Tensors64 in = random_inputs(p, 1.0, 5);
-  const auto t0 = std::chrono::steady_clock::now();
-  const Certified g = gpu::certified(p, in);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  double worst = 0;
-  for (size_t i = 0; i < g.err.o.size(); ++i) worst = std::max(worst, g.err.o[i] / g.o_mag[i]);
-  std::printf("gpu oracle b%d h%d N%d d%d bf16 fwd+bwd: %.3f s, copies included (max err_o/o_mag %.3g)\n", b, h, n, d,
-              s, worst);
-  CHECK(worst <= kTarget);
+  // The dot products on the tensor cores, on the CUDA cores, then on the tensor cores again (the
+  // first run also starts the device).
+  Certified first;
+  for (const bool tc : {true, false, true}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Certified g = gpu::certified(p, in, gpu::Schedule{tc});
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double worst = 0;
+    for (size_t i = 0; i < g.err.o.size(); ++i) worst = std::max(worst, g.err.o[i] / g.o_mag[i]);
+    std::printf(
+        "gpu oracle b%d h%d N%d d%d bf16 fwd+bwd, dot products on the %s cores: %.3f s, copies included "
+        "(max err_o/o_mag %.3g)\n",
+        b, h, n, d, tc ? "tensor" : "CUDA", s, worst);
+    CHECK(worst <= kTarget);
+    if (first.value.o.empty()) {
+      first = g;
+      continue;
+    }
+    for (const OracleTensors& t : tensors(first, g)) {
+      INFO(t.name);
+      CHECK(same_bits(*t.gv, *t.cv));
+      CHECK(same_bits(*t.ge, *t.ce));
+    }
+  }
 }
 
 }  // namespace
