@@ -79,15 +79,14 @@ Entry parse_entry(const std::string& file, const HeaderEntry& h, uint64_t data_b
   return e;
 }
 
-}  // namespace
-
-TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
-  const uint64_t size = bytes.size();
+// The header's length n from the file's first 8 bytes (`first8`: those of them the file has), checked
+// against the file's `size`.
+uint64_t header_length(const std::string& name, std::string_view first8, uint64_t size) {
   if (size < 8)
     throw FileError(FileFault::Truncated, name,
                     fmt::format("truncated: {} bytes, shorter than the 8-byte header length", size));
   uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);  // little-endian u64 (static_assert above)
+  std::memcpy(&n, first8.data(), 8);  // little-endian u64 (static_assert above)
   if (n > kMaxHeaderBytes)
     throw FileError(
         FileFault::HeaderPastEnd, name,
@@ -95,11 +94,14 @@ TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
   if (n > size - 8)
     throw FileError(FileFault::HeaderPastEnd, name,
                     fmt::format("header length {} runs past the end of the file ({} bytes)", n, size));
+  return n;
+}
 
-  Header header = parse_header(name, bytes.substr(8, n));
-  const uint64_t data_bytes = size - 8 - n;
-  const std::string_view data = bytes.substr(8 + n);
-  TensorFile out;
+// The header's tensors, each checked against a data buffer of `data_bytes` bytes, and none sharing a
+// byte with another; out's metadata set. No tensor is allocated yet.
+std::vector<Entry> parse_entries(const std::string& name, std::string_view header_json, uint64_t data_bytes,
+                                 TensorFile& out) {
+  Header header = parse_header(name, header_json);
   out.metadata = std::move(header.metadata);
   std::vector<Entry> entries;
   for (const HeaderEntry& h : header.entries) entries.push_back(parse_entry(name, h, data_bytes));
@@ -113,12 +115,27 @@ TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
       throw FileError(
           FileFault::BadOffsets, name,
           fmt::format("tensors {} and {} overlap", quoted(by_begin[i - 1]->name), quoted(by_begin[i]->name)));
+  return entries;
+}
 
+HostTensor tensor_of(const Entry& e) {
+  HostTensor t;  // shape from the header entry
+  t.dtype = e.dtype;
+  t.shape = e.shape;
+  return t;
+}
+
+}  // namespace
+
+TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
+  const uint64_t size = bytes.size();
+  const uint64_t n = header_length(name, bytes.substr(0, 8), size);
+  TensorFile out;
+  const std::vector<Entry> entries = parse_entries(name, bytes.substr(8, n), size - 8 - n, out);
   // Only now, with every size proven to fit inside the file, allocate and copy.
+  const std::string_view data = bytes.substr(8 + n);
   for (const Entry& e : entries) {
-    HostTensor t;  // shape from the header entry
-    t.dtype = e.dtype;
-    t.shape = e.shape;
+    HostTensor t = tensor_of(e);
     t.bytes.assign(data.begin() + e.begin, data.begin() + e.end);
     out.tensors.emplace(e.name, std::move(t));
   }
@@ -135,11 +152,36 @@ TensorFile read_safetensors(const std::string& path) {
   if (ec) throw FileError(FileFault::Io, path, "cannot read its size");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw FileError(FileFault::Io, path, "cannot open for reading");
-  std::string bytes(size_t(size), '\0');  // a regular file's real size: reading it is bounded
-  f.read(bytes.data(), std::streamsize(size));
-  bytes.resize(size_t(f.gcount()));  // the file may have shrunk since: parse what was read
-  if (f.bad()) throw FileError(FileFault::Io, path, "read error");
-  return parse_safetensors(path, bytes);
+  // The header first, then each tensor's bytes straight into its own storage: on a training shape's file
+  // (a gigabyte) a copy of the whole file in memory would cost as much again as the reading.
+  // `read(at, len)`: the file's bytes [at, at + len), which the checks below keep inside `size`; a file
+  // that shrank since is an error, as a short one would be.
+  auto read = [&](uint64_t at, char* dst, uint64_t len) {
+    f.seekg(std::streamoff(at));
+    f.read(dst, std::streamsize(len));
+    if (f.bad()) throw FileError(FileFault::Io, path, "read error");
+    if (uint64_t(f.gcount()) != len)
+      throw FileError(FileFault::Truncated, path,
+                      fmt::format("truncated while reading: {} bytes expected at offset {}, {} read (the file "
+                                  "shrank?)",
+                                  len, at, f.gcount()));
+  };
+  char first8[8] = {};
+  if (size >= 8) read(0, first8, 8);
+  const uint64_t n = header_length(path, std::string_view(first8, 8), size);
+  std::string header(size_t(n), '\0');  // at most kMaxHeaderBytes
+  read(8, header.data(), n);
+  TensorFile out;
+  std::vector<Entry> entries = parse_entries(path, header, size - 8 - n, out);
+  // In the file's order, so that the reads run forward through it.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  for (const Entry& e : entries) {
+    HostTensor t = tensor_of(e);
+    t.bytes.resize(size_t(e.end - e.begin));
+    if (!t.bytes.empty()) read(8 + n + e.begin, reinterpret_cast<char*>(t.bytes.data()), e.end - e.begin);
+    out.tensors.emplace(e.name, std::move(t));
+  }
+  return out;
 }
 
 std::string serialize_safetensors(const TensorFile& file) {

@@ -2,7 +2,11 @@
 // truncations, splices, header-length edits). The reader either returns or raises its FileError;
 // any other exception fails the test, and a crash or hang fails it too.
 #include "tests/catch.hpp"
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <string>
+#include <unistd.h>
 
 #include "io/attention_io.hpp"
 #include "io/tests/malformed.hpp"
@@ -58,4 +62,55 @@ TEST_CASE("the tensor-file reader never crashes on mutated input", "[cpu]") {
   // The loop must exercise both outcomes, or it tested nothing.
   CHECK(accepted > 0);
   CHECK(rejected > 0);
+}
+
+// read_safetensors reads the header, then each tensor straight from the file into its storage;
+// parse_safetensors takes the whole file from memory. Both must give the same tensors, or the same
+// fault with the same message, on every malformed fixture and on mutated files.
+TEST_CASE("read_safetensors from a file agrees with parse_safetensors of its bytes", "[cpu]") {
+  const auto path =
+      std::filesystem::temp_directory_path() / ("fc_io_read_agrees_" + std::to_string(::getpid()) + ".safetensors");
+  const std::string name = path.string();
+  struct ReadOutcome {
+    io::TensorFile file;
+    std::string error;  // fault name and message; empty when the file was read
+  };
+  auto outcome = [&](auto&& read) {
+    ReadOutcome o;
+    try {
+      o.file = read();
+    } catch (const io::FileError& e) {
+      o.error = std::string(io::fault_name(e.fault)) + ": " + e.what();
+    }
+    return o;
+  };
+  std::vector<std::string> files = {io::testing::good_file(true), io::testing::good_file(false)};
+  for (const io::testing::BadCase& c : io::testing::malformed_cases()) files.push_back(c.bytes);
+  std::mt19937_64 rng(20261208);
+  for (int i = 0; i < 2000; ++i) files.push_back(mutate(files[0], rng));
+  int read_ok = 0, refused = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    CAPTURE(i);
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(files[i].data(), std::streamsize(files[i].size()));
+    }
+    const ReadOutcome disk = outcome([&] { return io::read_safetensors(name); });
+    const ReadOutcome memory = outcome([&] { return io::parse_safetensors(name, files[i]); });
+    REQUIRE(disk.error == memory.error);
+    if (!disk.error.empty()) {
+      ++refused;
+      continue;
+    }
+    ++read_ok;
+    REQUIRE(disk.file.metadata == memory.file.metadata);
+    REQUIRE(disk.file.tensors.size() == memory.file.tensors.size());
+    for (const auto& [tensor, x] : memory.file.tensors) {
+      const HostTensor& y = disk.file.tensors.at(tensor);
+      REQUIRE((y.dtype == x.dtype && y.shape == x.shape && y.bytes == x.bytes));
+    }
+  }
+  std::filesystem::remove(path);
+  CHECK(read_ok > 2);  // the good files and some mutants
+  CHECK(refused > int(io::testing::malformed_cases().size()) / 2);
 }
