@@ -26,9 +26,6 @@
 // written: __fma_rn).
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -36,7 +33,6 @@
 
 #include "reference/gpu/certified_gpu.hpp"
 #include "reference/gpu/tensor_dots.cuh"
-#include "reference/parallel.hpp"
 
 namespace fc::ref::gpu {
 namespace {
@@ -353,19 +349,11 @@ __device__ inline const double* row_ptr(const double* base, int64_t row, int wid
 
 // Loads n rows of `width` from global rows (given by row_of(t)) into smem rows `width + 1` apart (zero
 // past `count`): an odd pitch, so that threads reading one element of different rows hit different banks.
-// A warp a row: row_of (kv_row's 64-bit paging and varlen arithmetic) runs once a row rather than once
-// an element, no element needs a division by `width`, and the 32 lanes read adjacent doubles.
 template <class RowOf>
 __device__ inline void load_rows(double* dst, const double* src, int n, int count, int width, RowOf row_of) {
-  const int lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
-  for (int t = int(threadIdx.x) / 32; t < n; t += warps) {
-    double* out = dst + t * (width + 1);
-    if (t < count) {
-      const double* in = src + row_of(t) * width;
-      for (int l = lane; l < width; l += 32) out[l] = in[l];
-    } else {
-      for (int l = lane; l < width; l += 32) out[l] = 0.0;
-    }
+  for (int idx = threadIdx.x; idx < n * width; idx += blockDim.x) {
+    const int t = idx / width, l = idx % width;
+    dst[t * (width + 1) + l] = t < count ? src[row_of(t) * width + l] : 0.0;
   }
 }
 
@@ -925,10 +913,9 @@ struct Buffer {
     if (!v.empty()) check(cudaMemcpy(p, v.data(), v.size() * sizeof(double), cudaMemcpyHostToDevice), "upload");
     return p;
   }
-  // Into v, already n long (zero_each faults the host's arrays in on every thread first: on a training
-  // shape they are nine of a gigabyte apiece).
-  void download(std::vector<double>& v) const {
-    if (!v.empty()) check(cudaMemcpy(v.data(), p, v.size() * sizeof(double), cudaMemcpyDeviceToHost), "download");
+  void download(std::vector<double>& v, size_t n) const {
+    v.resize(n);
+    if (n) check(cudaMemcpy(v.data(), p, n * sizeof(double), cudaMemcpyDeviceToHost), "download");
   }
 };
 struct IntBuffer {
@@ -1014,10 +1001,8 @@ struct Kernels {
   static constexpr auto dkv = dkv_keys<Exact>;
 };
 
-// forward_done: called once the forward kernel has finished (the backward's time starts there).
-template <bool Exact, class Done>
-void launch(const Dev& D, bool grads, bool have_d_o, int64_t row_blocks, int64_t key_blocks, int* flag,
-            Done forward_done) {
+template <bool Exact>
+void launch(const Dev& D, bool grads, bool have_d_o, int64_t row_blocks, int64_t key_blocks, int* flag) {
   using K = Kernels<Exact>;
   const int d = D.d, dv = D.dv, tk = D.tk;
   const size_t s1 = fwd_smem(d, dv, tk);
@@ -1025,7 +1010,6 @@ void launch(const Dev& D, bool grads, bool have_d_o, int64_t row_blocks, int64_t
   K::forward<<<unsigned(row_blocks), kThreads, s1>>>(D);
   check(cudaGetLastError(), "forward launch");
   check(cudaDeviceSynchronize(), "forward");
-  forward_done();
   int f = 0;
   check(cudaMemcpy(&f, flag, sizeof(int), cudaMemcpyDeviceToHost), "flag");
   if (f & kFlagRange)
@@ -1055,22 +1039,9 @@ std::string not_covered(const Problem& p, bool grads) {
 }
 
 std::string not_covered(const Tensors64& in) {
-  // Four tensors of up to 10^8 values apiece on a training shape: in chunks, on every thread. Any chunk
-  // out of range gives the one message, so the order the chunks finish in does not matter.
-  constexpr int64_t kChunk = int64_t(1) << 20;
-  std::vector<std::pair<const std::vector<double>*, int64_t>> chunks;
   for (const std::vector<double>* t : {&in.q, &in.k, &in.v, &in.d_o})
-    for (int64_t a = 0; a < int64_t(t->size()); a += kChunk) chunks.emplace_back(t, a);
-  std::atomic<bool> out_of_range{false};
-  const SerialScope few(chunks.size() < 2);
-  parallel_for(int64_t(chunks.size()), [&](int64_t c) {
-    const auto& [t, a] = chunks[size_t(c)];
-    const int64_t b = std::min(a + kChunk, int64_t(t->size()));
-    bool ok = true;
-    for (int64_t i = a; i < b; ++i) ok &= certifiable((*t)[size_t(i)]);
-    if (!ok) out_of_range.store(true, std::memory_order_relaxed);
-  });
-  if (out_of_range.load()) return "a non-finite input or one past 2^500 in magnitude";
+    for (double x : *t)
+      if (!certifiable(x)) return "a non-finite input or one past 2^500 in magnitude";
   // The variants' values: slopes finite, sinks and additive mask values finite or -inf (hidden),
   // below 2^500 like the inputs.
   auto in_range = [](double x, bool minus_inf) { return certifiable(x) || (minus_inf && x == -INFINITY); };
@@ -1148,21 +1119,11 @@ void add_pages(const Problem& p, const Seqs& hs, const Certified& compact, Certi
   }
 }
 
-Certified certified(const Problem& p, const Tensors64& in, const Schedule& schedule, OracleTiming* timing) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
-  Clock::time_point mark = start;
-  OracleTiming tm;
-  auto lap = [&mark](double& into) {
-    const Clock::time_point now = Clock::now();
-    into += std::chrono::duration<double>(now - mark).count();
-    mark = now;
-  };
+Certified certified(const Problem& p, const Tensors64& in, const Schedule& schedule) {
   const bool grads = !in.d_o.empty() || numel_o(p) == 0;
   std::string why = not_covered(p, grads);
   if (why.empty()) why = not_covered(in);
   if (!why.empty()) throw NotCovered("the GPU oracle does not cover " + why);
-  lap(tm.checks);
   const int d = p.d, dv = head_dim_v(p), g = p.heads_q / p.heads_kv, tk = keys_per_tile(d, dv);
   Certified c;
 
@@ -1231,29 +1192,17 @@ Certified certified(const Problem& p, const Tensors64& in, const Schedule& sched
   const int64_t row_blocks = groups * D.row_tiles, key_blocks = groups * D.key_tiles;
   if (row_blocks > int64_t(INT32_MAX) || key_blocks > int64_t(INT32_MAX))
     throw NotCovered("the GPU oracle does not cover problems of more than 2^31 blocks");
-  check(cudaDeviceSynchronize(), "uploads");
-  lap(tm.uploads);
   if (row_blocks > 0 && D.m_max > 0 && p.n_k > 0) {
     if (exact)
-      launch<true>(D, grads, !in.d_o.empty(), row_blocks, key_blocks, flag, [&] { lap(tm.forward); });
-    else launch<false>(D, grads, !in.d_o.empty(), row_blocks, key_blocks, flag, [&] { lap(tm.forward); });
+      launch<true>(D, grads, !in.d_o.empty(), row_blocks, key_blocks, flag);
+    else launch<false>(D, grads, !in.d_o.empty(), row_blocks, key_blocks, flag);
   }
-  lap(tm.backward);
-  // The host's arrays, then the copies. With paged K/V the compact key rows land in `rows` and are
-  // added into the pages.
-  Certified rows;
-  Certified& kv = paged ? rows : c;
-  const int64_t n_o = numel_o(p), n_lse = numel_lse(p), n_q = grads ? numel_q(p) : 0;
-  const int64_t n_k_rows = grads ? int64_t(n_dk) : 0, n_v_rows = grads ? int64_t(n_dv) : 0;
-  zero_each({{&c.value.o, n_o}, {&c.err.o, n_o}, {&c.o_mag, n_o}, {&c.value.lse, n_lse}, {&c.err.lse, n_lse},
-             {&c.value.d_q, n_q}, {&c.err.d_q, n_q}, {&kv.value.d_k, n_k_rows}, {&kv.err.d_k, n_k_rows},
-             {&kv.value.d_v, n_v_rows}, {&kv.err.d_v, n_v_rows}});
   // Rows of a group with no key: o = 0, lse = the sink (-inf without one), exactly, as on the CPU.
-  o.download(c.value.o);
-  o_err.download(c.err.o);
-  o_mag.download(c.o_mag);
-  lse.download(c.value.lse);
-  lse_err.download(c.err.lse);
+  o.download(c.value.o, size_t(numel_o(p)));
+  o_err.download(c.err.o, size_t(numel_o(p)));
+  o_mag.download(c.o_mag, size_t(numel_o(p)));
+  lse.download(c.value.lse, size_t(numel_lse(p)));
+  lse_err.download(c.err.lse, size_t(numel_lse(p)));
   const Seqs hs = in.seq.seqs();
   for (int64_t b = 0; b < p.batch; ++b)
     if (seq_n_k(p, hs, b) == 0)
@@ -1261,17 +1210,22 @@ Certified certified(const Problem& p, const Tensors64& in, const Schedule& sched
         for (int64_t i = 0; i < seq_n_q(p, hs, b); ++i)
           c.value.lse[size_t(lse_index(p, hs, b, h, i))] = p.sinks ? in.seq.sinks[size_t(h)] : -INFINITY;
   if (grads) {
-    dq.download(c.value.d_q);
-    dq_err.download(c.err.d_q);
-    dk.download(kv.value.d_k);
-    dk_err.download(kv.err.d_k);
-    dv_b.download(kv.value.d_v);
-    dv_err.download(kv.err.d_v);
-    if (paged) add_pages(p, hs, rows, c);
+    dq.download(c.value.d_q, size_t(numel_q(p)));
+    dq_err.download(c.err.d_q, size_t(numel_q(p)));
+    if (!paged) {
+      dk.download(c.value.d_k, n_dk);
+      dk_err.download(c.err.d_k, n_dk);
+      dv_b.download(c.value.d_v, n_dv);
+      dv_err.download(c.err.d_v, n_dv);
+    } else {
+      Certified rows;
+      dk.download(rows.value.d_k, n_dk);
+      dk_err.download(rows.err.d_k, n_dk);
+      dv_b.download(rows.value.d_v, n_dv);
+      dv_err.download(rows.err.d_v, n_dv);
+      add_pages(p, hs, rows, c);
+    }
   }
-  lap(tm.downloads);
-  tm.total = std::chrono::duration<double>(Clock::now() - start).count();
-  if (timing) *timing = tm;
   return c;
 }
 
@@ -1286,10 +1240,9 @@ void device_libm(const std::vector<double>& x, std::vector<double>& exp_x, std::
   if (n > 0) libm_kernel<<<unsigned((n + 255) / 256), 256>>>(bx.p, be.p, bl.p, bt.p, n);
   check(cudaGetLastError(), "libm launch");
   check(cudaDeviceSynchronize(), "libm");
-  for (std::vector<double>* r : {&exp_x, &log_x, &tanh_x}) r->assign(x.size(), 0.0);
-  be.download(exp_x);
-  bl.download(log_x);
-  bt.download(tanh_x);
+  be.download(exp_x, x.size());
+  bl.download(log_x, x.size());
+  bt.download(tanh_x, x.size());
 }
 
 }  // namespace fc::ref::gpu

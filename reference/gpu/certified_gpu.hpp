@@ -36,17 +36,9 @@ struct Schedule {
 };
 // Whether the current device has the float64 tensor cores (compute capability 8.0 on).
 bool tensor_cores_present();
-// Seconds of certified's steps, for benchmarks: the host's checks of the inputs, the uploads (and the
-// rows' quanta), the forward kernel, the backward kernels, the downloads (the host's arrays faulted in
-// on every thread, then copied), and the whole call.
-struct OracleTiming {
-  double checks = 0, uploads = 0, forward = 0, backward = 0, downloads = 0, total = 0;
-};
 // The certificate of (p, in). Throws NotCovered (not_covered's reasons, or rows whose scores leave the
 // GPU's range: |s| past about 2^44, where the CPU oracle takes MPFR), std::runtime_error on a CUDA error.
-// *timing, where given, gets its times.
-Certified certified(const Problem& p, const Tensors64& in, const Schedule& schedule = {},
-                    OracleTiming* timing = nullptr);
+Certified certified(const Problem& p, const Tensors64& in, const Schedule& schedule = {});
 
 // The device's exp, log and tanh of each x (for the libm test: the bound charges exp and log 2 ulp,
 // tanh 4).
