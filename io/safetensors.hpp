@@ -28,7 +28,9 @@ constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;
 
 // Parse a whole file held in memory; `name` is used in error messages only.
 TensorFile parse_safetensors(const std::string& name, std::string_view bytes);
-// Read and parse `path` (a regular file; FIFOs and directories are refused, never opened).
+// Read and parse `path` (a regular file; FIFOs and directories are refused, never opened): the header
+// first, then each tensor's bytes straight into its own storage, with parse_safetensors' checks and
+// errors (a file that shrinks while it is read is Truncated).
 TensorFile read_safetensors(const std::string& path);
 
 // Encode: header padded with spaces to a multiple of 8 bytes, tensors in name order, packed.
