@@ -25,7 +25,7 @@ case ${1:-1} in
     echo "gpu_bounds_test [gpu] rc=$status" | tee -a "$w/summary.txt"
     tail -5 "$w/gpu_bounds_test.txt"
     for shape in ${SHAPES:-1,16,8192,128}; do
-      FC_GPU_TIME_SHAPE=$shape timeout 200 "$t/gpu_bounds_test" "[.time]" 2>&1 | grep -E "fwd\+bwd|tiles?:|passed|failed" |
+      FC_GPU_TIME_SHAPE=$shape timeout 200 "$t/gpu_bounds_test" "[.time]" 2>&1 | grep -E "fwd\+bwd|tiles?:|cores:|oracle:|passed|failed" |
         tee -a "$w/summary.txt"
     done
     ;;
