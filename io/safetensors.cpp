@@ -118,6 +118,9 @@ std::vector<Entry> parse_entries(const std::string& name, std::string_view heade
   return entries;
 }
 
+// read_safetensors (data: every tensor's bytes too) and read_safetensors_header (none).
+TensorFile read_file(const std::string& path, bool data);
+
 HostTensor tensor_of(const Entry& e) {
   HostTensor t;  // shape from the header entry
   t.dtype = e.dtype;
@@ -142,7 +145,13 @@ TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
   return out;
 }
 
-TensorFile read_safetensors(const std::string& path) {
+TensorFile read_safetensors(const std::string& path) { return read_file(path, true); }
+
+TensorFile read_safetensors_header(const std::string& path) { return read_file(path, false); }
+
+namespace {
+
+TensorFile read_file(const std::string& path, bool data) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
@@ -177,12 +186,14 @@ TensorFile read_safetensors(const std::string& path) {
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
   for (const Entry& e : entries) {
     HostTensor t = tensor_of(e);
-    t.bytes.resize(size_t(e.end - e.begin));
+    if (data) t.bytes.resize(size_t(e.end - e.begin));
     if (!t.bytes.empty()) read(8 + n + e.begin, reinterpret_cast<char*>(t.bytes.data()), e.end - e.begin);
     out.tensors.emplace(e.name, std::move(t));
   }
   return out;
 }
+
+}  // namespace
 
 std::string serialize_safetensors(const TensorFile& file) {
   json header = json::object();

@@ -32,6 +32,9 @@ TensorFile parse_safetensors(const std::string& name, std::string_view bytes);
 // first, then each tensor's bytes straight into its own storage, with parse_safetensors' checks and
 // errors (a file that shrinks while it is read is Truncated).
 TensorFile read_safetensors(const std::string& path);
+// The same file's header alone, with the same checks: every tensor's dtype and shape, its bytes left
+// empty (for checks of names, dtypes and shapes before the bytes are needed).
+TensorFile read_safetensors_header(const std::string& path);
 
 // Encode: header padded with spaces to a multiple of 8 bytes, tensors in name order, packed.
 std::string serialize_safetensors(const TensorFile& file);

@@ -66,7 +66,8 @@ TEST_CASE("the tensor-file reader never crashes on mutated input", "[cpu]") {
 
 // read_safetensors reads the header, then each tensor straight from the file into its storage;
 // parse_safetensors takes the whole file from memory. Both must give the same tensors, or the same
-// fault with the same message, on every malformed fixture and on mutated files.
+// fault with the same message, on every malformed fixture and on mutated files; and
+// read_safetensors_header the same names, dtypes, shapes and metadata with no bytes, or the same error.
 TEST_CASE("read_safetensors from a file agrees with parse_safetensors of its bytes", "[cpu]") {
   const auto path =
       std::filesystem::temp_directory_path() / ("fc_io_read_agrees_" + std::to_string(::getpid()) + ".safetensors");
@@ -97,7 +98,9 @@ TEST_CASE("read_safetensors from a file agrees with parse_safetensors of its byt
     }
     const ReadOutcome disk = outcome([&] { return io::read_safetensors(name); });
     const ReadOutcome memory = outcome([&] { return io::parse_safetensors(name, files[i]); });
+    const ReadOutcome header = outcome([&] { return io::read_safetensors_header(name); });
     REQUIRE(disk.error == memory.error);
+    REQUIRE(header.error == memory.error);
     if (!disk.error.empty()) {
       ++refused;
       continue;
@@ -105,9 +108,13 @@ TEST_CASE("read_safetensors from a file agrees with parse_safetensors of its byt
     ++read_ok;
     REQUIRE(disk.file.metadata == memory.file.metadata);
     REQUIRE(disk.file.tensors.size() == memory.file.tensors.size());
+    REQUIRE(header.file.metadata == memory.file.metadata);
+    REQUIRE(header.file.tensors.size() == memory.file.tensors.size());
     for (const auto& [tensor, x] : memory.file.tensors) {
       const HostTensor& y = disk.file.tensors.at(tensor);
       REQUIRE((y.dtype == x.dtype && y.shape == x.shape && y.bytes == x.bytes));
+      const HostTensor& h = header.file.tensors.at(tensor);
+      REQUIRE((h.dtype == x.dtype && h.shape == x.shape && h.bytes.empty()));
     }
   }
   std::filesystem::remove(path);
