@@ -118,9 +118,6 @@ std::vector<Entry> parse_entries(const std::string& name, std::string_view heade
   return entries;
 }
 
-// read_safetensors (data: every tensor's bytes too) and read_safetensors_header (none).
-TensorFile read_file(const std::string& path, bool data);
-
 HostTensor tensor_of(const Entry& e) {
   HostTensor t;  // shape from the header entry
   t.dtype = e.dtype;
@@ -128,29 +125,7 @@ HostTensor tensor_of(const Entry& e) {
   return t;
 }
 
-}  // namespace
-
-TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
-  const uint64_t size = bytes.size();
-  const uint64_t n = header_length(name, bytes.substr(0, 8), size);
-  TensorFile out;
-  const std::vector<Entry> entries = parse_entries(name, bytes.substr(8, n), size - 8 - n, out);
-  // Only now, with every size proven to fit inside the file, allocate and copy.
-  const std::string_view data = bytes.substr(8 + n);
-  for (const Entry& e : entries) {
-    HostTensor t = tensor_of(e);
-    t.bytes.assign(data.begin() + e.begin, data.begin() + e.end);
-    out.tensors.emplace(e.name, std::move(t));
-  }
-  return out;
-}
-
-TensorFile read_safetensors(const std::string& path) { return read_file(path, true); }
-
-TensorFile read_safetensors_header(const std::string& path) { return read_file(path, false); }
-
-namespace {
-
+// read_safetensors (data: every tensor's bytes too) and read_safetensors_header (none).
 TensorFile read_file(const std::string& path, bool data) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -194,6 +169,25 @@ TensorFile read_file(const std::string& path, bool data) {
 }
 
 }  // namespace
+
+TensorFile parse_safetensors(const std::string& name, std::string_view bytes) {
+  const uint64_t size = bytes.size();
+  const uint64_t n = header_length(name, bytes.substr(0, 8), size);
+  TensorFile out;
+  const std::vector<Entry> entries = parse_entries(name, bytes.substr(8, n), size - 8 - n, out);
+  // Only now, with every size proven to fit inside the file, allocate and copy.
+  const std::string_view data = bytes.substr(8 + n);
+  for (const Entry& e : entries) {
+    HostTensor t = tensor_of(e);
+    t.bytes.assign(data.begin() + e.begin, data.begin() + e.end);
+    out.tensors.emplace(e.name, std::move(t));
+  }
+  return out;
+}
+
+TensorFile read_safetensors(const std::string& path) { return read_file(path, true); }
+
+TensorFile read_safetensors_header(const std::string& path) { return read_file(path, false); }
 
 std::string serialize_safetensors(const TensorFile& file) {
   json header = json::object();
